@@ -1,0 +1,51 @@
+"""gpugraph: HIP/CUDA graphs for Python.
+
+Build graphs by stream capture or explicitly, instantiate them once and launch them with one call, on
+CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
+"""
+
+from ._device import Device, GraphMemoryUsage
+from ._errors import (BackendError, BackendUnavailableError, CaptureError, GpuGraphError, GraphError,
+                      GraphUpdateError, KernelCompileError)
+from ._exec import GraphExec
+from ._graph import Graph, Node
+from ._kernel import Kernel, LaunchConfig
+from ._memory import Array
+from ._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
+                     FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind)
+from ._stream import Event, Stream
+from .backends import available_backends
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AllocParams",
+    "Array",
+    "BackendError",
+    "BackendUnavailableError",
+    "CaptureError",
+    "ChildGraphParams",
+    "Device",
+    "EmptyParams",
+    "Event",
+    "EventRecordParams",
+    "EventWaitParams",
+    "FreeParams",
+    "GpuGraphError",
+    "Graph",
+    "GraphError",
+    "GraphExec",
+    "GraphMemoryUsage",
+    "GraphUpdateError",
+    "HostParams",
+    "Kernel",
+    "KernelCompileError",
+    "KernelParams",
+    "LaunchConfig",
+    "MemcpyParams",
+    "MemsetParams",
+    "Node",
+    "NodeKind",
+    "Stream",
+    "available_backends",
+]

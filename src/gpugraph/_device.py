@@ -1,0 +1,168 @@
+"""Device: one GPU (or the CPU reference device) of one backend, and backend selection."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._memory import Array, normalize_dtype, normalize_shape
+from ._stream import Event, Stream
+from .backends import BACKEND_ORDER, available_backends, get_backend
+
+ENV_VAR = "GPUGRAPH_BACKEND"
+
+
+@dataclass(frozen=True)
+class GraphMemoryUsage:
+    """Figures of a device's graph memory pool, in bytes (cudaDeviceGetGraphMemAttribute).
+
+    Attributes:
+        used: Memory held by graph allocations right now.
+        reserved: Memory the pool holds, in use or ready for reuse.
+        used_high: Highest ``used`` since the last reset.
+        reserved_high: Highest ``reserved`` since the last reset.
+    """
+
+    used: int
+    reserved: int
+    used_high: int
+    reserved_high: int
+
+
+def _parse(spec: str) -> tuple[str, int]:
+    name, _, index = spec.strip().partition(":")
+    if name not in BACKEND_ORDER:
+        raise ValueError(f"Device: expected 'cuda', 'hip' or 'cpu', optionally with ':index', got {spec!r}")
+    if index and not index.isdigit():
+        raise ValueError(f"Device: the index after ':' must be a non-negative int, got {spec!r}")
+    return name, int(index or 0)
+
+
+class Device:
+    """A device of one backend; ``Device(spec)`` returns the same object for the same device.
+
+    Args:
+        spec: ``"cuda"``, ``"cuda:1"``, ``"hip:0"``, ``"cpu"``. When None: ``$GPUGRAPH_BACKEND``, else
+            the first available of cuda, hip, cpu.
+
+    Raises:
+        BackendUnavailableError: If the backend or the device index is not available here.
+        ValueError: If ``spec`` is malformed.
+    """
+
+    _instances: dict[tuple[str, int], "Device"] = {}
+    _lock = threading.Lock()
+
+    def __new__(cls, spec: str | None = None) -> "Device":
+        if spec is None:
+            spec = os.environ.get(ENV_VAR) or available_backends()[0]
+        elif not isinstance(spec, str):
+            raise TypeError(f"Device: spec must be a str such as 'cuda:0' or 'cpu', got {spec!r}")
+        name, index = _parse(spec)
+        key = (name, index)
+        device = cls._instances.get(key)
+        if device is not None:
+            return device
+        backend = get_backend(name)
+        count = backend.device_count()
+        if index >= count:
+            from ._errors import BackendUnavailableError
+            raise BackendUnavailableError(f"{name}:{index}: this machine has {count} {name} device(s)")
+        with cls._lock:
+            device = cls._instances.get(key)
+            if device is None:
+                device = object.__new__(cls)
+                device.backend = name
+                device.index = index
+                device._backend = backend
+                device.name = backend.device_name(index)
+                device._default_stream = None
+                cls._instances[key] = device
+        return device
+
+    def __repr__(self) -> str:
+        return f"Device('{self}')"
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.index}"
+
+    def __reduce__(self) -> tuple:
+        return (Device, (str(self),))
+
+    # Work and synchronisation
+
+    def synchronize(self) -> None:
+        """Block until all work on the device has finished; raise the first pending stream error."""
+        self._backend.device_synchronize(self.index)
+
+    def stream(self, non_blocking: bool = True, priority: int = 0) -> Stream:
+        """Create a stream (see ``Stream``)."""
+        return Stream(self, non_blocking, priority)
+
+    def event(self, timing: bool = False) -> Event:
+        """Create an event; ``timing=True`` lets ``elapsed_ms`` measure between two of them."""
+        return Event(self, timing)
+
+    # Memory
+
+    def empty(self, shape: Any, dtype: Any = np.float32) -> Array:
+        """Allocate uninitialised device memory (cudaMalloc); freed when the Array is collected."""
+        shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
+        ptr, alloc = self._backend.mem_alloc(self.index, Array.bytes_for(shape, dtype))
+        array = Array(self, ptr, shape, dtype, alloc)
+        weakref.finalize(array, self._backend.mem_free, alloc)
+        return array
+
+    def zeros(self, shape: Any, dtype: Any = np.float32) -> Array:
+        """Allocate device memory filled with zeros."""
+        array = self.empty(shape, dtype)
+        zeros = np.zeros(array.shape, array.dtype)
+        self._backend.copy(array, zeros, array.nbytes)
+        return array
+
+    def asarray(self, data: Any, dtype: Any = None) -> Array:
+        """Copy host data (anything ``numpy.asarray`` takes) into new device memory, synchronously."""
+        host = np.ascontiguousarray(np.asarray(data, dtype=dtype))
+        array = self.empty(host.shape, host.dtype)
+        self._backend.copy(array, host, array.nbytes)
+        return array
+
+    def empty_like(self, other: Any) -> Array:
+        """Allocate uninitialised device memory of ``other``'s shape and dtype (Array or NumPy)."""
+        if not hasattr(other, "shape") or not hasattr(other, "dtype"):
+            raise TypeError(f"empty_like: expected an Array or NumPy array, got {type(other).__name__}")
+        return self.empty(other.shape, other.dtype)
+
+    def pinned(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
+        """Allocate page-locked host memory as a NumPy array, for asynchronous copies."""
+        shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
+        raw = self._backend.pinned_empty(self.index, Array.bytes_for(shape, dtype))
+        return raw.view(dtype).reshape(shape)
+
+    def graph_memory(self) -> GraphMemoryUsage:
+        """The graph memory pool's figures (cudaDeviceGetGraphMemAttribute)."""
+        return GraphMemoryUsage(**self._backend.graph_memory(self.index))
+
+    def trim_graph_memory(self) -> None:
+        """Return pool memory that no graph allocation uses (cudaDeviceGraphMemTrim)."""
+        self._backend.graph_memory_trim(self.index)
+
+    # Internal helpers shared by streams and graphs
+
+    def _load_kernel(self, kernel: Any) -> Any:
+        """The backend's function handle for ``kernel``, compiled on first use on this device."""
+        function = kernel._functions.get(self)
+        if function is None:
+            function = self._backend.kernel_load(self.index, kernel)
+            kernel._functions[self] = function
+        return function
+
+    def _check_same_device(self, value: Any, what: str) -> None:
+        device = getattr(value, "device", None)
+        if isinstance(device, Device) and device is not self:
+            raise ValueError(f"{what}: {value!r} belongs to {device}, not {self}")

@@ -1,0 +1,74 @@
+"""The exception hierarchy: every error gpugraph raises on purpose derives from GpuGraphError."""
+
+from __future__ import annotations
+
+
+class GpuGraphError(Exception):
+    """Root of gpugraph's own errors."""
+
+
+class BackendError(GpuGraphError):
+    """A backend call failed.
+
+    Attributes:
+        backend: Backend name, e.g. ``"cuda"``.
+        api: The failing call, e.g. ``"cuGraphInstantiate"``.
+        code: The backend's error code (an int or an enum member).
+    """
+
+    def __init__(self, backend: str, api: str, code: object, detail: str = "") -> None:
+        self.backend = backend
+        self.api = api
+        self.code = code
+        message = f"{backend}: {api} failed: {code}"
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+
+class BackendUnavailableError(GpuGraphError):
+    """The requested backend cannot be used here; the message says what is missing and how to get it."""
+
+
+class CaptureError(GpuGraphError):
+    """A stream capture was invalidated or ended badly.
+
+    Attributes:
+        api: The first offending call, e.g. ``"Stream.synchronize"``.
+        stream: The stream the capture ran on.
+        mode: The capture mode.
+        where: The Python traceback (a string) of the line that made the first offending call.
+    """
+
+    def __init__(self, message: str, *, api: str = "", stream: object = None,
+                 mode: str = "", where: str = "") -> None:
+        self.api = api
+        self.stream = stream
+        self.mode = mode
+        self.where = where
+        super().__init__(f"{message}\nThe offending call was made here:\n{where}" if where else message)
+
+
+class GraphError(GpuGraphError):
+    """A graph was built or used against the rules (cycle, foreign node, bad free, closed graph...)."""
+
+
+class GraphUpdateError(GraphError):
+    """A whole-graph update was refused; the executable graph is unchanged.
+
+    Attributes:
+        reason: The rule that was broken, e.g. ``"topology changed"``.
+        node: The offending node of the new graph, or None when the rule concerns the whole graph.
+    """
+
+    def __init__(self, reason: str, node: object = None, detail: str = "") -> None:
+        self.reason = reason
+        self.node = node
+        where = f" at {node!r}" if node is not None else ""
+        super().__init__(f"update refused{where}: {reason}" + (f" ({detail})" if detail else ""))
+
+
+class KernelCompileError(GpuGraphError):
+    """Kernel source failed to compile; ``log`` holds the compiler's output."""
+
+    def __init__(self, kernel_name: str, log: str) -> None:
+        self.log = log
+        super().__init__(f"kernel {kernel_name!r} failed to compile:\n{log}")

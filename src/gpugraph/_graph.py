@@ -1,0 +1,408 @@
+"""Graph and Node: a template of operations (nodes) and their dependencies (edges).
+
+Nodes are handles onto the backend's graph, which is the source of truth: explicitly built and captured
+graphs look the same. The rules CUDA applies are checked here, at the call that breaks them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any, Callable, Iterable
+
+from ._errors import GraphError
+from ._kernel import Kernel, check_shared_mem, launch_dims
+from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
+from ._nodes import (MEMORY_KINDS, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
+                     FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind)
+from ._stream import Event
+
+
+class Node:
+    """One operation of a Graph; returned by the ``Graph.add_*`` methods and by queries.
+
+    Attributes:
+        graph: The Graph the node belongs to.
+        kind: Its NodeKind.
+    """
+
+    __slots__ = ("graph", "kind", "_handle", "_number", "_array", "__weakref__")
+
+    def __init__(self, graph: "Graph", handle: Any, kind: NodeKind, number: int) -> None:
+        self.graph = graph
+        self.kind = kind
+        self._handle = handle
+        self._number = number
+        self._array: Array | None = None
+
+    @property
+    def params(self) -> Any:
+        """The node's parameter record (``KernelParams``, ``MemcpyParams``, ...)."""
+        params = self.graph._backend.node_params(self.graph._handle, self._handle)
+        if isinstance(params, ChildGraphParams):
+            return ChildGraphParams(Graph._wrap(self.graph.device, params.graph, owner=self.graph))
+        return params
+
+    @property
+    def dependencies(self) -> tuple["Node", ...]:
+        """Nodes this node waits for."""
+        g = self.graph
+        return tuple(g._node(h) for h in g._backend.node_dependencies(g._handle, self._handle))
+
+    @property
+    def dependents(self) -> tuple["Node", ...]:
+        """Nodes that wait for this node."""
+        g = self.graph
+        return tuple(g._node(h) for h in g._backend.node_dependents(g._handle, self._handle))
+
+    @property
+    def array(self) -> Array:
+        """The memory of an allocation node, usable by nodes ordered after it.
+
+        Raises:
+            GraphError: If this is not an allocation node.
+        """
+        if self._array is None:
+            if self.kind is not NodeKind.MEM_ALLOC:
+                raise GraphError(f"{self!r}.array: only allocation nodes have an array (got {self.kind})")
+            raise GraphError(f"{self!r}.array: the allocation was recorded by stream capture; use the "
+                             f"Array that Stream.alloc returned")
+        return self._array
+
+    def __repr__(self) -> str:
+        detail = ""
+        if self.kind is NodeKind.KERNEL:
+            kernel = self.graph._backend.node_params(self.graph._handle, self._handle).kernel
+            detail = f" {getattr(kernel, 'name', kernel)}"
+        return f"Node(n{self._number}, {self.kind.value}{detail})"
+
+
+def _as_nodes(after: Any) -> tuple[Any, ...]:
+    if after is None:
+        return ()
+    if isinstance(after, Node):
+        return (after,)
+    try:
+        return tuple(after)
+    except TypeError:
+        raise TypeError(f"after: expected a Node or an iterable of Nodes, got {type(after).__name__}") from None
+
+
+class Graph:
+    """A graph template: nodes and dependency edges, to be instantiated into a ``GraphExec``.
+
+    Args:
+        device: The Device the graph runs on (default: ``Device()``).
+
+    See also: cudaGraphCreate.
+    """
+
+    __slots__ = ("device", "_backend", "_handle", "_nodes", "_numbers", "_owner", "_memory",
+                 "_live_execs", "_clone_of", "__weakref__")
+
+    def __init__(self, device: Any = None) -> None:
+        from ._device import Device
+        device = Device() if device is None else device
+        if not isinstance(device, Device):
+            raise TypeError(f"Graph(device): expected a Device or None, got {type(device).__name__}")
+        backend = device._backend
+        self._setup(device, backend.graph_create(device.index), owner=None)
+        weakref.finalize(self, backend.graph_destroy, self._handle)
+
+    def _setup(self, device: Any, handle: Any, owner: "Graph | None") -> None:
+        self.device = device
+        self._backend = device._backend
+        self._handle = handle
+        self._nodes: dict[Any, Node] = {}
+        self._numbers = itertools.count()
+        self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
+        self._memory = False  # whether the graph has allocation or free nodes
+        self._live_execs: weakref.WeakSet = weakref.WeakSet()
+        self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
+
+    @classmethod
+    def _wrap(cls, device: Any, handle: Any, owner: "Graph | None" = None) -> "Graph":
+        """A Graph over an existing backend graph: one captured (owned) or embedded in a node (borrowed)."""
+        graph = object.__new__(cls)
+        graph._setup(device, handle, owner)
+        for h in graph._backend.graph_nodes(handle):
+            graph._memory |= graph._node(h).kind in MEMORY_KINDS
+        if owner is None:
+            weakref.finalize(graph, graph._backend.graph_destroy, handle)
+        return graph
+
+    def _node(self, handle: Any) -> Node:
+        node = self._nodes.get(handle)
+        if node is None:
+            kind = self._backend.node_params(self._handle, handle).kind
+            node = self._nodes[handle] = Node(self, handle, kind, next(self._numbers))
+        return node
+
+    def _deps(self, after: Any, what: str) -> list[Any]:
+        handles = []
+        for node in _as_nodes(after):
+            if not isinstance(node, Node):
+                raise TypeError(f"{what}(after=...): expected Nodes, got {type(node).__name__}")
+            if node.graph is not self:
+                raise GraphError(f"{what}(after=...): {node!r} belongs to another graph")
+            if node._handle in handles:
+                raise GraphError(f"{what}(after=...): {node!r} is listed twice")
+            handles.append(node._handle)
+        return handles
+
+    def _add(self, params: Any, deps: list[Any]) -> Node:
+        return self._node(self._backend.graph_add_node(self._handle, params, deps))
+
+    # Adding nodes
+
+    def add_kernel(self, kernel: Kernel, grid: Any, block: Any, *args: Any, shared_mem: int = 0,
+                   after: Any = ()) -> Node:
+        """Add a kernel launch node. See ``Stream.launch`` for the arguments.
+
+        See also: cudaGraphAddKernelNode.
+        """
+        if type(kernel) is not Kernel:
+            raise TypeError(f"add_kernel(kernel): expected a Kernel, got {type(kernel).__name__}")
+        self.device._load_kernel(kernel)
+        grid, block = launch_dims(grid, block)
+        params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem),
+                              kernel.convert_args(args, self.device))
+        return self._add(params, self._deps(after, "add_kernel"))
+
+    def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:
+        """Add a copy node (any direction; Arrays or NumPy arrays).
+
+        See also: cudaGraphAddMemcpyNode1D.
+        """
+        nbytes = memcpy_nbytes(dst, src, nbytes, "add_memcpy")
+        self.device._check_same_device(dst, "add_memcpy(dst)")
+        self.device._check_same_device(src, "add_memcpy(src)")
+        return self._add(MemcpyParams(dst, src, nbytes), self._deps(after, "add_memcpy"))
+
+    def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = ()) -> Node:
+        """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``.
+
+        See also: cudaGraphAddMemsetNode.
+        """
+        pattern, element_size, units = memset_pattern(dst, value, count, "add_memset")
+        self.device._check_same_device(dst, "add_memset(dst)")
+        return self._add(MemsetParams(dst, value, pattern, element_size, units), self._deps(after, "add_memset"))
+
+    def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
+        """Add a node calling ``fn(*args)`` on the host; the graph keeps ``fn`` and ``args`` alive.
+
+        See also: cudaGraphAddHostNode.
+        """
+        if not callable(fn):
+            raise TypeError(f"add_host(fn): expected a callable, got {type(fn).__name__}")
+        return self._add(HostParams(fn, args), self._deps(after, "add_host"))
+
+    def add_empty(self, after: Any = ()) -> Node:
+        """Add a node that does nothing: a join point. See also: cudaGraphAddEmptyNode."""
+        return self._add(EmptyParams(), self._deps(after, "add_empty"))
+
+    def add_child(self, graph: "Graph", after: Any = ()) -> Node:
+        """Add a node running a copy of ``graph`` (taken now). See also: cudaGraphAddChildGraphNode."""
+        if not isinstance(graph, Graph):
+            raise TypeError(f"add_child(graph): expected a Graph, got {type(graph).__name__}")
+        if graph.device is not self.device:
+            raise GraphError(f"add_child: the child graph is on {graph.device}, this graph on {self.device}")
+        if graph is self:
+            raise GraphError("add_child: a graph cannot contain itself")
+        if graph._memory:
+            raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
+        return self._add(ChildGraphParams(graph._handle), self._deps(after, "add_child"))
+
+    def add_event_record(self, event: Event, after: Any = ()) -> Node:
+        """Add a node recording ``event``. See also: cudaGraphAddEventRecordNode."""
+        if not isinstance(event, Event):
+            raise TypeError(f"add_event_record(event): expected an Event, got {type(event).__name__}")
+        self.device._check_same_device(event, "add_event_record(event)")
+        return self._add(EventRecordParams(event), self._deps(after, "add_event_record"))
+
+    def add_event_wait(self, event: Event, after: Any = ()) -> Node:
+        """Add a node waiting for ``event``'s last record. See also: cudaGraphAddEventWaitNode."""
+        if not isinstance(event, Event):
+            raise TypeError(f"add_event_wait(event): expected an Event, got {type(event).__name__}")
+        self.device._check_same_device(event, "add_event_wait(event)")
+        return self._add(EventWaitParams(event), self._deps(after, "add_event_wait"))
+
+    def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
+        """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
+
+        See also: cudaGraphAddMemAllocNode.
+        """
+        shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
+        self._check_memory_allowed("add_alloc")
+        deps = self._deps(after, "add_alloc")
+        handle, ptr, alloc = self._backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
+        self._memory = True
+        node = self._node(handle)
+        node._array = Array(self.device, ptr, shape, dtype, alloc)
+        return node
+
+    def add_free(self, allocation: "Node | Array", after: Any = ()) -> Node:
+        """Add a node freeing a graph allocation (an allocation node of this graph, or its Array).
+
+        Raises:
+            GraphError: If ``allocation`` is not an allocation, is freed twice in this graph, or the free
+                is not ordered after its allocation node.
+
+        See also: cudaGraphAddMemFreeNode.
+        """
+        self._check_memory_allowed("add_free")
+        if isinstance(allocation, Node):
+            if allocation.graph is not self:
+                raise GraphError(f"add_free: {allocation!r} belongs to another graph; pass its Array instead")
+            if allocation.kind is not NodeKind.MEM_ALLOC:
+                raise GraphError(f"add_free({allocation!r}): the node is a {allocation.kind.value} node, "
+                                 f"not an allocation (got {allocation.kind})")
+            array = allocation.array
+        elif type(allocation) is Array:
+            array = allocation
+        else:
+            raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
+        deps = self._deps(after, "add_free")
+        alloc_node = next((n for n in self.nodes if n.kind is NodeKind.MEM_ALLOC and n.params.ptr == array.ptr),
+                          None)
+        for node in self.nodes:
+            if node.kind is NodeKind.MEM_FREE and node.params.ptr == array.ptr:
+                raise GraphError(f"add_free: the allocation at {array.ptr:#x} is already freed by {node!r} "
+                                 f"(double free)")
+        if alloc_node is not None and not self._reaches(alloc_node._handle, deps):
+            raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
+                             f"pass after= that node or one that follows it")
+        node = self._add(FreeParams(array.ptr), deps)
+        self._memory = True
+        return node
+
+    def _check_memory_allowed(self, what: str) -> None:
+        if self._owner is not None:
+            raise GraphError(f"{what}: this graph is embedded in a child-graph node; "
+                             f"child graphs cannot hold allocation or free nodes")
+        if len(self._live_execs):
+            raise GraphError(f"{what}: a graph with memory nodes may have only one executable graph; "
+                             f"close the one instantiated from this graph first")
+
+    # Edges
+
+    def _reaches(self, source: Any, targets: Iterable[Any]) -> bool:
+        """Whether any of ``targets`` is ``source`` or depends on it, directly or not."""
+        pending, seen = list(targets), set()
+        while pending:
+            handle = pending.pop()
+            if handle == source:
+                return True
+            if handle not in seen:
+                seen.add(handle)
+                pending.extend(self._backend.node_dependencies(self._handle, handle))
+        return False
+
+    def _edge_nodes(self, a: Node, b: Node, what: str) -> None:
+        for name, node in (("from", a), ("to", b)):
+            if not isinstance(node, Node):
+                raise TypeError(f"{what}: expected Nodes, got {type(node).__name__} for '{name}'")
+            if node.graph is not self:
+                raise GraphError(f"{what}: {node!r} belongs to another graph")
+
+    def add_dependency(self, a: Node, b: Node) -> None:
+        """Make ``b`` wait for ``a``.
+
+        Raises:
+            GraphError: If the edge exists already, or would close a cycle.
+
+        See also: cudaGraphAddDependencies.
+        """
+        self._edge_nodes(a, b, "add_dependency")
+        if a is b or self._reaches(b._handle, [a._handle]):
+            raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
+                             f"the edge would make a cycle")
+        if a._handle in self._backend.node_dependencies(self._handle, b._handle):
+            raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
+        self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
+
+    def remove_dependency(self, a: Node, b: Node) -> None:
+        """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
+        self._edge_nodes(a, b, "remove_dependency")
+        if self._memory:
+            raise GraphError("remove_dependency: edges of a graph with allocation or free nodes cannot be removed")
+        if a._handle not in self._backend.node_dependencies(self._handle, b._handle):
+            raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
+        self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
+
+    # Queries
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """All nodes. See also: cudaGraphGetNodes."""
+        return tuple(self._node(h) for h in self._backend.graph_nodes(self._handle))
+
+    @property
+    def edges(self) -> tuple[tuple[Node, Node], ...]:
+        """All edges as (from, to) pairs. See also: cudaGraphGetEdges."""
+        return tuple((self._node(a), self._node(b)) for a, b in self._backend.graph_edges(self._handle))
+
+    @property
+    def roots(self) -> tuple[Node, ...]:
+        """Nodes with no dependencies. See also: cudaGraphGetRootNodes."""
+        return tuple(n for n in self.nodes if not self._backend.node_dependencies(self._handle, n._handle))
+
+    @property
+    def leaves(self) -> tuple[Node, ...]:
+        """Nodes nothing depends on."""
+        return tuple(n for n in self.nodes if not self._backend.node_dependents(self._handle, n._handle))
+
+    def __len__(self) -> int:
+        return len(self._backend.graph_nodes(self._handle))
+
+    def clone(self) -> "Graph":
+        """A copy of the graph; ``copy.find(node)`` maps this graph's nodes to the copy's.
+
+        See also: cudaGraphClone.
+        """
+        if self._memory:
+            raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
+        copy = Graph._wrap(self.device, self._backend.graph_clone(self._handle))
+        copy._clone_of = weakref.ref(self)
+        return copy
+
+    def find(self, node: Node) -> Node:
+        """The node of this clone that corresponds to ``node`` of the original graph.
+
+        See also: cudaGraphNodeFindInClone.
+        """
+        original = self._clone_of() if self._clone_of is not None else None
+        if original is None:
+            raise GraphError("find: this graph is not a clone")
+        if not isinstance(node, Node) or node.graph is not original:
+            raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
+        return self._node(self._backend.graph_find_in_clone(self._handle, node._handle))
+
+    def to_dot(self) -> str:
+        """The graph in Graphviz DOT format."""
+        from ._dot import to_dot
+        return to_dot(self)
+
+    def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False) -> "Any":
+        """Create an executable graph.
+
+        Args:
+            upload: A Stream to upload the executable graph on right away, or None.
+            auto_free_on_launch: Free the graph's unfreed allocations of the previous launch when it is
+                launched again (cudaGraphInstantiateFlagAutoFreeOnLaunch).
+
+        See also: cudaGraphInstantiateWithFlags.
+        """
+        from ._exec import GraphExec
+        if self._memory and len(self._live_execs):
+            raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
+                             "executable graph at a time; close the other one first")
+        exe = GraphExec(self, auto_free_on_launch)
+        if self._memory:
+            self._live_execs.add(exe)
+        if upload is not None:
+            exe.upload(upload)
+        return exe
+
+    def __repr__(self) -> str:
+        return f"Graph(device={self.device}, nodes={len(self)})"

@@ -1,0 +1,175 @@
+"""Kernel: CUDA/HIP C++ source compiled lazily per device, plus an optional CPU implementation."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ._memory import Array
+from ._signature import KernelParam, parse_signature
+
+_MAX_BLOCK_THREADS = 1024
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+_MAX_BLOCK = (1024, 1024, 64)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """The launch shape a CPU implementation receives as its first argument."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int = 0
+
+
+def _dims(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Normalise an int or a 1-3 tuple of ints to a 3-tuple, checking CUDA's limits."""
+    try:
+        dims = (operator.index(value),) if not isinstance(value, (tuple, list)) else tuple(
+            operator.index(v) for v in value)
+    except TypeError:
+        raise TypeError(f"{what}: expected an int or a tuple of 1 to 3 ints, got {value!r}") from None
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"{what}: expected 1 to 3 dimensions, got {len(dims)} ({value!r})")
+    dims = dims + (1,) * (3 - len(dims))
+    for axis, (d, limit) in enumerate(zip(dims, limits)):
+        if not 1 <= d <= limit:
+            raise ValueError(f"{what}: dimension {'xyz'[axis]} must be in 1..{limit}, got {d}")
+    return dims  # type: ignore[return-value]
+
+
+_dims_cache: dict[tuple[Any, str], tuple[int, int, int]] = {}
+
+
+def launch_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Validate and normalise a launch's grid and block, caching hashable inputs (a hot path)."""
+    try:
+        g = _dims_cache[grid, "grid"]
+    except (KeyError, TypeError):
+        g = _dims(grid, "grid", _MAX_GRID)
+        if not isinstance(grid, list):
+            _dims_cache[grid, "grid"] = g
+    try:
+        b = _dims_cache[block, "block"]
+    except (KeyError, TypeError):
+        b = _dims(block, "block", _MAX_BLOCK)
+        if b[0] * b[1] * b[2] > _MAX_BLOCK_THREADS:
+            raise ValueError(f"block: {b} has {b[0] * b[1] * b[2]} threads; "
+                             f"a block holds at most {_MAX_BLOCK_THREADS}")
+        if not isinstance(block, list):
+            _dims_cache[block, "block"] = b
+    return g, b
+
+
+def check_shared_mem(shared_mem: Any) -> int:
+    """Return ``shared_mem`` as a non-negative int or raise naming what was got."""
+    if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
+        raise ValueError(f"shared_mem: expected a non-negative int, got {shared_mem!r}")
+    return int(shared_mem)
+
+
+class Kernel:
+    """A ``__global__`` function in CUDA/HIP C++ source, compiled lazily once per device.
+
+    Args:
+        source: CUDA/HIP C++ source holding the kernel.
+        name: The kernel's name in ``source``.
+        options: Extra compiler options (NVRTC/hiprtc), e.g. ``("-use_fast_math",)``.
+        cpu: Optional Python implementation used by the CPU backend, called as
+            ``cpu(launch, *args)`` with ``launch.grid``/``launch.block`` 3-tuples and array
+            arguments as NumPy views.
+
+    Raises:
+        TypeError: If ``source``/``name`` are not strings, ``options`` is not a sequence of strings,
+            or ``cpu`` is not callable.
+    """
+
+    def __init__(self, source: str, name: str, options: Sequence[str] = (),
+                 cpu: Callable[..., Any] | None = None) -> None:
+        if not isinstance(source, str):
+            raise TypeError(f"Kernel: source must be a str of CUDA/HIP C++, got {type(source).__name__}")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TypeError(f"Kernel: name must be the kernel's identifier, got {name!r}")
+        if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+            raise TypeError(f"Kernel {name!r}: options must be a sequence of str, got {options!r}")
+        if cpu is not None and not callable(cpu):
+            raise TypeError(f"Kernel {name!r}: cpu must be callable or None, got {type(cpu).__name__}")
+        self.source = source
+        self.name = name
+        self.options = tuple(options)
+        self.cpu = cpu
+        self.signature: tuple[KernelParam, ...] | None = parse_signature(source, name)
+        self._converters = (None if self.signature is None
+                            else tuple(_converter(self, i, p) for i, p in enumerate(self.signature)))
+        # Backend function handles, one per Device, filled by Device.load_kernel.
+        self._functions: dict[Any, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name!r})"
+
+    def convert_args(self, args: tuple, device: Any) -> tuple:
+        """Check ``args`` against the signature and return them as Arrays and NumPy scalars.
+
+        Raises:
+            TypeError: On a wrong argument count or an argument of an unsupported type.
+        """
+        converters = self._converters
+        if converters is None:
+            return tuple(_convert_unknown(self, i, a, device) for i, a in enumerate(args))
+        if len(args) != len(converters):
+            raise TypeError(f"{self!r} takes {len(converters)} arguments "
+                            f"({', '.join(map(str, self.signature or ()))}), got {len(args)}")
+        return tuple([c(a, device) for c, a in zip(converters, args)])
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}"
+
+
+def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any], Any]:
+    where = f"{kernel!r} argument {index} ({param})"
+    if param.pointer:
+        want = param.dtype
+
+        def to_pointer(value: Any, device: Any) -> Any:
+            if type(value) is Array:
+                if value.device is not device:
+                    raise ValueError(f"{where}: the Array is on {value.device}, the launch on {device}")
+                if want is not None and value.dtype != want:
+                    raise TypeError(f"{where}: expects {want} data, got an Array of {value.dtype}")
+                return value
+            hint = " (copy it to the device with dev.asarray first)" if isinstance(value, np.ndarray) else ""
+            raise TypeError(f"{where}: expects a device Array, got {_describe(value)}{hint}")
+        return to_pointer
+
+    scalar = param.dtype.type if param.dtype is not None else None
+
+    def to_scalar(value: Any, device: Any) -> Any:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.generic)):
+            raise TypeError(f"{where}: expects a {param.ctype} scalar, got {_describe(value)}")
+        if scalar is None:
+            if isinstance(value, np.generic):
+                return value
+            raise TypeError(f"{where}: gpugraph cannot tell the C type {param.ctype!r}; "
+                            f"pass a NumPy scalar of the right type, got {_describe(value)}")
+        if isinstance(value, float) and np.dtype(scalar).kind in "iub" and not value.is_integer():
+            raise TypeError(f"{where}: expects an integer, got {_describe(value)}")
+        try:
+            return scalar(value)
+        except (OverflowError, ValueError) as exc:
+            raise ValueError(f"{where}: {value!r} does not fit in {param.ctype} ({exc})") from None
+    return to_scalar
+
+
+def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any:
+    """Arguments of a kernel whose signature gpugraph could not read must carry their own type."""
+    if type(value) is Array and value.device is not device:
+        raise ValueError(f"{kernel!r} argument {index}: the Array is on {value.device}, the launch on {device}")
+    if type(value) is Array or isinstance(value, np.generic):
+        return value
+    raise TypeError(f"{kernel!r} argument {index}: gpugraph found no `__global__ void {kernel.name}(...)` "
+                    f"in the source, so arguments must be Arrays or NumPy scalars; got {_describe(value)}")

@@ -1,0 +1,143 @@
+"""Array (device memory) and the checks shared by every operation that reads or writes memory."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+
+class Array:
+    """A block of device memory viewed as a C-contiguous array of ``shape`` and ``dtype``.
+
+    Arrays come from a Device (``empty``, ``zeros``, ``asarray``, ``empty_like``), a stream
+    (``alloc``) or a graph allocation node (``node.array``); they are never built directly.
+
+    Attributes:
+        device: The Device the memory lives on.
+        ptr: The device address (int).
+        shape: Tuple of ints.
+        dtype: NumPy dtype of the elements.
+        nbytes: Size in bytes.
+    """
+
+    __slots__ = ("device", "ptr", "shape", "dtype", "nbytes", "_alloc", "__weakref__")
+
+    def __init__(self, device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype, alloc: Any) -> None:
+        self.device = device
+        self.ptr = ptr
+        self.shape = shape
+        self.dtype = dtype
+        self.nbytes = Array.bytes_for(shape, dtype)
+        self._alloc = alloc  # the backend's record of the allocation
+
+    @staticmethod
+    def bytes_for(shape: tuple[int, ...], dtype: np.dtype) -> int:
+        """Bytes needed by an array of ``shape`` and ``dtype``."""
+        n = dtype.itemsize
+        for d in shape:
+            n *= d
+        return n
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self.nbytes // self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def to_numpy(self) -> np.ndarray:
+        """Wait for all work on the device, then copy the contents into a new NumPy array.
+
+        See also: cudaMemcpy (device to host).
+        """
+        self.device.synchronize()
+        out = np.empty(self.shape, self.dtype)
+        self.device._backend.copy(out, self, self.nbytes)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Array(shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x}, device={self.device})"
+
+
+def normalize_shape(shape: Any) -> tuple[int, ...]:
+    """Return ``shape`` as a tuple of non-negative ints, or raise naming what was got."""
+    try:
+        dims = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(
+            operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"shape: expected an int or a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"shape: dimensions must be non-negative, got {shape!r}")
+    return dims
+
+
+def normalize_dtype(dtype: Any) -> np.dtype:
+    """Return ``dtype`` as a NumPy dtype of fixed-size plain data, or raise naming what was got."""
+    try:
+        result = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype: expected a NumPy dtype, got {dtype!r}") from None
+    if result.hasobject or result.itemsize == 0:
+        raise TypeError(f"dtype: expected a fixed-size plain-data dtype, got {result}")
+    return result
+
+
+def operand_nbytes(value: Any, what: str, *, writable: bool = False) -> int:
+    """Size in bytes of a memory operand (an Array or a C-contiguous NumPy array)."""
+    if type(value) is Array:
+        return value.nbytes
+    if isinstance(value, np.ndarray):
+        if not value.flags.c_contiguous:
+            raise ValueError(f"{what}: NumPy arrays must be C-contiguous, got strides {value.strides}")
+        if writable and not value.flags.writeable:
+            raise ValueError(f"{what}: the NumPy array is read-only")
+        return value.nbytes
+    raise TypeError(f"{what}: expected an Array or a NumPy array, got {type(value).__name__}")
+
+
+def memcpy_nbytes(dst: Any, src: Any, nbytes: Any, what: str = "memcpy") -> int:
+    """Check a copy's operands and return how many bytes it moves."""
+    dst_n = operand_nbytes(dst, f"{what}(dst)", writable=True)
+    src_n = operand_nbytes(src, f"{what}(src)")
+    if nbytes is None:
+        if dst_n != src_n:
+            raise ValueError(f"{what}: dst holds {dst_n} bytes and src {src_n} bytes; "
+                             f"the sizes must match or nbytes must be given")
+        return dst_n
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise ValueError(f"{what}: nbytes must be a non-negative int, got {nbytes!r}")
+    if nbytes > min(dst_n, src_n):
+        raise ValueError(f"{what}: nbytes={nbytes} exceeds dst ({dst_n} bytes) or src ({src_n} bytes)")
+    return int(nbytes)
+
+
+def memset_pattern(dst: Any, value: Any, count: Any, what: str = "memset") -> tuple[int, int, int]:
+    """Turn an element value into the (pattern, element_size, count) of a 1-, 2- or 4-byte memset.
+
+    CUDA and HIP memsets write 1-, 2- or 4-byte patterns, so an 8-byte value works only when its
+    bytes repeat (0.0 does, 2.0 does not).
+    """
+    if type(dst) is not Array:
+        raise TypeError(f"{what}(dst): expected a device Array, got {type(dst).__name__}")
+    if count is None:
+        count = dst.size
+    elif isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 0 <= count <= dst.size:
+        raise ValueError(f"{what}: count must be an int in 0..{dst.size} (elements of dst), got {count!r}")
+    if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool, np.generic)):
+        raise TypeError(f"{what}: value must be a scalar, got {type(value).__name__}")
+    try:
+        raw = np.array(value, dtype=dst.dtype).tobytes()
+    except (OverflowError, ValueError, TypeError):
+        raise ValueError(f"{what}: value {value!r} is not representable as {dst.dtype}") from None
+    if dst.dtype.kind in "iub" and isinstance(value, (float, np.floating)) and not float(value).is_integer():
+        raise ValueError(f"{what}: value {value!r} is not representable as {dst.dtype}")
+    for width in (1, 2, 4):
+        if len(raw) % width == 0 and raw == raw[:width] * (len(raw) // width):
+            return int.from_bytes(raw[:width], "little"), width, int(count) * len(raw) // width
+    raise ValueError(f"{what}: memsets write 1-, 2- or 4-byte patterns; the {dst.dtype} value {value!r} "
+                     f"has no such pattern (fill it with a kernel or copy it instead)")

@@ -1,0 +1,125 @@
+"""Node kinds and one frozen parameter record per kind: the vocabulary shared by the front end and backends.
+
+Fields hold front-end objects (Kernel, Array, Event, Graph, callables) for nodes gpugraph made. Nodes
+recorded from other libraries on a GPU backend may carry raw addresses (int) where gpugraph has no object.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+
+class NodeKind(enum.Enum):
+    """What a graph node does (CUDA's CUgraphNodeType / HIP's hipGraphNodeType)."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    HOST = "host"
+    GRAPH = "graph"
+    EMPTY = "empty"
+    EVENT_RECORD = "event_record"
+    EVENT_WAIT = "event_wait"
+    MEM_ALLOC = "mem_alloc"
+    MEM_FREE = "mem_free"
+
+
+MEMORY_KINDS = frozenset({NodeKind.MEM_ALLOC, NodeKind.MEM_FREE})
+# CUDA allows enabling and disabling only these kinds on an executable graph.
+TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    """A kernel launch: the kernel, its launch shape and its converted arguments."""
+
+    kind: ClassVar[NodeKind] = NodeKind.KERNEL
+    kernel: Any
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+    args: tuple
+
+
+@dataclass(frozen=True)
+class MemcpyParams:
+    """A copy of ``nbytes`` bytes from ``src`` to ``dst`` (Arrays or host NumPy arrays)."""
+
+    kind: ClassVar[NodeKind] = NodeKind.MEMCPY
+    dst: Any
+    src: Any
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class MemsetParams:
+    """Fill ``count`` elements of ``element_size`` bytes at ``dst`` with the bit pattern ``pattern``.
+
+    ``value`` is the user's value as given; ``pattern`` is its bit pattern at ``element_size`` bytes.
+    """
+
+    kind: ClassVar[NodeKind] = NodeKind.MEMSET
+    dst: Any
+    value: Any
+    pattern: int
+    element_size: int
+    count: int
+
+
+@dataclass(frozen=True)
+class HostParams:
+    """A call of ``fn(*args)`` on the host, in graph order."""
+
+    kind: ClassVar[NodeKind] = NodeKind.HOST
+    fn: Callable[..., Any]
+    args: tuple
+
+
+@dataclass(frozen=True)
+class EmptyParams:
+    """A node that does nothing: a join point for dependencies."""
+
+    kind: ClassVar[NodeKind] = NodeKind.EMPTY
+
+
+@dataclass(frozen=True)
+class ChildGraphParams:
+    """A nested graph; the node owns a copy of the graph made when the node was added."""
+
+    kind: ClassVar[NodeKind] = NodeKind.GRAPH
+    graph: Any
+
+
+@dataclass(frozen=True)
+class EventRecordParams:
+    """Record ``event`` when the node runs."""
+
+    kind: ClassVar[NodeKind] = NodeKind.EVENT_RECORD
+    event: Any
+
+
+@dataclass(frozen=True)
+class EventWaitParams:
+    """Wait for the last record of ``event`` before dependents run."""
+
+    kind: ClassVar[NodeKind] = NodeKind.EVENT_WAIT
+    event: Any
+
+
+@dataclass(frozen=True)
+class AllocParams:
+    """Allocate ``nbytes`` of graph memory at the fixed address ``ptr``."""
+
+    kind: ClassVar[NodeKind] = NodeKind.MEM_ALLOC
+    nbytes: int
+    ptr: int
+
+
+@dataclass(frozen=True)
+class FreeParams:
+    """Free the graph allocation at ``ptr``."""
+
+    kind: ClassVar[NodeKind] = NodeKind.MEM_FREE
+    ptr: int

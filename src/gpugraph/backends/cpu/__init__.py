@@ -1,0 +1,243 @@
+"""The CPU reference backend: HIP/CUDA semantics executed on the host, always available.
+
+Streams are FIFO task queues, each run by its own worker thread; graphs are plain Python DAGs whose
+executable form runs independent branches on a thread pool. It applies the same rules as CUDA so that
+code tested here behaves the same on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..._errors import GpuGraphError, GraphError
+from ..._kernel import LaunchConfig
+from ..._nodes import AllocParams, FreeParams
+from ._executor import CpuExec
+from ._graphs import CpuGraph, CpuNode
+from ._memory import AddressSpace, Allocation, Pool
+from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
+from ._streams import CpuEvent, CpuStream
+
+
+class CpuBackend:
+    """Implements ``gpugraph.backends._protocol.Backend`` on the host."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self._addresses = AddressSpace()
+        self._graph_pool = Pool()
+        self._stream_pool = Pool()
+        # Stream-ordered and graph allocations by address, so that a free node can name one by address.
+        self._allocations: "weakref.WeakValueDictionary[int, Allocation]" = weakref.WeakValueDictionary()
+        self._streams: set[CpuStream] = set()
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(max_workers=max(8, 2 * (os.cpu_count() or 1)),
+                                                        thread_name_prefix="gpugraph-cpu-graph")
+        return self._executor
+
+    # Devices
+
+    def device_count(self) -> int:
+        return 1
+
+    def device_name(self, index: int) -> str:
+        return f"CPU reference device ({os.cpu_count()} cores)"
+
+    def device_synchronize(self, index: int) -> None:
+        first: BaseException | None = None
+        for stream in list(self._streams):
+            try:
+                stream.synchronize()
+            except BaseException as exc:  # noqa: BLE001 - every stream is drained, the first error raised
+                first = first or exc
+        if first is not None:
+            raise first
+
+    # Memory
+
+    def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Allocation]:
+        buffer = np.empty(max(nbytes, 1), np.uint8)
+        alloc = Allocation(buffer.ctypes.data, nbytes, buffer, None, "device")
+        alloc.owner = f"device allocation at {alloc.ptr:#x}"
+        return alloc.ptr, alloc
+
+    def mem_free(self, alloc: Allocation) -> None:
+        alloc.buffer = None
+
+    def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, np.uint8)
+
+    def copy(self, dst: Any, src: Any, nbytes: int) -> None:
+        run_memcpy(dst, src, nbytes)
+
+    def graph_memory(self, index: int) -> dict[str, int]:
+        return self._graph_pool.usage()
+
+    def graph_memory_trim(self, index: int) -> None:
+        self._graph_pool.trim()
+
+    def _new_allocation(self, nbytes: int, pool: Pool, origin: str) -> Allocation:
+        ptr = self._addresses.reserve(nbytes)
+        alloc = Allocation(ptr, nbytes, None, pool, origin)
+        alloc.owner = f"the {origin} allocation at {ptr:#x}"
+        self._allocations[ptr] = alloc
+        return alloc
+
+    # Kernels
+
+    def kernel_load(self, index: int, kernel: Any) -> Any:
+        if kernel.cpu is None:
+            raise GpuGraphError(f"{kernel!r} has no CPU implementation: the CPU backend runs kernels through "
+                                f"Kernel(source, {kernel.name!r}, cpu=fn), with fn(launch, *args)")
+        return kernel
+
+    # Streams and events
+
+    def stream_create(self, index: int, non_blocking: bool, priority: int) -> CpuStream:
+        stream = CpuStream(index, non_blocking, priority)
+        self._streams.add(stream)
+        return stream
+
+    def stream_destroy(self, stream: CpuStream) -> None:
+        self._streams.discard(stream)
+        stream.close()
+
+    def stream_synchronize(self, stream: CpuStream) -> None:
+        stream.synchronize()
+
+    def stream_query(self, stream: CpuStream) -> bool:
+        return stream.query()
+
+    def stream_launch(self, stream: CpuStream, function: Any, grid: tuple, block: tuple,
+                      shared_mem: int, args: tuple) -> None:
+        stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), args))
+
+    def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int) -> None:
+        stream.submit(run_memcpy, (dst, src, nbytes))
+
+    def stream_memset(self, stream: CpuStream, dst: Any, pattern: int, element_size: int, count: int) -> None:
+        stream.submit(run_memset, (dst, pattern, element_size, count))
+
+    def stream_host(self, stream: CpuStream, fn: Any, args: tuple) -> None:
+        stream.submit(fn, args)
+
+    def stream_alloc(self, stream: CpuStream, nbytes: int) -> tuple[int, Allocation]:
+        alloc = self._new_allocation(nbytes, self._stream_pool, "stream")
+        alloc.live = True
+        stream.submit(map_allocation, (alloc,))
+        return alloc.ptr, alloc
+
+    def stream_free(self, stream: CpuStream, alloc: Allocation) -> None:
+        if alloc.origin == "device":
+            raise ValueError(f"free(array): {alloc.owner} came from Device.empty and is freed when its Array "
+                             f"is collected; Stream.free takes memory from Stream.alloc or allocation nodes")
+        if not alloc.live:
+            raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
+                             f"has not been launched)")
+        alloc.live = False
+        stream.submit(unmap_allocation, (alloc,))
+
+    def stream_wait_event(self, stream: CpuStream, event: CpuEvent) -> None:
+        stream.wait(event)
+
+    def event_create(self, index: int, timing: bool) -> CpuEvent:
+        return CpuEvent(timing)
+
+    def event_destroy(self, event: CpuEvent) -> None:
+        pass
+
+    def event_record(self, event: CpuEvent, stream: CpuStream) -> None:
+        stream.record(event)
+
+    def event_synchronize(self, event: CpuEvent) -> None:
+        if event.latest is not None:
+            event.latest.flag.wait()
+
+    def event_query(self, event: CpuEvent) -> bool:
+        return event.latest is None or event.latest.flag.is_set()
+
+    def event_elapsed_ms(self, start: CpuEvent, end: CpuEvent) -> float:
+        if start.latest is None or end.latest is None:
+            raise ValueError("elapsed_ms: both events must have been recorded")
+        return (end.latest.time - start.latest.time) * 1e3
+
+    # Graphs
+
+    def graph_create(self, index: int) -> CpuGraph:
+        return CpuGraph(index)
+
+    def graph_destroy(self, graph: CpuGraph) -> None:
+        pass
+
+    def graph_add_node(self, graph: CpuGraph, params: Any, deps: Sequence[CpuNode]) -> CpuNode:
+        alloc = None
+        if isinstance(params, FreeParams):
+            alloc = self._allocations.get(params.ptr)
+            if alloc is None or alloc.origin != "graph":
+                raise GraphError(f"add_free: {params.ptr:#x} is not the address of a graph allocation")
+        return graph.add(params, deps, alloc)
+
+    def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:
+        alloc = self._new_allocation(nbytes, self._graph_pool, "graph")
+        node = graph.add(AllocParams(nbytes, alloc.ptr), deps, alloc)
+        return node, alloc.ptr, alloc
+
+    def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
+        dst.deps.append(src)
+        src.dependents.append(dst)
+
+    def graph_remove_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
+        dst.deps.remove(src)
+        src.dependents.remove(dst)
+
+    def graph_nodes(self, graph: CpuGraph) -> list[CpuNode]:
+        return list(graph.nodes)
+
+    def graph_edges(self, graph: CpuGraph) -> list[tuple[CpuNode, CpuNode]]:
+        return graph.edges()
+
+    def node_params(self, graph: CpuGraph, node: CpuNode) -> Any:
+        return node.params
+
+    def node_dependencies(self, graph: CpuGraph, node: CpuNode) -> list[CpuNode]:
+        return list(node.deps)
+
+    def node_dependents(self, graph: CpuGraph, node: CpuNode) -> list[CpuNode]:
+        return list(node.dependents)
+
+    def graph_clone(self, graph: CpuGraph) -> CpuGraph:
+        return graph.clone()
+
+    def graph_find_in_clone(self, clone: CpuGraph, node: CpuNode) -> CpuNode:
+        return clone.clone_of[node]
+
+    def graph_instantiate(self, graph: CpuGraph, auto_free_on_launch: bool) -> CpuExec:
+        return CpuExec(graph, auto_free_on_launch, self._thread_pool)
+
+    def exec_launch(self, exec_: CpuExec, stream: CpuStream) -> None:
+        exec_.check_launch()
+        stream.submit(exec_.run, ())
+
+    def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
+        pass
+
+    def exec_destroy(self, exec_: CpuExec) -> None:
+        pass
+
+
+def create_backend() -> CpuBackend:
+    """The CPU backend; it needs nothing beyond NumPy, so it is always available."""
+    return CpuBackend()

@@ -1,0 +1,129 @@
+"""CPU device memory: real host buffers for plain allocations, and mapped-on-use memory for
+stream-ordered and graph allocations, so that a use outside an allocation's lifetime is caught."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..._errors import GpuGraphError
+from ..._memory import Array
+
+# Stream-ordered and graph allocations get addresses in a range no host pointer uses, fixed when the
+# allocation is made (as CUDA fixes a graph allocation's address when the node is added); memory is
+# mapped to the address only while the allocation is live in stream or graph order.
+VIRTUAL_BASE = 1 << 52
+ALIGNMENT = 256
+
+
+class Allocation:
+    """One allocation: ``buffer`` is its memory while mapped, else None.
+
+    ``origin`` is "device" (cudaMalloc), "stream" (cudaMallocAsync) or "graph" (an allocation node).
+    ``live`` is the host-side view of stream-ordered and graph allocations: True from the submission of
+    the allocation until the submission of its free, which is what double-free checks use.
+    """
+
+    __slots__ = ("ptr", "nbytes", "buffer", "pool", "origin", "live", "owner", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, buffer: np.ndarray | None, pool: "Pool | None",
+                 origin: str) -> None:
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.buffer = buffer
+        self.pool = pool
+        self.origin = origin
+        self.live = False
+        self.owner = ""  # who made it, for error messages
+
+
+class AddressSpace:
+    """Hands out the fixed addresses of stream-ordered and graph allocations."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = VIRTUAL_BASE
+
+    def reserve(self, nbytes: int) -> int:
+        with self._lock:
+            ptr = self._next
+            self._next += max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+            return ptr
+
+
+class Pool:
+    """A memory pool that keeps freed blocks for reuse (the device's graph pool or its async pool)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[int, list[np.ndarray]] = {}
+        self.used = self.reserved = self.used_high = self.reserved_high = 0
+
+    def map(self, alloc: Allocation) -> None:
+        """Give ``alloc`` memory, reusing a freed block of the same size when there is one."""
+        size = alloc.nbytes
+        with self._lock:
+            blocks = self._free.get(size)
+            if blocks:
+                buffer = blocks.pop()
+            else:
+                buffer = np.empty(size, np.uint8)
+                self.reserved += size
+                self.reserved_high = max(self.reserved_high, self.reserved)
+            self.used += size
+            self.used_high = max(self.used_high, self.used)
+        alloc.buffer = buffer
+
+    def unmap(self, alloc: Allocation) -> None:
+        """Return ``alloc``'s memory to the pool."""
+        buffer = alloc.buffer
+        if buffer is None:
+            raise GpuGraphError(f"free of {alloc.owner or 'an allocation'} at {alloc.ptr:#x}: "
+                                f"the memory is not allocated at this point (double free?)")
+        alloc.buffer = None
+        with self._lock:
+            self._free.setdefault(alloc.nbytes, []).append(buffer)
+            self.used -= alloc.nbytes
+
+    def trim(self) -> None:
+        """Release every block no allocation uses."""
+        with self._lock:
+            for size, blocks in self._free.items():
+                self.reserved -= size * len(blocks)
+            self._free.clear()
+
+    def usage(self) -> dict[str, int]:
+        return {"used": self.used, "reserved": self.reserved,
+                "used_high": self.used_high, "reserved_high": self.reserved_high}
+
+
+def _unmapped(array_or_alloc: object, alloc: Allocation) -> GpuGraphError:
+    return GpuGraphError(
+        f"{array_or_alloc!r} was used outside its allocation's lifetime: {alloc.owner or 'its memory'} "
+        f"is not allocated when this operation runs (before its allocation or after its free)")
+
+
+def byte_view(operand: object, nbytes: int) -> np.ndarray:
+    """The first ``nbytes`` bytes of an Array or NumPy array, as a writable uint8 view."""
+    if type(operand) is Array:
+        buffer = operand._alloc.buffer
+        if buffer is None:
+            raise _unmapped(operand, operand._alloc)
+        return buffer[:nbytes]
+    return operand.reshape(-1).view(np.uint8)[:nbytes]  # type: ignore[union-attr]
+
+
+def typed_view(array: Array) -> np.ndarray:
+    """An Array's memory as a NumPy array of its shape and dtype."""
+    buffer = array._alloc.buffer
+    if buffer is None:
+        raise _unmapped(array, array._alloc)
+    return buffer[:array.nbytes].view(array.dtype).reshape(array.shape)
+
+
+def is_static(operand: object) -> bool:
+    """Whether an operand's memory stays put, so a view of it can be made once (at instantiate)."""
+    return type(operand) is not Array or operand._alloc.origin == "device"
+
+

@@ -1,0 +1,58 @@
+"""The operations a CPU stream task or graph node performs, shared by both paths.
+
+Operands that are static (plain device memory, host arrays) may arrive as ready NumPy views, made once
+at instantiate; stream-ordered and graph allocations arrive as Arrays and are resolved when run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._memory import Array
+from ._memory import Allocation, byte_view, typed_view
+
+_WIDTH_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def run_kernel(kernel: Any, launch: Any, args: tuple) -> None:
+    kernel.cpu(launch, *[typed_view(a) if type(a) is Array else a for a in args])
+
+
+def run_memcpy(dst: Any, src: Any, nbytes: int) -> None:
+    if type(dst) is not np.ndarray or dst.dtype != np.uint8:
+        dst = byte_view(dst, nbytes)
+    if type(src) is not np.ndarray or src.dtype != np.uint8:
+        src = byte_view(src, nbytes)
+    dst[:nbytes] = src[:nbytes]
+
+
+def run_memset(dst: Any, pattern: int, element_size: int, count: int) -> None:
+    view = dst if type(dst) is np.ndarray else byte_view(dst, count * element_size)
+    view[:count * element_size].view(_WIDTH_DTYPES[element_size])[:] = pattern
+
+
+def map_allocation(alloc: Allocation) -> None:
+    """An allocation node or stream alloc: memory is mapped when the work reaches it."""
+    if alloc.buffer is not None:  # an earlier launch's memory, freed by auto_free_on_launch
+        alloc.pool.unmap(alloc)
+    alloc.pool.map(alloc)
+
+
+def unmap_allocation(alloc: Allocation) -> None:
+    alloc.pool.unmap(alloc)
+
+
+def static_operand(operand: Any, nbytes: int) -> Any:
+    """A byte view made now when the operand's memory never moves, else the operand itself."""
+    if type(operand) is Array and operand._alloc.origin != "device":
+        return operand
+    return byte_view(operand, nbytes)
+
+
+def static_arg(arg: Any) -> Any:
+    """A kernel argument as a NumPy view made now when its memory never moves."""
+    if type(arg) is Array and arg._alloc.origin == "device":
+        return typed_view(arg)
+    return arg
