@@ -4,6 +4,7 @@ Build graphs by stream capture or explicitly, instantiate them once and launch t
 CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
 """
 
+from ._capture import Capture
 from ._device import Device, GraphMemoryUsage
 from ._errors import (BackendError, BackendUnavailableError, CaptureError, GpuGraphError, GraphError,
                       GraphUpdateError, KernelCompileError)
@@ -23,6 +24,7 @@ __all__ = [
     "Array",
     "BackendError",
     "BackendUnavailableError",
+    "Capture",
     "CaptureError",
     "ChildGraphParams",
     "Device",

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _capture
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
 from .backends import BACKEND_ORDER, available_backends, get_backend
@@ -97,8 +98,23 @@ class Device:
     # Work and synchronisation
 
     def synchronize(self) -> None:
-        """Block until all work on the device has finished; raise the first pending stream error."""
+        """Block until all work on the device has finished; raise the first pending stream error.
+
+        Raises:
+            CaptureError: If a stream of the device is capturing.
+        """
+        self._synchronize("Device.synchronize")
+
+    def _synchronize(self, api: str) -> None:
+        _capture.forbid_device_sync(api, self)
         self._backend.device_synchronize(self.index)
+
+    @property
+    def default_stream(self) -> Stream:
+        """The legacy default stream (stream 0): it synchronizes with blocking streams and cannot be captured."""
+        if self._default_stream is None:
+            self._default_stream = Stream(self, non_blocking=False, legacy=True)
+        return self._default_stream
 
     def stream(self, non_blocking: bool = True, priority: int = 0) -> Stream:
         """Create a stream (see ``Stream``)."""
@@ -112,6 +128,7 @@ class Device:
 
     def empty(self, shape: Any, dtype: Any = np.float32) -> Array:
         """Allocate uninitialised device memory (cudaMalloc); freed when the Array is collected."""
+        _capture.forbid_unsafe("Device.empty")
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         ptr, alloc = self._backend.mem_alloc(self.index, Array.bytes_for(shape, dtype))
         array = Array(self, ptr, shape, dtype, alloc)
@@ -120,6 +137,7 @@ class Device:
 
     def zeros(self, shape: Any, dtype: Any = np.float32) -> Array:
         """Allocate device memory filled with zeros."""
+        _capture.forbid_unsafe("Device.zeros")
         array = self.empty(shape, dtype)
         zeros = np.zeros(array.shape, array.dtype)
         self._backend.copy(array, zeros, array.nbytes)
@@ -127,6 +145,7 @@ class Device:
 
     def asarray(self, data: Any, dtype: Any = None) -> Array:
         """Copy host data (anything ``numpy.asarray`` takes) into new device memory, synchronously."""
+        _capture.forbid_unsafe("Device.asarray")
         host = np.ascontiguousarray(np.asarray(data, dtype=dtype))
         array = self.empty(host.shape, host.dtype)
         self._backend.copy(array, host, array.nbytes)
@@ -140,6 +159,7 @@ class Device:
 
     def pinned(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
         """Allocate page-locked host memory as a NumPy array, for asynchronous copies."""
+        _capture.forbid_unsafe("Device.pinned")
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         raw = self._backend.pinned_empty(self.index, Array.bytes_for(shape, dtype))
         return raw.view(dtype).reshape(shape)

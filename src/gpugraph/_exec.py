@@ -41,6 +41,8 @@ class GraphExec:
         handle = self._handle
         if handle is None or type(stream) is not Stream or stream.device is not self.device:
             self._stream_handle(stream, "launch")
+        if stream._capture is not None or stream.legacy:
+            stream._guard("GraphExec.launch")
         self._launch(handle, stream._handle)
 
     def upload(self, stream: Stream) -> None:

@@ -121,15 +121,33 @@ class Graph:
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
 
     @classmethod
-    def _wrap(cls, device: Any, handle: Any, owner: "Graph | None" = None) -> "Graph":
-        """A Graph over an existing backend graph: one captured (owned) or embedded in a node (borrowed)."""
+    def _wrap(cls, device: Any, handle: Any, owner: "Graph | None" = None, own: bool = True) -> "Graph":
+        """A Graph over an existing backend graph.
+
+        Args:
+            owner: The graph whose child-graph node embeds this one, for borrowed child graphs.
+            own: Whether the wrapper destroys the backend graph when collected (see ``_take``).
+        """
         graph = object.__new__(cls)
         graph._setup(device, handle, owner)
-        for h in graph._backend.graph_nodes(handle):
-            graph._memory |= graph._node(h).kind in MEMORY_KINDS
-        if owner is None:
-            weakref.finalize(graph, graph._backend.graph_destroy, handle)
+        graph._refresh()
+        if own and owner is None:
+            graph._take()
         return graph
+
+    def _take(self) -> None:
+        """Destroy the backend graph when this wrapper is collected (a capture hands it over at its end)."""
+        weakref.finalize(self, self._backend.graph_destroy, self._handle)
+
+    def _refresh(self) -> None:
+        """Re-read what the backend graph holds after others (a capture) added to it."""
+        self._memory = any(self._node(h).kind in MEMORY_KINDS for h in self._backend.graph_nodes(self._handle))
+
+    def _forget_missing(self) -> None:
+        """Drop cached nodes the backend graph no longer has (after an aborted capture into it)."""
+        present = set(self._backend.graph_nodes(self._handle))
+        for handle in [h for h in self._nodes if h not in present]:
+            del self._nodes[handle]
 
     def _node(self, handle: Any) -> Node:
         node = self._nodes.get(handle)

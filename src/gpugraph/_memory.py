@@ -55,7 +55,7 @@ class Array:
 
         See also: cudaMemcpy (device to host).
         """
-        self.device.synchronize()
+        self.device._synchronize("Array.to_numpy")
         out = np.empty(self.shape, self.dtype)
         self.device._backend.copy(out, self, self.nbytes)
         return out

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any, Callable
 
+from . import _capture
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 
@@ -15,22 +17,31 @@ class Event:
     See also: cudaEventCreateWithFlags.
     """
 
-    __slots__ = ("device", "timing", "_backend", "_handle", "__weakref__")
+    __slots__ = ("device", "timing", "_backend", "_handle", "_capture", "__weakref__")
 
     def __init__(self, device: Any, timing: bool) -> None:
         self.device = device
         self.timing = bool(timing)
         self._backend = device._backend
         self._handle = self._backend.event_create(device.index, self.timing)
+        self._capture: Any = None  # the capture the event was last recorded in, if any
         weakref.finalize(self, self._backend.event_destroy, self._handle)
+
+    def _check_not_captured(self, api: str) -> None:
+        capture = self._capture
+        if capture is not None and capture.active:
+            raise _capture._invalidate([capture], api, "the event was last recorded inside a capture, so it "
+                                                       "marks work that has not run and cannot be waited for")
 
     def synchronize(self) -> None:
         """Block until the work before the event's last record has finished."""
+        self._check_not_captured("Event.synchronize")
         self._backend.event_synchronize(self._handle)
 
     @property
     def done(self) -> bool:
         """Whether the work before the event's last record has finished (True if never recorded)."""
+        self._check_not_captured("Event.done")
         return self._backend.event_query(self._handle)
 
     def elapsed_ms(self, end: "Event") -> float:
@@ -61,17 +72,56 @@ class Stream:
     See also: cudaStreamCreateWithPriority.
     """
 
-    __slots__ = ("device", "non_blocking", "priority", "_backend", "_handle", "__weakref__")
+    __slots__ = ("device", "non_blocking", "priority", "legacy", "_backend", "_handle", "_capture",
+                 "_number", "__weakref__")
+    _numbers = itertools.count(1)
 
-    def __init__(self, device: Any, non_blocking: bool = True, priority: int = 0) -> None:
+    def __init__(self, device: Any, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False) -> None:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"stream: priority must be an int, got {priority!r}")
         self.device = device
-        self.non_blocking = bool(non_blocking)
+        self.non_blocking = bool(non_blocking) and not legacy
         self.priority = priority
+        self.legacy = legacy  # the legacy default stream (stream 0), which synchronizes with blocking streams
         self._backend = device._backend
-        self._handle = self._backend.stream_create(device.index, self.non_blocking, priority)
-        weakref.finalize(self, self._backend.stream_destroy, self._handle)
+        self._capture: Any = None  # the Capture this stream records into, if any
+        self._number = 0 if legacy else next(Stream._numbers)  # tells streams apart in messages
+        if legacy:
+            self._handle = self._backend.stream_default(device.index)
+        else:
+            self._handle = self._backend.stream_create(device.index, self.non_blocking, priority)
+            weakref.finalize(self, self._backend.stream_destroy, self._handle)
+
+    def _guard(self, api: str) -> None:
+        """Checks for a stream that captures or is the legacy stream (kept off the common path)."""
+        if self._capture is not None:
+            _capture.check_usable(self._capture, api)
+        elif self.legacy:
+            offended = [c for c in list(_capture._active)
+                        if c.stream.device is self.device and any(not s.non_blocking for s in c.streams)]
+            if offended:
+                raise _capture._invalidate(offended, api, "the legacy default stream synchronizes with "
+                                           "blocking streams, and a blocking stream is capturing")
+
+    @property
+    def is_capturing(self) -> bool:
+        """Whether the stream is recording into a capture (cudaStreamIsCapturing)."""
+        return self._capture is not None
+
+    def capture(self, mode: str = "global", into: Any = None, after: Any = ()) -> "_capture.Capture":
+        """Record the work enqueued on this stream inside a ``with`` block into a graph.
+
+        Args:
+            mode: "global", "thread_local" or "relaxed" (see ``gpugraph._capture`` for the rules).
+            into: An existing Graph to append to (cudaStreamBeginCaptureToGraph), or None for a new one.
+            after: With ``into``, nodes of that graph the first captured work depends on.
+
+        Returns:
+            A Capture; its ``graph`` holds the captured work once the block exits.
+
+        See also: cudaStreamBeginCapture, cudaStreamEndCapture.
+        """
+        return _capture.Capture(self, mode, into, after)
 
     def launch(self, kernel: Kernel, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> None:
         """Enqueue ``kernel<<<grid, block, shared_mem, self>>>(*args)``.
@@ -86,6 +136,8 @@ class Stream:
         """
         if type(kernel) is not Kernel:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.launch")
         function = kernel._functions.get(self.device) or self.device._load_kernel(kernel)
         grid, block = launch_dims(grid, block)
         if shared_mem:
@@ -98,6 +150,8 @@ class Stream:
 
         See also: cudaMemcpyAsync.
         """
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.memcpy")
         nbytes = memcpy_nbytes(dst, src, nbytes)
         self.device._check_same_device(dst, "memcpy(dst)")
         self.device._check_same_device(src, "memcpy(src)")
@@ -108,9 +162,11 @@ class Stream:
 
         See also: cudaMemsetD8Async / D16 / D32.
         """
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.memset")
         pattern, element_size, units = memset_pattern(dst, value, count)
         self.device._check_same_device(dst, "memset(dst)")
-        self._backend.stream_memset(self._handle, dst, pattern, element_size, units)
+        self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units)
 
     def host(self, fn: Callable[..., Any], *args: Any) -> None:
         """Enqueue a call of ``fn(*args)`` on the host, in stream order.
@@ -121,6 +177,8 @@ class Stream:
         """
         if not callable(fn):
             raise TypeError(f"host(fn): expected a callable, got {type(fn).__name__}")
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.host")
         self._backend.stream_host(self._handle, fn, args)
 
     def alloc(self, shape: Any, dtype: Any) -> Array:
@@ -128,6 +186,8 @@ class Stream:
 
         See also: cudaMallocAsync.
         """
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.alloc")
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
         ptr, alloc = self._backend.stream_alloc(self._handle, nbytes)
@@ -140,6 +200,8 @@ class Stream:
         """
         if type(array) is not Array:
             raise TypeError(f"free(array): expected an Array, got {type(array).__name__}")
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.free")
         self.device._check_same_device(array, "free(array)")
         self._backend.stream_free(self._handle, array._alloc)
 
@@ -153,7 +215,10 @@ class Stream:
         elif not isinstance(event, Event):
             raise TypeError(f"record(event): expected an Event or None, got {type(event).__name__}")
         self.device._check_same_device(event, "record(event)")
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.record")
         self._backend.event_record(event._handle, self._handle)
+        event._capture = self._capture
         return event
 
     def wait(self, event: Event) -> None:
@@ -164,7 +229,18 @@ class Stream:
         if not isinstance(event, Event):
             raise TypeError(f"wait(event): expected an Event, got {type(event).__name__}")
         self.device._check_same_device(event, "wait(event)")
+        if self._capture is not None or self.legacy:
+            self._guard("Stream.wait")
+        capture = event._capture if event._capture is not None and event._capture.active else None
+        if capture is not None and self._capture is not None and capture is not self._capture:
+            raise _capture._invalidate([self._capture, capture], "Stream.wait",
+                                       "the event was recorded in another capture; two captures cannot merge")
+        if capture is None and self._capture is not None:
+            raise _capture._invalidate([self._capture], "Stream.wait",
+                                       "a capturing stream cannot wait for an event recorded outside the capture")
         self._backend.stream_wait_event(self._handle, event._handle)
+        if capture is not None and self._capture is None:
+            capture._join(self)  # the fork: this stream now records into the capture
 
     def synchronize(self) -> None:
         """Block until all work enqueued on this stream has finished.
@@ -172,15 +248,27 @@ class Stream:
         Raises:
             Exception: The first exception raised by a host function or CPU kernel on this stream
                 since the last synchronize; the stream stays usable.
+            CaptureError: If the stream is capturing.
 
         See also: cudaStreamSynchronize.
         """
+        if self._capture is not None:
+            self._refuse_wait("Stream.synchronize")
         self._backend.stream_synchronize(self._handle)
 
     @property
     def done(self) -> bool:
         """Whether all work enqueued on this stream has finished (cudaStreamQuery)."""
+        if self._capture is not None:
+            self._refuse_wait("Stream.done")
         return self._backend.stream_query(self._handle)
 
+    def _refuse_wait(self, api: str) -> None:
+        _capture.check_usable(self._capture, api)
+        raise _capture._invalidate([self._capture], api, "a capturing stream runs nothing, so it cannot be "
+                                                         "waited for or queried")
+
     def __repr__(self) -> str:
-        return f"Stream(device={self.device}, non_blocking={self.non_blocking}, priority={self.priority})"
+        if self.legacy:
+            return f"Stream(#0 legacy default stream, device={self.device})"
+        return f"Stream(#{self._number}, device={self.device}, non_blocking={self.non_blocking})"

@@ -15,9 +15,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._errors import GpuGraphError, GraphError
+from ..._errors import CaptureError, GpuGraphError, GraphError
 from ..._kernel import LaunchConfig
-from ..._nodes import AllocParams, FreeParams
+from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
+                       MemsetParams)
+from ._capture import CpuCapture
 from ._executor import CpuExec
 from ._graphs import CpuGraph, CpuNode
 from ._memory import AddressSpace, Allocation, Pool
@@ -37,6 +39,7 @@ class CpuBackend:
         # Stream-ordered and graph allocations by address, so that a free node can name one by address.
         self._allocations: "weakref.WeakValueDictionary[int, Allocation]" = weakref.WeakValueDictionary()
         self._streams: set[CpuStream] = set()
+        self._default_stream: CpuStream | None = None
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
 
@@ -111,6 +114,13 @@ class CpuBackend:
         self._streams.add(stream)
         return stream
 
+    def stream_default(self, index: int) -> CpuStream:
+        # The CPU backend runs the legacy stream as a blocking stream of its own; the capture rules
+        # that concern it are applied by the front end.
+        if self._default_stream is None:
+            self._default_stream = self.stream_create(index, False, 0)
+        return self._default_stream
+
     def stream_destroy(self, stream: CpuStream) -> None:
         self._streams.discard(stream)
         stream.close()
@@ -123,18 +133,35 @@ class CpuBackend:
 
     def stream_launch(self, stream: CpuStream, function: Any, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple) -> None:
+        if stream.capture is not None:
+            stream.capture.record(stream, KernelParams(function, grid, block, shared_mem, args))
+            return
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), args))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int) -> None:
+        if stream.capture is not None:
+            stream.capture.record(stream, MemcpyParams(dst, src, nbytes))
+            return
         stream.submit(run_memcpy, (dst, src, nbytes))
 
-    def stream_memset(self, stream: CpuStream, dst: Any, pattern: int, element_size: int, count: int) -> None:
+    def stream_memset(self, stream: CpuStream, dst: Any, value: Any, pattern: int, element_size: int,
+                      count: int) -> None:
+        if stream.capture is not None:
+            stream.capture.record(stream, MemsetParams(dst, value, pattern, element_size, count))
+            return
         stream.submit(run_memset, (dst, pattern, element_size, count))
 
     def stream_host(self, stream: CpuStream, fn: Any, args: tuple) -> None:
+        if stream.capture is not None:
+            stream.capture.record(stream, HostParams(fn, args))
+            return
         stream.submit(fn, args)
 
     def stream_alloc(self, stream: CpuStream, nbytes: int) -> tuple[int, Allocation]:
+        if stream.capture is not None:  # becomes an allocation node, drawing on the graph pool
+            alloc = self._new_allocation(nbytes, self._graph_pool, "graph")
+            stream.capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
+            return alloc.ptr, alloc
         alloc = self._new_allocation(nbytes, self._stream_pool, "stream")
         alloc.live = True
         stream.submit(map_allocation, (alloc,))
@@ -144,14 +171,54 @@ class CpuBackend:
         if alloc.origin == "device":
             raise ValueError(f"free(array): {alloc.owner} came from Device.empty and is freed when its Array "
                              f"is collected; Stream.free takes memory from Stream.alloc or allocation nodes")
+        if stream.capture is not None:
+            self._capture_free(stream, alloc)
+            return
         if not alloc.live:
             raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
                              f"has not been launched)")
         alloc.live = False
         stream.submit(unmap_allocation, (alloc,))
 
+    def _capture_free(self, stream: CpuStream, alloc: Allocation) -> None:
+        """A free during capture becomes a free node; only graph allocations can be freed by one."""
+        if alloc.origin != "graph":
+            raise CaptureError(f"Stream.free: {alloc.owner} was not made by a graph allocation; a captured "
+                               f"free can only free graph memory (allocate it inside the capture)",
+                               api="Stream.free")
+        graph = stream.capture.graph
+        if any(isinstance(n.params, FreeParams) and n.alloc is alloc for n in graph.nodes):
+            raise CaptureError(f"Stream.free: {alloc.owner} is already freed in this capture (double free)",
+                               api="Stream.free")
+        stream.capture.record(stream, FreeParams(alloc.ptr), alloc)
+
     def stream_wait_event(self, stream: CpuStream, event: CpuEvent) -> None:
+        capture = event.capture
+        if capture is not None and capture.active:
+            capture.fork_or_join(stream, event.capture_nodes)
+            return
         stream.wait(event)
+
+    # Capture
+
+    def stream_begin_capture(self, stream: CpuStream, mode: str, graph: CpuGraph | None,
+                             deps: Sequence[CpuNode]) -> CpuGraph:
+        graph = CpuGraph(stream.index) if graph is None else graph
+        stream.capture = CpuCapture(graph, stream, list(deps))
+        return graph
+
+    def stream_end_capture(self, stream: CpuStream) -> CpuGraph:
+        return stream.capture.end()
+
+    def stream_abort_capture(self, stream: CpuStream) -> None:
+        if stream.capture is not None:
+            stream.capture.end()
+
+    def stream_capture_dependencies(self, stream: CpuStream) -> list[CpuNode]:
+        return list(stream.capture.frontiers[stream])
+
+    def stream_set_capture_dependencies(self, stream: CpuStream, deps: Sequence[CpuNode]) -> None:
+        stream.capture.frontiers[stream] = list(deps)
 
     def event_create(self, index: int, timing: bool) -> CpuEvent:
         return CpuEvent(timing)
@@ -160,6 +227,11 @@ class CpuBackend:
         pass
 
     def event_record(self, event: CpuEvent, stream: CpuStream) -> None:
+        if stream.capture is not None:  # a captured event: it stands for the stream's frontier
+            event.capture = stream.capture
+            event.capture_nodes = list(stream.capture.frontiers[stream])
+            return
+        event.capture = None
         stream.record(event)
 
     def event_synchronize(self, event: CpuEvent) -> None:
@@ -195,6 +267,13 @@ class CpuBackend:
         node = graph.add(AllocParams(nbytes, alloc.ptr), deps, alloc)
         return node, alloc.ptr, alloc
 
+    def graph_destroy_node(self, graph: CpuGraph, node: CpuNode) -> None:
+        for dep in node.deps:
+            dep.dependents.remove(node)
+        for dependent in node.dependents:
+            dependent.deps.remove(node)
+        graph.nodes.remove(node)
+
     def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
         dst.deps.append(src)
         src.dependents.append(dst)
@@ -228,6 +307,13 @@ class CpuBackend:
         return CpuExec(graph, auto_free_on_launch, self._thread_pool)
 
     def exec_launch(self, exec_: CpuExec, stream: CpuStream) -> None:
+        if stream.capture is not None:  # launching a graph into a capture embeds it as a child graph
+            if exec_.template.memory_nodes():
+                raise CaptureError("GraphExec.launch: a graph with allocation or free nodes cannot be "
+                                   "launched into a capture (it would become a child graph)",
+                                   api="GraphExec.launch")
+            stream.capture.record(stream, ChildGraphParams(exec_.template))
+            return
         exec_.check_launch()
         stream.submit(exec_.run, ())
 

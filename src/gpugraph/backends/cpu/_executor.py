@@ -56,6 +56,7 @@ class CpuExec:
 
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, pool: Callable[[], Executor]) -> None:
         self._pool = pool
+        self.template = graph  # what a launch into a capture embeds as a child graph
         self.auto_free_on_launch = auto_free_on_launch
         order = topological_order(graph)
         allocated = [n.alloc for n in order if isinstance(n.params, AllocParams)]

@@ -27,11 +27,13 @@ class Completion:
 class CpuEvent:
     """An event: ``latest`` is its most recent record (None if never recorded)."""
 
-    __slots__ = ("timing", "latest")
+    __slots__ = ("timing", "latest", "capture", "capture_nodes")
 
     def __init__(self, timing: bool) -> None:
         self.timing = timing
         self.latest: Completion | None = None
+        self.capture: Any = None  # the capture the event was last recorded in
+        self.capture_nodes: list[Any] = []  # the recording stream's frontier at that record
 
     def record_now(self) -> None:
         """Record the event at this point of a running graph."""

@@ -1,0 +1,70 @@
+"""Command line: ``python -m gpugraph demo | info | bench``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from . import Device, __version__, available_backends
+from .backends import BACKEND_ORDER, get_backend
+from ._errors import BackendUnavailableError
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .examples import EXAMPLES
+    device = Device(args.backend)
+    print(f"gpugraph {__version__} demo on {device} ({device.name})")
+    rows = []
+    for name in EXAMPLES:
+        module = importlib.import_module(f"gpugraph.examples.{name}")
+        try:
+            result = module.run(device)
+            rows.append((name, "yes" if result.validated else "NO", f"{result.seconds * 1e3:9.1f}", result.detail))
+        except Exception as exc:  # noqa: BLE001 - one failing example is reported, the rest still run
+            traceback.print_exc()
+            rows.append((name, "NO", "        -", f"{type(exc).__name__}: {exc}"))
+    print(f"\n{'example':<22} {'validated':<9} {'time (ms)':>9}  detail")
+    for name, ok, ms, detail in rows:
+        print(f"{name:<22} {ok:<9} {ms}  {detail}")
+    return 0 if all(row[1] == "yes" for row in rows) else 1
+
+
+def _info(args: argparse.Namespace) -> int:
+    print(f"gpugraph {__version__}, Python {sys.version.split()[0]}")
+    for name in BACKEND_ORDER:
+        try:
+            backend = get_backend(name)
+        except BackendUnavailableError as exc:
+            print(f"  {name:<5} unavailable: {exc}")
+            continue
+        for index in range(backend.device_count()):
+            print(f"  {name}:{index:<3} {backend.device_name(index)}")
+    print(f"default device: {Device()} (available: {', '.join(available_backends())})")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import main as bench_main
+    return bench_main(args.bench_args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m gpugraph``."""
+    parser = argparse.ArgumentParser(prog="python -m gpugraph", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run the seed examples on the best backend and validate them")
+    demo.add_argument("--backend", default=None, help="device such as 'cpu' or 'cuda:0' (default: best present)")
+    demo.set_defaults(run=_demo)
+    info = commands.add_parser("info", help="list backends and devices")
+    info.set_defaults(run=_info)
+    bench = commands.add_parser("bench", help="run the benchmarks (python -m gpugraph bench --help)")
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(run=_bench)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

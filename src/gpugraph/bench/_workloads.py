@@ -1,0 +1,130 @@
+"""The workloads. Add one with ``@workload(name, description)`` on ``fn(device, options) -> list[Row]``.
+
+Each workload checks that its paths computed the same, correct result, so it cannot report the time
+of doing nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from .. import Graph, Kernel
+from ._core import Options, Row, ValidationError, time_paired, workload
+
+INCREMENT_SOURCE = r"""
+__global__ void increment(float* x, int n){
+    const int i = threadIdx.x + blockDim.x * blockIdx.x;
+    if (i < n) { x[i] += 1.0f; }
+}
+"""
+ELEMENTS = 32
+
+
+def _increment(launch, x, n):
+    x[:min(int(n), launch.grid[0] * launch.block[0])] += 1.0
+
+
+INCREMENT = Kernel(INCREMENT_SOURCE, "increment", cpu=_increment)
+
+
+def _ratio_row(name: str, figure: str, numerator: list[float], denominator: list[float],
+               target: str) -> Row:
+    """A ratio's median and spread, taken over the paired repeats (run i of one path vs run i of the other)."""
+    return Row.of(name, figure, "×", [a / b for a, b in zip(numerator, denominator)], target)
+
+
+@workload("chain", "N tiny kernels in a chain: submitted to a stream one by one vs one graph replay")
+def chain(device, options: Options) -> list[Row]:
+    """(a) ``stream.launch`` N times then synchronize, vs (b) ``exe.launch`` of the N-node graph then
+    synchronize; each kernel adds 1 to a 32-element float32 array, so both must leave N everywhere."""
+    n = options.nodes
+    array = device.zeros(ELEMENTS, np.float32)
+    stream = device.stream()
+    graph = Graph(device)
+    previous = ()
+    for _ in range(n):
+        previous = graph.add_kernel(INCREMENT, 1, ELEMENTS, array, ELEMENTS, after=previous)
+    exe = graph.instantiate()
+
+    def eager() -> None:
+        for _ in range(n):
+            stream.launch(INCREMENT, 1, ELEMENTS, array, ELEMENTS)
+        stream.synchronize()
+
+    def replay() -> None:
+        exe.launch(stream)
+        stream.synchronize()
+
+    results: dict[str, np.ndarray] = {}
+
+    def reset() -> None:
+        stream.memset(array, 0.0)
+        stream.synchronize()
+
+    def check(path: str) -> None:
+        got = array.to_numpy()
+        if not np.array_equal(got, np.full(ELEMENTS, n, np.float32)):
+            raise ValidationError(f"chain: the {path} path left {got[:4]}... instead of {float(n)} everywhere")
+        results[path] = got
+
+    samples = time_paired({"stream": eager, "graph": replay}, options, reset, check)
+    if not np.array_equal(results["stream"], results["graph"]):
+        raise ValidationError("chain: the stream and graph paths computed different arrays")
+    exe.close()
+    per_op = [s / n * 1e6 for s in samples["stream"]]
+    per_node = [s / n * 1e6 for s in samples["graph"]]
+    return [
+        Row.of("chain", f"(a) stream: {n} launches + synchronize, per op", "µs", per_op),
+        Row.of("chain", f"(b) graph: replay of the {n}-node graph + synchronize, per node", "µs", per_node),
+        _ratio_row("chain", "(a) / (b)", per_op, per_node, "≥ 2"),
+    ]
+
+
+@workload("branches", "W independent branches that each wait 2 ms: one stream vs one graph replay")
+def branches(device, options: Options) -> list[Row]:
+    """Whether independent branches of a graph run concurrently: W host nodes that each sleep 2 ms
+    (standing for device work that does not hold the host), joined by an empty node, vs the same W host
+    functions on one stream, which must run them one after the other."""
+    width, seconds = options.width, 0.002
+    lock = threading.Lock()
+    calls = [0]
+
+    def busy() -> None:
+        time.sleep(seconds)
+        with lock:
+            calls[0] += 1
+
+    stream = device.stream()
+    graph = Graph(device)
+    graph.add_empty(after=[graph.add_host(busy) for _ in range(width)])
+    exe = graph.instantiate()
+
+    def serial() -> None:
+        for _ in range(width):
+            stream.host(busy)
+        stream.synchronize()
+
+    def replay() -> None:
+        exe.launch(stream)
+        stream.synchronize()
+
+    def reset() -> None:
+        calls[0] = 0
+
+    def check(path: str) -> None:
+        if calls[0] != width:
+            raise ValidationError(f"branches: the {path} path made {calls[0]} calls instead of {width}")
+
+    samples = time_paired({"stream": serial, "graph": replay}, options, reset, check)
+    exe.close()
+    stream_ms = [s * 1e3 for s in samples["stream"]]
+    graph_ms = [s * 1e3 for s in samples["graph"]]
+    return [
+        Row.of("branches", f"(c) stream: {width} host functions of 2 ms in order + synchronize", "ms", stream_ms),
+        Row.of("branches", f"(d) graph: replay of {width} independent 2 ms host nodes + synchronize", "ms",
+               graph_ms),
+        _ratio_row("branches", "(c) / (d): branches running at once", stream_ms, graph_ms, f"> 1 (≤ {width})"),
+    ]
