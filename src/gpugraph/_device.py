@@ -132,7 +132,7 @@ class Device:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         ptr, alloc = self._backend.mem_alloc(self.index, Array.bytes_for(shape, dtype))
         array = Array(self, ptr, shape, dtype, alloc)
-        weakref.finalize(array, self._backend.mem_free, alloc)
+        weakref.finalize(array, self._backend.mem_free, alloc).atexit = False
         return array
 
     def zeros(self, shape: Any, dtype: Any = np.float32) -> Array:

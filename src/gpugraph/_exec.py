@@ -26,6 +26,7 @@ class GraphExec:
         self._handle = backend.graph_instantiate(graph._handle, bool(auto_free_on_launch))
         self._launch = backend.exec_launch
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
+        self._finalizer.atexit = False  # the driver may be gone at interpreter exit
 
     def _stream_handle(self, stream: Any, what: str) -> Any:
         if self._handle is None:
@@ -42,8 +43,15 @@ class GraphExec:
         if handle is None or type(stream) is not Stream or stream.device is not self.device:
             self._stream_handle(stream, "launch")
         if stream._capture is not None or stream.legacy:
-            stream._guard("GraphExec.launch")
+            self._guard_capture(stream)
         self._launch(handle, stream._handle)
+
+    def _guard_capture(self, stream: Stream) -> None:
+        stream._guard("GraphExec.launch")
+        if stream._capture is not None and self.graph._memory:
+            from ._capture import _invalidate
+            raise _invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
+                              "cannot be launched into a capture (it would become a child graph)")
 
     def upload(self, stream: Stream) -> None:
         """Prepare the graph's device resources ahead of its first launch. See also: cudaGraphUpload."""

@@ -107,7 +107,7 @@ class Graph:
             raise TypeError(f"Graph(device): expected a Device or None, got {type(device).__name__}")
         backend = device._backend
         self._setup(device, backend.graph_create(device.index), owner=None)
-        weakref.finalize(self, backend.graph_destroy, self._handle)
+        weakref.finalize(self, backend.graph_destroy, self._handle).atexit = False
 
     def _setup(self, device: Any, handle: Any, owner: "Graph | None") -> None:
         self.device = device
@@ -137,7 +137,7 @@ class Graph:
 
     def _take(self) -> None:
         """Destroy the backend graph when this wrapper is collected (a capture hands it over at its end)."""
-        weakref.finalize(self, self._backend.graph_destroy, self._handle)
+        weakref.finalize(self, self._backend.graph_destroy, self._handle).atexit = False
 
     def _refresh(self) -> None:
         """Re-read what the backend graph holds after others (a capture) added to it."""

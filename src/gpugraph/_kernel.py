@@ -41,26 +41,44 @@ def _dims(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int
     return dims  # type: ignore[return-value]
 
 
-_dims_cache: dict[tuple[Any, str], tuple[int, int, int]] = {}
+_grid_cache: dict[Any, tuple[int, int, int]] = {}
+_block_cache: dict[Any, tuple[int, int, int]] = {}
+
+
+def _cache_key(value: Any) -> Any:
+    """A key telling 4 from 4.0 (equal values hash alike), or None for uncacheable values."""
+    if type(value) is int:
+        return value
+    if type(value) is tuple and all(type(v) is int for v in value):
+        return (value,)
+    return None
+
+
+def _block_dims(value: Any) -> tuple[int, int, int]:
+    b = _dims(value, "block", _MAX_BLOCK)
+    if b[0] * b[1] * b[2] > _MAX_BLOCK_THREADS:
+        raise ValueError(f"block: {b} has {b[0] * b[1] * b[2]} threads; a block holds at most {_MAX_BLOCK_THREADS}")
+    return b
+
+
+def _cached(value: Any, cache: dict, normalize: Any) -> tuple[int, int, int]:
+    key = _cache_key(value)
+    dims = cache.get(key) if key is not None else None
+    if dims is None:
+        dims = normalize(value)
+        if key is not None:
+            cache[key] = dims
+    return dims
 
 
 def launch_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """Validate and normalise a launch's grid and block, caching hashable inputs (a hot path)."""
-    try:
-        g = _dims_cache[grid, "grid"]
-    except (KeyError, TypeError):
-        g = _dims(grid, "grid", _MAX_GRID)
-        if not isinstance(grid, list):
-            _dims_cache[grid, "grid"] = g
-    try:
-        b = _dims_cache[block, "block"]
-    except (KeyError, TypeError):
-        b = _dims(block, "block", _MAX_BLOCK)
-        if b[0] * b[1] * b[2] > _MAX_BLOCK_THREADS:
-            raise ValueError(f"block: {b} has {b[0] * b[1] * b[2]} threads; "
-                             f"a block holds at most {_MAX_BLOCK_THREADS}")
-        if not isinstance(block, list):
-            _dims_cache[block, "block"] = b
+    """Validate and normalise a launch's grid and block, caching plain int inputs (a hot path)."""
+    g = _grid_cache.get(grid) if type(grid) is int else None
+    if g is None:
+        g = _cached(grid, _grid_cache, lambda v: _dims(v, "grid", _MAX_GRID))
+    b = _block_cache.get(block) if type(block) is int else None
+    if b is None:
+        b = _cached(block, _block_cache, _block_dims)
     return g, b
 
 

@@ -50,6 +50,18 @@ class Array:
         """Number of dimensions."""
         return len(self.shape)
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA Array Interface (version 3), so CuPy, PyTorch and Numba use the memory without a copy.
+
+        Raises:
+            AttributeError: On a backend other than CUDA (so ``hasattr`` tells whether it applies).
+        """
+        if self.device.backend != "cuda":
+            raise AttributeError(f"__cuda_array_interface__: {self!r} is not CUDA memory")
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
+                "strides": None, "version": 3, "stream": None}
+
     def to_numpy(self) -> np.ndarray:
         """Wait for all work on the device, then copy the contents into a new NumPy array.
 

@@ -72,7 +72,7 @@ def _parse_param(text: str) -> KernelParam:
     words = [w for w in words if w not in _QUALIFIERS]
     # The last word is the name when there is more than one word and the text doesn't end in a '*'.
     name = ""
-    if len(words) > 1 and not text.rstrip().endswith("*"):
+    if len(words) > 1 and not text.rstrip().endswith("*") and " ".join(words) not in _SCALAR_DTYPES:
         name = words.pop()
     base = " ".join(words)
     dtype = _SCALAR_DTYPES.get(base)

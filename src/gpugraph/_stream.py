@@ -25,7 +25,7 @@ class Event:
         self._backend = device._backend
         self._handle = self._backend.event_create(device.index, self.timing)
         self._capture: Any = None  # the capture the event was last recorded in, if any
-        weakref.finalize(self, self._backend.event_destroy, self._handle)
+        weakref.finalize(self, self._backend.event_destroy, self._handle).atexit = False
 
     def _check_not_captured(self, api: str) -> None:
         capture = self._capture
@@ -90,7 +90,7 @@ class Stream:
             self._handle = self._backend.stream_default(device.index)
         else:
             self._handle = self._backend.stream_create(device.index, self.non_blocking, priority)
-            weakref.finalize(self, self._backend.stream_destroy, self._handle)
+            weakref.finalize(self, self._backend.stream_destroy, self._handle).atexit = False
 
     def _guard(self, api: str) -> None:
         """Checks for a stream that captures or is the legacy stream (kept off the common path)."""
@@ -102,6 +102,15 @@ class Stream:
             if offended:
                 raise _capture._invalidate(offended, api, "the legacy default stream synchronizes with "
                                            "blocking streams, and a blocking stream is capturing")
+
+    @property
+    def ptr(self) -> int:
+        """The native stream handle as an int (cudaStream_t), for other libraries' external streams."""
+        return self._backend.stream_address(self._handle)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol (cuda.core, CuPy): (version, handle)."""
+        return (0, self.ptr)
 
     @property
     def is_capturing(self) -> bool:
@@ -203,7 +212,29 @@ class Stream:
         if self._capture is not None or self.legacy:
             self._guard("Stream.free")
         self.device._check_same_device(array, "free(array)")
-        self._backend.stream_free(self._handle, array._alloc)
+        alloc = array._alloc
+        if alloc.origin == "device":
+            raise ValueError(f"free(array): {alloc.owner} came from Device.empty and is freed when its Array "
+                             f"is collected; Stream.free takes memory from Stream.alloc or allocation nodes")
+        if self._capture is not None:
+            self._check_captured_free(alloc)
+        elif not alloc.live:
+            raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
+                             f"has not been launched)")
+        else:
+            alloc.live = False
+        self._backend.stream_free(self._handle, alloc)
+
+    def _check_captured_free(self, alloc: Any) -> None:
+        """A captured free becomes a free node: it may free only graph memory, and only once per graph."""
+        capture = self._capture
+        if alloc.origin != "graph":
+            raise _capture._invalidate([capture], "Stream.free", f"{alloc.owner} was not made by a graph "
+                                       f"allocation; a captured free can only free graph memory "
+                                       f"(allocate it inside the capture)")
+        if any(n.kind.value == "mem_free" and n.params.ptr == alloc.ptr for n in capture.graph.nodes):
+            raise _capture._invalidate([capture], "Stream.free",
+                                       f"{alloc.owner} is already freed in this capture (double free)")
 
     def record(self, event: Event | None = None) -> Event:
         """Record ``event`` (a new one if None) after the work enqueued so far; return it.
@@ -254,6 +285,8 @@ class Stream:
         """
         if self._capture is not None:
             self._refuse_wait("Stream.synchronize")
+        elif self.legacy:
+            self._guard("Stream.synchronize")
         self._backend.stream_synchronize(self._handle)
 
     @property
@@ -261,6 +294,8 @@ class Stream:
         """Whether all work enqueued on this stream has finished (cudaStreamQuery)."""
         if self._capture is not None:
             self._refuse_wait("Stream.done")
+        elif self.legacy:
+            self._guard("Stream.done")
         return self._backend.stream_query(self._handle)
 
     def _refuse_wait(self, api: str) -> None:

@@ -52,7 +52,7 @@ def run(device, names: list[str], options: Options) -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m gpugraph bench``; returns the process exit status."""
-    from .. import Device
+    from .. import BackendUnavailableError, Device
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--"]:  # `python -m gpugraph bench -- --json out.json` passes the separator through
         argv = argv[1:]
@@ -65,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: --warmup must be a non-negative int", file=sys.stderr)
         return 2
     options = Options(repeats=args.repeats, warmup=args.warmup, nodes=args.nodes, width=args.width)
-    device = Device(args.backend)
+    try:
+        device = Device(args.backend)
+    except (BackendUnavailableError, ValueError, TypeError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
     names = args.workload or list(WORKLOADS)
     info = machine(device, argv)
     print(f"gpugraph {info['gpugraph']} bench on {device} ({device.name}); {info['cpu']}, {info['cores']} cores; "

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._errors import CaptureError, GpuGraphError, GraphError
+from ..._errors import GpuGraphError, GraphError
 from ..._kernel import LaunchConfig
 from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
                        MemsetParams)
@@ -121,6 +121,9 @@ class CpuBackend:
             self._default_stream = self.stream_create(index, False, 0)
         return self._default_stream
 
+    def stream_address(self, stream: CpuStream) -> int:
+        return id(stream)
+
     def stream_destroy(self, stream: CpuStream) -> None:
         self._streams.discard(stream)
         stream.close()
@@ -168,29 +171,10 @@ class CpuBackend:
         return alloc.ptr, alloc
 
     def stream_free(self, stream: CpuStream, alloc: Allocation) -> None:
-        if alloc.origin == "device":
-            raise ValueError(f"free(array): {alloc.owner} came from Device.empty and is freed when its Array "
-                             f"is collected; Stream.free takes memory from Stream.alloc or allocation nodes")
-        if stream.capture is not None:
-            self._capture_free(stream, alloc)
+        if stream.capture is not None:  # a free node; the front end checked it frees graph memory once
+            stream.capture.record(stream, FreeParams(alloc.ptr), alloc)
             return
-        if not alloc.live:
-            raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
-                             f"has not been launched)")
-        alloc.live = False
         stream.submit(unmap_allocation, (alloc,))
-
-    def _capture_free(self, stream: CpuStream, alloc: Allocation) -> None:
-        """A free during capture becomes a free node; only graph allocations can be freed by one."""
-        if alloc.origin != "graph":
-            raise CaptureError(f"Stream.free: {alloc.owner} was not made by a graph allocation; a captured "
-                               f"free can only free graph memory (allocate it inside the capture)",
-                               api="Stream.free")
-        graph = stream.capture.graph
-        if any(isinstance(n.params, FreeParams) and n.alloc is alloc for n in graph.nodes):
-            raise CaptureError(f"Stream.free: {alloc.owner} is already freed in this capture (double free)",
-                               api="Stream.free")
-        stream.capture.record(stream, FreeParams(alloc.ptr), alloc)
 
     def stream_wait_event(self, stream: CpuStream, event: CpuEvent) -> None:
         capture = event.capture
@@ -308,13 +292,16 @@ class CpuBackend:
 
     def exec_launch(self, exec_: CpuExec, stream: CpuStream) -> None:
         if stream.capture is not None:  # launching a graph into a capture embeds it as a child graph
-            if exec_.template.memory_nodes():
-                raise CaptureError("GraphExec.launch: a graph with allocation or free nodes cannot be "
-                                   "launched into a capture (it would become a child graph)",
-                                   api="GraphExec.launch")
             stream.capture.record(stream, ChildGraphParams(exec_.template))
             return
-        exec_.check_launch()
+        if exec_.memory:
+            exec_.memory.launch()
+        previous = exec_.last_launch
+        if previous is not None and previous is not stream and not previous.query():
+            done = threading.Event()  # a launch waits for the previous launch, made on another stream
+            previous.submit(done.set, ())
+            stream.submit(done.wait, ())
+        exec_.last_launch = stream
         stream.submit(exec_.run, ())
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:

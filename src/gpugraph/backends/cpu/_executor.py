@@ -14,6 +14,7 @@ from concurrent.futures import Executor
 from typing import Any, Callable
 
 from ..._errors import GraphError
+from .._graph_memory import GraphMemoryRules
 from ..._kernel import LaunchConfig
 from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
                        FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
@@ -57,14 +58,12 @@ class CpuExec:
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, pool: Callable[[], Executor]) -> None:
         self._pool = pool
         self.template = graph  # what a launch into a capture embeds as a child graph
+        self.last_launch: Any = None  # the stream of the latest launch, which the next one is ordered after
         self.auto_free_on_launch = auto_free_on_launch
         order = topological_order(graph)
-        allocated = [n.alloc for n in order if isinstance(n.params, AllocParams)]
-        freed = [n.alloc for n in order if isinstance(n.params, FreeParams)]
-        self.allocated = allocated
-        # Allocations a launch leaves live, and allocations of other graphs or streams it frees.
-        self.left_live = [a for a in allocated if a not in freed]
-        self.frees_foreign = [a for a in freed if a not in allocated]
+        self.memory = GraphMemoryRules([n.alloc for n in order if isinstance(n.params, AllocParams)],
+                                       [n.alloc for n in order if isinstance(n.params, FreeParams)],
+                                       auto_free_on_launch)
         self.chains: list[_Chain] = []
         chain_of: dict[CpuNode, _Chain] = {}
         for node in order:
@@ -110,23 +109,6 @@ class CpuExec:
             return unmap_allocation, (node.alloc,)
         assert isinstance(p, EmptyParams), p  # internal invariant: every params kind is handled above
         return None
-
-    def check_launch(self) -> None:
-        """Apply CUDA's graph-memory rules on the host at launch, then mark allocations live or freed."""
-        if not self.auto_free_on_launch:
-            for alloc in self.allocated:
-                if alloc.live:
-                    raise GraphError(
-                        f"launch: {alloc.owner} from the previous launch has not been freed; free it "
-                        f"(Stream.free or a free node) or instantiate with auto_free_on_launch=True")
-        for alloc in self.frees_foreign:
-            if not alloc.live:
-                raise GraphError(f"launch: the graph frees {alloc.owner}, which is not allocated now "
-                                 f"(double free, or freed before it was allocated)")
-        for alloc in self.left_live:
-            alloc.live = True
-        for alloc in self.frees_foreign:
-            alloc.live = False
 
     def run(self) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""

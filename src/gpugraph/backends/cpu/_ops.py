@@ -21,15 +21,16 @@ def run_kernel(kernel: Any, launch: Any, args: tuple) -> None:
 
 
 def run_memcpy(dst: Any, src: Any, nbytes: int) -> None:
-    if type(dst) is not np.ndarray or dst.dtype != np.uint8:
+    # Views made at instantiate are flat bytes already; anything else is turned into flat bytes here.
+    if type(dst) is not np.ndarray or dst.dtype != np.uint8 or dst.ndim != 1:
         dst = byte_view(dst, nbytes)
-    if type(src) is not np.ndarray or src.dtype != np.uint8:
+    if type(src) is not np.ndarray or src.dtype != np.uint8 or src.ndim != 1:
         src = byte_view(src, nbytes)
     dst[:nbytes] = src[:nbytes]
 
 
 def run_memset(dst: Any, pattern: int, element_size: int, count: int) -> None:
-    view = dst if type(dst) is np.ndarray else byte_view(dst, count * element_size)
+    view = dst if type(dst) is np.ndarray and dst.ndim == 1 else byte_view(dst, count * element_size)
     view[:count * element_size].view(_WIDTH_DTYPES[element_size])[:] = pattern
 
 

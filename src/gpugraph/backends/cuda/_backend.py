@@ -1,0 +1,449 @@
+"""CudaBackend: gpugraph's backend protocol on the CUDA driver API.
+
+Each call maps to one driver call with a HIP twin (cuGraphAddKernelNode/hipGraphAddKernelNode,
+cuModuleLaunchKernel/hipModuleLaunchKernel, ...), so a HIP backend can mirror this file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..._errors import CaptureError, GpuGraphError, GraphError
+from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
+                       MemsetParams)
+from .._graph_memory import GraphMemoryRules
+from ._compile import ModuleCache
+from ._driver import Contexts, call, cu, error, listed
+from ._host import HostCalls
+from ._launch import Function
+from ._nodes import add_node, address, derive_params, memcpy3d
+from ._objects import CudaAlloc, CudaCapture, CudaEvent, CudaExec, CudaGraph, CudaStream
+
+_MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
+          "thread_local": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+          "relaxed": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED}
+_MEMSET = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async}
+_ATTR = cu.CUgraphMem_attribute
+_INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
+_NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
+
+
+class CudaBackend:
+    """Implements ``gpugraph.backends._protocol.Backend`` on NVIDIA GPUs."""
+
+    name = "cuda"
+
+    def __init__(self, count: int) -> None:
+        self.contexts = Contexts(count)
+        self.host = HostCalls()
+        self._modules = ModuleCache()
+        self._functions: dict[tuple[int, Any], Function] = {}
+        self._kernels_by_handle: dict[int, Any] = {}
+        self._allocations: "weakref.WeakValueDictionary[int, CudaAlloc]" = weakref.WeakValueDictionary()
+        self._captures = 0  # captures in progress: frees of plain memory wait until none is
+        self._deferred_frees: list[CudaAlloc] = []
+        self._lock = threading.Lock()
+        self.contexts.use(0)
+
+    # Devices
+
+    def device_count(self) -> int:
+        return len(self.contexts.devices)
+
+    def device_name(self, index: int) -> str:
+        name = call(cu.cuDeviceGetName, 256, self.contexts.devices[index])
+        return name.split(b"\0", 1)[0].decode()
+
+    def device_synchronize(self, index: int) -> None:
+        self._refuse_in_host_function("Device.synchronize")
+        self.contexts.use(index)
+        call(cu.cuCtxSynchronize)
+        errors = self.host.errors
+        if errors:
+            stream = next(iter(errors))
+            raise errors.pop(stream)
+
+    def _refuse_in_host_function(self, api: str) -> None:
+        if getattr(self.host.local, "running", False):
+            raise GpuGraphError(f"{api} was called from a host function; host functions must not make CUDA "
+                                f"calls or wait for streams (it would deadlock)")
+
+    # Memory
+
+    def mem_alloc(self, index: int, nbytes: int) -> tuple[int, CudaAlloc]:
+        self.contexts.use(index)
+        ptr = int(call(cu.cuMemAlloc, max(nbytes, 1)))
+        return ptr, CudaAlloc(ptr, nbytes, "device", index)
+
+    def mem_free(self, alloc: CudaAlloc) -> None:
+        # cuMemFree synchronizes, which a capture forbids: plain memory dropped during one waits.
+        with self._lock:
+            if self._captures or getattr(self.host.local, "running", False):
+                self._deferred_frees.append(alloc)
+                return
+        self.contexts.use(alloc.index)
+        call(cu.cuMemFree, alloc.ptr)
+
+    def _flush_frees(self) -> None:
+        with self._lock:
+            if self._captures:
+                return
+            pending, self._deferred_frees = self._deferred_frees, []
+        for alloc in pending:
+            self.mem_free(alloc)
+
+    def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
+        self.contexts.use(index)
+        ptr = int(call(cu.cuMemHostAlloc, max(nbytes, 1), 0))
+        raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
+        weakref.finalize(raw, cu.cuMemFreeHost, ptr).atexit = False
+        return np.frombuffer(raw, np.uint8, count=nbytes)
+
+    def copy(self, dst: Any, src: Any, nbytes: int) -> None:
+        self.contexts.use(_index(dst, src))
+        call(cu.cuMemcpy, address(dst), address(src), nbytes)
+
+    def graph_memory(self, index: int) -> dict[str, int]:
+        device = self.contexts.devices[index]
+        read = lambda attr: int(call(cu.cuDeviceGetGraphMemAttribute, device, attr))  # noqa: E731
+        return {"used": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT),
+                "reserved": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT),
+                "used_high": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH),
+                "reserved_high": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)}
+
+    def graph_memory_trim(self, index: int) -> None:
+        self.contexts.use(index)
+        call(cu.cuDeviceGraphMemTrim, self.contexts.devices[index])
+
+    def _new_alloc(self, ptr: int, nbytes: int, origin: str, index: int) -> CudaAlloc:
+        alloc = CudaAlloc(ptr, nbytes, origin, index)
+        self._allocations[ptr] = alloc
+        return alloc
+
+    # Kernels
+
+    def kernel_load(self, index: int, kernel: Any) -> Function:
+        key = (index, kernel)
+        function = self._functions.get(key)
+        if function is None:
+            self.contexts.use(index)
+            handle = self._modules.function(index, self.contexts.devices[index], kernel)
+            function = self._functions[key] = Function(handle, kernel)
+            self._kernels_by_handle[int(handle)] = kernel
+        return function
+
+    def function(self, index: int, kernel: Any) -> Function:
+        return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)
+
+    def kernel_of(self, handle: Any) -> Any:
+        return self._kernels_by_handle.get(int(handle))
+
+    # Streams and events
+
+    def stream_create(self, index: int, non_blocking: bool, priority: int) -> CudaStream:
+        self.contexts.use(index)
+        flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else cu.CUstream_flags.CU_STREAM_DEFAULT
+        return CudaStream(call(cu.cuStreamCreateWithPriority, flags, priority), index)
+
+    def stream_default(self, index: int) -> CudaStream:
+        return CudaStream(cu.CUstream(cu.CU_STREAM_LEGACY), index)
+
+    def stream_address(self, stream: CudaStream) -> int:
+        return int(stream.handle)
+
+    def stream_destroy(self, stream: CudaStream) -> None:
+        self.contexts.use(stream.index)
+        call(cu.cuStreamDestroy, stream.handle)
+
+    def stream_synchronize(self, stream: CudaStream) -> None:
+        self._refuse_in_host_function("Stream.synchronize")
+        self.contexts.use(stream.index)
+        call(cu.cuStreamSynchronize, stream.handle)
+        pending = self.host.take_error(stream)
+        if pending is not None:
+            raise pending
+
+    def stream_query(self, stream: CudaStream) -> bool:
+        (err,) = cu.cuStreamQuery(stream.handle)
+        if err == _NOT_READY:
+            return False
+        if err:
+            raise error("cuStreamQuery", err)
+        return True
+
+    def _retry_in_context(self, fn: Any, index: int, *args: Any) -> None:
+        """A hot call failed: make the context current (a new thread) and call once more."""
+        self.contexts.use(index)
+        call(fn, *args)
+
+    def stream_launch(self, stream: CudaStream, function: Function, grid: tuple, block: tuple,
+                      shared_mem: int, args: tuple) -> None:
+        with function.lock:
+            params = function.pack(args)
+            (err,) = cu.cuLaunchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                       shared_mem, stream.handle, params, 0)
+            if err:
+                self._retry_in_context(cu.cuLaunchKernel, stream.index, function.handle, grid[0], grid[1],
+                                       grid[2], block[0], block[1], block[2], shared_mem, stream.handle, params, 0)
+        if stream.capture is not None:
+            self._record(stream, KernelParams(function.kernel, grid, block, shared_mem, args))
+
+    def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int) -> None:
+        self.contexts.use(stream.index)
+        call(cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle)
+        if stream.capture is not None:
+            self._record(stream, MemcpyParams(dst, src, nbytes))
+
+    def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
+                      count: int) -> None:
+        self.contexts.use(stream.index)
+        call(_MEMSET[element_size], address(dst), pattern, count, stream.handle)
+        if stream.capture is not None:
+            self._record(stream, MemsetParams(dst, value, pattern, element_size, count))
+
+    def stream_host(self, stream: CudaStream, fn: Any, args: tuple) -> None:
+        self.contexts.use(stream.index)
+        key = self.host.register(fn, args, stream, one_shot=stream.capture is None)
+        call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
+        if stream.capture is not None:
+            self._record(stream, HostParams(fn, args))
+
+    def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, CudaAlloc]:
+        self.contexts.use(stream.index)
+        ptr = int(call(cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
+        if stream.capture is not None:  # an allocation node, drawing on the graph pool
+            alloc = self._new_alloc(ptr, nbytes, "graph", stream.index)
+            stream.capture.graph.allocs[ptr] = alloc
+            self._record(stream, AllocParams(nbytes, ptr))
+        else:
+            alloc = self._new_alloc(ptr, nbytes, "stream", stream.index)
+            alloc.live = True
+        return ptr, alloc
+
+    def stream_free(self, stream: CudaStream, alloc: CudaAlloc) -> None:
+        self.contexts.use(stream.index)
+        call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
+        if stream.capture is not None:
+            self._record(stream, FreeParams(alloc.ptr))
+
+    def stream_wait_event(self, stream: CudaStream, event: CudaEvent) -> None:
+        self.contexts.use(stream.index)
+        call(cu.cuStreamWaitEvent, stream.handle, event.handle, 0)
+        capture = event.capture
+        if capture is not None and capture.active and stream.capture is None:
+            stream.capture = capture  # the driver forked this stream into the capture
+            capture.streams.append(stream)
+
+    def event_create(self, index: int, timing: bool) -> CudaEvent:
+        self.contexts.use(index)
+        flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        return CudaEvent(call(cu.cuEventCreate, flags), index)
+
+    def event_destroy(self, event: CudaEvent) -> None:
+        call(cu.cuEventDestroy, event.handle)
+
+    def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
+        self.contexts.use(stream.index)
+        call(cu.cuEventRecord, event.handle, stream.handle)
+        event.capture = stream.capture
+
+    def event_synchronize(self, event: CudaEvent) -> None:
+        self._refuse_in_host_function("Event.synchronize")
+        call(cu.cuEventSynchronize, event.handle)
+
+    def event_query(self, event: CudaEvent) -> bool:
+        (err,) = cu.cuEventQuery(event.handle)
+        if err == _NOT_READY:
+            return False
+        if err:
+            raise error("cuEventQuery", err)
+        return True
+
+    def event_elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
+        return float(call(cu.cuEventElapsedTime, start.handle, end.handle))
+
+    # Capture
+
+    def stream_begin_capture(self, stream: CudaStream, mode: str, graph: CudaGraph | None,
+                             deps: Sequence[Any]) -> CudaGraph:
+        self.contexts.use(stream.index)
+        if graph is None:
+            call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
+            graph = CudaGraph(self._capture_info(stream)[2], stream.index)
+            into = False
+        else:
+            call(cu.cuStreamBeginCaptureToGraph, stream.handle, graph.handle, list(deps), None, len(deps),
+                 _MODES[mode])
+            into = True
+        stream.capture = CudaCapture(graph, into, stream)
+        with self._lock:
+            self._captures += 1
+        return graph
+
+    def _capture_info(self, stream: CudaStream) -> tuple:
+        return call(cu.cuStreamGetCaptureInfo, stream.handle)  # (status, id, graph, deps, edge data, count)
+
+    def _record(self, stream: CudaStream, params: Any) -> None:
+        """Keep the parameter record of the node a captured call just made (the new frontier)."""
+        deps = self.stream_capture_dependencies(stream)
+        if len(deps) == 1:
+            stream.capture.graph.params[deps[0]] = params
+
+    def _end(self, stream: CudaStream) -> tuple[Any, Any]:
+        capture = stream.capture
+        self.contexts.use(stream.index)
+        err, handle = cu.cuStreamEndCapture(stream.handle)
+        capture.end()
+        with self._lock:
+            self._captures -= 1
+        self._flush_frees()
+        return err, handle
+
+    def stream_end_capture(self, stream: CudaStream) -> CudaGraph:
+        graph = stream.capture.graph
+        err, _ = self._end(stream)
+        if err:
+            reason = error("cuStreamEndCapture", err)
+            raise CaptureError(f"the CUDA driver refused the capture: {reason} (work that another library "
+                               f"issued on a captured stream can cause this)", api="cuStreamEndCapture")
+        return graph
+
+    def stream_abort_capture(self, stream: CudaStream) -> None:
+        if stream.capture is None:
+            return
+        into = stream.capture.into
+        err, handle = self._end(stream)
+        if not err and handle is not None and not into:
+            call(cu.cuGraphDestroy, handle)
+
+    def stream_capture_dependencies(self, stream: CudaStream) -> list[Any]:
+        info = self._capture_info(stream)
+        return list(info[3])[:info[5]]
+
+    def stream_set_capture_dependencies(self, stream: CudaStream, deps: Sequence[Any]) -> None:
+        call(cu.cuStreamUpdateCaptureDependencies, stream.handle, list(deps), None, len(deps),
+             cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+
+    # Graphs
+
+    def graph_create(self, index: int) -> CudaGraph:
+        self.contexts.use(index)
+        return CudaGraph(call(cu.cuGraphCreate, 0), index)
+
+    def graph_destroy(self, graph: CudaGraph) -> None:
+        call(cu.cuGraphDestroy, graph.handle)
+
+    def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        self.contexts.use(graph.index)
+        node = add_node(self, graph, params, list(deps))
+        if not isinstance(params, ChildGraphParams):  # a child's embedded graph is read from the driver
+            graph.params[node] = params
+        return node
+
+    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, CudaAlloc]:
+        self.contexts.use(graph.index)
+        p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+        p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        p.poolProps.location.id = graph.index
+        p.bytesize = max(nbytes, 1)
+        node = call(cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
+        ptr = int(p.dptr)
+        alloc = self._new_alloc(ptr, nbytes, "graph", graph.index)
+        graph.allocs[ptr] = alloc
+        graph.params[node] = AllocParams(nbytes, ptr)
+        return node, ptr, alloc
+
+    def graph_destroy_node(self, graph: CudaGraph, node: Any) -> None:
+        graph.params.pop(node, None)
+        call(cu.cuGraphDestroyNode, node)
+
+    def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
+        call(cu.cuGraphAddDependencies, graph.handle, [src], [dst], None, 1)
+
+    def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
+        call(cu.cuGraphRemoveDependencies, graph.handle, [src], [dst], None, 1)
+
+    def graph_nodes(self, graph: CudaGraph) -> list[Any]:
+        return listed(cu.cuGraphGetNodes, graph.handle)
+
+    def graph_edges(self, graph: CudaGraph) -> list[tuple[Any, Any]]:
+        count = call(cu.cuGraphGetEdges, graph.handle, 0)[-1]
+        if not count:
+            return []
+        sources, targets, _, count = call(cu.cuGraphGetEdges, graph.handle, count)
+        return list(zip(list(sources)[:count], list(targets)[:count]))
+
+    def node_params(self, graph: CudaGraph, node: Any) -> Any:
+        params = graph.params.get(node)
+        return params if params is not None else derive_params(self, graph, node)
+
+    def node_dependencies(self, graph: CudaGraph, node: Any) -> list[Any]:
+        return listed(cu.cuGraphNodeGetDependencies, node)
+
+    def node_dependents(self, graph: CudaGraph, node: Any) -> list[Any]:
+        return listed(cu.cuGraphNodeGetDependentNodes, node)
+
+    def graph_clone(self, graph: CudaGraph) -> CudaGraph:
+        clone = CudaGraph(call(cu.cuGraphClone, graph.handle), graph.index)
+        for node, params in graph.params.items():
+            clone.params[self.graph_find_in_clone(clone, node)] = params
+        return clone
+
+    def graph_find_in_clone(self, clone: CudaGraph, node: Any) -> Any:
+        return call(cu.cuGraphNodeFindInClone, node, clone.handle)
+
+    def graph_instantiate(self, graph: CudaGraph, auto_free_on_launch: bool) -> CudaExec:
+        self.contexts.use(graph.index)
+        flags = cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH if auto_free_on_launch else 0
+        handle = call(cu.cuGraphInstantiate, graph.handle, int(flags))
+        allocated, freed, host_keys = [], [], []
+        self._survey(graph, allocated, freed, host_keys)
+        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules(allocated, freed, auto_free_on_launch),
+                        graph)
+
+    def _survey(self, graph: CudaGraph, allocated: list, freed: list, host_keys: list) -> None:
+        """Collect a graph's allocations, frees and host-node keys, child graphs included."""
+        for node in self.graph_nodes(graph):
+            params = self.node_params(graph, node)
+            if isinstance(params, AllocParams):
+                allocated.append(graph.allocs.get(params.ptr) or self._allocations.get(params.ptr))
+            elif isinstance(params, FreeParams):
+                freed.append(self._allocations.get(params.ptr))
+            elif isinstance(params, HostParams):
+                host_keys.append(int(call(cu.cuGraphHostNodeGetParams, node).userData or 0))
+            elif isinstance(params, ChildGraphParams):
+                self._survey(params.graph, allocated, freed, host_keys)
+        allocated[:] = [a for a in allocated if a is not None]
+        freed[:] = [a for a in freed if a is not None]
+
+    def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
+        if exec_.memory:
+            exec_.memory.launch()
+        for key in exec_.host_keys:
+            self.host.set_stream(key, stream)
+        (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+        if err:
+            if err != _INVALID_CONTEXT:
+                raise error("cuGraphLaunch", err)
+            self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
+
+    def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
+        self.contexts.use(stream.index)
+        call(cu.cuGraphUpload, exec_.handle, stream.handle)
+
+    def exec_destroy(self, exec_: CudaExec) -> None:
+        call(cu.cuGraphExecDestroy, exec_.handle)
+
+
+def _index(*operands: Any) -> int:
+    for operand in operands:
+        device = getattr(operand, "device", None)
+        if device is not None and hasattr(device, "index"):
+            return device.index
+    return 0

@@ -1,0 +1,67 @@
+"""Compiling kernel source with NVRTC for a device, once per (device, source, options)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from cuda.bindings import nvrtc
+
+from ..._errors import BackendError, KernelCompileError
+from ._driver import call, cu
+
+_GLOBAL_NAMES = re.compile(r"__global__[^;{}(]*?\b([A-Za-z_]\w*)\s*\(")
+
+
+def _nvrtc(fn: Any, *args: Any) -> Any:
+    result = fn(*args)
+    if result[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise BackendError("cuda", fn.__name__, repr(result[0]))
+    return result[1] if len(result) == 2 else None
+
+
+class ModuleCache:
+    """Loaded modules by (device, source, options); each module holds every kernel of its source."""
+
+    def __init__(self) -> None:
+        self._modules: dict[tuple[int, str, tuple[str, ...]], tuple[Any, dict[str, bytes]]] = {}
+        self._lock = threading.Lock()
+
+    def function(self, index: int, device: Any, kernel: Any) -> Any:
+        """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
+        key = (index, kernel.source, kernel.options)
+        with self._lock:
+            if key not in self._modules:
+                self._modules[key] = self._compile(device, kernel)
+            module, lowered = self._modules[key]
+        if kernel.name not in lowered:
+            raise KernelCompileError(kernel.name, f"no __global__ function named {kernel.name!r} in the source")
+        return call(cu.cuModuleGetFunction, module, lowered[kernel.name])
+
+    @staticmethod
+    def _compile(device: Any, kernel: Any) -> tuple[Any, dict[str, bytes]]:
+        major = call(cu.cuDeviceGetAttribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                     device)
+        minor = call(cu.cuDeviceGetAttribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                     device)
+        names = sorted(set(_GLOBAL_NAMES.findall(kernel.source)) | {kernel.name})
+        program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
+        try:
+            for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name
+                _nvrtc(nvrtc.nvrtcAddNameExpression, program, name.encode())
+            options = [f"--gpu-architecture=sm_{major}{minor}".encode(), b"-default-device",
+                       *(o.encode() for o in kernel.options)]
+            (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+            if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                size = _nvrtc(nvrtc.nvrtcGetProgramLogSize, program)
+                log = b" " * size
+                _nvrtc(nvrtc.nvrtcGetProgramLog, program, log)
+                raise KernelCompileError(kernel.name, log.decode(errors="replace").rstrip("\x00 \n"))
+            size = _nvrtc(nvrtc.nvrtcGetCUBINSize, program)
+            cubin = b" " * size
+            _nvrtc(nvrtc.nvrtcGetCUBIN, program, cubin)
+            lowered = {name: _nvrtc(nvrtc.nvrtcGetLoweredName, program, name.encode()) for name in names}
+        finally:
+            nvrtc.nvrtcDestroyProgram(program)
+        return call(cu.cuModuleLoadData, cubin), lowered

@@ -1,0 +1,65 @@
+"""Calling the CUDA driver through cuda-bindings: error checking and per-thread current contexts."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from cuda.bindings import driver as cu
+
+from ..._errors import BackendError
+
+
+def error(api: str, code: Any) -> BackendError:
+    """A BackendError for driver result ``code`` of call ``api``, with CUDA's name and description."""
+    _, name = cu.cuGetErrorName(code)
+    _, text = cu.cuGetErrorString(code)
+    name = name.decode() if isinstance(name, bytes) else str(code)
+    text = text.decode() if isinstance(text, bytes) else ""
+    return BackendError("cuda", api, f"{name} ({int(code)})", text)
+
+
+def call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a cuda-bindings function; raise BackendError on failure; return its single output or tuple."""
+    result = fn(*args)
+    if result[0]:
+        raise error(fn.__name__, result[0])
+    if len(result) == 2:
+        return result[1]
+    return result[1:] if len(result) > 2 else None
+
+
+def listed(fn: Callable[..., Any], *args: Any) -> list[Any]:
+    """Call a count-then-fill query (cuGraphGetNodes and friends) and return the list it fills."""
+    result = call(fn, *args, 0)
+    count = result[-1]
+    if not count:
+        return []
+    result = call(fn, *args, count)
+    return list(result[0])[:count]
+
+
+class Contexts:
+    """Each device's primary context, made current on a thread before that thread's first call."""
+
+    def __init__(self, count: int) -> None:
+        self.devices = [call(cu.cuDeviceGet, i) for i in range(count)]
+        self._contexts: list[Any] = [None] * count
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def get(self, index: int) -> Any:
+        ctx = self._contexts[index]
+        if ctx is None:
+            with self._lock:
+                if self._contexts[index] is None:
+                    self._contexts[index] = call(cu.cuDevicePrimaryCtxRetain, self.devices[index])
+                ctx = self._contexts[index]
+        return ctx
+
+    def use(self, index: int) -> None:
+        """Make device ``index``'s primary context current on this thread (a no-op when it already is)."""
+        ctx = self.get(index)
+        if getattr(self._local, "ctx", None) is not ctx:
+            call(cu.cuCtxSetCurrent, ctx)
+            self._local.ctx = ctx

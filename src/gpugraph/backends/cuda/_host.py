@@ -1,0 +1,60 @@
+"""Host functions on CUDA: one C trampoline that calls registered Python callables.
+
+The driver calls the trampoline on its own thread with the registry key as user data. An exception a
+callable raises is kept for the stream the work ran on and raised at that stream's next synchronize.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from typing import Any, Callable
+
+from cuda.bindings import driver as cu
+
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class HostCalls:
+    """Registered host callables; ``one_shot`` entries (stream host functions) are dropped once run."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, list[Any]] = {}
+        self._keys = itertools.count(1)
+        self.errors: dict[Any, BaseException] = {}  # first pending error per stream
+        self.local = threading.local()  # .running is True while a host function runs on this thread
+        self._trampoline = _CALLBACK(self._run)  # kept alive as long as the registry
+        self.fn = cu.CUhostFn(ctypes.cast(self._trampoline, ctypes.c_void_p).value)
+
+    def register(self, fn: Callable[..., Any], args: tuple, stream: Any, one_shot: bool) -> int:
+        key = next(self._keys)
+        self._entries[key] = [fn, args, stream, one_shot]
+        return key
+
+    def set_stream(self, key: int, stream: Any) -> None:
+        """Attribute later errors of a graph's host node to the stream the graph is launched on."""
+        self._entries[key][2] = stream
+
+    def _run(self, user_data: int | None) -> None:
+        entry = self._entries.get(user_data or 0)
+        if entry is None:
+            return
+        fn, args, stream, one_shot = entry
+        if one_shot:
+            del self._entries[user_data]
+        self.local.running = True
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - raised at the stream's next synchronize
+            self.errors.setdefault(stream, exc)
+        finally:
+            self.local.running = False
+
+    def callable(self, key: int) -> Any:
+        """The Python callable behind a host node (None for host nodes of other libraries)."""
+        entry = self._entries.get(key)
+        return entry[0] if entry is not None else None
+
+    def take_error(self, stream: Any) -> BaseException | None:
+        return self.errors.pop(stream, None)

@@ -1,0 +1,56 @@
+"""Kernel functions and their argument packing: the work of a launch done once per kernel."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..._memory import Array
+
+# Every argument gets an 8-byte-aligned slot holding its value; kernelParams points at each slot.
+_SLOT = 8
+
+
+def _format(dtype: np.dtype | None, pointer: bool) -> str:
+    if pointer:
+        return "Q"
+    code = {1: "b", 2: "h", 4: "i", 8: "q"}
+    if dtype.kind == "f":
+        code = {2: "e", 4: "f", 8: "d"}
+    elif dtype.kind in "ub":
+        code = {1: "B", 2: "H", 4: "I", 8: "Q"}
+    pad = _SLOT - dtype.itemsize
+    return code[dtype.itemsize] + (f"{pad}x" if pad else "")
+
+
+class Function:
+    """A loaded kernel and a reusable argument buffer laid out from its signature."""
+
+    __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_kinds", "lock")
+
+    def __init__(self, handle: Any, kernel: Any) -> None:
+        self.handle = handle
+        self.kernel = kernel
+        self.lock = threading.Lock()  # the buffer is shared: one launch packs and launches at a time
+        self._struct: struct.Struct | None = None
+        if kernel.signature is not None:
+            self._layout([(p.dtype, p.pointer) for p in kernel.signature])
+
+    def _layout(self, params: list[tuple[Any, bool]]) -> None:
+        self._struct = struct.Struct("<" + "".join(_format(d, p) for d, p in params))
+        n = max(len(params), 1)
+        self._buffer = ctypes.create_string_buffer(n * _SLOT)
+        base = ctypes.addressof(self._buffer)
+        self._pointers = (ctypes.c_void_p * n)(*[base + i * _SLOT for i in range(n)])
+        self._kinds = [p for _, p in params]
+
+    def pack(self, args: tuple) -> int:
+        """Write ``args`` into the buffer; return the address of the kernelParams array (hold ``lock``)."""
+        if self._struct is None or len(args) != len(self._kinds):
+            self._layout([(None if type(a) is Array else a.dtype, type(a) is Array) for a in args])
+        self._struct.pack_into(self._buffer, 0, *[a.ptr if type(a) is Array else a for a in args])
+        return ctypes.addressof(self._pointers)

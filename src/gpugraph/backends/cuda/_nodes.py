@@ -1,0 +1,127 @@
+"""Graph nodes on CUDA: gpugraph's parameter records to driver nodes, and driver nodes back to records."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..._memory import Array
+from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
+                       FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
+from ._driver import call, cu
+from ._objects import CudaGraph, ForeignKernel
+
+_T = cu.CUgraphNodeType
+_MEMORY = cu.CUmemorytype
+
+
+def address(operand: Any) -> int:
+    """The address of a memory operand: an Array, a NumPy array or a raw int."""
+    if type(operand) is Array:
+        return operand.ptr
+    if isinstance(operand, np.ndarray):
+        return operand.__array_interface__["data"][0]
+    return int(operand)
+
+
+def memcpy3d(dst: Any, src: Any, nbytes: int) -> Any:
+    """A 1-D copy as CUDA_MEMCPY3D, with host or device memory types from the operands."""
+    p = cu.CUDA_MEMCPY3D()
+    if isinstance(src, np.ndarray):
+        p.srcMemoryType, p.srcHost = _MEMORY.CU_MEMORYTYPE_HOST, address(src)
+    else:
+        p.srcMemoryType, p.srcDevice = _MEMORY.CU_MEMORYTYPE_DEVICE, address(src)
+    if isinstance(dst, np.ndarray):
+        p.dstMemoryType, p.dstHost = _MEMORY.CU_MEMORYTYPE_HOST, address(dst)
+    else:
+        p.dstMemoryType, p.dstDevice = _MEMORY.CU_MEMORYTYPE_DEVICE, address(dst)
+    p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
+    return p
+
+
+def memset_params(dst: Any, pattern: int, element_size: int, count: int) -> Any:
+    p = cu.CUDA_MEMSET_NODE_PARAMS()
+    p.dst, p.value, p.elementSize, p.width, p.height, p.pitch = address(dst), pattern, element_size, count, 1, 0
+    return p
+
+
+def kernel_params(function: Any, grid: tuple, block: tuple, shared_mem: int, args: tuple) -> Any:
+    """CUDA_KERNEL_NODE_PARAMS for a launch; call with ``function.lock`` held (the driver copies the args)."""
+    p = cu.CUDA_KERNEL_NODE_PARAMS()
+    p.func = function.handle
+    p.gridDimX, p.gridDimY, p.gridDimZ = grid
+    p.blockDimX, p.blockDimY, p.blockDimZ = block
+    p.sharedMemBytes = shared_mem
+    p.kernelParams = function.pack(args)
+    p.extra = 0
+    return p
+
+
+def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+    """Add the driver node for ``params`` after ``deps`` (the HIP twins are hipGraphAdd*Node)."""
+    g, n, ctx = graph.handle, len(deps), backend.contexts.get(graph.index)
+    if isinstance(params, KernelParams):
+        function = backend.function(graph.index, params.kernel)
+        with function.lock:
+            p = kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
+            return call(cu.cuGraphAddKernelNode, g, deps, n, p)
+    if isinstance(params, MemcpyParams):
+        return call(cu.cuGraphAddMemcpyNode, g, deps, n, memcpy3d(params.dst, params.src, params.nbytes), ctx)
+    if isinstance(params, MemsetParams):
+        p = memset_params(params.dst, params.pattern, params.element_size, params.count)
+        return call(cu.cuGraphAddMemsetNode, g, deps, n, p, ctx)
+    if isinstance(params, HostParams):
+        p = cu.CUDA_HOST_NODE_PARAMS()
+        p.fn, p.userData = backend.host.fn, backend.host.register(params.fn, params.args, None, False)
+        return call(cu.cuGraphAddHostNode, g, deps, n, p)
+    if isinstance(params, EmptyParams):
+        return call(cu.cuGraphAddEmptyNode, g, deps, n)
+    if isinstance(params, ChildGraphParams):
+        return call(cu.cuGraphAddChildGraphNode, g, deps, n, params.graph.handle)
+    if isinstance(params, EventRecordParams):
+        return call(cu.cuGraphAddEventRecordNode, g, deps, n, params.event._handle.handle)
+    if isinstance(params, EventWaitParams):
+        return call(cu.cuGraphAddEventWaitNode, g, deps, n, params.event._handle.handle)
+    if isinstance(params, FreeParams):
+        return call(cu.cuGraphAddMemFreeNode, g, deps, n, cu.CUdeviceptr(params.ptr))
+    raise TypeError(f"cuda: no node for parameters of type {type(params).__name__}")
+
+
+def derive_params(backend: Any, graph: CudaGraph, node: Any) -> Any:
+    """A parameter record read back from the driver, for nodes gpugraph did not record itself."""
+    kind = call(cu.cuGraphNodeGetType, node)
+    if kind == _T.CU_GRAPH_NODE_TYPE_KERNEL:
+        p = call(cu.cuGraphKernelNodeGetParams, node)
+        kernel = backend.kernel_of(p.func) or ForeignKernel(_function_name(p.func))
+        return KernelParams(kernel, (p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ),
+                            p.sharedMemBytes, ())
+    if kind == _T.CU_GRAPH_NODE_TYPE_MEMCPY:
+        p = call(cu.cuGraphMemcpyNodeGetParams, node)
+        host = _MEMORY.CU_MEMORYTYPE_HOST
+        dst = int(p.dstHost) if p.dstMemoryType == host else int(p.dstDevice)
+        src = int(p.srcHost) if p.srcMemoryType == host else int(p.srcDevice)
+        return MemcpyParams(dst, src, p.WidthInBytes * max(p.Height, 1) * max(p.Depth, 1))
+    if kind == _T.CU_GRAPH_NODE_TYPE_MEMSET:
+        p = call(cu.cuGraphMemsetNodeGetParams, node)
+        return MemsetParams(int(p.dst), int(p.value), int(p.value), p.elementSize, p.width * max(p.height, 1))
+    if kind == _T.CU_GRAPH_NODE_TYPE_HOST:
+        p = call(cu.cuGraphHostNodeGetParams, node)
+        return HostParams(backend.host.callable(int(p.userData or 0)), ())
+    if kind == _T.CU_GRAPH_NODE_TYPE_GRAPH:
+        return ChildGraphParams(CudaGraph(call(cu.cuGraphChildGraphNodeGetGraph, node), graph.index))
+    if kind == _T.CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return EventRecordParams(call(cu.cuGraphEventRecordNodeGetEvent, node))
+    if kind == _T.CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return EventWaitParams(call(cu.cuGraphEventWaitNodeGetEvent, node))
+    if kind == _T.CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        p = call(cu.cuGraphMemAllocNodeGetParams, node)
+        return AllocParams(int(p.bytesize), int(p.dptr))
+    if kind == _T.CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return FreeParams(int(call(cu.cuGraphMemFreeNodeGetParams, node)))
+    return EmptyParams()
+
+
+def _function_name(func: Any) -> str:
+    name = call(cu.cuFuncGetName, func)
+    return name.decode() if isinstance(name, bytes) else str(name)

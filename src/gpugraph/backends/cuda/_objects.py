@@ -1,0 +1,85 @@
+"""The CUDA backend's handles: small records around the driver's handles, with what gpugraph tracks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ForeignKernel:
+    """A kernel node that gpugraph did not make (captured from CuPy, PyTorch...): only its name is known."""
+
+    name: str
+
+
+class CudaAlloc:
+    """An allocation: ``origin`` is "device" (cuMemAlloc), "stream" (cuMemAllocAsync) or "graph"."""
+
+    __slots__ = ("ptr", "nbytes", "origin", "live", "owner", "index", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, origin: str, index: int) -> None:
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.origin = origin
+        self.index = index
+        self.live = False
+        self.owner = f"the {origin} allocation at {ptr:#x}"
+
+
+class CudaCapture:
+    """A capture in progress: the graph it records into and the streams taking part."""
+
+    __slots__ = ("graph", "into", "active", "streams")
+
+    def __init__(self, graph: "CudaGraph", into: bool, origin: "CudaStream") -> None:
+        self.graph = graph
+        self.into = into
+        self.active = True
+        self.streams = [origin]
+
+    def end(self) -> None:
+        self.active = False
+        for stream in self.streams:
+            stream.capture = None
+
+
+class CudaStream:
+    __slots__ = ("handle", "index", "capture")
+
+    def __init__(self, handle: Any, index: int) -> None:
+        self.handle = handle
+        self.index = index
+        self.capture: CudaCapture | None = None
+
+
+class CudaEvent:
+    __slots__ = ("handle", "index", "capture")
+
+    def __init__(self, handle: Any, index: int) -> None:
+        self.handle = handle
+        self.index = index
+        self.capture: CudaCapture | None = None
+
+
+class CudaGraph:
+    """A graph, with the parameter records of the nodes gpugraph made (the driver holds the rest)."""
+
+    __slots__ = ("handle", "index", "params", "allocs", "__weakref__")
+
+    def __init__(self, handle: Any, index: int) -> None:
+        self.handle = handle
+        self.index = index
+        self.params: dict[Any, Any] = {}  # node -> params record
+        self.allocs: dict[int, CudaAlloc] = {}  # ptr -> allocation made by an alloc node of this graph
+
+
+class CudaExec:
+    __slots__ = ("handle", "index", "host_keys", "memory", "template")
+
+    def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any, template: CudaGraph) -> None:
+        self.handle = handle
+        self.index = index
+        self.host_keys = host_keys
+        self.memory = memory
+        self.template = template
