@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The GPU verification run: the whole test suite on every backend, the demo on CUDA, and
+# compute-sanitizer memcheck over the CUDA tests. Logs go to $OUT (or ./gpu-logs).
+# Usage: bash tools/gpu_check.sh [quick]
+set -uo pipefail
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+export PYTHONPATH=src PYTHONUNBUFFERED=1
+{
+  date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import sys, numpy; from importlib.metadata import version as v; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'cuda-bindings', v('cuda-bindings'), 'cupy', v('cupy-cuda13x'), 'torch', v('torch'))"
+  python3 -m gpugraph info
+} 2>&1 | tee "$OUT/env.txt"
+python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
+python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -40
+if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
+  compute-sanitizer --tool memcheck --leak-check no --error-exitcode 1 \
+    python3 -m pytest -q -p no:cacheprovider -k cuda -x 2>&1 | tee "$OUT/memcheck.txt" | tail -8
+fi
