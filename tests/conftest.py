@@ -1,0 +1,69 @@
+"""Fixtures shared by the behaviour tests: every test that takes ``device`` runs once per available backend.
+
+``device`` is a ``gg.Device`` of one backend (ids are backend names), ``backend`` its name and ``stream``
+a fresh stream on it. Tests marked ``gpu`` are skipped, with the reason, where no GPU backend is present.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gpugraph as gg
+
+BACKENDS = gg.available_backends()
+GPU_BACKENDS = [name for name in BACKENDS if name != "cpu"]
+
+
+def _why_no_gpu() -> str:
+    reasons = []
+    for name in ("cuda", "hip"):
+        try:
+            gg.Device(name)
+        except gg.BackendUnavailableError as exc:
+            reasons.append(str(exc).splitlines()[0])
+    return "needs a GPU backend; none is available here (" + "; ".join(reasons) + ")"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``@pytest.mark.gpu`` tests, saying why, when only the CPU backend is present."""
+    if GPU_BACKENDS:
+        return
+    skip = pytest.mark.skip(reason=_why_no_gpu())
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=BACKENDS, ids=BACKENDS)
+def device(request: pytest.FixtureRequest) -> gg.Device:
+    """The device of one available backend."""
+    return gg.Device(request.param)
+
+
+@pytest.fixture
+def backend(device: gg.Device) -> str:
+    """The backend name of ``device`` ("cpu", "cuda", ...)."""
+    return device.backend
+
+
+@pytest.fixture
+def gpu_device() -> gg.Device:
+    """A device of the first GPU backend (tests using it are marked ``gpu``)."""
+    return gg.Device(GPU_BACKENDS[0])
+
+
+@pytest.fixture
+def stream(device: gg.Device):
+    """A fresh stream on ``device``; its work must have finished cleanly by the end of the test."""
+    s = device.stream()
+    yield s
+    s.synchronize()
+
+
+@pytest.fixture
+def cpu_bug(request: pytest.FixtureRequest, device: gg.Device):
+    """Call ``cpu_bug("BUG: ...")`` to mark a test strict-xfail on the CPU backend only (a known CPU bug)."""
+    def mark(reason: str, raises: type[BaseException] | tuple[type[BaseException], ...] | None = None) -> None:
+        if device.backend == "cpu":
+            request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=raises))
+    return mark

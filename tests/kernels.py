@@ -1,0 +1,107 @@
+"""Test kernels shared by the suite: CUDA/HIP C++ source plus a NumPy implementation of each.
+
+Every CPU implementation does exactly what the CUDA code does for the launch it is given: a 1-D kernel
+covers ``min(n, grid[0] * block[0])`` elements (threads past ``n`` fail the bounds check, elements past
+the last thread are never touched), so a test gives identical results on the CPU backend and on a GPU.
+Tests keep 1-D kernels to ``grid[1] == grid[2] == block[1] == block[2] == 1``, as the CUDA code would
+otherwise apply ``x[i] *= f`` once per extra y/z thread. Values used with ``axpy`` are small integers
+and halves, so NVCC's fused multiply-add and NumPy's separate multiply and add round the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import gpugraph as gg
+
+SOURCE = r"""
+__global__ void scale(float* x, float f, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){x[i] *= f;}
+}
+__global__ void add(float* out, const float* a, const float* b, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){out[i] = a[i] + b[i];}
+}
+__global__ void fill(int* x, int v, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){x[i] = v;}
+}
+__global__ void axpy(float a, const float* x, float* y, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){y[i] = a * x[i] + y[i];}
+}
+__global__ void inc(double* x, size_t n){
+    const size_t i = threadIdx.x + blockDim.x * blockIdx.x;
+    if(i < n){x[i] += 1.0;}
+}
+__global__ void iota2d(int* out, int width, int height){
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if(x < width && y < height){out[y * width + x] = y * 1000 + x;}
+}
+"""
+
+
+def covered(launch: gg.LaunchConfig, n: int) -> int:
+    """Elements a 1-D launch touches: one per thread, capped by the kernel's bounds check."""
+    return max(0, min(int(n), launch.grid[0] * launch.block[0]))
+
+
+def _scale(launch, x, f, n):
+    k = covered(launch, n)
+    x[:k] *= f
+
+
+def _add(launch, out, a, b, n):
+    k = covered(launch, n)
+    out[:k] = a[:k] + b[:k]
+
+
+def _fill(launch, x, v, n):
+    x[:covered(launch, n)] = v
+
+
+def _axpy(launch, a, x, y, n):
+    k = covered(launch, n)
+    y[:k] = a * x[:k] + y[:k]
+
+
+def _inc(launch, x, n):
+    x[:covered(launch, n)] += 1.0
+
+
+def _iota2d(launch, out, width, height):
+    w = min(int(width), launch.grid[0] * launch.block[0])
+    h = min(int(height), launch.grid[1] * launch.block[1])
+    ys, xs = np.mgrid[0:h, 0:w]
+    out.reshape(-1)[(ys * int(width) + xs).reshape(-1)] = (ys * 1000 + xs).reshape(-1)
+
+
+scale = gg.Kernel(SOURCE, "scale", cpu=_scale)
+add = gg.Kernel(SOURCE, "add", cpu=_add)
+fill = gg.Kernel(SOURCE, "fill", cpu=_fill)
+axpy = gg.Kernel(SOURCE, "axpy", cpu=_axpy)
+inc = gg.Kernel(SOURCE, "inc", cpu=_inc)
+iota2d = gg.Kernel(SOURCE, "iota2d", cpu=_iota2d)
+
+# The seed documents' kernels (hip-graphs.txt), unchanged.
+SEED_SOURCE = r"""
+__global__ void kernelA(double* arrayA, size_t size){
+    const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
+    if(x < size){arrayA[x] *= 2.0;}
+}
+__global__ void kernelB(int* arrayB, size_t size){
+    const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
+    if(x < size){arrayB[x] = 3;}
+}
+__global__ void kernelC(double* arrayA, const int* arrayB, size_t size){
+    const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
+    if(x < size){arrayA[x] += arrayB[x];}
+}
+"""
+
+
+def launch_1d(n: int, block: int = 32) -> tuple[int, int]:
+    """(grid, block) covering ``n`` elements, as CUDA code would compute them."""
+    return max(1, -(-n // block)), block

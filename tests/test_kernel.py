@@ -1,0 +1,316 @@
+"""Kernels: signatures read from C++ source, argument conversion and its errors, launch-shape checks,
+and the CPU implementation contract (launch shape honoured, missing implementation reported at launch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+
+
+def params(source: str, name: str):
+    sig = gg.Kernel(source, name).signature
+    return None if sig is None else [(p.name, p.ctype, p.pointer, p.dtype) for p in sig]
+
+
+F32, F64, I32, U64 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint64))
+
+
+# Signature parsing
+
+
+def test_seed_kernels_signatures():
+    assert params(K.SEED_SOURCE, "kernelA") == [("arrayA", "double*", True, F64), ("size", "size_t", False, U64)]
+    assert params(K.SEED_SOURCE, "kernelB") == [("arrayB", "int*", True, I32), ("size", "size_t", False, U64)]
+    assert params(K.SEED_SOURCE, "kernelC") == [("arrayA", "double*", True, F64), ("arrayB", "int*", True, I32),
+                                                ("size", "size_t", False, U64)]
+
+
+def test_test_kernel_signatures():
+    assert params(K.SOURCE, "scale") == [("x", "float*", True, F32), ("f", "float", False, F32),
+                                         ("n", "int", False, I32)]
+    assert params(K.SOURCE, "axpy")[0] == ("a", "float", False, F32)
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("__global__ void k(){}", []),
+    ("__global__ void k(void){}", []),
+    ('extern "C" __global__ void k(float* __restrict__ x, const unsigned int n){}',
+     [("x", "float*", True, F32), ("n", "unsigned int", False, np.dtype(np.uint32))]),
+    ("__global__ void __launch_bounds__(256) k(long long a, unsigned char* b){}",
+     [("a", "long long", False, np.dtype(np.int64)), ("b", "unsigned char*", True, np.dtype(np.uint8))]),
+    ("__global__ void k(float *x, double y[], int16_t z){}",
+     [("x", "float*", True, F32), ("y", "double*", True, F64), ("z", "int16_t", False, np.dtype(np.int16))]),
+    ("template <typename T> __global__ void k(T* x, int n){}", [("x", "T*", True, None), ("n", "int", False, I32)]),
+    ("// __global__ void k(double z){}\n/* __global__ void k(char c){} */\n__global__ void k(int i){}",
+     [("i", "int", False, I32)]),
+    ("__global__ void k(float*, int);", [("", "float*", True, F32), ("", "int", False, I32)]),
+])
+def test_signature_parsing(source, expected):
+    assert params(source, "k") == expected
+
+
+def test_signature_picks_the_named_kernel_not_a_prefix():
+    source = "__global__ void kk(double* a){}\n__global__ void k(int* b){}"
+    assert params(source, "k") == [("b", "int*", True, I32)]
+    assert params(source, "kk") == [("a", "double*", True, F64)]
+
+
+def test_signature_unnamed_multi_word_scalar():
+    """Regression: the last word of an unnamed 'unsigned short' was once taken as its name."""
+    assert params("__global__ void k(float*, unsigned short, unsigned char);", "k") == [
+        ("", "float*", True, F32), ("", "unsigned short", False, np.dtype(np.uint16)),
+        ("", "unsigned char", False, np.dtype(np.uint8))]
+
+
+def test_signature_of_missing_kernel_is_none():
+    assert params(K.SOURCE, "nope") is None
+
+
+@pytest.mark.parametrize("args, match", [
+    ((1, "k"), "source must be a str"),
+    (("src", "not an identifier"), "name must be the kernel's identifier"),
+    (("src", 3), "name must be"),
+])
+def test_kernel_constructor_type_errors(args, match):
+    with pytest.raises(TypeError, match=match):
+        gg.Kernel(*args)
+
+
+def test_kernel_constructor_options_and_cpu_checked():
+    with pytest.raises(TypeError, match="options must be a sequence of str"):
+        gg.Kernel(K.SOURCE, "scale", options="-O3")
+    with pytest.raises(TypeError, match="options must be a sequence of str"):
+        gg.Kernel(K.SOURCE, "scale", options=("-O3", 3))
+    with pytest.raises(TypeError, match="cpu must be callable"):
+        gg.Kernel(K.SOURCE, "scale", cpu=42)
+    k = gg.Kernel(K.SOURCE, "scale", options=["-use_fast_math"])
+    assert k.options == ("-use_fast_math",) and k.name == "scale" and k.cpu is None
+
+
+# Argument conversion (observed on graph kernel nodes, which keep the converted arguments)
+
+
+def test_python_scalars_become_the_declared_c_types(device):
+    g = gg.Graph(device)
+    x = device.zeros(4, np.float32)
+    node = g.add_kernel(K.scale, 1, 4, x, 0.1, 4)
+    _, f, n = node.params.args
+    assert type(f) is np.float32 and f == np.float32(0.1)
+    assert type(n) is np.int32 and n == 4
+    d = device.zeros(4, np.float64)
+    _, size = g.add_kernel(K.inc, 1, 4, d, 4).params.args
+    assert type(size) is np.uint64 and size == 4
+
+
+def test_integral_float_to_int_and_numpy_scalars_accepted(device):
+    g = gg.Graph(device)
+    x = device.zeros(4, np.int32)
+    _, v, n = g.add_kernel(K.fill, 1, 4, x, np.int64(7), np.uint8(4)).params.args
+    assert (type(v), v, type(n), n) == (np.int32, 7, np.int32, 4)
+
+
+def test_scale_with_python_float_gives_float32_result(device, stream):
+    host = np.array([1, 2, 3, 4, 5], np.float32)
+    x = device.asarray(host)
+    stream.launch(K.scale, 1, 8, x, 0.1, 5)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), host * np.float32(0.1))
+
+
+@pytest.mark.parametrize("kernel, args, index, ctype", [
+    (K.fill, ("A", 2**31, 4), 1, "int v"),
+    (K.fill, ("A", -2**31 - 1, 4), 1, "int v"),
+    (K.inc, ("D", -1), 1, "size_t n"),
+    (K.inc, ("D", 2**64), 1, "size_t n"),
+])
+def test_scalar_overflow_raises_value_error(device, stream, kernel, args, index, ctype):
+    arrays = {"A": device.zeros(4, np.int32), "D": device.zeros(4, np.float64)}
+    args = tuple(arrays.get(a, a) if isinstance(a, str) else a for a in args)
+    with pytest.raises(ValueError, match=rf"argument {index} \({ctype}\).*does not fit"):
+        stream.launch(kernel, 1, 4, *args)
+
+
+@pytest.mark.parametrize("bad", ["3", [3], None, b"3", 2 + 1j])
+def test_unsupported_scalar_raises_type_error_naming_index_and_type(device, stream, bad):
+    x = device.zeros(4, np.int32)
+    with pytest.raises(TypeError, match=r"Kernel\('fill'\) argument 1 \(int v\): expects a int scalar, got"):
+        stream.launch(K.fill, 1, 4, x, bad, 4)
+
+
+def test_non_integral_float_for_int_raises_type_error(device, stream):
+    x = device.zeros(4, np.int32)
+    with pytest.raises(TypeError, match=r"argument 2 \(int n\): expects an integer, got float 2.5"):
+        stream.launch(K.fill, 1, 4, x, 1, 2.5)
+
+
+def test_numpy_array_for_pointer_raises_with_hint(device, stream):
+    with pytest.raises(TypeError, match=r"argument 0 \(float\* x\): expects a device Array, got ndarray.*asarray"):
+        stream.launch(K.scale, 1, 4, np.zeros(4, np.float32), 2.0, 4)
+
+
+@pytest.mark.parametrize("bad", [None, 3, "x"])
+def test_non_array_for_pointer_raises_type_error(device, stream, bad):
+    with pytest.raises(TypeError, match=r"argument 0 \(float\* x\): expects a device Array"):
+        stream.launch(K.scale, 1, 4, bad, 2.0, 4)
+
+
+def test_dtype_mismatch_for_typed_pointer(device, stream):
+    with pytest.raises(TypeError, match=r"argument 0 \(float\* x\): expects float32 data, got an Array of float64"):
+        stream.launch(K.scale, 1, 4, device.zeros(4, np.float64), 2.0, 4)
+    with pytest.raises(TypeError, match=r"argument 1 \(const int\* arrayB|argument 1 \(int\* arrayB\)"):
+        g = gg.Graph(device)
+        kc = gg.Kernel(K.SEED_SOURCE, "kernelC", cpu=lambda *a: None)
+        g.add_kernel(kc, 1, 4, device.zeros(4, np.float64), device.zeros(4, np.int64), 4)
+
+
+def test_untyped_pointer_accepts_any_dtype(device, stream):
+    src = "template <typename T> __global__ void k(T* x, int n){}"
+    seen = []
+    k = gg.Kernel(src, "k", cpu=lambda launch, x, n: seen.append((x.dtype, int(n))))
+    stream.launch(k, 1, 1, device.zeros(2, np.int16), 2)
+    stream.launch(k, 1, 1, device.zeros(2, np.float64), 3)
+    stream.synchronize()
+    assert seen == [(np.dtype(np.int16), 2), (np.dtype(np.float64), 3)]
+
+
+@pytest.mark.parametrize("count", [0, 2, 4])
+def test_wrong_argument_count(device, stream, count):
+    args = (device.zeros(4, np.float32), 2.0, 4, 5)[:count]
+    with pytest.raises(TypeError, match=rf"Kernel\('scale'\) takes 3 arguments \(float\* x, float f, int n\), got {count}"):
+        stream.launch(K.scale, 1, 4, *args)
+
+
+def test_kernel_without_signature_takes_only_arrays_and_numpy_scalars(device, stream):
+    seen = []
+    k = gg.Kernel("// generated elsewhere", "opaque", cpu=lambda launch, *a: seen.append(a))
+    x = device.zeros(2, np.int32)
+    with pytest.raises(TypeError, match=r"argument 1: gpugraph found no `__global__ void opaque\(...\)`.*got int"):
+        stream.launch(k, 1, 1, x, 3)
+    stream.launch(k, 1, 1, x, np.int32(3))
+    stream.synchronize()
+    assert len(seen) == 1 and seen[0][1] == 3 and seen[0][1].dtype == np.int32
+
+
+def test_launch_rejects_non_kernel(device, stream):
+    with pytest.raises(TypeError, match="launch\\(kernel\\): expected a Kernel, got str"):
+        stream.launch("scale", 1, 1)
+
+
+# Launch shapes
+
+
+@pytest.mark.parametrize("grid, block, exc, match", [
+    (1, 1025, ValueError, "block: dimension x must be in 1..1024, got 1025"),
+    (1, (32, 32, 2), ValueError, r"block: \(32, 32, 2\) has 2048 threads; a block holds at most 1024"),
+    (1, (1, 1, 65), ValueError, "block: dimension z must be in 1..64"),
+    (1, 0, ValueError, "block: dimension x must be in 1..1024, got 0"),
+    (0, 1, ValueError, "grid: dimension x must be in"),
+    ((1, 65536), 1, ValueError, "grid: dimension y must be in 1..65535"),
+    ((1, 1, 1, 1), 1, ValueError, "grid: expected 1 to 3 dimensions, got 4"),
+    ((), 1, ValueError, "grid: expected 1 to 3 dimensions, got 0"),
+    ("a", 1, TypeError, "grid: expected an int or a tuple of 1 to 3 ints"),
+    (1.5, 1, TypeError, "grid: expected an int or a tuple"),
+    (1, (2.0, 1), TypeError, "block: expected an int or a tuple"),
+])
+def test_bad_launch_shape(device, stream, grid, block, exc, match):
+    x = device.zeros(4, np.float32)
+    with pytest.raises(exc, match=match):
+        stream.launch(K.scale, grid, block, x, 2.0, 4)
+    g = gg.Graph(device)
+    with pytest.raises(exc, match=match):
+        g.add_kernel(K.scale, grid, block, x, 2.0, 4)
+    assert len(g) == 0
+
+
+def test_float_grid_rejected_even_after_equal_int_grid(device, stream):
+    """Regression: a launch-shape cache keyed by value once let grid=4.0 through after grid=4."""
+    x = device.zeros(16, np.float32)
+    stream.launch(K.scale, 4, 4, x, 2.0, 16)
+    stream.synchronize()
+    with pytest.raises(TypeError, match="grid: expected an int or a tuple"):
+        stream.launch(K.scale, 4.0, 4, x, 2.0, 16)
+    stream.synchronize()
+
+
+def test_negative_shared_mem_rejected(device, stream):
+    with pytest.raises(ValueError, match="shared_mem: expected a non-negative int, got -1"):
+        stream.launch(K.scale, 1, 1, device.zeros(1, np.float32), 2.0, 1, shared_mem=-1)
+
+
+def test_max_block_of_1024_threads_is_fine(device, stream):
+    x = device.zeros(2048, np.int32)
+    stream.launch(K.fill, 2, (1024, 1, 1), x, 5, 2048)
+    stream.launch(K.fill, 1, (32, 32), x, 6, 1024)   # a 1-D kernel: only the 32 x-threads index distinctly
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [6] * 32 + [5] * 2016)
+
+
+# The CPU implementation contract
+
+
+def test_cpu_implementation_receives_3_tuples_and_views(device, stream):
+    seen = []
+
+    def record(launch, x, f, n):
+        seen.append((launch.grid, launch.block, launch.shared_mem, type(x), x.dtype, x.shape, type(f), type(n)))
+
+    k = gg.Kernel(K.SOURCE, "scale", cpu=record)
+    if device.backend != "cpu":
+        pytest.skip("the cpu implementation only runs on the cpu backend")
+    stream.launch(k, (2, 3), 4, device.zeros((2, 3), np.float32), 1.5, 6, shared_mem=128)
+    stream.synchronize()
+    assert seen == [((2, 3, 1), (4, 1, 1), 128, np.ndarray, np.dtype(np.float32), (2, 3), np.float32, np.int32)]
+
+
+def test_launch_honours_grid_and_block_bounds(device, stream):
+    x = device.asarray(np.ones(10, np.float32))
+    stream.launch(K.scale, 1, 4, x, 3.0, 10)       # 4 threads: elements 0..3
+    stream.launch(K.scale, 2, 4, x, 2.0, 10)       # 8 threads: elements 0..7
+    stream.launch(K.scale, 4, 4, x, 5.0, 9)        # 16 threads, bounds check at 9
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [30, 30, 30, 30, 10, 10, 10, 10, 5, 1])
+
+
+def test_two_dimensional_launch(device, stream):
+    out = device.zeros((5, 7), np.int32)
+    stream.launch(K.iota2d, (2, 2), (4, 2), out, 7, 5)   # covers 8 x 4 threads, bounded to 7 x 4
+    stream.synchronize()
+    expected = np.zeros((5, 7), np.int32)
+    for y in range(4):
+        for x in range(7):
+            expected[y, x] = y * 1000 + x
+    np.testing.assert_array_equal(out.to_numpy(), expected)
+
+
+def test_kernel_without_cpu_implementation_fails_at_launch_on_cpu(device, stream):
+    if device.backend != "cpu":
+        pytest.skip("only the cpu backend needs a cpu implementation")
+    k = gg.Kernel(K.SOURCE, "scale")
+    x = device.zeros(4, np.float32)
+    with pytest.raises(gg.GpuGraphError, match=r"Kernel\('scale'\) has no CPU implementation.*cpu=fn"):
+        stream.launch(k, 1, 4, x, 2.0, 4)
+    g = gg.Graph(device)
+    with pytest.raises(gg.GpuGraphError, match="no CPU implementation"):
+        g.add_kernel(k, 1, 4, x, 2.0, 4)
+    assert len(g) == 0
+    stream.synchronize()
+
+
+def test_same_kernel_object_on_many_launches(device, stream):
+    x = device.zeros(8, np.float64)
+    for _ in range(5):
+        stream.launch(K.inc, *K.launch_1d(8, 4), x, 8)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 5.0))
+
+
+@pytest.mark.gpu
+def test_compile_error_carries_the_log(gpu_device):
+    k = gg.Kernel("__global__ void broken(float* x){ x[0] = undefined_name; }", "broken")
+    s = gpu_device.stream()
+    with pytest.raises(gg.KernelCompileError, match="broken") as info:
+        s.launch(k, 1, 1, gpu_device.zeros(1, np.float32))
+    assert "undefined_name" in info.value.log

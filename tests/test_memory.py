@@ -1,0 +1,157 @@
+"""Device memory: Arrays from empty/zeros/asarray/empty_like, pinned host memory, to_numpy, bad inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+
+DTYPES = [np.int8, np.uint8, np.int16, np.float16, np.int32, np.uint32, np.float32, np.int64,
+          np.float64, np.complex64, np.bool_]
+
+
+@pytest.mark.parametrize("shape, expected", [(5, (5,)), ((2, 3), (2, 3)), ([4, 1, 2], (4, 1, 2)),
+                                             (np.int64(3), (3,)), ((), ()), (0, (0,))])
+def test_empty_shape_normalised(device, shape, expected):
+    a = device.empty(shape, np.float32)
+    assert type(a) is gg.Array
+    assert a.shape == expected
+    assert a.dtype == np.dtype(np.float32)
+    assert a.nbytes == 4 * int(np.prod(expected))
+    assert a.size == int(np.prod(expected))
+    assert a.ndim == len(expected)
+    assert a.device is device
+    assert isinstance(a.ptr, int)
+
+
+def test_empty_default_dtype_is_float32(device):
+    assert device.empty(3).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zeros(device, dtype):
+    a = device.zeros((3, 4), dtype)
+    out = a.to_numpy()
+    assert out.dtype == np.dtype(dtype)
+    assert out.shape == (3, 4)
+    np.testing.assert_array_equal(out, np.zeros((3, 4), dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_asarray_round_trip(device, dtype):
+    rng = np.random.default_rng(0)
+    host = (rng.integers(0, 100, (2, 5)) % 2 if dtype is np.bool_ else rng.integers(-50, 50, (2, 5))
+            ).astype(dtype)
+    a = device.asarray(host)
+    assert a.shape == host.shape and a.dtype == host.dtype and a.nbytes == host.nbytes
+    np.testing.assert_array_equal(a.to_numpy(), host)
+
+
+def test_asarray_converts_dtype_and_takes_lists(device):
+    a = device.asarray([1, 2, 3], dtype=np.float64)
+    assert a.dtype == np.float64
+    np.testing.assert_array_equal(a.to_numpy(), [1.0, 2.0, 3.0])
+
+
+def test_asarray_of_non_contiguous_view(device):
+    host = np.arange(24, dtype=np.int32).reshape(4, 6)[:, ::2]
+    a = device.asarray(host)
+    assert a.shape == (4, 3)
+    np.testing.assert_array_equal(a.to_numpy(), host)
+
+
+def test_asarray_copies_the_data(device):
+    host = np.arange(4, dtype=np.int32)
+    a = device.asarray(host)
+    host[:] = -1
+    np.testing.assert_array_equal(a.to_numpy(), [0, 1, 2, 3])
+
+
+def test_to_numpy_returns_an_independent_copy(device):
+    a = device.asarray(np.arange(3, dtype=np.float32))
+    out = a.to_numpy()
+    out[:] = 99
+    np.testing.assert_array_equal(a.to_numpy(), [0, 1, 2])
+
+
+def test_empty_like_numpy_and_array(device):
+    host = np.zeros((2, 7), np.int16)
+    a = device.empty_like(host)
+    assert (a.shape, a.dtype) == ((2, 7), np.dtype(np.int16))
+    b = device.empty_like(a)
+    assert (b.shape, b.dtype) == ((2, 7), np.dtype(np.int16))
+    assert b.ptr != a.ptr
+
+
+def test_empty_like_rejects_non_arrays(device):
+    with pytest.raises(TypeError, match="empty_like.*int"):
+        device.empty_like(3)
+
+
+def test_zero_size_array(device):
+    a = device.zeros(0, np.float64)
+    assert a.nbytes == 0
+    assert a.to_numpy().shape == (0,)
+
+
+def test_distinct_allocations_do_not_alias(device):
+    a = device.asarray(np.full(4, 1, np.int32))
+    b = device.asarray(np.full(4, 2, np.int32))
+    assert a.ptr != b.ptr
+    np.testing.assert_array_equal(a.to_numpy(), [1, 1, 1, 1])
+    np.testing.assert_array_equal(b.to_numpy(), [2, 2, 2, 2])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+def test_pinned(device, dtype):
+    h = device.pinned((3, 2), dtype)
+    assert isinstance(h, np.ndarray)
+    assert h.shape == (3, 2) and h.dtype == np.dtype(dtype)
+    assert h.flags.c_contiguous and h.flags.writeable
+    h[:] = 7
+    np.testing.assert_array_equal(h, np.full((3, 2), 7, dtype))
+
+
+def test_repr_names_shape_dtype_device(device):
+    text = repr(device.empty((2, 2), np.int32))
+    assert "(2, 2)" in text and "int32" in text and str(device) in text
+
+
+@pytest.mark.parametrize("shape", [-1, (2, -3)])
+def test_negative_shape_raises_value_error(device, shape):
+    with pytest.raises(ValueError, match="shape: dimensions must be non-negative"):
+        device.empty(shape)
+    with pytest.raises(ValueError, match="shape"):
+        device.pinned(shape)
+
+
+@pytest.mark.parametrize("shape", ["abc", 2.5, (2, 1.5), None])
+def test_non_int_shape_raises_type_error(device, shape):
+    with pytest.raises(TypeError, match="shape: expected an int or a tuple of ints"):
+        device.empty(shape)
+    with pytest.raises(TypeError, match="shape"):
+        device.zeros(shape)
+
+
+@pytest.mark.parametrize("dtype, match", [("not-a-dtype", "dtype: expected a NumPy dtype"),
+                                          (object, "fixed-size plain-data"),
+                                          ("S0", "fixed-size plain-data")])
+def test_bad_dtype_raises_type_error(device, dtype, match):
+    with pytest.raises(TypeError, match=match):
+        device.empty(4, dtype)
+    with pytest.raises(TypeError, match="dtype"):
+        device.pinned(4, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_multidimensional_byte_arrays_round_trip(device, dtype):
+    """Regression: 2-D uint8 host operands were once copied by rows instead of bytes."""
+    host = np.arange(24, dtype=dtype).reshape(2, 3, 4)
+    a = device.asarray(host)
+    np.testing.assert_array_equal(a.to_numpy(), host)
+    s = device.stream()
+    out = device.pinned((2, 3, 4), dtype)
+    s.memcpy(out, a)
+    s.synchronize()
+    np.testing.assert_array_equal(out, host)
