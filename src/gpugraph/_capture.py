@@ -161,7 +161,7 @@ class Capture:
                 raise CaptureError(str(error).split("\nThe offending call")[0], api=error.api,
                                    stream=error.stream, mode=error.mode, where=error.where)
             return False  # the user's own exception propagates
-        unjoined = self._unjoined()
+        unjoined = self._unjoined_streams()
         if unjoined:
             self._abort()
             names = ", ".join(repr(s) for s in unjoined)
@@ -181,7 +181,7 @@ class Capture:
         self.graph._refresh()
         return False
 
-    def _unjoined(self) -> list[Any]:
+    def _unjoined_streams(self) -> list[Any]:
         """Streams forked into the capture whose last work the capturing stream does not wait for."""
         backend = self.stream._backend
         graph = self.graph._handle
@@ -195,10 +195,20 @@ class Capture:
         return [s for s in self.streams[1:]
                 if any(h not in joined for h in backend.stream_capture_dependencies(s._handle))]
 
+    def _join_forks(self) -> None:
+        """Make the capturing stream wait for every forked stream, as a clean end of capture needs."""
+        backend, origin = self.stream._backend, self.stream
+        for stream in self._unjoined_streams():
+            event = backend.event_create(origin.device.index, False)
+            backend.event_record(event, stream._handle)
+            backend.stream_wait_event(origin._handle, event)
+            backend.event_destroy(event)
+
     def _abort(self) -> None:
         """End the capture, discard what it recorded, and leave an ``into`` graph as it was."""
         backend = self.stream._backend
         try:
+            self._join_forks()
             backend.stream_abort_capture(self.stream._handle)
         finally:
             self._finish()

@@ -181,10 +181,10 @@ class Graph:
         """
         if type(kernel) is not Kernel:
             raise TypeError(f"add_kernel(kernel): expected a Kernel, got {type(kernel).__name__}")
-        self.device._load_kernel(kernel)
         grid, block = launch_dims(grid, block)
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem),
                               kernel.convert_args(args, self.device))
+        self.device._load_kernel(kernel)
         return self._add(params, self._deps(after, "add_kernel"))
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:
@@ -278,6 +278,9 @@ class Graph:
             array = allocation.array
         elif type(allocation) is Array:
             array = allocation
+            if array._alloc.origin != "graph":
+                raise GraphError(f"add_free: {array.ptr:#x} is not the address of a graph allocation "
+                                 f"(got {array._alloc.owner})")
         else:
             raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
         deps = self._deps(after, "add_free")

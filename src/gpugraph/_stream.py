@@ -36,6 +36,7 @@ class Event:
     def synchronize(self) -> None:
         """Block until the work before the event's last record has finished."""
         self._check_not_captured("Event.synchronize")
+        _capture.forbid_unsafe("Event.synchronize")
         self._backend.event_synchronize(self._handle)
 
     @property
@@ -147,12 +148,12 @@ class Stream:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
         if self._capture is not None or self.legacy:
             self._guard("Stream.launch")
-        function = kernel._functions.get(self.device) or self.device._load_kernel(kernel)
         grid, block = launch_dims(grid, block)
         if shared_mem:
             shared_mem = check_shared_mem(shared_mem)
-        self._backend.stream_launch(self._handle, function, grid, block, shared_mem,
-                                    kernel.convert_args(args, self.device))
+        args = kernel.convert_args(args, self.device)
+        function = kernel._functions.get(self.device) or self.device._load_kernel(kernel)
+        self._backend.stream_launch(self._handle, function, grid, block, shared_mem, args)
 
     def memcpy(self, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Enqueue a copy of ``nbytes`` (default: all) from ``src`` to ``dst``, in any direction.
@@ -287,6 +288,7 @@ class Stream:
             self._refuse_wait("Stream.synchronize")
         elif self.legacy:
             self._guard("Stream.synchronize")
+        _capture.forbid_unsafe("Stream.synchronize")
         self._backend.stream_synchronize(self._handle)
 
     @property

@@ -74,7 +74,7 @@ class _Setup:
     def check(self) -> tuple[bool, str]:
         wrong_a = np.count_nonzero(self.vector_a != EXPECTED_A)
         wrong_b = np.count_nonzero(self.vector_b != EXPECTED_B)
-        return (wrong_a == 0 and wrong_b == 0,
+        return (bool(wrong_a == 0 and wrong_b == 0),
                 f"A={EXPECTED_A:g}, B={EXPECTED_B:g} expected; {wrong_a + wrong_b} of {2 * self.size} differ")
 
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._errors import GpuGraphError, GraphError
+from ..._errors import GpuGraphError
 from ..._kernel import LaunchConfig
 from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
                        MemsetParams)
@@ -239,11 +239,7 @@ class CpuBackend:
         pass
 
     def graph_add_node(self, graph: CpuGraph, params: Any, deps: Sequence[CpuNode]) -> CpuNode:
-        alloc = None
-        if isinstance(params, FreeParams):
-            alloc = self._allocations.get(params.ptr)
-            if alloc is None or alloc.origin != "graph":
-                raise GraphError(f"add_free: {params.ptr:#x} is not the address of a graph allocation")
+        alloc = self._allocations.get(params.ptr) if isinstance(params, FreeParams) else None
         return graph.add(params, deps, alloc)
 
     def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:

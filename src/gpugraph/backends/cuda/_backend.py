@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._errors import CaptureError, GpuGraphError, GraphError
+from ..._errors import CaptureError, GpuGraphError
+from ..._memory import Array
 from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
                        MemsetParams)
 from .._graph_memory import GraphMemoryRules
@@ -157,6 +158,7 @@ class CudaBackend:
         return int(stream.handle)
 
     def stream_destroy(self, stream: CudaStream) -> None:
+        self.host.errors.pop(stream, None)
         self.contexts.use(stream.index)
         call(cu.cuStreamDestroy, stream.handle)
 
@@ -211,7 +213,9 @@ class CudaBackend:
         key = self.host.register(fn, args, stream, one_shot=stream.capture is None)
         call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
         if stream.capture is not None:
-            self._record(stream, HostParams(fn, args))
+            node = self._record(stream, HostParams(fn, args))
+            if node is not None:
+                stream.capture.graph.host_keys[node] = key
 
     def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, CudaAlloc]:
         self.contexts.use(stream.index)
@@ -265,7 +269,12 @@ class CudaBackend:
         return True
 
     def event_elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
-        return float(call(cu.cuEventElapsedTime, start.handle, end.handle))
+        err, ms = cu.cuEventElapsedTime(start.handle, end.handle)
+        if err == cu.CUresult.CUDA_ERROR_INVALID_HANDLE:  # what the driver says of a never-recorded event
+            raise ValueError("elapsed_ms: both events must have been recorded")
+        if err:
+            raise error("cuEventElapsedTime", err)
+        return float(ms)
 
     # Capture
 
@@ -288,11 +297,13 @@ class CudaBackend:
     def _capture_info(self, stream: CudaStream) -> tuple:
         return call(cu.cuStreamGetCaptureInfo, stream.handle)  # (status, id, graph, deps, edge data, count)
 
-    def _record(self, stream: CudaStream, params: Any) -> None:
+    def _record(self, stream: CudaStream, params: Any) -> Any:
         """Keep the parameter record of the node a captured call just made (the new frontier)."""
         deps = self.stream_capture_dependencies(stream)
-        if len(deps) == 1:
-            stream.capture.graph.params[deps[0]] = params
+        if len(deps) != 1:
+            return None
+        stream.capture.graph.params[deps[0]] = params
+        return deps[0]
 
     def _end(self, stream: CudaStream) -> tuple[Any, Any]:
         capture = stream.capture
@@ -341,6 +352,8 @@ class CudaBackend:
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         self.contexts.use(graph.index)
         node = add_node(self, graph, params, list(deps))
+        if isinstance(params, HostParams):
+            graph.host_keys[node] = self.host.last_key
         if not isinstance(params, ChildGraphParams):  # a child's embedded graph is read from the driver
             graph.params[node] = params
         return node
@@ -393,6 +406,8 @@ class CudaBackend:
         clone = CudaGraph(call(cu.cuGraphClone, graph.handle), graph.index)
         for node, params in graph.params.items():
             clone.params[self.graph_find_in_clone(clone, node)] = params
+        for node, key in graph.host_keys.items():
+            clone.host_keys[self.graph_find_in_clone(clone, node)] = key
         return clone
 
     def graph_find_in_clone(self, clone: CudaGraph, node: Any) -> Any:
@@ -415,8 +430,8 @@ class CudaBackend:
                 allocated.append(graph.allocs.get(params.ptr) or self._allocations.get(params.ptr))
             elif isinstance(params, FreeParams):
                 freed.append(self._allocations.get(params.ptr))
-            elif isinstance(params, HostParams):
-                host_keys.append(int(call(cu.cuGraphHostNodeGetParams, node).userData or 0))
+            elif isinstance(params, HostParams) and node in graph.host_keys:
+                host_keys.append(graph.host_keys[node])
             elif isinstance(params, ChildGraphParams):
                 self._survey(params.graph, allocated, freed, host_keys)
         allocated[:] = [a for a in allocated if a is not None]
@@ -442,8 +457,8 @@ class CudaBackend:
 
 
 def _index(*operands: Any) -> int:
+    """The device index of the first Array among ``operands`` (host arrays have none)."""
     for operand in operands:
-        device = getattr(operand, "device", None)
-        if device is not None and hasattr(device, "index"):
-            return device.index
+        if type(operand) is Array:
+            return operand.device.index
     return 0

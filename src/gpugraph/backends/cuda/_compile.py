@@ -30,13 +30,16 @@ class ModuleCache:
 
     def function(self, index: int, device: Any, kernel: Any) -> Any:
         """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
+        if kernel.signature is None:
+            raise KernelCompileError(kernel.name, f"no `__global__ void {kernel.name}(...)` in the source")
         key = (index, kernel.source, kernel.options)
         with self._lock:
             if key not in self._modules:
                 self._modules[key] = self._compile(device, kernel)
             module, lowered = self._modules[key]
         if kernel.name not in lowered:
-            raise KernelCompileError(kernel.name, f"no __global__ function named {kernel.name!r} in the source")
+            raise KernelCompileError(kernel.name, f"no `__global__ void {kernel.name}(...)` in the source (templates "
+                                                  f"need an explicit instantiation under their own name)")
         return call(cu.cuModuleGetFunction, module, lowered[kernel.name])
 
     @staticmethod
@@ -45,7 +48,7 @@ class ModuleCache:
                      device)
         minor = call(cu.cuDeviceGetAttribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                      device)
-        names = sorted(set(_GLOBAL_NAMES.findall(kernel.source)) | {kernel.name})
+        names = sorted(set(_GLOBAL_NAMES.findall(kernel.source)))
         program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name
