@@ -1,0 +1,93 @@
+"""The capture examples (gpugraph.examples.capture_graph and async_streams) validate on every backend, and
+every code snippet of docs/capture.md runs."""
+
+from __future__ import annotations
+
+import linecache
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from gpugraph.examples import Result, async_streams, capture_graph
+from gpugraph.examples.explicit_graph import ARRAY_SIZE, EXPECTED
+
+DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "capture.md"
+
+
+def test_capture_graph_example_validates(device):
+    result = capture_graph.run(device)
+    assert isinstance(result, Result)
+    assert result.name == "capture_graph"
+    assert result.validated is True, result.detail
+    assert result.detail.startswith("10 nodes captured, nothing ran during capture: True")
+    assert result.detail.endswith(f"0 of {ARRAY_SIZE} differ")
+
+
+def test_capture_graph_example_graph_shape(device):
+    stream = device.stream()
+    h_array = device.pinned(ARRAY_SIZE, np.float64)
+    h_array[:] = 0.0
+    graph = capture_graph.capture(stream, h_array)
+    assert not np.any(h_array)  # recorded only
+    kinds = sorted(node.kind.value for node in graph.nodes)
+    assert kinds == sorted(["mem_alloc", "mem_alloc", "host", "memcpy", "kernel", "kernel", "kernel",
+                            "memcpy", "mem_free", "mem_free"])
+    assert len(graph.roots) == 1 and len(graph.leaves) == 1
+    assert len(graph.edges) == len(graph.nodes) - 1  # captured from one stream: a chain
+    with graph.instantiate() as exe:
+        exe.launch(stream)
+        exe.launch(stream)  # the graph frees what it allocates, so it can be launched again
+        stream.synchronize()
+    np.testing.assert_array_equal(h_array, np.full(ARRAY_SIZE, EXPECTED))
+
+
+def test_async_streams_example_validates(device):
+    result = async_streams.run(device)
+    assert result.name == "async_streams"
+    assert result.validated is True, result.detail
+    assert result.detail == "sequential, streams, events, graph all give A=50, B=1427"
+    assert async_streams.EXPECTED_A == 50.0 and async_streams.EXPECTED_B == 1427.0
+
+
+@pytest.mark.parametrize("variant", list(async_streams.VARIANTS))
+def test_async_streams_variant(device, variant):
+    ok, detail = async_streams.VARIANTS[variant](device)
+    assert ok == True, detail  # noqa: E712 - a NumPy bool today, see the xfail below
+    assert "A=50, B=1427 expected; 0 of" in detail
+    if variant == "graph":  # 4 copies and 2 kernels, captured across two streams (fork and join)
+        assert detail.startswith("6 nodes; ")
+
+
+@pytest.mark.xfail(reason="BUG: examples/async_streams.py _Setup.check returns numpy.bool_ (from "
+                          "`wrong_a == 0 and wrong_b == 0`), not the bool of its tuple[bool, str] signature",
+                   raises=AssertionError, strict=True)
+def test_async_streams_variants_return_python_bools(device):
+    ok, _ = async_streams.VARIANTS["graph"](device)
+    assert type(ok) is bool
+
+
+def _doc_snippets() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_doc_has_snippets():
+    assert len(_doc_snippets()) >= 10
+
+
+def test_doc_snippets_run(device, monkeypatch, capsys):
+    monkeypatch.setenv("GPUGRAPH_BACKEND", device.backend)
+    namespace: dict = {"__name__": "capture_md"}
+    for number, snippet in enumerate(_doc_snippets(), 1):
+        filename = f"<docs/capture.md snippet {number}>"
+        linecache.cache[filename] = (len(snippet), None, snippet.splitlines(True), filename)
+        try:
+            exec(compile(snippet, filename, "exec"), namespace)
+        finally:
+            del linecache.cache[filename]
+        assert not namespace["stream"].is_capturing, f"snippet {number} left the stream capturing"
+    assert namespace["device"] is device
+    printed = capsys.readouterr().out
+    assert "capture(mode): expected one of global, thread_local, relaxed, got 'strict'" in printed
+    assert "Capture.add_empty: the capture is not running (use it inside the with block)" in printed

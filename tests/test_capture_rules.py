@@ -1,0 +1,529 @@
+"""The rules a stream capture enforces (CUDA's): what each mode forbids from which thread, the calls that
+are invalid in every mode, cross-stream mistakes, nesting, the legacy default stream, and CaptureError's
+first-error guarantee with the traceback of the offending line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+
+MODES = ["global", "thread_local", "relaxed"]
+N = 16
+GRID, BLOCK = K.launch_1d(N)
+THIS_FILE = os.path.basename(__file__)
+
+UNSAFE_RULE = ("synchronous allocations and copies are forbidden while a 'global' capture runs, or in the "
+               "thread of a 'thread_local' one")
+STREAM_WAIT_RULE = "a capturing stream runs nothing, so it cannot be waited for or queried"
+EVENT_RULE = "the event was last recorded inside a capture, so it marks work that has not run and cannot be waited for"
+LEGACY_RULE = "the legacy default stream synchronizes with blocking streams, and a blocking stream is capturing"
+
+
+def device_rule(device: gg.Device) -> str:
+    return f"{device} has a capturing stream, which runs nothing, so the device cannot be waited for"
+
+
+def outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
+    """("ok", result) or ("raised", exception)."""
+    try:
+        return "ok", fn()
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        return "raised", exc
+
+
+def outcome_in_thread(fn: Callable[[], Any]) -> tuple[str, Any]:
+    """``outcome(fn)`` computed in a new thread."""
+    box: list[tuple[str, Any]] = []
+    thread = threading.Thread(target=lambda: box.append(outcome(fn)))
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    return box[0]
+
+
+def capture_message(api: str, rule: str, stream: gg.Stream, mode: str) -> str:
+    """The first line of the CaptureError of a refused call, as a regex."""
+    return re.escape(f"{api}: {rule} (capture on {stream!r}, mode '{mode}'); the capture is invalidated")
+
+
+# Modes: the "potentially unsafe" synchronous calls
+
+
+UNSAFE_CALLS = {
+    "Device.empty": lambda d: d.empty(4, np.float32),
+    "Device.zeros": lambda d: d.zeros(4, np.float32),
+    "Device.asarray": lambda d: d.asarray([1.0, 2.0, 3.0, 4.0]),
+    "Device.pinned": lambda d: d.pinned(4, np.float32),
+}
+
+# Whether the call is refused: (capture mode, calling thread) -> refused.
+UNSAFE_REFUSED = {
+    ("global", "capturing thread"): True,
+    ("global", "other thread"): True,
+    ("thread_local", "capturing thread"): True,
+    ("thread_local", "other thread"): False,
+    ("relaxed", "capturing thread"): False,
+    ("relaxed", "other thread"): False,
+}
+
+
+@pytest.mark.parametrize("thread", ["capturing thread", "other thread"])
+@pytest.mark.parametrize("api", list(UNSAFE_CALLS))
+@pytest.mark.parametrize("mode", MODES)
+def test_unsafe_calls_by_mode_and_thread(device, stream, mode, api, thread):
+    call = UNSAFE_CALLS[api]
+    x = device.zeros(N, np.float32)
+    refused = UNSAFE_REFUSED[(mode, thread)]
+    run = outcome if thread == "capturing thread" else outcome_in_thread
+
+    def body():
+        with stream.capture(mode=mode) as cap:
+            stream.memset(x, 2.0)
+            result = run(lambda: call(device))
+            assert stream.is_capturing  # a refused call invalidates but does not end the capture
+        return cap, result
+
+    if not refused:
+        cap, (status, value) = body()
+        assert status == "ok", value
+        assert value.shape == (4,)
+        if api == "Device.asarray":
+            np.testing.assert_array_equal(value.to_numpy(), [1.0, 2.0, 3.0, 4.0])
+        if api == "Device.zeros":
+            np.testing.assert_array_equal(value.to_numpy(), np.zeros(4, np.float32))
+        assert [n.kind for n in cap.graph.nodes] == [gg.NodeKind.MEMSET]
+        return
+
+    with pytest.raises(gg.CaptureError, match=capture_message(api, UNSAFE_RULE, stream, mode)) as end:
+        status, value = body()[1]
+        assert status == "raised"
+    # The call itself raised a CaptureError at once, and the with exit raises one naming it.
+    assert end.value.api == api
+    assert end.value.mode == mode
+    assert end.value.stream is stream
+    assert not stream.is_capturing
+    np.testing.assert_array_equal(x.to_numpy(), np.zeros(N, np.float32))  # the memset never ran
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("thread", ["capturing thread", "other thread"])
+def test_refused_call_raises_capture_error_at_once(device, stream, mode, thread):
+    run = outcome if thread == "capturing thread" else outcome_in_thread
+    with pytest.raises(gg.CaptureError):
+        with stream.capture(mode=mode):
+            status, error = run(device.synchronize)
+            assert status == "raised"
+            assert type(error) is gg.CaptureError
+            assert error.api == "Device.synchronize" and error.mode == mode and error.stream is stream
+            assert str(error).startswith(f"Device.synchronize: {device_rule(device)}")
+
+
+def test_thread_local_capture_in_another_thread_does_not_restrict_this_one(device):
+    stream = device.stream()
+    started, release = threading.Event(), threading.Event()
+    box: list[Any] = []
+
+    def capture_in_thread():
+        try:
+            with stream.capture(mode="thread_local") as cap:
+                stream.memset(x, 1.0)
+                started.set()
+                release.wait(30)
+            box.append(cap)
+        except Exception as exc:  # noqa: BLE001
+            box.append(exc)
+
+    x = device.zeros(N, np.float32)
+    thread = threading.Thread(target=capture_in_thread)
+    thread.start()
+    try:
+        assert started.wait(30)
+        assert stream.is_capturing
+        y = device.asarray(np.arange(4, dtype=np.float32))  # allowed: the capture is another thread's
+    finally:
+        release.set()
+        thread.join(30)
+    assert isinstance(box[0], gg.Capture), box
+    assert len(box[0].graph) == 1
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(4, dtype=np.float32))
+
+
+def test_global_capture_in_another_thread_restricts_this_one(device):
+    stream = device.stream()
+    started, release = threading.Event(), threading.Event()
+    box: list[Any] = []
+
+    def capture_in_thread():
+        try:
+            with stream.capture(mode="global"):
+                started.set()
+                release.wait(30)
+            box.append("ended")
+        except Exception as exc:  # noqa: BLE001
+            box.append(exc)
+
+    thread = threading.Thread(target=capture_in_thread)
+    thread.start()
+    try:
+        assert started.wait(30)
+        with pytest.raises(gg.CaptureError, match=capture_message("Device.empty", UNSAFE_RULE, stream, "global")):
+            device.empty(4)
+    finally:
+        release.set()
+        thread.join(30)
+    assert isinstance(box[0], gg.CaptureError) and box[0].api == "Device.empty"
+
+
+def test_default_mode_is_global(device, stream):
+    with pytest.raises(gg.CaptureError, match=capture_message("Device.empty", UNSAFE_RULE, stream, "global")):
+        with stream.capture() as cap:
+            assert cap.mode == "global"
+            status, error = outcome_in_thread(lambda: device.empty(1))  # refused in other threads: global
+            assert status == "raised" and error.mode == "global"
+
+
+@pytest.mark.parametrize("mode", ["", "Global", "GLOBAL", "threadlocal", "strict", None])
+def test_invalid_mode_is_a_value_error(device, stream, mode):
+    with pytest.raises(ValueError, match=re.escape(f"capture(mode): expected one of global, thread_local, "
+                                                   f"relaxed, got {mode!r}")):
+        stream.capture(mode=mode)
+    assert not stream.is_capturing
+
+
+# Calls that are invalid in every mode, from any thread
+
+
+def _always_invalid_calls(device, stream, x, event):
+    return {
+        "Stream.synchronize": (stream.synchronize, STREAM_WAIT_RULE),
+        "Stream.done": (lambda: stream.done, STREAM_WAIT_RULE),
+        "Event.synchronize": (event.synchronize, EVENT_RULE),
+        "Event.done": (lambda: event.done, EVENT_RULE),
+        "Device.synchronize": (device.synchronize, device_rule(device)),
+        "Array.to_numpy": (x.to_numpy, device_rule(device)),
+    }
+
+
+ALWAYS_INVALID = ["Stream.synchronize", "Stream.done", "Event.synchronize", "Event.done",
+                  "Device.synchronize", "Array.to_numpy"]
+
+
+@pytest.mark.parametrize("thread", ["capturing thread", "other thread"])
+@pytest.mark.parametrize("api", ALWAYS_INVALID)
+@pytest.mark.parametrize("mode", MODES)
+def test_always_invalid_calls(device, stream, mode, api, thread):
+    x = device.zeros(N, np.float32)
+    run = outcome if thread == "capturing thread" else outcome_in_thread
+    with pytest.raises(gg.CaptureError) as end:
+        with stream.capture(mode=mode):
+            stream.memset(x, 3.0)
+            event = stream.record()
+            call, rule = _always_invalid_calls(device, stream, x, event)[api]
+            status, error = run(call)
+            assert status == "raised"
+            assert type(error) is gg.CaptureError
+            assert re.match(capture_message(api, rule, stream, mode), str(error))
+            assert error.api == api and error.mode == mode and error.stream is stream
+    # The exception reached the with exit from the thread that made the call, or from the exit itself.
+    assert re.match(capture_message(api, rule, stream, mode), str(end.value))
+    assert end.value.api == api
+    assert not stream.is_capturing
+    np.testing.assert_array_equal(x.to_numpy(), np.zeros(N, np.float32))
+    stream.memset(x, 1.0)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))
+
+
+def test_event_recorded_outside_the_capture_can_be_waited_for(device, stream):
+    other = device.stream()
+    x = device.zeros(N, np.float32)
+    other.memset(x, 5.0)
+    before = other.record()
+    with stream.capture() as cap:
+        before.synchronize()
+        assert before.done
+        stream.memset(x, 1.0)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 5.0, np.float32))
+    assert len(cap.graph) == 1
+
+
+# Cross-stream mistakes
+
+
+def test_unjoined_forked_stream_is_an_error_at_the_end(device, stream):
+    other = device.stream()
+    x = device.zeros(N, np.float32)
+    message = re.escape(f"capture end: {other!r} forked from the capture through an event but its work was "
+                        f"not joined back into {stream!r} (record an event on it and wait for that event on "
+                        f"the capturing stream)")
+    with pytest.raises(gg.CaptureError, match=message) as info:
+        with stream.capture() as cap:
+            stream.memset(x, 1.0)
+            other.wait(stream.record())
+            assert other.is_capturing
+            other.launch(K.scale, GRID, BLOCK, x, 2.0, N)
+    assert info.value.api == "Stream.capture (end)"
+    assert info.value.stream is stream and info.value.mode == "global"
+    assert not stream.is_capturing and not other.is_capturing
+    assert cap.graph is None
+    other.memset(x, 7.0)  # both streams run work again
+    other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 7.0, np.float32))
+
+
+def test_fork_without_work_needs_no_join(device, stream):
+    other = device.stream()
+    x = device.zeros(N, np.float32)
+    with stream.capture() as cap:
+        stream.memset(x, 1.0)
+        other.wait(stream.record())  # forked, but records nothing: nothing to join
+    assert not other.is_capturing
+    assert len(cap.graph) == 1
+
+
+def test_only_the_unjoined_stream_is_named(device, stream):
+    joined, unjoined = device.stream(), device.stream()
+    x = device.zeros(N, np.float32)
+    with pytest.raises(gg.CaptureError, match=re.escape(f"capture end: {unjoined!r} forked")) as info:
+        with stream.capture():
+            fork = stream.record()
+            joined.wait(fork)
+            unjoined.wait(fork)
+            joined.memset(x, 1.0)
+            unjoined.memset(x, 2.0)
+            stream.wait(joined.record())
+    assert repr(joined) not in str(info.value)
+    assert not joined.is_capturing and not unjoined.is_capturing
+
+
+def test_forked_stream_cannot_be_synchronized_nor_capture_again(device, stream):
+    other = device.stream()
+    with pytest.raises(gg.CaptureError, match=re.escape(f"capture: {other!r} is already capturing")):
+        with stream.capture():
+            other.wait(stream.record())
+            other.capture().__enter__()
+    with pytest.raises(gg.CaptureError, match=capture_message("Stream.synchronize", STREAM_WAIT_RULE, stream,
+                                                              "relaxed")) as info:
+        with stream.capture(mode="relaxed"):
+            other.wait(stream.record())
+            other.synchronize()
+    assert info.value.stream is stream  # the capture's stream: the one the capture began on
+    assert not stream.is_capturing and not other.is_capturing
+
+
+def test_waiting_on_an_event_recorded_outside_the_capture(device, stream):
+    other = device.stream()
+    outside = other.record()
+    message = capture_message("Stream.wait", "a capturing stream cannot wait for an event recorded outside "
+                              "the capture", stream, "global")
+    with pytest.raises(gg.CaptureError, match=message) as info:
+        with stream.capture():
+            stream.wait(outside)
+    assert info.value.api == "Stream.wait"
+    assert not stream.is_capturing
+
+
+def test_merging_two_captures_is_an_error(device, stream):
+    second = device.stream()
+    x = device.zeros(N, np.float32)
+    message = capture_message("Stream.wait", "the event was recorded in another capture; two captures cannot "
+                              "merge", stream, "global")
+    with pytest.raises(gg.CaptureError, match=message) as info:
+        with stream.capture() as cap1:
+            with second.capture(mode="relaxed") as cap2:
+                second.memset(x, 1.0)
+                stream.wait(second.record())
+    assert info.value.api == "Stream.wait"
+    assert not stream.is_capturing and not second.is_capturing
+    assert cap1.error is not None and cap2.error is cap1.error  # both captures are invalidated
+
+
+# Nesting and the legacy default stream
+
+
+def test_nested_capture_on_one_stream(device, stream):
+    message = re.escape(f"capture: {stream!r} is already capturing; captures cannot nest on one stream")
+    with pytest.raises(gg.CaptureError, match=message) as info:
+        with stream.capture():
+            with stream.capture(mode="relaxed"):
+                pass
+    assert info.value.api == "Stream.capture"
+    assert not stream.is_capturing
+
+
+def test_two_streams_may_capture_at_once(device, stream):
+    second = device.stream()
+    x = device.zeros(N, np.float32)
+    y = device.zeros(N, np.float32)
+    with stream.capture(mode="relaxed") as a:
+        with second.capture(mode="relaxed") as b:
+            stream.memset(x, 1.0)
+            second.memset(y, 2.0)
+    assert len(a.graph) == 1 and len(b.graph) == 1
+    with a.graph.instantiate() as exe_a, b.graph.instantiate() as exe_b:
+        exe_a.launch(stream)
+        exe_b.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy() + y.to_numpy(), np.full(N, 3.0, np.float32))
+
+
+def test_default_stream_cannot_be_captured(device):
+    legacy = device.default_stream
+    with pytest.raises(gg.CaptureError, match=re.escape("capture: the legacy default stream cannot be "
+                                                        "captured; use Device.stream()")) as info:
+        with legacy.capture():
+            pass
+    assert info.value.api == "Stream.capture"
+    assert not legacy.is_capturing
+
+
+@pytest.mark.parametrize("api", ["memset", "launch", "host", "record"])
+def test_default_stream_refused_while_a_blocking_stream_captures(device, api):
+    blocking = device.stream(non_blocking=False)
+    legacy = device.default_stream
+    x = device.zeros(N, np.float32)
+    use = {"memset": lambda: legacy.memset(x, 2.0),
+           "launch": lambda: legacy.launch(K.scale, GRID, BLOCK, x, 2.0, N),
+           "host": lambda: legacy.host(print, "never"),
+           "record": lambda: legacy.record()}[api]
+    with pytest.raises(gg.CaptureError, match=capture_message(f"Stream.{api}", LEGACY_RULE, blocking,
+                                                              "global")) as info:
+        with blocking.capture():
+            blocking.memset(x, 1.0)
+            use()
+    assert info.value.stream is blocking
+    assert not blocking.is_capturing
+    legacy.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.zeros(N, np.float32))
+
+
+def test_default_stream_refusal_invalidates_the_blocking_capture(device):
+    blocking = device.stream(non_blocking=False)
+    x = device.zeros(N, np.float32)
+    with pytest.raises(gg.CaptureError, match=capture_message("Stream.memset", LEGACY_RULE, blocking,
+                                                              "relaxed")) as end:
+        with blocking.capture(mode="relaxed"):
+            with pytest.raises(gg.CaptureError):
+                device.default_stream.memset(x, 2.0)
+    assert end.value.api == "Stream.memset"
+
+
+@pytest.mark.parametrize("api", ["synchronize", "done"])
+def test_default_stream_synchronize_refused_while_a_blocking_stream_captures(device, api):
+    blocking = device.stream(non_blocking=False)
+    legacy = device.default_stream
+    with pytest.raises(gg.CaptureError, match=capture_message(f"Stream.{api}", LEGACY_RULE, blocking,
+                                                              "global")):
+        with blocking.capture():
+            if api == "synchronize":
+                legacy.synchronize()
+            else:
+                legacy.done
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_default_stream_usable_while_a_non_blocking_stream_captures(device, stream, mode):
+    assert stream.non_blocking
+    legacy = device.default_stream
+    x = device.zeros(N, np.float32)
+    y = device.zeros(N, np.float32)
+    with stream.capture(mode=mode) as cap:
+        stream.memset(x, 1.0)
+        legacy.memset(y, 2.0)
+        legacy.launch(K.scale, GRID, BLOCK, y, 3.0, N)
+        legacy.synchronize()
+        assert legacy.done
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 6.0, np.float32))  # ran during the capture
+    np.testing.assert_array_equal(x.to_numpy(), np.zeros(N, np.float32))      # was only recorded
+    assert [n.kind for n in cap.graph.nodes] == [gg.NodeKind.MEMSET]
+
+
+# First error and where it was made
+
+
+def test_capture_error_fields_and_traceback(device, stream):
+    x = device.zeros(N, np.float32)
+    with pytest.raises(gg.CaptureError) as info:
+        with stream.capture(mode="thread_local"):
+            stream.memset(x, 1.0)
+            stream.synchronize()  # the offending line
+    error = info.value
+    assert error.api == "Stream.synchronize"
+    assert error.mode == "thread_local"
+    assert error.stream is stream
+    assert THIS_FILE in error.where
+    assert "stream.synchronize()  # the offending line" in error.where
+    assert "test_capture_error_fields_and_traceback" in error.where
+    assert "_capture.py" not in error.where and "_stream.py" not in error.where  # gpugraph's frames left out
+    assert str(error).startswith(f"Stream.synchronize: {STREAM_WAIT_RULE} (capture on {stream!r}, "
+                                 f"mode 'thread_local'); the capture is invalidated\n"
+                                 f"The offending call was made here:\n")
+    assert str(error).endswith(error.where)
+
+
+def test_later_calls_repeat_the_first_error_and_the_exit_raises_it(device, stream):
+    x = device.zeros(N, np.float32)
+    later = "the capture was invalidated earlier by Stream.synchronize: Stream.synchronize: "
+    with pytest.raises(gg.CaptureError) as end:
+        with stream.capture() as cap:
+            stream.memset(x, 1.0)
+            with pytest.raises(gg.CaptureError) as first:
+                stream.synchronize()  # first offending call
+            with pytest.raises(gg.CaptureError, match=re.escape(f"Stream.memset: {later}")) as second:
+                stream.memset(x, 2.0)
+            assert second.value.api == "Stream.synchronize"
+            with pytest.raises(gg.CaptureError, match=re.escape(f"Stream.launch: {later}")):
+                stream.launch(K.scale, GRID, BLOCK, x, 2.0, N)
+            with pytest.raises(gg.CaptureError, match=re.escape(f"Stream.synchronize: {later}")):
+                stream.synchronize()
+            with pytest.raises(gg.CaptureError, match=re.escape(f"Capture.add_empty: {later}")):
+                cap.add_empty()
+            with pytest.raises(gg.CaptureError, match=re.escape(f"Capture.dependencies: {later}")):
+                cap.dependencies
+            with pytest.raises(gg.CaptureError, match=re.escape(f"Stream.record: {later}")):
+                stream.record()
+            assert cap.error is first.value
+    # The exit raises a CaptureError for the first call, not for the later ones.
+    error = end.value
+    assert error.api == "Stream.synchronize"
+    assert error.where == first.value.where
+    assert "stream.synchronize()  # first offending call" in error.where
+    assert str(error).count("The offending call was made here") == 1
+    assert "invalidated earlier" not in str(error)
+    assert str(error).startswith(f"Stream.synchronize: {STREAM_WAIT_RULE}")
+    assert not stream.is_capturing
+    np.testing.assert_array_equal(x.to_numpy(), np.zeros(N, np.float32))
+
+
+def test_uncaught_later_call_still_names_the_first(device, stream):
+    x = device.zeros(N, np.float32)
+    with pytest.raises(gg.CaptureError, match=re.escape("Stream.memset: the capture was invalidated earlier "
+                                                        "by Device.synchronize")) as info:
+        with stream.capture():
+            try:
+                device.synchronize()
+            except gg.CaptureError:
+                pass
+            stream.memset(x, 1.0)
+    assert info.value.api == "Device.synchronize"
+    assert not stream.is_capturing
+
+
+def test_refused_call_from_another_thread_names_it_at_the_exit(device, stream):
+    with pytest.raises(gg.CaptureError, match=capture_message("Device.zeros", UNSAFE_RULE, stream,
+                                                              "global")) as info:
+        with stream.capture():
+            status, error = outcome_in_thread(lambda: device.zeros(4))
+            assert status == "raised" and error.api == "Device.zeros"
+    assert info.value.api == "Device.zeros"
+    assert "lambda: device.zeros(4)" in info.value.where
+    assert THIS_FILE in info.value.where
