@@ -61,9 +61,16 @@ def stream(device: gg.Device):
 
 
 @pytest.fixture
-def cpu_bug(request: pytest.FixtureRequest, device: gg.Device):
-    """Call ``cpu_bug("BUG: ...")`` to mark a test strict-xfail on the CPU backend only (a known CPU bug)."""
-    def mark(reason: str, raises: type[BaseException] | tuple[type[BaseException], ...] | None = None) -> None:
-        if device.backend == "cpu":
-            request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=raises))
+def known_bug(request: pytest.FixtureRequest, device: gg.Device):
+    """``known_bug("BUG: ...", backends=("cuda",))`` marks this test strict-xfail on those backends only.
+
+    With ``crash=True`` (the bug takes the interpreter down) the test is reported xfailed without running on.
+    """
+    def mark(reason: str, backends: tuple[str, ...] = ("cpu",), crash: bool = False,
+             raises: type[BaseException] | tuple[type[BaseException], ...] | None = None) -> None:
+        if device.backend not in backends:
+            return
+        if crash:
+            pytest.xfail(reason)
+        request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=raises))
     return mark

@@ -10,6 +10,9 @@ and halves, so NVCC's fused multiply-add and NumPy's separate multiply and add r
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
 import gpugraph as gg
@@ -34,6 +37,17 @@ __global__ void axpy(float a, const float* x, float* y, int n){
 __global__ void inc(double* x, size_t n){
     const size_t i = threadIdx.x + blockDim.x * blockIdx.x;
     if(i < n){x[i] += 1.0;}
+}
+__global__ void handshake(volatile int* mine, volatile int* other, int* seen, long long max_cycles){
+    *mine = 1;
+    __threadfence_system();
+    const long long start = clock64();
+    while(*other == 0 && clock64() - start < max_cycles){}
+    *seen = *other;
+}
+__global__ void zero_bytes(void* x, int nbytes){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < nbytes){((unsigned char*)x)[i] = 0;}
 }
 __global__ void iota2d(int* out, int width, int height){
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -71,6 +85,19 @@ def _inc(launch, x, n):
     x[:covered(launch, n)] += 1.0
 
 
+def _handshake(launch, mine, other, seen, max_cycles):
+    mine[0] = 1
+    pause = threading.Event()
+    deadline = time.monotonic() + max_cycles / 2e9  # cycles at ~2 GHz, as on the GPU
+    while other[0] == 0 and time.monotonic() < deadline:
+        pause.wait(0.0005)
+    seen[0] = other[0]
+
+
+def _zero_bytes(launch, x, nbytes):
+    x.reshape(-1).view(np.uint8)[:covered(launch, nbytes)] = 0
+
+
 def _iota2d(launch, out, width, height):
     w = min(int(width), launch.grid[0] * launch.block[0])
     h = min(int(height), launch.grid[1] * launch.block[1])
@@ -84,6 +111,11 @@ fill = gg.Kernel(SOURCE, "fill", cpu=_fill)
 axpy = gg.Kernel(SOURCE, "axpy", cpu=_axpy)
 inc = gg.Kernel(SOURCE, "inc", cpu=_inc)
 iota2d = gg.Kernel(SOURCE, "iota2d", cpu=_iota2d)
+# handshake(mine, other, seen, max_cycles): raise my flag, spin (bounded) until the other kernel raises
+# its flag; seen[0] == 1 proves two kernels ran at the same time. Bounded, so a serial run cannot hang.
+handshake = gg.Kernel(SOURCE, "handshake", cpu=_handshake)
+zero_bytes = gg.Kernel(SOURCE, "zero_bytes", cpu=_zero_bytes)
+HANDSHAKE_CYCLES = 4_000_000_000  # about 2 s at 2 GHz: the most a serial run waits
 
 # The seed documents' kernels (hip-graphs.txt), unchanged.
 SEED_SOURCE = r"""

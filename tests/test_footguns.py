@@ -8,9 +8,10 @@
    (float64 0.0 or int64 -1 do, float64 2.0 does not) — fill with a kernel or a copy instead.
 4. Memset ``count`` is in elements of ``dst``; memcpy ``nbytes`` is in bytes; memcpy copies raw bytes and
    never converts between dtypes.
-5. A graph allocation's Array is usable only between its allocation and free nodes in graph/stream order:
-   using it after its free node raises, at the next synchronize, not at the call that enqueued the use;
-   reading it before any launch raises at once.
+5. A graph allocation's Array is usable only between its allocation and free nodes in graph/stream order.
+   The CPU backend catches a use after the free node, at the next synchronize (not at the call that
+   enqueued it); on a GPU that is undefined behaviour the pool may hide. Reading one before any launch
+   raises at once.
 6. A graph whose allocation is not freed cannot be launched again until the memory is freed (or the
    graph was instantiated with ``auto_free_on_launch=True``).
 7. Graph memcpy nodes hold a reference to a host array, not its contents: the copy reads the array when
@@ -105,6 +106,8 @@ def test_memset_count_elements_memcpy_nbytes_bytes(device, stream):
 
 
 def test_graph_allocation_used_after_its_free_raises_at_synchronize(device, stream, backend):
+    if backend != "cpu":
+        pytest.skip("undefined behaviour on a GPU: the graph pool keeps freed memory mapped, so it goes unnoticed")
     g = gg.Graph(device)
     alloc = g.add_alloc(4, np.float32)
     m = g.add_memset(alloc.array, 1.0, after=alloc)
@@ -117,7 +120,10 @@ def test_graph_allocation_used_after_its_free_raises_at_synchronize(device, stre
         stream.synchronize()
 
 
-def test_graph_allocation_read_before_launch_raises(device):
+def test_graph_allocation_read_before_launch_raises(device, known_bug):
+    known_bug("BUG: cuda Array.to_numpy of a graph allocation that is not mapped yet passes the address to "
+              "cuMemcpy, which takes it for host memory and crashes the interpreter (SIGSEGV)",
+              backends=("cuda",), crash=True)
     g = gg.Graph(device)
     alloc = g.add_alloc(4, np.float32)
     g.add_free(alloc, after=alloc)

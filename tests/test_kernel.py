@@ -167,13 +167,38 @@ def test_dtype_mismatch_for_typed_pointer(device, stream):
 
 
 def test_untyped_pointer_accepts_any_dtype(device, stream):
-    src = "template <typename T> __global__ void k(T* x, int n){}"
-    seen = []
-    k = gg.Kernel(src, "k", cpu=lambda launch, x, n: seen.append((x.dtype, int(n))))
-    stream.launch(k, 1, 1, device.zeros(2, np.int16), 2)
-    stream.launch(k, 1, 1, device.zeros(2, np.float64), 3)
+    assert params(K.SOURCE, "zero_bytes")[0] == ("x", "void*", True, None)
+    a = device.asarray(np.full(4, -1, np.int16))
+    b = device.asarray(np.full(2, -1.0, np.float64))
+    stream.launch(K.zero_bytes, 1, 32, a, 6)      # the first 3 int16
+    stream.launch(K.zero_bytes, 1, 32, b, 16)     # both float64
     stream.synchronize()
-    assert seen == [(np.dtype(np.int16), 2), (np.dtype(np.float64), 3)]
+    np.testing.assert_array_equal(a.to_numpy(), [0, 0, 0, -1])
+    np.testing.assert_array_equal(b.to_numpy(), [0.0, 0.0])
+
+
+# A kernel made by a macro: gpugraph cannot read its signature from the source.
+MACRO_SOURCE = r"""
+#define MAKE_FILL(NAME) extern "C" __global__ void NAME(int* x, int v){ x[threadIdx.x] = v; }
+MAKE_FILL(opaque)
+"""
+
+
+def _opaque(launch, x, v):
+    x[:launch.block[0]] = v
+
+
+def test_kernel_without_signature_takes_only_arrays_and_numpy_scalars(device, stream, known_bug):
+    known_bug("BUG: cuda ModuleCache.function refuses a kernel whose signature the parser cannot read "
+              "(KernelCompileError), where the cpu backend launches it", backends=("cuda",))
+    k = gg.Kernel(MACRO_SOURCE, "opaque", cpu=_opaque)
+    assert k.signature is None
+    x = device.zeros(4, np.int32)
+    with pytest.raises(TypeError, match=r"argument 1: gpugraph found no `__global__ void opaque\(...\)`.*got int"):
+        stream.launch(k, 1, 2, x, 3)
+    stream.launch(k, 1, 2, x, np.int32(3))
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [3, 3, 0, 0])
 
 
 @pytest.mark.parametrize("count", [0, 2, 4])
@@ -181,17 +206,6 @@ def test_wrong_argument_count(device, stream, count):
     args = (device.zeros(4, np.float32), 2.0, 4, 5)[:count]
     with pytest.raises(TypeError, match=rf"Kernel\('scale'\) takes 3 arguments \(float\* x, float f, int n\), got {count}"):
         stream.launch(K.scale, 1, 4, *args)
-
-
-def test_kernel_without_signature_takes_only_arrays_and_numpy_scalars(device, stream):
-    seen = []
-    k = gg.Kernel("// generated elsewhere", "opaque", cpu=lambda launch, *a: seen.append(a))
-    x = device.zeros(2, np.int32)
-    with pytest.raises(TypeError, match=r"argument 1: gpugraph found no `__global__ void opaque\(...\)`.*got int"):
-        stream.launch(k, 1, 1, x, 3)
-    stream.launch(k, 1, 1, x, np.int32(3))
-    stream.synchronize()
-    assert len(seen) == 1 and seen[0][1] == 3 and seen[0][1].dtype == np.int32
 
 
 def test_launch_rejects_non_kernel(device, stream):

@@ -1,4 +1,10 @@
-"""The device's graph memory pool: used/reserved figures, reuse across launches, trimming."""
+"""The device's graph memory pool: used/reserved figures grow on launch, relaunches reuse the pool,
+frees plus a trim return ``used`` to where it was, and trimming lowers ``reserved``.
+
+What ``used`` means after an in-graph free differs: the CPU backend counts live allocations (so ``used``
+drops at the free), CUDA counts memory still mapped for graphs (so it drops only at a trim, as seen on an
+H200). These tests assert what holds on both.
+"""
 
 from __future__ import annotations
 
@@ -25,26 +31,28 @@ def test_graph_memory_figures(device):
     assert usage.used_high >= usage.used and usage.reserved_high >= usage.reserved
 
 
-def test_used_and_reserved_grow_on_launch_and_used_returns_after_free(device, stream):
+def test_used_and_reserved_grow_on_launch(device, stream):
     device.trim_graph_memory()
     base = device.graph_memory()
     g, alloc = alloc_graph(device, free=False)
-    assert device.graph_memory().used == base.used  # building or instantiating allocates nothing yet
+    assert device.graph_memory().used == base.used  # building allocates nothing yet
     with g.instantiate() as exe:
         exe.launch(stream)
         stream.synchronize()
         during = device.graph_memory()
         assert during.used >= base.used + NBYTES
         assert during.reserved >= base.reserved + NBYTES
-        assert during.used_high >= during.used
+        assert during.used_high >= during.used and during.reserved_high >= during.reserved
         stream.free(alloc.array)
         stream.synchronize()
     after = device.graph_memory()
-    assert after.used == base.used
-    assert after.reserved == during.reserved  # freed memory stays in the pool
+    assert after.used <= during.used
+    assert after.reserved == during.reserved  # freed memory stays in the pool until trimmed
+    device.trim_graph_memory()
+    assert device.graph_memory().used == base.used
 
 
-def test_in_graph_free_returns_used_and_relaunch_reuses_reserved(device, stream):
+def test_relaunch_reuses_the_pool(device, stream):
     device.trim_graph_memory()
     base = device.graph_memory()
     g, _ = alloc_graph(device, free=True)
@@ -52,15 +60,17 @@ def test_in_graph_free_returns_used_and_relaunch_reuses_reserved(device, stream)
         exe.launch(stream)
         stream.synchronize()
         first = device.graph_memory()
-        assert first.used == base.used
         assert first.reserved >= base.reserved + NBYTES
         assert first.used_high >= base.used + NBYTES
+        assert first.used <= first.reserved
         for _ in range(3):
             exe.launch(stream)
         stream.synchronize()
         again = device.graph_memory()
-        assert again.used == base.used
         assert again.reserved == first.reserved
+        assert again.used == first.used
+    device.trim_graph_memory()
+    assert device.graph_memory().used == base.used
 
 
 def test_trim_lowers_reserved(device, stream):
@@ -73,7 +83,7 @@ def test_trim_lowers_reserved(device, stream):
     device.trim_graph_memory()
     after = device.graph_memory()
     assert after.reserved <= before.reserved - NBYTES
-    assert after.used == before.used
+    assert after.used <= before.used
 
 
 def test_trim_keeps_memory_in_use(device, stream):
@@ -85,7 +95,9 @@ def test_trim_keeps_memory_in_use(device, stream):
         exe.launch(stream)
         stream.synchronize()
         device.trim_graph_memory()
-        assert device.graph_memory().reserved >= base.reserved + NBYTES
+        usage = device.graph_memory()
+        assert usage.reserved >= base.reserved + NBYTES
+        assert usage.used >= base.used + NBYTES
         stream.memcpy(host, alloc.array)  # still usable after the trim
         stream.free(alloc.array)
         stream.synchronize()

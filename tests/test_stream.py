@@ -321,16 +321,18 @@ def test_wait_uses_the_record_made_before_the_wait(device):
     a.record(e)            # nothing before it: complete at once
     b.wait(e)
     gate = threading.Event()
+    x = device.zeros(4, np.int32)
     try:
         gated(a, gate)
         a.record(e)        # a later record does not hold back the earlier wait
-        b.host(lambda: None)
+        b.launch(K.fill, 1, 4, x, 2, 4)
         b.synchronize()
         assert not e.done
     finally:
         gate.set()
     a.synchronize()
     assert e.done
+    np.testing.assert_array_equal(x.to_numpy(), [2, 2, 2, 2])
 
 
 def test_wait_on_never_recorded_event_does_not_block(device, stream):
