@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from .. import Graph, Kernel
+from .. import Graph, Kernel, LaunchConfig
 from ._core import Options, Row, ValidationError, time_paired, workload
 
 INCREMENT_SOURCE = r"""
@@ -58,28 +58,38 @@ def chain(device, options: Options) -> list[Row]:
         exe.launch(stream)
         stream.synchronize()
 
+    # The floor: the kernel's CPU body alone, called in a plain loop on a host array of the same shape.
+    host = np.zeros(ELEMENTS, np.float32)
+    launch = LaunchConfig((1, 1, 1), (ELEMENTS, 1, 1), 0)
+    count = np.int32(ELEMENTS)
+
+    def body() -> None:
+        for _ in range(n):
+            _increment(launch, host, count)
+
     results: dict[str, np.ndarray] = {}
 
     def reset() -> None:
         stream.memset(array, 0.0)
         stream.synchronize()
+        host[:] = 0.0
 
     def check(path: str) -> None:
-        got = array.to_numpy()
+        got = host.copy() if path == "body" else array.to_numpy()
         if not np.array_equal(got, np.full(ELEMENTS, n, np.float32)):
             raise ValidationError(f"chain: the {path} path left {got[:4]}... instead of {float(n)} everywhere")
         results[path] = got
 
-    samples = time_paired({"stream": eager, "graph": replay}, options, reset, check)
+    samples = time_paired({"stream": eager, "graph": replay, "body": body}, options, reset, check)
     if not np.array_equal(results["stream"], results["graph"]):
         raise ValidationError("chain: the stream and graph paths computed different arrays")
     exe.close()
-    per_op = [s / n * 1e6 for s in samples["stream"]]
-    per_node = [s / n * 1e6 for s in samples["graph"]]
+    per_op, per_node, per_call = ([s / n * 1e6 for s in samples[path]] for path in ("stream", "graph", "body"))
     return [
         Row.of("chain", f"(a) stream: {n} launches + synchronize, per op", "µs", per_op),
         Row.of("chain", f"(b) graph: replay of the {n}-node graph + synchronize, per node", "µs", per_node),
         _ratio_row("chain", "(a) / (b)", per_op, per_node, "≥ 2"),
+        Row.of("chain", "floor: the kernel's cpu= body alone, called in a Python loop, per call", "µs", per_call),
     ]
 
 
