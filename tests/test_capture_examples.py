@@ -3,15 +3,18 @@ every code snippet of docs/capture.md runs."""
 
 from __future__ import annotations
 
-import linecache
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from gpugraph.examples import Result, async_streams, capture_graph
 from gpugraph.examples.explicit_graph import ARRAY_SIZE, EXPECTED
+from test_capture import CUDA_GRAPH_IN_CAPTURE_BUG, CUDA_HOST_REPLAY_BUG, xfail_host_replay_on_cuda
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "capture.md"
 
@@ -38,6 +41,10 @@ def test_capture_graph_example_graph_shape(device):
     assert len(graph.edges) == len(graph.nodes) - 1  # captured from one stream: a chain
     with graph.instantiate() as exe:
         exe.launch(stream)
+        stream.synchronize()
+        np.testing.assert_array_equal(h_array, np.full(ARRAY_SIZE, EXPECTED))
+        h_array[:] = 0.0
+        xfail_host_replay_on_cuda(device)
         exe.launch(stream)  # the graph frees what it allocates, so it can be launched again
         stream.synchronize()
     np.testing.assert_array_equal(h_array, np.full(ARRAY_SIZE, EXPECTED))
@@ -68,18 +75,20 @@ def test_doc_has_snippets():
     assert len(_doc_snippets()) >= 10
 
 
-def test_doc_snippets_run(device, monkeypatch, capsys):
-    monkeypatch.setenv("GPUGRAPH_BACKEND", device.backend)
-    namespace: dict = {"__name__": "capture_md"}
-    for number, snippet in enumerate(_doc_snippets(), 1):
-        filename = f"<docs/capture.md snippet {number}>"
-        linecache.cache[filename] = (len(snippet), None, snippet.splitlines(True), filename)
-        try:
-            exec(compile(snippet, filename, "exec"), namespace)
-        finally:
-            del linecache.cache[filename]
-        assert not namespace["stream"].is_capturing, f"snippet {number} left the stream capturing"
-    assert namespace["device"] is device
-    printed = capsys.readouterr().out
+def test_doc_snippets_run(device, request, tmp_path):
+    """All snippets, in order, as one program in a fresh interpreter on ``device``'s backend (a crash there
+    fails this test instead of the test run)."""
+    if device.backend == "cuda":  # a snippet relaunches a captured host node, another launches into a capture
+        request.node.add_marker(pytest.mark.xfail(reason=f"{CUDA_HOST_REPLAY_BUG}; {CUDA_GRAPH_IN_CAPTURE_BUG}",
+                                                  strict=True))
+    program = tmp_path / "capture_md.py"
+    program.write_text("\n".join(_doc_snippets()) + "\nassert not stream.is_capturing\n"
+                       "assert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\nprint('ALL SNIPPETS RAN')\n")
+    program.write_text("import os\n" + program.read_text())
+    env = dict(os.environ, GPUGRAPH_BACKEND=device.backend, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"rc={done.returncode}\n{done.stdout}\n{done.stderr}"
+    printed = done.stdout
     assert "capture(mode): expected one of global, thread_local, relaxed, got 'strict'" in printed
     assert "Capture.add_empty: the capture is not running (use it inside the with block)" in printed
+    assert printed.rstrip().endswith("ALL SNIPPETS RAN")

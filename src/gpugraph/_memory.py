@@ -62,6 +62,23 @@ class Array:
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "version": 3, "stream": None}
 
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """A DLPack capsule of this memory (no copy), for ``torch.from_dlpack``, ``cupy.from_dlpack``...
+
+        Work writing the array must have finished, or be on the consumer's stream: the capsule adds no
+        synchronization.
+        """
+        if copy:
+            raise ValueError("__dlpack__: gpugraph exports without copying (copy=True is not supported)")
+        from ._dlpack import export
+        return export(self, self.device._backend.data_address(self))
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, device index)."""
+        from ._dlpack import device_tuple
+        return device_tuple(self)
+
     def to_numpy(self) -> np.ndarray:
         """Wait for all work on the device, then copy the contents into a new NumPy array.
 

@@ -22,7 +22,7 @@ from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, Ke
 from ._capture import CpuCapture
 from ._executor import CpuExec
 from ._graphs import CpuGraph, CpuNode
-from ._memory import AddressSpace, Allocation, Pool
+from ._memory import AddressSpace, Allocation, Pool, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import CpuEvent, CpuStream
 
@@ -85,6 +85,11 @@ class CpuBackend:
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         run_memcpy(dst, src, nbytes)
+
+    def data_address(self, array: Any) -> int:
+        # Stream-ordered and graph allocations live at fixed addresses no host code can read: export
+        # the memory mapped to them now (valid until their free).
+        return typed_view(array).ctypes.data
 
     def graph_memory(self, index: int) -> dict[str, int]:
         return self._graph_pool.usage()

@@ -53,7 +53,11 @@ class AddressSpace:
 
 
 class Pool:
-    """A memory pool that keeps freed blocks for reuse (the device's graph pool or its async pool)."""
+    """A memory pool that keeps freed blocks for reuse (the device's graph pool or its async pool).
+
+    Its figures follow what CUDA reports for graph memory (cudaDeviceGetGraphMemAttribute): memory stays
+    counted as used once a graph allocation has held it, freed or not, until ``trim`` returns it.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -70,9 +74,9 @@ class Pool:
             else:
                 buffer = np.empty(size, np.uint8)
                 self.reserved += size
+                self.used += size
                 self.reserved_high = max(self.reserved_high, self.reserved)
-            self.used += size
-            self.used_high = max(self.used_high, self.used)
+                self.used_high = max(self.used_high, self.used)
         alloc.buffer = buffer
 
     def unmap(self, alloc: Allocation) -> None:
@@ -84,13 +88,13 @@ class Pool:
         alloc.buffer = None
         with self._lock:
             self._free.setdefault(alloc.nbytes, []).append(buffer)
-            self.used -= alloc.nbytes
 
     def trim(self) -> None:
-        """Release every block no allocation uses."""
+        """Release every block no allocation holds now."""
         with self._lock:
             for size, blocks in self._free.items():
                 self.reserved -= size * len(blocks)
+                self.used -= size * len(blocks)
             self._free.clear()
 
     def usage(self) -> dict[str, int]:

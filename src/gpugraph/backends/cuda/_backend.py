@@ -106,8 +106,12 @@ class CudaBackend:
         return np.frombuffer(raw, np.uint8, count=nbytes)
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
+        _check_allocated(dst, src)
         self.contexts.use(_index(dst, src))
         call(cu.cuMemcpy, address(dst), address(src), nbytes)
+
+    def data_address(self, array: Any) -> int:
+        return array.ptr
 
     def graph_memory(self, index: int) -> dict[str, int]:
         device = self.contexts.devices[index]
@@ -196,6 +200,8 @@ class CudaBackend:
             self._record(stream, KernelParams(function.kernel, grid, block, shared_mem, args))
 
     def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int) -> None:
+        if stream.capture is None:
+            _check_allocated(dst, src)
         self.contexts.use(stream.index)
         call(cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle)
         if stream.capture is not None:
@@ -454,6 +460,16 @@ class CudaBackend:
 
     def exec_destroy(self, exec_: CudaExec) -> None:
         call(cu.cuGraphExecDestroy, exec_.handle)
+
+
+def _check_allocated(*operands: Any) -> None:
+    """Refuse a copy touching graph memory that is not allocated: the driver would take its unmapped
+    address for host memory and crash the process."""
+    for operand in operands:
+        if type(operand) is Array and operand._alloc.origin != "device" and not operand._alloc.live:
+            raise GpuGraphError(f"{operand!r} was used outside its allocation's lifetime: "
+                                f"{operand._alloc.owner} is not allocated now (before its allocation ran, "
+                                f"or after its free)")
 
 
 def _index(*operands: Any) -> int:

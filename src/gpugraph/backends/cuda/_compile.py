@@ -30,17 +30,18 @@ class ModuleCache:
 
     def function(self, index: int, device: Any, kernel: Any) -> Any:
         """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
-        if kernel.signature is None:
-            raise KernelCompileError(kernel.name, f"no `__global__ void {kernel.name}(...)` in the source")
         key = (index, kernel.source, kernel.options)
         with self._lock:
             if key not in self._modules:
                 self._modules[key] = self._compile(device, kernel)
             module, lowered = self._modules[key]
-        if kernel.name not in lowered:
-            raise KernelCompileError(kernel.name, f"no `__global__ void {kernel.name}(...)` in the source (templates "
-                                                  f"need an explicit instantiation under their own name)")
-        return call(cu.cuModuleGetFunction, module, lowered[kernel.name])
+        name = lowered.get(kernel.name, kernel.name.encode())  # not found by name: extern "C" made by a macro
+        err, function = cu.cuModuleGetFunction(module, name)
+        if err:
+            raise KernelCompileError(kernel.name, f"the compiled module has no kernel {kernel.name!r}: no "
+                                                  f"`__global__ void {kernel.name}(...)` in the source (templates "
+                                                  f"need an extern \"C\" wrapper or explicit instantiation)")
+        return function
 
     @staticmethod
     def _compile(device: Any, kernel: Any) -> tuple[Any, dict[str, bytes]]:
