@@ -484,3 +484,24 @@ def test_random_dag_matches_topological_reference(device, dag):
         position = {j: k for k, j in enumerate(run_order)}
         for i, j in edges:
             assert position[i] < position[j]
+
+
+def test_event_record_node_is_recorded_at_launch(device):
+    """CUDA: each launch records the event; waiting for it waits for the node of that launch."""
+    gate = threading.Event()
+    event = device.event()
+    x = device.zeros(4, np.float32)
+    g = gg.Graph(device)
+    block = g.add_host(gate.wait, 10)
+    fill = g.add_memset(x, 2.0, after=block)
+    g.add_event_record(event, after=fill)
+    stream, other = device.stream(), device.stream()
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        other.wait(event)  # waits for this launch's record, which is still blocked behind the gate
+        assert not event.done
+        gate.set()
+        other.synchronize()
+        assert event.done
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.0, np.float32))

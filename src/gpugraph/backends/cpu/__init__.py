@@ -303,6 +303,8 @@ class CpuBackend:
             previous.submit(done.set, ())
             stream.submit(done.wait, ())
         exec_.last_launch = stream
+        if exec_.event_records:
+            exec_.record_events()
         stream.submit(exec_.run, ())
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:

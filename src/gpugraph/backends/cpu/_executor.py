@@ -57,7 +57,8 @@ class CpuExec:
 
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, pool: Callable[[], Executor]) -> None:
         self._pool = pool
-        self.template = graph  # what a launch into a capture embeds as a child graph
+        self.template = graph.clone()  # as instantiated: what a launch into a capture embeds
+        self.event_records: list[tuple[Any, deque]] = []  # (event, records of launches not yet run)
         self.last_launch: Any = None  # the stream of the latest launch, which the next one is ordered after
         self.auto_free_on_launch = auto_free_on_launch
         order = topological_order(graph)
@@ -100,7 +101,9 @@ class CpuExec:
         if isinstance(p, ChildGraphParams):
             return CpuExec(p.graph, False, self._pool).run, ()
         if isinstance(p, EventRecordParams):
-            return p.event._handle.record_now, ()
+            pending: deque = deque()
+            self.event_records.append((p.event._handle, pending))
+            return _fire_next, (pending,)
         if isinstance(p, EventWaitParams):
             return p.event._handle.wait_latest, ()
         if isinstance(p, AllocParams):
@@ -109,6 +112,11 @@ class CpuExec:
             return unmap_allocation, (node.alloc,)
         assert isinstance(p, EmptyParams), p  # internal invariant: every params kind is handled above
         return None
+
+    def record_events(self) -> None:
+        """At launch: record every event of an event-record node (fired when the node runs)."""
+        for event, pending in self.event_records:
+            event.record_at_launch(pending)
 
     def run(self) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""
@@ -124,6 +132,10 @@ class CpuExec:
                 error = error or exc
         if error is not None:
             raise error
+
+
+def _fire_next(pending: deque) -> None:
+    pending.popleft().fire()
 
 
 class _ParallelRun:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 import time
 from typing import Any, Callable
 
@@ -35,11 +36,12 @@ class CpuEvent:
         self.capture: Any = None  # the capture the event was last recorded in
         self.capture_nodes: list[Any] = []  # the recording stream's frontier at that record
 
-    def record_now(self) -> None:
-        """Record the event at this point of a running graph."""
+    def record_at_launch(self, pending: "deque[Completion]") -> None:
+        """A graph launch records the event now; its node fires the record when it runs."""
         completion = Completion()
         self.latest = completion
-        completion.fire()
+        self.capture = None
+        pending.append(completion)
 
     def wait_latest(self) -> None:
         """Wait for the record that was last made (a graph's event-wait node)."""
