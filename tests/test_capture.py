@@ -20,31 +20,6 @@ GRID, BLOCK = K.launch_1d(N)
 KIND = gg.NodeKind
 
 
-# On CUDA a second launch of a captured host function crashes the process, so such tests stop before it.
-CUDA_HOST_REPLAY_BUG = (
-    "BUG: backends/cuda/_backend.py stream_host records a captured host function through cuda.bindings' "
-    "cuLaunchHostFunc, whose wrapper frees its callback data after the first call (NVIDIA/cuda-python#790): "
-    "the second launch of the graph's host node is a use-after-free (segfault)")
-
-
-def xfail_host_replay_on_cuda(device: gg.Device) -> None:
-    """Stop here as an expected failure on CUDA, before relaunching a graph with captured host nodes."""
-    if device.backend == "cuda":
-        pytest.xfail(CUDA_HOST_REPLAY_BUG)
-
-
-CUDA_GRAPH_IN_CAPTURE_BUG = (
-    "BUG: backends/cuda/_backend.py exec_launch calls cuGraphLaunch on a capturing stream, which CUDA refuses "
-    "(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); it should add a child-graph node of the template at the capture "
-    "frontier (cuGraphAddChildGraphNode + cuStreamUpdateCaptureDependencies), as the CPU backend records")
-
-
-def xfail_on_cuda(request: pytest.FixtureRequest, device: gg.Device, reason: str, raises=None) -> None:
-    """Mark the running test a strict expected failure on the CUDA backend only (a known CUDA bug)."""
-    if device.backend == "cuda":
-        request.node.add_marker(pytest.mark.xfail(reason=reason, raises=raises, strict=True))
-
-
 def chain(graph: gg.Graph) -> list[gg.Node]:
     """The nodes of ``graph`` in order, asserting that the graph is one straight chain."""
     roots = graph.roots
@@ -181,8 +156,6 @@ def test_replay_matches_uncaptured_stream_code_and_numpy(device, stream, times):
         _step(stream, graph_x, graph_y, graph_log)
     assert [n.kind for n in chain(cap.graph)] == [KIND.KERNEL, KIND.KERNEL, KIND.HOST]
     np.testing.assert_array_equal(graph_x.to_numpy(), x0)  # untouched until launched
-    if times > 1:
-        xfail_host_replay_on_cuda(device)
     run_once(cap.graph, stream, times)
 
     np.testing.assert_array_equal(direct_x.to_numpy(), ref_x)
@@ -641,8 +614,7 @@ def test_user_exception_ends_forked_streams_too(device, stream):
 # Launching executable graphs into a capture
 
 
-def test_launching_a_graph_into_a_capture_records_a_child_graph_node(device, stream, request):
-    xfail_on_cuda(request, device, CUDA_GRAPH_IN_CAPTURE_BUG, raises=gg.BackendError)
+def test_launching_a_graph_into_a_capture_records_a_child_graph_node(device, stream):
     x = device.zeros(N, np.float32)
     y = device.zeros(N, np.float32)
     z = device.zeros(N, np.float32)

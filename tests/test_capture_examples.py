@@ -14,7 +14,6 @@ import pytest
 
 from gpugraph.examples import Result, async_streams, capture_graph
 from gpugraph.examples.explicit_graph import ARRAY_SIZE, EXPECTED
-from test_capture import CUDA_GRAPH_IN_CAPTURE_BUG, CUDA_HOST_REPLAY_BUG, xfail_host_replay_on_cuda
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "capture.md"
 
@@ -44,7 +43,6 @@ def test_capture_graph_example_graph_shape(device):
         stream.synchronize()
         np.testing.assert_array_equal(h_array, np.full(ARRAY_SIZE, EXPECTED))
         h_array[:] = 0.0
-        xfail_host_replay_on_cuda(device)
         exe.launch(stream)  # the graph frees what it allocates, so it can be launched again
         stream.synchronize()
     np.testing.assert_array_equal(h_array, np.full(ARRAY_SIZE, EXPECTED))
@@ -75,12 +73,9 @@ def test_doc_has_snippets():
     assert len(_doc_snippets()) >= 10
 
 
-def test_doc_snippets_run(device, request, tmp_path):
+def test_doc_snippets_run(device, tmp_path):
     """All snippets, in order, as one program in a fresh interpreter on ``device``'s backend (a crash there
     fails this test instead of the test run)."""
-    if device.backend == "cuda":  # a snippet relaunches a captured host node, another launches into a capture
-        request.node.add_marker(pytest.mark.xfail(reason=f"{CUDA_HOST_REPLAY_BUG}; {CUDA_GRAPH_IN_CAPTURE_BUG}",
-                                                  strict=True))
     program = tmp_path / "capture_md.py"
     program.write_text("\n".join(_doc_snippets()) + "\nassert not stream.is_capturing\n"
                        "assert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\nprint('ALL SNIPPETS RAN')\n")

@@ -11,8 +11,9 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
   python3 -m gpugraph info
 } 2>&1 | tee "$OUT/env.txt"
 python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
-python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -40
+python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
+python3 tools/gpu_hotpaths.py 2>&1 | tee "$OUT/hotpaths.txt"
 if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --leak-check no --error-exitcode 1 \
+  compute-sanitizer --tool memcheck --leak-check no --report-api-errors no --error-exitcode 1 \
     python3 -m pytest -q -p no:cacheprovider -k cuda -x 2>&1 | tee "$OUT/memcheck.txt" | tail -8
 fi

@@ -6,7 +6,8 @@ The rules are CUDA's (cudaStreamBeginCapture, "Prohibited and unhandled operatio
   an event last recorded inside a capture, or the device; waiting from a capturing stream on an event
   recorded outside any capture; merging two captures through an event; using the legacy default stream
   while a blocking stream captures; beginning a second capture on a capturing stream.
-* "Potentially unsafe" calls (synchronous allocation and synchronous copies) are forbidden to the thread
+* "Potentially unsafe" calls (synchronous allocation, synchronous copies, and waiting for a stream or event
+  outside the capture) are forbidden to the thread
   that began a ``global`` or ``thread_local`` capture, and to every thread while any ``global`` capture
   runs; ``relaxed`` captures forbid them to no one.
 
@@ -51,16 +52,19 @@ def _invalidate(captures: Iterable["Capture"], api: str, rule: str) -> CaptureEr
     return error
 
 
-def forbid_unsafe(api: str) -> None:
-    """Refuse a 'potentially unsafe' call (synchronous allocation or copy) that a running capture forbids."""
+_UNSAFE = ("synchronous allocations and copies are forbidden while a 'global' capture runs, or in the "
+           "thread of a 'thread_local' one")
+
+
+def forbid_unsafe(api: str, rule: str = _UNSAFE) -> None:
+    """Refuse a 'potentially unsafe' call (synchronous allocation, copy or wait) that a running capture forbids."""
     if not _active:
         return
     me = threading.get_ident()
     offended = [c for c in list(_active)
                 if (c.thread == me and c.mode != "relaxed") or (c.thread != me and c.mode == "global")]
     if offended:
-        raise _invalidate(offended, api, "synchronous allocations and copies are forbidden while a "
-                                         "'global' capture runs, or in the thread of a 'thread_local' one")
+        raise _invalidate(offended, api, rule)
 
 
 def forbid_device_sync(api: str, device: Any) -> None:

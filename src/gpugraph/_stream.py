@@ -11,6 +11,10 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 
 
+_WAIT_RULE = ("waiting for work outside the capture is forbidden while a 'global' capture runs, or in the "
+              "thread of a 'thread_local' one")
+
+
 class Event:
     """A marker in a stream's work; created by ``Device.event`` or ``Stream.record``.
 
@@ -36,7 +40,7 @@ class Event:
     def synchronize(self) -> None:
         """Block until the work before the event's last record has finished."""
         self._check_not_captured("Event.synchronize")
-        _capture.forbid_unsafe("Event.synchronize")
+        _capture.forbid_unsafe("Event.synchronize", _WAIT_RULE)
         self._backend.event_synchronize(self._handle)
 
     @property
@@ -288,7 +292,7 @@ class Stream:
             self._refuse_wait("Stream.synchronize")
         elif self.legacy:
             self._guard("Stream.synchronize")
-        _capture.forbid_unsafe("Stream.synchronize")
+        _capture.forbid_unsafe("Stream.synchronize", _WAIT_RULE)
         self._backend.stream_synchronize(self._handle)
 
     @property

@@ -216,12 +216,15 @@ class CudaBackend:
 
     def stream_host(self, stream: CudaStream, fn: Any, args: tuple) -> None:
         self.contexts.use(stream.index)
-        key = self.host.register(fn, args, stream, one_shot=stream.capture is None)
-        call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
         if stream.capture is not None:
-            node = self._record(stream, HostParams(fn, args))
-            if node is not None:
-                stream.capture.graph.host_keys[node] = key
+            # Added as a node at the frontier: cuda.bindings' cuLaunchHostFunc wrapper frees its callback
+            # data after one call (NVIDIA/cuda-python#790), and a captured host node runs at every replay.
+            graph = stream.capture.graph
+            node = self._add_at_frontier(stream, HostParams(fn, args))
+            graph.host_keys[node] = self.host.last_key
+            return
+        key = self.host.register(fn, args, stream, one_shot=True)
+        call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
 
     def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, CudaAlloc]:
         self.contexts.use(stream.index)
@@ -287,17 +290,22 @@ class CudaBackend:
     def stream_begin_capture(self, stream: CudaStream, mode: str, graph: CudaGraph | None,
                              deps: Sequence[Any]) -> CudaGraph:
         self.contexts.use(stream.index)
-        if graph is None:
-            call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
-            graph = CudaGraph(self._capture_info(stream)[2], stream.index)
-            into = False
-        else:
-            call(cu.cuStreamBeginCaptureToGraph, stream.handle, graph.handle, list(deps), None, len(deps),
-                 _MODES[mode])
-            into = True
-        stream.capture = CudaCapture(graph, into, stream)
-        with self._lock:
+        with self._lock:  # first: a garbage-collected Array freed from now on must wait for the end
             self._captures += 1
+        try:
+            if graph is None:
+                call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
+                graph = CudaGraph(self._capture_info(stream)[2], stream.index)
+                into = False
+            else:
+                call(cu.cuStreamBeginCaptureToGraph, stream.handle, graph.handle, list(deps), None, len(deps),
+                     _MODES[mode])
+                into = True
+        except BaseException:
+            with self._lock:
+                self._captures -= 1
+            raise
+        stream.capture = CudaCapture(graph, into, stream)
         return graph
 
     def _capture_info(self, stream: CudaStream) -> tuple:
@@ -310,6 +318,15 @@ class CudaBackend:
             return None
         stream.capture.graph.params[deps[0]] = params
         return deps[0]
+
+    def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
+        """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
+        graph = stream.capture.graph
+        node = add_node(self, graph, params, self.stream_capture_dependencies(stream))
+        self.stream_set_capture_dependencies(stream, [node])
+        if not isinstance(params, ChildGraphParams):
+            graph.params[node] = params
+        return node
 
     def _end(self, stream: CudaStream) -> tuple[Any, Any]:
         capture = stream.capture
@@ -425,8 +442,11 @@ class CudaBackend:
         handle = call(cu.cuGraphInstantiate, graph.handle, int(flags))
         allocated, freed, host_keys = [], [], []
         self._survey(graph, allocated, freed, host_keys)
+        # The graph as instantiated, for a launch into a capture (graphs with memory nodes cannot be
+        # cloned, nor be launched into a capture).
+        template = None if allocated or freed else self.graph_clone(graph)
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules(allocated, freed, auto_free_on_launch),
-                        graph)
+                        template)
 
     def _survey(self, graph: CudaGraph, allocated: list, freed: list, host_keys: list) -> None:
         """Collect a graph's allocations, frees and host-node keys, child graphs included."""
@@ -444,6 +464,10 @@ class CudaBackend:
         freed[:] = [a for a in freed if a is not None]
 
     def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
+        if stream.capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
+            self.contexts.use(stream.index)
+            self._add_at_frontier(stream, ChildGraphParams(exec_.template))
+            return
         if exec_.memory:
             exec_.memory.launch()
         for key in exec_.host_keys:
@@ -460,6 +484,8 @@ class CudaBackend:
 
     def exec_destroy(self, exec_: CudaExec) -> None:
         call(cu.cuGraphExecDestroy, exec_.handle)
+        if exec_.template is not None:
+            call(cu.cuGraphDestroy, exec_.template.handle)
 
 
 def _check_allocated(*operands: Any) -> None:

@@ -78,7 +78,8 @@ class CudaGraph:
 class CudaExec:
     __slots__ = ("handle", "index", "host_keys", "memory", "template")
 
-    def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any, template: CudaGraph) -> None:
+    def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any,
+                 template: CudaGraph | None) -> None:
         self.handle = handle
         self.index = index
         self.host_keys = host_keys
