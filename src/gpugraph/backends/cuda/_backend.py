@@ -397,6 +397,7 @@ class CudaBackend:
 
     def graph_destroy_node(self, graph: CudaGraph, node: Any) -> None:
         graph.params.pop(node, None)
+        graph.host_keys.pop(node, None)
         call(cu.cuGraphDestroyNode, node)
 
     def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
