@@ -15,5 +15,5 @@ python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pyte
 python3 tools/gpu_hotpaths.py 2>&1 | tee "$OUT/hotpaths.txt"
 if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --leak-check no --report-api-errors no --error-exitcode 1 \
-    python3 -m pytest -q -p no:cacheprovider -k cuda -x 2>&1 | tee "$OUT/memcheck.txt" | tail -8
+    python3 -m pytest -q -p no:cacheprovider -k cuda 2>&1 | tee "$OUT/memcheck.txt" | tail -8
 fi

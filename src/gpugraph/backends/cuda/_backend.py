@@ -47,7 +47,7 @@ class CudaBackend:
         self._kernels_by_handle: dict[int, Any] = {}
         self._allocations: "weakref.WeakValueDictionary[int, CudaAlloc]" = weakref.WeakValueDictionary()
         self._captures = 0  # captures in progress: frees of plain memory wait until none is
-        self._deferred_frees: list[CudaAlloc] = []
+        self._deferred: list[tuple[Any, tuple]] = []  # releases waiting for the end of captures
         self._lock = threading.Lock()
         self.contexts.use(0)
 
@@ -81,22 +81,30 @@ class CudaBackend:
         ptr = int(call(cu.cuMemAlloc, max(nbytes, 1)))
         return ptr, CudaAlloc(ptr, nbytes, "device", index)
 
-    def mem_free(self, alloc: CudaAlloc) -> None:
-        # cuMemFree synchronizes, which a capture forbids: plain memory dropped during one waits.
+    def _release(self, fn: Any, *args: Any) -> None:
+        """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
+        host function) the release waits: destroying or freeing may synchronize, which invalidates
+        captures, and host functions must not call CUDA."""
         with self._lock:
             if self._captures or getattr(self.host.local, "running", False):
-                self._deferred_frees.append(alloc)
+                self._deferred.append((fn, args))
                 return
-        self.contexts.use(alloc.index)
-        call(cu.cuMemFree, alloc.ptr)
+        fn(*args)
 
-    def _flush_frees(self) -> None:
+    def _flush_releases(self) -> None:
         with self._lock:
             if self._captures:
                 return
-            pending, self._deferred_frees = self._deferred_frees, []
-        for alloc in pending:
-            self.mem_free(alloc)
+            pending, self._deferred = self._deferred, []
+        for fn, args in pending:
+            fn(*args)
+
+    def mem_free(self, alloc: CudaAlloc) -> None:
+        self._release(self._free_now, alloc)
+
+    def _free_now(self, alloc: CudaAlloc) -> None:
+        self.contexts.use(alloc.index)
+        call(cu.cuMemFree, alloc.ptr)
 
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
         self.contexts.use(index)
@@ -162,6 +170,9 @@ class CudaBackend:
         return int(stream.handle)
 
     def stream_destroy(self, stream: CudaStream) -> None:
+        self._release(self._destroy_stream, stream)
+
+    def _destroy_stream(self, stream: CudaStream) -> None:
         self.host.errors.pop(stream, None)
         self.contexts.use(stream.index)
         call(cu.cuStreamDestroy, stream.handle)
@@ -258,7 +269,7 @@ class CudaBackend:
         return CudaEvent(call(cu.cuEventCreate, flags), index)
 
     def event_destroy(self, event: CudaEvent) -> None:
-        call(cu.cuEventDestroy, event.handle)
+        self._release(call, cu.cuEventDestroy, event.handle)
 
     def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
         self.contexts.use(stream.index)
@@ -335,7 +346,7 @@ class CudaBackend:
         capture.end()
         with self._lock:
             self._captures -= 1
-        self._flush_frees()
+        self._flush_releases()
         return err, handle
 
     def stream_end_capture(self, stream: CudaStream) -> CudaGraph:
@@ -370,7 +381,7 @@ class CudaBackend:
         return CudaGraph(call(cu.cuGraphCreate, 0), index)
 
     def graph_destroy(self, graph: CudaGraph) -> None:
-        call(cu.cuGraphDestroy, graph.handle)
+        self._release(call, cu.cuGraphDestroy, graph.handle)
 
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         self.contexts.use(graph.index)
@@ -484,9 +495,9 @@ class CudaBackend:
         call(cu.cuGraphUpload, exec_.handle, stream.handle)
 
     def exec_destroy(self, exec_: CudaExec) -> None:
-        call(cu.cuGraphExecDestroy, exec_.handle)
+        self._release(call, cu.cuGraphExecDestroy, exec_.handle)
         if exec_.template is not None:
-            call(cu.cuGraphDestroy, exec_.template.handle)
+            self._release(call, cu.cuGraphDestroy, exec_.template.handle)
 
 
 def _check_allocated(*operands: Any) -> None:
