@@ -119,3 +119,35 @@ def test_gpugraph_and_cupy_kernels_in_one_capture(cuda_device):
 def test_cuda_array_interface_is_absent_on_the_cpu_backend():
     x = gg.Device("cpu").zeros(4)
     assert not hasattr(x, "__cuda_array_interface__")
+
+
+def test_dlpack_on_the_cpu_backend_is_a_numpy_view():
+    device = gg.Device("cpu")
+    x = device.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    view = np.from_dlpack(x)
+    assert view.shape == (2, 3) and view.dtype == np.float32
+    np.testing.assert_array_equal(view, np.arange(6).reshape(2, 3))
+    assert x.__dlpack_device__() == (1, 0)
+
+
+@pytest.mark.gpu
+def test_torch_from_dlpack_shares_memory(cuda_device):
+    torch = pytest.importorskip("torch")
+    x = cuda_device.asarray(np.arange(8, dtype=np.int32))
+    t = torch.from_dlpack(x)
+    assert t.data_ptr() == x.ptr and t.device.type == "cuda" and t.dtype == torch.int32
+    t.mul_(3)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(8) * 3)
+    assert x.__dlpack_device__() == (2, cuda_device.index)
+
+
+@pytest.mark.gpu
+def test_cupy_from_dlpack_shares_memory(cuda_device):
+    cp = pytest.importorskip("cupy")
+    x = cuda_device.asarray(np.ones((4, 4), np.float64))
+    c = cp.from_dlpack(x)
+    assert c.data.ptr == x.ptr and c.shape == (4, 4)
+    c += 1
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full((4, 4), 2.0))

@@ -14,6 +14,8 @@ python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
 python3 tools/gpu_hotpaths.py 2>&1 | tee "$OUT/hotpaths.txt"
 if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
+  # The sanitizer serializes work across streams, so the one test that needs a second stream to run while
+  # the first is blocked cannot pass under it; it runs in the plain pass above.
   compute-sanitizer --tool memcheck --leak-check no --report-api-errors no --error-exitcode 1 \
-    python3 -m pytest -q -p no:cacheprovider -k cuda 2>&1 | tee "$OUT/memcheck.txt" | tail -8
+    python3 -m pytest -q -p no:cacheprovider -k "cuda and not test_wait_uses_the_record_made_before_the_wait" 2>&1 | tee "$OUT/memcheck.txt" | tail -8
 fi
