@@ -110,7 +110,7 @@ class CudaBackend:
         self.contexts.use(index)
         ptr = int(call(cu.cuMemHostAlloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
-        weakref.finalize(raw, cu.cuMemFreeHost, ptr).atexit = False
+        weakref.finalize(raw, self._release, call, cu.cuMemFreeHost, ptr).atexit = False
         return np.frombuffer(raw, np.uint8, count=nbytes)
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
