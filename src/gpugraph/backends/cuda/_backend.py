@@ -48,7 +48,9 @@ class CudaBackend:
         self._allocations: "weakref.WeakValueDictionary[int, CudaAlloc]" = weakref.WeakValueDictionary()
         self._captures = 0  # captures in progress: frees of plain memory wait until none is
         self._deferred: list[tuple[Any, tuple]] = []  # releases waiting for the end of captures
-        self._lock = threading.Lock()
+        # Reentrant: garbage collection can run a finalizer, which takes this lock, at any allocation,
+        # including one made while this thread already holds it.
+        self._lock = threading.RLock()
         self.contexts.use(0)
 
     # Devices
@@ -85,9 +87,10 @@ class CudaBackend:
         """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
         host function) the release waits: destroying or freeing may synchronize, which invalidates
         captures, and host functions must not call CUDA."""
+        entry = (fn, args)
         with self._lock:
             if self._captures or getattr(self.host.local, "running", False):
-                self._deferred.append((fn, args))
+                self._deferred.append(entry)
                 return
         fn(*args)
 
