@@ -117,21 +117,8 @@ handshake = gg.Kernel(SOURCE, "handshake", cpu=_handshake)
 zero_bytes = gg.Kernel(SOURCE, "zero_bytes", cpu=_zero_bytes)
 HANDSHAKE_CYCLES = 4_000_000_000  # about 2 s at 2 GHz: the most a serial run waits
 
-# The seed documents' kernels (hip-graphs.txt), unchanged.
-SEED_SOURCE = r"""
-__global__ void kernelA(double* arrayA, size_t size){
-    const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
-    if(x < size){arrayA[x] *= 2.0;}
-}
-__global__ void kernelB(int* arrayB, size_t size){
-    const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
-    if(x < size){arrayB[x] = 3;}
-}
-__global__ void kernelC(double* arrayA, const int* arrayB, size_t size){
-    const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
-    if(x < size){arrayA[x] += arrayB[x];}
-}
-"""
+# The seed documents' kernels (hip-graphs.txt), unchanged: the example's own source.
+from gpugraph.examples.explicit_graph import SOURCE as SEED_SOURCE  # noqa: E402
 
 
 def launch_1d(n: int, block: int = 32) -> tuple[int, int]:

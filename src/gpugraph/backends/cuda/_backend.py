@@ -189,12 +189,7 @@ class CudaBackend:
             raise pending
 
     def stream_query(self, stream: CudaStream) -> bool:
-        (err,) = cu.cuStreamQuery(stream.handle)
-        if err == _NOT_READY:
-            return False
-        if err:
-            raise error("cuStreamQuery", err)
-        return True
+        return _done(cu.cuStreamQuery, stream.handle)
 
     def _retry_in_context(self, fn: Any, index: int, *args: Any) -> None:
         """A hot call failed: make the context current (a new thread) and call once more."""
@@ -284,12 +279,7 @@ class CudaBackend:
         call(cu.cuEventSynchronize, event.handle)
 
     def event_query(self, event: CudaEvent) -> bool:
-        (err,) = cu.cuEventQuery(event.handle)
-        if err == _NOT_READY:
-            return False
-        if err:
-            raise error("cuEventQuery", err)
-        return True
+        return _done(cu.cuEventQuery, event.handle)
 
     def event_elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
         err, ms = cu.cuEventElapsedTime(start.handle, end.handle)
@@ -501,6 +491,16 @@ class CudaBackend:
         self._release(call, cu.cuGraphExecDestroy, exec_.handle)
         if exec_.template is not None:
             self._release(call, cu.cuGraphDestroy, exec_.template.handle)
+
+
+def _done(query: Any, handle: Any) -> bool:
+    """A stream or event query: True when its work has finished, False while it is pending."""
+    (err,) = query(handle)
+    if err == _NOT_READY:
+        return False
+    if err:
+        raise error(query.__name__, err)
+    return True
 
 
 def _check_allocated(*operands: Any) -> None:
