@@ -540,3 +540,20 @@ def test_refused_call_from_another_thread_names_it_at_the_exit(device, stream):
     assert info.value.api == "Device.zeros"
     assert "lambda: device.zeros(4)" in info.value.where
     assert THIS_FILE in info.value.where
+
+
+def test_legacy_default_stream_cannot_join_a_capture(device, stream):
+    with pytest.raises(gg.CaptureError, match="the legacy default stream cannot join a capture"):
+        with stream.capture():
+            device.default_stream.wait(stream.record())
+    assert not device.default_stream.is_capturing and not stream.is_capturing
+
+
+def test_a_capture_object_is_entered_once(device, stream):
+    cap = stream.capture()
+    with cap:
+        pass
+    with pytest.raises(gg.CaptureError, match="this Capture was used already"):
+        with cap:
+            pass
+    assert not stream.is_capturing

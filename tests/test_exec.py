@@ -196,3 +196,22 @@ def test_launch_on_a_stream_of_a_graph_device(device, stream):
     exe.launch(stream)
     stream.synchronize()
     exe.close()
+
+
+def test_launch_after_the_previous_launch_stream_is_gone(device):
+    """A launch is ordered behind the previous launch of the exec even when that stream was dropped."""
+    import gc
+    gate = threading.Event()
+    x = device.zeros(4, np.float32)
+    g = gg.Graph(device)
+    g.add_memset(x, 1.0, after=g.add_host(gate.wait, 10))
+    with g.instantiate() as exe:
+        first = device.stream()
+        exe.launch(first)
+        del first
+        gc.collect()
+        second = device.stream()
+        gate.set()
+        exe.launch(second)
+        second.synchronize()  # hung before the fix on the CPU backend
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))

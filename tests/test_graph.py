@@ -505,3 +505,20 @@ def test_event_record_node_is_recorded_at_launch(device):
         assert event.done
         stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.0, np.float32))
+
+
+def test_event_record_inside_a_child_graph(device):
+    event = device.event()
+    x = device.zeros(4, np.float32)
+    child = gg.Graph(device)
+    child.add_event_record(event, after=child.add_memset(x, 3.0))
+    g = gg.Graph(device)
+    g.add_child(child)
+    stream = device.stream()
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        exe.launch(stream)
+        event.synchronize()
+        stream.synchronize()
+    assert event.done
+    np.testing.assert_array_equal(x.to_numpy(), np.full(4, 3.0, np.float32))

@@ -340,3 +340,13 @@ def test_foreign_free_of_memory_not_allocated_now(device, stream):
         with pytest.raises(gg.GraphError, match="not allocated now"):
             e2.launch(stream)          # freed already
         stream.synchronize()
+
+
+def test_instantiate_with_a_bad_upload_leaves_no_exec(device):
+    g = gg.Graph(device)
+    alloc = g.add_alloc(4, np.float32)
+    g.add_free(alloc, after=alloc)
+    with pytest.raises(TypeError, match=r"upload\(stream\): expected a Stream, got str"):
+        g.instantiate(upload="not a stream")
+    with g.instantiate() as exe:  # the failed one was closed, so this is the only one
+        assert not exe.closed

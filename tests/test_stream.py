@@ -433,3 +433,20 @@ def test_device_synchronize_waits_for_every_stream(device):
     assert all(s.done for s in streams)
     for x in arrays:
         np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3.0))
+
+
+def test_legacy_default_stream_waits_for_blocking_streams(device):
+    """CUDA's implicit synchronization: work on stream 0 waits for earlier work of blocking streams, and
+    blocking streams wait for stream 0; non-blocking streams are left alone."""
+    order = []
+    gate = threading.Event()
+    blocking = device.stream(non_blocking=False)
+    free = device.stream(non_blocking=True)
+    legacy = device.default_stream
+    blocking.host(lambda: (gate.wait(10), order.append("blocking")))
+    free.host(lambda: (gate.wait(10), order.append("non-blocking")))
+    legacy.host(order.append, "legacy")
+    blocking.host(order.append, "blocking after legacy")
+    gate.set()
+    device.synchronize()
+    assert order.index("blocking") < order.index("legacy") < order.index("blocking after legacy")

@@ -125,6 +125,9 @@ class Capture:
     def __enter__(self) -> "Capture":
         from ._graph import Graph
         stream = self.stream
+        if self.active or self.streams:
+            raise CaptureError("capture: this Capture was used already; call stream.capture() again",
+                               api="Stream.capture", stream=stream, mode=self.mode, where=_where())
         if stream._capture is not None:
             raise CaptureError(f"capture: {stream!r} is already capturing; captures cannot nest on one stream",
                                api="Stream.capture", stream=stream, mode=self.mode, where=_where())
@@ -174,7 +177,7 @@ class Capture:
                                f"wait for that event on the capturing stream)", api="Stream.capture (end)",
                                stream=self.stream, mode=self.mode)
         try:
-            handle = backend.stream_end_capture(self.stream._handle)
+            backend.stream_end_capture(self.stream._handle)
         except CaptureError as error:
             self._abort()
             raise CaptureError(str(error), api="Stream.capture (end)", stream=self.stream,

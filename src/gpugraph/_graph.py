@@ -422,7 +422,11 @@ class Graph:
         if self._memory:
             self._live_execs.add(exe)
         if upload is not None:
-            exe.upload(upload)
+            try:
+                exe.upload(upload)
+            except BaseException:
+                exe.close()
+                raise
         return exe
 
     def __repr__(self) -> str:

@@ -226,9 +226,9 @@ class Stream:
         elif not alloc.live:
             raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
                              f"has not been launched)")
-        else:
-            alloc.live = False
         self._backend.stream_free(self._handle, alloc)
+        if self._capture is None:
+            alloc.live = False
 
     def _check_captured_free(self, alloc: Any) -> None:
         """A captured free becomes a free node: it may free only graph memory, and only once per graph."""
@@ -271,6 +271,8 @@ class Stream:
         if capture is not None and self._capture is not None and capture is not self._capture:
             raise _capture._invalidate([self._capture, capture], "Stream.wait",
                                        "the event was recorded in another capture; two captures cannot merge")
+        if capture is not None and self.legacy:
+            raise _capture._invalidate([capture], "Stream.wait", "the legacy default stream cannot join a capture")
         if capture is None and self._capture is not None:
             raise _capture._invalidate([self._capture], "Stream.wait",
                                        "a capturing stream cannot wait for an event recorded outside the capture")

@@ -22,11 +22,13 @@ class GraphMemoryRules:
         self.frees_foreign = [a for a in freed if a not in allocated]  # other graphs' or streams' memory
         self.auto_free_on_launch = auto_free_on_launch
 
-    def __bool__(self) -> bool:
-        return bool(self.allocated or self.frees_foreign)
+    @classmethod
+    def of(cls, allocated: Sequence[Any], freed: Sequence[Any], auto_free_on_launch: bool) -> "GraphMemoryRules | None":
+        """The rules of a graph, or None when it neither allocates nor frees (nothing to check at launch)."""
+        return cls(allocated, freed, auto_free_on_launch) if allocated or freed else None
 
-    def launch(self) -> None:
-        """Refuse a launch that would leak or double-free graph memory; then mark allocations."""
+    def check(self) -> None:
+        """Refuse a launch that would leak or double-free graph memory."""
         if not self.auto_free_on_launch:
             for alloc in self.allocated:
                 if alloc.live:
@@ -37,6 +39,9 @@ class GraphMemoryRules:
             if not alloc.live:
                 raise GraphError(f"launch: the graph frees {alloc.owner}, which is not allocated now "
                                  f"(double free, or freed before it was allocated)")
+
+    def commit(self) -> None:
+        """After the launch is enqueued: its allocations are live, the ones it frees are not."""
         for alloc in self.left_live:
             alloc.live = True
         for alloc in self.frees_foreign:

@@ -116,15 +116,28 @@ class CpuBackend:
 
     def stream_create(self, index: int, non_blocking: bool, priority: int) -> CpuStream:
         stream = CpuStream(index, non_blocking, priority)
+        if not non_blocking:
+            stream.implicit_order = self._implicit_order
         self._streams.add(stream)
         return stream
 
     def stream_default(self, index: int) -> CpuStream:
-        # The CPU backend runs the legacy stream as a blocking stream of its own; the capture rules
-        # that concern it are applied by the front end.
         if self._default_stream is None:
             self._default_stream = self.stream_create(index, False, 0)
         return self._default_stream
+
+    def _implicit_order(self, stream: CpuStream) -> None:
+        """CUDA's legacy default stream: its work waits for the earlier work of every blocking stream,
+        and a blocking stream's work waits for the legacy stream's earlier work."""
+        legacy = self._default_stream
+        if stream is legacy:
+            earlier = [s for s in list(self._streams) if s is not legacy and not s.non_blocking and not s.query()]
+        else:
+            earlier = [legacy] if legacy is not None and not legacy.query() else []
+        for other in earlier:
+            reached = threading.Event()
+            other.put(reached.set, ())
+            stream.put(reached.wait, ())
 
     def stream_address(self, stream: CpuStream) -> int:
         return id(stream)
@@ -295,17 +308,18 @@ class CpuBackend:
         if stream.capture is not None:  # launching a graph into a capture embeds it as a child graph
             stream.capture.record(stream, ChildGraphParams(exec_.template))
             return
-        if exec_.memory:
-            exec_.memory.launch()
-        previous = exec_.last_launch
-        if previous is not None and previous is not stream and not previous.query():
-            done = threading.Event()  # a launch waits for the previous launch, made on another stream
-            previous.submit(done.set, ())
-            stream.submit(done.wait, ())
-        exec_.last_launch = stream
+        memory = exec_.memory
+        if memory is not None:
+            memory.check()
+        previous = exec_.last_done
+        if previous is not None and not previous.is_set():
+            stream.submit(previous.wait, ())  # CUDA orders a launch behind the previous launch of the exec
+        exec_.last_done = done = threading.Event()
         if exec_.event_records:
             exec_.record_events()
-        stream.submit(exec_.run, ())
+        stream.submit(exec_.run_then_set, (done,))
+        if memory is not None:
+            memory.commit()
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         pass

@@ -59,10 +59,10 @@ class CpuExec:
         self._pool = pool
         self.template = graph.clone()  # as instantiated: what a launch into a capture embeds
         self.event_records: list[tuple[Any, deque]] = []  # (event, records of launches not yet run)
-        self.last_launch: Any = None  # the stream of the latest launch, which the next one is ordered after
+        self.last_done: threading.Event | None = None  # set when the latest launch has run
         self.auto_free_on_launch = auto_free_on_launch
         order = topological_order(graph)
-        self.memory = GraphMemoryRules([n.alloc for n in order if isinstance(n.params, AllocParams)],
+        self.memory = GraphMemoryRules.of([n.alloc for n in order if isinstance(n.params, AllocParams)],
                                        [n.alloc for n in order if isinstance(n.params, FreeParams)],
                                        auto_free_on_launch)
         self.chains: list[_Chain] = []
@@ -99,7 +99,9 @@ class CpuExec:
         if isinstance(p, HostParams):
             return p.fn, p.args
         if isinstance(p, ChildGraphParams):
-            return CpuExec(p.graph, False, self._pool).run, ()
+            child = CpuExec(p.graph, False, self._pool)
+            self.event_records.extend(child.event_records)  # recorded at each launch of this graph
+            return child.run, ()
         if isinstance(p, EventRecordParams):
             pending: deque = deque()
             self.event_records.append((p.event._handle, pending))
@@ -117,6 +119,13 @@ class CpuExec:
         """At launch: record every event of an event-record node (fired when the node runs)."""
         for event, pending in self.event_records:
             event.record_at_launch(pending)
+
+    def run_then_set(self, done: threading.Event) -> None:
+        """Run the graph (one launch), then set ``done`` whatever happened."""
+        try:
+            self.run()
+        finally:
+            done.set()
 
     def run(self) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""

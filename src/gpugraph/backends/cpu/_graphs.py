@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..._nodes import AllocParams, ChildGraphParams, FreeParams
+from ..._nodes import ChildGraphParams
 
 
 class CpuNode:
@@ -58,6 +58,3 @@ class CpuGraph:
             new.dependents = [mapping[d] for d in node.dependents]
         copy.clone_of = mapping
         return copy
-
-    def memory_nodes(self) -> list[CpuNode]:
-        return [n for n in self.nodes if isinstance(n.params, (AllocParams, FreeParams))]

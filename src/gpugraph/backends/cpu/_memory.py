@@ -126,8 +126,4 @@ def typed_view(array: Array) -> np.ndarray:
     return buffer[:array.nbytes].view(array.dtype).reshape(array.shape)
 
 
-def is_static(operand: object) -> bool:
-    """Whether an operand's memory stays put, so a view of it can be made once (at instantiate)."""
-    return type(operand) is not Array or operand._alloc.origin == "device"
-
 

@@ -76,6 +76,9 @@ class CpuStream:
         self.submitted = 0
         self.completed = 0
         self.capture: Any = None  # the capture this stream records into, if any
+        # For the legacy default stream and blocking streams: orders a submission behind the other side's
+        # earlier work (CUDA's implicit synchronization), else None.
+        self.implicit_order: Callable[["CpuStream"], None] | None = None
         self._lock = threading.Lock()
         self._tasks: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self._thread = threading.Thread(target=_work, args=(self._tasks, self), daemon=True,
@@ -83,6 +86,12 @@ class CpuStream:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], args: tuple) -> None:
+        if self.implicit_order is not None:
+            self.implicit_order(self)
+        self.put(fn, args)
+
+    def put(self, fn: Callable[..., Any], args: tuple) -> None:
+        """Enqueue without the implicit ordering (markers that implement it)."""
         with self._lock:
             self.submitted += 1
             self._tasks.put((fn, args))

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._errors import CaptureError, GpuGraphError
+from ..._errors import BackendError, CaptureError, GpuGraphError
 from ..._memory import Array
 from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
                        MemsetParams)
@@ -22,7 +22,7 @@ from ._compile import ModuleCache
 from ._driver import Contexts, call, cu, error, listed
 from ._host import HostCalls
 from ._launch import Function
-from ._nodes import add_node, address, derive_params, memcpy3d
+from ._nodes import add_node, address, derive_params
 from ._objects import CudaAlloc, CudaCapture, CudaEvent, CudaExec, CudaGraph, CudaStream
 
 _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
@@ -66,6 +66,7 @@ class CudaBackend:
         self._refuse_in_host_function("Device.synchronize")
         self.contexts.use(index)
         call(cu.cuCtxSynchronize)
+        self._flush_releases()
         errors = self.host.errors
         if errors:
             stream = next(iter(errors))
@@ -95,12 +96,21 @@ class CudaBackend:
         fn(*args)
 
     def _flush_releases(self) -> None:
+        """Run the releases that waited, once no capture runs; the first failure is raised after all ran."""
+        if not self._deferred or getattr(self.host.local, "running", False):
+            return
         with self._lock:
             if self._captures:
                 return
             pending, self._deferred = self._deferred, []
+        failure = None
         for fn, args in pending:
-            fn(*args)
+            try:
+                fn(*args)
+            except BackendError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def mem_free(self, alloc: CudaAlloc) -> None:
         self._release(self._free_now, alloc)
@@ -113,7 +123,7 @@ class CudaBackend:
         self.contexts.use(index)
         ptr = int(call(cu.cuMemHostAlloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
-        weakref.finalize(raw, self._release, call, cu.cuMemFreeHost, ptr).atexit = False
+        weakref.finalize(raw, self._release, self._in_context, index, cu.cuMemFreeHost, ptr).atexit = False
         return np.frombuffer(raw, np.uint8, count=nbytes)
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
@@ -184,6 +194,7 @@ class CudaBackend:
         self._refuse_in_host_function("Stream.synchronize")
         self.contexts.use(stream.index)
         call(cu.cuStreamSynchronize, stream.handle)
+        self._flush_releases()
         pending = self.host.take_error(stream)
         if pending is not None:
             raise pending
@@ -203,6 +214,8 @@ class CudaBackend:
             (err,) = cu.cuLaunchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                        shared_mem, stream.handle, params, 0)
             if err:
+                if err != _INVALID_CONTEXT:
+                    raise error("cuLaunchKernel", err)
                 self._retry_in_context(cu.cuLaunchKernel, stream.index, function.handle, grid[0], grid[1],
                                        grid[2], block[0], block[1], block[2], shared_mem, stream.handle, params, 0)
         if stream.capture is not None:
@@ -228,9 +241,7 @@ class CudaBackend:
         if stream.capture is not None:
             # Added as a node at the frontier: cuda.bindings' cuLaunchHostFunc wrapper frees its callback
             # data after one call (NVIDIA/cuda-python#790), and a captured host node runs at every replay.
-            graph = stream.capture.graph
-            node = self._add_at_frontier(stream, HostParams(fn, args))
-            graph.host_keys[node] = self.host.last_key
+            self._add_at_frontier(stream, HostParams(fn, args))
             return
         key = self.host.register(fn, args, stream, one_shot=True)
         call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
@@ -267,7 +278,12 @@ class CudaBackend:
         return CudaEvent(call(cu.cuEventCreate, flags), index)
 
     def event_destroy(self, event: CudaEvent) -> None:
-        self._release(call, cu.cuEventDestroy, event.handle)
+        self._release(self._in_context, event.index, cu.cuEventDestroy, event.handle)
+
+    def _in_context(self, index: int, fn: Any, *args: Any) -> None:
+        """A release from whatever thread the garbage collector runs on: set the device's context first."""
+        self.contexts.use(index)
+        call(fn, *args)
 
     def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
         self.contexts.use(stream.index)
@@ -336,6 +352,8 @@ class CudaBackend:
         capture = stream.capture
         self.contexts.use(stream.index)
         err, handle = cu.cuStreamEndCapture(stream.handle)
+        if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+            return err, handle  # the capture goes on: it must be ended from the thread that began it
         capture.end()
         with self._lock:
             self._captures -= 1
@@ -374,13 +392,11 @@ class CudaBackend:
         return CudaGraph(call(cu.cuGraphCreate, 0), index)
 
     def graph_destroy(self, graph: CudaGraph) -> None:
-        self._release(call, cu.cuGraphDestroy, graph.handle)
+        self._release(self._in_context, graph.index, cu.cuGraphDestroy, graph.handle)
 
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         self.contexts.use(graph.index)
         node = add_node(self, graph, params, list(deps))
-        if isinstance(params, HostParams):
-            graph.host_keys[node] = self.host.last_key
         if not isinstance(params, ChildGraphParams):  # a child's embedded graph is read from the driver
             graph.params[node] = params
         return node
@@ -450,7 +466,7 @@ class CudaBackend:
         # The graph as instantiated, for a launch into a capture (graphs with memory nodes cannot be
         # cloned, nor be launched into a capture).
         template = None if allocated or freed else self.graph_clone(graph)
-        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules(allocated, freed, auto_free_on_launch),
+        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
                         template)
 
     def _survey(self, graph: CudaGraph, allocated: list, freed: list, host_keys: list) -> None:
@@ -473,24 +489,29 @@ class CudaBackend:
             self.contexts.use(stream.index)
             self._add_at_frontier(stream, ChildGraphParams(exec_.template))
             return
-        if exec_.memory:
-            exec_.memory.launch()
-        for key in exec_.host_keys:
-            self.host.set_stream(key, stream)
+        memory = exec_.memory
+        if memory is not None:
+            memory.check()
+        if exec_.host_keys and exec_.host_stream is not stream:
+            exec_.host_stream = stream
+            for key in exec_.host_keys:
+                self.host.set_stream(key, stream)
         (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
         if err:
             if err != _INVALID_CONTEXT:
                 raise error("cuGraphLaunch", err)
             self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
+        if memory is not None:
+            memory.commit()
 
     def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
         self.contexts.use(stream.index)
         call(cu.cuGraphUpload, exec_.handle, stream.handle)
 
     def exec_destroy(self, exec_: CudaExec) -> None:
-        self._release(call, cu.cuGraphExecDestroy, exec_.handle)
+        self._release(self._in_context, exec_.index, cu.cuGraphExecDestroy, exec_.handle)
         if exec_.template is not None:
-            self._release(call, cu.cuGraphDestroy, exec_.template.handle)
+            self._release(self._in_context, exec_.index, cu.cuGraphDestroy, exec_.template.handle)
 
 
 def _done(query: Any, handle: Any) -> bool:

@@ -22,14 +22,13 @@ class HostCalls:
     def __init__(self) -> None:
         self._entries: dict[int, list[Any]] = {}
         self._keys = itertools.count(1)
-        self.last_key = 0
         self.errors: dict[Any, BaseException] = {}  # first pending error per stream
         self.local = threading.local()  # .running is True while a host function runs on this thread
         self._trampoline = _CALLBACK(self._run)  # kept alive as long as the registry
         self.fn = cu.CUhostFn(ctypes.cast(self._trampoline, ctypes.c_void_p).value)
 
     def register(self, fn: Callable[..., Any], args: tuple, stream: Any, one_shot: bool) -> int:
-        key = self.last_key = next(self._keys)
+        key = next(self._keys)
         self._entries[key] = [fn, args, stream, one_shot]
         return key
 

@@ -30,13 +30,14 @@ def _format(dtype: np.dtype | None, pointer: bool) -> str:
 class Function:
     """A loaded kernel and a reusable argument buffer laid out from its signature."""
 
-    __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_kinds", "lock")
+    __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_layout_key", "lock")
 
     def __init__(self, handle: Any, kernel: Any) -> None:
         self.handle = handle
         self.kernel = kernel
         self.lock = threading.Lock()  # the buffer is shared: one launch packs and launches at a time
         self._struct: struct.Struct | None = None
+        self._layout_key: Any = None  # the argument types the layout was made for (unread signatures)
         if kernel.signature is not None:
             self._layout([(p.dtype, p.pointer) for p in kernel.signature])
 
@@ -46,11 +47,14 @@ class Function:
         self._buffer = ctypes.create_string_buffer(n * _SLOT)
         base = ctypes.addressof(self._buffer)
         self._pointers = (ctypes.c_void_p * n)(*[base + i * _SLOT for i in range(n)])
-        self._kinds = [p for _, p in params]
+
 
     def pack(self, args: tuple) -> int:
         """Write ``args`` into the buffer; return the address of the kernelParams array (hold ``lock``)."""
-        if self._struct is None or len(args) != len(self._kinds):
-            self._layout([(None if type(a) is Array else a.dtype, type(a) is Array) for a in args])
+        if self.kernel.signature is None:  # arguments carry their own types, which may change per call
+            key = tuple(None if type(a) is Array else a.dtype for a in args)
+            if key != self._layout_key:
+                self._layout([(d, d is None) for d in key])
+                self._layout_key = key
         self._struct.pack_into(self._buffer, 0, *[a.ptr if type(a) is Array else a for a in args])
         return ctypes.addressof(self._pointers)

@@ -72,9 +72,12 @@ def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
         return call(cu.cuGraphAddMemsetNode, g, deps, n, p, ctx)
     if isinstance(params, HostParams):
+        key = backend.host.register(params.fn, params.args, None, False)
         p = cu.CUDA_HOST_NODE_PARAMS()
-        p.fn, p.userData = backend.host.fn, backend.host.register(params.fn, params.args, None, False)
-        return call(cu.cuGraphAddHostNode, g, deps, n, p)
+        p.fn, p.userData = backend.host.fn, key
+        node = call(cu.cuGraphAddHostNode, g, deps, n, p)
+        graph.host_keys[node] = key
+        return node
     if isinstance(params, EmptyParams):
         return call(cu.cuGraphAddEmptyNode, g, deps, n)
     if isinstance(params, ChildGraphParams):

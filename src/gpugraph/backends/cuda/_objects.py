@@ -76,12 +76,13 @@ class CudaGraph:
 
 
 class CudaExec:
-    __slots__ = ("handle", "index", "host_keys", "memory", "template")
+    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "template")
 
     def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any,
                  template: CudaGraph | None) -> None:
         self.handle = handle
         self.index = index
         self.host_keys = host_keys
+        self.host_stream: Any = None  # the stream host-node errors of the latest launch are kept for
         self.memory = memory
         self.template = template
