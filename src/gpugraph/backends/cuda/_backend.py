@@ -511,7 +511,7 @@ class CudaBackend:
     def exec_destroy(self, exec_: CudaExec) -> None:
         self._release(self._in_context, exec_.index, cu.cuGraphExecDestroy, exec_.handle)
         if exec_.template is not None:
-            self._release(self._in_context, exec_.index, cu.cuGraphDestroy, exec_.template.handle)
+            self.graph_destroy(exec_.template)
 
 
 def _done(query: Any, handle: Any) -> bool:

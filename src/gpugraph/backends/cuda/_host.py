@@ -2,6 +2,9 @@
 
 The driver calls the trampoline on its own thread with the registry key as user data. An exception a
 callable raises is kept for the stream the work ran on and raised at that stream's next synchronize.
+A stream's host function is dropped once it has run; a graph's lives as long as a CUDA user object that
+the graph owns, which the driver keeps through clones, instantiations, child graphs and launches still
+running, and destroys after the last of them (cudaUserObjectCreate, cudaGraphRetainUserObject).
 """
 
 from __future__ import annotations
@@ -26,6 +29,21 @@ class HostCalls:
         self.local = threading.local()  # .running is True while a host function runs on this thread
         self._trampoline = _CALLBACK(self._run)  # kept alive as long as the registry
         self.fn = cu.CUhostFn(ctypes.cast(self._trampoline, ctypes.c_void_p).value)
+        self._forgetter = _CALLBACK(self._forget)
+        self._forget_fn = cu.CUhostFn(ctypes.cast(self._forgetter, ctypes.c_void_p).value)
+
+    def own_by_graph(self, key: int, graph: Any) -> None:
+        """Make ``graph`` own the entry: it goes when the driver lets go of the graph's last copy."""
+        from ._driver import call
+        obj = call(cu.cuUserObjectCreate, key, self._forget_fn, 1,
+                   cu.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+        call(cu.cuGraphRetainUserObject, graph, obj, 1, cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)
+
+    def _forget(self, user_data: int | None) -> None:
+        self._entries.pop(user_data or 0, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def register(self, fn: Callable[..., Any], args: tuple, stream: Any, one_shot: bool) -> int:
         key = next(self._keys)

@@ -77,6 +77,7 @@ def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -
         p.fn, p.userData = backend.host.fn, key
         node = call(cu.cuGraphAddHostNode, g, deps, n, p)
         graph.host_keys[node] = key
+        backend.host.own_by_graph(key, g)
         return node
     if isinstance(params, EmptyParams):
         return call(cu.cuGraphAddEmptyNode, g, deps, n)

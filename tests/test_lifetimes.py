@@ -1,0 +1,77 @@
+"""Lifetimes: what a graph keeps alive, and for how long, on every backend."""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+
+import numpy as np
+
+import gpugraph as gg
+
+
+class Token:
+    """An argument whose collection the tests watch."""
+
+
+def _collected(ref: weakref.ref, device: gg.Device, seconds: float = 5.0) -> bool:
+    """Whether ``ref`` dies within ``seconds`` (a backend may release asynchronously, after the GPU is done)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        gc.collect()
+        device.synchronize()
+        if ref() is None:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_host_node_arguments_live_as_long_as_the_graph_and_its_execs(device):
+    token, seen = Token(), []
+    ref = weakref.ref(token)
+    g = gg.Graph(device)
+    g.add_host(lambda t: seen.append(type(t).__name__), token)
+    exe = g.instantiate()
+    del token, g
+    gc.collect()
+    stream = device.stream()
+    exe.launch(stream)  # the exec still holds the host node's callable and arguments
+    stream.synchronize()
+    assert seen == ["Token"]
+    exe.close()
+    del exe
+    assert _collected(ref, device)
+
+
+def test_captured_host_function_arguments_are_released_with_the_graph(device):
+    token, seen = Token(), []
+    ref = weakref.ref(token)
+    stream = device.stream()
+    with stream.capture() as cap:
+        stream.host(lambda t: seen.append(1), token)
+    del token
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        exe.launch(stream)
+        stream.synchronize()
+    assert seen == [1, 1]
+    del exe, cap
+    assert _collected(ref, device)
+
+
+def test_a_launch_in_flight_keeps_its_host_node(device):
+    """Closing an exec right after launching it must not drop the host node the launch will still run."""
+    seen = []
+    x = device.zeros(1 << 16, np.float32)
+    g = gg.Graph(device)
+    work = g.add_memset(x, 1.0)
+    g.add_host(seen.append, "ran", after=work)
+    stream = device.stream()
+    exe = g.instantiate()
+    exe.launch(stream)
+    exe.close()
+    del exe, g
+    gc.collect()
+    stream.synchronize()
+    assert seen == ["ran"]
