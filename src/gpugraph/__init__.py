@@ -14,6 +14,7 @@ from ._kernel import Kernel, LaunchConfig
 from ._memory import Array
 from ._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
                      FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind)
+from ._params import Param
 from ._stream import Event, Stream
 from .backends import available_backends
 
@@ -48,6 +49,7 @@ __all__ = [
     "MemsetParams",
     "Node",
     "NodeKind",
+    "Param",
     "Stream",
     "available_backends",
 ]

@@ -1,23 +1,32 @@
-"""GraphExec: an instantiated graph, launched with one call."""
+"""GraphExec: an instantiated graph, launched with one call, updated in place."""
 
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Callable
 
-from ._errors import GraphError
-from ._stream import Stream
+from ._errors import GraphError, GraphUpdateError
+from ._kernel import Kernel, check_shared_mem, launch_dims
+from ._memory import memcpy_nbytes, memset_pattern
+from ._nodes import (TOGGLEABLE_KINDS, ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
+                     KernelParams, MemcpyParams, MemsetParams, NodeKind)
+from . import _params
+from ._params import Param
+from ._stream import Event, Stream
+from ._update import GraphLayout, check_node, check_update
 
 
 class GraphExec:
     """An executable graph, made by ``Graph.instantiate``; launch it on any stream of its device.
 
-    Usable as a context manager; ``close`` (or garbage collection) releases it.
+    Usable as a context manager; ``close`` (or garbage collection) releases it. Nodes passed to the
+    setters are nodes of the graph it was instantiated from (or of the graph of its latest ``update``).
 
     See also: cudaGraphExec_t.
     """
 
-    __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "__weakref__")
+    __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
+                 "_indices", "_param_nodes", "_pending", "_version", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -27,6 +36,30 @@ class GraphExec:
         self._launch = backend.exec_launch
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
+        self._pending: set[Param] = set()  # Params whose value changed since this exec last patched them
+        self._param_nodes: dict[Param, set[int]] = {}
+        # What setters and updates compare against is read from the graph when first needed (it costs a
+        # query per node), or now if Params exist, which must know their nodes before the first launch.
+        self._layout: GraphLayout | None = None
+        self._handles: list[Any] = []
+        self._indices: dict[Any, int] = {}
+        self._version = graph._version
+        if _params.in_use:
+            self._read_layout()
+
+    def _read_layout(self) -> GraphLayout:
+        if self._layout is None:
+            if self.graph._version != self._version:
+                raise GraphError("the graph was changed after it was instantiated; update this executable "
+                                 "graph with it (update) or instantiate it again")
+            self._layout = GraphLayout(self.graph)
+            # The backend addresses nodes by the handles of the graph the exec was instantiated from.
+            self._handles = [node._handle for node in self._layout.nodes]
+            self._indices = dict(self._layout.index)  # nodes of the original and latest graph -> position
+            self._track_params()
+        return self._layout
+
+    # Launching
 
     def _stream_handle(self, stream: Any, what: str) -> Any:
         if self._handle is None:
@@ -38,12 +71,17 @@ class GraphExec:
         return stream._handle
 
     def launch(self, stream: Stream) -> None:
-        """Enqueue one run of the whole graph on ``stream``. See also: cudaGraphLaunch."""
+        """Enqueue one run of the whole graph on ``stream``, first patching nodes whose Params changed.
+
+        See also: cudaGraphLaunch.
+        """
         handle = self._handle
         if handle is None or type(stream) is not Stream or stream.device is not self.device:
             self._stream_handle(stream, "launch")
         if stream._capture is not None or stream.legacy:
             self._guard_capture(stream)
+        if self._pending:
+            self._patch_params()
         self._launch(handle, stream._handle)
 
     def _guard_capture(self, stream: Stream) -> None:
@@ -57,8 +95,151 @@ class GraphExec:
         """Prepare the graph's device resources ahead of its first launch. See also: cudaGraphUpload."""
         self._backend.exec_upload(self._handle, self._stream_handle(stream, "upload"))
 
+    # Dynamic parameters
+
+    def _track_params(self) -> None:
+        """Register with every Param the graph's kernel nodes take, so its changes reach this exec."""
+        self._param_nodes.clear()
+        for i, params in enumerate(self._layout.params):
+            self._note_params(i, params)
+
+    def _note_params(self, index: int, params: Any) -> None:
+        for uses in self._param_nodes.values():
+            uses.discard(index)
+        if isinstance(params, KernelParams):
+            for arg in params.args:
+                if type(arg) is Param:
+                    self._param_nodes.setdefault(arg, set()).add(index)
+                    arg._users.add(self)
+
+    def _patch_params(self) -> None:
+        pending, self._pending = self._pending, set()
+        indices = set()
+        for param in pending:
+            indices.update(self._param_nodes.get(param, ()))
+        for i in sorted(indices):
+            self._backend.exec_set_node(self._handle, self._handles[i], self._layout.params[i])
+
+    # Changing an executable graph
+
+    def update(self, graph: Any) -> None:
+        """Take the parameters of ``graph``, which must have this executable graph's topology.
+
+        Raises:
+            GraphUpdateError: Naming the node of ``graph`` and the rule it breaks (see gpugraph._update);
+                the executable graph is left as it was.
+
+        See also: cudaGraphExecUpdate.
+        """
+        from ._graph import Graph
+        self._check_open("update")
+        if not isinstance(graph, Graph):
+            raise TypeError(f"update(graph): expected a Graph, got {type(graph).__name__}")
+        if graph.device is not self.device:
+            raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
+                                                           f"graph on {self.device}")
+        layout = GraphLayout(graph)
+        check_update(self._read_layout(), layout)
+        self._backend.exec_update(self._handle, graph._handle, self._handles)
+        self._layout = layout
+        self._indices.update(layout.index)
+        self._pending.clear()  # the new graph's values, Params included, are in place now
+        self._track_params()
+
+    def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
+        self._check_open(api)
+        self._read_layout()
+        index = self._indices.get(node)
+        if index is None:
+            raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
+                             f"from (or last updated with)")
+        if node.kind not in kinds:
+            names = " or ".join(k.value for k in kinds)
+            raise GraphError(f"{api}({node!r}): the node is a {node.kind.value} node, not a {names} node")
+        return index
+
+    def _set(self, index: int, params: Any, node: Any) -> None:
+        check_node(self._layout.params[index], params, node)
+        self._backend.exec_set_node(self._handle, self._handles[index], params)
+        self._layout.params[index] = params
+        self._note_params(index, params)
+
+    def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
+                   shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
+        """Change a kernel node's arguments (all of them, or none to keep them) and launch shape.
+
+        See also: cudaGraphExecKernelNodeSetParams.
+        """
+        i = self._index(node, (NodeKind.KERNEL,), "set_params")
+        old = self._layout.params[i]
+        kernel = old.kernel if kernel is None else kernel
+        if type(kernel) is not Kernel:
+            raise TypeError(f"set_params(kernel): expected a Kernel, got {type(kernel).__name__}")
+        new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
+        args = kernel.convert_args(args, self.device) if args or kernel is not old.kernel else old.args
+        shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
+        self.device._load_kernel(kernel)
+        self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)
+
+    def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
+        """Change a copy node. See also: cudaGraphExecMemcpyNodeSetParams."""
+        i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
+        self._set(i, MemcpyParams(dst, src, memcpy_nbytes(dst, src, nbytes, "set_memcpy")), node)
+
+    def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None) -> None:
+        """Change a memset node. See also: cudaGraphExecMemsetNodeSetParams."""
+        i = self._index(node, (NodeKind.MEMSET,), "set_memset")
+        pattern, element_size, units = memset_pattern(dst, value, count, "set_memset")
+        self._set(i, MemsetParams(dst, value, pattern, element_size, units), node)
+
+    def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:
+        """Change a host node's callable and arguments. See also: cudaGraphExecHostNodeSetParams."""
+        i = self._index(node, (NodeKind.HOST,), "set_host")
+        if not callable(fn):
+            raise TypeError(f"set_host(fn): expected a callable, got {type(fn).__name__}")
+        self._set(i, HostParams(fn, args), node)
+
+    def set_child_graph(self, node: Any, graph: Any) -> None:
+        """Give a child-graph node the parameters of ``graph`` (same topology as the child).
+
+        See also: cudaGraphExecChildGraphNodeSetParams.
+        """
+        from ._graph import Graph
+        i = self._index(node, (NodeKind.GRAPH,), "set_child_graph")
+        if not isinstance(graph, Graph):
+            raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
+        layout = GraphLayout(graph)
+        check_update(self._layout.children[i], layout)
+        self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
+        self._layout.children[i] = layout
+
+    def set_event(self, node: Any, event: Event) -> None:
+        """Change the event of an event record or wait node.
+
+        See also: cudaGraphExecEventRecordNodeSetEvent, cudaGraphExecEventWaitNodeSetEvent.
+        """
+        i = self._index(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
+        if not isinstance(event, Event):
+            raise TypeError(f"set_event(event): expected an Event, got {type(event).__name__}")
+        kind = EventRecordParams if node.kind is NodeKind.EVENT_RECORD else EventWaitParams
+        self._set(i, kind(event), node)
+
+    def set_enabled(self, node: Any, enabled: bool) -> None:
+        """Turn a kernel, memcpy or memset node off (it does nothing) or back on.
+
+        See also: cudaGraphNodeSetEnabled.
+        """
+        i = self._index(node, tuple(TOGGLEABLE_KINDS), "set_enabled")
+        self._backend.exec_set_enabled(self._handle, self._handles[i], bool(enabled))
+
+    # Lifetime
+
+    def _check_open(self, api: str) -> None:
+        if self._handle is None:
+            raise GraphError(f"{api}: this GraphExec is closed")
+
     def close(self) -> None:
-        """Release the executable graph; launching it afterwards raises GraphError. Idempotent."""
+        """Release the executable graph; using it afterwards raises GraphError. Idempotent."""
         if self._handle is not None:
             self._handle = None
             self._finalizer()

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ._memory import Array
+from ._params import Param
 from ._signature import KernelParam, parse_signature
 
 _MAX_BLOCK_THREADS = 1024
@@ -154,6 +155,11 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
         want = param.dtype
 
         def to_pointer(value: Any, device: Any) -> Any:
+            if type(value) is Param:
+                if not value.is_array:
+                    raise TypeError(f"{where}: expects a device Array, got a scalar {value!r}")
+                to_pointer(value.value, device)  # the Array it points at now must fit
+                return value
             if type(value) is Array:
                 if value.device is not device:
                     raise ValueError(f"{where}: the Array is on {value.device}, the launch on {device}")
@@ -167,6 +173,16 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
     scalar = param.dtype.type if param.dtype is not None else None
 
     def to_scalar(value: Any, device: Any) -> Any:
+        if type(value) is Param:
+            if value.is_array:
+                raise TypeError(f"{where}: expects a {param.ctype} scalar, got {value!r}")
+            if scalar is None:
+                if value.dtype is None:
+                    raise TypeError(f"{where}: gpugraph cannot tell the C type {param.ctype!r}; "
+                                    f"give the Param a dtype")
+            else:
+                value.bind(np.dtype(scalar), where)
+            return value
         if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.generic)):
             raise TypeError(f"{where}: expects a {param.ctype} scalar, got {_describe(value)}")
         if scalar is None:
@@ -188,6 +204,8 @@ def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any
     if type(value) is Array and value.device is not device:
         raise ValueError(f"{kernel!r} argument {index}: the Array is on {value.device}, the launch on {device}")
     if type(value) is Array or isinstance(value, np.generic):
+        return value
+    if type(value) is Param and value.dtype is not None:
         return value
     raise TypeError(f"{kernel!r} argument {index}: gpugraph found no `__global__ void {kernel.name}(...)` "
                     f"in the source, so arguments must be Arrays or NumPy scalars; got {_describe(value)}")

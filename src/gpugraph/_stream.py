@@ -6,7 +6,8 @@ import itertools
 import weakref
 from typing import Any, Callable
 
-from . import _capture
+from . import _capture, _params
+from ._params import resolve
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 
@@ -156,6 +157,8 @@ class Stream:
         if shared_mem:
             shared_mem = check_shared_mem(shared_mem)
         args = kernel.convert_args(args, self.device)
+        if _params.in_use and self._capture is None:  # a Param recorded in a capture stays a Param
+            args = tuple([resolve(a) for a in args])
         function = kernel._functions.get(self.device) or self.device._load_kernel(kernel)
         self._backend.stream_launch(self._handle, function, grid, block, shared_mem, args)
 

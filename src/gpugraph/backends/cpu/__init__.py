@@ -317,9 +317,18 @@ class CpuBackend:
         exec_.last_done = done = threading.Event()
         if exec_.event_records:
             exec_.record_events()
-        stream.submit(exec_.run_then_set, (done,))
+        stream.submit(exec_.run_then_set, (done, exec_.snapshot()))
         if memory is not None:
             memory.commit()
+
+    def exec_set_node(self, exec_: CpuExec, node: CpuNode, params: Any) -> None:
+        exec_.set_node(node, params)
+
+    def exec_set_enabled(self, exec_: CpuExec, node: CpuNode, enabled: bool) -> None:
+        exec_.set_enabled(node, enabled)
+
+    def exec_update(self, exec_: CpuExec, graph: CpuGraph, originals: list[CpuNode]) -> None:
+        exec_.update(graph, originals)
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         pass

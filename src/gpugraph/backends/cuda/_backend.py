@@ -13,16 +13,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._errors import BackendError, CaptureError, GpuGraphError
+from ..._errors import BackendError, CaptureError, GpuGraphError, GraphUpdateError
 from ..._memory import Array
 from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
                        MemsetParams)
+from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
 from ._compile import ModuleCache
 from ._driver import Contexts, call, cu, error, listed
 from ._host import HostCalls
 from ._launch import Function
-from ._nodes import add_node, address, derive_params
+from ._nodes import add_node, address, derive_params, set_exec_node
 from ._objects import CudaAlloc, CudaCapture, CudaEvent, CudaExec, CudaGraph, CudaStream
 
 _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
@@ -210,7 +211,7 @@ class CudaBackend:
     def stream_launch(self, stream: CudaStream, function: Function, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple) -> None:
         with function.lock:
-            params = function.pack(args)
+            params = function.pack(tuple([resolve(a) for a in args]) if stream.capture is not None else args)
             (err,) = cu.cuLaunchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                        shared_mem, stream.handle, params, 0)
             if err:
@@ -504,11 +505,33 @@ class CudaBackend:
         if memory is not None:
             memory.commit()
 
+    def exec_set_node(self, exec_: CudaExec, node: Any, params: Any) -> None:
+        self.contexts.use(exec_.index)
+        set_exec_node(self, exec_, node, params)
+
+    def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
+        call(cu.cuGraphNodeSetEnabled, exec_.handle, node, int(enabled))
+
+    def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> None:
+        self.contexts.use(exec_.index)
+        err, _ = cu.cuGraphExecUpdate(exec_.handle, graph.handle)
+        if err:  # the front end checked CUDA's rules; this is the driver refusing for its own reasons
+            raise GraphUpdateError("the CUDA driver refused the update", None, str(error("cuGraphExecUpdate", err)))
+        allocated, freed, host_keys = [], [], []
+        self._survey(graph, allocated, freed, host_keys)
+        exec_.host_keys = host_keys + list(exec_.own_keys)
+        exec_.host_stream = None
+        if exec_.template is not None:
+            self.graph_destroy(exec_.template)
+        exec_.template = self.graph_clone(graph)
+
     def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
         self.contexts.use(stream.index)
         call(cu.cuGraphUpload, exec_.handle, stream.handle)
 
     def exec_destroy(self, exec_: CudaExec) -> None:
+        for key in exec_.own_keys:
+            self._release(self.host.forget, key)
         self._release(self._in_context, exec_.index, cu.cuGraphExecDestroy, exec_.handle)
         if exec_.template is not None:
             self.graph_destroy(exec_.template)

@@ -42,6 +42,10 @@ class HostCalls:
     def _forget(self, user_data: int | None) -> None:
         self._entries.pop(user_data or 0, None)
 
+    def forget(self, key: int) -> None:
+        """Drop a callable nothing will call again."""
+        self._entries.pop(key, None)
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..._memory import Array
+from ..._params import resolve
 from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
                        FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
 from ._driver import call, cu
@@ -53,7 +54,7 @@ def kernel_params(function: Any, grid: tuple, block: tuple, shared_mem: int, arg
     p.gridDimX, p.gridDimY, p.gridDimZ = grid
     p.blockDimX, p.blockDimY, p.blockDimZ = block
     p.sharedMemBytes = shared_mem
-    p.kernelParams = function.pack(args)
+    p.kernelParams = function.pack(tuple([resolve(a) for a in args]))
     p.extra = 0
     return p
 
@@ -90,6 +91,36 @@ def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -
     if isinstance(params, FreeParams):
         return call(cu.cuGraphAddMemFreeNode, g, deps, n, cu.CUdeviceptr(params.ptr))
     raise TypeError(f"cuda: no node for parameters of type {type(params).__name__}")
+
+
+def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:
+    """Change one node of an executable graph (the HIP twins are hipGraphExec*NodeSetParams)."""
+    e, ctx = exec_.handle, backend.contexts.get(exec_.index)
+    if isinstance(params, KernelParams):
+        function = backend.function(exec_.index, params.kernel)
+        with function.lock:
+            p = kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
+            call(cu.cuGraphExecKernelNodeSetParams, e, node, p)
+    elif isinstance(params, MemcpyParams):
+        call(cu.cuGraphExecMemcpyNodeSetParams, e, node, memcpy3d(params.dst, params.src, params.nbytes), ctx)
+    elif isinstance(params, MemsetParams):
+        p = memset_params(params.dst, params.pattern, params.element_size, params.count)
+        call(cu.cuGraphExecMemsetNodeSetParams, e, node, p, ctx)
+    elif isinstance(params, HostParams):
+        key = backend.host.register(params.fn, params.args, exec_.host_stream, False)
+        exec_.own_keys.append(key)  # lives with the executable graph, which now calls it
+        p = cu.CUDA_HOST_NODE_PARAMS()
+        p.fn, p.userData = backend.host.fn, key
+        call(cu.cuGraphExecHostNodeSetParams, e, node, p)
+        exec_.host_keys.append(key)
+    elif isinstance(params, ChildGraphParams):
+        call(cu.cuGraphExecChildGraphNodeSetParams, e, node, params.graph.handle)
+    elif isinstance(params, EventRecordParams):
+        call(cu.cuGraphExecEventRecordNodeSetEvent, e, node, params.event._handle.handle)
+    elif isinstance(params, EventWaitParams):
+        call(cu.cuGraphExecEventWaitNodeSetEvent, e, node, params.event._handle.handle)
+    else:
+        raise TypeError(f"cuda: nodes with parameters of type {type(params).__name__} cannot be changed")
 
 
 def derive_params(backend: Any, graph: CudaGraph, node: Any) -> Any:

@@ -76,7 +76,7 @@ class CudaGraph:
 
 
 class CudaExec:
-    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "template")
+    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "template", "own_keys")
 
     def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any,
                  template: CudaGraph | None) -> None:
@@ -84,5 +84,6 @@ class CudaExec:
         self.index = index
         self.host_keys = host_keys
         self.host_stream: Any = None  # the stream host-node errors of the latest launch are kept for
+        self.own_keys: list[int] = []  # host callables set on this exec (not owned by a graph)
         self.memory = memory
         self.template = template

@@ -1,0 +1,96 @@
+"""Param: a kernel argument whose value can change after the graph is built, patched at the next launch.
+
+A Param used as a kernel argument while building or capturing a graph records itself in the node. Each
+executable graph made from that graph registers the nodes that use it; setting ``value`` marks the Param
+pending in those executable graphs, and their next ``launch`` patches exactly those nodes first (the
+combined approach of the seed blog, with no bookkeeping left to the user).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ._memory import Array
+
+# Set once any Param exists, so stream launches check for Params only in programs that use them.
+in_use = False
+
+
+class Param:
+    """A dynamic kernel argument: a scalar of a fixed dtype, or an Array to point at.
+
+    Args:
+        value: The first value: a scalar (int, float, NumPy scalar) or an Array.
+        dtype: The scalar's type; by default the kernel parameter's C type at first use (for a float
+            value) or NumPy's type of ``value``. Ignored for Arrays.
+
+    Raises:
+        TypeError: If ``value`` is neither a scalar nor an Array.
+    """
+
+    __slots__ = ("_value", "dtype", "_users", "__weakref__")
+
+    def __init__(self, value: Any, dtype: Any = None) -> None:
+        global in_use
+        in_use = True
+        self._users: "weakref.WeakSet[Any]" = weakref.WeakSet()  # executable graphs with nodes using it
+        if type(value) is Array:
+            self.dtype = value.dtype
+            self._value = value
+            return
+        if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.generic)):
+            raise TypeError(f"Param: expected a scalar or an Array, got {type(value).__name__}")
+        self.dtype = np.dtype(dtype) if dtype is not None else None
+        self._value = self._convert(value) if self.dtype is not None else value
+
+    @property
+    def is_array(self) -> bool:
+        """Whether the Param points at an Array (a pointer parameter) rather than holding a scalar."""
+        return type(self._value) is Array
+
+    @property
+    def value(self) -> Any:
+        """The current value; setting it patches every executable graph using it at its next launch."""
+        return self._value
+
+    @value.setter
+    def value(self, new: Any) -> None:
+        if self.is_array:
+            if type(new) is not Array:
+                raise TypeError(f"{self!r}.value: an Array Param takes an Array, got {type(new).__name__}")
+            if new.dtype != self.dtype or new.device is not self._value.device:
+                raise ValueError(f"{self!r}.value: expected an Array of {self.dtype} on {self._value.device}, "
+                                 f"got one of {new.dtype} on {new.device}")
+            self._value = new
+        else:
+            if isinstance(new, (str, bytes)) or not isinstance(new, (int, float, np.generic)):
+                raise TypeError(f"{self!r}.value: expected a scalar, got {type(new).__name__}")
+            self._value = self._convert(new) if self.dtype is not None else new
+        for exe in self._users:
+            exe._pending.add(self)
+
+    def _convert(self, value: Any) -> Any:
+        try:
+            return self.dtype.type(value)
+        except (OverflowError, ValueError) as exc:
+            raise ValueError(f"{self!r}: {value!r} does not fit in {self.dtype} ({exc})") from None
+
+    def bind(self, dtype: np.dtype, where: str) -> None:
+        """Fix or check the scalar type against the kernel parameter it is passed to."""
+        if self.dtype is None:
+            self.dtype = dtype
+            self._value = self._convert(self._value)
+        elif self.dtype != dtype:
+            raise TypeError(f"{where}: the Param holds {self.dtype}, the parameter takes {dtype}")
+
+    def __repr__(self) -> str:
+        shown = f"Array of {self.dtype}" if self.is_array else repr(self._value)
+        return f"Param({shown})"
+
+
+def resolve(arg: Any) -> Any:
+    """A kernel argument with any Param replaced by its current value."""
+    return arg._value if type(arg) is Param else arg
