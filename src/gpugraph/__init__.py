@@ -5,6 +5,8 @@ CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules
 """
 
 from ._capture import Capture
+from ._captured import CapturedFunction, CapturedStats, captured
+from ._current import current_stream, use_stream
 from ._device import Device, GraphMemoryUsage
 from ._errors import (BackendError, BackendUnavailableError, CaptureError, GpuGraphError, GraphError,
                       GraphUpdateError, KernelCompileError)
@@ -26,6 +28,8 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "Capture",
+    "CapturedFunction",
+    "CapturedStats",
     "CaptureError",
     "ChildGraphParams",
     "Device",
@@ -52,4 +56,7 @@ __all__ = [
     "Param",
     "Stream",
     "available_backends",
+    "captured",
+    "current_stream",
+    "use_stream",
 ]

@@ -118,6 +118,7 @@ class Capture:
         self.streams: list[Any] = []
         self.error: CaptureError | None = None
         self.active = False
+        self.allocations: list[Any] = []  # Arrays allocated on its streams: graph memory
         self._nodes_before: set[Any] = set()
 
     # Entering and leaving

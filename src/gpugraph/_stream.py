@@ -208,7 +208,10 @@ class Stream:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
         ptr, alloc = self._backend.stream_alloc(self._handle, nbytes)
-        return Array(self.device, ptr, shape, dtype, alloc)
+        array = Array(self.device, ptr, shape, dtype, alloc)
+        if self._capture is not None:
+            self._capture.allocations.append(array)
+        return array
 
     def free(self, array: Array) -> None:
         """Free ``array`` in stream order (memory from ``alloc`` or a graph allocation).
