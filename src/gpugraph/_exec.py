@@ -26,7 +26,7 @@ class GraphExec:
     """
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
-                 "_indices", "_param_nodes", "_pending", "_version", "__weakref__")
+                 "_indices", "_param_nodes", "_pending", "_patchers", "_version", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -38,6 +38,7 @@ class GraphExec:
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
         self._pending: set[Param] = set()  # Params whose value changed since this exec last patched them
         self._param_nodes: dict[Param, set[int]] = {}
+        self._patchers: dict[int, Callable[[], None]] = {}  # node position -> prepared Param patch
         # What setters and updates compare against is read from the graph when first needed (it costs a
         # query per node), or now if Params exist, which must know their nodes before the first launch.
         self._layout: GraphLayout | None = None
@@ -113,12 +114,18 @@ class GraphExec:
                     arg._users.add(self)
 
     def _patch_params(self) -> None:
+        """Patch the nodes whose Params changed, each with a patch prepared once (a hot path)."""
         pending, self._pending = self._pending, set()
-        indices = set()
+        indices: set[int] = set()
         for param in pending:
             indices.update(self._param_nodes.get(param, ()))
-        for i in sorted(indices):
-            self._backend.exec_set_node(self._handle, self._handles[i], self._layout.params[i])
+        patchers = self._patchers
+        for i in indices:
+            patch = patchers.get(i)
+            if patch is None:
+                patch = patchers[i] = self._backend.exec_param_patcher(self._handle, self._handles[i],
+                                                                       self._layout.params[i])
+            patch()
 
     # Changing an executable graph
 
@@ -144,6 +151,7 @@ class GraphExec:
         self._layout = layout
         self._indices.update(layout.index)
         self._pending.clear()  # the new graph's values, Params included, are in place now
+        self._patchers.clear()
         self._track_params()
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
@@ -162,6 +170,7 @@ class GraphExec:
         check_node(self._layout.params[index], params, node)
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         self._layout.params[index] = params
+        self._patchers.pop(index, None)
         self._note_params(index, params)
 
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,

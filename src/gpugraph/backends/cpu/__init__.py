@@ -324,6 +324,9 @@ class CpuBackend:
     def exec_set_node(self, exec_: CpuExec, node: CpuNode, params: Any) -> None:
         exec_.set_node(node, params)
 
+    def exec_param_patcher(self, exec_: CpuExec, node: CpuNode, params: Any) -> Any:
+        return lambda: exec_.set_node(node, params)  # the node's step is compiled again with the new values
+
     def exec_set_enabled(self, exec_: CpuExec, node: CpuNode, enabled: bool) -> None:
         exec_.set_enabled(node, enabled)
 

@@ -23,7 +23,7 @@ from ._compile import ModuleCache
 from ._driver import Contexts, call, cu, error, listed
 from ._host import HostCalls
 from ._launch import Function
-from ._nodes import add_node, address, derive_params, set_exec_node
+from ._nodes import add_node, address, derive_params, param_patcher, set_exec_node
 from ._objects import CudaAlloc, CudaCapture, CudaEvent, CudaExec, CudaGraph, CudaStream
 
 _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
@@ -508,6 +508,10 @@ class CudaBackend:
     def exec_set_node(self, exec_: CudaExec, node: Any, params: Any) -> None:
         self.contexts.use(exec_.index)
         set_exec_node(self, exec_, node, params)
+
+    def exec_param_patcher(self, exec_: CudaExec, node: Any, params: Any) -> Any:
+        self.contexts.use(exec_.index)
+        return param_patcher(self, exec_, node, params)
 
     def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
         call(cu.cuGraphNodeSetEnabled, exec_.handle, node, int(enabled))

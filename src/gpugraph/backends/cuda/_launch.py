@@ -15,16 +15,22 @@ from ..._memory import Array
 _SLOT = 8
 
 
-def _format(dtype: np.dtype | None, pointer: bool) -> str:
+def _code(dtype: np.dtype | None, pointer: bool) -> str:
+    """The struct code of one argument's value (a pointer is a 64-bit address)."""
     if pointer:
         return "Q"
-    code = {1: "b", 2: "h", 4: "i", 8: "q"}
+    codes = {1: "b", 2: "h", 4: "i", 8: "q"}
     if dtype.kind == "f":
-        code = {2: "e", 4: "f", 8: "d"}
+        codes = {2: "e", 4: "f", 8: "d"}
     elif dtype.kind in "ub":
-        code = {1: "B", 2: "H", 4: "I", 8: "Q"}
-    pad = _SLOT - dtype.itemsize
-    return code[dtype.itemsize] + (f"{pad}x" if pad else "")
+        codes = {1: "B", 2: "H", 4: "I", 8: "Q"}
+    return codes[dtype.itemsize]
+
+
+def _format(dtype: np.dtype | None, pointer: bool) -> str:
+    """An argument's slot: its value, padded to 8 bytes."""
+    pad = _SLOT - (8 if pointer else dtype.itemsize)
+    return _code(dtype, pointer) + (f"{pad}x" if pad else "")
 
 
 class Function:
@@ -48,6 +54,11 @@ class Function:
         base = ctypes.addressof(self._buffer)
         self._pointers = (ctypes.c_void_p * n)(*[base + i * _SLOT for i in range(n)])
 
+
+    def slot_format(self, index: int) -> struct.Struct:
+        """The struct of argument ``index``'s slot, for writing just that argument (Param patches)."""
+        param = self.kernel.signature[index]
+        return struct.Struct("<" + _code(param.dtype, param.pointer))
 
     def pack(self, args: tuple) -> int:
         """Write ``args`` into the buffer; return the address of the kernelParams array (hold ``lock``)."""

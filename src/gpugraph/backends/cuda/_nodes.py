@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..._memory import Array
-from ..._params import resolve
+from ..._params import Param, resolve
 from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
                        FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
-from ._driver import call, cu
+from ._driver import call, cu, error
 from ._objects import CudaGraph, ForeignKernel
 
 _T = cu.CUgraphNodeType
@@ -121,6 +122,35 @@ def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:
         call(cu.cuGraphExecEventWaitNodeSetEvent, e, node, params.event._handle.handle)
     else:
         raise TypeError(f"cuda: nodes with parameters of type {type(params).__name__} cannot be changed")
+
+
+def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
+    """A prepared patch of a kernel node whose arguments include Params: its own CUDA_KERNEL_NODE_PARAMS
+    and argument buffer, of which a patch rewrites only the Param slots before setting the node."""
+    if not isinstance(params, KernelParams) or params.kernel.signature is None:
+        return lambda: set_exec_node(backend, exec_, node, params)
+    function = backend.function(exec_.index, params.kernel)
+    with function.lock:
+        prepared = kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
+        size = len(function._buffer)
+        buffer = ctypes.create_string_buffer(function._buffer.raw, size)  # this node's own copy
+    base = ctypes.addressof(buffer)
+    count = max(len(params.args), 1)
+    pointers = (ctypes.c_void_p * count)(*[base + i * 8 for i in range(count)])
+    prepared.kernelParams = ctypes.addressof(pointers)
+    slots = [(function.slot_format(i), i * 8, arg) for i, arg in enumerate(params.args) if type(arg) is Param]
+    exec_handle, set_params = exec_.handle, cu.cuGraphExecKernelNodeSetParams
+    keep = (buffer, pointers)  # the driver reads them at each patch
+
+    def patch() -> None:
+        for fmt, offset, param in slots:
+            value = param._value
+            fmt.pack_into(buffer, offset, value.ptr if type(value) is Array else value)
+        (err,) = set_params(exec_handle, node, prepared)
+        if err:
+            raise error("cuGraphExecKernelNodeSetParams", err)
+    patch.keep = keep  # type: ignore[attr-defined]
+    return patch
 
 
 def derive_params(backend: Any, graph: CudaGraph, node: Any) -> Any:
