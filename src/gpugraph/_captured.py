@@ -118,7 +118,7 @@ class CapturedFunction:
             self._cache.move_to_end(key)
             for name, param in entry.params.items():
                 value = arguments[name]
-                if value is not param.value:
+                if value is not param.value and (type(value) is Array or value != param.value):
                     param.value = value
                     self.stats.patches += 1
             self.stats.replays += 1
@@ -127,13 +127,13 @@ class CapturedFunction:
 
     def _capture(self, key: tuple, bound: inspect.BoundArguments, stream: Any) -> _Entry:
         params = {name: Param(bound.arguments[name]) for name in self._dynamic}
-        call_args = dict(bound.arguments, **params)
+        call = inspect.BoundArguments(self._signature, dict(bound.arguments, **params))
         capture_stream = self._capture_streams.get(stream.device)
         if capture_stream is None:
             capture_stream = self._capture_streams[stream.device] = stream.device.stream()
         capture_stream.wait(stream.record())  # the captured work follows what the caller enqueued
         with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
-            result = self._fn(*bound.signature.bind(**call_args).args, **bound.signature.bind(**call_args).kwargs)
+            result = self._fn(*call.args, **call.kwargs)
         self.stats.captures += 1
         graph = cap.graph
         entry = self._update_cached(graph, key, params, cap.allocations, result)
