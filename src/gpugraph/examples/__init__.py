@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-EXAMPLES = ("explicit_graph", "capture_graph", "async_streams")
+EXAMPLES = ("explicit_graph", "capture_graph", "async_streams", "dynamic_parameters", "captured")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -88,31 +88,33 @@ class Buffers:
         self.input = device.asarray(initial_input())
         self.ping = device.zeros(N, np.float32)
         self.pong = device.zeros(N, np.float32)
-        # Kernel k reads the input (k = 0) or the buffer kernel k-1 wrote, and writes the other buffer.
-        self.chain = [(self.ping if k % 2 == 0 else self.pong,
-                       self.input if k == 0 else (self.pong if k % 2 == 0 else self.ping))
-                      for k in range(KERNELS)]
-        self.output = self.chain[-1][0]
+        self.output = self.pong  # kernel 7 writes it
 
 
-def enqueue_iteration(stream: gg.Stream, buffers: Buffers, dynamic) -> None:
-    """Launch the 8 kernels of one iteration on ``stream``; ``dynamic`` is a float or Param(s)."""
+def enqueue_iteration(stream: gg.Stream, inp: gg.Array, ping: gg.Array, pong: gg.Array, dynamic) -> None:
+    """Launch the 8 kernels of one iteration on ``stream``; ``dynamic`` is a float, a Param or 4 Params.
+
+    Kernel 0 reads the input and writes ping, kernel 1 reads ping and writes pong, kernel 2 reads pong
+    and writes ping, and so on: each kernel depends on the one before.
+    """
     factors = dynamic if isinstance(dynamic, (list, tuple)) else [dynamic] * (KERNELS // 2)
-    for k, (out, in_) in enumerate(buffers.chain):
-        f = FIXED if k % 2 == 0 else factors[k // 2]
-        stream.launch(scale, BLOCKS, THREADS, out, in_, f, N)
+    source = inp
+    for k in range(KERNELS):
+        target = ping if k % 2 == 0 else pong
+        stream.launch(scale, BLOCKS, THREADS, target, source, FIXED if k % 2 == 0 else factors[k // 2], N)
+        source = target
 
 
 # The four strategies. Each runs `iterations` iterations on `stream` and waits for them; `after` (if
 # given) is called after each iteration's work is enqueued, to let `run` copy every output back.
 
-After = Callable[[int, Buffers], None] | None
+After = Optional[Callable[[int, Buffers], None]]
 
 
 def no_graph(stream: gg.Stream, buffers: Buffers, iterations: int, after: After = None) -> None:
     """8 stream launches per iteration."""
     for it in range(iterations):
-        enqueue_iteration(stream, buffers, dynamic_factor(it))
+        enqueue_iteration(stream, buffers.input, buffers.ping, buffers.pong, dynamic_factor(it))
         if after:
             after(it, buffers)
     stream.synchronize()
@@ -123,7 +125,7 @@ def recapture_update(stream: gg.Stream, buffers: Buffers, iterations: int, after
     exe = None
     for it in range(iterations):
         with stream.capture() as cap:
-            enqueue_iteration(stream, buffers, dynamic_factor(it))
+            enqueue_iteration(stream, buffers.input, buffers.ping, buffers.pong, dynamic_factor(it))
         if exe is None:
             exe = cap.graph.instantiate()
         else:
@@ -139,7 +141,7 @@ def param(stream: gg.Stream, buffers: Buffers, iterations: int, after: After = N
     """Capture once with four Param factors; set them and launch."""
     factors = [gg.Param(dynamic_factor(0)) for _ in range(KERNELS // 2)]  # float32, from the kernel
     with stream.capture() as cap:
-        enqueue_iteration(stream, buffers, factors)
+        enqueue_iteration(stream, buffers.input, buffers.ping, buffers.pong, factors)
     with cap.graph.instantiate() as exe:
         for it in range(iterations):
             value = dynamic_factor(it)
@@ -154,12 +156,13 @@ def param(stream: gg.Stream, buffers: Buffers, iterations: int, after: After = N
 def captured(stream: gg.Stream, buffers: Buffers, iterations: int, after: After = None) -> None:
     """A @gg.captured function: captured at the first call, replayed with the factor patched after."""
     @gg.captured(dynamic=("factor",))
-    def iteration(buffers: Buffers, factor: float) -> None:
-        enqueue_iteration(gg.current_stream(buffers.input.device), buffers, factor)
+    def iteration(inp: gg.Array, ping: gg.Array, pong: gg.Array, factor: float) -> None:
+        # While captured, the current stream of the arrays' device is the capture's stream.
+        enqueue_iteration(gg.current_stream(inp.device), inp, ping, pong, factor)
 
     with gg.use_stream(stream):  # the stream the calls (captures and replays) enqueue on
         for it in range(iterations):
-            iteration(buffers, dynamic_factor(it))
+            iteration(buffers.input, buffers.ping, buffers.pong, dynamic_factor(it))
             if after:
                 after(it, buffers)
     stream.synchronize()
