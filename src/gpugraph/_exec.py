@@ -10,10 +10,15 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import memcpy_nbytes, memset_pattern
 from ._nodes import (TOGGLEABLE_KINDS, ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
                      KernelParams, MemcpyParams, MemsetParams, NodeKind)
-from . import _params
 from ._params import Param
 from ._stream import Event, Stream
 from ._update import GraphLayout, check_node, check_update
+
+
+def _takes_params(layout: GraphLayout) -> bool:
+    """Whether a kernel node of ``layout`` or of a child graph within it takes a Param."""
+    return any(type(a) is Param for p in layout.params if isinstance(p, KernelParams) for a in p.args) or any(
+        _takes_params(child) for child in layout.children.values())
 
 
 class GraphExec:
@@ -26,7 +31,7 @@ class GraphExec:
     """
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
-                 "_indices", "_param_nodes", "_pending", "_patchers", "_version", "__weakref__")
+                 "_indices", "_original", "_param_nodes", "_pending", "_patchers", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -39,26 +44,13 @@ class GraphExec:
         self._pending: set[Param] = set()  # Params whose value changed since this exec last patched them
         self._param_nodes: dict[Param, set[int]] = {}
         self._patchers: dict[int, Callable[[], None]] = {}  # node position -> prepared Param patch
-        # What setters and updates compare against is read from the graph when first needed (it costs a
-        # query per node), or now if Params exist, which must know their nodes before the first launch.
-        self._layout: GraphLayout | None = None
-        self._handles: list[Any] = []
-        self._indices: dict[Any, int] = {}
-        self._version = graph._version
-        if _params.in_use:
-            self._read_layout()
-
-    def _read_layout(self) -> GraphLayout:
-        if self._layout is None:
-            if self.graph._version != self._version:
-                raise GraphError("the graph was changed after it was instantiated; update this executable "
-                                 "graph with it (update) or instantiate it again")
-            self._layout = GraphLayout(self.graph)
-            # The backend addresses nodes by the handles of the graph the exec was instantiated from.
-            self._handles = [node._handle for node in self._layout.nodes]
-            self._indices = dict(self._layout.index)  # nodes of the original and latest graph -> position
-            self._track_params()
-        return self._layout
+        # The graph as instantiated: what setters and updates compare against, whatever happens to the
+        # graph afterwards. The backend addresses nodes by the handles of this graph.
+        self._layout = GraphLayout(graph)
+        self._handles = [node._handle for node in self._layout.nodes]
+        self._original = self._layout.index
+        self._indices = self._original  # nodes of the original graph and of the latest update -> position
+        self._track_params()
 
     # Launching
 
@@ -112,6 +104,9 @@ class GraphExec:
                 if type(arg) is Param:
                     self._param_nodes.setdefault(arg, set()).add(index)
                     arg._users.add(self)
+        elif isinstance(params, ChildGraphParams) and _takes_params(self._layout.children[index]):
+            raise GraphError(f"a Param is used inside the child graph of {self._layout.nodes[index]!r}; Params "
+                             f"are patched only in kernel nodes of the graph itself (add those nodes to it)")
 
     def _patch_params(self) -> None:
         """Patch the nodes whose Params changed, each with a patch prepared once (a hot path)."""
@@ -146,17 +141,16 @@ class GraphExec:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
         layout = GraphLayout(graph)
-        check_update(self._read_layout(), layout)
+        check_update(self._layout, layout)
         self._backend.exec_update(self._handle, graph._handle, self._handles)
         self._layout = layout
-        self._indices.update(layout.index)
+        self._indices = {**self._original, **layout.index}  # earlier updates' graphs are let go
         self._pending.clear()  # the new graph's values, Params included, are in place now
         self._patchers.clear()
         self._track_params()
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
         self._check_open(api)
-        self._read_layout()
         index = self._indices.get(node)
         if index is None:
             raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "

@@ -73,6 +73,8 @@ class Param:
             exe._pending.add(self)
 
     def _convert(self, value: Any) -> Any:
+        if self.dtype.kind in "iub" and isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise TypeError(f"{self!r}: the Param holds {self.dtype}, got the non-integral {value!r}")
         try:
             return self.dtype.type(value)
         except (OverflowError, ValueError) as exc:

@@ -34,7 +34,10 @@ class GraphLayout:
         self.nodes = list(graph.nodes)
         self.index = {node: i for i, node in enumerate(self.nodes)}
         self.kinds = [node.kind for node in self.nodes]
-        self.deps = [frozenset(self.index[d] for d in node.dependencies) for node in self.nodes]
+        deps: list[set[int]] = [set() for _ in self.nodes]
+        for source, target in graph.edges:  # one query for the whole graph
+            deps[self.index[target]].add(self.index[source])
+        self.deps = [frozenset(d) for d in deps]
         self.params = [node.params for node in self.nodes]
         self.children = {i: GraphLayout(p.graph) for i, p in enumerate(self.params)
                          if isinstance(p, ChildGraphParams)}
