@@ -159,11 +159,7 @@ def test_one_param_used_by_two_executable_graphs(device, stream):
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3 * 5 * 5)
 
 
-def test_one_param_in_two_executable_graphs_of_one_graph(device, stream, known_bug):
-    known_bug("BUG: on CUDA a kernel node holds the Param's value packed when the node was added "
-              "(backends/cuda/_nodes.py kernel_params); GraphExec.__init__ and GraphExec.update (_exec.py) "
-              "do not mark the graph's Params pending, so a value set before instantiate/update is not "
-              "applied at the next launch", backends=("cuda",))
+def test_one_param_in_two_executable_graphs_of_one_graph(device, stream):
     x = f32(device)
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
@@ -206,12 +202,8 @@ def test_param_of_a_graph_given_to_update_is_patched(device, stream):
     np.testing.assert_array_equal(y.to_numpy(), X0 * 4)
 
 
-def test_value_set_between_building_and_instantiating_is_used(device, stream, known_bug):
+def test_value_set_between_building_and_instantiating_is_used(device, stream):
     """The Param's value at launch counts, not its value when the graph was built or captured."""
-    known_bug("BUG: on CUDA a kernel node holds the Param's value packed when the node was added "
-              "(backends/cuda/_nodes.py kernel_params); GraphExec.__init__ and GraphExec.update (_exec.py) "
-              "do not mark the graph's Params pending, so a value set before instantiate/update is not "
-              "applied at the next launch", backends=("cuda",))
     x, y = f32(device), f32(device)
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
@@ -226,11 +218,7 @@ def test_value_set_between_building_and_instantiating_is_used(device, stream, kn
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
 
 
-def test_value_set_before_an_update_is_used_after_it(device, stream, known_bug):
-    known_bug("BUG: on CUDA a kernel node holds the Param's value packed when the node was added "
-              "(backends/cuda/_nodes.py kernel_params); GraphExec.__init__ and GraphExec.update (_exec.py) "
-              "do not mark the graph's Params pending, so a value set before instantiate/update is not "
-              "applied at the next launch", backends=("cuda",))
+def test_value_set_before_an_update_is_used_after_it(device, stream):
     x, y = f32(device), f32(device)
     alpha = gg.Param(2.0)
     g1 = gg.Graph(device)
@@ -258,22 +246,14 @@ def _child_outer(device, x, factor):
     return g, node, child
 
 
-def test_param_inside_a_child_graph_is_refused_at_instantiate(device, stream, known_bug):
-    known_bug("BUG: on CUDA the nodes of an embedded child graph have no parameter records "
-              "(backends/cuda/_nodes.py derive_params reads kernel nodes back with args=()), so "
-              "GraphExec._note_params (_exec.py, _takes_params) sees no Param inside the child and "
-              "instantiate accepts it", backends=("cuda",))
+def test_param_inside_a_child_graph_is_refused_at_instantiate(device, stream):
     x = f32(device)
     g, _, _ = _child_outer(device, x, gg.Param(2.0))
     with pytest.raises(gg.GraphError, match=CHILD_PARAM):
         g.instantiate()
 
 
-def test_param_inside_an_executable_graph_launched_into_a_capture_is_refused(device, stream, known_bug):
-    known_bug("BUG: on CUDA the nodes of an embedded child graph have no parameter records "
-              "(backends/cuda/_nodes.py derive_params reads kernel nodes back with args=()), so "
-              "GraphExec._note_params (_exec.py, _takes_params) sees no Param inside the child and "
-              "instantiate accepts it", backends=("cuda",))
+def test_param_inside_an_executable_graph_launched_into_a_capture_is_refused(device, stream):
     x = f32(device)
     inner = gg.Graph(device)
     inner.add_kernel(K.scale, GRID, BLOCK, x, gg.Param(2.0), N)
@@ -284,9 +264,6 @@ def test_param_inside_an_executable_graph_launched_into_a_capture_is_refused(dev
             cap.graph.instantiate()
 
 
-@pytest.mark.xfail(reason="BUG: GraphExec.update (_exec.py) applies the update (backend exec_update, new layout) "
-                          "before _track_params raises for a Param inside a child graph, so the refused update "
-                          "has changed the executable graph", strict=True)
 def test_update_with_a_param_inside_a_child_graph_is_refused_and_changes_nothing(device, stream):
     x = f32(device)
     g1, _, _ = _child_outer(device, x, 3.0)
@@ -298,9 +275,6 @@ def test_update_with_a_param_inside_a_child_graph_is_refused_and_changes_nothing
     np.testing.assert_array_equal(x.to_numpy(), X0 * 3)
 
 
-@pytest.mark.xfail(reason="BUG: GraphExec.set_child_graph (_exec.py) accepts a child graph that uses a Param "
-                          "(instantiate and update refuse it); the Param's later values never reach the node",
-                   strict=True)
 def test_set_child_graph_with_a_param_inside_is_refused(device, stream):
     x = f32(device)
     g, node, _ = _child_outer(device, x, 3.0)
@@ -469,8 +443,6 @@ def test_non_integer_float_for_an_integer_param_is_refused(device):
         gg.Graph(device).add_kernel(K.fill, GRID, BLOCK, device.zeros(N, np.int32), loose, N)
 
 
-@pytest.mark.xfail(reason="BUG: Param.bind (_params.py) sets dtype before converting the value, so a refused "
-                          "binding leaves the Param bound to the type it was refused for", strict=True)
 def test_refused_binding_leaves_the_param_unbound(device, stream):
     x = f32(device)
     loose = gg.Param(2.5)

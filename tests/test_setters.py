@@ -173,12 +173,8 @@ def test_set_child_graph(device, stream):
 
 
 @pytest.mark.parametrize("memory", ["host", "device"])
-def test_set_child_graph_with_copies_and_memsets(device, stream, known_bug, memory):
+def test_set_child_graph_with_copies_and_memsets(device, stream, memory):
     """A child graph with copies and memsets takes another child with the same memory kinds."""
-    known_bug("BUG: on CUDA set_child_graph (_exec.py) compares the embedded child's parameters, read back "
-              "from the driver as int addresses (backends/cuda/_nodes.py derive_params), with the new graph's "
-              "Arrays, so _update.check_node refuses every child with a memcpy or memset: 'device changed "
-              "(dst was on None, got cuda:0)'", backends=("cuda",))
 
     def operand(values):
         values = np.asarray(values, dtype=np.float32)

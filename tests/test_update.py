@@ -420,11 +420,7 @@ def test_child_graph_breaking_a_rule_refuses_the_update(device, stream, variant)
     np.testing.assert_array_equal(x2.to_numpy(), X0)
 
 
-def test_child_graph_memcpy_memory_kind_change_is_refused(device, stream, known_bug):
-    known_bug("BUG: on CUDA the nodes of an embedded child graph have no parameter records "
-              "(backends/cuda/_nodes.py derive_params gives int addresses), so _update.check_node sees both "
-              "operands as device memory; the driver then refuses the update as 'the CUDA driver refused the "
-              "update' with node None instead of 'memory kind changed' at the memcpy node", backends=("cuda",))
+def test_child_graph_memcpy_memory_kind_change_is_refused(device, stream):
     x, x2 = f32(device), f32(device)
 
     def outer(dst, src):

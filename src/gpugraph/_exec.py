@@ -8,7 +8,7 @@ from typing import Any, Callable
 from ._errors import GraphError, GraphUpdateError
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import memcpy_nbytes, memset_pattern
-from ._nodes import (TOGGLEABLE_KINDS, ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
+from ._nodes import (ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
                      KernelParams, MemcpyParams, MemsetParams, NodeKind)
 from ._params import Param
 from ._stream import Event, Stream
@@ -19,6 +19,12 @@ def _takes_params(layout: GraphLayout) -> bool:
     """Whether a kernel node of ``layout`` or of a child graph within it takes a Param."""
     return any(type(a) is Param for p in layout.params if isinstance(p, KernelParams) for a in p.args) or any(
         _takes_params(child) for child in layout.children.values())
+
+
+def _refuse_child_params(child: GraphLayout, node: Any) -> None:
+    if _takes_params(child):
+        raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
+                         f"kernel nodes of the graph itself (add those nodes to it)")
 
 
 class GraphExec:
@@ -51,6 +57,7 @@ class GraphExec:
         self._original = self._layout.index
         self._indices = self._original  # nodes of the original graph and of the latest update -> position
         self._track_params()
+        self._pending.update(self._param_nodes)  # a value set since the node was added counts
 
     # Launching
 
@@ -104,9 +111,8 @@ class GraphExec:
                 if type(arg) is Param:
                     self._param_nodes.setdefault(arg, set()).add(index)
                     arg._users.add(self)
-        elif isinstance(params, ChildGraphParams) and _takes_params(self._layout.children[index]):
-            raise GraphError(f"a Param is used inside the child graph of {self._layout.nodes[index]!r}; Params "
-                             f"are patched only in kernel nodes of the graph itself (add those nodes to it)")
+        elif isinstance(params, ChildGraphParams):
+            _refuse_child_params(self._layout.children[index], self._layout.nodes[index])
 
     def _patch_params(self) -> None:
         """Patch the nodes whose Params changed, each with a patch prepared once (a hot path)."""
@@ -142,12 +148,14 @@ class GraphExec:
                                                            f"graph on {self.device}")
         layout = GraphLayout(graph)
         check_update(self._layout, layout)
+        for i, child in layout.children.items():
+            _refuse_child_params(child, layout.nodes[i])
         self._backend.exec_update(self._handle, graph._handle, self._handles)
         self._layout = layout
         self._indices = {**self._original, **layout.index}  # earlier updates' graphs are let go
-        self._pending.clear()  # the new graph's values, Params included, are in place now
         self._patchers.clear()
         self._track_params()
+        self._pending = set(self._param_nodes)  # values set since the new graph's nodes were added count
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
         self._check_open(api)
@@ -213,6 +221,7 @@ class GraphExec:
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
         layout = GraphLayout(graph)
         check_update(self._layout.children[i], layout)
+        _refuse_child_params(layout, node)
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         self._layout.children[i] = layout
 
@@ -232,7 +241,7 @@ class GraphExec:
 
         See also: cudaGraphNodeSetEnabled.
         """
-        i = self._index(node, tuple(TOGGLEABLE_KINDS), "set_enabled")
+        i = self._index(node, (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET), "set_enabled")
         self._backend.exec_set_enabled(self._handle, self._handles[i], bool(enabled))
 
     # Lifetime

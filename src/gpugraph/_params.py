@@ -43,8 +43,10 @@ class Param:
             return
         if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.generic)):
             raise TypeError(f"Param: expected a scalar or an Array, got {type(value).__name__}")
-        self.dtype = np.dtype(dtype) if dtype is not None else None
-        self._value = self._convert(value) if self.dtype is not None else value
+        self._value, self.dtype = value, None
+        if dtype is not None:
+            self._value = self._convert(value, np.dtype(dtype))
+            self.dtype = np.dtype(dtype)
 
     @property
     def is_array(self) -> bool:
@@ -68,23 +70,24 @@ class Param:
         else:
             if isinstance(new, (str, bytes)) or not isinstance(new, (int, float, np.generic)):
                 raise TypeError(f"{self!r}.value: expected a scalar, got {type(new).__name__}")
-            self._value = self._convert(new) if self.dtype is not None else new
+            self._value = self._convert(new, self.dtype) if self.dtype is not None else new
         for exe in self._users:
             exe._pending.add(self)
 
-    def _convert(self, value: Any) -> Any:
-        if self.dtype.kind in "iub" and isinstance(value, (float, np.floating)) and not float(value).is_integer():
-            raise TypeError(f"{self!r}: the Param holds {self.dtype}, got the non-integral {value!r}")
+    def _convert(self, value: Any, dtype: np.dtype) -> Any:
+        """``value`` as a scalar of ``dtype``, refusing what does not fit."""
+        if dtype.kind in "iub" and isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise TypeError(f"{self!r}: the Param holds {dtype}, got the non-integral {value!r}")
         try:
-            return self.dtype.type(value)
+            return dtype.type(value)
         except (OverflowError, ValueError) as exc:
-            raise ValueError(f"{self!r}: {value!r} does not fit in {self.dtype} ({exc})") from None
+            raise ValueError(f"{self!r}: {value!r} does not fit in {dtype} ({exc})") from None
 
     def bind(self, dtype: np.dtype, where: str) -> None:
         """Fix or check the scalar type against the kernel parameter it is passed to."""
         if self.dtype is None:
-            self.dtype = dtype
-            self._value = self._convert(self._value)
+            value = self._convert(self._value, np.dtype(dtype))  # first: a refusal leaves the Param as it was
+            self.dtype, self._value = np.dtype(dtype), value
         elif self.dtype != dtype:
             raise TypeError(f"{where}: the Param holds {self.dtype}, the parameter takes {dtype}")
 

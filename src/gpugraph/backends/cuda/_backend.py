@@ -345,8 +345,7 @@ class CudaBackend:
         graph = stream.capture.graph
         node = add_node(self, graph, params, self.stream_capture_dependencies(stream))
         self.stream_set_capture_dependencies(stream, [node])
-        if not isinstance(params, ChildGraphParams):
-            graph.params[node] = params
+        self._keep_records(graph, node, params)
         return node
 
     def _end(self, stream: CudaStream) -> tuple[Any, Any]:
@@ -398,9 +397,28 @@ class CudaBackend:
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         self.contexts.use(graph.index)
         node = add_node(self, graph, params, list(deps))
-        if not isinstance(params, ChildGraphParams):  # a child's embedded graph is read from the driver
-            graph.params[node] = params
+        self._keep_records(graph, node, params)
         return node
+
+    def _keep_records(self, graph: CudaGraph, node: Any, params: Any) -> None:
+        """Keep a new node's parameter record; for a child graph, give the nodes of the copy the driver
+        embedded the records of the child's nodes (paired in creation order, which a clone keeps)."""
+        if not isinstance(params, ChildGraphParams):
+            graph.params[node] = params
+            return
+        graph.children[node] = self._embedded(params.graph, call(cu.cuGraphChildGraphNodeGetGraph, node))
+
+    def _embedded(self, source: CudaGraph, handle: Any) -> CudaGraph:
+        embedded = CudaGraph(handle, source.index)
+        for original, copy in zip(self.graph_nodes(source), self.graph_nodes(embedded)):
+            if original in source.params:
+                embedded.params[copy] = source.params[original]
+            if original in source.host_keys:
+                embedded.host_keys[copy] = source.host_keys[original]
+            if original in source.children:
+                embedded.children[copy] = self._embedded(source.children[original],
+                                                         call(cu.cuGraphChildGraphNodeGetGraph, copy))
+        return embedded
 
     def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, CudaAlloc]:
         self.contexts.use(graph.index)
@@ -418,6 +436,7 @@ class CudaBackend:
 
     def graph_destroy_node(self, graph: CudaGraph, node: Any) -> None:
         graph.params.pop(node, None)
+        graph.children.pop(node, None)
         graph.host_keys.pop(node, None)
         call(cu.cuGraphDestroyNode, node)
 
@@ -439,7 +458,10 @@ class CudaBackend:
 
     def node_params(self, graph: CudaGraph, node: Any) -> Any:
         params = graph.params.get(node)
-        return params if params is not None else derive_params(self, graph, node)
+        if params is not None:
+            return params
+        child = graph.children.get(node)
+        return ChildGraphParams(child) if child is not None else derive_params(self, graph, node)
 
     def node_dependencies(self, graph: CudaGraph, node: Any) -> list[Any]:
         return listed(cu.cuGraphNodeGetDependencies, node)
@@ -453,6 +475,9 @@ class CudaBackend:
             clone.params[self.graph_find_in_clone(clone, node)] = params
         for node, key in graph.host_keys.items():
             clone.host_keys[self.graph_find_in_clone(clone, node)] = key
+        for node, child in graph.children.items():
+            copy = self.graph_find_in_clone(clone, node)
+            clone.children[copy] = self._embedded(child, call(cu.cuGraphChildGraphNodeGetGraph, copy))
         return clone
 
     def graph_find_in_clone(self, clone: CudaGraph, node: Any) -> Any:

@@ -65,7 +65,7 @@ class CudaEvent:
 class CudaGraph:
     """A graph, with the parameter records of the nodes gpugraph made (the driver holds the rest)."""
 
-    __slots__ = ("handle", "index", "params", "allocs", "host_keys", "__weakref__")
+    __slots__ = ("handle", "index", "params", "allocs", "host_keys", "children", "__weakref__")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
@@ -73,6 +73,7 @@ class CudaGraph:
         self.params: dict[Any, Any] = {}  # node -> params record
         self.allocs: dict[int, CudaAlloc] = {}  # ptr -> allocation made by an alloc node of this graph
         self.host_keys: dict[Any, int] = {}  # host node -> its registry key (the driver's copy is wrapped)
+        self.children: dict[Any, CudaGraph] = {}  # child-graph node -> its embedded graph, with records
 
 
 class CudaExec:
