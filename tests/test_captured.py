@@ -393,6 +393,7 @@ def test_captured_needs_a_callable():
 # The current stream
 
 
+@pytest.mark.overlap
 def test_function_work_goes_to_the_current_stream(device):
     seen = []
 

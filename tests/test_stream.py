@@ -315,6 +315,7 @@ def test_event_orders_work_across_streams(device):
     assert log == ["a released", ("b saw gate", True)]
 
 
+@pytest.mark.overlap
 def test_wait_uses_the_record_made_before_the_wait(device):
     a, b = device.stream(), device.stream()
     e = device.event()
