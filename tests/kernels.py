@@ -22,6 +22,10 @@ __global__ void scale(float* x, float f, int n){
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if(i < n){x[i] *= f;}
 }
+__global__ void shift(float* x, float f, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){x[i] += f;}
+}
 __global__ void add(float* out, const float* a, const float* b, int n){
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if(i < n){out[i] = a[i] + b[i];}
@@ -105,7 +109,12 @@ def _iota2d(launch, out, width, height):
     out.reshape(-1)[(ys * int(width) + xs).reshape(-1)] = (ys * 1000 + xs).reshape(-1)
 
 
+def _shift(launch, x, f, n):
+    x[:covered(launch, n)] += f
+
+
 scale = gg.Kernel(SOURCE, "scale", cpu=_scale)
+shift = gg.Kernel(SOURCE, "shift", cpu=_shift)  # the signature of scale, to change a node's function
 add = gg.Kernel(SOURCE, "add", cpu=_add)
 fill = gg.Kernel(SOURCE, "fill", cpu=_fill)
 axpy = gg.Kernel(SOURCE, "axpy", cpu=_axpy)
@@ -118,9 +127,23 @@ zero_bytes = gg.Kernel(SOURCE, "zero_bytes", cpu=_zero_bytes)
 HANDSHAKE_CYCLES = 4_000_000_000  # about 2 s at 2 GHz: the most a serial run waits
 
 # The seed documents' kernels (hip-graphs.txt), unchanged: the example's own source.
-from gpugraph.examples.explicit_graph import SOURCE as SEED_SOURCE  # noqa: E402
+from gpugraph.examples import explicit_graph  # noqa: E402
+
+SEED_SOURCE = explicit_graph.SOURCE
 
 
 def launch_1d(n: int, block: int = 32) -> tuple[int, int]:
     """(grid, block) covering ``n`` elements, as CUDA code would compute them."""
     return max(1, -(-n // block)), block
+
+
+def f32(device: gg.Device, values) -> gg.Array:
+    """A float32 device Array holding ``values``."""
+    return device.asarray(np.asarray(values, dtype=np.float32))
+
+
+def launch_and_wait(exe: gg.GraphExec, stream: gg.Stream, times: int = 1) -> None:
+    """Launch ``exe`` ``times`` times on ``stream`` and wait for it."""
+    for _ in range(times):
+        exe.launch(stream)
+    stream.synchronize()

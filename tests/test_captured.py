@@ -24,10 +24,6 @@ GRID, BLOCK = K.launch_1d(N, 4)
 X0 = np.arange(1, N + 1, dtype=np.float32)
 
 
-def f32(device, values=X0):
-    return device.asarray(np.asarray(values, dtype=np.float32))
-
-
 def stats(fn):
     s = fn.stats
     return dict(captures=s.captures, updates=s.updates, instantiations=s.instantiations, replays=s.replays,
@@ -61,7 +57,7 @@ def sync(device):
 
 def test_first_call_captures_instantiates_and_runs(device):
     axpy = make_axpy()
-    x, y = f32(device), device.zeros(N, np.float32)
+    x, y = K.f32(device, X0), device.zeros(N, np.float32)
     assert axpy(x, y, 2.0) is None
     sync(device)
     np.testing.assert_array_equal(y.to_numpy(), 2 * X0)
@@ -70,7 +66,7 @@ def test_first_call_captures_instantiates_and_runs(device):
 
 def test_same_key_replays(device):
     axpy = make_axpy()
-    x, y = f32(device), device.zeros(N, np.float32)
+    x, y = K.f32(device, X0), device.zeros(N, np.float32)
     for _ in range(3):
         axpy(x, y, 2.0)
     sync(device)
@@ -81,7 +77,7 @@ def test_same_key_replays(device):
 
 def test_dynamic_scalar_is_patched_without_recapture(device):
     axpy = make_axpy()
-    x, y = f32(device), device.zeros(N, np.float32)
+    x, y = K.f32(device, X0), device.zeros(N, np.float32)
     axpy(x, y, 2.0)
     axpy(x, y, -0.5)
     sync(device)
@@ -95,7 +91,7 @@ def test_dynamic_scalar_is_patched_without_recapture(device):
 
 def test_unchanged_dynamic_scalar_is_not_patched(device):
     axpy = make_axpy()
-    x, y = f32(device), device.zeros(N, np.float32)
+    x, y = K.f32(device, X0), device.zeros(N, np.float32)
     axpy(x, y, 2.0)
     axpy(x, y, 2.0)
     axpy(x, y, 3.0)
@@ -110,7 +106,7 @@ def test_dynamic_array_is_patched_without_recapture(device):
     def double_into(x, out):
         gg.current_stream(x.device).launch(K.add, GRID, BLOCK, out, x, x, N)
 
-    x = f32(device)
+    x = K.f32(device, X0)
     out1, out2 = device.zeros(N, np.float32), device.asarray(np.full(N, -1.0, np.float32))
     double_into(x, out1)
     double_into(x, out2)  # same shape and dtype, another address: patched, not recaptured
@@ -123,8 +119,8 @@ def test_dynamic_array_is_patched_without_recapture(device):
 
 def test_new_array_address_recaptures_and_updates_in_place(device):
     axpy = make_axpy()
-    x1, y1 = f32(device), device.zeros(N, np.float32)
-    x2, y2 = f32(device, X0 * 10), device.zeros(N, np.float32)
+    x1, y1 = K.f32(device, X0), device.zeros(N, np.float32)
+    x2, y2 = K.f32(device, X0 * 10), device.zeros(N, np.float32)
     axpy(x1, y1, 2.0)
     axpy(x2, y2, 3.0)  # x and y are not dynamic: a new key of the same topology
     sync(device)
@@ -146,7 +142,7 @@ def test_new_array_address_recaptures_and_updates_in_place(device):
 
 def test_new_static_scalar_recaptures_and_updates_in_place(device):
     scale_steps = make_scale_steps()
-    x = f32(device)
+    x = K.f32(device, X0)
     scale_steps(x, 2.0, 1)
     scale_steps(x, 3.0, 1)  # factor is not dynamic: a new key, the same topology
     scale_steps(x, 3.0, 1)  # replay
@@ -157,7 +153,7 @@ def test_new_static_scalar_recaptures_and_updates_in_place(device):
 
 def test_new_topology_instantiates_a_new_graph(device):
     scale_steps = make_scale_steps()
-    x = f32(device)
+    x = K.f32(device, X0)
     scale_steps(x, 2.0, 1)
     scale_steps(x, 2.0, 2)
     sync(device)
@@ -173,7 +169,7 @@ def test_new_topology_instantiates_a_new_graph(device):
 
 def test_max_graphs_evicts_the_least_recently_used(device):
     scale_steps = make_scale_steps(max_graphs=2)
-    x = f32(device, np.ones(N))
+    x = K.f32(device, np.ones(N))
     scale_steps(x, 2.0, 1)  # cache: [1]
     scale_steps(x, 2.0, 2)  # cache: [1, 2]
     scale_steps(x, 2.0, 1)  # replay; cache: [2, 1]
@@ -196,7 +192,7 @@ def test_result_of_the_captured_call_is_returned_by_replays(device):
         gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, alpha, N)
         return ("done", x)
 
-    x = f32(device)
+    x = K.f32(device, X0)
     first = tagged(x, 2.0)
     assert first == ("done", x)
     assert tagged(x, 3.0) is first
@@ -210,7 +206,7 @@ def test_keyword_and_default_arguments_make_the_same_key(device):
         for _ in range(steps):
             gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, alpha, N)
 
-    x = f32(device)
+    x = K.f32(device, X0)
     scaled(x)
     scaled(x, alpha=2.0)
     scaled(x, 2.0, steps=1)
@@ -227,7 +223,7 @@ def test_positional_only_and_keyword_only_parameters(device):
         for _ in range(steps):
             gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, alpha, N)
 
-    x = f32(device)
+    x = K.f32(device, X0)
     scaled(x, 2.0)
     scaled(x, alpha=3.0)
     scaled(x, 0.5, steps=2)
@@ -251,7 +247,7 @@ def test_allocations_are_stable_across_replays_and_freed_by_clear(device):
         s.launch(K.scale, GRID, BLOCK, out, factor, N)
         return out
 
-    x = f32(device)
+    x = K.f32(device, X0)
     sync(device)
     device.trim_graph_memory()
     base = device.graph_memory()
@@ -260,7 +256,7 @@ def test_allocations_are_stable_across_replays_and_freed_by_clear(device):
     ptr = out.ptr
     np.testing.assert_array_equal(out.to_numpy(), X0 * 2)
     assert device.graph_memory().used >= base.used + nbytes
-    gg.current_stream(device).memcpy(x, f32(device, X0 * 10))
+    gg.current_stream(device).memcpy(x, K.f32(device, X0 * 10))
     again = scaled_copy(x, 3.0)
     sync(device)
     assert again is out and again.ptr == ptr
@@ -289,7 +285,7 @@ def test_eviction_frees_the_graph_memory(device):
             s.memcpy(out, x)
         return out
 
-    x = f32(device)
+    x = K.f32(device, X0)
     sync(device)
     device.trim_graph_memory()
     base = device.graph_memory()
@@ -316,7 +312,7 @@ def test_uncapturable_function_raises_capture_error_at_the_users_line(device):
         tmp = x.device.empty(N, np.float32)  # synchronous allocation: forbidden in a global capture
         s.memcpy(tmp, x)
 
-    x = f32(device)
+    x = K.f32(device, X0)
     lines, first = inspect.getsourcelines(bad.__wrapped__)
     offending = first + next(i for i, line in enumerate(lines) if "x.device.empty" in line)
     with pytest.raises(gg.CaptureError, match=r"^Device\.empty: synchronous allocations and copies are "
@@ -343,7 +339,7 @@ def test_captured_function_calling_another_raises_capture_error(device):
     def outer(x):
         inner(x)
 
-    x = f32(device)
+    x = K.f32(device, X0)
     with pytest.raises(gg.CaptureError, match=r"^capture: .* is already capturing; captures cannot nest on one "
                                               r"stream") as info:
         outer(x)
@@ -361,7 +357,7 @@ def test_relaxed_mode_allows_what_global_forbids(device):
         gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, 2.0, N)
         return tmp
 
-    x = f32(device)
+    x = K.f32(device, X0)
     ok(x)
     sync(device)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
@@ -404,7 +400,7 @@ def test_function_work_goes_to_the_current_stream(device):
         s.launch(K.scale, GRID, BLOCK, x, 2.0, N)
 
     gate = threading.Event()
-    x = f32(device)
+    x = K.f32(device, X0)
     reader = device.stream()
     host = np.zeros(N, np.float32)
     current = gg.current_stream(device)
@@ -425,7 +421,7 @@ def test_function_work_goes_to_the_current_stream(device):
 
 def test_use_stream_changes_where_replays_go(device):
     axpy = make_axpy()
-    x, y = f32(device), device.zeros(N, np.float32)
+    x, y = K.f32(device, X0), device.zeros(N, np.float32)
     s1, s2, reader = device.stream(), device.stream(), device.stream()
     with gg.use_stream(s1) as chosen:
         assert chosen is s1 and gg.current_stream(device) is s1
@@ -488,7 +484,7 @@ def test_current_stream_is_per_thread(device):
 
 def test_captured_function_called_from_two_threads_uses_each_threads_stream(device):
     axpy = make_axpy()
-    x = f32(device)
+    x = K.f32(device, X0)
     ys = [device.zeros(N, np.float32) for _ in range(2)]
     streams = [device.stream(), device.stream()]
     axpy(x, ys[0], 1.0)  # captured in this thread

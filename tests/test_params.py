@@ -22,40 +22,30 @@ GRID, BLOCK = K.launch_1d(N, 4)
 X0 = np.arange(1, N + 1, dtype=np.float32)
 
 
-def f32(device, values=X0):
-    return device.asarray(np.asarray(values, dtype=np.float32))
-
-
-def run(exe, stream, times=1):
-    for _ in range(times):
-        exe.launch(stream)
-    stream.synchronize()
-
-
 # Scalar Params
 
 
 def test_scalar_param_in_an_explicit_graph(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     alpha = gg.Param(2.0, dtype="float32")
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
     with g.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
         alpha.value = 3.0
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 6)
-        run(exe, stream)  # the value stays
+        K.launch_and_wait(exe, stream)  # the value stays
         np.testing.assert_array_equal(x.to_numpy(), X0 * 18)
         alpha.value = 0.5
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 9)
 
 
 def test_scalar_param_in_a_capture(device, stream):
     x = device.zeros(N, np.float32)
-    y = f32(device)
+    y = K.f32(device, X0)
     a = gg.Param(2.0)
     with stream.capture() as cap:
         stream.memset(x, 1.0)
@@ -63,10 +53,10 @@ def test_scalar_param_in_a_capture(device, stream):
     (kernel,) = [n for n in cap.graph.nodes if n.kind is gg.NodeKind.KERNEL]
     assert kernel.params.args[0] is a  # the captured node keeps the Param itself
     with cap.graph.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x.to_numpy(), 2 * X0 + 1)
         a.value = -1.5
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), -1.5 * X0 + 1)
 
 
@@ -77,17 +67,17 @@ def test_integer_scalar_param(device, stream):
     g = gg.Graph(device)
     g.add_kernel(K.fill, GRID, BLOCK, ints, v, count)
     with g.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(ints.to_numpy(), np.full(N, 5))
         v.value = -7
         count.value = 3
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(ints.to_numpy(), [-7, -7, -7, 5, 5, 5, 5, 5])
 
 
 def test_value_set_after_a_launch_applies_from_the_next_launch(device, stream):
     """Results in between the two launches: the first keeps the old value."""
-    x = f32(device)
+    x = K.f32(device, X0)
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
@@ -104,7 +94,7 @@ def test_value_set_after_a_launch_applies_from_the_next_launch(device, stream):
 
 def test_value_set_while_a_launch_waits_does_not_change_that_launch(device, stream):
     gate = threading.Event()
-    x = f32(device)
+    x = K.f32(device, X0)
     alpha = gg.Param(2.0)
     snapshots: list = []
     host = np.zeros(N, np.float32)
@@ -126,41 +116,41 @@ def test_value_set_while_a_launch_waits_does_not_change_that_launch(device, stre
 
 
 def test_one_param_used_by_several_nodes(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
     k = g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
     g.add_kernel(K.scale, GRID, BLOCK, y, alpha, N)
     g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N, after=k)
     with g.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         alpha.value = 3.0
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 4 * 9)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 2 * 3)
 
 
 def test_one_param_used_by_two_executable_graphs(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     alpha = gg.Param(2.0)
     g1 = gg.Graph(device)
     g1.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
     g2 = gg.Graph(device)
     g2.add_kernel(K.scale, GRID, BLOCK, y, alpha, N)
     with g1.instantiate() as exe1, g2.instantiate() as exe2:
-        run(exe1, stream)
+        K.launch_and_wait(exe1, stream)
         alpha.value = 3.0
-        run(exe2, stream)  # exe2 had not launched before: it uses the new value
-        run(exe1, stream)
+        K.launch_and_wait(exe2, stream)  # exe2 had not launched before: it uses the new value
+        K.launch_and_wait(exe1, stream)
         alpha.value = 5.0
-        run(exe2, stream)
-        run(exe2, stream)
+        K.launch_and_wait(exe2, stream)
+        K.launch_and_wait(exe2, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2 * 3)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3 * 5 * 5)
 
 
 def test_one_param_in_two_executable_graphs_of_one_graph(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
@@ -168,26 +158,26 @@ def test_one_param_in_two_executable_graphs_of_one_graph(device, stream):
     alpha.value = 3.0
     exe2 = g.instantiate()
     with exe1, exe2:
-        run(exe1, stream)
-        run(exe2, stream)
+        K.launch_and_wait(exe1, stream)
+        K.launch_and_wait(exe2, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 9)
 
 
 def test_param_given_to_set_params_is_patched_too(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g = gg.Graph(device)
     node = g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     beta = gg.Param(3.0)
     with g.instantiate() as exe:
         exe.set_params(node, x, beta, N)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         beta.value = 5.0
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 15)
 
 
 def test_param_of_a_graph_given_to_update_is_patched(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     alpha, beta = gg.Param(2.0), gg.Param(3.0)
     g1 = gg.Graph(device)
     g1.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
@@ -197,14 +187,14 @@ def test_param_of_a_graph_given_to_update_is_patched(device, stream):
         exe.update(g2)
         beta.value = 4.0
         alpha.value = 100.0  # no longer used by this executable graph
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 4)
 
 
 def test_value_set_between_building_and_instantiating_is_used(device, stream):
     """The Param's value at launch counts, not its value when the graph was built or captured."""
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
@@ -212,24 +202,24 @@ def test_value_set_between_building_and_instantiating_is_used(device, stream):
         stream.launch(K.scale, GRID, BLOCK, y, alpha, N)
     alpha.value = 3.0
     with g.instantiate() as exe, cap.graph.instantiate() as captured:
-        run(exe, stream)
-        run(captured, stream)
+        K.launch_and_wait(exe, stream)
+        K.launch_and_wait(captured, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 3)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
 
 
 def test_value_set_before_an_update_is_used_after_it(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     alpha = gg.Param(2.0)
     g1 = gg.Graph(device)
     g1.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
     g2 = gg.Graph(device)
     g2.add_kernel(K.scale, GRID, BLOCK, y, alpha, N)
     with g1.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         alpha.value = 5.0
         exe.update(g2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 5)
 
@@ -247,14 +237,14 @@ def _child_outer(device, x, factor):
 
 
 def test_param_inside_a_child_graph_is_refused_at_instantiate(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, _, _ = _child_outer(device, x, gg.Param(2.0))
     with pytest.raises(gg.GraphError, match=CHILD_PARAM):
         g.instantiate()
 
 
 def test_param_inside_an_executable_graph_launched_into_a_capture_is_refused(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     inner = gg.Graph(device)
     inner.add_kernel(K.scale, GRID, BLOCK, x, gg.Param(2.0), N)
     with inner.instantiate() as exe:
@@ -265,24 +255,24 @@ def test_param_inside_an_executable_graph_launched_into_a_capture_is_refused(dev
 
 
 def test_update_with_a_param_inside_a_child_graph_is_refused_and_changes_nothing(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g1, _, _ = _child_outer(device, x, 3.0)
     g2, _, _ = _child_outer(device, x, gg.Param(2.0))
     with g1.instantiate() as exe:
         with pytest.raises(gg.GraphError, match=CHILD_PARAM):
             exe.update(g2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 3)
 
 
 def test_set_child_graph_with_a_param_inside_is_refused(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, node, _ = _child_outer(device, x, 3.0)
     _, _, child = _child_outer(device, x, gg.Param(2.0))
     with g.instantiate() as exe:
         with pytest.raises(gg.GraphError, match=r"a Param is used inside the child graph"):
             exe.set_child_graph(node, child)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 3)
 
 
@@ -290,32 +280,32 @@ def test_set_child_graph_with_a_param_inside_is_refused(device, stream):
 
 
 def test_pointer_param_rebinds_to_another_array(device, stream):
-    x1, x2 = f32(device), f32(device, X0 * 10)
+    x1, x2 = K.f32(device, X0), K.f32(device, X0 * 10)
     buf = gg.Param(x1)
     assert buf.is_array and buf.dtype == np.float32 and buf.value is x1
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, buf, 2.0, N)
     with g.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         buf.value = x2
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         buf.value = x1
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x1.to_numpy(), X0 * 4)
     np.testing.assert_array_equal(x2.to_numpy(), X0 * 20)
 
 
 def test_pointer_param_in_a_capture(device, stream):
-    src1, src2 = f32(device), f32(device, X0 * 3)
+    src1, src2 = K.f32(device, X0), K.f32(device, X0 * 3)
     out = device.zeros(N, np.float32)
     a, b = gg.Param(src1), gg.Param(src1)
     with stream.capture() as cap:
         stream.launch(K.add, GRID, BLOCK, out, a, b, N)
     with cap.graph.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(out.to_numpy(), X0 * 2)
         b.value = src2
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(out.to_numpy(), X0 * 4)
 
 
@@ -326,7 +316,7 @@ def test_float_param_binds_to_the_kernel_parameter_type(device):
     alpha = gg.Param(2.0)
     assert alpha.dtype is None
     g = gg.Graph(device)
-    g.add_kernel(K.scale, GRID, BLOCK, f32(device), alpha, N)
+    g.add_kernel(K.scale, GRID, BLOCK, K.f32(device, X0), alpha, N)
     assert alpha.dtype == np.float32
     assert type(alpha.value) is np.float32 and alpha.value == 2.0
     alpha.value = 1.25
@@ -334,7 +324,7 @@ def test_float_param_binds_to_the_kernel_parameter_type(device):
 
 
 def test_param_of_another_dtype_is_refused(device):
-    x = f32(device)
+    x = K.f32(device, X0)
     wrong = gg.Param(1, dtype=np.int32)
     g = gg.Graph(device)
     with pytest.raises(TypeError, match=r"^Kernel\('scale'\) argument 1 \(.*\): the Param holds int32, the "
@@ -348,14 +338,14 @@ def test_param_of_another_dtype_is_refused(device):
 def test_bound_param_is_refused_by_a_parameter_of_another_type(device):
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
-    g.add_kernel(K.scale, GRID, BLOCK, f32(device), alpha, N)  # binds float32
+    g.add_kernel(K.scale, GRID, BLOCK, K.f32(device, X0), alpha, N)  # binds float32
     with pytest.raises(TypeError, match=r"^Kernel\('fill'\) argument 1 \(.*\): the Param holds float32, the "
                                         r"parameter takes int32$"):
         g.add_kernel(K.fill, GRID, BLOCK, device.zeros(N, np.int32), alpha, N)
 
 
 def test_scalar_param_for_a_pointer_parameter_and_back(device):
-    x = f32(device)
+    x = K.f32(device, X0)
     g = gg.Graph(device)
     scalar = gg.Param(2.0)
     pointer = gg.Param(x)
@@ -393,7 +383,7 @@ def test_bad_values_for_a_scalar_param(device):
     with pytest.raises(TypeError, match=rf"^{name}\.value: expected a scalar, got str$"):
         alpha.value = "3"
     with pytest.raises(TypeError, match=rf"^{name}\.value: expected a scalar, got Array$"):
-        alpha.value = f32(device)
+        alpha.value = K.f32(device, X0)
     with pytest.raises(TypeError, match=rf"^{name}\.value: expected a scalar, got NoneType$"):
         alpha.value = None
     assert alpha.value == 2.0  # unchanged
@@ -404,7 +394,7 @@ def test_bad_values_for_a_scalar_param(device):
 
 
 def test_bad_values_for_a_pointer_param(device):
-    x = f32(device)
+    x = K.f32(device, X0)
     buf = gg.Param(x)
     with pytest.raises(TypeError, match=r"^Param\(Array of float32\)\.value: an Array Param takes an Array, "
                                         r"got float$"):
@@ -419,14 +409,14 @@ def test_bad_values_for_a_pointer_param(device):
 
 
 def test_refused_value_changes_nothing_at_the_next_launch(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     alpha = gg.Param(2.0)
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
     with g.instantiate() as exe:
         with pytest.raises(TypeError):
             alpha.value = "3"
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
@@ -444,7 +434,7 @@ def test_non_integer_float_for_an_integer_param_is_refused(device):
 
 
 def test_refused_binding_leaves_the_param_unbound(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     loose = gg.Param(2.5)
     with pytest.raises(TypeError, match=r"the Param holds int32, got the non-integral 2\.5$"):
         gg.Graph(device).add_kernel(K.fill, GRID, BLOCK, device.zeros(N, np.int32), loose, N)
@@ -458,13 +448,13 @@ def test_refused_binding_leaves_the_param_unbound(device, stream):
 
 
 def test_param_on_a_plain_stream_launch_uses_its_current_value(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     alpha = gg.Param(2.0)
     buf = gg.Param(x)
     stream.launch(K.scale, GRID, BLOCK, buf, alpha, N)
     stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
-    y = f32(device)
+    y = K.f32(device, X0)
     alpha.value = 3.0
     buf.value = y
     stream.launch(K.scale, GRID, BLOCK, buf, alpha, N)
@@ -477,7 +467,7 @@ def test_param_on_a_plain_stream_launch_uses_its_current_value(device, stream):
 
 def test_param_on_a_gated_plain_stream_launch_keeps_the_enqueued_value(device, stream):
     gate = threading.Event()
-    x = f32(device)
+    x = K.f32(device, X0)
     alpha = gg.Param(2.0)
     stream.host(gate.wait, 10)
     stream.launch(K.scale, GRID, BLOCK, x, alpha, N)

@@ -22,30 +22,6 @@ GRID, BLOCK = K.launch_1d(N, 4)  # 2 blocks of 4 threads
 KIND = gg.NodeKind
 X0 = np.arange(1, N + 1, dtype=np.float32)
 
-SHIFT_SOURCE = r"""
-__global__ void shift(float* x, float f, int n){
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if(i < n){x[i] += f;}
-}
-"""
-
-
-def _shift(launch, x, f, n):
-    x[:K.covered(launch, n)] += f
-
-
-SHIFT = gg.Kernel(SHIFT_SOURCE, "shift", cpu=_shift)
-
-
-def f32(device, values=X0):
-    return device.asarray(np.asarray(values, dtype=np.float32))
-
-
-def run(exe, stream, times=1):
-    for _ in range(times):
-        exe.launch(stream)
-    stream.synchronize()
-
 
 def scale_graph(device, x, factor=2.0):
     g = gg.Graph(device)
@@ -57,39 +33,39 @@ def scale_graph(device, x, factor=2.0):
 
 
 def test_set_params_arguments(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         exe.set_params(node, y, 5.0, N)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 5)
 
 
 def test_set_params_launch_shape_only_keeps_the_arguments(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
         exe.set_params(node, grid=1, block=(4, 1, 1))  # the first 4 elements only
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x.to_numpy(), np.concatenate([X0[:4] * 2, X0[4:]]))
         exe.set_params(node, grid=(2,))  # back to 2 blocks, block (4, 1, 1) kept
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), np.concatenate([X0[:4] * 4, X0[4:] * 2]))
 
 
 def test_set_params_kernel_of_the_same_signature(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
-        exe.set_params(node, x, 3.0, N, kernel=SHIFT)
-        run(exe, stream, times=2)
+        exe.set_params(node, x, 3.0, N, kernel=K.shift)
+        K.launch_and_wait(exe, stream, times=2)
     np.testing.assert_array_equal(x.to_numpy(), X0 + 6)
 
 
 def test_set_params_checks_arguments_against_the_signature(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
         with pytest.raises(TypeError, match=r"^Kernel\('scale'\) takes 3 arguments .*got 2$"):
@@ -101,7 +77,7 @@ def test_set_params_checks_arguments_against_the_signature(device, stream):
             exe.set_params(node, x, 3.0, N, kernel="shift")
         with pytest.raises(ValueError, match=r"^block: dimension x must be in 1\.\.1024, got 0$"):
             exe.set_params(node, block=0)
-        run(exe, stream)  # the refused calls changed nothing
+        K.launch_and_wait(exe, stream)  # the refused calls changed nothing
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
@@ -109,7 +85,7 @@ def test_set_params_checks_arguments_against_the_signature(device, stream):
 def test_set_memcpy(device, stream, direction):
     def operand(kind, values):
         values = np.asarray(values, dtype=np.float32)
-        return values.copy() if kind == "host" else f32(device, values)
+        return values.copy() if kind == "host" else K.f32(device, values)
 
     def read(a):
         return a.copy() if isinstance(a, np.ndarray) else a.to_numpy()
@@ -121,7 +97,7 @@ def test_set_memcpy(device, stream, direction):
     node = g.add_memcpy(dst1, src1)
     with g.instantiate() as exe:
         exe.set_memcpy(node, dst2, src2, 3 * 4)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(read(dst1), np.zeros(N))
     np.testing.assert_array_equal(read(dst2), np.concatenate([X0[:3] * 10, np.full(5, -1.0)]))
 
@@ -133,10 +109,10 @@ def test_set_memset(device, stream):
     node = g.add_memset(a1, 1)
     with g.instantiate() as exe:
         exe.set_memset(node, a1, 5, count=3)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(a1.to_numpy(), [5, 5, 5, -1, -1, -1, -1, -1])
         exe.set_memset(node, a2, 9)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(a1.to_numpy(), [5, 5, 5, -1, -1, -1, -1, -1])
     np.testing.assert_array_equal(a2.to_numpy(), np.full(N, 9))
 
@@ -146,28 +122,28 @@ def test_set_host(device, stream):
     g = gg.Graph(device)
     node = g.add_host(calls.append, "old")
     with g.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         exe.set_host(node, lambda *a: calls.append(("new",) + a), 1, 2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         with pytest.raises(TypeError, match=r"^set_host\(fn\): expected a callable, got int$"):
             exe.set_host(node, 3)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     assert calls == ["old", ("new", 1, 2), ("new", 1, 2)]
 
 
 def test_set_child_graph(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
 
     def child(array, factor):
         c = gg.Graph(device)
-        c.add_kernel(SHIFT, GRID, BLOCK, array, 1.0, N, after=c.add_kernel(K.scale, GRID, BLOCK, array, factor, N))
+        c.add_kernel(K.shift, GRID, BLOCK, array, 1.0, N, after=c.add_kernel(K.scale, GRID, BLOCK, array, factor, N))
         return c
 
     g = gg.Graph(device)
     node = g.add_child(child(x, 2.0))
     with g.instantiate() as exe:
         exe.set_child_graph(node, child(y, 3.0))
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3 + 1)
 
@@ -178,7 +154,7 @@ def test_set_child_graph_with_copies_and_memsets(device, stream, memory):
 
     def operand(values):
         values = np.asarray(values, dtype=np.float32)
-        return values.copy() if memory == "host" else f32(device, values)
+        return values.copy() if memory == "host" else K.f32(device, values)
 
     def read(a):
         return a.copy() if isinstance(a, np.ndarray) else a.to_numpy()
@@ -196,7 +172,7 @@ def test_set_child_graph_with_copies_and_memsets(device, stream, memory):
     node = g.add_child(child(src1, dst1, scratch, ints1, 1))
     with g.instantiate() as exe:
         exe.set_child_graph(node, child(src2, dst2, scratch, ints2, 2))
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(read(dst1), np.zeros(N))
     np.testing.assert_array_equal(read(dst2), X0 * 4)
     np.testing.assert_array_equal(ints1.to_numpy(), np.zeros(N))
@@ -204,9 +180,9 @@ def test_set_child_graph_with_copies_and_memsets(device, stream, memory):
 
 
 def test_set_child_graph_with_another_topology_is_refused(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     first = gg.Graph(device)
-    first.add_kernel(SHIFT, GRID, BLOCK, x, 1.0, N, after=first.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N))
+    first.add_kernel(K.shift, GRID, BLOCK, x, 1.0, N, after=first.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N))
     other = gg.Graph(device)
     other.add_kernel(K.scale, GRID, BLOCK, y, 3.0, N)
     g = gg.Graph(device)
@@ -218,7 +194,7 @@ def test_set_child_graph_with_another_topology_is_refused(device, stream):
         assert info.value.reason == "topology changed"
         with pytest.raises(TypeError, match=r"^set_child_graph\(graph\): expected a Graph, got Node$"):
             exe.set_child_graph(node, node)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2 + 1)
     np.testing.assert_array_equal(y.to_numpy(), X0)
 
@@ -245,7 +221,7 @@ def test_set_event_on_a_record_node(device, stream):
 def test_set_event_on_a_wait_node(device, stream):
     """The wait node waits for the new event: a kernel after it runs only once that event's work is done."""
     gate = threading.Event()
-    x = f32(device)
+    x = K.f32(device, X0)
     e1 = device.event()
     blocked, reader = device.stream(), device.stream()
     blocked.host(gate.wait, 10)
@@ -272,29 +248,29 @@ def test_set_event_on_a_wait_node(device, stream):
 
 
 def test_set_enabled_kernel_node(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
         exe.set_enabled(node, False)
-        run(exe, stream, times=2)
+        K.launch_and_wait(exe, stream, times=2)
         np.testing.assert_array_equal(x.to_numpy(), X0)
         exe.set_enabled(node, True)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
 def test_set_enabled_memcpy_node(device, stream):
-    x, y = f32(device), device.zeros(N, np.float32)
+    x, y = K.f32(device, X0), device.zeros(N, np.float32)
     g = gg.Graph(device)
     k = g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     copy = g.add_memcpy(y, x, after=k)
     with g.instantiate() as exe:
         exe.set_enabled(copy, False)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 2)  # the rest of the graph still runs
         np.testing.assert_array_equal(y.to_numpy(), np.zeros(N))
         exe.set_enabled(copy, True)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 4)
 
 
@@ -304,23 +280,23 @@ def test_set_enabled_memset_node(device, stream):
     node = g.add_memset(a, 4)
     with g.instantiate() as exe:
         exe.set_enabled(node, False)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(a.to_numpy(), np.full(N, -1))
         exe.set_enabled(node, True)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(a.to_numpy(), np.full(N, 4))
 
 
 def test_params_set_on_a_disabled_node_apply_once_enabled(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
         exe.set_enabled(node, False)
         exe.set_params(node, y, 3.0, N)
-        run(exe, stream)  # still disabled
+        K.launch_and_wait(exe, stream)  # still disabled
         np.testing.assert_array_equal(y.to_numpy(), X0)
         exe.set_enabled(node, True)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
 
@@ -348,14 +324,14 @@ def test_set_enabled_is_refused_on_other_node_kinds(device, stream, kind):
                                                 rf"node, not a (kernel|memcpy|memset) or (kernel|memcpy|memset) "
                                                 rf"or (kernel|memcpy|memset) node$"):
             exe.set_enabled(node, False)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
 
 
 # Wrong node kind, foreign nodes, memory kind, closed exec
 
 
 def _one_of_each(device):
-    x = f32(device)
+    x = K.f32(device, X0)
     child = gg.Graph(device)
     child.add_empty()
     g = gg.Graph(device)
@@ -397,7 +373,7 @@ def test_setter_on_a_node_of_another_kind(device, stream, setter):
         with pytest.raises(gg.GraphError, match=rf"^{setter}\({re.escape(repr(node))}\): the node is a "
                                                 rf"{node.kind.value} node, not a {' or '.join(kinds)} node$"):
             call(exe, node)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)  # the kernel node was not changed
 
 
@@ -414,12 +390,12 @@ def test_setter_on_a_node_of_another_graph(device, stream, setter):
         with pytest.raises(gg.GraphError, match=rf"^{setter}: {re.escape(repr(node))} is not a node of the graph "
                                                 rf"this executable graph was made from \(or last updated with\)$"):
             call(exe, node)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
 def test_setter_on_a_node_of_a_clone(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, node = scale_graph(device, x)
     copy = g.clone()
     with g.instantiate() as exe:
@@ -429,7 +405,7 @@ def test_setter_on_a_node_of_a_clone(device, stream):
 
 @pytest.mark.parametrize("side", ["src", "dst"])
 def test_set_memcpy_changing_memory_kind_is_refused(device, stream, side):
-    x, y = f32(device), device.zeros(N, np.float32)
+    x, y = K.f32(device, X0), device.zeros(N, np.float32)
     g = gg.Graph(device)
     node = g.add_memcpy(y, x)
     host = np.full(N, 7.0, np.float32)
@@ -442,7 +418,7 @@ def test_set_memcpy_changing_memory_kind_is_refused(device, stream, side):
                 exe.set_memcpy(node, host, x)
         assert info.value.reason == "memory kind changed"
         assert info.value.node is node
-        run(exe, stream)  # unchanged: still device -> device
+        K.launch_and_wait(exe, stream)  # unchanged: still device -> device
     np.testing.assert_array_equal(y.to_numpy(), X0)
     np.testing.assert_array_equal(host, np.full(N, 7.0))
 
@@ -454,8 +430,8 @@ def test_set_memcpy_host_to_device_memory_kind_is_refused(device, stream):
     with g.instantiate() as exe:
         with pytest.raises(gg.GraphUpdateError, match=r"memory kind changed \(src was host memory, got device "
                                                       r"memory\)$"):
-            exe.set_memcpy(node, y, f32(device, X0 * 3))
-        run(exe, stream)
+            exe.set_memcpy(node, y, K.f32(device, X0 * 3))
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(y.to_numpy(), X0)
 
 
@@ -477,7 +453,7 @@ def test_setter_on_a_closed_exec(device, setter):
 
 
 def test_setters_change_only_that_executable_graph(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     a = device.asarray(np.full(N, -1, np.int32))
     g = gg.Graph(device)
     k = g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
@@ -486,34 +462,34 @@ def test_setters_change_only_that_executable_graph(device, stream):
     with exe1, exe2:
         exe1.set_params(k, y, 3.0, N)
         exe1.set_memset(m, a, 5)
-        run(exe2, stream)
+        K.launch_and_wait(exe2, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
         np.testing.assert_array_equal(y.to_numpy(), X0)
         np.testing.assert_array_equal(a.to_numpy(), np.full(N, 1))
         with g.instantiate() as exe3:  # the graph itself still has the old parameters
             assert g.nodes[0].params.args[0] is x
-            run(exe3, stream)
+            K.launch_and_wait(exe3, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 4)
         np.testing.assert_array_equal(a.to_numpy(), np.full(N, 1))
-        run(exe1, stream)
+        K.launch_and_wait(exe1, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 4)
         np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
         np.testing.assert_array_equal(a.to_numpy(), np.full(N, 5))
 
 
 def test_set_enabled_changes_only_that_executable_graph(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe1, g.instantiate() as exe2:
         exe1.set_enabled(node, False)
-        run(exe1, stream)
-        run(exe2, stream)
+        K.launch_and_wait(exe1, stream)
+        K.launch_and_wait(exe2, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
 def test_setter_does_not_touch_the_launch_already_enqueued(device, stream):
     gate = threading.Event()
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
         stream.host(gate.wait, 10)
@@ -532,28 +508,28 @@ def test_setter_does_not_touch_the_launch_already_enqueued(device, stream):
 
 
 def test_nodes_of_the_latest_update_and_of_the_original_graph_are_accepted(device, stream):
-    x, y, z = f32(device), f32(device), f32(device)
+    x, y, z = K.f32(device, X0), K.f32(device, X0), K.f32(device, X0)
     g1, n1 = scale_graph(device, x)
     g2, n2 = scale_graph(device, y, 3.0)
     with g1.instantiate() as exe:
         exe.update(g2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
         exe.set_params(n2, z, 5.0, N)  # a node of the graph of the latest update
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(z.to_numpy(), X0 * 5)
         exe.set_params(n1, z, 2.0, N)  # a node of the graph it was instantiated from
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(z.to_numpy(), X0 * 10)
         exe.set_enabled(n2, False)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
     np.testing.assert_array_equal(z.to_numpy(), X0 * 10)
 
 
 def test_nodes_of_an_earlier_update_are_not_accepted(device, stream):
-    x, y, z = f32(device), f32(device), f32(device)
+    x, y, z = K.f32(device, X0), K.f32(device, X0), K.f32(device, X0)
     g1, n1 = scale_graph(device, x)
     g2, n2 = scale_graph(device, y, 3.0)
     g3, n3 = scale_graph(device, z, 5.0)
@@ -564,9 +540,9 @@ def test_nodes_of_an_earlier_update_are_not_accepted(device, stream):
                                                 rf"this executable graph was made from \(or last updated with\)$"):
             exe.set_params(n2, y, 7.0, N)
         exe.set_params(n3, z, 2.0, N)  # the latest update's node
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         exe.set_params(n1, z, 10.0, N)  # the original graph's node
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0)
     np.testing.assert_array_equal(y.to_numpy(), X0)
     np.testing.assert_array_equal(z.to_numpy(), X0 * 20)
@@ -575,7 +551,7 @@ def test_nodes_of_an_earlier_update_are_not_accepted(device, stream):
 def test_graph_changed_after_instantiate(device, stream):
     """The executable graph keeps the graph as it was instantiated (CUDA's rule): setters take its
     nodes, a node added later is not one of its nodes, and the added node does not run."""
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
         added = g.add_kernel(K.scale, GRID, BLOCK, x, 3.0, N, after=node)
@@ -583,15 +559,15 @@ def test_graph_changed_after_instantiate(device, stream):
                                                 rf"graph this executable graph was made from"):
             exe.set_params(added, y, 5.0, N)
         exe.set_params(node, x, 5.0, N)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 5)  # the added node did not run
         g.remove_dependency(node, added)
         exe.set_enabled(node, False)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x.to_numpy(), X0 * 5)
         with pytest.raises(gg.GraphUpdateError, match=r"^update refused: topology changed \(the new graph has 2 "
                                                       r"nodes, the executable graph 1\)$"):
             exe.update(g)
     with g.instantiate() as again:  # the graph as it is now: both nodes
-        run(again, stream)
+        K.launch_and_wait(again, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 5 * 2 * 3)

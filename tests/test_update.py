@@ -22,31 +22,6 @@ GRID, BLOCK = K.launch_1d(N, 4)  # 2 blocks of 4 threads
 KIND = gg.NodeKind
 X0 = np.arange(1, N + 1, dtype=np.float32)
 
-# A kernel of the same signature as K.scale (float*, float, int), to change a node's function.
-SHIFT_SOURCE = r"""
-__global__ void shift(float* x, float f, int n){
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if(i < n){x[i] += f;}
-}
-"""
-
-
-def _shift(launch, x, f, n):
-    x[:K.covered(launch, n)] += f
-
-
-SHIFT = gg.Kernel(SHIFT_SOURCE, "shift", cpu=_shift)
-
-
-def f32(device, values=X0):
-    return device.asarray(np.asarray(values, dtype=np.float32))
-
-
-def run(exe, stream, times=1):
-    for _ in range(times):
-        exe.launch(stream)
-    stream.synchronize()
-
 
 def refused(reason, node=None, detail=None):
     """The regex of GraphUpdateError's message for ``reason`` at ``node`` (None: the whole graph)."""
@@ -61,32 +36,32 @@ def refused(reason, node=None, detail=None):
 
 
 def test_update_kernel_arguments_and_launch_shape(device, stream):
-    x1, x2 = f32(device), f32(device)
+    x1, x2 = K.f32(device, X0), K.f32(device, X0)
     g1 = gg.Graph(device)
     g1.add_kernel(K.scale, GRID, BLOCK, x1, 2.0, N)
     g2 = gg.Graph(device)
     g2.add_kernel(K.scale, 1, 4, x2, 3.0, N)  # one block: only the first 4 elements
     with g1.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x1.to_numpy(), X0 * 2)
         exe.update(g2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x1.to_numpy(), X0 * 2)  # the old node's arguments are gone
         np.testing.assert_array_equal(x2.to_numpy(), np.concatenate([X0[:4] * 3, X0[4:]]))
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x2.to_numpy(), np.concatenate([X0[:4] * 9, X0[4:]]))
 
 
 def test_update_kernel_function_of_the_same_signature(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g1 = gg.Graph(device)
     g1.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     g2 = gg.Graph(device)
-    g2.add_kernel(SHIFT, GRID, BLOCK, x, 10.0, N)
+    g2.add_kernel(K.shift, GRID, BLOCK, x, 10.0, N)
     with g1.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         exe.update(g2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2 + 10)
 
 
@@ -94,7 +69,7 @@ def test_update_kernel_function_of_the_same_signature(device, stream):
 def test_update_memcpy_between_other_arrays_of_the_same_memory_kinds(device, stream, direction):
     def operand(kind, values):
         values = np.asarray(values, dtype=np.float32)
-        return values.copy() if kind == "host" else f32(device, values)
+        return values.copy() if kind == "host" else K.f32(device, values)
 
     def read(a):
         return a.copy() if isinstance(a, np.ndarray) else a.to_numpy()
@@ -108,7 +83,7 @@ def test_update_memcpy_between_other_arrays_of_the_same_memory_kinds(device, str
     g2.add_memcpy(dst2, src2, nbytes=4 * 4)  # another size too: the first 4 floats
     with g1.instantiate() as exe:
         exe.update(g2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(read(dst1), np.zeros(N))
     np.testing.assert_array_equal(read(dst2), np.concatenate([X0[:4] * 10, np.full(4, -1.0)]))
 
@@ -121,11 +96,11 @@ def test_update_memset_value_and_count(device, stream):
     g2 = gg.Graph(device)
     g2.add_memset(a2, 7, count=5)
     with g1.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(a1.to_numpy(), np.ones(N))
         stream.memset(a1, 0)
         exe.update(g2)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(a1.to_numpy(), np.zeros(N))
     np.testing.assert_array_equal(a2.to_numpy(), [7, 7, 7, 7, 7, -1, -1, -1])
 
@@ -138,9 +113,9 @@ def test_update_host_function_and_arguments(device, stream):
     g2 = gg.Graph(device)
     g2.add_host(lambda *args: second.append(args), "b", 2)
     with g1.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         exe.update(g2)
-        run(exe, stream, times=2)
+        K.launch_and_wait(exe, stream, times=2)
     assert first == ["a"]
     assert second == [("b", 2), ("b", 2)]
 
@@ -167,20 +142,20 @@ def test_update_event_record_node(device, stream):
 
 
 def test_update_child_graph_parameters(device, stream):
-    x, y = f32(device), f32(device)
+    x, y = K.f32(device, X0), K.f32(device, X0)
 
     def outer(child_array, factor):
         child = gg.Graph(device)
         k = child.add_kernel(K.scale, GRID, BLOCK, child_array, factor, N)
-        child.add_kernel(SHIFT, GRID, BLOCK, child_array, 1.0, N, after=k)
+        child.add_kernel(K.shift, GRID, BLOCK, child_array, 1.0, N, after=k)
         g = gg.Graph(device)
         g.add_child(child)
         return g
 
     with outer(x, 2.0).instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         exe.update(outer(y, 5.0))
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2 + 1)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 5 + 1)
 
@@ -198,7 +173,7 @@ def test_update_child_graphs_with_host_copies(device, stream):
     scratch = device.zeros(N, np.float32)
     with outer(src1, dst1, scratch).instantiate() as exe:
         exe.update(outer(src2, dst2, scratch))
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(dst1, np.zeros(N))
     np.testing.assert_array_equal(dst2, X0 * 4)
 
@@ -209,7 +184,7 @@ def test_update_every_node_kind_at_once_then_back(device, stream):
 
     def build(x, ints, host, tag, factor):
         child = gg.Graph(device)
-        child.add_kernel(SHIFT, GRID, BLOCK, x, factor, N)
+        child.add_kernel(K.shift, GRID, BLOCK, x, factor, N)
         g = gg.Graph(device)
         k = g.add_kernel(K.scale, GRID, BLOCK, x, factor, N)
         s = g.add_memset(ints, int(factor), after=k)
@@ -218,14 +193,14 @@ def test_update_every_node_kind_at_once_then_back(device, stream):
         g.add_host(log.append, tag, after=m)
         return g
 
-    x1, x2 = f32(device), f32(device)
+    x1, x2 = K.f32(device, X0), K.f32(device, X0)
     i1 = device.zeros(N, np.int32)
     i2 = device.zeros(N, np.int32)
     h1, h2 = np.zeros(N, np.float32), np.zeros(N, np.float32)
     g1 = build(x1, i1, h1, "one", 2.0)
     with g1.instantiate() as exe:
         exe.update(build(x2, i2, h2, "two", 3.0))
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(x1.to_numpy(), X0)
         np.testing.assert_array_equal(i1.to_numpy(), np.zeros(N))
         np.testing.assert_array_equal(h1, np.zeros(N))
@@ -233,7 +208,7 @@ def test_update_every_node_kind_at_once_then_back(device, stream):
         np.testing.assert_array_equal(i2.to_numpy(), np.full(N, 3))
         np.testing.assert_array_equal(h2, X0 * 3 + 3)
         exe.update(g1)  # and back to the graph it was instantiated from
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x1.to_numpy(), X0 * 2 + 2)
     np.testing.assert_array_equal(i1.to_numpy(), np.full(N, 2))
     np.testing.assert_array_equal(h1, X0 * 2 + 2)
@@ -242,19 +217,19 @@ def test_update_every_node_kind_at_once_then_back(device, stream):
 
 
 def test_update_with_its_own_graph_changes_nothing(device, stream):
-    x = f32(device)
+    x = K.f32(device, X0)
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     with g.instantiate() as exe:
         exe.update(g)
-        run(exe, stream, times=2)
+        K.launch_and_wait(exe, stream, times=2)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 4)
 
 
 def test_update_does_not_touch_the_launch_already_enqueued(device, stream):
     """CUDA: changes to an executable graph apply to launches made after them."""
     gate = threading.Event()
-    x1, x2 = f32(device), f32(device)
+    x1, x2 = K.f32(device, X0), K.f32(device, X0)
     g1 = gg.Graph(device)
     g1.add_kernel(K.scale, GRID, BLOCK, x1, 2.0, N)
     g2 = gg.Graph(device)
@@ -310,12 +285,12 @@ REFUSALS = {
 @pytest.mark.parametrize("variant", list(REFUSALS))
 def test_refused_update_names_rule_and_node_and_leaves_exec_as_it_was(device, stream, variant):
     reason, index, detail = REFUSALS[variant]
-    x, y, z = f32(device), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
-    x2, y2, z2 = f32(device), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
+    x, y, z = K.f32(device, X0), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
+    x2, y2, z2 = K.f32(device, X0), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
     g1, _ = _three_nodes(device, x, y, z)
     g2, nodes2 = _three_nodes(device, x2, y2, z2, variant, 5.0, 7.0)
     with g1.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         node = None if index is None else nodes2[index]
         with pytest.raises(gg.GraphUpdateError, match=refused(reason, node, detail)) as info:
             exe.update(g2)
@@ -324,7 +299,7 @@ def test_refused_update_names_rule_and_node_and_leaves_exec_as_it_was(device, st
         assert info.value.node is node
         if node is not None:
             assert info.value.node.graph is g2
-        run(exe, stream)  # exactly as before the refused update
+        K.launch_and_wait(exe, stream)  # exactly as before the refused update
         assert not exe.closed
     np.testing.assert_array_equal(x.to_numpy(), X0 * 4)
     np.testing.assert_array_equal(y.to_numpy(), X0 * 4)
@@ -335,7 +310,7 @@ def test_refused_update_names_rule_and_node_and_leaves_exec_as_it_was(device, st
 
 
 def test_refused_topology_message_names_both_dependencies(device):
-    x, y, z = f32(device), device.zeros(N, np.float32), f32(device)
+    x, y, z = K.f32(device, X0), device.zeros(N, np.float32), K.f32(device, X0)
     g1, nodes1 = _three_nodes(device, x, y, z)
     g2, nodes2 = _three_nodes(device, x, y, z, "moved edge")
     with g1.instantiate() as exe:
@@ -359,7 +334,7 @@ def test_graph_with_allocation_nodes_cannot_be_updated(device, stream):
     g1, _ = _graph_memory_graph(device, out1, 4)
     g2, alloc2 = _graph_memory_graph(device, out2, 9)
     with g1.instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(out1.to_numpy(), np.full(N, 4))
         stream.memset(out1, 0)
         with pytest.raises(gg.GraphUpdateError, match=refused(
@@ -369,7 +344,7 @@ def test_graph_with_allocation_nodes_cannot_be_updated(device, stream):
         assert info.value.reason == "unsupported node kind"
         assert info.value.node is alloc2
         assert info.value.node.kind is KIND.MEM_ALLOC
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(out1.to_numpy(), np.full(N, 4))
     np.testing.assert_array_equal(out2.to_numpy(), np.zeros(N))
 
@@ -383,7 +358,7 @@ def _two_kernel_child(device, x, variant=None):
     if variant == "child copy for kernel":
         child.add_memcpy(x, np.zeros(N, np.float32), after=k0)
     elif variant != "child node count":
-        child.add_kernel(SHIFT, GRID, BLOCK, x, 1.0, N, after=() if variant == "child missing edge" else k0)
+        child.add_kernel(K.shift, GRID, BLOCK, x, 1.0, N, after=() if variant == "child missing edge" else k0)
     return child
 
 
@@ -399,7 +374,7 @@ CHILD_REFUSALS = {
 @pytest.mark.parametrize("variant", list(CHILD_REFUSALS))
 def test_child_graph_breaking_a_rule_refuses_the_update(device, stream, variant):
     reason, kind = CHILD_REFUSALS[variant]
-    x, x2 = f32(device), f32(device)
+    x, x2 = K.f32(device, X0), K.f32(device, X0)
     g1 = gg.Graph(device)
     g1.add_child(_two_kernel_child(device, x))
     g2 = gg.Graph(device)
@@ -415,13 +390,13 @@ def test_child_graph_breaking_a_rule_refuses_the_update(device, stream, variant)
             assert node.graph is not g2 and node not in g2.nodes
             assert node.kind is kind
             assert f"update refused at {node!r}: {reason}" in str(info.value)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2 + 1)
     np.testing.assert_array_equal(x2.to_numpy(), X0)
 
 
 def test_child_graph_memcpy_memory_kind_change_is_refused(device, stream):
-    x, x2 = f32(device), f32(device)
+    x, x2 = K.f32(device, X0), K.f32(device, X0)
 
     def outer(dst, src):
         child = gg.Graph(device)
@@ -437,14 +412,14 @@ def test_child_graph_memcpy_memory_kind_change_is_refused(device, stream):
             exe.update(outer(y, np.ones(N, np.float32)))
         assert info.value.reason == "memory kind changed"
         assert info.value.node.kind is KIND.MEMCPY
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(y.to_numpy(), X0)
     np.testing.assert_array_equal(x2.to_numpy(), X0)
 
 
 def test_refused_update_then_accepted_update(device, stream):
-    x, y, z = f32(device), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
-    x2, y2, z2 = f32(device), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
+    x, y, z = K.f32(device, X0), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
+    x2, y2, z2 = K.f32(device, X0), device.zeros(N, np.float32), device.asarray(np.ones(N, np.float32))
     g1, _ = _three_nodes(device, x, y, z)
     bad, _ = _three_nodes(device, x2, y2, z2, "missing edge", 5.0, 7.0)
     good, _ = _three_nodes(device, x2, y2, z2, None, 5.0, 7.0)
@@ -452,7 +427,7 @@ def test_refused_update_then_accepted_update(device, stream):
         with pytest.raises(gg.GraphUpdateError):
             exe.update(bad)
         exe.update(good)
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0)
     np.testing.assert_array_equal(x2.to_numpy(), X0 * 5)
     np.testing.assert_array_equal(y2.to_numpy(), X0 * 5)
@@ -463,7 +438,7 @@ def test_refused_update_then_accepted_update(device, stream):
 
 
 def test_update_with_something_not_a_graph_raises_type_error(device):
-    x = f32(device)
+    x = K.f32(device, X0)
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     with g.instantiate() as exe:
@@ -474,7 +449,7 @@ def test_update_with_something_not_a_graph_raises_type_error(device):
 
 
 def test_update_on_a_closed_exec_raises_graph_error(device):
-    x = f32(device)
+    x = K.f32(device, X0)
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     exe = g.instantiate()
@@ -487,18 +462,18 @@ def test_update_on_a_closed_exec_raises_graph_error(device):
 def test_update_with_a_graph_of_another_device(gpu_device):
     cpu = gg.Device("cpu")
     stream = gpu_device.stream()
-    x = f32(gpu_device)
+    x = K.f32(gpu_device)
     g = gg.Graph(gpu_device)
     g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     other = gg.Graph(cpu)
-    other.add_kernel(K.scale, GRID, BLOCK, f32(cpu), 3.0, N)
+    other.add_kernel(K.scale, GRID, BLOCK, K.f32(cpu), 3.0, N)
     with g.instantiate() as exe:
         with pytest.raises(gg.GraphUpdateError, match=refused(
                 "device changed", None, f"the graph is on {cpu}, this executable graph on {gpu_device}")) as info:
             exe.update(other)
         assert info.value.reason == "device changed"
         assert info.value.node is None
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
@@ -509,7 +484,7 @@ def _work(stream, x, y, a, extra=False):
     stream.launch(K.scale, GRID, BLOCK, x, a, N)
     stream.launch(K.add, GRID, BLOCK, y, x, y, N)
     if extra:
-        stream.launch(SHIFT, GRID, BLOCK, y, 1.0, N)
+        stream.launch(K.shift, GRID, BLOCK, y, 1.0, N)
 
 
 def _capture(stream, *args, **kwargs):
@@ -519,13 +494,13 @@ def _capture(stream, *args, **kwargs):
 
 
 def test_recapture_with_other_arrays_then_update(device, stream):
-    x1, y1 = f32(device), device.asarray(np.ones(N, np.float32))
-    x2, y2 = f32(device), device.asarray(np.full(N, 10.0, np.float32))
+    x1, y1 = K.f32(device, X0), device.asarray(np.ones(N, np.float32))
+    x2, y2 = K.f32(device, X0), device.asarray(np.full(N, 10.0, np.float32))
     with _capture(stream, x1, y1, 2.0).instantiate() as exe:
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
         np.testing.assert_array_equal(y1.to_numpy(), X0 * 2 + 1)
         exe.update(_capture(stream, x2, y2, 3.0))  # same code, other arrays and scalar
-        run(exe, stream, times=2)
+        K.launch_and_wait(exe, stream, times=2)
     np.testing.assert_array_equal(x1.to_numpy(), X0 * 2)
     np.testing.assert_array_equal(y1.to_numpy(), X0 * 2 + 1)
     np.testing.assert_array_equal(x2.to_numpy(), X0 * 9)
@@ -533,12 +508,12 @@ def test_recapture_with_other_arrays_then_update(device, stream):
 
 
 def test_recapture_with_another_topology_is_refused(device, stream):
-    x1, y1 = f32(device), device.zeros(N, np.float32)
-    x2, y2 = f32(device), device.zeros(N, np.float32)
+    x1, y1 = K.f32(device, X0), device.zeros(N, np.float32)
+    x2, y2 = K.f32(device, X0), device.zeros(N, np.float32)
     with _capture(stream, x1, y1, 2.0).instantiate() as exe:
         with pytest.raises(gg.GraphUpdateError, match=refused(
                 "topology changed", None, "the new graph has 3 nodes, the executable graph 2")):
             exe.update(_capture(stream, x2, y2, 3.0, extra=True))
-        run(exe, stream)
+        K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(y1.to_numpy(), X0 * 2)
     np.testing.assert_array_equal(y2.to_numpy(), np.zeros(N))
