@@ -187,7 +187,8 @@ class GraphExec:
         if type(kernel) is not Kernel:
             raise TypeError(f"set_params(kernel): expected a Kernel, got {type(kernel).__name__}")
         new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
-        args = kernel.convert_args(args, self.device) if args or kernel is not old.kernel else old.args
+        args = (kernel.typed_args(kernel.convert_args(args, self.device)) if args or kernel is not old.kernel
+                else old.args)
         shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
         self.device._load_kernel(kernel)
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)

@@ -183,7 +183,7 @@ class Graph:
             raise TypeError(f"add_kernel(kernel): expected a Kernel, got {type(kernel).__name__}")
         grid, block = launch_dims(grid, block)
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem),
-                              kernel.convert_args(args, self.device))
+                              kernel.typed_args(kernel.convert_args(args, self.device)))
         self.device._load_kernel(kernel)
         return self._add(params, self._deps(after, "add_kernel"))
 

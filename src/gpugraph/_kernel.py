@@ -143,6 +143,23 @@ class Kernel:
                             f"({', '.join(map(str, self.signature or ()))}), got {len(args)}")
         return tuple([c(a, device) for c, a in zip(converters, args)])
 
+    def typed_args(self, args: tuple) -> tuple:
+        """Converted arguments with plain Python numbers as the NumPy types of the C signature.
+
+        ``convert_args`` leaves checked Python numbers as they are, for the speed of stream launches
+        (GPU backends pack them as the C types); graph nodes and CPU implementations get NumPy types.
+        """
+        return _typed(self, args)
+
+
+def _typed(kernel: "Kernel", args: tuple) -> tuple:
+    """``args`` with plain Python numbers turned into the NumPy scalar types of the C signature."""
+    signature = kernel.signature
+    if signature is None:
+        return args
+    return tuple([p.dtype.type(a) if (type(a) is float or type(a) is int) and p.dtype is not None else a
+                  for p, a in zip(signature, args)])
+
 
 def _describe(value: Any) -> str:
     text = repr(value)
@@ -163,7 +180,8 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
             if type(value) is Array:
                 if value.device is not device:
                     raise ValueError(f"{where}: the Array is on {value.device}, the launch on {device}")
-                if want is not None and value.dtype != want:
+                # NumPy's builtin dtypes are singletons: identity settles the common case cheaply.
+                if want is not None and value.dtype is not want and value.dtype != want:
                     raise TypeError(f"{where}: expects {want} data, got an Array of {value.dtype}")
                 return value
             hint = " (copy it to the device with dev.asarray first)" if isinstance(value, np.ndarray) else ""
@@ -171,9 +189,31 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
         return to_pointer
 
     scalar = param.dtype.type if param.dtype is not None else None
+    dtype = param.dtype
+    integral = dtype is not None and dtype.kind in "iub"
+    if integral:
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        low, high = (info.min, info.max) if info is not None else (0, 1)
+    else:
+        # Finite floats beyond the type's range do not fit (inf and nan do, as in C).
+        limit = float(np.finfo(dtype).max) if dtype is not None else None
 
     def to_scalar(value: Any, device: Any) -> Any:
-        if type(value) is Param:
+        kind = type(value)
+        # The common case first: a Python number for a parameter of known type stays a Python number
+        # (backends write it as the C type: CUDA packs it, the CPU backend converts it).
+        if (kind is float or kind is int) and scalar is not None:
+            if integral:
+                if kind is float:
+                    if not value.is_integer():
+                        raise TypeError(f"{where}: expects an integer, got {_describe(value)}")
+                    value = int(value)
+                if not low <= value <= high:
+                    raise ValueError(f"{where}: {value!r} does not fit in {param.ctype} ({low}..{high})")
+            elif limit is not None and abs(value) > limit and value - value == 0:
+                raise ValueError(f"{where}: {value!r} does not fit in {param.ctype} (|x| <= {limit:g})")
+            return value
+        if kind is Param:
             if value.is_array:
                 raise TypeError(f"{where}: expects a {param.ctype} scalar, got {value!r}")
             if scalar is None:
@@ -181,7 +221,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
                     raise TypeError(f"{where}: gpugraph cannot tell the C type {param.ctype!r}; "
                                     f"give the Param a dtype")
             else:
-                value.bind(np.dtype(scalar), where)
+                value.bind(dtype, where)
             return value
         if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.generic)):
             raise TypeError(f"{where}: expects a {param.ctype} scalar, got {_describe(value)}")
@@ -190,7 +230,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
                 return value
             raise TypeError(f"{where}: gpugraph cannot tell the C type {param.ctype!r}; "
                             f"pass a NumPy scalar of the right type, got {_describe(value)}")
-        if isinstance(value, float) and np.dtype(scalar).kind in "iub" and not value.is_integer():
+        if isinstance(value, float) and integral and not value.is_integer():
             raise TypeError(f"{where}: expects an integer, got {_describe(value)}")
         try:
             return scalar(value)

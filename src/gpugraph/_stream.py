@@ -157,7 +157,9 @@ class Stream:
         if shared_mem:
             shared_mem = check_shared_mem(shared_mem)
         args = kernel.convert_args(args, self.device)
-        if _params.in_use and self._capture is None:  # a Param recorded in a capture stays a Param
+        if self._capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
+            args = kernel.typed_args(args)
+        elif _params.in_use:
             args = tuple([resolve(a) for a in args])
         function = kernel._functions.get(self.device) or self.device._load_kernel(kernel)
         self._backend.stream_launch(self._handle, function, grid, block, shared_mem, args)

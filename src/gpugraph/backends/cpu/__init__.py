@@ -157,7 +157,7 @@ class CpuBackend:
         if stream.capture is not None:
             stream.capture.record(stream, KernelParams(function, grid, block, shared_mem, args))
             return
-        stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), args))
+        stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int) -> None:
         if stream.capture is not None:

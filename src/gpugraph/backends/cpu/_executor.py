@@ -102,8 +102,9 @@ class CpuExec:
         """The call a node makes, with every view that can be made now made now."""
         p = node.params
         if isinstance(p, KernelParams):
+            args = p.kernel.typed_args(tuple(resolve(a) for a in p.args))
             return run_kernel, (p.kernel, LaunchConfig(p.grid, p.block, p.shared_mem),
-                                tuple(static_arg(resolve(a)) for a in p.args))
+                                tuple(static_arg(a) for a in args))
         if isinstance(p, MemcpyParams):
             return run_memcpy, (static_operand(p.dst, p.nbytes), static_operand(p.src, p.nbytes), p.nbytes)
         if isinstance(p, MemsetParams):
