@@ -1,0 +1,308 @@
+"""GPU workloads: gpugraph beside raw cuda-bindings, CuPy, PyTorch and a C++ program (the floor), in one
+process run on one GPU. They return no rows on other backends.
+
+Each gpugraph figure gets a ratio row against the C++ floor where PERFORMANCE.md sets a target, computed
+from medians of the same run; peers that are not installed are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import tracemalloc
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import Graph, Kernel
+from ._core import Options, Row, workload
+
+TINY = 'extern "C" __global__ void tiny(float* x, int n){ int i = threadIdx.x; if (i < n) x[i] += 1.0f; }'
+LAUNCHES = 10_000
+_floor_cache: dict[str, Any] = {}
+
+
+def _cuda(device: Any) -> bool:
+    return device.backend == "cuda"
+
+
+def _samples(fn: Callable[[], float], options: Options, repeats: int | None = None) -> list[float]:
+    """Warm up, then collect ``repeats`` values returned by ``fn``."""
+    for _ in range(options.warmup):
+        fn()
+    return [fn() for _ in range(repeats or options.repeats)]
+
+
+def _timed(fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _vs_floor(name: str, figure: str, ours: Row, floor: float | None, target: str) -> list[Row]:
+    if floor is None or floor <= 0:
+        return []
+    return [Row.of(name, f"{figure} / C++", "×", [ours.median / floor], target)]
+
+
+def floor(device: Any) -> dict[str, float] | None:
+    """The C++ program's figures (compiled with nvcc for this GPU), or None where nvcc is absent."""
+    if "figures" in _floor_cache:
+        return _floor_cache["figures"]
+    nvcc = shutil.which("nvcc")
+    figures = None
+    if nvcc is not None:
+        from cuda.bindings import driver as cu
+        device_handle = device._backend.contexts.devices[device.index]
+        major = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                        device_handle)[1]
+        minor = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                        device_handle)[1]
+        source = os.path.join(os.path.dirname(__file__), "floor.cu")
+        with tempfile.TemporaryDirectory() as folder:
+            program = os.path.join(folder, "floor")
+            subprocess.run([nvcc, "-O2", f"-arch=sm_{major}{minor}", "-o", program, source], check=True,
+                           capture_output=True)
+            done = subprocess.run([program], check=True, capture_output=True, text=True)
+            figures = json.loads(done.stdout)
+    _floor_cache["figures"] = figures
+    return figures
+
+
+@workload("launch", "GPU: one tiny kernel on a stream, end to end per kernel, against the peers")
+def launch(device: Any, options: Options) -> list[Row]:
+    if not _cuda(device):
+        return []
+    kernel = Kernel(TINY, "tiny")
+    stream = device.stream()
+    x = device.zeros(32, np.float32)
+
+    def ours() -> float:
+        return _timed(lambda: ([stream.launch(kernel, 1, 32, x, 32) for _ in range(LAUNCHES)],
+                               stream.synchronize())) / LAUNCHES * 1e6
+
+    rows = [Row.of("launch", "gpugraph Stream.launch", "µs", _samples(ours, options, 7))]
+    from cuda.bindings import driver as cu
+    function = kernel._functions[device]
+    with function.lock:
+        params = function.pack((x, 32))
+    handle, raw_stream = function.handle, stream._handle.handle
+
+    def raw() -> float:
+        def body() -> None:
+            for _ in range(LAUNCHES):
+                cu.cuLaunchKernel(handle, 1, 1, 1, 32, 1, 1, 0, raw_stream, params, 0)
+            cu.cuStreamSynchronize(raw_stream)
+        return _timed(body) / LAUNCHES * 1e6
+    rows.append(Row.of("launch", "raw cuda-bindings cuLaunchKernel (prebuilt arguments)", "µs",
+                       _samples(raw, options, 7)))
+    try:
+        import cupy as cp
+        raw_kernel, cx = cp.RawKernel(TINY, "tiny"), cp.zeros(32, cp.float32)
+        external = cp.cuda.ExternalStream(stream.ptr)
+
+        def cupy() -> float:
+            with external:
+                return _timed(lambda: ([raw_kernel((1,), (32,), (cx, np.int32(32))) for _ in range(LAUNCHES)],
+                                       external.synchronize())) / LAUNCHES * 1e6
+        rows.append(Row.of("launch", "CuPy RawKernel", "µs", _samples(cupy, options, 7)))
+    except ImportError:
+        pass
+    try:
+        import torch
+        tensor = torch.zeros(32, device=f"cuda:{device.index}")
+        torch_stream = torch.cuda.ExternalStream(stream.ptr)
+
+        def torch_add() -> float:
+            with torch.cuda.stream(torch_stream):
+                return _timed(lambda: ([tensor.add_(1.0) for _ in range(LAUNCHES)],
+                                       torch_stream.synchronize())) / LAUNCHES * 1e6
+        rows.append(Row.of("launch", "PyTorch tensor.add_", "µs", _samples(torch_add, options, 7)))
+    except ImportError:
+        pass
+    figures = floor(device)
+    if figures:
+        rows.append(Row.of("launch", "C++ kernel<<<>>> (floor)", "µs", [figures["stream_launch"]]))
+        rows += _vs_floor("launch", "gpugraph", rows[0], figures["stream_launch"], "≤ 1.20")
+    return rows
+
+
+def _chain(device: Any, kernel: Kernel, x: Any, nodes: int, width: int) -> Graph:
+    """``nodes`` tiny kernels: one chain (width 1), or ``width`` chains between a fork and a join."""
+    graph = Graph(device)
+    fork = graph.add_empty() if width > 1 else None
+    ends = []
+    for branch in range(width):
+        last = fork
+        for _ in range(nodes // width):
+            last = graph.add_kernel(kernel, 1, 32, x, 32, after=last)
+        ends.append(last)
+    if width > 1:
+        graph.add_empty(after=ends)
+    return graph
+
+
+@workload("graphs", "GPU: graph launch host cost and GPU time per node, chains of N tiny kernels")
+def graphs(device: Any, options: Options) -> list[Row]:
+    if not _cuda(device):
+        return []
+    from cuda.bindings import driver as cu
+    kernel = Kernel(TINY, "tiny")
+    stream = device.stream()
+    x = device.zeros(32, np.float32)
+    start, end = device.event(timing=True), device.event(timing=True)
+    rows = []
+    for width in (1, 4):
+        for nodes in (1, 8, 64, 512, 2048):
+            if nodes < width:
+                continue
+            shape = "chain" if width == 1 else f"{width}-wide fork/join"
+            exe = _chain(device, kernel, x, nodes, width).instantiate()
+            exe.launch(stream)
+            stream.synchronize()
+
+            def call() -> float:
+                seconds = _timed(lambda: exe.launch(stream))
+                stream.synchronize()
+                return seconds * 1e6
+
+            def raw_call() -> float:
+                seconds = _timed(lambda: cu.cuGraphLaunch(exe._handle.handle, stream._handle.handle))
+                stream.synchronize()
+                return seconds * 1e6
+
+            def gpu() -> float:
+                stream.record(start)
+                exe.launch(stream)
+                stream.record(end)
+                end.synchronize()
+                return start.elapsed_ms(end) * 1e3 / nodes
+            host = Row.of("graphs", f"{shape}, N={nodes}: gpugraph launch call", "µs", _samples(call, options, 50))
+            rows.append(host)
+            rows.append(Row.of("graphs", f"{shape}, N={nodes}: raw cuGraphLaunch call", "µs",
+                               _samples(raw_call, options, 50)))
+            rows.append(Row.of("graphs", f"{shape}, N={nodes}: GPU time per node", "µs", _samples(gpu, options)))
+            exe.close()
+    figures = floor(device)
+    if figures:
+        rows.append(Row.of("graphs", "C++ cudaGraphLaunch call, 1000-node chain (floor)", "µs",
+                           [figures["graph_launch_call"]]))
+        rows.append(Row.of("graphs", "C++ GPU time per node, 1000-node chain (floor)", "µs",
+                           [figures["gpu_per_node"]]))
+    return rows
+
+
+@workload("manage", "GPU: capture, explicit build, instantiate, update and set params, per node")
+def manage(device: Any, options: Options) -> list[Row]:
+    if not _cuda(device):
+        return []
+    kernel = Kernel(TINY, "tiny")
+    stream = device.stream()
+    x = device.zeros(32, np.float32)
+    rows = []
+    for nodes in (10, 100, 1000, 10_000):
+        def capture() -> Graph:
+            with stream.capture() as cap:
+                for _ in range(nodes):
+                    stream.launch(kernel, 1, 32, x, 32)
+            return cap.graph
+
+        def per_node(fn: Callable[[], Any]) -> float:
+            return _timed(fn) / nodes * 1e6
+        repeats = 5 if nodes >= 1000 else options.repeats
+        rows.append(Row.of("manage", f"N={nodes}: capture", "µs/node", _samples(lambda: per_node(capture),
+                                                                                options, repeats)))
+        rows.append(Row.of("manage", f"N={nodes}: explicit build", "µs/node",
+                           _samples(lambda: per_node(lambda: _chain(device, kernel, x, nodes, 1)), options,
+                                    repeats)))
+        graph = capture()
+        rows.append(Row.of("manage", f"N={nodes}: instantiate", "µs/node",
+                           _samples(lambda: per_node(lambda: graph.instantiate().close()), options, repeats)))
+        exe, other = graph.instantiate(), capture()
+        rows.append(Row.of("manage", f"N={nodes}: whole-graph update", "µs/node",
+                           _samples(lambda: per_node(lambda: exe.update(other)), options, repeats)))
+        exe.close()
+    graph = capture()
+    exe = graph.instantiate()
+    node = graph.nodes[0]
+    rows.append(Row.of("manage", "set one kernel node's parameters (exe.set_params)", "µs",
+                       _samples(lambda: _timed(lambda: exe.set_params(node, x, 32)) * 1e6, options, 200)))
+    exe.close()
+    figures = floor(device)
+    if figures:
+        for key, figure in (("capture_per_node", "capture, N=1000"), ("instantiate_per_node", "instantiate, N=1000"),
+                            ("update_per_node", "whole-graph update, N=1000"), ("set_params", "set params")):
+            rows.append(Row.of("manage", f"C++ {figure} (floor)", "µs", [figures[key]]))
+    return rows
+
+
+@workload("dynamic", "GPU: the seed blog's dynamic-parameter workload, four strategies and the C++ floor")
+def dynamic(device: Any, options: Options) -> list[Row]:
+    if not _cuda(device):
+        return []
+    from ..examples import dynamic_parameters as seed
+    iterations = seed.GPU_ITERATIONS
+    results = seed.measure(device, iterations)
+    ok, detail = seed.compare(results, seed.reference(iterations - 1))
+    if not ok:
+        from ._core import ValidationError
+        raise ValidationError(f"dynamic: {detail}")
+    rows = [Row.of("dynamic", f"gpugraph {name}", "µs/iteration", [seconds / iterations * 1e6])
+            for name, (seconds, _) in results.items()]
+    figures = floor(device)
+    if figures:
+        for key, name in (("seed_no_graph", "no graph"), ("seed_recapture_update", "recapture + update"),
+                          ("seed_combined", "combined (set params)")):
+            rows.append(Row.of("dynamic", f"C++ {name} (floor)", "µs/iteration", [figures[key]]))
+        param = next(r for r in rows if r.figure == "gpugraph Param")
+        rows += _vs_floor("dynamic", "gpugraph Param", param, figures["seed_combined"], "≤ 1.10")
+    return rows
+
+
+@workload("memory", "GPU: Python-side bytes per node of a 10,000-node graph; 100,000 graphs made and dropped")
+def memory(device: Any, options: Options) -> list[Row]:
+    if not _cuda(device):
+        return []
+    from cuda.bindings import driver as cu
+    kernel = Kernel(TINY, "tiny")
+    x = device.zeros(32, np.float32)
+    _chain(device, kernel, x, 10, 1).instantiate().close()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    graph = _chain(device, kernel, x, 10_000, 1)
+    exe = graph.instantiate()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    exe.close()
+    del graph, exe
+    rows = [Row.of("memory", "Python-side bytes per node, 10,000-node graph and its exec", "B/node",
+                   [grown / 10_000])]
+
+    def rss() -> int:
+        with open("/proc/self/statm") as stat:
+            return int(stat.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def device_used() -> int:
+        free, total = cu.cuMemGetInfo()[1:]
+        return int(total) - int(free)
+
+    def churn(count: int) -> None:
+        for _ in range(count):
+            g = Graph(device)
+            g.add_kernel(kernel, 1, 32, x, 32)
+            g.instantiate().close()
+
+    churn(10_000)
+    host0, dev0 = rss(), device_used()
+    churn(100_000)
+    device.synchronize()
+    rows.append(Row.of("memory", "host memory growth over 100,000 graphs + execs made and dropped", "MiB",
+                       [(rss() - host0) / 2**20], "flat (≈ 0)"))
+    rows.append(Row.of("memory", "device memory growth over the same", "MiB", [(device_used() - dev0) / 2**20],
+                       "flat (≈ 0)"))
+    return rows
