@@ -571,3 +571,30 @@ def test_graph_changed_after_instantiate(device, stream):
     with g.instantiate() as again:  # the graph as it is now: both nodes
         K.launch_and_wait(again, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 5 * 2 * 3)
+
+
+def test_an_exec_changed_by_setters_is_not_launched_into_a_capture(device, stream):
+    """The capture would embed the graph the exec was made from, without the setters' changes."""
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    node = g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    with g.instantiate() as exe:
+        with stream.capture():
+            exe.launch(stream)  # unchanged: allowed
+        exe.set_params(node, x, 5.0, N)
+        with pytest.raises(gg.CaptureError, match="changed by setters"):
+            with stream.capture():
+                exe.launch(stream)
+        exe.update(g)  # an update makes it the graph's instantiation again
+        with stream.capture():
+            exe.launch(stream)
+
+
+def test_set_params_with_only_a_new_kernel_keeps_the_arguments(device, stream):
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    node = g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    with g.instantiate() as exe:
+        exe.set_params(node, kernel=K.shift)
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0 + 2.0)

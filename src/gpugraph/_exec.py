@@ -37,7 +37,7 @@ class GraphExec:
     """
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
-                 "_indices", "_original", "_param_nodes", "_pending", "_patchers", "__weakref__")
+                 "_indices", "_original", "_param_nodes", "_pending", "_patchers", "_changed", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -50,6 +50,7 @@ class GraphExec:
         self._pending: set[Param] = set()  # Params whose value changed since this exec last patched them
         self._param_nodes: dict[Param, set[int]] = {}
         self._patchers: dict[int, Callable[[], None]] = {}  # node position -> prepared Param patch
+        self._changed = False  # a setter or set_enabled changed it since instantiate or update
         # The graph as instantiated: what setters and updates compare against, whatever happens to the
         # graph afterwards. The backend addresses nodes by the handles of this graph.
         self._layout = GraphLayout(graph)
@@ -86,10 +87,17 @@ class GraphExec:
 
     def _guard_capture(self, stream: Stream) -> None:
         stream._guard("GraphExec.launch")
-        if stream._capture is not None and self.graph._memory:
-            from ._capture import _invalidate
+        if stream._capture is None:
+            return
+        from ._capture import _invalidate
+        if self.graph._memory:
             raise _invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
                               "cannot be launched into a capture (it would become a child graph)")
+        if self._changed or self._param_nodes:
+            raise _invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
+                              "set_enabled or Params cannot be launched into a capture (the capture embeds the "
+                              "graph it was made from); launch that graph's instantiation before the changes, or "
+                              "capture the work itself")
 
     def upload(self, stream: Stream) -> None:
         """Prepare the graph's device resources ahead of its first launch. See also: cudaGraphUpload."""
@@ -101,16 +109,17 @@ class GraphExec:
         """Register with every Param the graph's kernel nodes take, so its changes reach this exec."""
         self._param_nodes.clear()
         for i, params in enumerate(self._layout.params):
-            self._note_params(i, params)
+            self._note_params(i, params, fresh=True)
 
-    def _note_params(self, index: int, params: Any) -> None:
-        for uses in self._param_nodes.values():
-            uses.discard(index)
+    def _note_params(self, index: int, params: Any, fresh: bool = False) -> None:
+        if not fresh:
+            for uses in self._param_nodes.values():
+                uses.discard(index)
         if isinstance(params, KernelParams):
             for arg in params.args:
                 if type(arg) is Param:
                     self._param_nodes.setdefault(arg, set()).add(index)
-                    arg._users.add(self)
+                    arg._use_in(self)
         elif isinstance(params, ChildGraphParams):
             _refuse_child_params(self._layout.children[index], self._layout.nodes[index])
 
@@ -121,12 +130,16 @@ class GraphExec:
         for param in pending:
             indices.update(self._param_nodes.get(param, ()))
         patchers = self._patchers
-        for i in indices:
-            patch = patchers.get(i)
-            if patch is None:
-                patch = patchers[i] = self._backend.exec_param_patcher(self._handle, self._handles[i],
-                                                                       self._layout.params[i])
-            patch()
+        try:
+            for i in indices:
+                patch = patchers.get(i)
+                if patch is None:
+                    patch = patchers[i] = self._backend.exec_param_patcher(self._handle, self._handles[i],
+                                                                           self._layout.params[i])
+                patch()
+        except BaseException:
+            self._pending |= pending  # patched again at the next launch
+            raise
 
     # Changing an executable graph
 
@@ -148,13 +161,17 @@ class GraphExec:
                                                            f"graph on {self.device}")
         layout = GraphLayout(graph)
         check_update(self._layout, layout)
-        for i, child in layout.children.items():
+        for i, child in layout.children.items():  # checked before anything changes
             _refuse_child_params(child, layout.nodes[i])
         self._backend.exec_update(self._handle, graph._handle, self._handles)
         self._layout = layout
         self._indices = {**self._original, **layout.index}  # earlier updates' graphs are let go
         self._patchers.clear()
-        self._track_params()
+        self._changed = False
+        self._param_nodes.clear()
+        for i, params in enumerate(layout.params):
+            if isinstance(params, KernelParams):  # child graphs were checked above
+                self._note_params(i, params, fresh=True)
         self._pending = set(self._param_nodes)  # values set since the new graph's nodes were added count
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
@@ -173,6 +190,7 @@ class GraphExec:
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         self._layout.params[index] = params
         self._patchers.pop(index, None)
+        self._changed = True
         self._note_params(index, params)
 
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
@@ -187,10 +205,12 @@ class GraphExec:
         if type(kernel) is not Kernel:
             raise TypeError(f"set_params(kernel): expected a Kernel, got {type(kernel).__name__}")
         new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
-        args = (kernel.typed_args(kernel.convert_args(args, self.device)) if args or kernel is not old.kernel
-                else old.args)
         shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
         self.device._load_kernel(kernel)
+        if args or kernel is not old.kernel:  # a new kernel checks the arguments it is given, or the current ones
+            args = kernel.typed_args(kernel.convert_args(args or old.args, self.device))
+        else:
+            args = old.args
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)
 
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
@@ -225,6 +245,7 @@ class GraphExec:
         _refuse_child_params(layout, node)
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         self._layout.children[i] = layout
+        self._changed = True
 
     def set_event(self, node: Any, event: Event) -> None:
         """Change the event of an event record or wait node.
@@ -244,6 +265,7 @@ class GraphExec:
         """
         i = self._index(node, (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET), "set_enabled")
         self._backend.exec_set_enabled(self._handle, self._handles[i], bool(enabled))
+        self._changed = True
 
     # Lifetime
 

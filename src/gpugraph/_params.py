@@ -31,13 +31,15 @@ class Param:
         TypeError: If ``value`` is neither a scalar nor an Array.
     """
 
-    __slots__ = ("_value", "dtype", "_users", "__weakref__")
+    __slots__ = ("_value", "dtype", "_users", "_is_array", "__weakref__")
 
     def __init__(self, value: Any, dtype: Any = None) -> None:
         global in_use
         in_use = True
-        self._users: "weakref.WeakSet[Any]" = weakref.WeakSet()  # executable graphs with nodes using it
-        if type(value) is Array:
+        # Executable graphs with nodes using it, by id: weak references, iterated directly (a hot path).
+        self._users: dict[int, weakref.ref] = {}
+        self._is_array = type(value) is Array
+        if self._is_array:
             self.dtype = value.dtype
             self._value = value
             return
@@ -51,7 +53,11 @@ class Param:
     @property
     def is_array(self) -> bool:
         """Whether the Param points at an Array (a pointer parameter) rather than holding a scalar."""
-        return type(self._value) is Array
+        return self._is_array
+
+    def _use_in(self, exe: Any) -> None:
+        """Register an executable graph whose nodes take this Param."""
+        self._users[id(exe)] = weakref.ref(exe, lambda _, key=id(exe), users=self._users: users.pop(key, None))
 
     @property
     def value(self) -> Any:
@@ -60,7 +66,8 @@ class Param:
 
     @value.setter
     def value(self, new: Any) -> None:
-        if self.is_array:
+        """Not thread-safe against a launch of the same executable graph in another thread."""
+        if self._is_array:
             if type(new) is not Array:
                 raise TypeError(f"{self!r}.value: an Array Param takes an Array, got {type(new).__name__}")
             if new.dtype != self.dtype or new.device is not self._value.device:
@@ -71,8 +78,10 @@ class Param:
             if isinstance(new, (str, bytes)) or not isinstance(new, (int, float, np.generic)):
                 raise TypeError(f"{self!r}.value: expected a scalar, got {type(new).__name__}")
             self._value = self._convert(new, self.dtype) if self.dtype is not None else new
-        for exe in self._users:
-            exe._pending.add(self)
+        for ref in list(self._users.values()):
+            exe = ref()
+            if exe is not None:
+                exe._pending.add(self)
 
     def _convert(self, value: Any, dtype: np.dtype) -> Any:
         """``value`` as a scalar of ``dtype``, refusing what does not fit."""

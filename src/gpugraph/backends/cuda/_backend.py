@@ -539,6 +539,7 @@ class CudaBackend:
         return param_patcher(self, exec_, node, params)
 
     def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
+        self.contexts.use(exec_.index)
         call(cu.cuGraphNodeSetEnabled, exec_.handle, node, int(enabled))
 
     def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> None:
@@ -548,7 +549,10 @@ class CudaBackend:
             raise GraphUpdateError("the CUDA driver refused the update", None, str(error("cuGraphExecUpdate", err)))
         allocated, freed, host_keys = [], [], []
         self._survey(graph, allocated, freed, host_keys)
-        exec_.host_keys = host_keys + list(exec_.own_keys)
+        for key in exec_.own_keys.values():  # the update replaced what setters had set
+            self.host.forget(key)
+        exec_.own_keys.clear()
+        exec_.host_keys = host_keys
         exec_.host_stream = None
         if exec_.template is not None:
             self.graph_destroy(exec_.template)
@@ -559,7 +563,7 @@ class CudaBackend:
         call(cu.cuGraphUpload, exec_.handle, stream.handle)
 
     def exec_destroy(self, exec_: CudaExec) -> None:
-        for key in exec_.own_keys:
+        for key in exec_.own_keys.values():
             self._release(self.host.forget, key)
         self._release(self._in_context, exec_.index, cu.cuGraphExecDestroy, exec_.handle)
         if exec_.template is not None:

@@ -55,6 +55,18 @@ class Function:
         self._pointers = (ctypes.c_void_p * n)(*[base + i * _SLOT for i in range(n)])
 
 
+    def copy_arguments(self) -> tuple[Any, Any]:
+        """A copy of the packed argument buffer and an array of pointers into it (hold ``lock``)."""
+        buffer = ctypes.create_string_buffer(self._buffer.raw, len(self._buffer))
+        base = ctypes.addressof(buffer)
+        pointers = (ctypes.c_void_p * len(self._pointers))(*[base + i * _SLOT for i in range(len(self._pointers))])
+        return buffer, pointers
+
+    @staticmethod
+    def slot_offset(index: int) -> int:
+        """Where argument ``index`` sits in the buffer."""
+        return index * _SLOT
+
     def slot_format(self, index: int) -> struct.Struct:
         """The struct of argument ``index``'s slot, for writing just that argument (Param patches)."""
         param = self.kernel.signature[index]

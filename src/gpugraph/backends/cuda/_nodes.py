@@ -109,13 +109,21 @@ def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:
         call(cu.cuGraphExecMemsetNodeSetParams, e, node, p, ctx)
     elif isinstance(params, HostParams):
         key = backend.host.register(params.fn, params.args, exec_.host_stream, False)
-        exec_.own_keys.append(key)  # lives with the executable graph, which now calls it
         p = cu.CUDA_HOST_NODE_PARAMS()
         p.fn, p.userData = backend.host.fn, key
         call(cu.cuGraphExecHostNodeSetParams, e, node, p)
+        replaced = exec_.own_keys.pop(node, None)  # the executable graph's own callables, one per node
+        if replaced is not None:
+            backend.host.forget(replaced)
+            exec_.host_keys.remove(replaced)
+        exec_.own_keys[node] = key
         exec_.host_keys.append(key)
     elif isinstance(params, ChildGraphParams):
         call(cu.cuGraphExecChildGraphNodeSetParams, e, node, params.graph.handle)
+        keys: list[int] = []
+        backend._survey(params.graph, [], [], keys)  # its host nodes' errors go to the launch's stream
+        exec_.host_keys.extend(keys)
+        exec_.host_stream = None
     elif isinstance(params, EventRecordParams):
         call(cu.cuGraphExecEventRecordNodeSetEvent, e, node, params.event._handle.handle)
     elif isinstance(params, EventWaitParams):
@@ -132,13 +140,10 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     function = backend.function(exec_.index, params.kernel)
     with function.lock:
         prepared = kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
-        size = len(function._buffer)
-        buffer = ctypes.create_string_buffer(function._buffer.raw, size)  # this node's own copy
-    base = ctypes.addressof(buffer)
-    count = max(len(params.args), 1)
-    pointers = (ctypes.c_void_p * count)(*[base + i * 8 for i in range(count)])
+        buffer, pointers = function.copy_arguments()  # this node's own copy of the packed arguments
     prepared.kernelParams = ctypes.addressof(pointers)
-    slots = [(function.slot_format(i), i * 8, arg) for i, arg in enumerate(params.args) if type(arg) is Param]
+    slots = [(function.slot_format(i), function.slot_offset(i), arg)
+             for i, arg in enumerate(params.args) if type(arg) is Param]
     exec_handle, set_params = exec_.handle, cu.cuGraphExecKernelNodeSetParams
     keep = (buffer, pointers)  # the driver reads them at each patch
 
@@ -148,7 +153,10 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
             fmt.pack_into(buffer, offset, value.ptr if type(value) is Array else value)
         (err,) = set_params(exec_handle, node, prepared)
         if err:
-            raise error("cuGraphExecKernelNodeSetParams", err)
+            if err != cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+                raise error("cuGraphExecKernelNodeSetParams", err)
+            backend.contexts.use(exec_.index)  # a thread that has not made this device's context current
+            call(set_params, exec_handle, node, prepared)
     patch.keep = keep  # type: ignore[attr-defined]
     return patch
 

@@ -85,6 +85,6 @@ class CudaExec:
         self.index = index
         self.host_keys = host_keys
         self.host_stream: Any = None  # the stream host-node errors of the latest launch are kept for
-        self.own_keys: list[int] = []  # host callables set on this exec (not owned by a graph)
+        self.own_keys: dict[Any, int] = {}  # node -> host callable set on this exec (owned by no graph)
         self.memory = memory
         self.template = template
