@@ -462,11 +462,11 @@ def test_update_on_a_closed_exec_raises_graph_error(device):
 def test_update_with_a_graph_of_another_device(gpu_device):
     cpu = gg.Device("cpu")
     stream = gpu_device.stream()
-    x = K.f32(gpu_device)
+    x = K.f32(gpu_device, X0)
     g = gg.Graph(gpu_device)
     g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     other = gg.Graph(cpu)
-    other.add_kernel(K.scale, GRID, BLOCK, K.f32(cpu), 3.0, N)
+    other.add_kernel(K.scale, GRID, BLOCK, K.f32(cpu, X0), 3.0, N)
     with g.instantiate() as exe:
         with pytest.raises(gg.GraphUpdateError, match=refused(
                 "device changed", None, f"the graph is on {cpu}, this executable graph on {gpu_device}")) as info:
