@@ -10,6 +10,7 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import memcpy_nbytes, memset_pattern
 from ._nodes import (ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
                      KernelParams, MemcpyParams, MemsetParams, NodeKind)
+from . import _params
 from ._params import Param
 from ._stream import Event, Stream
 from ._update import GraphLayout, check_node, check_update
@@ -19,6 +20,17 @@ def _takes_params(layout: GraphLayout) -> bool:
     """Whether a kernel node of ``layout`` or of a child graph within it takes a Param."""
     return any(type(a) is Param for p in layout.params if isinstance(p, KernelParams) for a in p.args) or any(
         _takes_params(child) for child in layout.children.values())
+
+
+def _backend_takes_params(backend: Any, graph: Any) -> bool:
+    """Whether a kernel node of a backend graph, or of a child graph within it, takes a Param."""
+    for handle in backend.graph_nodes(graph):
+        params = backend.node_params(graph, handle)
+        if isinstance(params, KernelParams) and any(type(a) is Param for a in params.args):
+            return True
+        if isinstance(params, ChildGraphParams) and _backend_takes_params(backend, params.graph):
+            return True
+    return False
 
 
 def _refuse_child_params(child: GraphLayout, node: Any) -> None:
@@ -37,7 +49,8 @@ class GraphExec:
     """
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
-                 "_indices", "_original", "_param_nodes", "_pending", "_patchers", "_changed", "__weakref__")
+                 "_indices", "_original", "_param_nodes", "_param_records", "_pending", "_patchers", "_changed",
+                 "_source", "_source_version", "_edges", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -51,14 +64,38 @@ class GraphExec:
         self._param_nodes: dict[Param, set[int]] = {}
         self._patchers: dict[int, Callable[[], None]] = {}  # node position -> prepared Param patch
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
-        # The graph as instantiated: what setters and updates compare against, whatever happens to the
-        # graph afterwards. The backend addresses nodes by the handles of this graph.
-        self._layout = GraphLayout(graph)
-        self._handles = [node._handle for node in self._layout.nodes]
-        self._original = self._layout.index
-        self._indices = self._original  # nodes of the original graph and of the latest update -> position
-        self._track_params()
-        self._pending.update(self._param_nodes)  # a value set since the node was added counts
+        # The backend addresses nodes by the handles of the graph the exec was instantiated from, by
+        # position in creation order. Its nodes and edges are noted now (two queries); what setters and
+        # updates compare against (the layout, with Node objects) is made from them when first needed.
+        self._handles = backend.graph_nodes(graph._handle)
+        self._edges = backend.graph_edges(graph._handle)
+        self._source, self._source_version = graph, graph._version
+        self._layout: GraphLayout | None = None
+        self._original: dict[Any, int] = {}
+        self._indices: dict[Any, int] = {}
+        self._param_records: dict[int, KernelParams] = {}  # position -> record of a node taking Params
+        if _params.in_use:
+            self._scan_params()
+            self._pending.update(self._param_nodes)  # a value set since the node was added counts
+
+    def _read_layout(self) -> GraphLayout:
+        if self._layout is None:
+            self._layout = GraphLayout(self._source, self._handles, self._edges)
+            self._original = self._indices = self._layout.index
+            self._edges = None  # no longer needed
+        return self._layout
+
+    def _scan_params(self) -> None:
+        """Find the nodes taking Params from the backend's parameter records (no Node objects needed)."""
+        backend, graph = self._backend, self._source._handle
+        for i, handle in enumerate(self._handles):
+            params = backend.node_params(graph, handle)
+            if isinstance(params, KernelParams):
+                self._note_params(i, params, fresh=True)
+            elif isinstance(params, ChildGraphParams) and _backend_takes_params(backend, params.graph):
+                raise GraphError(f"a Param is used inside the child graph of {self._source._node(handle)!r}; "
+                                 f"Params are patched only in kernel nodes of the graph itself (add those nodes "
+                                 f"to it)")
 
     # Launching
 
@@ -93,6 +130,9 @@ class GraphExec:
         if self.graph._memory:
             raise _invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
                               "cannot be launched into a capture (it would become a child graph)")
+        if self._source._version != self._source_version:
+            raise _invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
+                              "instantiated, and a launch into a capture embeds the graph; instantiate it again")
         if self._changed or self._param_nodes:
             raise _invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
                               "set_enabled or Params cannot be launched into a capture (the capture embeds the "
@@ -105,23 +145,18 @@ class GraphExec:
 
     # Dynamic parameters
 
-    def _track_params(self) -> None:
-        """Register with every Param the graph's kernel nodes take, so its changes reach this exec."""
-        self._param_nodes.clear()
-        for i, params in enumerate(self._layout.params):
-            self._note_params(i, params, fresh=True)
-
     def _note_params(self, index: int, params: Any, fresh: bool = False) -> None:
+        """Register the Params a kernel node at ``index`` takes, so their changes reach this exec."""
         if not fresh:
+            self._param_records.pop(index, None)
             for uses in self._param_nodes.values():
                 uses.discard(index)
         if isinstance(params, KernelParams):
             for arg in params.args:
                 if type(arg) is Param:
                     self._param_nodes.setdefault(arg, set()).add(index)
+                    self._param_records[index] = params
                     arg._use_in(self)
-        elif isinstance(params, ChildGraphParams):
-            _refuse_child_params(self._layout.children[index], self._layout.nodes[index])
 
     def _patch_params(self) -> None:
         """Patch the nodes whose Params changed, each with a patch prepared once (a hot path)."""
@@ -135,7 +170,7 @@ class GraphExec:
                 patch = patchers.get(i)
                 if patch is None:
                     patch = patchers[i] = self._backend.exec_param_patcher(self._handle, self._handles[i],
-                                                                           self._layout.params[i])
+                                                                           self._param_records[i])
                 patch()
         except BaseException:
             self._pending |= pending  # patched again at the next launch
@@ -160,15 +195,17 @@ class GraphExec:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
         layout = GraphLayout(graph)
-        check_update(self._layout, layout)
+        check_update(self._read_layout(), layout)
         for i, child in layout.children.items():  # checked before anything changes
             _refuse_child_params(child, layout.nodes[i])
         self._backend.exec_update(self._handle, graph._handle, self._handles)
         self._layout = layout
+        self._source, self._source_version = graph, graph._version
         self._indices = {**self._original, **layout.index}  # earlier updates' graphs are let go
         self._patchers.clear()
         self._changed = False
         self._param_nodes.clear()
+        self._param_records.clear()
         for i, params in enumerate(layout.params):
             if isinstance(params, KernelParams):  # child graphs were checked above
                 self._note_params(i, params, fresh=True)
@@ -176,6 +213,7 @@ class GraphExec:
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
         self._check_open(api)
+        self._read_layout()
         index = self._indices.get(node)
         if index is None:
             raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "

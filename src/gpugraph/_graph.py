@@ -98,7 +98,7 @@ class Graph:
     """
 
     __slots__ = ("device", "_backend", "_handle", "_nodes", "_numbers", "_owner", "_memory",
-                 "_live_execs", "_clone_of", "__weakref__")
+                 "_live_execs", "_clone_of", "_version", "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
         from ._device import Device
@@ -119,6 +119,7 @@ class Graph:
         self._memory = False  # whether the graph has allocation or free nodes
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
+        self._version = 0  # counts changes: what an executable graph made earlier no longer matches
 
     @classmethod
     def _wrap(cls, device: Any, handle: Any, owner: "Graph | None" = None, own: bool = True) -> "Graph":
@@ -141,10 +142,12 @@ class Graph:
 
     def _refresh(self) -> None:
         """Re-read what the backend graph holds after others (a capture) added to it."""
+        self._version += 1
         self._memory = any(self._node(h).kind in MEMORY_KINDS for h in self._backend.graph_nodes(self._handle))
 
     def _forget_missing(self) -> None:
         """Drop cached nodes the backend graph no longer has (after an aborted capture into it)."""
+        self._version += 1
         present = set(self._backend.graph_nodes(self._handle))
         for handle in [h for h in self._nodes if h not in present]:
             del self._nodes[handle]
@@ -169,7 +172,9 @@ class Graph:
         return handles
 
     def _add(self, params: Any, deps: list[Any]) -> Node:
-        return self._node(self._backend.graph_add_node(self._handle, params, deps))
+        node = self._node(self._backend.graph_add_node(self._handle, params, deps))
+        self._version += 1
+        return node
 
     # Adding nodes
 
@@ -255,6 +260,7 @@ class Graph:
         deps = self._deps(after, "add_alloc")
         handle, ptr, alloc = self._backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
         self._memory = True
+        self._version += 1
         node = self._node(handle)
         node._array = Array(self.device, ptr, shape, dtype, alloc)
         return node
@@ -341,6 +347,7 @@ class Graph:
         if a._handle in self._backend.node_dependencies(self._handle, b._handle):
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
         self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
+        self._version += 1
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
@@ -350,6 +357,7 @@ class Graph:
         if a._handle not in self._backend.node_dependencies(self._handle, b._handle):
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
+        self._version += 1
 
     # Queries
 

@@ -30,13 +30,19 @@ class GraphLayout:
 
     __slots__ = ("nodes", "index", "kinds", "deps", "params", "children")
 
-    def __init__(self, graph: Any) -> None:
-        self.nodes = list(graph.nodes)
+    def __init__(self, graph: Any, handles: list[Any] | None = None, edges: list[Any] | None = None) -> None:
+        """Read ``graph`` now, or as it was when ``handles`` and ``edges`` (backend handles) were taken:
+        nodes' parameters never change once added, so nodes and edges are all a snapshot needs."""
+        backend = graph._backend
+        handles = backend.graph_nodes(graph._handle) if handles is None else handles
+        edges = backend.graph_edges(graph._handle) if edges is None else edges
+        self.nodes = [graph._node(h) for h in handles]
         self.index = {node: i for i, node in enumerate(self.nodes)}
+        position = {h: i for i, h in enumerate(handles)}
         self.kinds = [node.kind for node in self.nodes]
         deps: list[set[int]] = [set() for _ in self.nodes]
-        for source, target in graph.edges:  # one query for the whole graph
-            deps[self.index[target]].add(self.index[source])
+        for source, target in edges:  # one query for the whole graph
+            deps[position[target]].add(position[source])
         self.deps = [frozenset(d) for d in deps]
         self.params = [node.params for node in self.nodes]
         self.children = {i: GraphLayout(p.graph) for i, p in enumerate(self.params)

@@ -489,11 +489,8 @@ class CudaBackend:
         handle = call(cu.cuGraphInstantiate, graph.handle, int(flags))
         allocated, freed, host_keys = [], [], []
         self._survey(graph, allocated, freed, host_keys)
-        # The graph as instantiated, for a launch into a capture (graphs with memory nodes cannot be
-        # cloned, nor be launched into a capture).
-        template = None if allocated or freed else self.graph_clone(graph)
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
-                        template)
+                        graph)
 
     def _survey(self, graph: CudaGraph, allocated: list, freed: list, host_keys: list) -> None:
         """Collect a graph's allocations, frees and host-node keys, child graphs included."""
@@ -513,6 +510,8 @@ class CudaBackend:
     def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
         if stream.capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
             self.contexts.use(stream.index)
+            if exec_.template is None:  # made once, from the graph the front end keeps unchanged and alive
+                exec_.template = self.graph_clone(exec_.source)
             self._add_at_frontier(stream, ChildGraphParams(exec_.template))
             return
         memory = exec_.memory
@@ -556,7 +555,7 @@ class CudaBackend:
         exec_.host_stream = None
         if exec_.template is not None:
             self.graph_destroy(exec_.template)
-        exec_.template = self.graph_clone(graph)
+        exec_.source, exec_.template = graph, None
 
     def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
         self.contexts.use(stream.index)

@@ -77,14 +77,14 @@ class CudaGraph:
 
 
 class CudaExec:
-    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "template", "own_keys")
+    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "source", "template", "own_keys")
 
-    def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any,
-                 template: CudaGraph | None) -> None:
+    def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any, source: CudaGraph) -> None:
         self.handle = handle
         self.index = index
         self.host_keys = host_keys
         self.host_stream: Any = None  # the stream host-node errors of the latest launch are kept for
         self.own_keys: dict[Any, int] = {}  # node -> host callable set on this exec (owned by no graph)
         self.memory = memory
-        self.template = template
+        self.source = source  # the graph it was made from (or last updated with)
+        self.template: CudaGraph | None = None  # its copy, made for the first launch into a capture
