@@ -12,9 +12,9 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
 } 2>&1 | tee "$OUT/env.txt"
 python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
-python3 tools/gpu_hotpaths.py 2>&1 | tee "$OUT/hotpaths.txt"
+python3 -m gpugraph bench --backend cuda --workload launch --workload graphs --workload manage \
+  --workload dynamic --workload memory --repeats 10 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" | tail -8
 python3 tools/gpu_probe_update.py 2>&1 | tee "$OUT/probe_update.txt"
-python3 -m gpugraph.examples.dynamic_parameters 2>&1 | tee "$OUT/dynamic_parameters.txt"
 if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
   # The sanitizer serializes work across streams, so tests that need a second stream to run while the
   # first is blocked (marked overlap) cannot pass under it; they run in the plain pass above.
