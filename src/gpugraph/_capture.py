@@ -138,6 +138,7 @@ class Capture:
         backend = stream._backend
         deps = self._into._deps(self._after, "capture") if self._into is not None else []
         if self._into is not None:
+            self._into._changing()  # executable graphs made from it read it before the capture adds to it
             self._nodes_before = set(backend.graph_nodes(self._into._handle))
         handle = backend.stream_begin_capture(stream._handle, self.mode,
                                               None if self._into is None else self._into._handle, deps)
@@ -191,6 +192,8 @@ class Capture:
 
     def _unjoined_streams(self) -> list[Any]:
         """Streams forked into the capture whose last work the capturing stream does not wait for."""
+        if len(self.streams) == 1:
+            return []  # nothing was forked: no walk through the graph
         backend = self.stream._backend
         graph = self.graph._handle
         joined: set[Any] = set()

@@ -16,6 +16,9 @@ from ._stream import Event, Stream
 from ._update import GraphLayout, check_node, check_update
 
 
+_KERNEL = (NodeKind.KERNEL,)
+
+
 def _takes_params(layout: GraphLayout) -> bool:
     """Whether a kernel node of ``layout`` or of a child graph within it takes a Param."""
     return any(type(a) is Param for p in layout.params if isinstance(p, KernelParams) for a in p.args) or any(
@@ -49,8 +52,8 @@ class GraphExec:
     """
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
-                 "_indices", "_original", "_param_nodes", "_param_records", "_pending", "_patchers", "_changed",
-                 "_source", "_source_version", "_edges", "__weakref__")
+                 "_indices", "_param_nodes", "_param_records", "_pending", "_patchers", "_changed",
+                 "_source", "_source_version", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -65,37 +68,53 @@ class GraphExec:
         self._patchers: dict[int, Callable[[], None]] = {}  # node position -> prepared Param patch
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
         # The backend addresses nodes by the handles of the graph the exec was instantiated from, by
-        # position in creation order. Its nodes and edges are noted now (two queries); what setters and
-        # updates compare against (the layout, with Node objects) is made from them when first needed.
+        # position in creation order: those are noted now (one query). What setters and updates compare
+        # against (the layout, with Node objects and edges) is read when first needed, or just before the
+        # graph changes (Graph._changing), whichever comes first.
         self._handles = backend.graph_nodes(graph._handle)
-        self._edges = backend.graph_edges(graph._handle)
         self._source, self._source_version = graph, graph._version
         self._layout: GraphLayout | None = None
-        self._original: dict[Any, int] = {}
         self._indices: dict[Any, int] = {}
         self._param_records: dict[int, KernelParams] = {}  # position -> record of a node taking Params
+        graph._watch(self)
         if _params.in_use:
-            self._scan_params()
-            self._pending.update(self._param_nodes)  # a value set since the node was added counts
+            self._adopt_params(self._find_params(graph, self._handles))
 
     def _read_layout(self) -> GraphLayout:
         if self._layout is None:
-            self._layout = GraphLayout(self._source, self._handles, self._edges)
-            self._original = self._indices = self._layout.index
-            self._edges = None  # no longer needed
+            self._layout = GraphLayout(self._source)
+            self._indices = self._layout.index
+            if self._source is not self.graph:  # the nodes of the graph it was made from still count
+                self._indices = {**{self.graph._node(h): i for i, h in enumerate(self._handles)},
+                                 **self._indices}
         return self._layout
 
-    def _scan_params(self) -> None:
-        """Find the nodes taking Params from the backend's parameter records (no Node objects needed)."""
-        backend, graph = self._backend, self._source._handle
-        for i, handle in enumerate(self._handles):
-            params = backend.node_params(graph, handle)
+    def _before_change(self, graph: Any) -> None:
+        """``graph`` is about to change: read its layout now if this exec still needs it."""
+        if self._source is graph and self._layout is None and self._handle is not None:
+            self._read_layout()
+
+    def _find_params(self, graph: Any, handles: list[Any]) -> dict[int, KernelParams]:
+        """The kernel nodes of ``graph`` taking Params, by position, from the backend's parameter records
+        (no Node objects needed); Params inside child graphs are refused."""
+        backend, found = self._backend, {}
+        for i, handle in enumerate(handles):
+            params = backend.node_params(graph._handle, handle)
             if isinstance(params, KernelParams):
-                self._note_params(i, params, fresh=True)
+                if any(type(a) is Param for a in params.args):
+                    found[i] = params
             elif isinstance(params, ChildGraphParams) and _backend_takes_params(backend, params.graph):
-                raise GraphError(f"a Param is used inside the child graph of {self._source._node(handle)!r}; "
-                                 f"Params are patched only in kernel nodes of the graph itself (add those nodes "
-                                 f"to it)")
+                raise GraphError(f"a Param is used inside the child graph of {graph._node(handle)!r}; Params "
+                                 f"are patched only in kernel nodes of the graph itself (add those nodes to it)")
+        return found
+
+    def _adopt_params(self, found: dict[int, KernelParams]) -> None:
+        """Register the nodes taking Params; values set since those nodes were added count as changes."""
+        self._param_nodes.clear()
+        self._param_records.clear()
+        for i, params in found.items():
+            self._note_params(i, params, fresh=True)
+        self._pending = set(self._param_nodes)
 
     # Launching
 
@@ -194,26 +213,27 @@ class GraphExec:
         if graph.device is not self.device:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
-        layout = GraphLayout(graph)
-        check_update(self._read_layout(), layout)
-        for i, child in layout.children.items():  # checked before anything changes
-            _refuse_child_params(child, layout.nodes[i])
-        self._backend.exec_update(self._handle, graph._handle, self._handles)
-        self._layout = layout
+        backend = self._backend
+        found = self._find_params(graph, backend.graph_nodes(graph._handle)) if _params.in_use else {}
+        if not backend.update_checks_rules:
+            check_update(self._read_layout(), GraphLayout(graph))
+        refused = backend.exec_update(self._handle, graph._handle, self._handles)
+        if refused is not None:  # the driver checked the rules (no Python pass over the nodes): explain
+            check_update(self._read_layout(), GraphLayout(graph))
+            reason, handle = refused
+            raise GraphUpdateError(reason, None if handle is None else graph._node(handle))
         self._source, self._source_version = graph, graph._version
-        self._indices = {**self._original, **layout.index}  # earlier updates' graphs are let go
+        self._layout = None  # read from the new graph when needed
+        graph._watch(self)
         self._patchers.clear()
         self._changed = False
-        self._param_nodes.clear()
-        self._param_records.clear()
-        for i, params in enumerate(layout.params):
-            if isinstance(params, KernelParams):  # child graphs were checked above
-                self._note_params(i, params, fresh=True)
-        self._pending = set(self._param_nodes)  # values set since the new graph's nodes were added count
+        self._adopt_params(found)
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
-        self._check_open(api)
-        self._read_layout()
+        if self._handle is None:
+            self._check_open(api)
+        if self._layout is None:
+            self._read_layout()
         index = self._indices.get(node)
         if index is None:
             raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
@@ -237,19 +257,32 @@ class GraphExec:
 
         See also: cudaGraphExecKernelNodeSetParams.
         """
-        i = self._index(node, (NodeKind.KERNEL,), "set_params")
+        i = self._index(node, _KERNEL, "set_params")
         old = self._layout.params[i]
         kernel = old.kernel if kernel is None else kernel
         if type(kernel) is not Kernel:
             raise TypeError(f"set_params(kernel): expected a Kernel, got {type(kernel).__name__}")
-        new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
+        if grid is None and block is None:
+            new_grid, new_block = old.grid, old.block
+        else:
+            new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
         shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
-        self.device._load_kernel(kernel)
-        if args or kernel is not old.kernel:  # a new kernel checks the arguments it is given, or the current ones
+        if kernel is not old.kernel:  # it checks the arguments it is given, or the current ones
+            self.device._load_kernel(kernel)
             args = kernel.typed_args(kernel.convert_args(args or old.args, self.device))
+        elif args:
+            args = kernel.typed_args(kernel.convert_args(args, self.device))
         else:
             args = old.args
-        self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)
+        params = KernelParams(kernel, new_grid, new_block, shared, args)
+        # What _set does, less the checks that no kernel node needs (a hot path).
+        self._backend.exec_set_node(self._handle, self._handles[i], params)
+        self._layout.params[i] = params
+        self._changed = True
+        if self._patchers:
+            self._patchers.pop(i, None)
+        if _params.in_use:
+            self._note_params(i, params)
 
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Change a copy node. See also: cudaGraphExecMemcpyNodeSetParams."""

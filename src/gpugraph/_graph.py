@@ -98,7 +98,7 @@ class Graph:
     """
 
     __slots__ = ("device", "_backend", "_handle", "_nodes", "_numbers", "_owner", "_memory",
-                 "_live_execs", "_clone_of", "_version", "__weakref__")
+                 "_live_execs", "_clone_of", "_version", "_watchers", "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
         from ._device import Device
@@ -120,6 +120,22 @@ class Graph:
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
         self._version = 0  # counts changes: what an executable graph made earlier no longer matches
+        # Executable graphs to tell before the graph changes, by id; a collected one leaves by itself.
+        self._watchers: dict[int, weakref.ref] = {}
+
+    def _watch(self, exe: Any) -> None:
+        """Call ``exe._before_change(self)`` before this graph next changes."""
+        watchers, key = self._watchers, id(exe)
+        watchers[key] = weakref.ref(exe, lambda _: watchers.pop(key, None))
+
+    def _changing(self) -> None:
+        """Called before every change: executable graphs made from the graph read what they need of it."""
+        self._version += 1
+        watchers, self._watchers = self._watchers, {}
+        for ref in list(watchers.values()):  # a collection may remove entries meanwhile
+            exe = ref()
+            if exe is not None:
+                exe._before_change(self)
 
     @classmethod
     def _wrap(cls, device: Any, handle: Any, owner: "Graph | None" = None, own: bool = True) -> "Graph":
@@ -142,12 +158,13 @@ class Graph:
 
     def _refresh(self) -> None:
         """Re-read what the backend graph holds after others (a capture) added to it."""
-        self._version += 1
-        self._memory = any(self._node(h).kind in MEMORY_KINDS for h in self._backend.graph_nodes(self._handle))
+        self._changing()
+        backend, handle = self._backend, self._handle
+        self._memory = any(backend.node_params(handle, h).kind in MEMORY_KINDS for h in backend.graph_nodes(handle))
 
     def _forget_missing(self) -> None:
         """Drop cached nodes the backend graph no longer has (after an aborted capture into it)."""
-        self._version += 1
+        self._changing()
         present = set(self._backend.graph_nodes(self._handle))
         for handle in [h for h in self._nodes if h not in present]:
             del self._nodes[handle]
@@ -172,8 +189,12 @@ class Graph:
         return handles
 
     def _add(self, params: Any, deps: list[Any]) -> Node:
-        node = self._node(self._backend.graph_add_node(self._handle, params, deps))
-        self._version += 1
+        if self._watchers:
+            self._changing()
+        else:
+            self._version += 1
+        handle = self._backend.graph_add_node(self._handle, params, deps)
+        node = self._nodes[handle] = Node(self, handle, params.kind, next(self._numbers))
         return node
 
     # Adding nodes
@@ -258,9 +279,9 @@ class Graph:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
+        self._changing()
         handle, ptr, alloc = self._backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
         self._memory = True
-        self._version += 1
         node = self._node(handle)
         node._array = Array(self.device, ptr, shape, dtype, alloc)
         return node
@@ -346,8 +367,8 @@ class Graph:
                              f"the edge would make a cycle")
         if a._handle in self._backend.node_dependencies(self._handle, b._handle):
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
+        self._changing()
         self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
-        self._version += 1
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
@@ -356,8 +377,8 @@ class Graph:
             raise GraphError("remove_dependency: edges of a graph with allocation or free nodes cannot be removed")
         if a._handle not in self._backend.node_dependencies(self._handle, b._handle):
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
+        self._changing()
         self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
-        self._version += 1
 
     # Queries
 

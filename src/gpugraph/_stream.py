@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from . import _capture, _params
 from ._params import resolve
-from ._kernel import Kernel, check_shared_mem, launch_dims
+from ._kernel import Kernel, _block_cache, _grid_cache, check_shared_mem, launch_dims
 from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 
 
@@ -151,18 +151,24 @@ class Stream:
         """
         if type(kernel) is not Kernel:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
-        if self._capture is not None or self.legacy:
+        capture = self._capture
+        if capture is not None or self.legacy:
             self._guard("Stream.launch")
-        grid, block = launch_dims(grid, block)
+        # The launch shape's cache, looked up here first: this is the hottest path of all.
+        g = _grid_cache.get(grid) if type(grid) is int else None
+        b = _block_cache.get(block) if type(block) is int else None
+        if g is None or b is None:
+            g, b = launch_dims(grid, block)
         if shared_mem:
             shared_mem = check_shared_mem(shared_mem)
-        args = kernel.convert_args(args, self.device)
-        if self._capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
+        device = self.device
+        args = kernel.convert_args(args, device)
+        if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
             args = kernel.typed_args(args)
         elif _params.in_use:
             args = tuple([resolve(a) for a in args])
-        function = kernel._functions.get(self.device) or self.device._load_kernel(kernel)
-        self._backend.stream_launch(self._handle, function, grid, block, shared_mem, args)
+        function = kernel._functions.get(device) or device._load_kernel(kernel)
+        self._backend.stream_launch(self._handle, function, g, b, shared_mem, args)
 
     def memcpy(self, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Enqueue a copy of ``nbytes`` (default: all) from ``src`` to ``dst``, in any direction.

@@ -31,6 +31,7 @@ class CpuBackend:
     """Implements ``gpugraph.backends._protocol.Backend`` on the host."""
 
     name = "cpu"
+    update_checks_rules = False  # the front end checks CUDA's update rules before exec_update
 
     def __init__(self) -> None:
         self._addresses = AddressSpace()
@@ -332,6 +333,7 @@ class CpuBackend:
 
     def exec_update(self, exec_: CpuExec, graph: CpuGraph, originals: list[CpuNode]) -> None:
         exec_.update(graph, originals)
+        return None
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         pass

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..._errors import BackendError, CaptureError, GpuGraphError, GraphUpdateError
+from ..._errors import BackendError, CaptureError, GpuGraphError
 from ..._memory import Array
 from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
                        MemsetParams)
@@ -33,12 +33,22 @@ _MEMSET = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async
 _ATTR = cu.CUgraphMem_attribute
 _INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
+_RESULT = cu.CUgraphExecUpdateResult
+# The driver's update refusals in the words of gpugraph._update's rules.
+_UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topology changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: "node kind changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED: "kernel function changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE: "kernel function changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: "parameters changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: "unsupported node kind",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: "attributes changed"}
 
 
 class CudaBackend:
     """Implements ``gpugraph.backends._protocol.Backend`` on NVIDIA GPUs."""
 
     name = "cuda"
+    update_checks_rules = True  # cuGraphExecUpdate checks them, and changes nothing when it refuses
 
     def __init__(self, count: int) -> None:
         self.contexts = Contexts(count)
@@ -210,32 +220,47 @@ class CudaBackend:
 
     def stream_launch(self, stream: CudaStream, function: Function, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple) -> None:
-        with function.lock:
-            params = function.pack(tuple([resolve(a) for a in args]) if stream.capture is not None else args)
-            (err,) = cu.cuLaunchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                       shared_mem, stream.handle, params, 0)
-            if err:
-                if err != _INVALID_CONTEXT:
-                    raise error("cuLaunchKernel", err)
-                self._retry_in_context(cu.cuLaunchKernel, stream.index, function.handle, grid[0], grid[1],
-                                       grid[2], block[0], block[1], block[2], shared_mem, stream.handle, params, 0)
-        if stream.capture is not None:
-            self._record(stream, KernelParams(function.kernel, grid, block, shared_mem, args))
+        capture = stream.capture
+        if capture is not None:  # see _captured: the same, inlined for this hot path
+            capture.lock.acquire()
+            packed = tuple([resolve(a) for a in args])
+        else:
+            packed = args
+        try:
+            with function.lock:
+                params = function.pack(packed)
+                (err,) = cu.cuLaunchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1],
+                                           block[2], shared_mem, stream.handle, params, 0)
+                if err:
+                    if err != _INVALID_CONTEXT:
+                        raise error("cuLaunchKernel", err)
+                    self._retry_in_context(cu.cuLaunchKernel, stream.index, function.handle, grid[0], grid[1],
+                                           grid[2], block[0], block[1], block[2], shared_mem, stream.handle,
+                                           params, 0)
+            if capture is not None:
+                capture.graph.pending.append(KernelParams(function.kernel, grid, block, shared_mem, args))
+        finally:
+            if capture is not None:
+                capture.lock.release()
 
     def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int) -> None:
         if stream.capture is None:
             _check_allocated(dst, src)
         self.contexts.use(stream.index)
-        call(cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle)
         if stream.capture is not None:
-            self._record(stream, MemcpyParams(dst, src, nbytes))
+            self._captured(stream, call, (cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle),
+                           lambda _: MemcpyParams(dst, src, nbytes))
+            return
+        call(cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle)
 
     def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
                       count: int) -> None:
         self.contexts.use(stream.index)
-        call(_MEMSET[element_size], address(dst), pattern, count, stream.handle)
+        arguments = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
         if stream.capture is not None:
-            self._record(stream, MemsetParams(dst, value, pattern, element_size, count))
+            self._captured(stream, call, arguments, lambda _: MemsetParams(dst, value, pattern, element_size, count))
+            return
+        call(*arguments)
 
     def stream_host(self, stream: CudaStream, fn: Any, args: tuple) -> None:
         self.contexts.use(stream.index)
@@ -249,21 +274,24 @@ class CudaBackend:
 
     def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, CudaAlloc]:
         self.contexts.use(stream.index)
-        ptr = int(call(cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
         if stream.capture is not None:  # an allocation node, drawing on the graph pool
+            ptr = int(self._captured(stream, call, (cu.cuMemAllocAsync, max(nbytes, 1), stream.handle),
+                                     lambda made: AllocParams(nbytes, int(made))))
             alloc = self._new_alloc(ptr, nbytes, "graph", stream.index)
             stream.capture.graph.allocs[ptr] = alloc
-            self._record(stream, AllocParams(nbytes, ptr))
         else:
+            ptr = int(call(cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
             alloc = self._new_alloc(ptr, nbytes, "stream", stream.index)
             alloc.live = True
         return ptr, alloc
 
     def stream_free(self, stream: CudaStream, alloc: CudaAlloc) -> None:
         self.contexts.use(stream.index)
-        call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
         if stream.capture is not None:
-            self._record(stream, FreeParams(alloc.ptr))
+            self._captured(stream, call, (cu.cuMemFreeAsync, alloc.ptr, stream.handle),
+                           lambda _: FreeParams(alloc.ptr))
+            return
+        call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
 
     def stream_wait_event(self, stream: CudaStream, event: CudaEvent) -> None:
         self.contexts.use(stream.index)
@@ -332,13 +360,40 @@ class CudaBackend:
     def _capture_info(self, stream: CudaStream) -> tuple:
         return call(cu.cuStreamGetCaptureInfo, stream.handle)  # (status, id, graph, deps, edge data, count)
 
-    def _record(self, stream: CudaStream, params: Any) -> Any:
-        """Keep the parameter record of the node a captured call just made (the new frontier)."""
-        deps = self.stream_capture_dependencies(stream)
-        if len(deps) != 1:
-            return None
-        stream.capture.graph.params[deps[0]] = params
-        return deps[0]
+    def _captured(self, stream: CudaStream, fn: Any, args: tuple, record: Any) -> Any:
+        """Make a call that the capture turns into one node, and queue that node's parameter record.
+
+        The records are paired with their nodes when first needed (``_settle``): querying the new node at
+        each call (cuStreamGetCaptureInfo) would cost as much as the captured call itself. The capture's
+        lock keeps the queue in the order in which the driver made the nodes, across threads.
+        """
+        capture = stream.capture
+        with capture.lock:
+            made = fn(*args)
+            capture.graph.pending.append(record(made))
+        return made
+
+    def _settle(self, graph: CudaGraph) -> None:
+        """Pair the queued records of captured calls with the nodes the driver made for them."""
+        pending = graph.pending
+        if not pending:
+            return
+        graph.pending = []
+        params, children, foreign = graph.params, graph.children, graph.foreign
+        fresh = [n for n in self.graph_nodes(graph) if n not in params and n not in children and n not in foreign]
+        if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
+            params.update(zip(fresh, pending))
+            return
+        # Other libraries' work was captured in between: pair each record with the next node it describes;
+        # the nodes left over are theirs (their parameters are read back from the driver when asked for).
+        queue = iter(pending)
+        wanted = next(queue, None)
+        for node in fresh:
+            if wanted is not None and _describes(wanted, derive_params(self, graph, node)):
+                params[node] = wanted
+                wanted = next(queue, None)
+            else:
+                foreign.add(node)
 
     def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
         """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
@@ -364,15 +419,18 @@ class CudaBackend:
         graph = stream.capture.graph
         err, _ = self._end(stream)
         if err:
+            graph.pending = []
             reason = error("cuStreamEndCapture", err)
             raise CaptureError(f"the CUDA driver refused the capture: {reason} (work that another library "
                                f"issued on a captured stream can cause this)", api="cuStreamEndCapture")
+        self._settle(graph)
         return graph
 
     def stream_abort_capture(self, stream: CudaStream) -> None:
         if stream.capture is None:
             return
         into = stream.capture.into
+        stream.capture.graph.pending = []  # the nodes they describe are discarded
         err, handle = self._end(stream)
         if not err and handle is not None and not into:
             call(cu.cuGraphDestroy, handle)
@@ -409,6 +467,7 @@ class CudaBackend:
         graph.children[node] = self._embedded(params.graph, call(cu.cuGraphChildGraphNodeGetGraph, node))
 
     def _embedded(self, source: CudaGraph, handle: Any) -> CudaGraph:
+        self._settle(source)
         embedded = CudaGraph(handle, source.index)
         for original, copy in zip(self.graph_nodes(source), self.graph_nodes(embedded)):
             if original in source.params:
@@ -436,6 +495,7 @@ class CudaBackend:
 
     def graph_destroy_node(self, graph: CudaGraph, node: Any) -> None:
         graph.params.pop(node, None)
+        graph.foreign.discard(node)
         graph.children.pop(node, None)
         graph.host_keys.pop(node, None)
         call(cu.cuGraphDestroyNode, node)
@@ -460,6 +520,9 @@ class CudaBackend:
         params = graph.params.get(node)
         if params is not None:
             return params
+        if graph.pending:
+            self._settle(graph)
+            return self.node_params(graph, node)
         child = graph.children.get(node)
         return ChildGraphParams(child) if child is not None else derive_params(self, graph, node)
 
@@ -470,6 +533,7 @@ class CudaBackend:
         return listed(cu.cuGraphNodeGetDependentNodes, node)
 
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
+        self._settle(graph)
         clone = CudaGraph(call(cu.cuGraphClone, graph.handle), graph.index)
         for node, params in graph.params.items():
             clone.params[self.graph_find_in_clone(clone, node)] = params
@@ -493,17 +557,23 @@ class CudaBackend:
                         graph)
 
     def _survey(self, graph: CudaGraph, allocated: list, freed: list, host_keys: list) -> None:
-        """Collect a graph's allocations, frees and host-node keys, child graphs included."""
-        for node in self.graph_nodes(graph):
-            params = self.node_params(graph, node)
-            if isinstance(params, AllocParams):
-                allocated.append(graph.allocs.get(params.ptr) or self._allocations.get(params.ptr))
-            elif isinstance(params, FreeParams):
-                freed.append(self._allocations.get(params.ptr))
-            elif isinstance(params, HostParams) and node in graph.host_keys:
-                host_keys.append(graph.host_keys[node])
-            elif isinstance(params, ChildGraphParams):
-                self._survey(params.graph, allocated, freed, host_keys)
+        """Collect a graph's allocations, frees and host-node keys, child graphs included, from the records
+        gpugraph keeps (the driver is asked only about nodes other libraries made)."""
+        self._settle(graph)
+        params, children = graph.params, graph.children
+        records = list(params.values())
+        records += [derive_params(self, graph, n) for n in self.graph_nodes(graph)
+                    if n not in params and n not in children]
+        for record in records:
+            if isinstance(record, AllocParams):
+                allocated.append(graph.allocs.get(record.ptr) or self._allocations.get(record.ptr))
+            elif isinstance(record, FreeParams):
+                freed.append(self._allocations.get(record.ptr))
+            elif isinstance(record, ChildGraphParams):
+                self._survey(record.graph, allocated, freed, host_keys)
+        host_keys.extend(graph.host_keys.values())
+        for child in children.values():
+            self._survey(child, allocated, freed, host_keys)
         allocated[:] = [a for a in allocated if a is not None]
         freed[:] = [a for a in freed if a is not None]
 
@@ -541,13 +611,18 @@ class CudaBackend:
         self.contexts.use(exec_.index)
         call(cu.cuGraphNodeSetEnabled, exec_.handle, node, int(enabled))
 
-    def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> None:
+    def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> tuple[str, Any] | None:
         self.contexts.use(exec_.index)
-        err, _ = cu.cuGraphExecUpdate(exec_.handle, graph.handle)
-        if err:  # the front end checked CUDA's rules; this is the driver refusing for its own reasons
-            raise GraphUpdateError("the CUDA driver refused the update", None, str(error("cuGraphExecUpdate", err)))
-        allocated, freed, host_keys = [], [], []
-        self._survey(graph, allocated, freed, host_keys)
+        err, info = cu.cuGraphExecUpdate(exec_.handle, graph.handle)
+        if err:
+            if err != cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
+                raise error("cuGraphExecUpdate", err)
+            if info is None:  # some cuda-bindings releases return no result info with an error
+                return "refused by the CUDA driver", None
+            node = info.errorNode if int(info.errorNode) else None
+            return _UPDATE_REASONS.get(info.result, f"refused by the CUDA driver ({info.result!r})"), node
+        host_keys: list[int] = []
+        self._host_keys(graph, host_keys)  # a graph the driver accepts has no allocation or free nodes
         for key in exec_.own_keys.values():  # the update replaced what setters had set
             self.host.forget(key)
         exec_.own_keys.clear()
@@ -556,6 +631,14 @@ class CudaBackend:
         if exec_.template is not None:
             self.graph_destroy(exec_.template)
         exec_.source, exec_.template = graph, None
+        return None
+
+    def _host_keys(self, graph: CudaGraph, keys: list[int]) -> None:
+        """The registry keys of a graph's host nodes, child graphs included."""
+        self._settle(graph)
+        keys.extend(graph.host_keys.values())
+        for child in graph.children.values():
+            self._host_keys(child, keys)
 
     def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
         self.contexts.use(stream.index)
@@ -577,6 +660,20 @@ def _done(query: Any, handle: Any) -> bool:
     if err:
         raise error(query.__name__, err)
     return True
+
+
+def _describes(record: Any, derived: Any) -> bool:
+    """Whether a queued record describes a node whose parameters the driver reports as ``derived``."""
+    if type(record) is not type(derived):
+        return False
+    if isinstance(record, KernelParams):
+        return record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
+    if isinstance(record, MemcpyParams):
+        return (address(record.dst), address(record.src), record.nbytes) == (derived.dst, derived.src,
+                                                                             derived.nbytes)
+    if isinstance(record, MemsetParams):
+        return address(record.dst) == derived.dst and record.count == derived.count
+    return record == derived  # allocation and free nodes: their addresses
 
 
 def _check_allocated(*operands: Any) -> None:

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import numpy as np
+from cuda.bindings import driver as cu
 
 from ..._memory import Array
 
@@ -36,7 +37,8 @@ def _format(dtype: np.dtype | None, pointer: bool) -> str:
 class Function:
     """A loaded kernel and a reusable argument buffer laid out from its signature."""
 
-    __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_layout_key", "lock")
+    __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_layout_key", "lock", "_typed",
+                 "_node_params", "_node_shape", "_address")
 
     def __init__(self, handle: Any, kernel: Any) -> None:
         self.handle = handle
@@ -44,7 +46,10 @@ class Function:
         self.lock = threading.Lock()  # the buffer is shared: one launch packs and launches at a time
         self._struct: struct.Struct | None = None
         self._layout_key: Any = None  # the argument types the layout was made for (unread signatures)
-        if kernel.signature is not None:
+        self._typed = kernel.signature is not None
+        self._node_params: Any = None  # a CUDA_KERNEL_NODE_PARAMS reused for the nodes of this kernel
+        self._node_shape: Any = None  # the launch shape it holds
+        if self._typed:
             self._layout([(p.dtype, p.pointer) for p in kernel.signature])
 
     def _layout(self, params: list[tuple[Any, bool]]) -> None:
@@ -53,6 +58,7 @@ class Function:
         self._buffer = ctypes.create_string_buffer(n * _SLOT)
         base = ctypes.addressof(self._buffer)
         self._pointers = (ctypes.c_void_p * n)(*[base + i * _SLOT for i in range(n)])
+        self._address = ctypes.addressof(self._pointers)  # what kernelParams gets
 
 
     def copy_arguments(self) -> tuple[Any, Any]:
@@ -72,12 +78,31 @@ class Function:
         param = self.kernel.signature[index]
         return struct.Struct("<" + _code(param.dtype, param.pointer))
 
+    def node_params(self, grid: tuple, block: tuple, shared_mem: int, args: tuple) -> Any:
+        """This kernel's CUDA_KERNEL_NODE_PARAMS for a node with ``args`` packed (hold ``lock``).
+
+        One struct per kernel, reused: the driver copies it and the arguments when a node is added or set,
+        and making a new one costs more than the driver call.
+        """
+        p = self._node_params
+        if p is None:
+            p = self._node_params = cu.CUDA_KERNEL_NODE_PARAMS()
+            p.func, p.extra = self.handle, 0
+        shape = (grid, block, shared_mem)
+        if shape != self._node_shape:
+            p.gridDimX, p.gridDimY, p.gridDimZ = grid
+            p.blockDimX, p.blockDimY, p.blockDimZ = block
+            p.sharedMemBytes = shared_mem
+            self._node_shape = shape
+        p.kernelParams = self.pack(args)
+        return p
+
     def pack(self, args: tuple) -> int:
         """Write ``args`` into the buffer; return the address of the kernelParams array (hold ``lock``)."""
-        if self.kernel.signature is None:  # arguments carry their own types, which may change per call
+        if not self._typed:  # arguments carry their own types, which may change per call
             key = tuple(None if type(a) is Array else a.dtype for a in args)
             if key != self._layout_key:
                 self._layout([(d, d is None) for d in key])
                 self._layout_key = key
         self._struct.pack_into(self._buffer, 0, *[a.ptr if type(a) is Array else a for a in args])
-        return ctypes.addressof(self._pointers)
+        return self._address

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..._memory import Array
+from ... import _params
 from ..._params import Param, resolve
 from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
                        FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
@@ -48,8 +49,9 @@ def memset_params(dst: Any, pattern: int, element_size: int, count: int) -> Any:
     return p
 
 
-def kernel_params(function: Any, grid: tuple, block: tuple, shared_mem: int, args: tuple) -> Any:
-    """CUDA_KERNEL_NODE_PARAMS for a launch; call with ``function.lock`` held (the driver copies the args)."""
+def new_kernel_params(function: Any, grid: tuple, block: tuple, shared_mem: int, args: tuple) -> Any:
+    """A CUDA_KERNEL_NODE_PARAMS of its own for a launch (hold ``function.lock``; the arguments are packed
+    in the function's buffer)."""
     p = cu.CUDA_KERNEL_NODE_PARAMS()
     p.func = function.handle
     p.gridDimX, p.gridDimY, p.gridDimZ = grid
@@ -60,13 +62,18 @@ def kernel_params(function: Any, grid: tuple, block: tuple, shared_mem: int, arg
     return p
 
 
+def _resolved(args: tuple) -> tuple:
+    """Arguments with each Param replaced by its value now."""
+    return tuple([resolve(a) for a in args]) if _params.in_use else args
+
+
 def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
     """Add the driver node for ``params`` after ``deps`` (the HIP twins are hipGraphAdd*Node)."""
     g, n, ctx = graph.handle, len(deps), backend.contexts.get(graph.index)
-    if isinstance(params, KernelParams):
+    if type(params) is KernelParams:
         function = backend.function(graph.index, params.kernel)
         with function.lock:
-            p = kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
+            p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             return call(cu.cuGraphAddKernelNode, g, deps, n, p)
     if isinstance(params, MemcpyParams):
         return call(cu.cuGraphAddMemcpyNode, g, deps, n, memcpy3d(params.dst, params.src, params.nbytes), ctx)
@@ -96,13 +103,15 @@ def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -
 
 def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:
     """Change one node of an executable graph (the HIP twins are hipGraphExec*NodeSetParams)."""
-    e, ctx = exec_.handle, backend.contexts.get(exec_.index)
-    if isinstance(params, KernelParams):
+    e = exec_.handle
+    if type(params) is KernelParams:
         function = backend.function(exec_.index, params.kernel)
         with function.lock:
-            p = kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
+            p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             call(cu.cuGraphExecKernelNodeSetParams, e, node, p)
-    elif isinstance(params, MemcpyParams):
+        return
+    ctx = backend.contexts.get(exec_.index)
+    if isinstance(params, MemcpyParams):
         call(cu.cuGraphExecMemcpyNodeSetParams, e, node, memcpy3d(params.dst, params.src, params.nbytes), ctx)
     elif isinstance(params, MemsetParams):
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
@@ -139,7 +148,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
         return lambda: set_exec_node(backend, exec_, node, params)
     function = backend.function(exec_.index, params.kernel)
     with function.lock:
-        prepared = kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
+        prepared = new_kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
         buffer, pointers = function.copy_arguments()  # this node's own copy of the packed arguments
     prepared.kernelParams = ctypes.addressof(pointers)
     slots = [(function.slot_format(i), function.slot_offset(i), arg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,13 +31,14 @@ class CudaAlloc:
 class CudaCapture:
     """A capture in progress: the graph it records into and the streams taking part."""
 
-    __slots__ = ("graph", "into", "active", "streams")
+    __slots__ = ("graph", "into", "active", "streams", "lock")
 
     def __init__(self, graph: "CudaGraph", into: bool, origin: "CudaStream") -> None:
         self.graph = graph
         self.into = into
         self.active = True
         self.streams = [origin]
+        self.lock = threading.Lock()  # held from a captured call to the queueing of its node's record
 
     def end(self) -> None:
         self.active = False
@@ -65,7 +67,8 @@ class CudaEvent:
 class CudaGraph:
     """A graph, with the parameter records of the nodes gpugraph made (the driver holds the rest)."""
 
-    __slots__ = ("handle", "index", "params", "allocs", "host_keys", "children", "__weakref__")
+    __slots__ = ("handle", "index", "params", "allocs", "host_keys", "children", "pending", "foreign",
+                 "__weakref__")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
@@ -74,6 +77,8 @@ class CudaGraph:
         self.allocs: dict[int, CudaAlloc] = {}  # ptr -> allocation made by an alloc node of this graph
         self.host_keys: dict[Any, int] = {}  # host node -> its registry key (the driver's copy is wrapped)
         self.children: dict[Any, CudaGraph] = {}  # child-graph node -> its embedded graph, with records
+        self.pending: list[Any] = []  # records of captured calls, in order, whose nodes are not paired yet
+        self.foreign: set[Any] = set()  # captured nodes other libraries made (no record of gpugraph's)
 
 
 class CudaExec:
