@@ -598,3 +598,23 @@ def test_set_params_with_only_a_new_kernel_keeps_the_arguments(device, stream):
         exe.set_params(node, kernel=K.shift)
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 + 2.0)
+
+
+def test_update_compares_with_the_graph_as_it_was_instantiated(device, stream):
+    """An edge removed from the graph after instantiate does not change what the executable graph is
+    compared with: the graph as it is now is refused, a graph shaped as it was is taken."""
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    a = g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    b = g.add_kernel(K.scale, GRID, BLOCK, x, 3.0, N, after=a)
+    with g.instantiate() as exe:
+        g.remove_dependency(a, b)  # g now has two roots
+        with pytest.raises(gg.GraphUpdateError, match=rf"^update refused at {re.escape(repr(b))}: topology "
+                                                      rf"changed \(it depends on nothing; the paired node "
+                                                      rf"depends on {re.escape(repr(a))}\)$"):
+            exe.update(g)
+        chain = gg.Graph(device)
+        chain.add_kernel(K.scale, GRID, BLOCK, x, 7.0, N, after=chain.add_kernel(K.scale, GRID, BLOCK, x, 5.0, N))
+        exe.update(chain)
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 35)

@@ -19,8 +19,8 @@ def probe(name: str, build_old, build_new) -> None:
     build_new(new)
     exe = old.instantiate()
     try:
-        dev._backend.exec_update(exe._handle, new._handle, [n._handle for n in old.nodes])
-        outcome = "accepted"
+        refused = dev._backend.exec_update(exe._handle, new._handle, [n._handle for n in old.nodes])
+        outcome = "accepted" if refused is None else f"refused: {refused[0]}"
     except gg.GpuGraphError as exc:
         outcome = f"refused: {exc}"
     exe.close()
@@ -52,6 +52,13 @@ def main() -> None:
         a = g.add_empty()
         g.add_empty(after=a)
     probe("edge removed", chain, lambda g: (g.add_empty(), g.add_empty()))
+
+    def two_roots_then(g, second):  # a and b are roots; c follows a (second=False) or b (second=True)
+        a, b = g.add_kernel(K.scale, 1, 64, x, 2.0, 64), g.add_kernel(K.scale, 1, 64, y, 3.0, 64)
+        g.add_memcpy(y, x, after=b if second else a)
+    # An isomorphic graph whose nodes pair only out of creation order: the driver accepts it (gpugraph
+    # refuses it, since its setters and Params address nodes by creation order).
+    probe("edge moved (isomorphic graph)", lambda g: two_roots_then(g, False), lambda g: two_roots_then(g, True))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from ._nodes import (ChildGraphParams, EventRecordParams, EventWaitParams, HostP
 from . import _params
 from ._params import Param
 from ._stream import Event, Stream
-from ._update import GraphLayout, check_node, check_update
+from ._update import GraphLayout, check_node, check_update, graph_shape
 
 
 _KERNEL = (NodeKind.KERNEL,)
@@ -53,7 +53,7 @@ class GraphExec:
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
                  "_indices", "_param_nodes", "_param_records", "_pending", "_patchers", "_changed",
-                 "_source", "_source_version", "__weakref__")
+                 "_source", "_source_version", "_shape", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -74,6 +74,7 @@ class GraphExec:
         self._handles = backend.graph_nodes(graph._handle)
         self._source, self._source_version = graph, graph._version
         self._layout: GraphLayout | None = None
+        self._shape: Any = None  # the source's graph_shape, once known
         self._indices: dict[Any, int] = {}
         self._param_records: dict[int, KernelParams] = {}  # position -> record of a node taking Params
         graph._watch(self)
@@ -88,6 +89,11 @@ class GraphExec:
                 self._indices = {**{self.graph._node(h): i for i, h in enumerate(self._handles)},
                                  **self._indices}
         return self._layout
+
+    def _source_shape(self) -> Any:
+        if self._shape is None:
+            self._shape = self._layout.shape() if self._layout is not None else graph_shape(self._source)
+        return self._shape
 
     def _before_change(self, graph: Any) -> None:
         """``graph`` is about to change: read its layout now if this exec still needs it."""
@@ -215,15 +221,24 @@ class GraphExec:
                                                            f"graph on {self.device}")
         backend = self._backend
         found = self._find_params(graph, backend.graph_nodes(graph._handle)) if _params.in_use else {}
-        if not backend.update_checks_rules:
+        shape = None
+        if backend.update_checks_rules:
+            # The driver checks the rules itself, but it may pair nodes other than by creation order (it
+            # accepts an isomorphic graph), which would leave setters and Params addressing the wrong
+            # nodes: the topology is compared here, in the cheapest form.
+            shape = graph_shape(graph)
+            if shape != self._source_shape():
+                check_update(self._read_layout(), GraphLayout(graph))  # names the node
+                raise GraphUpdateError("topology changed", None, "the edges differ")  # (not reached)
+        else:
             check_update(self._read_layout(), GraphLayout(graph))
         refused = backend.exec_update(self._handle, graph._handle, self._handles)
-        if refused is not None:  # the driver checked the rules (no Python pass over the nodes): explain
+        if refused is not None:  # the driver refused a parameter: explain with gpugraph's rules
             check_update(self._read_layout(), GraphLayout(graph))
             reason, handle = refused
             raise GraphUpdateError(reason, None if handle is None else graph._node(handle))
         self._source, self._source_version = graph, graph._version
-        self._layout = None  # read from the new graph when needed
+        self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
         graph._watch(self)
         self._patchers.clear()
         self._changed = False

@@ -51,6 +51,20 @@ class GraphLayout:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def shape(self) -> tuple[int, list[tuple[int, int]]]:
+        """The node count and the edges as (target, source) positions, sorted: see ``graph_shape``."""
+        return len(self.nodes), sorted((t, s) for t, deps in enumerate(self.deps) for s in deps)
+
+
+def graph_shape(graph: Any) -> tuple[int, list[tuple[int, int]]]:
+    """A graph's topology with nodes named by creation order: its node count and its edges as sorted
+    (target, source) positions. Two graphs pair node for node in creation order exactly when their shapes
+    are equal; it is cheaper than a GraphLayout (no Node objects, no parameters)."""
+    backend, handle = graph._backend, graph._handle
+    nodes = backend.graph_nodes(handle)
+    position = {h: i for i, h in enumerate(nodes)}
+    return len(nodes), sorted([(position[t], position[s]) for s, t in backend.graph_edges(handle)])
+
 
 def _memory_kind(operand: Any) -> str:
     return "host" if isinstance(operand, np.ndarray) else "device"

@@ -13,7 +13,7 @@ import sys
 from dataclasses import asdict
 
 from ._core import WORKLOADS, Options, Row, ValidationError, workload
-from . import _gpu, _workloads  # noqa: F401 - register the workloads
+from . import _gpu, _rk4, _workloads  # noqa: F401 - register the workloads
 from ._report import machine, markdown_table
 
 __all__ = ["Options", "Row", "ValidationError", "WORKLOADS", "main", "run", "workload"]

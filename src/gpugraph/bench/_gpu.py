@@ -226,17 +226,110 @@ def manage(device: Any, options: Options) -> list[Row]:
         rows.append(Row.of("manage", f"N={nodes}: whole-graph update", "µs/node",
                            _samples(lambda: per_node(lambda: exe.update(other)), options, repeats)))
         exe.close()
+    rows += _manage_peers(device, kernel, stream, x, options)
     graph = capture()
     exe = graph.instantiate()
     node = graph.nodes[0]
     rows.append(Row.of("manage", "set one kernel node's parameters (exe.set_params)", "µs",
                        _samples(lambda: _timed(lambda: exe.set_params(node, x, 32)) * 1e6, options, 200)))
     exe.close()
+    rows.append(_param_patch(device, kernel, x, options))
     figures = floor(device)
     if figures:
         for key, figure in (("capture_per_node", "capture, N=1000"), ("instantiate_per_node", "instantiate, N=1000"),
                             ("update_per_node", "whole-graph update, N=1000"), ("set_params", "set params")):
             rows.append(Row.of("manage", f"C++ {figure} (floor)", "µs", [figures[key]]))
+    return rows
+
+
+def _param_patch(device: Any, kernel: Kernel, x: Any, options: Options) -> Row:
+    """The dynamic-parameter path's cost per node: a Param set, then the patch the next launch makes."""
+    from .. import Param
+    count = Param(32)
+    graph = Graph(device)
+    graph.add_kernel(kernel, 1, 32, x, count)
+    exe = graph.instantiate()
+    values = [31, 32]
+
+    def patch() -> float:
+        start = time.perf_counter()
+        for value in values * 500:
+            count.value = value
+            exe._patch_params()  # what exe.launch does first when a Param changed
+        return (time.perf_counter() - start) / 1000 * 1e6
+    row = Row.of("manage", "set one kernel node's parameters (gg.Param: value set + patch)", "µs",
+                 _samples(patch, options))
+    exe.close()
+    return row
+
+
+def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Options) -> list[Row]:
+    """The same management figures for the peers, N = 1000: raw cuda-bindings, CuPy and PyTorch captures."""
+    from cuda.bindings import driver as cu
+    nodes, rows = 1000, []
+    function = device._load_kernel(kernel)
+    with function.lock:
+        args = function.pack((x, 32))
+
+    def kernel_params() -> Any:
+        p = cu.CUDA_KERNEL_NODE_PARAMS()
+        p.func, p.kernelParams, p.extra = function.handle, args, 0
+        p.gridDimX, p.gridDimY, p.gridDimZ = 1, 1, 1
+        p.blockDimX, p.blockDimY, p.blockDimZ = 32, 1, 1
+        p.sharedMemBytes = 0
+        return p
+
+    def raw_build() -> Any:
+        graph = cu.cuGraphCreate(0)[1]
+        last: list[Any] = []
+        for _ in range(nodes):
+            last = [cu.cuGraphAddKernelNode(graph, last, len(last), kernel_params())[1]]
+        return graph
+    built: list[Any] = []
+    rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings explicit build (a struct per node)", "µs/node",
+                       _samples(lambda: _timed(lambda: built.append(raw_build())) / nodes * 1e6, options, 5)))
+    graph = built[-1]
+    rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphInstantiate", "µs/node",
+                       _samples(lambda: _timed(lambda: cu.cuGraphExecDestroy(cu.cuGraphInstantiate(graph, 0)[1]))
+                                / nodes * 1e6, options, 5)))
+    exe, other = cu.cuGraphInstantiate(graph, 0)[1], built[0]
+    rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphExecUpdate", "µs/node",
+                       _samples(lambda: _timed(lambda: cu.cuGraphExecUpdate(exe, other)) / nodes * 1e6, options, 5)))
+    node = cu.cuGraphGetNodes(graph, nodes)[1][0]
+    prepared = kernel_params()
+    rows.append(Row.of("manage", "raw cuda-bindings cuGraphExecKernelNodeSetParams (prebuilt struct)", "µs",
+                       _samples(lambda: _timed(lambda: cu.cuGraphExecKernelNodeSetParams(exe, node, prepared)) * 1e6,
+                                options, 200)))
+    cu.cuGraphExecDestroy(exe)
+    for g in built:
+        cu.cuGraphDestroy(g)
+    try:
+        import cupy as cp
+        raw_kernel, cx = cp.RawKernel(TINY, "tiny"), cp.zeros(32, cp.float32)
+        cupy_stream = cp.cuda.Stream(non_blocking=True)
+
+        def cupy_capture() -> None:
+            with cupy_stream:
+                cupy_stream.begin_capture()
+                for _ in range(nodes):
+                    raw_kernel((1,), (32,), (cx, np.int32(32)))
+                cupy_stream.end_capture()
+        rows.append(Row.of("manage", f"N={nodes}: CuPy stream capture (RawKernel)", "µs/node",
+                           _samples(lambda: _timed(cupy_capture) / nodes * 1e6, options, 5)))
+    except ImportError:
+        pass
+    try:
+        import torch
+        tensor = torch.zeros(32, device=f"cuda:{device.index}")
+
+        def torch_capture() -> None:
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                for _ in range(nodes):
+                    tensor.add_(1.0)
+        rows.append(Row.of("manage", f"N={nodes}: PyTorch torch.cuda.graph capture (add_)", "µs/node",
+                           _samples(lambda: _timed(torch_capture) / nodes * 1e6, options, 5)))
+    except ImportError:
+        pass
     return rows
 
 
