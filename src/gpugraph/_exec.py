@@ -222,7 +222,7 @@ class GraphExec:
         backend = self._backend
         found = self._find_params(graph, backend.graph_nodes(graph._handle)) if _params.in_use else {}
         shape = None
-        if backend.update_checks_rules:
+        if backend.update_checks_rules and not (graph._memory or self._source._memory):
             # The driver checks the rules itself, but it may pair nodes other than by creation order (it
             # accepts an isomorphic graph), which would leave setters and Params addressing the wrong
             # nodes: the topology is compared here, in the cheapest form.
@@ -230,7 +230,7 @@ class GraphExec:
             if shape != self._source_shape():
                 check_update(self._read_layout(), GraphLayout(graph))  # names the node
                 raise GraphUpdateError("topology changed", None, "the edges differ")  # (not reached)
-        else:
+        else:  # the driver does not refuse every graph with memory nodes, whose addresses cannot move
             check_update(self._read_layout(), GraphLayout(graph))
         refused = backend.exec_update(self._handle, graph._handle, self._handles)
         if refused is not None:  # the driver refused a parameter: explain with gpugraph's rules

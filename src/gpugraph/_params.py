@@ -74,6 +74,8 @@ class Param:
                 raise ValueError(f"{self!r}.value: expected an Array of {self.dtype} on {self._value.device}, "
                                  f"got one of {new.dtype} on {new.device}")
             self._value = new
+        elif type(new) is float and self.dtype is not None and self.dtype.kind == "f":
+            self._value = self.dtype.type(new)  # the common case, cheaply: a float for a float Param
         else:
             if isinstance(new, (str, bytes)) or not isinstance(new, (int, float, np.generic)):
                 raise TypeError(f"{self!r}.value: expected a scalar, got {type(new).__name__}")

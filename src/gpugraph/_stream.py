@@ -152,7 +152,7 @@ class Stream:
         if type(kernel) is not Kernel:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
         capture = self._capture
-        if capture is not None or self.legacy:
+        if (capture is not None and capture.error is not None) or self.legacy:
             self._guard("Stream.launch")
         # The launch shape's cache, looked up here first: this is the hottest path of all.
         g = _grid_cache.get(grid) if type(grid) is int else None

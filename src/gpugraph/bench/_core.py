@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 class ValidationError(RuntimeError):
@@ -97,17 +98,26 @@ def workload(name: str, description: str) -> Callable[[Workload], Workload]:
     return register
 
 
-def time_once(fn: Callable[[], None]) -> float:
-    """Seconds one call of ``fn`` takes, with the garbage collector held off (as ``timeit`` does)."""
+@contextlib.contextmanager
+def gc_held() -> Iterator[None]:
+    """Hold the garbage collector off (as ``timeit`` does): a collection would time the other workloads'
+    leftovers, not the path."""
     was_enabled = gc.isenabled()
+    gc.collect()
     gc.disable()
     try:
-        start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
+        yield
     finally:
         if was_enabled:
             gc.enable()
+
+
+def time_once(fn: Callable[[], None]) -> float:
+    """Seconds one call of ``fn`` takes, with the garbage collector held off."""
+    with gc_held():
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
 
 
 def time_paired(paths: dict[str, Callable[[], None]], options: Options,

@@ -17,6 +17,7 @@ from ..._errors import BackendError, CaptureError, GpuGraphError
 from ..._memory import Array
 from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
                        MemsetParams)
+from ... import _params
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
 from ._compile import ModuleCache
@@ -223,7 +224,7 @@ class CudaBackend:
         capture = stream.capture
         if capture is not None:  # see _captured: the same, inlined for this hot path
             capture.lock.acquire()
-            packed = tuple([resolve(a) for a in args])
+            packed = tuple([resolve(a) for a in args]) if _params.in_use else args
         else:
             packed = args
         try:
