@@ -218,6 +218,7 @@ def test_set_event_on_a_record_node(device, stream):
     assert e2.done
 
 
+@pytest.mark.overlap  # a second stream reads while the first is blocked
 def test_set_event_on_a_wait_node(device, stream):
     """The wait node waits for the new event: a kernel after it runs only once that event's work is done."""
     gate = threading.Event()
