@@ -19,25 +19,20 @@ from ._update import GraphLayout, check_node, check_update, graph_shape
 _KERNEL = (NodeKind.KERNEL,)
 
 
-def _takes_params(layout: GraphLayout) -> bool:
-    """Whether a kernel node of ``layout`` or of a child graph within it takes a Param."""
-    return any(type(a) is Param for p in layout.params if isinstance(p, KernelParams) for a in p.args) or any(
-        _takes_params(child) for child in layout.children.values())
-
-
-def _backend_takes_params(backend: Any, graph: Any) -> bool:
+def _takes_params(backend: Any, graph: Any) -> bool:
     """Whether a kernel node of a backend graph, or of a child graph within it, takes a Param."""
     for handle in backend.graph_nodes(graph):
         params = backend.node_params(graph, handle)
         if isinstance(params, KernelParams) and any(type(a) is Param for a in params.args):
             return True
-        if isinstance(params, ChildGraphParams) and _backend_takes_params(backend, params.graph):
+        if isinstance(params, ChildGraphParams) and _takes_params(backend, params.graph):
             return True
     return False
 
 
-def _refuse_child_params(child: GraphLayout, node: Any) -> None:
-    if _takes_params(child):
+def _refuse_child_params(backend: Any, child: Any, node: Any) -> None:
+    """Refuse a child graph (a backend graph) of ``node`` that takes a Param."""
+    if _takes_params(backend, child):
         raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
                          f"kernel nodes of the graph itself (add those nodes to it)")
 
@@ -109,9 +104,8 @@ class GraphExec:
             if isinstance(params, KernelParams):
                 if any(type(a) is Param for a in params.args):
                     found[i] = params
-            elif isinstance(params, ChildGraphParams) and _backend_takes_params(backend, params.graph):
-                raise GraphError(f"a Param is used inside the child graph of {graph._node(handle)!r}; Params "
-                                 f"are patched only in kernel nodes of the graph itself (add those nodes to it)")
+            elif isinstance(params, ChildGraphParams):
+                _refuse_child_params(backend, params.graph, graph._node(handle))
         return found
 
     def _adopt_params(self, found: dict[int, KernelParams]) -> None:
@@ -225,15 +219,15 @@ class GraphExec:
         if backend.update_checks_rules and not (graph._memory or self._source._memory):
             # The driver checks the rules itself, but it may pair nodes other than by creation order (it
             # accepts an isomorphic graph), which would leave setters and Params addressing the wrong
-            # nodes: the topology is compared here, in the cheapest form.
+            # nodes: the topology is compared here, in the cheapest form. (It does not refuse every graph
+            # with memory nodes, whose addresses cannot move: those take the full check below.)
             shape = graph_shape(graph)
-            if shape != self._source_shape():
-                check_update(self._read_layout(), GraphLayout(graph))  # names the node
-                raise GraphUpdateError("topology changed", None, "the edges differ")  # (not reached)
-        else:  # the driver does not refuse every graph with memory nodes, whose addresses cannot move
+            refused = (("topology changed", None) if shape != self._source_shape()
+                       else backend.exec_update(self._handle, graph._handle, self._handles))
+        else:
             check_update(self._read_layout(), GraphLayout(graph))
-        refused = backend.exec_update(self._handle, graph._handle, self._handles)
-        if refused is not None:  # the driver refused a parameter: explain with gpugraph's rules
+            refused = backend.exec_update(self._handle, graph._handle, self._handles)
+        if refused is not None:  # explain with gpugraph's rules, which name the node of the new graph
             check_update(self._read_layout(), GraphLayout(graph))
             reason, handle = refused
             raise GraphUpdateError(reason, None if handle is None else graph._node(handle))
@@ -262,9 +256,11 @@ class GraphExec:
         check_node(self._layout.params[index], params, node)
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         self._layout.params[index] = params
-        self._patchers.pop(index, None)
+        if self._patchers:
+            self._patchers.pop(index, None)
         self._changed = True
-        self._note_params(index, params)
+        if _params.in_use:  # without Params there is nothing to note or forget
+            self._note_params(index, params)
 
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
                    shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
@@ -289,15 +285,7 @@ class GraphExec:
             args = kernel.typed_args(kernel.convert_args(args, self.device))
         else:
             args = old.args
-        params = KernelParams(kernel, new_grid, new_block, shared, args)
-        # What _set does, less the checks that no kernel node needs (a hot path).
-        self._backend.exec_set_node(self._handle, self._handles[i], params)
-        self._layout.params[i] = params
-        self._changed = True
-        if self._patchers:
-            self._patchers.pop(i, None)
-        if _params.in_use:
-            self._note_params(i, params)
+        self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)
 
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Change a copy node. See also: cudaGraphExecMemcpyNodeSetParams."""
@@ -328,7 +316,7 @@ class GraphExec:
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
         layout = GraphLayout(graph)
         check_update(self._layout.children[i], layout)
-        _refuse_child_params(layout, node)
+        _refuse_child_params(self._backend, graph._handle, node)
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         self._layout.children[i] = layout
         self._changed = True

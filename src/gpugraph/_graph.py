@@ -131,6 +131,8 @@ class Graph:
     def _changing(self) -> None:
         """Called before every change: executable graphs made from the graph read what they need of it."""
         self._version += 1
+        if not self._watchers:
+            return
         watchers, self._watchers = self._watchers, {}
         for ref in list(watchers.values()):  # a collection may remove entries meanwhile
             exe = ref()
@@ -189,10 +191,7 @@ class Graph:
         return handles
 
     def _add(self, params: Any, deps: list[Any]) -> Node:
-        if self._watchers:
-            self._changing()
-        else:
-            self._version += 1
+        self._changing()
         handle = self._backend.graph_add_node(self._handle, params, deps)
         node = self._nodes[handle] = Node(self, handle, params.kind, next(self._numbers))
         return node

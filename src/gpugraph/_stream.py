@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from . import _capture, _params
 from ._params import resolve
-from ._kernel import Kernel, _block_cache, _grid_cache, check_shared_mem, launch_dims
+from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 
 
@@ -154,11 +154,7 @@ class Stream:
         capture = self._capture
         if (capture is not None and capture.error is not None) or self.legacy:
             self._guard("Stream.launch")
-        # The launch shape's cache, looked up here first: this is the hottest path of all.
-        g = _grid_cache.get(grid) if type(grid) is int else None
-        b = _block_cache.get(block) if type(block) is int else None
-        if g is None or b is None:
-            g, b = launch_dims(grid, block)
+        g, b = launch_dims(grid, block)
         if shared_mem:
             shared_mem = check_shared_mem(shared_mem)
         device = self.device

@@ -552,31 +552,24 @@ class CudaBackend:
         self.contexts.use(graph.index)
         flags = cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH if auto_free_on_launch else 0
         handle = call(cu.cuGraphInstantiate, graph.handle, int(flags))
-        allocated, freed, host_keys = [], [], []
-        self._survey(graph, allocated, freed, host_keys)
+        allocated, freed = self._memory_nodes(graph)
+        host_keys: list[int] = []
+        self._host_keys(graph, host_keys)
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
                         graph)
 
-    def _survey(self, graph: CudaGraph, allocated: list, freed: list, host_keys: list) -> None:
-        """Collect a graph's allocations, frees and host-node keys, child graphs included, from the records
-        gpugraph keeps (the driver is asked only about nodes other libraries made)."""
+    def _memory_nodes(self, graph: CudaGraph) -> tuple[list[CudaAlloc], list[CudaAlloc]]:
+        """A graph's allocations and frees (child graphs cannot hold any), from the records gpugraph keeps;
+        the driver is asked only about nodes other libraries made."""
         self._settle(graph)
         params, children = graph.params, graph.children
         records = list(params.values())
         records += [derive_params(self, graph, n) for n in self.graph_nodes(graph)
                     if n not in params and n not in children]
-        for record in records:
-            if isinstance(record, AllocParams):
-                allocated.append(graph.allocs.get(record.ptr) or self._allocations.get(record.ptr))
-            elif isinstance(record, FreeParams):
-                freed.append(self._allocations.get(record.ptr))
-            elif isinstance(record, ChildGraphParams):
-                self._survey(record.graph, allocated, freed, host_keys)
-        host_keys.extend(graph.host_keys.values())
-        for child in children.values():
-            self._survey(child, allocated, freed, host_keys)
-        allocated[:] = [a for a in allocated if a is not None]
-        freed[:] = [a for a in freed if a is not None]
+        allocated = [graph.allocs.get(r.ptr) or self._allocations.get(r.ptr) for r in records
+                     if isinstance(r, AllocParams)]
+        freed = [self._allocations.get(r.ptr) for r in records if isinstance(r, FreeParams)]
+        return [a for a in allocated if a is not None], [a for a in freed if a is not None]
 
     def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
         if stream.capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
@@ -623,7 +616,7 @@ class CudaBackend:
             node = info.errorNode if int(info.errorNode) else None
             return _UPDATE_REASONS.get(info.result, f"refused by the CUDA driver ({info.result!r})"), node
         host_keys: list[int] = []
-        self._host_keys(graph, host_keys)  # a graph the driver accepts has no allocation or free nodes
+        self._host_keys(graph, host_keys)
         for key in exec_.own_keys.values():  # the update replaced what setters had set
             self.host.forget(key)
         exec_.own_keys.clear()
@@ -635,7 +628,7 @@ class CudaBackend:
         return None
 
     def _host_keys(self, graph: CudaGraph, keys: list[int]) -> None:
-        """The registry keys of a graph's host nodes, child graphs included."""
+        """Add the registry keys of a graph's host nodes, child graphs included, to ``keys``."""
         self._settle(graph)
         keys.extend(graph.host_keys.values())
         for child in graph.children.values():

@@ -48,7 +48,7 @@ class Function:
         self._layout_key: Any = None  # the argument types the layout was made for (unread signatures)
         self._typed = kernel.signature is not None
         self._node_params: Any = None  # a CUDA_KERNEL_NODE_PARAMS reused for the nodes of this kernel
-        self._node_shape: Any = None  # the launch shape it holds
+        self._node_shape: Any = None  # the launch shape it was made for
         if self._typed:
             self._layout([(p.dtype, p.pointer) for p in kernel.signature])
 
@@ -78,22 +78,25 @@ class Function:
         param = self.kernel.signature[index]
         return struct.Struct("<" + _code(param.dtype, param.pointer))
 
+    def new_node_params(self, grid: tuple, block: tuple, shared_mem: int) -> Any:
+        """A CUDA_KERNEL_NODE_PARAMS of this kernel for a launch shape (kernelParams left to set)."""
+        p = cu.CUDA_KERNEL_NODE_PARAMS()
+        p.func, p.extra = self.handle, 0
+        p.gridDimX, p.gridDimY, p.gridDimZ = grid
+        p.blockDimX, p.blockDimY, p.blockDimZ = block
+        p.sharedMemBytes = shared_mem
+        return p
+
     def node_params(self, grid: tuple, block: tuple, shared_mem: int, args: tuple) -> Any:
         """This kernel's CUDA_KERNEL_NODE_PARAMS for a node with ``args`` packed (hold ``lock``).
 
-        One struct per kernel, reused: the driver copies it and the arguments when a node is added or set,
-        and making a new one costs more than the driver call.
+        One struct, reused while the launch shape stays the same: the driver copies it and the arguments
+        when a node is added or set, and making a new one costs more than the driver call.
         """
-        p = self._node_params
-        if p is None:
-            p = self._node_params = cu.CUDA_KERNEL_NODE_PARAMS()
-            p.func, p.extra = self.handle, 0
         shape = (grid, block, shared_mem)
         if shape != self._node_shape:
-            p.gridDimX, p.gridDimY, p.gridDimZ = grid
-            p.blockDimX, p.blockDimY, p.blockDimZ = block
-            p.sharedMemBytes = shared_mem
-            self._node_shape = shape
+            self._node_params, self._node_shape = self.new_node_params(grid, block, shared_mem), shape
+        p = self._node_params
         p.kernelParams = self.pack(args)
         return p
 

@@ -49,19 +49,6 @@ def memset_params(dst: Any, pattern: int, element_size: int, count: int) -> Any:
     return p
 
 
-def new_kernel_params(function: Any, grid: tuple, block: tuple, shared_mem: int, args: tuple) -> Any:
-    """A CUDA_KERNEL_NODE_PARAMS of its own for a launch (hold ``function.lock``; the arguments are packed
-    in the function's buffer)."""
-    p = cu.CUDA_KERNEL_NODE_PARAMS()
-    p.func = function.handle
-    p.gridDimX, p.gridDimY, p.gridDimZ = grid
-    p.blockDimX, p.blockDimY, p.blockDimZ = block
-    p.sharedMemBytes = shared_mem
-    p.kernelParams = function.pack(tuple([resolve(a) for a in args]))
-    p.extra = 0
-    return p
-
-
 def _resolved(args: tuple) -> tuple:
     """Arguments with each Param replaced by its value now."""
     return tuple([resolve(a) for a in args]) if _params.in_use else args
@@ -130,7 +117,7 @@ def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:
     elif isinstance(params, ChildGraphParams):
         call(cu.cuGraphExecChildGraphNodeSetParams, e, node, params.graph.handle)
         keys: list[int] = []
-        backend._survey(params.graph, [], [], keys)  # its host nodes' errors go to the launch's stream
+        backend._host_keys(params.graph, keys)  # its host nodes' errors go to the launch's stream
         exec_.host_keys.extend(keys)
         exec_.host_stream = None
     elif isinstance(params, EventRecordParams):
@@ -147,8 +134,9 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     if not isinstance(params, KernelParams) or params.kernel.signature is None:
         return lambda: set_exec_node(backend, exec_, node, params)
     function = backend.function(exec_.index, params.kernel)
+    prepared = function.new_node_params(params.grid, params.block, params.shared_mem)
     with function.lock:
-        prepared = new_kernel_params(function, params.grid, params.block, params.shared_mem, params.args)
+        function.pack(tuple([resolve(a) for a in params.args]))
         buffer, pointers = function.copy_arguments()  # this node's own copy of the packed arguments
     prepared.kernelParams = ctypes.addressof(pointers)
     slots = [(function.slot_format(i), function.slot_offset(i), arg)
