@@ -299,6 +299,98 @@ def test_fork_without_work_needs_no_join(device, stream):
     assert len(cap.graph) == 1
 
 
+def test_joined_forks_stay_joined_after_set_dependencies(device, stream):
+    """The dynamic-parameters blog's combined approach: fork two streams, join both, then move the frontier
+    to an explicit node. CUDA accepts it (tools/gpu_probe_rules.py case 1a); the graph runs in order."""
+    left, right = device.stream(), device.stream()
+    x, y = device.zeros(N, np.float32), device.zeros(N, np.float32)
+    with stream.capture() as cap:
+        stream.memset(x, 1.0)
+        fork = stream.record()
+        left.wait(fork)
+        right.wait(fork)
+        left.launch(K.scale, GRID, BLOCK, x, 3.0, N)
+        right.memset(y, 2.0)
+        stream.wait(left.record())
+        stream.wait(right.record())
+        after = cap.graph.add_memcpy(y, x, after=cap.dependencies)  # y = x once both forks are done
+        cap.set_dependencies([after])
+        stream.launch(K.scale, GRID, BLOCK, y, 2.0, N)
+    assert len(cap.graph) == 5
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 3.0, np.float32))
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 6.0, np.float32))
+
+
+def test_a_join_counts_even_when_the_frontier_moves_away_from_it(device, stream):
+    """Joined, then the frontier set to an unrelated root: still joined (CUDA case 1b)."""
+    other = device.stream()
+    x = device.zeros(N, np.float32)
+    with stream.capture() as cap:
+        stream.memset(x, 1.0)
+        other.wait(stream.record())
+        other.launch(K.scale, GRID, BLOCK, x, 2.0, N)
+        stream.wait(other.record())
+        cap.set_dependencies([])
+        root = cap.add_empty()
+    assert root.dependencies == ()
+    assert len(cap.graph) == 3
+
+
+def test_a_fork_without_work_needs_no_join_after_the_frontier_moves(device, stream):
+    """Forked, no work, never joined, and the frontier moved to a root (CUDA case 1i)."""
+    other = device.stream()
+    x = device.zeros(N, np.float32)
+    with stream.capture() as cap:
+        stream.memset(x, 1.0)
+        other.wait(stream.record())
+        cap.set_dependencies([])
+    assert len(cap.graph) == 1
+
+
+def test_a_join_through_a_third_stream_counts(device, stream):
+    """a -> b -> c; c joins b, then b joins a (CUDA case 1g)."""
+    b, c = device.stream(), device.stream()
+    x, y = device.zeros(N, np.float32), device.zeros(N, np.float32)
+    with stream.capture() as cap:
+        stream.memset(x, 1.0)
+        b.wait(stream.record())
+        c.wait(b.record())
+        c.memset(y, 4.0)
+        b.wait(c.record())
+        b.launch(K.scale, GRID, BLOCK, x, 5.0, N)
+        stream.wait(b.record())
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 5.0, np.float32))
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 4.0, np.float32))
+
+
+@pytest.mark.parametrize("case", ["work after the join", "joined into a side stream only"])
+def test_work_never_waited_for_by_the_capturing_side_is_unjoined(device, stream, case):
+    """More work after the join (CUDA case 1e), or a join into a stream that never joins back (case 1h)."""
+    b, c = device.stream(), device.stream()
+    x = device.zeros(N, np.float32)
+    unjoined = repr(b) if case == "work after the join" else f"{b!r}, {c!r}"  # c's work reached b only
+    with pytest.raises(gg.CaptureError, match=re.escape(f"capture end: {unjoined} forked")):
+        with stream.capture() as cap:
+            stream.memset(x, 1.0)
+            b.wait(stream.record())
+            b.memset(x, 2.0)
+            if case == "work after the join":
+                stream.wait(b.record())
+                b.memset(x, 3.0)
+                cap.set_dependencies([])
+            else:
+                c.wait(stream.record())
+                c.memset(x, 4.0)
+                b.wait(c.record())
+    assert not b.is_capturing and not c.is_capturing
+
+
 def test_only_the_unjoined_stream_is_named(device, stream):
     joined, unjoined = device.stream(), device.stream()
     x = device.zeros(N, np.float32)
@@ -383,6 +475,27 @@ def test_two_streams_may_capture_at_once(device, stream):
         exe_b.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy() + y.to_numpy(), np.full(N, 3.0, np.float32))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_legacy_stream_cannot_say_whether_it_captures_while_a_blocking_stream_does(device, mode):
+    """CUDA answers cudaStreamIsCapturing(0) with cudaErrorStreamCaptureImplicit while a blocking stream
+    captures, in every mode, and the capture goes on (tools/gpu_probe_rules.py cases 6a-6g)."""
+    blocking, legacy = device.stream(non_blocking=False), device.default_stream
+    x = device.zeros(N, np.float32)
+    with blocking.capture(mode=mode) as cap:
+        with pytest.raises(gg.CaptureError, match=re.escape(
+                f"Stream.is_capturing: {LEGACY_RULE} (capture on {blocking!r}, mode {mode!r})")) as info:
+            legacy.is_capturing
+        assert info.value.api == "Stream.is_capturing" and info.value.stream is blocking
+        blocking.memset(x, 3.0)  # not invalidated
+    assert cap.error is None and len(cap.graph) == 1
+    assert legacy.is_capturing is False
+
+
+def test_legacy_stream_is_not_capturing_while_a_non_blocking_stream_captures(device, stream):
+    with stream.capture():
+        assert device.default_stream.is_capturing is False
 
 
 def test_default_stream_cannot_be_captured(device):

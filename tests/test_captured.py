@@ -506,3 +506,118 @@ def test_captured_function_called_from_two_threads_uses_each_threads_stream(devi
     assert not errors
     np.testing.assert_array_equal(ys[0].to_numpy(), 3 * X0)
     assert stats(axpy)["replays"] == 2
+
+
+# Work on a stream other than the capture's
+
+
+def _other_stream_work(kind, other, x, event):
+    return {"launch": lambda: other.launch(K.scale, GRID, BLOCK, x, 2.0, N),
+            "memset": lambda: other.memset(x, 5.0),
+            "memcpy": lambda: other.memcpy(x, x),
+            "host": lambda: other.host(lambda: None),
+            "record": lambda: other.record(),
+            "wait": lambda: other.wait(event)}[kind]
+
+
+@pytest.mark.parametrize("kind", ["launch", "memset", "memcpy", "host", "record", "wait"])
+def test_work_on_a_closed_over_stream_is_refused(device, kind):
+    """Work on a stream the function closed over would run once at the capture and never replay."""
+    other = device.stream()
+    event = other.record()  # recorded outside any capture
+    other.synchronize()
+
+    @gg.captured
+    def step(x):
+        gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, 3.0, N)
+        _other_stream_work(kind, other, x, event)()
+
+    x = K.f32(device, X0)
+    api = f"Stream.{kind}"
+    message = re.escape(f"{api}: {other!r} is not capturing, so a captured function's work on it would run "
+                        f"once now and never be part of the graph; enqueue on gg.current_stream()")
+    with pytest.raises(gg.CaptureError, match=message) as info:
+        step(x)
+    assert info.value.api == api
+    assert step.stats.captures == 0 and len(step._cache) == 0
+    sync(device)
+    other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0)  # nothing ran
+    # Outside a captured function the same stream works as always.
+    other.launch(K.scale, GRID, BLOCK, x, 2.0, N)
+    other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
+
+
+def test_a_stream_passed_as_an_argument_is_refused_too(device):
+    @gg.captured
+    def step(x, s):
+        s.launch(K.scale, GRID, BLOCK, x, 3.0, N)
+
+    other = device.stream()
+    x = K.f32(device, X0)
+    with pytest.raises(gg.CaptureError, match=re.escape(f"Stream.launch: {other!r} is not capturing")):
+        step(x, other)
+    other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0)
+
+
+def test_an_executable_graph_launched_on_another_stream_is_refused(device):
+    other = device.stream()
+    g = gg.Graph(device)
+    x = K.f32(device, X0)
+    g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    exe = g.instantiate()
+
+    @gg.captured
+    def step(x):
+        exe.launch(other)
+
+    with pytest.raises(gg.CaptureError, match=re.escape(f"GraphExec.launch: {other!r} is not capturing")):
+        step(x)
+    other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0)
+    exe.close()
+
+
+def test_forking_a_stream_into_the_capture_is_allowed(device):
+    """A stream that waits on an event of the capture joins it: its work is captured and replays."""
+    other = device.stream()
+
+    @gg.captured
+    def step(x, y):
+        s = gg.current_stream(x.device)
+        other.wait(s.record())
+        other.launch(K.scale, GRID, BLOCK, y, 2.0, N)
+        s.launch(K.scale, GRID, BLOCK, x, 3.0, N)
+        s.wait(other.record())
+
+    x, y = K.f32(device, X0), K.f32(device, X0)
+    for _ in range(2):
+        step(x, y)
+    sync(device)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 9)
+    np.testing.assert_array_equal(y.to_numpy(), X0 * 4)
+    assert step.stats.captures == 1 and step.stats.replays == 1
+
+
+def test_other_threads_are_not_affected(device):
+    """Only the capturing thread's work is refused: another thread may use any stream meanwhile."""
+    other = device.stream()
+    y = K.f32(device, X0)
+    done = []
+
+    @gg.captured
+    def step(x):
+        gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, 3.0, N)
+        worker = threading.Thread(target=lambda: (other.launch(K.scale, GRID, BLOCK, y, 2.0, N), done.append(1)))
+        worker.start()
+        worker.join()
+
+    x = K.f32(device, X0)
+    step(x)
+    sync(device)
+    other.synchronize()
+    assert done == [1]
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 3)
+    np.testing.assert_array_equal(y.to_numpy(), X0 * 2)

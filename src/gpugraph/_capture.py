@@ -30,6 +30,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 _lock = threading.Lock()
 _active: list["Capture"] = []
+# Threads now capturing a ``@captured`` function, each with its Capture: the function's work must go to the
+# capturing stream, since work on any other stream of the device would run once and stay out of the graph.
+function_captures: dict[int, "Capture"] = {}
 
 
 def _where() -> str:
@@ -77,6 +80,15 @@ def forbid_device_sync(api: str, device: Any) -> None:
                                          f"device cannot be waited for")
 
 
+def refuse_outside_function_capture(stream: Any, api: str) -> None:
+    """Refuse work enqueued on ``stream`` (not capturing) by a thread capturing a ``@captured`` function."""
+    capture = function_captures.get(threading.get_ident())
+    if capture is not None and capture.stream.device is stream.device:
+        raise _invalidate([capture], api, f"{stream!r} is not capturing, so a captured function's work on it "
+                                          f"would run once now and never be part of the graph; enqueue on "
+                                          f"gg.current_stream() (the capturing stream)")
+
+
 def check_usable(capture: "Capture", api: str) -> None:
     """Raise the first error again if ``capture`` was invalidated (later calls fail, naming the cause)."""
     error = capture.error
@@ -120,6 +132,9 @@ class Capture:
         self.active = False
         self.allocations: list[Any] = []  # Arrays allocated on its streams: graph memory
         self._nodes_before: set[Any] = set()
+        # Frontiers that set_dependencies replaced: work they held was joined, as CUDA judges a join by
+        # what the capturing stream waited on, not by what its final frontier still reaches.
+        self._replaced_frontiers: list[Any] = []
 
     # Entering and leaving
 
@@ -191,13 +206,18 @@ class Capture:
         return False
 
     def _unjoined_streams(self) -> list[Any]:
-        """Streams forked into the capture whose last work the capturing stream does not wait for."""
+        """Streams forked into the capture whose last work the capturing stream never waited for.
+
+        A forked stream is joined when every node of its frontier was, at some time, in the capturing
+        stream's frontier or before a node that was: a join stays a join after ``set_dependencies``
+        moves the frontier on (CUDA's rule, measured: tools/gpu_probe_rules.py, cases 1a-1i).
+        """
         if len(self.streams) == 1:
             return []  # nothing was forked: no walk through the graph
         backend = self.stream._backend
         graph = self.graph._handle
         joined: set[Any] = set()
-        pending = list(backend.stream_capture_dependencies(self.stream._handle))
+        pending = list(backend.stream_capture_dependencies(self.stream._handle)) + self._replaced_frontiers
         while pending:
             handle = pending.pop()
             if handle not in joined:
@@ -249,7 +269,9 @@ class Capture:
         """
         self._check_active("set_dependencies")
         deps = self.graph._deps(nodes, "set_dependencies")
-        self.stream._backend.stream_set_capture_dependencies(self.stream._handle, deps)
+        backend = self.stream._backend
+        self._replaced_frontiers.extend(backend.stream_capture_dependencies(self.stream._handle))
+        backend.stream_set_capture_dependencies(self.stream._handle, deps)
 
     def _append(self, api: str, add: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self._check_active(api)

@@ -10,7 +10,8 @@ hashable values by value; arguments named in ``dynamic`` by type only. On a call
   recently used one is dropped beyond ``max_graphs``.
 
 The function must enqueue its work on ``current_stream()``; while it is captured that is the capture's
-stream. Memory it allocates there becomes graph memory, instantiated with auto-free on launch: its
+stream, and work it enqueues on another stream of the device (one it was given or closed over) raises
+CaptureError, since it would run once at the capture and never be part of the graph. Memory it allocates there becomes graph memory, instantiated with auto-free on launch: its
 address is the same at every replay (the returned Arrays stay valid until the next call), and it is
 freed when the graph leaves the cache (``clear()`` empties it). The function's Python code runs only
 when it is captured, and the value it returns then is what every replay returns.
@@ -18,14 +19,17 @@ when it is captured, and the value it returns then is what every replay returns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from . import _capture
 from ._current import current_stream, use_stream
 from ._errors import GraphUpdateError
 from ._memory import Array
@@ -82,6 +86,21 @@ def _key_part(name: str, value: Any, dynamic: bool) -> Any:
     return ("hashable", value)
 
 
+@contextlib.contextmanager
+def _function_capture(cap: Any) -> Iterator[None]:
+    """Mark this thread as capturing a captured function, so work it enqueues on other streams is refused."""
+    me = threading.get_ident()
+    outer = _capture.function_captures.get(me)
+    _capture.function_captures[me] = cap
+    try:
+        yield
+    finally:
+        if outer is None:
+            del _capture.function_captures[me]
+        else:
+            _capture.function_captures[me] = outer
+
+
 class CapturedFunction:
     """A function wrapped by ``captured``; call it like the function. See the module docstring."""
 
@@ -133,7 +152,8 @@ class CapturedFunction:
             capture_stream = self._capture_streams[stream.device] = stream.device.stream()
         capture_stream.wait(stream.record())  # the captured work follows what the caller enqueued
         with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
-            result = self._fn(*call.args, **call.kwargs)
+            with _function_capture(cap):
+                result = self._fn(*call.args, **call.kwargs)
         self.stats.captures += 1
         graph = cap.graph
         entry = self._update_cached(graph, key, params, cap.allocations, result)

@@ -10,7 +10,7 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import memcpy_nbytes, memset_pattern
 from ._nodes import (ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
                      KernelParams, MemcpyParams, MemsetParams, NodeKind)
-from . import _params
+from . import _capture, _params
 from ._params import Param
 from ._stream import Event, Stream
 from ._update import GraphLayout, check_node, check_update, graph_shape
@@ -135,7 +135,7 @@ class GraphExec:
         handle = self._handle
         if handle is None or type(stream) is not Stream or stream.device is not self.device:
             self._stream_handle(stream, "launch")
-        if stream._capture is not None or stream.legacy:
+        if stream._capture is not None or stream.legacy or _capture.function_captures:
             self._guard_capture(stream)
         if self._pending:
             self._patch_params()
@@ -145,15 +145,14 @@ class GraphExec:
         stream._guard("GraphExec.launch")
         if stream._capture is None:
             return
-        from ._capture import _invalidate
         if self.graph._memory:
-            raise _invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
+            raise _capture._invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
                               "cannot be launched into a capture (it would become a child graph)")
         if self._source._version != self._source_version:
-            raise _invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
+            raise _capture._invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")
         if self._changed or self._param_nodes:
-            raise _invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
+            raise _capture._invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
                               "set_enabled or Params cannot be launched into a capture (the capture embeds the "
                               "graph it was made from); launch that graph's instantiation before the changes, or "
                               "capture the work itself")

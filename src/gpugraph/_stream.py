@@ -7,6 +7,7 @@ import weakref
 from typing import Any, Callable
 
 from . import _capture, _params
+from ._errors import CaptureError
 from ._params import resolve
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
@@ -98,16 +99,24 @@ class Stream:
             self._handle = self._backend.stream_create(device.index, self.non_blocking, priority)
             weakref.finalize(self, self._backend.stream_destroy, self._handle).atexit = False
 
-    def _guard(self, api: str) -> None:
-        """Checks for a stream that captures or is the legacy stream (kept off the common path)."""
+    def _guard(self, api: str, forking: bool = False) -> None:
+        """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``
+        function captures (kept off the common path). ``forking``: the call joins this stream to a capture."""
         if self._capture is not None:
             _capture.check_usable(self._capture, api)
-        elif self.legacy:
-            offended = [c for c in list(_capture._active)
-                        if c.stream.device is self.device and any(not s.non_blocking for s in c.streams)]
+            return
+        if self.legacy:
+            offended = self._blocking_captures()
             if offended:
                 raise _capture._invalidate(offended, api, "the legacy default stream synchronizes with "
                                            "blocking streams, and a blocking stream is capturing")
+        if _capture.function_captures and not forking:
+            _capture.refuse_outside_function_capture(self, api)
+
+    def _blocking_captures(self) -> list[Any]:
+        """The running captures of this stream's device that include a blocking stream."""
+        return [c for c in list(_capture._active)
+                if c.stream.device is self.device and any(not s.non_blocking for s in c.streams)]
 
     @property
     def ptr(self) -> int:
@@ -120,7 +129,21 @@ class Stream:
 
     @property
     def is_capturing(self) -> bool:
-        """Whether the stream is recording into a capture (cudaStreamIsCapturing)."""
+        """Whether the stream is recording into a capture (cudaStreamIsCapturing).
+
+        Raises:
+            CaptureError: On the legacy default stream while a blocking stream of its device captures (it
+                synchronizes with blocking streams, so it cannot be used then; CUDA answers
+                cudaErrorStreamCaptureImplicit). The capture goes on.
+        """
+        if self.legacy and _capture._active:
+            offended = self._blocking_captures()
+            if offended:
+                first = offended[0]
+                raise CaptureError(f"Stream.is_capturing: the legacy default stream synchronizes with blocking "
+                                   f"streams, and a blocking stream is capturing (capture on {first.stream!r}, "
+                                   f"mode {first.mode!r}), so it cannot be used until that capture ends",
+                                   api="Stream.is_capturing", stream=first.stream, mode=first.mode)
         return self._capture is not None
 
     def capture(self, mode: str = "global", into: Any = None, after: Any = ()) -> "_capture.Capture":
@@ -152,7 +175,8 @@ class Stream:
         if type(kernel) is not Kernel:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
         capture = self._capture
-        if (capture is not None and capture.error is not None) or self.legacy:
+        if (capture is not None and capture.error is not None) or self.legacy or (
+                capture is None and _capture.function_captures):
             self._guard("Stream.launch")
         g, b = launch_dims(grid, block)
         if shared_mem:
@@ -171,7 +195,7 @@ class Stream:
 
         See also: cudaMemcpyAsync.
         """
-        if self._capture is not None or self.legacy:
+        if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memcpy")
         nbytes = memcpy_nbytes(dst, src, nbytes)
         self.device._check_same_device(dst, "memcpy(dst)")
@@ -183,7 +207,7 @@ class Stream:
 
         See also: cudaMemsetD8Async / D16 / D32.
         """
-        if self._capture is not None or self.legacy:
+        if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memset")
         pattern, element_size, units = memset_pattern(dst, value, count)
         self.device._check_same_device(dst, "memset(dst)")
@@ -198,7 +222,7 @@ class Stream:
         """
         if not callable(fn):
             raise TypeError(f"host(fn): expected a callable, got {type(fn).__name__}")
-        if self._capture is not None or self.legacy:
+        if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.host")
         self._backend.stream_host(self._handle, fn, args)
 
@@ -207,7 +231,7 @@ class Stream:
 
         See also: cudaMallocAsync.
         """
-        if self._capture is not None or self.legacy:
+        if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.alloc")
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
@@ -224,7 +248,7 @@ class Stream:
         """
         if type(array) is not Array:
             raise TypeError(f"free(array): expected an Array, got {type(array).__name__}")
-        if self._capture is not None or self.legacy:
+        if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.free")
         self.device._check_same_device(array, "free(array)")
         alloc = array._alloc
@@ -261,7 +285,7 @@ class Stream:
         elif not isinstance(event, Event):
             raise TypeError(f"record(event): expected an Event or None, got {type(event).__name__}")
         self.device._check_same_device(event, "record(event)")
-        if self._capture is not None or self.legacy:
+        if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.record")
         self._backend.event_record(event._handle, self._handle)
         event._capture = self._capture
@@ -275,9 +299,9 @@ class Stream:
         if not isinstance(event, Event):
             raise TypeError(f"wait(event): expected an Event, got {type(event).__name__}")
         self.device._check_same_device(event, "wait(event)")
-        if self._capture is not None or self.legacy:
-            self._guard("Stream.wait")
         capture = event._capture if event._capture is not None and event._capture.active else None
+        if self._capture is not None or self.legacy or _capture.function_captures:
+            self._guard("Stream.wait", forking=capture is not None)
         if capture is not None and self._capture is not None and capture is not self._capture:
             raise _capture._invalidate([self._capture, capture], "Stream.wait",
                                        "the event was recorded in another capture; two captures cannot merge")
