@@ -1,21 +1,13 @@
-"""The capture examples (gpugraph.examples.capture_graph and async_streams) validate on every backend, and
-every code snippet of docs/capture.md runs."""
+"""The capture examples (gpugraph.examples.capture_graph and async_streams) validate on every backend
+(docs/capture.md's code blocks run in test_docs.py)."""
 
 from __future__ import annotations
-
-import os
-import pathlib
-import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from gpugraph.examples import Result, async_streams, capture_graph
 from gpugraph.examples.explicit_graph import ARRAY_SIZE, EXPECTED
-
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "capture.md"
 
 
 def test_capture_graph_example_validates(device):
@@ -63,27 +55,3 @@ def test_async_streams_variant(device, variant):
     assert "A=50, B=1427 expected; 0 of" in detail
     if variant == "graph":  # 4 copies and 2 kernels, captured across two streams (fork and join)
         assert detail.startswith("6 nodes; ")
-
-
-def _doc_snippets() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-
-
-def test_doc_has_snippets():
-    assert len(_doc_snippets()) >= 10
-
-
-def test_doc_snippets_run(device, tmp_path):
-    """All snippets, in order, as one program in a fresh interpreter on ``device``'s backend (a crash there
-    fails this test instead of the test run)."""
-    program = tmp_path / "capture_md.py"
-    program.write_text("\n".join(_doc_snippets()) + "\nassert not stream.is_capturing\n"
-                       "assert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\nprint('ALL SNIPPETS RAN')\n")
-    program.write_text("import os\n" + program.read_text())
-    env = dict(os.environ, GPUGRAPH_BACKEND=device.backend, PYTHONPATH=os.pathsep.join(sys.path))
-    done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"rc={done.returncode}\n{done.stdout}\n{done.stderr}"
-    printed = done.stdout
-    assert "capture(mode): expected one of global, thread_local, relaxed, got 'strict'" in printed
-    assert "Capture.add_empty: the capture is not running (use it inside the with block)" in printed
-    assert printed.rstrip().endswith("ALL SNIPPETS RAN")

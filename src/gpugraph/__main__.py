@@ -1,4 +1,6 @@
-"""Command line: ``python -m gpugraph demo | info | bench``."""
+"""Command line: ``python -m gpugraph demo | info | bench``, and ``--version``.
+
+A mistake on the command line or in ``$GPUGRAPH_BACKEND`` is one line on stderr and exit status 2."""
 
 from __future__ import annotations
 
@@ -7,14 +9,17 @@ import importlib
 import sys
 import traceback
 
-from . import Device, __version__, available_backends
-from .backends import BACKEND_ORDER, get_backend
+from . import __version__, available_backends
+from ._cli import Parser, UsageError, open_device, reason, report
 from ._errors import BackendUnavailableError
+from .backends import BACKEND_ORDER, get_backend
+
+PROG = "python -m gpugraph"
 
 
 def _demo(args: argparse.Namespace) -> int:
     from .examples import EXAMPLES
-    device = Device(args.backend)
+    device = open_device(args.backend)
     print(f"gpugraph {__version__} demo on {device} ({device.name})")
     rows = []
     for name in EXAMPLES:
@@ -37,11 +42,11 @@ def _info(args: argparse.Namespace) -> int:
         try:
             backend = get_backend(name)
         except BackendUnavailableError as exc:
-            print(f"  {name:<5} unavailable: {exc}")
+            print(f"  {name:<5} unavailable: {reason(exc, name)}")
             continue
         for index in range(backend.device_count()):
             print(f"  {name}:{index:<3} {backend.device_name(index)}")
-    print(f"default device: {Device()} (available: {', '.join(available_backends())})")
+    print(f"default device: {open_device(None)} (available: {', '.join(available_backends())})")
     return 0
 
 
@@ -51,15 +56,18 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m gpugraph``."""
-    argv = sys.argv[1:] if argv is None else argv
+    """Entry point of ``python -m gpugraph``; returns the exit status (argparse exits for --help, --version
+    and a malformed command line)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:  # every option after "bench" belongs to the benchmark's own parser
         from .bench import main as bench_main
         return bench_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m gpugraph", description=__doc__)
+    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"gpugraph {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the seed examples on the best backend and validate them")
-    demo.add_argument("--backend", default=None, help="device such as 'cpu' or 'cuda:0' (default: best present)")
+    demo.add_argument("--backend", default=None,
+                      help="device such as 'cpu' or 'cuda:0' (default: $GPUGRAPH_BACKEND, else the best present)")
     demo.set_defaults(run=_demo)
     info = commands.add_parser("info", help="list backends and devices")
     info.set_defaults(run=_info)
@@ -67,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        return report(f"{PROG} {args.command}", str(exc))
 
 
 if __name__ == "__main__":

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from dataclasses import asdict
+from typing import Callable
 
+from .._cli import Parser, UsageError, open_device, report
 from ._core import WORKLOADS, Options, Row, ValidationError, workload
 from . import _gpu, _rk4, _workloads  # noqa: F401 - register the workloads
 from ._report import machine, markdown_table
@@ -19,40 +23,73 @@ from ._report import machine, markdown_table
 __all__ = ["Options", "Row", "ValidationError", "WORKLOADS", "main", "run", "workload"]
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive int, got {text!r}")
-    return value
+PROG = "python -m gpugraph bench"
+
+
+def _int_from(low: int, what: str) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected a {what} int, got {text!r}")
+        return value
+    return convert
+
+
+def _json_path(path: str) -> str:
+    """``--json PATH``: refused before anything runs unless it can be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path!r} is a folder; expected a file name")
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"the folder {folder!r} does not exist")
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{path!r} is not writable")
+    return path
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gpugraph bench", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default=None,
                         help="device such as 'cpu' or 'cuda:0' (default: Device(), i.e. $GPUGRAPH_BACKEND "
                              "or the best present)")
     parser.add_argument("--workload", action="append", choices=list(WORKLOADS), default=None,
                         help="run only this workload (repeatable; default: all)")
-    parser.add_argument("--repeats", type=_positive, default=Options.repeats, help="timed runs per figure")
-    parser.add_argument("--warmup", type=int, default=Options.warmup, help="untimed runs first")
-    parser.add_argument("--nodes", type=_positive, default=Options.nodes, help="length of the chain")
-    parser.add_argument("--width", type=_positive, default=Options.width, help="independent branches")
-    parser.add_argument("--json", metavar="PATH", default=None, help="also write the results as JSON")
+    positive, non_negative = _int_from(1, "positive"), _int_from(0, "non-negative")
+    parser.add_argument("--repeats", type=positive, default=Options.repeats, help="timed runs per figure")
+    parser.add_argument("--warmup", type=non_negative, default=Options.warmup, help="untimed runs first")
+    parser.add_argument("--nodes", type=positive, default=Options.nodes, help="length of the chain")
+    parser.add_argument("--width", type=positive, default=Options.width, help="independent branches")
+    parser.add_argument("--json", metavar="PATH", type=_json_path, default=None,
+                        help="also write the results as JSON (checked before anything runs)")
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
     return parser
 
 
-def run(device, names: list[str], options: Options) -> list[Row]:
-    """Run the named workloads on ``device`` and return all their rows."""
+def run(device, names: list[str], options: Options, progress: Callable[[str], None] | None = None) -> list[Row]:
+    """Run the named workloads on ``device`` and return all their rows; ``progress`` (if given) is told
+    in words when each workload starts and ends."""
     rows: list[Row] = []
-    for name in names:
-        rows.extend(WORKLOADS[name].run(device, options))
+    for number, name in enumerate(names, 1):
+        step = f"[{number}/{len(names)}] {name}"
+        if progress is not None:
+            progress(f"{step}: {WORKLOADS[name].description} ...")
+        start = time.perf_counter()
+        found = WORKLOADS[name].run(device, options)
+        rows.extend(found)
+        if progress is not None:
+            progress(f"{step}: {len(found)} figure(s) in {time.perf_counter() - start:.1f} s")
     return rows
+
+
+def _to_stderr(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m gpugraph bench``; returns the process exit status."""
-    from .. import BackendUnavailableError, Device
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--"]:  # `python -m gpugraph bench -- --json out.json` passes the separator through
         argv = argv[1:]
@@ -61,22 +98,18 @@ def main(argv: list[str] | None = None) -> int:
         for entry in WORKLOADS.values():
             print(f"{entry.name:<10} {entry.description}")
         return 0
-    if args.warmup < 0:
-        print("bench: --warmup must be a non-negative int", file=sys.stderr)
-        return 2
     options = Options(repeats=args.repeats, warmup=args.warmup, nodes=args.nodes, width=args.width)
     try:
-        device = Device(args.backend)
-    except (BackendUnavailableError, ValueError, TypeError) as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
+        device = open_device(args.backend)
+    except UsageError as exc:
+        return report(PROG, str(exc))
     names = args.workload or list(WORKLOADS)
     info = machine(device, argv)
     print(f"gpugraph {info['gpugraph']} bench on {device} ({device.name}); {info['cpu']}, {info['cores']} cores; "
           f"Python {info['python']}, NumPy {info['numpy']}; {info['date']}")
     print(f"median of {options.repeats} runs after {options.warmup} warm-up runs; ratios per paired run\n")
     try:
-        rows = run(device, names, options)
+        rows = run(device, names, options, progress=_to_stderr)
     except ValidationError as exc:
         print(f"bench: validation failed, no figures reported: {exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,113 @@
+"""Packaging: the source distribution carries what its tests need (MANIFEST.in), the LICENSE pyproject names,
+install commands that work as written (gpugraph is not on the package index), and one list of what the
+CUDA backend needs, which the backend checks when it loads."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import pathlib
+import re
+import sys
+import types
+
+import pytest
+
+import gpugraph as gg
+from gpugraph.backends import cuda as cuda_backend
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def pyproject(key: str) -> object:
+    """The value of ``key = ...`` (a string or an array of strings, on one line) in pyproject.toml."""
+    found = re.findall(rf"^{re.escape(key)} = (.+)$", (ROOT / "pyproject.toml").read_text(), flags=re.M)
+    assert len(found) == 1, f"pyproject.toml: expected one {key!r}, found {found}"
+    return ast.literal_eval(found[0])  # TOML strings and arrays of them read as Python literals
+
+
+def manifest_files() -> set[str]:
+    """The files MANIFEST.in adds to the source distribution (beyond the package and pyproject's files)."""
+    files: set[str] = set()
+    for line in (ROOT / "MANIFEST.in").read_text().splitlines():
+        command, *patterns = line.split() or ["#"]
+        if command.startswith("#"):
+            continue
+        if command == "include":
+            files |= {p.relative_to(ROOT).as_posix() for pattern in patterns for p in ROOT.glob(pattern)}
+        elif command == "graft":
+            files |= {p.relative_to(ROOT).as_posix() for folder in patterns for p in (ROOT / folder).rglob("*")
+                      if p.is_file()}
+        elif command == "global-exclude":
+            files = {f for f in files if not any(fnmatch.fnmatch(part, pattern)
+                                                 for part in f.split("/") for pattern in patterns)}
+        else:
+            pytest.fail(f"MANIFEST.in: this test does not know {command!r}; teach it")
+    return files
+
+
+def test_sdist_carries_tests_docs_and_license():
+    needed = {"LICENSE", *(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("tests/*.py"),
+                                                                     *ROOT.glob("docs/*.md")])}
+    assert {"tests/conftest.py", "tests/kernels.py", "docs/guide.md"} <= needed
+    missing = needed - manifest_files()
+    assert not missing, f"MANIFEST.in leaves out {sorted(missing)}"
+
+
+def test_license_is_the_one_pyproject_names():
+    assert pyproject("license") == "MIT"
+    assert pyproject("license-files") == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 the gpugraph authors\n")
+    assert "THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND" in text
+
+
+def test_cuda_extra_is_what_the_backend_names():
+    extras = pyproject("cuda")
+    assert extras == list(cuda_backend.REQUIREMENTS)
+    assert any(r.startswith(f"cuda-bindings>={cuda_backend.SUPPORTED_MAJOR},<") for r in extras)
+    assert any(r.startswith("cuda-toolkit[nvrtc]") for r in extras)  # cuda-bindings alone has no NVRTC
+
+
+def test_install_commands_do_not_fetch_gpugraph_from_the_index():
+    """`pip install 'gpugraph[cuda]'` fails: gpugraph is not on the package index."""
+    texts = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *pathlib.Path(gg.__file__).parent.rglob("*.py")]
+    wrong = [f"{path.name}: {command}" for path in texts
+             for command in re.findall(r"pip install [^`\n;&]*", path.read_text(encoding="utf-8"))
+             if re.search(r"(?<![\w./-])gpugraph\b", command)]
+    assert not wrong, wrong
+    assert 'pip install ".[cuda]"' in cuda_backend.INSTALL
+
+
+def fake_cuda_bindings(monkeypatch: pytest.MonkeyPatch, version: str, nvrtc_error: Exception | None = None) -> None:
+    """Make ``import cuda.bindings`` find a stand-in of ``version`` with one GPU (the real one, where
+    present, comes back after the test)."""
+    def nvrtc_version() -> tuple:
+        if nvrtc_error is not None:
+            raise nvrtc_error
+        return (0, 13, 3)
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.__version__ = version
+    bindings.driver = types.SimpleNamespace(cuInit=lambda flags: (0,), cuDeviceGetCount=lambda: (0, 1))
+    bindings.nvrtc = types.SimpleNamespace(nvrtcVersion=nvrtc_version)
+    package = types.ModuleType("cuda")
+    package.bindings = bindings
+    for name, module in {"cuda": package, "cuda.bindings": bindings, "cuda.bindings.driver": bindings.driver,
+                         "cuda.bindings.nvrtc": bindings.nvrtc}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_cuda_bindings_of_another_major_version_is_refused(monkeypatch):
+    fake_cuda_bindings(monkeypatch, "12.9.4")
+    with pytest.raises(gg.BackendUnavailableError,
+                       match=r"^cuda: gpugraph needs cuda-bindings 13\.x, found 12\.9\.4; install it from a "
+                             r"gpugraph checkout with `pip install \"\.\[cuda\]\"`"):
+        cuda_backend.create_backend()
+
+
+def test_missing_nvrtc_is_named(monkeypatch):
+    fake_cuda_bindings(monkeypatch, "13.3.1", RuntimeError("Failure finding libnvrtc.so.13"))
+    with pytest.raises(gg.BackendUnavailableError,
+                       match=r"^cuda: NVRTC, which compiles the kernels, cannot be loaded \(Failure finding "
+                             r"libnvrtc\.so\.13\); install it .*\"cuda-toolkit\[nvrtc\]==13\.\*\"`$"):
+        cuda_backend.create_backend()
