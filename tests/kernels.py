@@ -147,3 +147,11 @@ def launch_and_wait(exe: gg.GraphExec, stream: gg.Stream, times: int = 1) -> Non
     for _ in range(times):
         exe.launch(stream)
     stream.synchronize()
+
+
+def pinned(device: gg.Device, values, dtype=None) -> np.ndarray:
+    """Page-locked host memory (``device.pinned``) holding ``values``: what graph and captured copies need."""
+    values = np.asarray(values, dtype)
+    out = device.pinned(values.shape, values.dtype)
+    out[...] = values
+    return out

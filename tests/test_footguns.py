@@ -99,7 +99,9 @@ def test_memset_count_elements_memcpy_nbytes_bytes(device, stream):
     expected.view(np.uint8)[:2] = np.full(8, 5, np.int32).view(np.uint8)[:2]
     np.testing.assert_array_equal(d.to_numpy(), expected)
     f = device.zeros(2, np.float32)
-    stream.memcpy(f, np.array([1, 2], np.int32))                 # raw bytes, no conversion
+    with pytest.raises(TypeError, match="dst is float32 and src is int32; a copy between different dtypes"):
+        stream.memcpy(f, np.array([1, 2], np.int32))             # no silent reinterpretation...
+    stream.memcpy(f, np.array([1, 2], np.int32), nbytes=8)       # ...but asked for: raw bytes, no conversion
     stream.synchronize()
     assert f.to_numpy().tolist() != [1.0, 2.0]
     np.testing.assert_array_equal(f.to_numpy(), np.array([1, 2], np.int32).view(np.float32))
@@ -142,7 +144,8 @@ def test_unfreed_graph_allocation_blocks_relaunch(device, stream):
 
 
 def test_graph_memcpy_reads_host_array_at_launch(device, stream):
-    host = np.zeros(3, np.int32)
+    host = device.pinned(3, np.int32)
+    host[:] = 0
     d = device.zeros(3, np.int32)
     g = gg.Graph(device)
     g.add_memcpy(d, host)

@@ -56,11 +56,11 @@ def test_kernel_node_arguments_are_fixed_at_add_time(device, stream):
 
 def test_memcpy_nodes_every_direction(device, stream):
     g = gg.Graph(device)
-    src = np.arange(6, dtype=np.float64)
+    src = K.pinned(device, np.arange(6, dtype=np.float64))
     d1, d2 = device.empty(6, np.float64), device.empty(6, np.float64)
     out = device.pinned(6, np.float64)
     out[:] = 0
-    part = np.zeros(6, np.float64)
+    part = K.pinned(device, np.zeros(6, np.float64))
     h2d = g.add_memcpy(d1, src)
     d2d = g.add_memcpy(d2, d1, after=h2d)
     d2h = g.add_memcpy(out, d2, after=d2d)
@@ -75,7 +75,7 @@ def test_memcpy_nodes_every_direction(device, stream):
 
 def test_memcpy_node_reads_host_memory_at_launch(device, stream):
     g = gg.Graph(device)
-    src = np.zeros(3, np.int32)
+    src = K.pinned(device, np.zeros(3, np.int32))
     d = device.zeros(3, np.int32)
     g.add_memcpy(d, src)
     src[:] = [4, 5, 6]
@@ -223,7 +223,7 @@ def test_alloc_and_free_nodes(device, stream):
     assert alloc.kind is NodeKind.MEM_ALLOC
     assert type(arr) is gg.Array and arr.shape == (2, 3) and arr.dtype == np.int32 and arr.device is device
     assert alloc.params == gg.AllocParams(24, arr.ptr)
-    host = np.zeros((2, 3), np.int32)
+    host = K.pinned(device, np.zeros((2, 3), np.int32))
     fill = g.add_kernel(K.fill, 1, 8, arr, 9, 6, after=alloc)
     copy = g.add_memcpy(host, arr, after=fill)
     free = g.add_free(alloc, after=copy)
@@ -246,7 +246,7 @@ def test_graph_allocation_freed_by_another_graph(device, stream):
     alloc = g1.add_alloc(4, np.int32)
     g1.add_memset(alloc.array, 5, after=alloc)
     g2 = gg.Graph(device)
-    host = np.zeros(4, np.int32)
+    host = K.pinned(device, np.zeros(4, np.int32))
     c = g2.add_memcpy(host, alloc.array)
     g2.add_free(alloc.array, after=c)
     with g1.instantiate() as e1, g2.instantiate() as e2:

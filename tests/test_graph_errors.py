@@ -283,6 +283,44 @@ def test_find_errors(device, g):
         clone.find(clone.find(a))
 
 
+def test_find_of_a_node_added_after_the_clone(device, g, stream):
+    a = g.add_empty()
+    clone = g.clone()
+    later = g.add_empty(after=a)
+    with stream.capture(into=g, after=[later]):
+        stream.host(print, "never launched")
+    captured = g.leaves[0]
+    for node in (later, captured):
+        with pytest.raises(gg.GraphError, match=rf"^find: Node\(n{node._number}, \w+\) was added to the original "
+                                                rf"graph after this clone was made, so the clone has no "
+                                                rf"counterpart of it$"):
+            clone.find(node)
+    assert clone.find(a).kind is gg.NodeKind.EMPTY and len(clone) == 1
+
+
+def test_embedded_child_graph_is_instantiated_through_a_clone(device, g, stream):
+    """CUDA refuses to instantiate the graph a child node embeds (NOT_SUPPORTED); both backends refuse it
+    with a GraphError saying why, and its clone instantiates (CUDA: tools/gpu_probe_rules.py, 7a-7c)."""
+    x = K.f32(device, [1.0, 2.0, 3.0, 4.0])
+    child = gg.Graph(device)
+    child.add_kernel(K.scale, 1, 4, x, 2.0, 4)
+    node = g.add_child(child)
+    embedded = node.params.graph
+    with pytest.raises(gg.GraphError, match=r"^instantiate: this graph is the one embedded in a child-graph node "
+                                            r"of Graph\(.*\); it belongs to that node and cannot be "
+                                            r"instantiated \(CUDA refuses it\); instantiate a copy made with "
+                                            r"\.clone\(\) instead$"):
+        embedded.instantiate()
+    copy = embedded.clone()
+    assert len(copy) == 1 and copy.find(embedded.nodes[0]).kind is gg.NodeKind.KERNEL
+    with copy.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), [2.0, 4.0, 6.0, 8.0])
+    with g.instantiate() as exe:  # the parent as before
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), [4.0, 8.0, 12.0, 16.0])
+
+
 # Executable graphs
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
+import kernels as K
 
 DTYPES = [np.int8, np.uint8, np.int16, np.float16, np.int32, np.uint32, np.float32, np.int64,
           np.float64, np.complex64, np.bool_]
@@ -93,6 +94,43 @@ def test_zero_size_array(device):
     a = device.zeros(0, np.float64)
     assert a.nbytes == 0
     assert a.to_numpy().shape == (0,)
+
+
+@pytest.mark.parametrize("data, dtype", [(3.0, np.float64), (np.float32(2.5), np.float32), (np.array(7), None),
+                                         (True, np.bool_)])
+def test_zero_d_arrays_keep_their_shape(device, data, dtype):
+    """Like NumPy: dev.asarray(3.0).shape == (), and to_numpy gives a 0-d array back (issue 10, item 13)."""
+    a = device.asarray(data)
+    assert a.shape == () and a.ndim == 0 and a.size == 1
+    assert a.dtype == np.asarray(data).dtype and a.nbytes == a.dtype.itemsize
+    out = a.to_numpy()
+    assert out.shape == () and out.dtype == a.dtype
+    assert out == np.asarray(data) and (dtype is None or out.dtype == dtype)
+    for made in (device.empty((), np.float32), device.zeros((), np.int16)):
+        assert made.shape == () and made.size == 1
+    assert device.zeros((), np.int16).to_numpy() == 0
+
+
+def test_zero_d_arrays_in_copies_and_kernels(device):
+    stream = device.stream()
+    x = device.asarray(np.float32(3.0))
+    host = device.pinned((), np.float32)
+    assert host.shape == ()
+    stream.launch(K.scale, 1, 32, x, 2.0, 1)         # a 0-d Array is a pointer to one element
+    stream.memcpy(host, x)                           # 0-d to 0-d
+    stream.synchronize()
+    assert host == 6.0
+    y = device.zeros((), np.float32)
+    g = gg.Graph(device)
+    copy = g.add_memcpy(y, x)
+    g.add_kernel(K.shift, 1, 32, y, 1.0, 1, after=copy)
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    assert y.to_numpy() == 7.0 and y.to_numpy().shape == ()
+    one = device.zeros(1, np.float32)
+    stream.memcpy(one, y)                            # same dtype and size: shapes may differ
+    stream.synchronize()
+    np.testing.assert_array_equal(one.to_numpy(), [7.0])
 
 
 def test_distinct_allocations_do_not_alias(device):

@@ -85,7 +85,7 @@ def test_set_params_checks_arguments_against_the_signature(device, stream):
 def test_set_memcpy(device, stream, direction):
     def operand(kind, values):
         values = np.asarray(values, dtype=np.float32)
-        return values.copy() if kind == "host" else K.f32(device, values)
+        return K.pinned(device, values) if kind == "host" else K.f32(device, values)
 
     def read(a):
         return a.copy() if isinstance(a, np.ndarray) else a.to_numpy()
@@ -154,7 +154,7 @@ def test_set_child_graph_with_copies_and_memsets(device, stream, memory):
 
     def operand(values):
         values = np.asarray(values, dtype=np.float32)
-        return values.copy() if memory == "host" else K.f32(device, values)
+        return K.pinned(device, values) if memory == "host" else K.f32(device, values)
 
     def read(a):
         return a.copy() if isinstance(a, np.ndarray) else a.to_numpy()
@@ -409,7 +409,7 @@ def test_set_memcpy_changing_memory_kind_is_refused(device, stream, side):
     x, y = K.f32(device, X0), device.zeros(N, np.float32)
     g = gg.Graph(device)
     node = g.add_memcpy(y, x)
-    host = np.full(N, 7.0, np.float32)
+    host = K.pinned(device, np.full(N, 7.0, np.float32))
     with g.instantiate() as exe:
         with pytest.raises(gg.GraphUpdateError, match=rf"^update refused at {re.escape(repr(node))}: memory kind "
                                                       rf"changed \({side} was device memory, got host memory\)$") as info:
@@ -425,7 +425,7 @@ def test_set_memcpy_changing_memory_kind_is_refused(device, stream, side):
 
 
 def test_set_memcpy_host_to_device_memory_kind_is_refused(device, stream):
-    host, y = X0.copy(), device.zeros(N, np.float32)
+    host, y = K.pinned(device, X0), device.zeros(N, np.float32)
     g = gg.Graph(device)
     node = g.add_memcpy(y, host)
     with g.instantiate() as exe:

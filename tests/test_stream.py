@@ -99,10 +99,12 @@ def test_memcpy_partial_nbytes(device, stream):
     np.testing.assert_array_equal(d.to_numpy(), [1, 2, 3, 0, 0, 0, 0, 0])
 
 
-def test_memcpy_copies_bytes_between_dtypes_of_equal_size(device, stream):
+def test_memcpy_between_dtypes_copies_bytes_only_when_asked(device, stream):
     d = device.zeros(4, np.uint32)
     f = np.array([1.0, -2.0, 0.5, 0.0], np.float32)
-    stream.memcpy(d, f)
+    with pytest.raises(TypeError, match="memcpy: dst is uint32 and src is float32; .* pass nbytes="):
+        stream.memcpy(d, f)
+    stream.memcpy(d, f, nbytes=f.nbytes)
     stream.synchronize()
     np.testing.assert_array_equal(d.to_numpy(), f.view(np.uint32))
 

@@ -69,7 +69,7 @@ def test_update_kernel_function_of_the_same_signature(device, stream):
 def test_update_memcpy_between_other_arrays_of_the_same_memory_kinds(device, stream, direction):
     def operand(kind, values):
         values = np.asarray(values, dtype=np.float32)
-        return values.copy() if kind == "host" else K.f32(device, values)
+        return K.pinned(device, values) if kind == "host" else K.f32(device, values)
 
     def read(a):
         return a.copy() if isinstance(a, np.ndarray) else a.to_numpy()
@@ -168,8 +168,8 @@ def test_update_child_graphs_with_host_copies(device, stream):
         g.add_child(child)
         return g
 
-    src1, src2 = X0.copy(), X0 * 4
-    dst1, dst2 = np.zeros(N, np.float32), np.zeros(N, np.float32)
+    src1, src2 = K.pinned(device, X0), K.pinned(device, X0 * 4)
+    dst1, dst2 = K.pinned(device, np.zeros(N, np.float32)), K.pinned(device, np.zeros(N, np.float32))
     scratch = device.zeros(N, np.float32)
     with outer(src1, dst1, scratch).instantiate() as exe:
         exe.update(outer(src2, dst2, scratch))
@@ -196,7 +196,7 @@ def test_update_every_node_kind_at_once_then_back(device, stream):
     x1, x2 = K.f32(device, X0), K.f32(device, X0)
     i1 = device.zeros(N, np.int32)
     i2 = device.zeros(N, np.int32)
-    h1, h2 = np.zeros(N, np.float32), np.zeros(N, np.float32)
+    h1, h2 = K.pinned(device, np.zeros(N, np.float32)), K.pinned(device, np.zeros(N, np.float32))
     g1 = build(x1, i1, h1, "one", 2.0)
     with g1.instantiate() as exe:
         exe.update(build(x2, i2, h2, "two", 3.0))
@@ -260,9 +260,9 @@ def _three_nodes(device, x, y, z, variant=None, a=2.0, b=3.0):
         n1 = g.add_kernel(K.scale, GRID, BLOCK, z, b, N, after=n0 if variant == "extra edge" else ())
     after = {"missing edge": (), "moved edge": n1}.get(variant, n0)
     if variant == "memory kind changed (src)":
-        n2 = g.add_memcpy(y, np.ones(N, np.float32), after=after)
+        n2 = g.add_memcpy(y, K.pinned(device, np.ones(N, np.float32)), after=after)
     elif variant == "memory kind changed (dst)":
-        n2 = g.add_memcpy(np.zeros(N, np.float32), x, after=after)
+        n2 = g.add_memcpy(K.pinned(device, np.zeros(N, np.float32)), x, after=after)
     else:
         n2 = g.add_memcpy(y, x, after=after)
     if variant == "node count":
@@ -356,7 +356,7 @@ def _two_kernel_child(device, x, variant=None):
     else:
         k0 = child.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     if variant == "child copy for kernel":
-        child.add_memcpy(x, np.zeros(N, np.float32), after=k0)
+        child.add_memcpy(x, K.pinned(device, np.zeros(N, np.float32)), after=k0)
     elif variant != "child node count":
         child.add_kernel(K.shift, GRID, BLOCK, x, 1.0, N, after=() if variant == "child missing edge" else k0)
     return child
@@ -409,7 +409,7 @@ def test_child_graph_memcpy_memory_kind_change_is_refused(device, stream):
     with outer(y, x).instantiate() as exe:
         with pytest.raises(gg.GraphUpdateError, match=r"memory kind changed \(src was device memory, "
                                                       r"got host memory\)") as info:
-            exe.update(outer(y, np.ones(N, np.float32)))
+            exe.update(outer(y, K.pinned(device, np.ones(N, np.float32))))
         assert info.value.reason == "memory kind changed"
         assert info.value.node.kind is KIND.MEMCPY
         K.launch_and_wait(exe, stream)

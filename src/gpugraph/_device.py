@@ -146,7 +146,7 @@ class Device:
     def asarray(self, data: Any, dtype: Any = None) -> Array:
         """Copy host data (anything ``numpy.asarray`` takes) into new device memory, synchronously."""
         _capture.forbid_unsafe("Device.asarray")
-        host = np.ascontiguousarray(np.asarray(data, dtype=dtype))
+        host = np.asarray(data, dtype=dtype, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
         array = self.empty(host.shape, host.dtype)
         self._backend.copy(array, host, array.nbytes)
         return array

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ._errors import GraphError, GraphUpdateError
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import memcpy_nbytes, memset_pattern
+from ._memory import check_pinned, memcpy_nbytes, memset_pattern
 from ._nodes import (ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
                      KernelParams, MemcpyParams, MemsetParams, NodeKind)
 from . import _capture, _params
@@ -287,14 +287,17 @@ class GraphExec:
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)
 
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
-        """Change a copy node. See also: cudaGraphExecMemcpyNodeSetParams."""
+        """Change a copy node (the rules of ``Graph.add_memcpy``). See also: cudaGraphExecMemcpyNodeSetParams."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
-        self._set(i, MemcpyParams(dst, src, memcpy_nbytes(dst, src, nbytes, "set_memcpy")), node)
+        nbytes = memcpy_nbytes(dst, src, nbytes, "set_memcpy", node=True)
+        check_pinned(self.device, dst, nbytes, "set_memcpy(dst)")
+        check_pinned(self.device, src, nbytes, "set_memcpy(src)")
+        self._set(i, MemcpyParams(dst, src, nbytes), node)
 
     def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None) -> None:
         """Change a memset node. See also: cudaGraphExecMemsetNodeSetParams."""
         i = self._index(node, (NodeKind.MEMSET,), "set_memset")
-        pattern, element_size, units = memset_pattern(dst, value, count, "set_memset")
+        pattern, element_size, units = memset_pattern(dst, value, count, "set_memset", node=True)
         self._set(i, MemsetParams(dst, value, pattern, element_size, units), node)
 
     def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:

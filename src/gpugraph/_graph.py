@@ -12,9 +12,9 @@ from typing import Any, Callable, Iterable
 
 from ._errors import GraphError
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
+from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._nodes import (MEMORY_KINDS, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
-                     FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind)
+                     HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind)
 from ._stream import Event
 
 
@@ -98,7 +98,7 @@ class Graph:
     """
 
     __slots__ = ("device", "_backend", "_handle", "_nodes", "_numbers", "_owner", "_memory",
-                 "_live_execs", "_clone_of", "_version", "_watchers", "__weakref__")
+                 "_live_execs", "_clone_of", "_cloned", "_version", "_watchers", "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
         from ._device import Device
@@ -119,6 +119,7 @@ class Graph:
         self._memory = False  # whether the graph has allocation or free nodes
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
+        self._cloned: frozenset = frozenset()  # the handles of that graph's nodes when it was cloned
         self._version = 0  # counts changes: what an executable graph made earlier no longer matches
         # Executable graphs to tell before the graph changes, by id; a collected one leaves by itself.
         self._watchers: dict[int, weakref.ref] = {}
@@ -213,13 +214,19 @@ class Graph:
         return self._add(params, self._deps(after, "add_kernel"))
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:
-        """Add a copy node (any direction; Arrays or NumPy arrays).
+        """Add a copy node (any direction; Arrays or page-locked NumPy arrays from ``Device.pinned``).
+
+        Raises:
+            TypeError: If the dtypes differ and ``nbytes`` is not given.
+            ValueError: If the copy moves 0 bytes, or a NumPy operand is pageable host memory.
 
         See also: cudaGraphAddMemcpyNode1D.
         """
-        nbytes = memcpy_nbytes(dst, src, nbytes, "add_memcpy")
+        nbytes = memcpy_nbytes(dst, src, nbytes, "add_memcpy", node=True)
         self.device._check_same_device(dst, "add_memcpy(dst)")
         self.device._check_same_device(src, "add_memcpy(src)")
+        check_pinned(self.device, dst, nbytes, "add_memcpy(dst)")
+        check_pinned(self.device, src, nbytes, "add_memcpy(src)")
         return self._add(MemcpyParams(dst, src, nbytes), self._deps(after, "add_memcpy"))
 
     def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = ()) -> Node:
@@ -227,7 +234,7 @@ class Graph:
 
         See also: cudaGraphAddMemsetNode.
         """
-        pattern, element_size, units = memset_pattern(dst, value, count, "add_memset")
+        pattern, element_size, units = memset_pattern(dst, value, count, "add_memset", node=True)
         self.device._check_same_device(dst, "add_memset(dst)")
         return self._add(MemsetParams(dst, value, pattern, element_size, units), self._deps(after, "add_memset"))
 
@@ -310,18 +317,21 @@ class Graph:
         else:
             raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
         deps = self._deps(after, "add_free")
-        alloc_node = next((n for n in self.nodes if n.kind is NodeKind.MEM_ALLOC and n.params.ptr == array.ptr),
-                          None)
+        alloc, alloc_node = array._alloc, None
+        # Allocations are told apart by the backend's record, not by address: CUDA gives an allocation
+        # made after a free the freed allocation's address.
         for node in self.nodes:
-            if node.kind is NodeKind.MEM_FREE and node.params.ptr == array.ptr:
-                raise GraphError(f"add_free: the allocation at {array.ptr:#x} is already freed by {node!r} "
-                                 f"(double free)")
+            if node.kind in MEMORY_KINDS and self._backend.node_allocation(self._handle, node._handle) is alloc:
+                if node.kind is NodeKind.MEM_FREE:
+                    raise GraphError(f"add_free: {alloc.owner} is already freed by {node!r} (double free)")
+                alloc_node = node
         if alloc_node is not None and not self._reaches(alloc_node._handle, deps):
             raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
                              f"pass after= that node or one that follows it")
-        node = self._add(FreeParams(array.ptr), deps)
+        self._changing()
+        handle = self._backend.graph_add_free(self._handle, alloc, deps)
         self._memory = True
-        return node
+        return self._node(handle)
 
     def _check_memory_allowed(self, what: str) -> None:
         if self._owner is not None:
@@ -413,10 +423,15 @@ class Graph:
             raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
         copy = Graph._wrap(self.device, self._backend.graph_clone(self._handle))
         copy._clone_of = weakref.ref(self)
+        copy._cloned = frozenset(self._backend.graph_nodes(self._handle))
         return copy
 
     def find(self, node: Node) -> Node:
         """The node of this clone that corresponds to ``node`` of the original graph.
+
+        Raises:
+            GraphError: If this graph is not a clone, ``node`` is not a node of the original, or it was
+                added to the original after the clone was made (it has no counterpart here).
 
         See also: cudaGraphNodeFindInClone.
         """
@@ -425,6 +440,9 @@ class Graph:
             raise GraphError("find: this graph is not a clone")
         if not isinstance(node, Node) or node.graph is not original:
             raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
+        if node._handle not in self._cloned:
+            raise GraphError(f"find: {node!r} was added to the original graph after this clone was made, "
+                             f"so the clone has no counterpart of it")
         return self._node(self._backend.graph_find_in_clone(self._handle, node._handle))
 
     def to_dot(self) -> str:
@@ -443,6 +461,10 @@ class Graph:
         See also: cudaGraphInstantiateWithFlags.
         """
         from ._exec import GraphExec
+        if self._owner is not None:
+            raise GraphError(f"instantiate: this graph is the one embedded in a child-graph node of {self._owner!r}; "
+                             f"it belongs to that node and cannot be instantiated (CUDA refuses it); "
+                             f"instantiate a copy made with .clone() instead")
         if self._memory and len(self._live_execs):
             raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
                              "executable graph at a time; close the other one first")

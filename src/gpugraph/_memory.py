@@ -129,27 +129,58 @@ def operand_nbytes(value: Any, what: str, *, writable: bool = False) -> int:
     raise TypeError(f"{what}: expected an Array or a NumPy array, got {type(value).__name__}")
 
 
-def memcpy_nbytes(dst: Any, src: Any, nbytes: Any, what: str = "memcpy") -> int:
-    """Check a copy's operands and return how many bytes it moves."""
+def memcpy_nbytes(dst: Any, src: Any, nbytes: Any, what: str = "memcpy", *, node: bool = False) -> int:
+    """Check a copy's operands and return how many bytes it moves.
+
+    Without ``nbytes`` the operands must have the same dtype and size (a copy between dtypes would
+    reinterpret the bytes); with it, any operands (a byte copy). A copy node (``node=True``) must move at
+    least one byte, as CUDA refuses a 0-byte copy node.
+    """
     dst_n = operand_nbytes(dst, f"{what}(dst)", writable=True)
     src_n = operand_nbytes(src, f"{what}(src)")
     if nbytes is None:
+        if dst.dtype is not src.dtype and dst.dtype != src.dtype:
+            raise TypeError(f"{what}: dst is {dst.dtype} and src is {src.dtype}; a copy between different "
+                            f"dtypes would reinterpret the bytes (convert src first, or pass nbytes= to copy "
+                            f"the bytes as they are)")
         if dst_n != src_n:
             raise ValueError(f"{what}: dst holds {dst_n} bytes and src {src_n} bytes; "
                              f"the sizes must match or nbytes must be given")
-        return dst_n
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
-        raise ValueError(f"{what}: nbytes must be a non-negative int, got {nbytes!r}")
-    if nbytes > min(dst_n, src_n):
-        raise ValueError(f"{what}: nbytes={nbytes} exceeds dst ({dst_n} bytes) or src ({src_n} bytes)")
-    return int(nbytes)
+        n = dst_n
+    else:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise ValueError(f"{what}: nbytes must be a non-negative int, got {nbytes!r}")
+        if nbytes > min(dst_n, src_n):
+            raise ValueError(f"{what}: nbytes={nbytes} exceeds dst ({dst_n} bytes) or src ({src_n} bytes)")
+        n = int(nbytes)
+    if node and not n:
+        raise ValueError(f"{what}: a copy node must copy at least one byte, got 0 bytes (CUDA refuses a "
+                         f"0-byte copy node)")
+    return n
 
 
-def memset_pattern(dst: Any, value: Any, count: Any, what: str = "memset") -> tuple[int, int, int]:
+# Why graph and captured copies refuse pageable host memory (docs/capture.md, "Host memory in captured
+# and graph copies").
+PAGEABLE_RULE = ("graph and captured copies need page-locked host memory from dev.pinned(shape, dtype): CUDA "
+                 "copies pageable memory through a staging buffer of its own at a time it chooses, not when "
+                 "the node's turn comes, so the copy would read or write the array at the wrong time; see "
+                 "docs/capture.md")
+
+
+def check_pinned(device: Any, operand: Any, nbytes: int, what: str) -> None:
+    """Refuse a NumPy operand of a graph or captured copy that is not page-locked host memory."""
+    if isinstance(operand, np.ndarray) and not device._backend.host_memory_pinned(
+            device.index, operand.__array_interface__["data"][0], nbytes):
+        raise ValueError(f"{what}: the NumPy array is pageable host memory; {PAGEABLE_RULE}")
+
+
+def memset_pattern(dst: Any, value: Any, count: Any, what: str = "memset", *,
+                   node: bool = False) -> tuple[int, int, int]:
     """Turn an element value into the (pattern, element_size, count) of a 1-, 2- or 4-byte memset.
 
     CUDA and HIP memsets write 1-, 2- or 4-byte patterns, so an 8-byte value works only when its
-    bytes repeat (0.0 does, 2.0 does not).
+    bytes repeat (0.0 does, 2.0 does not). A memset node (``node=True``) must set at least one element,
+    as CUDA refuses a memset node of width 0.
     """
     if type(dst) is not Array:
         raise TypeError(f"{what}(dst): expected a device Array, got {type(dst).__name__}")
@@ -157,6 +188,9 @@ def memset_pattern(dst: Any, value: Any, count: Any, what: str = "memset") -> tu
         count = dst.size
     elif isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 0 <= count <= dst.size:
         raise ValueError(f"{what}: count must be an int in 0..{dst.size} (elements of dst), got {count!r}")
+    if node and not count:
+        raise ValueError(f"{what}: a memset node must set at least one element, got 0 (CUDA refuses a memset "
+                         f"node of width 0)")
     if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool, np.generic)):
         raise TypeError(f"{what}: value must be a scalar, got {type(value).__name__}")
     try:

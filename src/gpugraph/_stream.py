@@ -10,7 +10,7 @@ from . import _capture, _params
 from ._errors import CaptureError
 from ._params import resolve
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import Array, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
+from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 
 
 _WAIT_RULE = ("waiting for work outside the capture is forbidden while a 'global' capture runs, or in the "
@@ -193,6 +193,9 @@ class Stream:
     def memcpy(self, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Enqueue a copy of ``nbytes`` (default: all) from ``src`` to ``dst``, in any direction.
 
+        Without ``nbytes``, ``dst`` and ``src`` must have the same dtype and size. A captured copy of
+        0 bytes records no node; a captured copy's NumPy operands must be page-locked (``Device.pinned``).
+
         See also: cudaMemcpyAsync.
         """
         if self._capture is not None or self.legacy or _capture.function_captures:
@@ -200,6 +203,11 @@ class Stream:
         nbytes = memcpy_nbytes(dst, src, nbytes)
         self.device._check_same_device(dst, "memcpy(dst)")
         self.device._check_same_device(src, "memcpy(src)")
+        if self._capture is not None:
+            if not nbytes:
+                return  # CUDA captures no node for a zero-byte copy
+            check_pinned(self.device, dst, nbytes, "memcpy(dst)")
+            check_pinned(self.device, src, nbytes, "memcpy(src)")
         self._backend.stream_memcpy(self._handle, dst, src, nbytes)
 
     def memset(self, dst: Array, value: Any, count: int | None = None) -> None:
@@ -211,6 +219,8 @@ class Stream:
             self._guard("Stream.memset")
         pattern, element_size, units = memset_pattern(dst, value, count)
         self.device._check_same_device(dst, "memset(dst)")
+        if not units and self._capture is not None:
+            return  # CUDA captures no node for a memset of no elements
         self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units)
 
     def host(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -271,7 +281,9 @@ class Stream:
             raise _capture._invalidate([capture], "Stream.free", f"{alloc.owner} was not made by a graph "
                                        f"allocation; a captured free can only free graph memory "
                                        f"(allocate it inside the capture)")
-        if any(n.kind.value == "mem_free" and n.params.ptr == alloc.ptr for n in capture.graph.nodes):
+        graph = capture.graph  # allocations are told apart by record, not address: CUDA reuses addresses
+        if any(n.kind.value == "mem_free" and self._backend.node_allocation(graph._handle, n._handle) is alloc
+               for n in graph.nodes):
             raise _capture._invalidate([capture], "Stream.free",
                                        f"{alloc.owner} is already freed in this capture (double free)")
 

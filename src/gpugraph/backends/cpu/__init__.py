@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -22,7 +21,7 @@ from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, Ke
 from ._capture import CpuCapture
 from ._executor import CpuExec
 from ._graphs import CpuGraph, CpuNode
-from ._memory import AddressSpace, Allocation, Pool, typed_view
+from ._memory import AddressSpace, Allocation, PinnedRegistry, Pool, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import CpuEvent, CpuStream
 
@@ -37,8 +36,7 @@ class CpuBackend:
         self._addresses = AddressSpace()
         self._graph_pool = Pool()
         self._stream_pool = Pool()
-        # Stream-ordered and graph allocations by address, so that a free node can name one by address.
-        self._allocations: "weakref.WeakValueDictionary[int, Allocation]" = weakref.WeakValueDictionary()
+        self._pinned = PinnedRegistry()
         self._streams: set[CpuStream] = set()
         self._default_stream: CpuStream | None = None
         self._lock = threading.Lock()
@@ -82,7 +80,12 @@ class CpuBackend:
         alloc.buffer = None
 
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, np.uint8)
+        buffer = np.empty(max(nbytes, 1), np.uint8)  # never empty: each buffer has an address of its own
+        self._pinned.add(buffer)
+        return buffer[:nbytes]
+
+    def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
+        return self._pinned.holds(ptr, nbytes)
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         run_memcpy(dst, src, nbytes)
@@ -98,11 +101,12 @@ class CpuBackend:
     def graph_memory_trim(self, index: int) -> None:
         self._graph_pool.trim()
 
-    def _new_allocation(self, nbytes: int, pool: Pool, origin: str) -> Allocation:
-        ptr = self._addresses.reserve(nbytes)
+    def _new_allocation(self, nbytes: int, pool: Pool, origin: str, ptr: int | None = None) -> Allocation:
+        """An allocation at ``ptr`` (a freed graph allocation's, which CUDA reuses), else at a new address."""
+        if ptr is None:
+            ptr = self._addresses.reserve(nbytes)
         alloc = Allocation(ptr, nbytes, None, pool, origin)
         alloc.owner = f"the {origin} allocation at {ptr:#x}"
-        self._allocations[ptr] = alloc
         return alloc
 
     # Kernels
@@ -180,8 +184,10 @@ class CpuBackend:
         stream.submit(fn, args)
 
     def stream_alloc(self, stream: CpuStream, nbytes: int) -> tuple[int, Allocation]:
-        if stream.capture is not None:  # becomes an allocation node, drawing on the graph pool
-            alloc = self._new_allocation(nbytes, self._graph_pool, "graph")
+        capture = stream.capture
+        if capture is not None:  # becomes an allocation node, drawing on the graph pool
+            ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
+            alloc = self._new_allocation(nbytes, self._graph_pool, "graph", ptr)
             stream.capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
             return alloc.ptr, alloc
         alloc = self._new_allocation(nbytes, self._stream_pool, "stream")
@@ -258,13 +264,18 @@ class CpuBackend:
         pass
 
     def graph_add_node(self, graph: CpuGraph, params: Any, deps: Sequence[CpuNode]) -> CpuNode:
-        alloc = self._allocations.get(params.ptr) if isinstance(params, FreeParams) else None
-        return graph.add(params, deps, alloc)
+        return graph.add(params, deps)
 
     def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:
-        alloc = self._new_allocation(nbytes, self._graph_pool, "graph")
+        alloc = self._new_allocation(nbytes, self._graph_pool, "graph", graph.reusable_address(nbytes, deps))
         node = graph.add(AllocParams(nbytes, alloc.ptr), deps, alloc)
         return node, alloc.ptr, alloc
+
+    def graph_add_free(self, graph: CpuGraph, alloc: Allocation, deps: Sequence[CpuNode]) -> CpuNode:
+        return graph.add(FreeParams(alloc.ptr), deps, alloc)
+
+    def node_allocation(self, graph: CpuGraph, node: CpuNode) -> Allocation | None:
+        return node.alloc
 
     def graph_destroy_node(self, graph: CpuGraph, node: CpuNode) -> None:
         for dep in node.deps:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..._nodes import ChildGraphParams
+from ..._nodes import AllocParams, ChildGraphParams, FreeParams
+from ._memory import span
 
 
 class CpuNode:
@@ -38,6 +39,29 @@ class CpuGraph:
         node = CpuNode(params, deps, alloc)
         self.nodes.append(node)
         return node
+
+    def reusable_address(self, nbytes: int, deps: Sequence[CpuNode]) -> int | None:
+        """An address a new allocation node after ``deps`` may take, as CUDA gives it (or None): that of an
+        allocation of this graph whose range fits ``nbytes`` and whose every occupant is freed by a node
+        the new one comes after. Concurrent allocations never share a range, nor do different graphs."""
+        freed, pending, seen = set(), list(deps), set()
+        while pending:  # the frees ordered before the new node
+            node = pending.pop()
+            if node not in seen:
+                seen.add(node)
+                if isinstance(node.params, FreeParams):
+                    freed.add(node.alloc)
+                pending.extend(node.deps)
+        if not freed:
+            return None
+        occupants: dict[int, list[Any]] = {}  # address -> the allocations of this graph made there, in order
+        for node in self.nodes:
+            if isinstance(node.params, AllocParams):
+                occupants.setdefault(node.alloc.ptr, []).append(node.alloc)
+        for ptr, allocs in occupants.items():  # the first made there reserved the range
+            if nbytes <= span(allocs[0].nbytes) and all(a in freed for a in allocs):
+                return ptr
+        return None
 
     def edges(self) -> list[tuple[CpuNode, CpuNode]]:
         return [(dep, node) for node in self.nodes for dep in node.deps]

@@ -4,6 +4,7 @@ stream-ordered and graph allocations, so that a use outside an allocation's life
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -38,6 +39,11 @@ class Allocation:
         self.owner = ""  # who made it, for error messages
 
 
+def span(nbytes: int) -> int:
+    """The bytes of address range an allocation of ``nbytes`` takes."""
+    return max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+
+
 class AddressSpace:
     """Hands out the fixed addresses of stream-ordered and graph allocations."""
 
@@ -48,8 +54,31 @@ class AddressSpace:
     def reserve(self, nbytes: int) -> int:
         with self._lock:
             ptr = self._next
-            self._next += max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+            self._next += span(nbytes)
             return ptr
+
+
+class PinnedRegistry:
+    """The address ranges of live page-locked host buffers (``pinned_empty``), views of them included."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ranges: dict[int, int] = {}  # start -> end of each live buffer
+
+    def add(self, buffer: np.ndarray) -> None:
+        start = buffer.__array_interface__["data"][0]
+        with self._lock:
+            self._ranges[start] = start + buffer.nbytes
+        weakref.finalize(buffer, self._forget, start).atexit = False
+
+    def _forget(self, start: int) -> None:
+        with self._lock:
+            self._ranges.pop(start, None)
+
+    def holds(self, ptr: int, nbytes: int) -> bool:
+        """Whether ``[ptr, ptr + nbytes)`` lies within one live buffer."""
+        with self._lock:
+            return any(start <= ptr and ptr + nbytes <= end for start, end in self._ranges.items())
 
 
 class Pool:
@@ -119,11 +148,12 @@ def byte_view(operand: object, nbytes: int) -> np.ndarray:
 
 
 def typed_view(array: Array) -> np.ndarray:
-    """An Array's memory as a NumPy array of its shape and dtype."""
+    """An Array's memory as a NumPy array of its shape and dtype, as CPU kernels receive it; a 0-d Array
+    as one element in 1-D, since a kernel gets a pointer (``x[0]`` reads it, as in CUDA code)."""
     buffer = array._alloc.buffer
     if buffer is None:
         raise _unmapped(array, array._alloc)
-    return buffer[:array.nbytes].view(array.dtype).reshape(array.shape)
+    return buffer[:array.nbytes].view(array.dtype).reshape(array.shape or (1,))
 
 
 

@@ -34,6 +34,7 @@ _MEMSET = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async
 _ATTR = cu.CUgraphMem_attribute
 _INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
+_INVALID_VALUE = cu.CUresult.CUDA_ERROR_INVALID_VALUE
 _RESULT = cu.CUgraphExecUpdateResult
 # The driver's update refusals in the words of gpugraph._update's rules.
 _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topology changed",
@@ -57,7 +58,6 @@ class CudaBackend:
         self._modules = ModuleCache()
         self._functions: dict[tuple[int, Any], Function] = {}
         self._kernels_by_handle: dict[int, Any] = {}
-        self._allocations: "weakref.WeakValueDictionary[int, CudaAlloc]" = weakref.WeakValueDictionary()
         self._captures = 0  # captures in progress: frees of plain memory wait until none is
         self._deferred: list[tuple[Any, tuple]] = []  # releases waiting for the end of captures
         # Reentrant: garbage collection can run a finalizer, which takes this lock, at any allocation,
@@ -138,6 +138,19 @@ class CudaBackend:
         weakref.finalize(raw, self._release, self._in_context, index, cu.cuMemFreeHost, ptr).atexit = False
         return np.frombuffer(raw, np.uint8, count=nbytes)
 
+    def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
+        # The driver knows page-locked memory (cuMemHostAlloc, cuMemHostRegister, other libraries' pinned
+        # memory) and answers CUDA_ERROR_INVALID_VALUE for pageable memory. Both ends are asked, for a
+        # range that starts in page-locked memory and runs past it.
+        self.contexts.use(index)
+        for at in {ptr, ptr + max(nbytes, 1) - 1}:
+            err, _ = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, at)
+            if err == _INVALID_VALUE:
+                return False
+            if err:
+                raise error("cuPointerGetAttribute", err)
+        return True
+
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         _check_allocated(dst, src)
         self.contexts.use(_index(dst, src))
@@ -159,9 +172,7 @@ class CudaBackend:
         call(cu.cuDeviceGraphMemTrim, self.contexts.devices[index])
 
     def _new_alloc(self, ptr: int, nbytes: int, origin: str, index: int) -> CudaAlloc:
-        alloc = CudaAlloc(ptr, nbytes, origin, index)
-        self._allocations[ptr] = alloc
-        return alloc
+        return CudaAlloc(ptr, nbytes, origin, index)
 
     # Kernels
 
@@ -275,11 +286,15 @@ class CudaBackend:
 
     def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, CudaAlloc]:
         self.contexts.use(stream.index)
-        if stream.capture is not None:  # an allocation node, drawing on the graph pool
-            ptr = int(self._captured(stream, call, (cu.cuMemAllocAsync, max(nbytes, 1), stream.handle),
-                                     lambda made: AllocParams(nbytes, int(made))))
-            alloc = self._new_alloc(ptr, nbytes, "graph", stream.index)
-            stream.capture.graph.allocs[ptr] = alloc
+        capture = stream.capture
+        if capture is not None:  # an allocation node, drawing on the graph pool
+            made: list[CudaAlloc] = []
+
+            def record(ptr: Any) -> AllocParams:
+                made.append(self._new_alloc(int(ptr), nbytes, "graph", stream.index))
+                return _remember(capture.graph, AllocParams(nbytes, int(ptr)), made[0])
+            ptr = int(self._captured(stream, call, (cu.cuMemAllocAsync, max(nbytes, 1), stream.handle), record))
+            alloc = made[0]
         else:
             ptr = int(call(cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
             alloc = self._new_alloc(ptr, nbytes, "stream", stream.index)
@@ -289,8 +304,9 @@ class CudaBackend:
     def stream_free(self, stream: CudaStream, alloc: CudaAlloc) -> None:
         self.contexts.use(stream.index)
         if stream.capture is not None:
+            graph = stream.capture.graph
             self._captured(stream, call, (cu.cuMemFreeAsync, alloc.ptr, stream.handle),
-                           lambda _: FreeParams(alloc.ptr))
+                           lambda _: _remember(graph, FreeParams(alloc.ptr), alloc))
             return
         call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
 
@@ -384,17 +400,23 @@ class CudaBackend:
         fresh = [n for n in self.graph_nodes(graph) if n not in params and n not in children and n not in foreign]
         if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
             params.update(zip(fresh, pending))
+            if graph.pending_memory:
+                _pair_memory(graph, pending, zip(fresh, pending))
             return
         # Other libraries' work was captured in between: pair each record with the next node it describes;
         # the nodes left over are theirs (their parameters are read back from the driver when asked for).
         queue = iter(pending)
         wanted = next(queue, None)
+        paired: list[tuple[Any, Any]] = []
         for node in fresh:
             if wanted is not None and _describes(wanted, derive_params(self, graph, node)):
                 params[node] = wanted
+                paired.append((node, wanted))
                 wanted = next(queue, None)
             else:
                 foreign.add(node)
+        if graph.pending_memory:
+            _pair_memory(graph, pending, paired)
 
     def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
         """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
@@ -421,6 +443,7 @@ class CudaBackend:
         err, _ = self._end(stream)
         if err:
             graph.pending = []
+            graph.pending_memory.clear()
             reason = error("cuStreamEndCapture", err)
             raise CaptureError(f"the CUDA driver refused the capture: {reason} (work that another library "
                                f"issued on a captured stream can cause this)", api="cuStreamEndCapture")
@@ -432,6 +455,7 @@ class CudaBackend:
             return
         into = stream.capture.into
         stream.capture.graph.pending = []  # the nodes they describe are discarded
+        stream.capture.graph.pending_memory.clear()
         err, handle = self._end(stream)
         if not err and handle is not None and not into:
             call(cu.cuGraphDestroy, handle)
@@ -488,14 +512,25 @@ class CudaBackend:
         p.poolProps.location.id = graph.index
         p.bytesize = max(nbytes, 1)
         node = call(cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
-        ptr = int(p.dptr)
+        ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
         alloc = self._new_alloc(ptr, nbytes, "graph", graph.index)
-        graph.allocs[ptr] = alloc
+        graph.memory[node] = alloc
         graph.params[node] = AllocParams(nbytes, ptr)
         return node, ptr, alloc
 
+    def graph_add_free(self, graph: CudaGraph, alloc: CudaAlloc, deps: Sequence[Any]) -> Any:
+        node = self.graph_add_node(graph, FreeParams(alloc.ptr), deps)
+        graph.memory[node] = alloc
+        return node
+
+    def node_allocation(self, graph: CudaGraph, node: Any) -> CudaAlloc | None:
+        if graph.pending:
+            self._settle(graph)
+        return graph.memory.get(node)
+
     def graph_destroy_node(self, graph: CudaGraph, node: Any) -> None:
         graph.params.pop(node, None)
+        graph.memory.pop(node, None)
         graph.foreign.discard(node)
         graph.children.pop(node, None)
         graph.host_keys.pop(node, None)
@@ -540,6 +575,8 @@ class CudaBackend:
             clone.params[self.graph_find_in_clone(clone, node)] = params
         for node, key in graph.host_keys.items():
             clone.host_keys[self.graph_find_in_clone(clone, node)] = key
+        for node, alloc in graph.memory.items():
+            clone.memory[self.graph_find_in_clone(clone, node)] = alloc
         for node, child in graph.children.items():
             copy = self.graph_find_in_clone(clone, node)
             clone.children[copy] = self._embedded(child, call(cu.cuGraphChildGraphNodeGetGraph, copy))
@@ -559,17 +596,14 @@ class CudaBackend:
                         graph)
 
     def _memory_nodes(self, graph: CudaGraph) -> tuple[list[CudaAlloc], list[CudaAlloc]]:
-        """A graph's allocations and frees (child graphs cannot hold any), from the records gpugraph keeps;
-        the driver is asked only about nodes other libraries made."""
+        """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of
+        the memory nodes gpugraph made: by node, as addresses repeat once the driver reuses them."""
         self._settle(graph)
-        params, children = graph.params, graph.children
-        records = list(params.values())
-        records += [derive_params(self, graph, n) for n in self.graph_nodes(graph)
-                    if n not in params and n not in children]
-        allocated = [graph.allocs.get(r.ptr) or self._allocations.get(r.ptr) for r in records
-                     if isinstance(r, AllocParams)]
-        freed = [self._allocations.get(r.ptr) for r in records if isinstance(r, FreeParams)]
-        return [a for a in allocated if a is not None], [a for a in freed if a is not None]
+        allocated: list[CudaAlloc] = []
+        freed: list[CudaAlloc] = []
+        for node, alloc in graph.memory.items():
+            (allocated if isinstance(graph.params[node], AllocParams) else freed).append(alloc)
+        return allocated, freed
 
     def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
         if stream.capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
@@ -668,6 +702,22 @@ def _describes(record: Any, derived: Any) -> bool:
     if isinstance(record, MemsetParams):
         return address(record.dst) == derived.dst and record.count == derived.count
     return record == derived  # allocation and free nodes: their addresses
+
+
+def _remember(graph: CudaGraph, record: Any, alloc: CudaAlloc) -> Any:
+    """Queue the allocation record of a captured allocation or free, paired with its node with ``record``."""
+    graph.pending_memory[id(record)] = (record, alloc)
+    return record
+
+
+def _pair_memory(graph: CudaGraph, records: list[Any], pairs: Any) -> None:
+    """Settling ``records``: give the nodes paired with them the allocations they were queued with."""
+    queued = graph.pending_memory
+    taken = {id(r): queued.pop(id(r)) for r in records if id(r) in queued}
+    for node, record in pairs:
+        entry = taken.get(id(record))
+        if entry is not None and entry[0] is record:
+            graph.memory[node] = entry[1]
 
 
 def _check_allocated(*operands: Any) -> None:

@@ -67,17 +67,21 @@ class CudaEvent:
 class CudaGraph:
     """A graph, with the parameter records of the nodes gpugraph made (the driver holds the rest)."""
 
-    __slots__ = ("handle", "index", "params", "allocs", "host_keys", "children", "pending", "foreign",
-                 "__weakref__")
+    __slots__ = ("handle", "index", "params", "memory", "host_keys", "children", "pending", "pending_memory",
+                 "foreign", "__weakref__")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
         self.index = index
         self.params: dict[Any, Any] = {}  # node -> params record
-        self.allocs: dict[int, CudaAlloc] = {}  # ptr -> allocation made by an alloc node of this graph
+        # Allocation or free node -> the allocation it allocates or frees: by node, not address, since the
+        # driver gives an allocation made after a free the freed allocation's address.
+        self.memory: dict[Any, CudaAlloc] = {}
         self.host_keys: dict[Any, int] = {}  # host node -> its registry key (the driver's copy is wrapped)
         self.children: dict[Any, CudaGraph] = {}  # child-graph node -> its embedded graph, with records
         self.pending: list[Any] = []  # records of captured calls, in order, whose nodes are not paired yet
+        # id(record) -> (record, allocation) for the captured allocations and frees among ``pending``.
+        self.pending_memory: dict[int, tuple[Any, CudaAlloc]] = {}
         self.foreign: set[Any] = set()  # captured nodes other libraries made (no record of gpugraph's)
 
 

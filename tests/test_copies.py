@@ -1,0 +1,199 @@
+"""Copies in graphs and captures: the rules every backend shares with CUDA (issue 10, items 3, 4 and 11).
+
+* Graph and captured copies take page-locked host memory only (CUDA stages pageable memory at a time of
+  its choosing, so a node could copy an array before the host node filling it has run); plain stream
+  copies still take pageable memory.
+* A copy node of 0 bytes and a memset node of 0 elements are refused (CUDA: invalid value); a captured
+  copy or memset of nothing records no node, as CUDA records none.
+* A copy between different dtypes is refused unless ``nbytes`` asks for a byte copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+
+N = 8
+PAGEABLE = r"the NumPy array is pageable host memory; graph and captured copies need page-locked host " \
+           r"memory from dev\.pinned\(shape, dtype\)"
+
+
+# Pageable host memory
+
+
+def test_pageable_host_memory_is_refused_in_graph_copies(device):
+    x = K.f32(device, np.arange(N))
+    pageable = np.zeros(N, np.float32)
+    g = gg.Graph(device)
+    with pytest.raises(ValueError, match=rf"^add_memcpy\(src\): {PAGEABLE}"):
+        g.add_memcpy(x, pageable)
+    with pytest.raises(ValueError, match=rf"^add_memcpy\(dst\): {PAGEABLE}.*docs/capture\.md$"):
+        g.add_memcpy(pageable, x)
+    assert len(g) == 0  # refused calls add nothing
+    node = g.add_memcpy(x, K.pinned(device, np.ones(N, np.float32)))
+    with g.instantiate() as exe:
+        with pytest.raises(ValueError, match=rf"^set_memcpy\(src\): {PAGEABLE}"):
+            exe.set_memcpy(node, x, pageable)
+        stream = device.stream()
+        K.launch_and_wait(exe, stream)  # the refused setter changed nothing
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N))
+
+
+def test_pageable_host_memory_is_refused_in_captured_copies(device, stream):
+    x = K.f32(device, np.arange(N))
+    pageable = np.full(N, 5.0, np.float32)
+    host = device.pinned(N, np.float32)
+    with stream.capture() as cap:
+        with pytest.raises(ValueError, match=rf"^memcpy\(src\): {PAGEABLE}"):
+            stream.memcpy(x, pageable)
+        with pytest.raises(ValueError, match=rf"^memcpy\(dst\): {PAGEABLE}"):
+            stream.memcpy(pageable, x)
+        with pytest.raises(ValueError, match=rf"^add_memcpy\(dst\): {PAGEABLE}"):
+            cap.add_memcpy(pageable, x)
+        stream.memcpy(host, x)  # the capture goes on: a refused argument does not invalidate it
+    assert len(cap.graph) == 1
+    with cap.graph.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(host, np.arange(N))
+    stream.memcpy(x, pageable)  # a plain copy still takes pageable memory
+    stream.memcpy(host, x)
+    stream.synchronize()
+    np.testing.assert_array_equal(host, np.full(N, 5.0))
+
+
+def test_views_of_pinned_memory_are_pinned(device, stream):
+    host = device.pinned((4, N), np.float32)
+    host[...] = np.arange(4 * N).reshape(4, N)
+    x = device.zeros(N // 2, np.float32)
+    g = gg.Graph(device)
+    g.add_memcpy(x, host[2, 2:2 + N // 2])  # a slice inside a pinned buffer
+    with pytest.raises(ValueError, match=PAGEABLE):
+        g.add_memcpy(x, host[2, 2:2 + N // 2].copy())  # a copy of it is ordinary memory
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), host[2, 2:2 + N // 2])
+
+
+def test_captured_function_refuses_pageable_memory(device):
+    x = K.f32(device, np.arange(N))
+
+    @gg.captured
+    def copy_out(dst):
+        gg.current_stream(device).memcpy(dst, x)
+
+    with pytest.raises(ValueError, match=rf"^memcpy\(dst\): {PAGEABLE}"):
+        copy_out(np.zeros(N, np.float32))
+
+
+@pytest.mark.gpu
+def test_memory_pinned_by_another_library_is_accepted(gpu_device):
+    """On CUDA the driver knows page-locked memory that gpugraph did not allocate (here CuPy's)."""
+    cupyx = pytest.importorskip("cupyx")
+    host = cupyx.empty_pinned(N, np.float32)
+    host[:] = np.arange(N)
+    x = gpu_device.zeros(N, np.float32)
+    g = gg.Graph(gpu_device)
+    g.add_memcpy(x, host)
+    with pytest.raises(ValueError, match=PAGEABLE):
+        g.add_memcpy(x, np.ones(N, np.float32))
+    stream = gpu_device.stream()
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(N))
+
+
+# Zero-byte copies and empty memsets
+
+
+def test_zero_byte_copy_and_memset_nodes_are_refused(device):
+    x, y = device.zeros(N, np.float32), device.zeros(N, np.float32)
+    empty = device.zeros(0, np.float32)
+    g = gg.Graph(device)
+    copy_rule = r"a copy node must copy at least one byte, got 0 bytes \(CUDA refuses a 0-byte copy node\)"
+    memset_rule = r"a memset node must set at least one element, got 0 \(CUDA refuses a memset node of width 0\)"
+    with pytest.raises(ValueError, match=rf"^add_memcpy: {copy_rule}$"):
+        g.add_memcpy(y, x, nbytes=0)
+    with pytest.raises(ValueError, match=rf"^add_memcpy: {copy_rule}$"):
+        g.add_memcpy(empty, device.zeros(0, np.float32))
+    with pytest.raises(ValueError, match=rf"^add_memset: {memset_rule}$"):
+        g.add_memset(x, 1.0, count=0)
+    with pytest.raises(ValueError, match=rf"^add_memset: {memset_rule}$"):
+        g.add_memset(empty, 1.0)
+    assert len(g) == 0
+    copy = g.add_memcpy(y, x)
+    fill = g.add_memset(x, 1.0)
+    with g.instantiate() as exe:
+        with pytest.raises(ValueError, match=rf"^set_memcpy: {copy_rule}$"):
+            exe.set_memcpy(copy, y, x, 0)
+        with pytest.raises(ValueError, match=rf"^set_memset: {memset_rule}$"):
+            exe.set_memset(fill, x, 2.0, count=0)
+    stream = device.stream()
+    with stream.capture() as cap:
+        with pytest.raises(ValueError, match=rf"^add_memcpy: {copy_rule}$"):
+            cap.add_memcpy(y, x, nbytes=0)
+        with pytest.raises(ValueError, match=rf"^add_memset: {memset_rule}$"):
+            cap.add_memset(x, 1.0, count=0)
+    assert len(cap.graph) == 0
+
+
+def test_captured_zero_byte_copies_and_memsets_record_no_node(device, stream):
+    x = K.f32(device, np.arange(N))
+    y = device.zeros(N, np.float32)
+    host = device.pinned(N, np.float32)
+    empty = device.zeros(0, np.float32)
+    with stream.capture() as cap:
+        stream.memcpy(y, x, nbytes=0)
+        stream.memcpy(np.zeros(0, np.float32), empty)  # nothing to copy: not even pinned memory needed
+        stream.memset(y, 1.0, count=0)
+        stream.memset(empty, 1.0)
+        stream.memcpy(y, x)
+        stream.memcpy(host, y)
+    assert [n.kind for n in cap.graph.nodes] == [gg.NodeKind.MEMCPY, gg.NodeKind.MEMCPY]
+    assert len(cap.graph.edges) == 1
+    with cap.graph.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(host, np.arange(N))
+
+
+def test_uncaptured_zero_byte_copies_and_memsets_do_nothing(device, stream):
+    x = K.f32(device, np.arange(N))
+    stream.memcpy(x, np.full(N, 9.0, np.float32), nbytes=0)
+    stream.memcpy(device.zeros(0, np.float32), np.zeros(0, np.float32))
+    stream.memset(x, 1.0, count=0)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(N))
+
+
+# Copies between dtypes
+
+
+def test_copies_between_dtypes_need_nbytes(device, stream):
+    floats = K.f32(device, [1.0, -2.0, 0.5, 0.0])
+    ints = device.zeros(4, np.int32)
+    host = device.pinned(4, np.uint32)
+    rule = r"dst is int32 and src is float32; a copy between different dtypes would reinterpret the bytes"
+    with pytest.raises(TypeError, match=rf"^memcpy: {rule}"):
+        stream.memcpy(ints, floats)
+    g = gg.Graph(device)
+    with pytest.raises(TypeError, match=rf"^add_memcpy: {rule}"):
+        g.add_memcpy(ints, floats)
+    with pytest.raises(TypeError, match=r"^add_memcpy: dst is uint32 and src is int32"):
+        g.add_memcpy(host, ints)
+    copy = g.add_memcpy(ints, device.zeros(4, np.int32))
+    with g.instantiate() as exe:
+        with pytest.raises(TypeError, match=rf"^set_memcpy: {rule}"):
+            exe.set_memcpy(copy, ints, floats)
+        exe.set_memcpy(copy, ints, floats, nbytes=16)  # asked for: a byte copy
+        K.launch_and_wait(exe, stream)
+    expected = np.array([1.0, -2.0, 0.5, 0.0], np.float32).view(np.int32)
+    np.testing.assert_array_equal(ints.to_numpy(), expected)
+    with stream.capture() as cap:
+        with pytest.raises(TypeError, match=r"^memcpy: dst is uint32 and src is int32"):
+            stream.memcpy(host, ints)
+        stream.memcpy(host, ints, nbytes=16)
+    with cap.graph.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(host, expected.view(np.uint32))

@@ -1,0 +1,188 @@
+"""Graph memory addresses are reused, as CUDA reuses them (issue 10, item 2).
+
+An allocation node ordered after a free node of the same graph may get the freed allocation's address
+(CUDA does: tools/gpu_probe_rules.py, 2a); concurrent allocations and other graphs' allocations never share
+one (2b, 2c). gpugraph tells allocations apart by their records, never by address, so the patterns of
+cuda-samples' graphMemoryNodes and graphMemoryFootprint (alloc -> kernel -> free -> alloc -> kernel -> free
+in one graph) raise no false double free, and real double frees are still refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+
+N = 1 << 14  # 64 KiB of int32, the size of the driver probe's allocations
+GRID, BLOCK = K.launch_1d(N, 256)
+
+
+def reuse_graph(device, out1, out2, free_second=True):
+    """alloc a -> fill 1 -> copy to out1 -> free a -> alloc b -> fill 2 -> copy to out2 (-> free b)."""
+    g = gg.Graph(device)
+    a = g.add_alloc(N, np.int32)
+    fill_a = g.add_kernel(K.fill, GRID, BLOCK, a.array, 1, N, after=a)
+    free_a = g.add_free(a, after=g.add_memcpy(out1, a.array, after=fill_a))
+    b = g.add_alloc(N, np.int32, after=free_a)
+    fill_b = g.add_kernel(K.fill, GRID, BLOCK, b.array, 2, N, after=b)
+    copy_b = g.add_memcpy(out2, b.array, after=fill_b)
+    free_b = g.add_free(b, after=copy_b) if free_second else None
+    return g, a, b, free_a, free_b
+
+
+def test_alloc_after_free_reuses_the_address_explicit(device, stream):
+    out1, out2 = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    g, a, b, _, free_b = reuse_graph(device, out1, out2)
+    assert b.array.ptr == a.array.ptr  # CUDA's answer (probe 2a), on every backend
+    assert b.array is not a.array
+    assert free_b.kind is gg.NodeKind.MEM_FREE  # no false "already freed" from the shared address
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream, times=3)  # freed inside: it may run again
+    np.testing.assert_array_equal(out1.to_numpy(), np.ones(N))
+    np.testing.assert_array_equal(out2.to_numpy(), np.full(N, 2))
+
+
+def test_concurrent_allocations_and_other_graphs_never_share(device):
+    out1, out2 = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    g, a, _, free_a, _ = reuse_graph(device, out1, out2)
+    root = g.add_alloc(N, np.int32)                  # concurrent with both (probe 2b)
+    beside = g.add_alloc(N, np.int32, after=free_a)  # after the free, but concurrent with b
+    other = gg.Graph(device).add_alloc(N, np.int32)  # another graph, the first still alive (probe 2c)
+    ptrs = [a.array.ptr, root.array.ptr, beside.array.ptr, other.array.ptr]
+    assert len(set(ptrs)) == 4
+
+
+def test_alloc_after_free_reuses_the_address_captured(device, stream):
+    out1, out2 = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    with stream.capture() as cap:
+        a = stream.alloc(N, np.int32)
+        stream.launch(K.fill, GRID, BLOCK, a, 1, N)
+        stream.memcpy(out1, a)
+        stream.free(a)
+        b = stream.alloc(N, np.int32)
+        assert b.ptr == a.ptr
+        stream.launch(K.fill, GRID, BLOCK, b, 2, N)
+        stream.memcpy(out2, b)
+        stream.free(b)  # not a double free: b is another allocation at a's address
+    kinds = [n.kind for n in cap.graph.nodes]
+    assert kinds.count(gg.NodeKind.MEM_ALLOC) == 2 and kinds.count(gg.NodeKind.MEM_FREE) == 2
+    with cap.graph.instantiate() as exe:
+        K.launch_and_wait(exe, stream, times=2)
+    np.testing.assert_array_equal(out1.to_numpy(), np.ones(N))
+    np.testing.assert_array_equal(out2.to_numpy(), np.full(N, 2))
+
+
+def test_explicit_free_after_a_captured_one_at_the_same_address(device, stream):
+    """A capture into a graph and explicit nodes share the graph's allocations, told apart by record."""
+    out1, out2 = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    g = gg.Graph(device)
+    with stream.capture(into=g) as cap:
+        a = stream.alloc(N, np.int32)
+        stream.launch(K.fill, GRID, BLOCK, a, 1, N)
+        stream.memcpy(out1, a)
+        stream.free(a)
+    last = cap.graph.leaves
+    b = g.add_alloc(N, np.int32, after=last)
+    assert b.array.ptr == a.ptr
+    g.add_free(b, after=g.add_memcpy(out2, b.array, after=g.add_kernel(K.fill, GRID, BLOCK, b.array, 2, N,
+                                                                        after=b)))
+    with pytest.raises(gg.GraphError, match=r"add_free: the graph allocation at 0x[0-9a-f]+ is already freed "
+                                            r"by Node\(n\d+, mem_free\) \(double free\)"):
+        g.add_free(a, after=g.leaves)  # a, by its Array: freed by the captured free node
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(out1.to_numpy(), np.ones(N))
+    np.testing.assert_array_equal(out2.to_numpy(), np.full(N, 2))
+
+
+def test_real_double_frees_are_still_refused(device, stream):
+    out1, out2 = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    g, a, b, free_a, free_b = reuse_graph(device, out1, out2)
+    before = len(g)
+    with pytest.raises(gg.GraphError, match=rf"add_free: the graph allocation at {a.array.ptr:#x} is already "
+                                            rf"freed by {re.escape(repr(free_b))} \(double free\)"):
+        g.add_free(b, after=free_b)
+    with pytest.raises(gg.GraphError, match=rf"is already freed by {re.escape(repr(free_a))} \(double free\)"):
+        g.add_free(a.array, after=free_b)
+    assert len(g) == before
+    rule = r"Stream.free: the graph allocation at 0x[0-9a-f]+ is already freed in this capture \(double free\)"
+    # The first error is raised again when the invalidated capture ends.
+    with pytest.raises(gg.CaptureError, match=rule), stream.capture() as cap:
+        x = stream.alloc(N, np.int32)
+        stream.free(x)
+        y = stream.alloc(N, np.int32)
+        stream.free(y)  # y is at x's address: not a double free
+        with pytest.raises(gg.CaptureError, match=rule):
+            stream.free(x)
+    assert cap.graph is None  # the invalidated capture was discarded
+
+
+def test_stream_free_after_launch_of_an_allocation_at_a_reused_address(device, stream):
+    """The graph frees a and leaves b (at a's address) allocated: Stream.free(b) is right, once."""
+    out1, out2 = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    g, a, b, _, _ = reuse_graph(device, out1, out2, free_second=False)
+    assert b.array.ptr == a.array.ptr
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        host = K.pinned(device, np.zeros(N, np.int32))
+        stream.memcpy(host, b.array)  # b outlives the launch
+        with pytest.raises(gg.GraphError, match="from the previous launch has not been freed"):
+            exe.launch(stream)
+        stream.free(b.array)
+        with pytest.raises(ValueError, match=r"free\(array\): the graph allocation at 0x[0-9a-f]+ is not "
+                                             r"allocated now \(double free"):
+            stream.free(b.array)
+        with pytest.raises(ValueError, match="is not allocated now"):
+            stream.free(a.array)  # freed by the graph itself
+        exe.launch(stream)  # freed, so it may run again
+        stream.free(b.array)
+        stream.synchronize()
+    np.testing.assert_array_equal(host, np.full(N, 2))
+    np.testing.assert_array_equal(out1.to_numpy(), np.ones(N))
+
+
+def test_footprint_of_a_chain_of_allocations_is_one_allocation(device, stream):
+    """graphMemoryFootprint: allocations made one after another's free share memory."""
+    nbytes = 32 << 20  # whole multiples of the driver's pool granularity
+    count = nbytes // 4
+    device.trim_graph_memory()
+    base = device.graph_memory()
+    g = gg.Graph(device)
+    after = ()
+    outs = []
+    for i in range(3):
+        alloc = g.add_alloc(count, np.float32, after=after)
+        out = device.zeros(4, np.float32)
+        outs.append(out)
+        fill = g.add_memset(alloc.array, float(i + 1), after=alloc)
+        copy = g.add_memcpy(out, alloc.array, nbytes=16, after=fill)
+        after = g.add_free(alloc, after=copy)
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+        grown = device.graph_memory().reserved - base.reserved
+        assert nbytes <= grown < 2 * nbytes
+    for i, out in enumerate(outs):
+        np.testing.assert_array_equal(out.to_numpy(), np.full(4, i + 1.0))
+    device.trim_graph_memory()
+
+
+def test_use_after_free_is_caught_even_at_a_reused_address(device, stream, backend):
+    """The CPU backend maps memory per allocation record: the old Array after its free is caught even
+    while a new allocation lives at its address."""
+    if backend != "cpu":
+        pytest.skip("undefined behaviour on a GPU: the old Array reads the new allocation's memory")
+    g = gg.Graph(device)
+    a = g.add_alloc(N, np.int32)
+    free_a = g.add_free(a, after=g.add_memset(a.array, 1, after=a))
+    b = g.add_alloc(N, np.int32, after=free_a)
+    assert b.array.ptr == a.array.ptr
+    late = g.add_memset(a.array, 5, after=b)  # a, after its free
+    g.add_free(b, after=late)
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        with pytest.raises(gg.GpuGraphError, match="was used outside its allocation's lifetime"):
+            stream.synchronize()
