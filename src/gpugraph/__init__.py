@@ -12,6 +12,7 @@ from ._errors import (BackendError, BackendUnavailableError, CaptureError, GpuGr
                       GraphUpdateError, KernelCompileError)
 from ._exec import GraphExec
 from ._graph import Graph, Node
+from ._interop import from_cuda_array_interface, from_dlpack
 from ._kernel import Kernel, LaunchConfig
 from ._memory import Array
 from ._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
@@ -58,5 +59,7 @@ __all__ = [
     "available_backends",
     "captured",
     "current_stream",
+    "from_cuda_array_interface",
+    "from_dlpack",
     "use_stream",
 ]

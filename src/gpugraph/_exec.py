@@ -122,7 +122,10 @@ class GraphExec:
         if self._handle is None:
             raise GraphError(f"{what}: this GraphExec is closed")
         if type(stream) is not Stream:
-            raise TypeError(f"{what}(stream): expected a Stream, got {type(stream).__name__}")
+            # Another library's stream: wrapped once, it keeps one capture state (see Stream.from_external).
+            hint = (" (wrap another library's stream once with gg.Stream.from_external(stream))"
+                    if hasattr(stream, "__cuda_stream__") else "")
+            raise TypeError(f"{what}(stream): expected a Stream, got {type(stream).__name__}{hint}")
         if stream.device is not self.device:
             raise ValueError(f"{what}: the stream is on {stream.device}, the graph on {self.device}")
         return stream._handle

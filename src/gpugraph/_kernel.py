@@ -184,6 +184,10 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
                 if want is not None and value.dtype is not want and value.dtype != want:
                     raise TypeError(f"{where}: expects {want} data, got an Array of {value.dtype}")
                 return value
+            from ._interop import kernel_argument  # another library's device array, viewed without a copy
+            view = kernel_argument(value, device, where)
+            if view is not None:
+                return to_pointer(view, device)
             hint = " (copy it to the device with dev.asarray first)" if isinstance(value, np.ndarray) else ""
             raise TypeError(f"{where}: expects a device Array, got {_describe(value)}{hint}")
         return to_pointer

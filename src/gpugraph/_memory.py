@@ -57,22 +57,30 @@ class Array:
         Raises:
             AttributeError: On a backend other than CUDA (so ``hasattr`` tells whether it applies).
         """
-        if self.device.backend != "cuda":
+        from ._interop import speaks_cuda
+        if not speaks_cuda(self.device):
             raise AttributeError(f"__cuda_array_interface__: {self!r} is not CUDA memory")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "version": 3, "stream": None}
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
-        """A DLPack capsule of this memory (no copy), for ``torch.from_dlpack``, ``cupy.from_dlpack``...
+        """A DLPack capsule of this memory, for ``torch.from_dlpack``, ``cupy.from_dlpack``,
+        ``numpy.from_dlpack`` (CPU backend) and ``gg.from_dlpack``, as the array API standard says.
 
-        Work writing the array must have finished, or be on the consumer's stream: the capsule adds no
-        synchronization.
+        A consumer passing ``max_version >= (1, 0)`` (NumPy 2 does) gets a versioned capsule with the
+        READ_ONLY flag clear, any other a legacy one. ``stream`` must be None for CPU memory; on a GPU the
+        export adds no synchronization, whatever ``stream`` says: work writing the array must have
+        finished, or be ordered before the consumer's work. ``copy=True`` exports a copy on the same
+        device; ``dl_device=(1, 0)`` a host copy of GPU memory (both after the device's work finished).
+
+        Raises:
+            BufferError: For a dtype DLPack cannot express, a ``dl_device`` other than the Array's own
+                or the host, or ``copy=False`` with a ``dl_device`` that needs a copy.
+            ValueError: For a ``stream`` other than None with CPU memory (or 0 or < -1 on a GPU).
         """
-        if copy:
-            raise ValueError("__dlpack__: gpugraph exports without copying (copy=True is not supported)")
         from ._dlpack import export
-        return export(self, self.device._backend.data_address(self))
+        return export(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """(DLPack device type, device index)."""

@@ -123,9 +123,54 @@ class Stream:
         """The native stream handle as an int (cudaStream_t), for other libraries' external streams."""
         return self._backend.stream_address(self._handle)
 
-    def __cuda_stream__(self) -> tuple[int, int]:
-        """The CUDA stream protocol (cuda.core, CuPy): (version, handle)."""
-        return (0, self.ptr)
+    @property
+    def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
+        """The CUDA stream protocol: ``s.__cuda_stream__()`` is (0, handle), for other libraries' streams
+        (``cupy.cuda.Stream.from_external(s)``, cuda.core); ``Stream.from_external`` of such a stream gives
+        ``s`` back.
+
+        Raises:
+            AttributeError: On a backend other than CUDA (so ``hasattr`` tells whether it applies).
+        """
+        from ._interop import stream_protocol
+        return stream_protocol(self)
+
+    @classmethod
+    def from_external(cls, stream: Any, device: Any = None) -> "Stream":
+        """The Stream of a CUDA stream another library made (anything with ``__cuda_stream__``: CuPy,
+        PyTorch, cuda.core streams), to launch, copy, capture and launch graphs on.
+
+        The Stream does not own the native stream (never destroys it) and keeps ``stream`` alive as long
+        as it lives; the same native stream always gives the same Stream (a gpugraph Stream's own handle
+        gives that Stream), so its capture state is known. Handles 0 and 1 give ``device.default_stream``.
+
+        Args:
+            stream: The other library's stream, or a gpugraph Stream (returned as is).
+            device: The Device it belongs to; None means ``Device()``. The driver is asked, so a stream of
+                another device is refused.
+
+        Raises:
+            TypeError: If ``stream`` does not speak the CUDA stream protocol.
+            ValueError: If ``device`` is not a CUDA device, the stream belongs to another device, the
+                protocol's answer is malformed, or it is CUDA's per-thread default stream.
+        """
+        from ._interop import external_stream
+        return external_stream(stream, device)
+
+    @classmethod
+    def _adopt(cls, device: Any, handle: Any, non_blocking: bool, priority: int) -> "Stream":
+        """A Stream around the backend's ``handle`` of a native stream it does not own (nothing destroys it
+        at collection). Sets what ``__init__`` sets."""
+        stream = object.__new__(cls)
+        stream.device = device
+        stream.non_blocking = non_blocking
+        stream.priority = priority
+        stream.legacy = False
+        stream._backend = device._backend
+        stream._capture = None
+        stream._number = next(Stream._numbers)
+        stream._handle = handle
+        return stream
 
     @property
     def is_capturing(self) -> bool:

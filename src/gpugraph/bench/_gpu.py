@@ -103,7 +103,7 @@ def launch(device: Any, options: Options) -> list[Row]:
     try:
         import cupy as cp
         raw_kernel, cx = cp.RawKernel(TINY, "tiny"), cp.zeros(32, cp.float32)
-        external = cp.cuda.ExternalStream(stream.ptr)
+        external = cp.cuda.Stream.from_external(stream)  # the CUDA stream protocol
 
         def cupy() -> float:
             with external:

@@ -144,7 +144,7 @@ def _cupy_eager(cp: Any, stream: Any, y0: np.ndarray, rates: np.ndarray) -> tupl
     """CuPy's eager loop over the same kernels, on gpugraph's stream."""
     module = cp.RawModule(code=SOURCE)
     kernels = {kernel: module.get_function(kernel.name) for kernel in (RHS, AXPY, COMBINE)}
-    external = cp.cuda.ExternalStream(stream.ptr)
+    external = cp.cuda.Stream.from_external(stream)  # the CUDA stream protocol
     cy, cr = cp.asarray(y0), cp.asarray(rates)
     ck = [cp.zeros(ELEMENTS, cp.float32) for _ in range(4)]
     ctmp = cp.zeros(ELEMENTS, cp.float32)

@@ -7,6 +7,7 @@ code tested here behaves the same on a GPU.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -94,6 +95,13 @@ class CpuBackend:
         # Stream-ordered and graph allocations live at fixed addresses no host code can read: export
         # the memory mapped to them now (valid until their free).
         return typed_view(array).ctypes.data
+
+    def mem_import(self, index: int, ptr: int, nbytes: int) -> Allocation:
+        # Host memory another library exported (DLPack kDLCPU), viewed where it is; its owner keeps it alive.
+        raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
+        alloc = Allocation(ptr, nbytes, np.frombuffer(raw, np.uint8), None, "device")
+        alloc.owner = f"imported memory at {ptr:#x}"
+        return alloc
 
     def graph_memory(self, index: int) -> dict[str, int]:
         return self._graph_pool.usage()

@@ -32,6 +32,8 @@ _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
           "relaxed": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED}
 _MEMSET = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async}
 _ATTR = cu.CUgraphMem_attribute
+_POINTER = cu.CUpointer_attribute
+_DEVICE_MEMORY = (int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE), int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED))
 _INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 _INVALID_VALUE = cu.CUresult.CUDA_ERROR_INVALID_VALUE
@@ -159,6 +161,22 @@ class CudaBackend:
     def data_address(self, array: Any) -> int:
         return array.ptr
 
+    def mem_import(self, index: int, ptr: int, nbytes: int) -> CudaAlloc:
+        if nbytes:  # an empty array may give any address (the CUDA Array Interface says 0)
+            self.contexts.use(index)
+            err, kind = cu.cuPointerGetAttribute(_POINTER.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
+            if err:  # pageable host memory, say: the driver does not know the address
+                reason = error("cuPointerGetAttribute", err)
+                raise ValueError(f"the memory at {ptr:#x} is not CUDA memory (the driver says {reason})")
+            if int(kind) not in _DEVICE_MEMORY:
+                raise ValueError(f"the memory at {ptr:#x} is page-locked host memory, not device memory")
+            ordinal = int(call(cu.cuPointerGetAttribute, _POINTER.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr))
+            if ordinal != index:
+                raise ValueError(f"the memory at {ptr:#x} is on cuda:{ordinal}, not cuda:{index}")
+        alloc = CudaAlloc(ptr, nbytes, "device", index)
+        alloc.owner = f"imported memory at {ptr:#x}"
+        return alloc
+
     def graph_memory(self, index: int) -> dict[str, int]:
         device = self.contexts.devices[index]
         read = lambda attr: int(call(cu.cuDeviceGetGraphMemAttribute, device, attr))  # noqa: E731
@@ -204,6 +222,16 @@ class CudaBackend:
 
     def stream_address(self, stream: CudaStream) -> int:
         return int(stream.handle)
+
+    def stream_external(self, index: int, address: int) -> tuple[CudaStream, int, bool, int]:
+        self.contexts.use(index)
+        handle = cu.CUstream(address)
+        device = int(call(cu.cuStreamGetDevice, handle))
+        owner = next(i for i, d in enumerate(self.contexts.devices) if int(d) == device)
+        flags = int(call(cu.cuStreamGetFlags, handle))
+        priority = int(call(cu.cuStreamGetPriority, handle))
+        non_blocking = bool(flags & int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        return CudaStream(handle, owner), owner, non_blocking, priority
 
     def stream_destroy(self, stream: CudaStream) -> None:
         self._release(self._destroy_stream, stream)

@@ -1,0 +1,375 @@
+"""Other libraries' streams and arrays in gpugraph: the CUDA stream protocol (``__cuda_stream__``), DLPack
+and the CUDA Array Interface (``__cuda_array_interface__``, version 3).
+
+This module owns every import rule (``Stream.from_external``, ``gg.from_dlpack``,
+``gg.from_cuda_array_interface`` and other libraries' arrays given to kernels) and which devices speak
+the CUDA protocols; the exports are ``Array.__dlpack__`` / ``__cuda_array_interface__`` and
+``Stream.__cuda_stream__``.
+
+Imports view memory, never copy it. An imported Array is C-contiguous, writable memory of the device it
+is used on; it keeps the producer alive (a DLPack import calls the producer's deleter) as long as the
+Array lives. The checks of a description (layout, dtype, read-only) come before the device checks, so
+a malformed object gets the same error on every backend.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from . import _dlpack
+from ._memory import Array, normalize_dtype
+from ._stream import Stream
+
+# Backends whose streams and memory are CUDA's, so that the CUDA stream protocol and the CUDA Array
+# Interface apply to them (a HIP backend would add its own protocols).
+CUDA_BACKENDS = frozenset({"cuda"})
+
+_LEGACY_HANDLES = (0, 1)  # the default stream as the protocols give it, and CU_STREAM_LEGACY
+_PER_THREAD_HANDLE = 2  # CU_STREAM_PER_THREAD
+
+
+def speaks_cuda(device: Any) -> bool:
+    """Whether ``device``'s streams and memory are CUDA's (the CUDA protocols apply)."""
+    return device.backend in CUDA_BACKENDS
+
+
+def _name(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def _device(device: Any, what: str) -> Any:
+    from ._device import Device
+    if device is None:
+        return Device()
+    if type(device) is not Device:
+        raise TypeError(f"{what}(device): expected a Device or None, got {_name(device)}")
+    return device
+
+
+def _check_stream(stream: Any, device: Any, what: str) -> Stream | None:
+    if stream is None:
+        return None
+    if type(stream) is not Stream:
+        raise TypeError(f"{what}(stream): expected a gpugraph Stream or None, got {_name(stream)}"
+                        + (" (wrap it with gg.Stream.from_external first)" if hasattr(stream, "__cuda_stream__")
+                           else ""))
+    if stream.device is not device:
+        raise ValueError(f"{what}: the stream is on {stream.device}, the memory is viewed on {device}")
+    return stream
+
+
+# Streams
+
+# Streams by native handle: the streams made from other libraries' (kept while someone uses them) and
+# gpugraph's own once exported through __cuda_stream__, so that the same handle gives the same Stream,
+# whose capture state is then the only one.
+_streams: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
+_lock = threading.Lock()
+
+
+def stream_protocol(stream: Stream) -> Callable[[], tuple[int, int]]:
+    """``Stream.__cuda_stream__``: the protocol method, or AttributeError off CUDA (``hasattr`` is False)."""
+    if not speaks_cuda(stream.device):
+        raise AttributeError(f"__cuda_stream__: {stream!r} is not a CUDA stream")
+
+    def __cuda_stream__() -> tuple[int, int]:
+        address = stream.ptr
+        if not stream.legacy:
+            with _lock:
+                _streams.setdefault(address, stream)
+        return (0, address)
+    return __cuda_stream__
+
+
+def _stream_address(obj: Any, what: str) -> int:
+    """The native handle an object gives through the CUDA stream protocol (version 0)."""
+    method = getattr(obj, "__cuda_stream__", None)
+    if method is None:
+        raise TypeError(f"{what}: expected a gpugraph Stream or an object with __cuda_stream__ (the CUDA stream "
+                        f"protocol: CuPy, PyTorch, cuda.core streams), got {_name(obj)}")
+    result = method()
+    if (not isinstance(result, tuple) or len(result) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in result)):
+        raise ValueError(f"{what}: {_name(obj)}.__cuda_stream__() must return (version, handle) as two ints, "
+                         f"got {result!r}")
+    version, address = result
+    if version != 0:
+        raise ValueError(f"{what}: {_name(obj)} speaks version {version} of the CUDA stream protocol; "
+                         f"gpugraph understands version 0")
+    if address < 0:
+        raise ValueError(f"{what}: {_name(obj)}.__cuda_stream__() gave the handle {address}, not an address")
+    return address
+
+
+def external_stream(obj: Any, device: Any = None) -> Stream:
+    """``Stream.from_external``: the Stream of a stream another library made (see there)."""
+    what = "Stream.from_external"
+    if type(obj) is Stream:
+        if device is not None and obj.device is not device:
+            raise ValueError(f"{what}: {obj!r} is on {obj.device}, not {device}")
+        return obj
+    address = _stream_address(obj, what)
+    device = _device(device, what)
+    if not speaks_cuda(device):
+        raise ValueError(f"{what}: {_name(obj)} is a CUDA stream (__cuda_stream__) and {device} is not a CUDA "
+                         f"device; use a cuda device")
+    return _stream_at(device, address, obj, what)
+
+
+def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
+    """The Stream of native handle ``address`` on ``device``, made (keeping ``owner`` alive) if there is none."""
+    if address in _LEGACY_HANDLES:
+        return device.default_stream
+    if address == _PER_THREAD_HANDLE:
+        raise ValueError(f"{what}: handle 2 is CUDA's per-thread default stream, which gpugraph does not "
+                         f"model; use a stream of its own (dev.stream()) or the legacy default stream")
+    with _lock:
+        stream = _streams.get(address)
+    if stream is None:
+        handle, index, non_blocking, priority = device._backend.stream_external(device.index, address)
+        if index != device.index:
+            raise ValueError(f"{what}: the stream {address:#x} belongs to {device.backend}:{index}, not {device}")
+        made = Stream._adopt(device, handle, non_blocking, priority)
+        weakref.finalize(made, _keep, owner).atexit = False  # the owner's stream lives as long as the Stream
+        with _lock:
+            stream = _streams.setdefault(address, made)
+    if stream.device is not device:
+        raise ValueError(f"{what}: the stream {address:#x} belongs to {stream.device}, not {device}")
+    return stream
+
+
+# Arrays
+
+def _view(device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype, what: str) -> Array:
+    """An Array viewing memory that gpugraph did not allocate (the backend checks it is the device's)."""
+    nbytes = Array.bytes_for(shape, dtype)
+    try:
+        alloc = device._backend.mem_import(device.index, ptr, nbytes)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    return Array(device, ptr, shape, dtype, alloc)
+
+
+def _keep(_owner: Any) -> None:
+    """A finalizer holding the producer of a view until the view is collected."""
+
+
+def _plain_dtype(typestr: Any, source: str, what: str) -> np.dtype:
+    try:
+        result = normalize_dtype(typestr) if isinstance(typestr, str) else None
+    except TypeError:
+        result = None
+    if result is None or result.kind not in "biufc" or not result.isnative:
+        raise BufferError(f"{what}: {source} has 'typestr' {typestr!r}; an Array holds native-endian numbers")
+    return result
+
+
+def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | None = None) -> Array:
+    """View another library's array (anything with ``__dlpack__`` and ``__dlpack_device__``) as an Array.
+
+    The array API standard's ``from_dlpack``: the Array shares the producer's memory and keeps it alive
+    (the producer's deleter runs when the Array is collected).
+
+    Args:
+        x: The producer's array: a CuPy array or PyTorch tensor on a GPU, NumPy or any host array on the
+            CPU backend, another gpugraph Array.
+        device: The Device to view it on; None means the device ``x`` is on (its ``__dlpack_device__``:
+            host memory is the CPU backend's ``cpu:0``). A device whose memory ``x`` is not in is refused:
+            there is no copy across devices (copy host data with ``dev.asarray``).
+        stream: The gpugraph Stream the Array will be used on: the producer orders its pending work
+            before that stream (DLPack's ``stream``). None: the producer orders it before the legacy
+            default stream, which non-blocking streams do not wait for. Ignored for host memory.
+        copy: Passed to the producer: True asks it for a copy of its own (which the Array then views),
+            False forbids one, None lets it choose.
+
+    Raises:
+        TypeError: If ``x`` does not support DLPack, or an argument has the wrong type.
+        ValueError: If ``x`` is not in ``device``'s memory, or ``stream`` is on another device.
+        BufferError: If the memory is strided, read-only (DLPack's READ_ONLY flag; gpugraph writes through
+            any Array), of a type NumPy has no dtype for, or of an unknown DLPack version.
+        BackendUnavailableError: If ``device`` is None and ``x``'s device has no gpugraph backend here.
+    """
+    what = "from_dlpack"
+    if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
+        raise TypeError(f"{what}: {_name(x)} does not support DLPack (it has no __dlpack__ and "
+                        f"__dlpack_device__)")
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"{what}(copy): expected True, False or None, got {copy!r}")
+    source = _dlpack_device(x, what)
+    if device is None:
+        backend = _dlpack.BACKENDS.get(source[0])
+        if backend is None:
+            raise ValueError(f"{what}: {_name(x)} is in {_dlpack.describe(source)} memory, which no gpugraph "
+                             f"backend uses (they view kDLCPU, kDLCUDA or kDLROCM memory)")
+        from ._device import Device
+        device = Device(f"{backend}:{source[1]}")
+    device = _device(device, what)
+    _check_same_memory(x, source, device, what)
+    stream = _check_stream(stream, device, what)
+    producer_stream = None if source[0] == _dlpack.CPU or stream is None else stream.ptr
+    return _import_capsule(x, device, producer_stream, copy, what)
+
+
+def _dlpack_device(x: Any, what: str) -> tuple[int, int]:
+    found = x.__dlpack_device__()
+    try:
+        kind, index = (int(v) for v in found)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: {_name(x)}.__dlpack_device__() must return (device type, index), "
+                         f"got {found!r}") from None
+    return kind, index
+
+
+def _check_same_memory(x: Any, source: tuple[int, int], device: Any, what: str, verb: str = "viewed on") -> None:
+    own = _dlpack.device_tuple(device)
+    if source != own:
+        hint = " (copy host data with dev.asarray instead)" if source[0] == _dlpack.CPU else ""
+        raise ValueError(f"{what}: {_name(x)} is in {_dlpack.describe(source)} memory and cannot be {verb} "
+                         f"{device}, whose memory is {_dlpack.describe(own)}{hint}")
+
+
+def _import_capsule(x: Any, device: Any, producer_stream: int | None, copy: bool | None, what: str) -> Array:
+    """Ask ``x`` for a capsule (a versioned one first, as the array API standard says), view its memory,
+    and hand the capsule's deleter to the Array. A refused capsule stays unused: it frees itself."""
+    kwargs: dict[str, Any] = {"stream": producer_stream, "max_version": _dlpack.VERSION}
+    if copy is not None:
+        kwargs["copy"] = copy
+    try:
+        capsule = x.__dlpack__(**kwargs)
+    except TypeError:
+        if copy:  # a producer without max_version (DLPack before 1.0) knows no copy either
+            raise BufferError(f"{what}: {_name(x)}.__dlpack__ takes no copy= (a DLPack producer before 1.0), "
+                              f"so it cannot be asked for a copy") from None
+        capsule = x.__dlpack__(stream=producer_stream)
+    tensor = _dlpack.read(capsule, what, _name(x))
+    if tensor.device != _dlpack.device_tuple(device):
+        raise ValueError(f"{what}: {_name(x)}'s capsule is in {_dlpack.describe(tensor.device)} memory, not "
+                         f"{device}'s")
+    if tensor.read_only:
+        raise BufferError(f"{what}: {_name(x)} exported read-only memory (DLPack's READ_ONLY flag); an Array "
+                          f"is written by kernels and copies, so gpugraph views only writable memory")
+    array = _view(device, tensor.ptr, tensor.shape, tensor.dtype, what)
+    release = _dlpack.consume(capsule, tensor)
+    weakref.finalize(array, release).atexit = False  # the producer may be gone at interpreter exit
+    return array
+
+
+class _Interface:
+    """A parsed ``__cuda_array_interface__``."""
+
+    __slots__ = ("dtype", "ptr", "shape", "stream")
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype, stream: int | None) -> None:
+        self.ptr, self.shape, self.dtype, self.stream = ptr, shape, dtype, stream
+
+
+def _interface(x: Any, what: str, desc: Any = None) -> _Interface:
+    """Read and check ``x.__cuda_array_interface__`` (versions 0 to 3; ``desc`` if already read) as an
+    Array's description."""
+    if desc is None:
+        try:
+            desc = x.__cuda_array_interface__
+        except AttributeError:
+            raise TypeError(f"{what}: {_name(x)} has no __cuda_array_interface__ (it is not CUDA memory); copy "
+                            f"host data with dev.asarray") from None
+    source = f"{_name(x)}'s __cuda_array_interface__"
+    if not isinstance(desc, Mapping):
+        raise TypeError(f"{what}: {source} must be a dict, got {_name(desc)}")
+    version, shape, data = desc.get("version"), desc.get("shape"), desc.get("data")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"{what}: {source} has no valid 'version' (got {version!r})")
+    if (not isinstance(shape, tuple) or
+            not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        raise ValueError(f"{what}: {source} 'shape' must be a tuple of non-negative ints, got {shape!r}")
+    if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int) or data[0] < 0:
+        raise ValueError(f"{what}: {source} 'data' must be (pointer, read_only), got {data!r}")
+    dtype = _plain_dtype(desc.get("typestr"), source, what)
+    if data[1]:
+        raise BufferError(f"{what}: {_name(x)} is read-only ('data' read-only flag); an Array is written by "
+                          f"kernels and copies, so gpugraph views only writable memory")
+    if desc.get("mask") is not None:
+        raise BufferError(f"{what}: {_name(x)} is a masked array ('mask'); an Array has no mask")
+    strides = desc.get("strides")
+    if not _dlpack.c_contiguous(shape, strides, dtype.itemsize):
+        raise BufferError(f"{what}: {_name(x)} is not C-contiguous (shape {shape}, strides {strides} bytes); an "
+                          f"Array is C-contiguous: make a contiguous copy first")
+    stream = desc.get("stream") if version >= 3 else None
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
+        raise ValueError(f"{what}: {source} 'stream' must be None or a stream handle (a positive int), "
+                         f"got {stream!r}")
+    return _Interface(data[0], shape, dtype, stream)
+
+
+def _need_cuda(x: Any, device: Any, what: str) -> None:
+    if not speaks_cuda(device):
+        raise ValueError(f"{what}: {_name(x)} is CUDA memory (__cuda_array_interface__) and {device} is not a "
+                         f"CUDA device")
+
+
+def from_cuda_array_interface(x: Any, *, device: Any = None, stream: Any = None) -> Array:
+    """View another library's CUDA array (anything with ``__cuda_array_interface__``) as an Array.
+
+    The Array shares the memory and keeps ``x`` alive as long as it lives. Version 3's ``stream`` is
+    honoured: when ``x`` names the stream its pending work is on, the consumer's stream waits for that
+    work (an event, no host synchronization).
+
+    Args:
+        x: A CuPy array, PyTorch CUDA tensor, Numba device array...
+        device: The CUDA Device the memory is on; None means ``Device()``. The driver is asked where the
+            memory lives, so memory of another device is refused.
+        stream: The gpugraph Stream the Array will be used on, which is made to wait for ``x``'s stream;
+            None: the legacy default stream waits (as DLPack's None).
+
+    Raises:
+        TypeError: If ``x`` has no ``__cuda_array_interface__`` (a NumPy array, say), or an argument has
+            the wrong type.
+        BufferError: If the memory is strided, read-only, masked or of a non-numeric dtype.
+        ValueError: If the description is malformed, ``device`` is not a CUDA device, or the memory is not
+            device memory of ``device``.
+    """
+    what = "from_cuda_array_interface"
+    interface = _interface(x, what)
+    device = _device(device, what)
+    _need_cuda(x, device, what)
+    consumer = _check_stream(stream, device, what)
+    array = _view(device, interface.ptr, interface.shape, interface.dtype, what)
+    weakref.finalize(array, _keep, x).atexit = False
+    if interface.stream is not None:
+        consumer = consumer if consumer is not None else device.default_stream
+        if interface.stream != consumer.ptr:
+            producer = _stream_at(device, interface.stream, None, what)
+            consumer.wait(producer.record())
+    return array
+
+
+def kernel_argument(value: Any, device: Any, where: str) -> Array | None:
+    """Another library's device array given for a kernel's pointer parameter, viewed as an Array; None when
+    ``value`` is no such array (host memory included: kernels take device memory only, on every backend).
+
+    Memory with ``__cuda_array_interface__`` is used first, then DLPack. Nothing is synchronized: as with
+    gpugraph's own Arrays, the producer's work on the memory must be ordered before the launch (the same
+    stream, via ``Stream.from_external``, or an event); ``gg.from_dlpack(x, stream=s)`` imports once with
+    the producer ordering it.
+    """
+    try:
+        desc = value.__cuda_array_interface__
+    except AttributeError:
+        desc = None
+    if desc is not None:
+        interface = _interface(value, where, desc)
+        _need_cuda(value, device, where)
+        array = _view(device, interface.ptr, interface.shape, interface.dtype, where)
+        weakref.finalize(array, _keep, value).atexit = False
+        return array
+    if not hasattr(value, "__dlpack__") or not hasattr(value, "__dlpack_device__"):
+        return None
+    source = _dlpack_device(value, where)
+    if source[0] == _dlpack.CPU:
+        return None
+    _check_same_memory(value, source, device, where, "used by a launch on")
+    return _import_capsule(value, device, -1, None, where)  # -1: the producer must not synchronize
