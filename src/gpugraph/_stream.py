@@ -308,8 +308,8 @@ class Stream:
         self.device._check_same_device(array, "free(array)")
         alloc = array._alloc
         if alloc.origin == "device":
-            raise ValueError(f"free(array): {alloc.owner} came from Device.empty and is freed when its Array "
-                             f"is collected; Stream.free takes memory from Stream.alloc or allocation nodes")
+            raise ValueError(f"free(array): {alloc.owner} came from Device.empty (or another library) and is "
+                             f"freed by its owner; Stream.free takes memory from Stream.alloc or allocation nodes")
         if self._capture is not None:
             self._check_captured_free(alloc)
         elif not alloc.live:

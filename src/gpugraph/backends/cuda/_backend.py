@@ -102,12 +102,11 @@ class CudaBackend:
         """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
         host function) the release waits: destroying or freeing may synchronize, which invalidates
         captures, and host functions must not call CUDA."""
-        entry = (fn, args)
-        with self._lock:
+        with self._lock:  # held through the release, so no capture can begin on another thread meanwhile
             if self._captures or getattr(self.host.local, "running", False):
-                self._deferred.append(entry)
+                self._deferred.append((fn, args))
                 return
-        fn(*args)
+            fn(*args)
 
     def _flush_releases(self) -> None:
         """Run the releases that waited, once no capture runs; the first failure is raised after all ran."""
