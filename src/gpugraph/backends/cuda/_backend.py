@@ -102,8 +102,11 @@ class CudaBackend:
         """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
         host function) the release waits: destroying or freeing may synchronize, which invalidates
         captures, and host functions must not call CUDA."""
+        if getattr(self.host.local, "running", False):
+            self._deferred.append((fn, args))  # without the lock, which a release that waits for us may hold
+            return
         with self._lock:  # held through the release, so no capture can begin on another thread meanwhile
-            if self._captures or getattr(self.host.local, "running", False):
+            if self._captures:
                 self._deferred.append((fn, args))
                 return
             fn(*args)
