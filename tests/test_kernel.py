@@ -146,6 +146,87 @@ def test_non_integral_float_for_int_raises_type_error(device, stream):
         stream.launch(K.fill, 1, 4, x, 1, 2.5)
 
 
+# One set of rules for Python and NumPy numbers
+
+
+def _flags(launch, out, b, i, u, f):
+    out[:4] = [int(b), int(i), int(u), int(f * np.float32(4))]
+
+
+FLAGS = gg.Kernel(r"""
+__global__ void flags(int* out, bool b, int i, unsigned u, float f){
+    out[0] = b; out[1] = i; out[2] = (int)u; out[3] = (int)(f * 4.0f);
+}""", "flags", cpu=_flags)
+
+
+@pytest.mark.parametrize("index, python, numpy, exc, match", [
+    (2, 8.5, np.float32(8.5), TypeError, r"argument 2 \(int i\): expects an integer, got float"),
+    (2, float("nan"), np.float64("nan"), TypeError, r"argument 2 \(int i\): expects an integer, got float"),
+    (2, float("inf"), np.float16("inf"), TypeError, r"argument 2 \(int i\): expects an integer, got float"),
+    (2, 2**40, np.int64(2**40), ValueError,
+     r"argument 2 \(int i\): (np\.int64\()?1099511627776\)? does not fit in int \(-2147483648\.\.2147483647\)$"),
+    (3, -1, np.int64(-1), ValueError, (r"argument 3 \(unsigned u\): (np\.int64\()?-1\)? does not fit in unsigned "
+                                       r"\(0\.\.4294967295\)$")),
+    (3, 2**32, np.uint64(2**32), ValueError, r"argument 3 \(unsigned u\): .*4294967296\)? does not fit in unsigned"),
+    (4, 1e300, np.float64(1e300), ValueError, (r"argument 4 \(float f\): (np\.float64\()?1e\+300\)? does not fit "
+                                               r"in float \(\|x\| <= 3\.40282e\+38\)$")),
+    (4, 10**39, np.longdouble(1e39), ValueError, r"argument 4 \(float f\): .* does not fit in float"),
+    (4, 1 + 2j, np.complex64(1 + 2j), TypeError, r"argument 4 \(float f\): expects a float scalar, got complex"),
+    (2, 1 + 0j, np.complex128(1), TypeError, r"argument 2 \(int i\): expects a int scalar, got complex"),
+    (1, 2, np.int32(2), ValueError, r"argument 1 \(bool b\): (np\.int32\()?2\)? does not fit in bool \(0\.\.1\)$"),
+    (1, 0.5, np.float16(0.5), TypeError, r"argument 1 \(bool b\): expects an integer, got float"),
+    (2, "3", np.str_("3"), TypeError, r"argument 2 \(int i\): expects a int scalar, got str"),
+    (2, None, np.datetime64(3, "s"), TypeError, r"argument 2 \(int i\): expects a int scalar, got"),
+])
+def test_numpy_scalars_follow_the_rules_of_python_numbers(device, stream, index, python, numpy, exc, match):
+    out = device.zeros(4, np.int32)
+    args = [out, True, 1, 2, 3.0]
+    for value in (python, numpy):
+        args[index] = value
+        with pytest.raises(exc, match=match):
+            stream.launch(FLAGS, 1, 1, *args)
+        with pytest.raises(exc, match=match):
+            gg.Graph(device).add_kernel(FLAGS, 1, 1, *args)
+
+
+@pytest.mark.parametrize("args, expected", [
+    ((True, 8, 7, 2.5), [1, 8, 7, 10]),
+    ((np.True_, np.float32(8.0), np.int64(7), np.float64(2.5)), [1, 8, 7, 10]),
+    ((1, 8.0, np.uint8(7), np.float16(2.5)), [1, 8, 7, 10]),
+    ((np.int8(0), np.True_, True, np.int32(3)), [0, 1, 1, 12]),
+    ((0.0, False, np.bool_(True), np.longdouble(0.25)), [0, 0, 1, 1]),
+])
+def test_numbers_that_fit_are_passed_as_the_c_type(device, stream, args, expected):
+    """Bools are the integers 0 and 1 (as in C), integral floats are integers, Python or NumPy alike."""
+    out = device.zeros(4, np.int32)
+    stream.launch(FLAGS, 1, 1, out, *args)
+    g = gg.Graph(device)
+    node = g.add_kernel(FLAGS, 1, 1, out, *args)
+    assert [type(a) for a in node.params.args[1:]] == [np.bool_, np.int32, np.uint32, np.float32]
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), expected)
+    out2 = device.zeros(4, np.int32)
+    exe = g.instantiate()
+    exe.set_params(node, out2, *args)
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(out2.to_numpy(), expected)
+
+
+def test_inf_and_nan_fit_a_floating_parameter(device):
+    g = gg.Graph(device)
+    out = device.zeros(4, np.int32)
+    for value in (float("inf"), np.float64("-inf"), float("nan"), np.float32("nan")):
+        f = g.add_kernel(FLAGS, 1, 1, out, True, 1, 2, value).params.args[4]
+        assert type(f) is np.float32 and (np.isnan(f) if np.isnan(value) else f == value)
+
+
+def test_a_0d_array_is_not_a_scalar(device, stream):
+    with pytest.raises(TypeError, match=r"argument 2 \(int i\): expects a int scalar, got ndarray array\(3\) \(a 0-d "
+                                        r"array: pass arr\[\(\)\] or arr\.item\(\)\)$"):
+        stream.launch(FLAGS, 1, 1, device.zeros(4, np.int32), True, np.array(3), 2, 3.0)
+
+
 def test_numpy_array_for_pointer_raises_with_hint(device, stream):
     with pytest.raises(TypeError, match=r"argument 0 \(float\* x\): expects a device Array, got ndarray.*asarray"):
         stream.launch(K.scale, 1, 4, np.zeros(4, np.float32), 2.0, 4)
@@ -192,11 +273,54 @@ def test_kernel_without_signature_takes_only_arrays_and_numpy_scalars(device, st
     k = gg.Kernel(MACRO_SOURCE, "opaque", cpu=_opaque)
     assert k.signature is None
     x = device.zeros(4, np.int32)
-    with pytest.raises(TypeError, match=r"argument 1: gpugraph found no `__global__ void opaque\(...\)`.*got int"):
+    with pytest.raises(TypeError, match=r"argument 1: gpugraph cannot read `__global__ void opaque\(...\)` from the "
+                                        r"source \(not found, or macros decide its parameters\).*got int"):
         stream.launch(k, 1, 2, x, 3)
     stream.launch(k, 1, 2, x, np.int32(3))
     stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), [3, 3, 0, 0])
+
+
+@pytest.mark.parametrize("bad", [np.complex64(1), np.longdouble(1), np.str_("1"), np.datetime64(1, "s")])
+def test_kernel_without_signature_takes_numpy_scalars_of_c_number_types_only(device, stream, bad):
+    k = gg.Kernel(MACRO_SOURCE, "opaque", cpu=_opaque)
+    with pytest.raises(TypeError, match=r"^Kernel\('opaque'\) argument 1: expects a NumPy bool, integer or floating "
+                                        r"scalar of at most 8 bytes \(a C number type\), got"):
+        stream.launch(k, 1, 2, device.zeros(4, np.int32), bad)
+
+
+def _unsettled(launch, x, v, n):
+    x[:K.covered(launch, n)] = v
+
+
+# A parameter whose type the reader cannot settle (a typedef under #if): the argument's own type is used.
+UNSETTLED = gg.Kernel(r"""
+#ifdef WIDE
+typedef long long count_t;
+#else
+typedef int count_t;
+#endif
+__global__ void unsettled(int* x, count_t v, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){x[i] = (int)v;}
+}""", "unsettled", cpu=_unsettled)
+
+
+def test_a_parameter_of_unsettled_type_takes_numpy_scalars(device, stream):
+    assert UNSETTLED.signature[1].dtype is None
+    x = device.zeros(4, np.int32)
+    with pytest.raises(TypeError, match=r"^Kernel\('unsettled'\) argument 1 \(count_t v\): gpugraph cannot tell the C "
+                                        r"type 'count_t'; pass a NumPy scalar of the right type, got int 5$"):
+        stream.launch(UNSETTLED, 1, 4, x, 5, 4)
+    with pytest.raises(TypeError, match=r"argument 1 \(count_t v\): expects a NumPy bool, integer or floating"):
+        stream.launch(UNSETTLED, 1, 4, x, np.complex64(5), 4)
+    stream.launch(UNSETTLED, 1, 4, x, np.int32(5), 3)
+    g = gg.Graph(device)
+    g.add_kernel(UNSETTLED, 1, 4, x, np.int32(6), 2)
+    with g.instantiate() as exe:
+        exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [6, 6, 5, 0])
 
 
 @pytest.mark.parametrize("count", [0, 2, 4])

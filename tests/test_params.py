@@ -369,27 +369,36 @@ def test_pointer_param_of_another_dtype_is_refused(device):
 # Bad values
 
 
-def test_param_of_a_non_scalar_is_refused():
-    with pytest.raises(TypeError, match=r"^Param: expected a scalar or an Array, got str$"):
-        gg.Param("2.0")
-    with pytest.raises(TypeError, match=r"^Param: expected a scalar or an Array, got ndarray$"):
-        gg.Param(np.ones(3))
-    with pytest.raises(TypeError, match=r"^Param: expected a scalar or an Array, got NoneType$"):
-        gg.Param(None)
+@pytest.mark.parametrize("bad", ["2.0", np.ones(3), None, 1 + 2j, np.complex64(1 + 2j), np.str_("2"),
+                                 np.datetime64(1, "s")])
+def test_param_of_a_non_scalar_is_refused(bad):
+    with pytest.raises(TypeError, match=rf"^Param: expected a real scalar \(bool, int or float, Python or NumPy\) "
+                                        rf"or an Array, got {type(bad).__name__}$"):
+        gg.Param(bad)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.str_, np.longdouble, object])
+def test_param_dtype_must_be_a_c_number_type(dtype):
+    with pytest.raises(TypeError, match=r"^Param: dtype must be a C number type \(bool, integer or floating, at "
+                                        r"most 8 bytes\), got"):
+        gg.Param(1, dtype=dtype)
 
 
 def test_bad_values_for_a_scalar_param(device):
     alpha = gg.Param(2.0, dtype="float32")
     name = re.escape(repr(alpha))
-    with pytest.raises(TypeError, match=rf"^{name}\.value: expected a scalar, got str$"):
+    with pytest.raises(TypeError, match=rf"^{name}\.value: expected a real scalar, got str$"):
         alpha.value = "3"
-    with pytest.raises(TypeError, match=rf"^{name}\.value: expected a scalar, got Array$"):
+    with pytest.raises(TypeError, match=rf"^{name}\.value: expected a real scalar, got Array$"):
         alpha.value = K.f32(device, X0)
-    with pytest.raises(TypeError, match=rf"^{name}\.value: expected a scalar, got NoneType$"):
+    with pytest.raises(TypeError, match=rf"^{name}\.value: expected a real scalar, got NoneType$"):
         alpha.value = None
+    with pytest.raises(TypeError, match=rf"^{name}\.value: expected a real scalar, got complex64$"):
+        alpha.value = np.complex64(1 + 2j)
     assert alpha.value == 2.0  # unchanged
     small = gg.Param(1, dtype=np.int8)
-    with pytest.raises(ValueError, match=rf"^{re.escape(repr(small))}: 1000 does not fit in int8"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(repr(small))}\.value: 1000 does not fit in int8 "
+                                         rf"\(-128\.\.127\)$"):
         small.value = 1000
     assert small.value == 1
 
@@ -409,6 +418,71 @@ def test_bad_values_for_a_pointer_param(device):
     assert buf.value is x
 
 
+def test_param_values_follow_the_rules_of_kernel_arguments(device):
+    """The same rules as arguments (Python and NumPy numbers alike), on every path: the value setter's fast
+    path for floats, its general path, construction with a dtype and binding at first use."""
+    f = gg.Param(2.0, dtype=np.float32)
+    name = re.escape(repr(f))
+    for big in (1e300, np.float64(1e300), -1e39):
+        with pytest.raises(ValueError, match=rf"^{name}\.value: .* does not fit in float32 \(\|x\| <= 3\.40282e\+38\)$"):
+            f.value = big
+    assert f.value == 2.0 and type(f.value) is np.float32
+    for special in (float("inf"), np.float64("-inf")):
+        f.value = special
+        assert f.value == special and type(f.value) is np.float32
+    f.value = np.float64("nan")
+    assert np.isnan(f.value)
+    n = gg.Param(3, dtype=np.int32)
+    with pytest.raises(TypeError, match=r"\.value: expects an integer, got float32 np\.float32\(8\.5\)$"):
+        n.value = np.float32(8.5)
+    with pytest.raises(ValueError, match=r"\.value: np\.int64\(1099511627776\) does not fit in int32"):
+        n.value = np.int64(2**40)
+    with pytest.raises(TypeError, match=r"\.value: expected a real scalar, got complex64$"):
+        n.value = np.complex64(1 + 2j)
+    n.value = np.True_  # a bool is 1
+    assert n.value == 1 and type(n.value) is np.int32
+    u = gg.Param(1, dtype=np.uint32)
+    for negative in (-1, np.int64(-1)):
+        with pytest.raises(ValueError, match=r"-1\)? does not fit in uint32 \(0\.\.4294967295\)$"):
+            u.value = negative
+    assert u.value == 1
+    with pytest.raises(ValueError, match=r"^Param: 1e\+300 does not fit in float32"):
+        gg.Param(1e300, dtype=np.float32)
+    loose = gg.Param(np.float64(1e300))
+    with pytest.raises(ValueError, match=r"^Kernel\('scale'\) argument 1 \(float f\) given Param\(np\.float64\(1e\+300\)\): "
+                                         r"np\.float64\(1e\+300\) does not fit in float"):
+        gg.Graph(device).add_kernel(K.scale, GRID, BLOCK, K.f32(device, X0), loose, N)
+    assert loose.dtype is None  # unbound still
+
+
+def test_a_param_has_no_truth_value(device):
+    for param in (gg.Param(1.0), gg.Param(0, dtype=np.int32), gg.Param(K.f32(device, X0))):
+        with pytest.raises(TypeError, match=r"^Param\(.*\) has no truth value: in a captured function `if param:` "
+                                            r"would be decided once, at the capture, and frozen into the graph; "
+                                            r"compare `param.value` for the current value$"):
+            bool(param)
+        with pytest.raises(TypeError, match="has no truth value"):
+            if param:
+                pass
+    assert gg.Param(1.0).value  # the value has one
+
+
+def test_a_branch_on_a_dynamic_argument_is_refused_at_the_capture(device, stream):
+    x = K.f32(device, X0)
+
+    @gg.captured(dynamic=("f",))
+    def scale_if(x, f):
+        if f:  # would freeze the branch taken at the capture
+            gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, f, N)
+
+    with gg.use_stream(stream):
+        with pytest.raises(TypeError, match="has no truth value"):
+            scale_if(x, 2.0)
+        stream.launch(K.scale, GRID, BLOCK, x, 3.0, N)  # the stream still works
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 3)
+
+
 def test_refused_value_changes_nothing_at_the_next_launch(device, stream):
     x = K.f32(device, X0)
     alpha = gg.Param(2.0)
@@ -423,21 +497,21 @@ def test_refused_value_changes_nothing_at_the_next_launch(device, stream):
 
 def test_non_integer_float_for_an_integer_param_is_refused(device):
     n = gg.Param(3, dtype=np.int32)
-    with pytest.raises(TypeError, match=rf"^{re.escape(repr(n))}: the Param holds int32, got the non-integral "
-                                        rf"2\.5$"):
+    with pytest.raises(TypeError, match=rf"^{re.escape(repr(n))}\.value: expects an integer, got float 2\.5$"):
         n.value = 2.5
     assert n.value == 3
     n.value = 4.0  # integral: accepted
     assert n.value == 4 and type(n.value) is np.int32
     loose = gg.Param(2.5)
-    with pytest.raises(TypeError, match=r"^Param\(2\.5\): the Param holds int32, got the non-integral 2\.5$"):
+    with pytest.raises(TypeError, match=r"^Kernel\('fill'\) argument 1 \(int v\) given Param\(2\.5\): expects an "
+                                        r"integer, got float 2\.5$"):
         gg.Graph(device).add_kernel(K.fill, GRID, BLOCK, device.zeros(N, np.int32), loose, N)
 
 
 def test_refused_binding_leaves_the_param_unbound(device, stream):
     x = K.f32(device, X0)
     loose = gg.Param(2.5)
-    with pytest.raises(TypeError, match=r"the Param holds int32, got the non-integral 2\.5$"):
+    with pytest.raises(TypeError, match=r"given Param\(2\.5\): expects an integer, got float 2\.5$"):
         gg.Graph(device).add_kernel(K.fill, GRID, BLOCK, device.zeros(N, np.int32), loose, N)
     assert loose.dtype is None
     stream.launch(K.scale, GRID, BLOCK, x, loose, N)  # a float parameter takes it

@@ -10,6 +10,8 @@ import numpy as np
 
 from ._memory import Array
 from ._params import Param
+from ._scalars import bounds, is_number, to_c
+from ._scalars import describe as _describe
 from ._signature import KernelParam, parse_signature
 
 _MAX_BLOCK_THREADS = 1024
@@ -120,7 +122,7 @@ class Kernel:
         self.name = name
         self.options = tuple(options)
         self.cpu = cpu
-        self.signature: tuple[KernelParam, ...] | None = parse_signature(source, name)
+        self.signature: tuple[KernelParam, ...] | None = parse_signature(source, name, self.options)
         self._converters = (None if self.signature is None
                             else tuple(_converter(self, i, p) for i, p in enumerate(self.signature)))
         # Backend function handles, one per Device, filled by Device.load_kernel.
@@ -161,15 +163,11 @@ def _typed(kernel: "Kernel", args: tuple) -> tuple:
                   for p, a in zip(signature, args)])
 
 
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}"
-
-
-def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any], Any]:
+def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any, Any], Any]:
     where = f"{kernel!r} argument {index} ({param})"
     if param.pointer:
         want = param.dtype
+        addresses = " (a pointer to pointers takes an Array of device addresses)" if param.depth > 1 else ""
 
         def to_pointer(value: Any, device: Any) -> Any:
             if type(value) is Param:
@@ -182,7 +180,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
                     raise ValueError(f"{where}: the Array is on {value.device}, the launch on {device}")
                 # NumPy's builtin dtypes are singletons: identity settles the common case cheaply.
                 if want is not None and value.dtype is not want and value.dtype != want:
-                    raise TypeError(f"{where}: expects {want} data, got an Array of {value.dtype}")
+                    raise TypeError(f"{where}: expects {want} data{addresses}, got an Array of {value.dtype}")
                 return value
             from ._interop import kernel_argument  # another library's device array, viewed without a copy
             view = kernel_argument(value, device, where)
@@ -192,64 +190,56 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any]
             raise TypeError(f"{where}: expects a device Array, got {_describe(value)}{hint}")
         return to_pointer
 
-    scalar = param.dtype.type if param.dtype is not None else None
-    dtype = param.dtype
-    integral = dtype is not None and dtype.kind in "iub"
-    if integral:
-        info = np.iinfo(dtype) if dtype.kind != "b" else None
-        low, high = (info.min, info.max) if info is not None else (0, 1)
-    else:
-        # Finite floats beyond the type's range do not fit (inf and nan do, as in C).
-        limit = float(np.finfo(dtype).max) if dtype is not None else None
+    dtype: Any = param.dtype
+    ctype = param.ctype
+    known = dtype is not None
+    integral, low, high = bounds(dtype) if known else (False, None, None)
 
     def to_scalar(value: Any, device: Any) -> Any:
         kind = type(value)
-        # The common case first: a Python number for a parameter of known type stays a Python number
-        # (backends write it as the C type: CUDA packs it, the CPU backend converts it).
-        if (kind is float or kind is int) and scalar is not None:
-            if integral:
-                if kind is float:
-                    if not value.is_integer():
-                        raise TypeError(f"{where}: expects an integer, got {_describe(value)}")
-                    value = int(value)
-                if not low <= value <= high:
-                    raise ValueError(f"{where}: {value!r} does not fit in {param.ctype} ({low}..{high})")
-            elif limit is not None and abs(value) > limit and value - value == 0:
-                raise ValueError(f"{where}: {value!r} does not fit in {param.ctype} (|x| <= {limit:g})")
-            return value
+        # The common case first: a Python number in range for a parameter of known type stays a Python number
+        # (backends write it as the C type: CUDA packs it, the CPU backend converts it). Everything else
+        # (floats for integers, inf, nan, out of range) takes the rules of _scalars.to_c.
+        if (kind is float or kind is int) and known:
+            if (kind is int or not integral) and low <= value <= high:
+                return value
+            return to_c(value, dtype, ctype, where)
         if kind is Param:
             if value.is_array:
-                raise TypeError(f"{where}: expects a {param.ctype} scalar, got {value!r}")
-            if scalar is None:
+                raise TypeError(f"{where}: expects a {ctype} scalar, got {value!r}")
+            if not known:
                 if value.dtype is None:
-                    raise TypeError(f"{where}: gpugraph cannot tell the C type {param.ctype!r}; "
-                                    f"give the Param a dtype")
+                    raise TypeError(f"{where}: gpugraph cannot tell the C type {ctype!r}; give the Param a dtype")
             else:
                 value.bind(dtype, where)
             return value
-        if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.generic)):
-            raise TypeError(f"{where}: expects a {param.ctype} scalar, got {_describe(value)}")
-        if scalar is None:
-            if isinstance(value, np.generic):
-                return value
-            raise TypeError(f"{where}: gpugraph cannot tell the C type {param.ctype!r}; "
-                            f"pass a NumPy scalar of the right type, got {_describe(value)}")
-        if isinstance(value, float) and integral and not value.is_integer():
-            raise TypeError(f"{where}: expects an integer, got {_describe(value)}")
-        try:
-            return scalar(value)
-        except (OverflowError, ValueError) as exc:
-            raise ValueError(f"{where}: {value!r} does not fit in {param.ctype} ({exc})") from None
+        if known:
+            return to_c(value, dtype, ctype, where)
+        if isinstance(value, np.generic):
+            return _own_type(value, where)
+        raise TypeError(f"{where}: gpugraph cannot tell the C type {ctype!r}; "
+                        f"pass a NumPy scalar of the right type, got {_describe(value)}")
     return to_scalar
+
+
+def _own_type(value: np.generic, where: str) -> np.generic:
+    """A NumPy scalar passed where gpugraph cannot tell the C type: it must be a C number type."""
+    if not is_number(value) or value.dtype.itemsize > 8:
+        raise TypeError(f"{where}: expects a NumPy bool, integer or floating scalar of at most 8 bytes (a C "
+                        f"number type), got {_describe(value)}")
+    return value
 
 
 def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any:
     """Arguments of a kernel whose signature gpugraph could not read must carry their own type."""
     if type(value) is Array and value.device is not device:
         raise ValueError(f"{kernel!r} argument {index}: the Array is on {value.device}, the launch on {device}")
-    if type(value) is Array or isinstance(value, np.generic):
+    if type(value) is Array:
         return value
+    if isinstance(value, np.generic):
+        return _own_type(value, f"{kernel!r} argument {index}")
     if type(value) is Param and value.dtype is not None:
         return value
-    raise TypeError(f"{kernel!r} argument {index}: gpugraph found no `__global__ void {kernel.name}(...)` "
-                    f"in the source, so arguments must be Arrays or NumPy scalars; got {_describe(value)}")
+    raise TypeError(f"{kernel!r} argument {index}: gpugraph cannot read `__global__ void {kernel.name}(...)` "
+                    f"from the source (not found, or macros decide its parameters), so arguments must be "
+                    f"Arrays or NumPy scalars; got {_describe(value)}")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._memory import Array
+from ._scalars import bounds, check_dtype, is_number, to_c
 
 # Set once any Param exists, so stream launches check for Params only in programs that use them.
 in_use = False
@@ -27,11 +28,18 @@ class Param:
         dtype: The scalar's type; by default the kernel parameter's C type at first use (for a float
             value) or NumPy's type of ``value``. Ignored for Arrays.
 
+    Values follow the rules of kernel arguments (gpugraph._scalars): a Python or NumPy bool, integer or
+    float that the dtype holds.
+
+    A Param has no truth value: ``if param:`` inside a captured function would be decided once, at the
+    capture, so it raises ``TypeError``; compare ``param.value`` for the current value.
+
     Raises:
-        TypeError: If ``value`` is neither a scalar nor an Array.
+        TypeError: If ``value`` is neither a real scalar nor an Array, or ``dtype`` is not a C number type.
+        ValueError: If ``value`` does not fit in ``dtype``.
     """
 
-    __slots__ = ("_value", "dtype", "_users", "_is_array", "__weakref__")
+    __slots__ = ("_value", "dtype", "_users", "_is_array", "_low", "_high", "__weakref__")
 
     def __init__(self, value: Any, dtype: Any = None) -> None:
         global in_use
@@ -39,16 +47,25 @@ class Param:
         # Executable graphs with nodes using it, by id: weak references, iterated directly (a hot path).
         self._users: dict[int, weakref.ref] = {}
         self._is_array = type(value) is Array
+        self._low, self._high = np.inf, -np.inf  # the float values ``value`` takes without more checks: none
         if self._is_array:
             self.dtype = value.dtype
             self._value = value
             return
-        if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.generic)):
-            raise TypeError(f"Param: expected a scalar or an Array, got {type(value).__name__}")
+        if not is_number(value):
+            raise TypeError(f"Param: expected a real scalar (bool, int or float, Python or NumPy) or an Array, "
+                            f"got {type(value).__name__}")
         self._value, self.dtype = value, None
         if dtype is not None:
-            self._value = self._convert(value, np.dtype(dtype))
-            self.dtype = np.dtype(dtype)
+            dtype = check_dtype(dtype, "Param")
+            self._set(to_c(value, dtype, str(dtype), "Param"), dtype)
+
+    def _set(self, value: Any, dtype: np.dtype) -> None:
+        """Fix the scalar type (and the range of floats the value setter takes at once)."""
+        self._value, self.dtype = value, dtype
+        integral, low, high = bounds(dtype)
+        if not integral:
+            self._low, self._high = low, high
 
     @property
     def is_array(self) -> bool:
@@ -74,33 +91,31 @@ class Param:
                 raise ValueError(f"{self!r}.value: expected an Array of {self.dtype} on {self._value.device}, "
                                  f"got one of {new.dtype} on {new.device}")
             self._value = new
-        elif type(new) is float and self.dtype is not None and self.dtype.kind == "f":
-            self._value = self.dtype.type(new)  # the common case, cheaply: a float for a float Param
+        elif type(new) is float and self._low <= new <= self._high:
+            self._value = self.dtype.type(new)  # the common case, cheaply: a float in range for a float Param
         else:
-            if isinstance(new, (str, bytes)) or not isinstance(new, (int, float, np.generic)):
-                raise TypeError(f"{self!r}.value: expected a scalar, got {type(new).__name__}")
-            self._value = self._convert(new, self.dtype) if self.dtype is not None else new
+            if not is_number(new):
+                raise TypeError(f"{self!r}.value: expected a real scalar, got {type(new).__name__}")
+            if self.dtype is not None:
+                new = to_c(new, self.dtype, str(self.dtype), f"{self!r}.value")
+            self._value = new
         for ref in list(self._users.values()):
             exe = ref()
             if exe is not None:
                 exe._pending.add(self)
 
-    def _convert(self, value: Any, dtype: np.dtype) -> Any:
-        """``value`` as a scalar of ``dtype``, refusing what does not fit."""
-        if dtype.kind in "iub" and isinstance(value, (float, np.floating)) and not float(value).is_integer():
-            raise TypeError(f"{self!r}: the Param holds {dtype}, got the non-integral {value!r}")
-        try:
-            return dtype.type(value)
-        except (OverflowError, ValueError) as exc:
-            raise ValueError(f"{self!r}: {value!r} does not fit in {dtype} ({exc})") from None
-
     def bind(self, dtype: np.dtype, where: str) -> None:
         """Fix or check the scalar type against the kernel parameter it is passed to."""
         if self.dtype is None:
-            value = self._convert(self._value, np.dtype(dtype))  # first: a refusal leaves the Param as it was
-            self.dtype, self._value = np.dtype(dtype), value
+            dtype = np.dtype(dtype)  # converted first: a refusal leaves the Param as it was
+            self._set(to_c(self._value, dtype, str(dtype), f"{where} given {self!r}"), dtype)
         elif self.dtype != dtype:
             raise TypeError(f"{where}: the Param holds {self.dtype}, the parameter takes {dtype}")
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"{self!r} has no truth value: in a captured function `if param:` would be decided "
+                        f"once, at the capture, and frozen into the graph; compare `param.value` for the "
+                        f"current value")
 
     def __repr__(self) -> str:
         shown = f"Array of {self.dtype}" if self.is_array else repr(self._value)

@@ -1,29 +1,42 @@
-"""Reading a kernel's parameter list from its CUDA/HIP C++ source, so Python scalars pack as the C types."""
+"""Reading a kernel's parameter list from its CUDA/HIP C++ source, so Python scalars pack as the C types.
+
+The reader sees what the compiler sees of the source: comments and string/character literals are
+removed, object-like macros (from ``#define`` and the ``-D`` options) are expanded, and typedef/using
+names defined once at file scope are resolved. Whatever it cannot settle from the source alone (a macro
+or typedef defined under ``#if``, twice differently or inside a scope, a template parameter, a type from
+a header it does not read) is an unknown type, never a guessed one; a macro that may change the number of
+parameters (a function-like macro in the list, one expanding to commas) makes the whole signature
+unknown. GPU backends also compare the result with the compiled kernel's parameters when it loads
+(``check_compiled``).
+"""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
-_SCALAR_DTYPES = {
-    "bool": np.bool_,
-    "char": np.int8, "signed char": np.int8, "int8_t": np.int8,
-    "unsigned char": np.uint8, "uint8_t": np.uint8,
-    "short": np.int16, "short int": np.int16, "int16_t": np.int16,
-    "unsigned short": np.uint16, "unsigned short int": np.uint16, "uint16_t": np.uint16,
-    "int": np.int32, "signed": np.int32, "signed int": np.int32, "int32_t": np.int32,
-    "unsigned": np.uint32, "unsigned int": np.uint32, "uint32_t": np.uint32,
-    # LP64 (Linux): long is 64-bit.
-    "long": np.int64, "long int": np.int64, "long long": np.int64, "long long int": np.int64,
-    "int64_t": np.int64, "ptrdiff_t": np.int64, "ssize_t": np.int64,
-    "unsigned long": np.uint64, "unsigned long int": np.uint64, "unsigned long long": np.uint64,
-    "unsigned long long int": np.uint64, "uint64_t": np.uint64, "size_t": np.uint64,
-    "float": np.float32, "double": np.float64, "__half": np.float16, "half": np.float16,
+# Fixed-width and library type names that are not C keywords (LP64: 64-bit long, size_t and pointers).
+_NAMED = {
+    "int8_t": np.int8, "uint8_t": np.uint8, "int16_t": np.int16, "uint16_t": np.uint16,
+    "int32_t": np.int32, "uint32_t": np.uint32, "int64_t": np.int64, "uint64_t": np.uint64,
+    "size_t": np.uint64, "ptrdiff_t": np.int64, "ssize_t": np.int64, "intptr_t": np.int64,
+    "uintptr_t": np.uint64, "__half": np.float16, "half": np.float16,
 }
-_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct",
-               "__grid_constant__", "register"}
+# The C keywords that combine into a builtin arithmetic type ("long unsigned int", "signed char", ...).
+_SPECIFIERS = {"signed", "unsigned", "short", "long", "int", "char", "float", "double", "bool", "void"}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "class", "union", "enum",
+               "typename", "__grid_constant__", "register", "&", "&&"}
+# An Array passed for a pointer to pointers holds device addresses.
+ADDRESS_DTYPE = np.dtype(np.uint64)
+
+_VOID = "void"
+_UNKNOWN = "?"  # a marker token prefix: an identifier the reader cannot resolve ("?NAME")
+_UNSAFE = "??"  # ... one that may change the parameter count ("??NAME")
+_OPEN, _ELSE, _CLOSE = "\x01", "\x02", "\x03"  # #if.., #else/#elif, #endif left in the token stream
 
 
 @dataclass(frozen=True)
@@ -34,66 +47,449 @@ class KernelParam:
         name: The parameter's name ("" when unnamed).
         ctype: The declared type without qualifiers, e.g. ``"double*"`` or ``"size_t"``.
         pointer: Whether the parameter is a pointer (takes an Array).
-        dtype: The scalar or pointed-to element type, or None when gpugraph cannot tell (templates,
-            structs, void*).
+        dtype: The scalar type, or the dtype of the Array a pointer takes (uint64, device addresses, for a
+            pointer to pointers); None when gpugraph cannot tell (templates, structs, void*, unresolved names).
+        depth: The number of pointer levels (0 for a scalar).
     """
 
     name: str
     ctype: str
     pointer: bool
     dtype: np.dtype | None
+    depth: int = 0
 
     def __str__(self) -> str:
         return f"{self.ctype} {self.name}".strip()
 
+    @property
+    def size(self) -> int | None:
+        """The bytes the parameter takes in the kernel's parameter block, or None when unknown."""
+        if self.pointer:
+            return 8
+        return self.dtype.itemsize if self.dtype is not None else None
 
-def _strip_comments(source: str) -> str:
-    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", source)
+
+# Lexing: the source as the compiler's tokens, without comments or literals
+
+_LEXEME = re.compile(r"""
+    (?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))
+  | (?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")
+  | (?P<string>(?:u8|[uUL])?"(?:[^"\\\n]|\\.)*")
+  | (?P<char>(?:u8|[uUL])?'(?:[^'\\\n]|\\.)*')
+  | (?P<number>\.?\d(?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*)
+  | (?P<word>[A-Za-z_]\w*)
+""", re.S | re.X)
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\.?\d(?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*|\.\.\.|::|&&|\"\"|\S")
+_DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(\w*)(.*)")
+_DEFINE = re.compile(r"\s*([A-Za-z_]\w*)(\()?(.*)", re.S)
 
 
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<([":
+def _neutral(match: re.Match) -> str:
+    """A comment as a space and a literal as an empty one, so neither can look like code."""
+    kind = match.lastgroup
+    if kind == "comment":
+        return " "
+    if kind in ("raw", "string"):
+        return '""'
+    if kind == "char":
+        return "0"
+    return match.group()
+
+
+@dataclass
+class _Source:
+    """A source's tokens (macros expanded) and what its typedefs and template parameters say."""
+
+    tokens: list[str]
+    typedefs: dict[str, list[str] | None]  # name -> its type's tokens, or None: not one clear definition
+    unknown: set[str]  # names that must not be resolved (template parameters, scoped or complex typedefs)
+
+
+def _macro_definitions(text: str, options: Sequence[str]) -> tuple[dict[str, list[str] | None], set[str], str]:
+    """Macros defined by ``options`` and the directives of ``text``, and ``text`` with its directives
+    replaced by conditional markers.
+
+    A macro maps to its body's tokens, or to None when no single definition holds everywhere: defined
+    under #if, twice differently, or #undef'd. Function-like macros, and unsettled ones with a comma in
+    some definition, are returned as a set of names: either may change the number of parameters.
+    """
+    macros: dict[str, list[str] | None] = {}
+    functions: set[str] = set()
+    commas: set[str] = set()
+
+    def define(definition: str, conditional: bool) -> None:
+        match = _DEFINE.match(definition)
+        if match is None:
+            return
+        name, paren, body = match.groups()
+        if paren:
+            functions.add(name)
+            return
+        tokens = _TOKEN.findall(body)
+        if "," in tokens:
+            commas.add(name)
+        if conditional or macros.get(name, tokens) != tokens:
+            macros[name] = None
+        else:
+            macros[name] = tokens
+
+    def undefine(name: str) -> None:
+        if name:
+            macros[name] = None
+
+    options = [o.strip() for o in options]
+    i = 0
+    while i < len(options):
+        match = re.fullmatch(r"(-D|--define-macro=?|-U|--undefine-macro=?)(.*)", options[i], re.S)
+        i += 1
+        if match is None:
+            continue
+        flag, value = match.groups()
+        if not value and i < len(options):  # "-D", "NAME=1": the value is the next option
+            value, i = options[i], i + 1
+        if flag.startswith(("-D", "--define")):
+            name, equals, body = value.partition("=")
+            define(f"{name} {body if equals else '1'}", False)
+        else:
+            undefine(value)
+
+    lines, depth = [], 0
+    for line in text.split("\n"):
+        match = _DIRECTIVE.match(line)
+        if match is None:
+            lines.append(line)
+            continue
+        directive, rest = match.groups()
+        if directive in ("if", "ifdef", "ifndef"):
             depth += 1
-        elif ch in ">)]":
+            lines.append(_OPEN)
+        elif directive in ("elif", "else", "elifdef", "elifndef"):
+            lines.append(_ELSE)
+        elif directive == "endif":
+            depth = max(depth - 1, 0)
+            lines.append(_CLOSE)
+        else:
+            if directive == "define":
+                define(rest, depth > 0)
+            elif directive == "undef":
+                undefine(rest.strip())
+            lines.append("")
+    for name in functions:
+        if name in macros:  # also object-like somewhere: unknown either way
+            macros[name] = None
+    unsafe = functions | {name for name in commas if macros.get(name, ()) is None}
+    return macros, unsafe, "\n".join(lines)
+
+
+def _matching(tokens: list[str], start: int, open_: str = "(", close: str = ")") -> int:
+    """The index of the token closing the group opened at ``start`` (or the last index)."""
+    depth = 0
+    for i in range(start, len(tokens)):
+        if tokens[i] == open_:
+            depth += 1
+        elif tokens[i] == close:
             depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
+            if depth == 0:
+                return i
+    return len(tokens) - 1
 
 
-def _parse_param(text: str) -> KernelParam:
-    pointer = "*" in text or "[" in text
-    words = re.findall(r"[A-Za-z_][A-Za-z_0-9:]*", text.split("[")[0])
-    words = [w for w in words if w not in _QUALIFIERS]
-    # The last word is the name when there is more than one word and the text doesn't end in a '*'.
+def _expand(tokens: list[str], macros: dict[str, list[str] | None], unsafe: set[str],
+            active: frozenset[str] = frozenset()) -> list[str]:
+    """``tokens`` with object-like macros expanded; unresolvable macros become marker tokens."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token in unsafe and token not in active and i + 1 < len(tokens) and tokens[i + 1] == "(":
+            out.append(_UNSAFE + token)  # a function-like macro call: anything, commas included
+            i = _matching(tokens, i + 1) + 1
+            continue
+        if token in macros and token not in active:
+            body = macros[token]
+            if body is None:
+                out.append((_UNSAFE if token in unsafe else _UNKNOWN) + token)
+            else:
+                out.extend(_expand(body, macros, unsafe, active | {token}))
+        else:
+            out.append(token)
+        i += 1
+    return out
+
+
+def _declarations(tokens: list[str]) -> tuple[dict[str, list[str] | None], set[str]]:
+    """Typedef and alias names defined in ``tokens``, and names that must stay unresolved."""
+    typedefs: dict[str, list[str] | None] = {}
+    unknown: set[str] = set()
+    scopes: list[bool] = []  # per open brace: whether it opens a scope (extern "C" { ... } does not)
+    conditionals = 0
+
+    def declare(name: str, body: list[str], clear: bool) -> None:
+        if not clear or typedefs.get(name, body) != body:
+            typedefs[name] = None
+        else:
+            typedefs[name] = body
+
+    i, n = 0, len(tokens)
+    while i < n:
+        token = tokens[i]
+        if token == "{":
+            scopes.append(tokens[i - 2:i] != ["extern", '""'])
+        elif token == "}":
+            if scopes:
+                scopes.pop()
+        elif token == _OPEN:
+            conditionals += 1
+        elif token == _CLOSE:
+            conditionals = max(conditionals - 1, 0)
+        elif token == "template" and i + 1 < n and tokens[i + 1] == "<":
+            end = _matching(tokens, i + 1, "<", ">")
+            unknown.update(tokens[j + 1] for j in range(i + 1, end) if tokens[j] in ("typename", "class"))
+            i = end
+        elif token in ("typedef", "using"):
+            end, depth = i + 1, 0
+            while end < n and not (tokens[end] == ";" and depth == 0):
+                if tokens[end] in ("(", "{", "["):
+                    depth += 1
+                elif tokens[end] in (")", "}", "]"):
+                    depth -= 1
+                end += 1
+            body = tokens[i + 1:end]
+            clear = not any(scopes) and conditionals == 0 and not any(t[0] in "?\x01\x02\x03" for t in body)
+            if token == "using":
+                if len(body) >= 3 and body[1] == "=" and _is_word(body[0]):
+                    target = body[2:]
+                    declare(body[0], target, clear and not any(t in "{}(),<>[]" for t in target))
+                elif body and body[0] != "namespace":  # a using-declaration: std:: names are the builtin ones
+                    words = [t for t in body if _is_word(t)]
+                    if words and not (body[0] in ("std", "::") and len(words) <= 2):
+                        unknown.add(words[-1])
+            elif len(body) >= 2 and _is_word(body[-1]) and not any(t in "{}(),<>[]" for t in body):
+                declare(body[-1], body[:-1], clear)
+            else:  # a struct, array, function or several names: what each name is, the reader cannot say
+                unknown.update(t for t in body if _is_word(t) and t not in _SPECIFIERS | _QUALIFIERS)
+            i = end
+        i += 1
+    return typedefs, unknown
+
+
+def _is_word(token: str) -> bool:
+    """Whether ``token`` is an identifier (``std::size_t`` and ``::size_t`` included)."""
+    head = token.lstrip(":")[:1]
+    return head.isalpha() or head == "_"
+
+
+def _text(tokens: list[str]) -> str:
+    """Tokens as C text: a space only between two words."""
+    out = ""
+    for token in tokens:
+        out += (" " if out and _is_word(out[-1]) and _is_word(token) else "") + token
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _read_source(source: str, options: tuple[str, ...]) -> _Source:
+    text = source.replace("\\\r\n", "").replace("\\\n", "")  # spliced lines first, as in the compiler
+    text = _LEXEME.sub(_neutral, text)
+    macros, unsafe, code = _macro_definitions(text, options)
+    tokens = _expand(_TOKEN.findall(code), macros, unsafe)
+    typedefs, unknown = _declarations(tokens)
+    return _Source(tokens, typedefs, unknown)
+
+
+# Parameters
+
+
+def _split_top_level(tokens: list[str]) -> list[list[str]]:
+    """The parameters of a list: split at commas outside brackets and template argument lists."""
+    parts: list[list[str]] = [[]]
+    depth = angles = 0
+    for i, token in enumerate(tokens):
+        if token in ("(", "[", "{"):
+            depth += 1
+        elif token in (")", "]", "}"):
+            depth -= 1
+        elif token == "<" and i and _is_word(tokens[i - 1]) and tokens[i + 1:i + 2] != ["<"]:
+            angles += 1  # Vec<float, 3>, not a << shift
+        elif token == ">" and angles:
+            angles -= 1
+        elif token == "," and depth == 0 and angles == 0:
+            parts.append([])
+            continue
+        parts[-1].append(token)
+    return [p for p in parts if p]
+
+
+def _strip_attributes(tokens: list[str]) -> list[str]:
+    """``tokens`` without ``[[...]]``, ``__attribute__((...))``, ``alignas(...)`` and ``__align__(...)``."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == "[" and i + 1 < len(tokens) and tokens[i + 1] == "[":
+            i = _matching(tokens, i, "[", "]") + 1
+        elif tokens[i] in ("__attribute__", "alignas", "__align__", "__declspec") and i + 1 < len(tokens) \
+                and tokens[i + 1] == "(":
+            i = _matching(tokens, i + 1) + 1
+        else:
+            out.append(tokens[i])
+            i += 1
+    return out
+
+
+def _join_scopes(tokens: list[str]) -> list[str]:
+    """``std`` ``::`` ``size_t`` as one token ``std::size_t``."""
+    out: list[str] = []
+    for token in tokens:
+        if out and (token == "::" or out[-1].endswith("::")):
+            out[-1] += token
+        else:
+            out.append(token)
+    return out
+
+
+def _builtin(words: list[str]) -> np.dtype | str | None:
+    """The dtype of a combination of arithmetic keywords ("unsigned long int"), "void", or None."""
+    count = {w: words.count(w) for w in set(words)}
+    signed, unsigned = count.pop("signed", 0), count.pop("unsigned", 0)
+    if signed + unsigned > 1:
+        return None
+    if set(count) in ({"float"}, {"double"}, {"bool"}, {"void"}) and len(words) == 1:
+        return _VOID if words == ["void"] else np.dtype({"float": np.float32, "double": np.float64,
+                                                         "bool": np.bool_}[words[0]])
+    if set(count) == {"char"} and count["char"] == 1:
+        return np.dtype(np.uint8 if unsigned else np.int8)
+    longs, shorts, ints = count.pop("long", 0), count.pop("short", 0), count.pop("int", 0)
+    if count or ints > 1 or longs > 2 or (shorts and longs) or shorts > 1:
+        return None  # e.g. "long double", "short long"
+    bits = 16 if shorts else 64 if longs else 32
+    return np.dtype(f"{'u' if unsigned else 'i'}{bits // 8}")
+
+
+def _base_type(words: list[str], source: _Source, seen: frozenset[str]) -> tuple[np.dtype | str | None, int]:
+    """The type named by ``words`` (qualifiers removed) and the pointer levels a typedef adds."""
+    if words and all(w in _SPECIFIERS for w in words):
+        return _builtin(words), 0
+    if len(words) != 1:
+        return None, 0
+    word = words[0]
+    if word[0] == "?" or word in source.unknown or word in seen:
+        return None, 0
+    if word in source.typedefs:
+        body = source.typedefs[word]
+        if body is None:
+            return None, 0
+        tokens = [t for t in _join_scopes(_strip_attributes(body)) if t not in _QUALIFIERS]
+        if any(not (_is_word(t) or t == "*") for t in tokens):
+            return None, 0
+        dtype, depth = _base_type([t for t in tokens if t != "*"], source, seen | {word})
+        return dtype, depth + tokens.count("*")
+    plain = word[5:] if word.startswith("std::") else word[2:] if word.startswith("::") else word
+    named = _NAMED.get(plain)
+    if named is None or (plain != word and not plain.endswith("_t")):  # std::int32_t, not std::half
+        return None, 0
+    return np.dtype(named), 0
+
+
+def _parse_param(tokens: list[str], source: _Source) -> KernelParam:
+    tokens = _strip_attributes(tokens)
+    if "=" in tokens:  # a default argument
+        tokens = tokens[:tokens.index("=")]
+    array = "[" in tokens
+    if array:
+        tokens = tokens[:tokens.index("[")]
+    if "(" in tokens:  # a function pointer or a parenthesised declarator: a pointer of unknown kind at best
+        shown = [t.lstrip("?") for t in tokens if t not in _QUALIFIERS]
+        inner = [t for t in tokens[tokens.index("(") + 1:] if _is_word(t) and t not in _QUALIFIERS]
+        return KernelParam(inner[0] if inner else "", _text(shown), "*" in tokens, None, tokens.count("*"))
+    tokens = _join_scopes([t for t in tokens if t not in _QUALIFIERS])
+    stars = tokens.count("*") + array
+    words = [t for t in tokens if t != "*"]
     name = ""
-    if len(words) > 1 and not text.rstrip().endswith("*") and " ".join(words) not in _SCALAR_DTYPES:
-        name = words.pop()
-    base = " ".join(words)
-    dtype = _SCALAR_DTYPES.get(base)
-    return KernelParam(name, base + ("*" if pointer else ""), pointer,
-                       np.dtype(dtype) if dtype is not None else None)
-
-
-def parse_signature(source: str, name: str) -> tuple[KernelParam, ...] | None:
-    """Return the parameters of ``__global__`` function ``name`` in ``source``, or None if not found."""
-    text = _strip_comments(source)
-    match = re.search(r"__global__\b[^;{}]*?\b" + re.escape(name) + r"\s*\(", text)
-    if match is None:
-        return None
-    depth, start = 1, match.end()
-    for end in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[end], 0)
-        if depth == 0:
-            break
+    if tokens and tokens[-1] != "*" and len(words) > 1 and not all(w in _SPECIFIERS for w in words):
+        name = words.pop().lstrip("?")
+    if any(not (_is_word(w) or w[0] == "?") for w in words):
+        dtype, extra = None, 0  # a template argument list, a stray token: not a type the reader knows
     else:
+        dtype, extra = _base_type(words, source, frozenset())
+    depth = stars + extra
+    ctype = _text([w.lstrip("?") for w in words]) + "*" * stars
+    if depth >= 2:
+        dtype = ADDRESS_DTYPE
+    elif dtype == _VOID:
+        dtype = None
+    return KernelParam(name, ctype, depth > 0, dtype, depth)  # type: ignore[arg-type]
+
+
+def _kernel_lists(tokens: list[str], name: str) -> list[list[str]]:
+    """The parameter-list tokens of each ``__global__`` declaration of ``name``."""
+    lists = []
+    for i, token in enumerate(tokens):
+        if token != "__global__":
+            continue
+        j = i + 1
+        while j < len(tokens) and tokens[j] not in (";", "{", "}"):
+            if tokens[j] == name and j + 1 < len(tokens) and tokens[j + 1] == "(":
+                end = _matching(tokens, j + 1)
+                lists.append(tokens[j + 2:end])
+                break
+            j = _matching(tokens, j) + 1 if tokens[j] == "(" else j + 1
+    return lists
+
+
+def parse_signature(source: str, name: str, options: Sequence[str] = ()) -> tuple[KernelParam, ...] | None:
+    """Return the parameters of ``__global__`` function ``name`` in ``source``, or None if gpugraph cannot
+    tell them: not found, declared twice differently, or a macro that may change the parameter count."""
+    read = _read_source(source, tuple(options))
+    found: list[tuple[KernelParam, ...]] = []
+    for inner in _kernel_lists(read.tokens, name):
+        if any(t.startswith(_UNSAFE) or t == "..." or t in (_OPEN, _ELSE, _CLOSE) for t in inner):
+            return None
+        if inner in ([], ["void"]):
+            found.append(())
+        else:
+            found.append(tuple(_parse_param(p, read) for p in _split_top_level(inner)))
+    if not found:
         return None
-    inner = text[start:end].strip()
-    if inner in ("", "void"):
-        return ()
-    return tuple(_parse_param(p) for p in _split_top_level(inner))
+    types = {tuple((p.pointer, p.depth, p.dtype) for p in params) for params in found}
+    if len(types) > 1:
+        return None  # overloads, or declarations under #if that disagree: which one compiles is unknown
+    return next((params for params in found if all(p.name for p in params)), found[0])
+
+
+def check_compiled(signature: tuple[KernelParam, ...] | None, sizes: Sequence[int] | None) -> str | None:
+    """Why the parameters read from the source do not match the compiled kernel's ``sizes`` (the bytes of
+    each parameter, as the driver reports them), or None if they match or either is unknown."""
+    if signature is None or sizes is None:
+        return None
+    if len(signature) != len(sizes):
+        read = ", ".join(map(str, signature)) or "none"
+        count = f"{len(signature)} parameter{'s' * (len(signature) != 1)}"
+        return (f"gpugraph refuses to load it: the source reads as {count} ({read}), but the compiled kernel "
+                f"takes {len(sizes)} (of {', '.join(map(str, sizes)) or 'no'} bytes); a header or macro "
+                f"gpugraph does not read changes the parameter list")
+    for index, (param, size) in enumerate(zip(signature, sizes)):
+        if param.size is not None and param.size != size:
+            what = "a pointer" if param.pointer else str(param.dtype)
+            return (f"gpugraph refuses to load it: parameter {index} ({param}) reads from the source as {what} "
+                    f"({param.size} bytes), but the compiled kernel takes {size} bytes; a header or macro "
+                    f"gpugraph does not read changes its type")
+    return None
+
+
+def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
+    """The names of the ``__global__`` functions declared in ``source`` (comments and literals ignored)."""
+    tokens = _read_source(source, tuple(options)).tokens
+    names = set()
+    for i, token in enumerate(tokens):
+        if token != "__global__":
+            continue
+        j, name = i + 1, None
+        while j < len(tokens) and tokens[j] not in (";", "{", "}"):
+            if tokens[j] == "(":  # the name is the word before the last group: __launch_bounds__(..) comes first
+                name = tokens[j - 1] if _is_word(tokens[j - 1]) and tokens[j - 1] not in _QUALIFIERS else None
+                j = _matching(tokens, j) + 1
+            else:
+                j += 1
+        if name is not None:
+            names.add(name)
+    return sorted(names)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any
 
 from cuda.bindings import nvrtc
 
 from ..._errors import BackendError, KernelCompileError
+from ..._signature import kernel_names
 from ._driver import call, cu
-
-_GLOBAL_NAMES = re.compile(r"__global__[^;{}(]*?\b([A-Za-z_]\w*)\s*\(")
-_PREPROCESSOR = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)  # a directive and its continued lines
 
 
 def _nvrtc(fn: Any, *args: Any) -> Any:
@@ -50,7 +47,7 @@ class ModuleCache:
                      device)
         minor = call(cu.cuDeviceGetAttribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                      device)
-        names = sorted(set(_GLOBAL_NAMES.findall(_PREPROCESSOR.sub("", kernel.source))))
+        names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
         program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name

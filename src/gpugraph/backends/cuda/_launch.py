@@ -10,16 +10,43 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as cu
 
+from ..._errors import KernelCompileError
 from ..._memory import Array
+from ..._signature import check_compiled
+from ._driver import error
 
 # Every argument gets an 8-byte-aligned slot holding its value; kernelParams points at each slot.
 _SLOT = 8
+_ASK = object()  # in Function._kinds: a scalar of a type the signature does not tell (the argument's own)
+
+
+def param_sizes(handle: Any) -> tuple[int, ...] | None:
+    """The bytes of each parameter of a loaded kernel, as the driver reports them (None: it cannot tell).
+
+    cuFuncGetParamInfo (CUDA 12.4; hipKernelGetParamInfo in HIP) answers CUDA_ERROR_INVALID_VALUE past the
+    last parameter.
+    """
+    get = getattr(cu, "cuFuncGetParamInfo", None)
+    if get is None:
+        return None
+    sizes: list[int] = []
+    while True:
+        err, _offset, size = get(handle, len(sizes))
+        if err == cu.CUresult.CUDA_ERROR_INVALID_VALUE:
+            return tuple(sizes)
+        if err == cu.CUresult.CUDA_ERROR_NOT_SUPPORTED:
+            return None
+        if err:
+            raise error("cuFuncGetParamInfo", err)
+        sizes.append(int(size))
 
 
 def _code(dtype: np.dtype | None, pointer: bool) -> str:
     """The struct code of one argument's value (a pointer is a 64-bit address)."""
     if pointer:
         return "Q"
+    if dtype.kind == "b":
+        return "?"  # a C bool: 0 or 1 (struct's integer codes refuse np.bool_)
     codes = {1: "b", 2: "h", 4: "i", 8: "q"}
     if dtype.kind == "f":
         codes = {2: "e", 4: "f", 8: "d"}
@@ -38,19 +65,30 @@ class Function:
     """A loaded kernel and a reusable argument buffer laid out from its signature."""
 
     __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_layout_key", "lock", "_typed",
-                 "_node_params", "_node_shape", "_address")
+                 "_node_params", "_node_shape", "_address", "sizes", "_kinds")
 
     def __init__(self, handle: Any, kernel: Any) -> None:
+        """Raises KernelCompileError if the signature read from the source disagrees with the compiled
+        kernel's parameters (count or sizes): packing by it would pass the kernel wrong values."""
+        signature = kernel.signature
+        self.sizes = param_sizes(handle)  # what the compiled kernel takes, per parameter
+        mismatch = check_compiled(signature, self.sizes)
+        if mismatch is not None:
+            raise KernelCompileError(kernel.name, mismatch)
         self.handle = handle
         self.kernel = kernel
         self.lock = threading.Lock()  # the buffer is shared: one launch packs and launches at a time
         self._struct: struct.Struct | None = None
-        self._layout_key: Any = None  # the argument types the layout was made for (unread signatures)
-        self._typed = kernel.signature is not None
+        self._layout_key: Any = None  # the argument types the layout was made for (untyped layouts)
+        # Typed: every slot's type is known from the signature. Otherwise a layout is made from the argument
+        # types, per call: all of them (no signature), or those of the scalars the signature cannot type.
+        self._typed = signature is not None and all(p.pointer or p.dtype is not None for p in signature)
+        self._kinds = None if signature is None else tuple(
+            None if p.pointer else p.dtype if p.dtype is not None else _ASK for p in signature)
         self._node_params: Any = None  # a CUDA_KERNEL_NODE_PARAMS reused for the nodes of this kernel
         self._node_shape: Any = None  # the launch shape it was made for
         if self._typed:
-            self._layout([(p.dtype, p.pointer) for p in kernel.signature])
+            self._layout([(p.dtype, p.pointer) for p in signature])
 
     def _layout(self, params: list[tuple[Any, bool]]) -> None:
         self._struct = struct.Struct("<" + "".join(_format(d, p) for d, p in params))
@@ -60,6 +98,20 @@ class Function:
         self._pointers = (ctypes.c_void_p * n)(*[base + i * _SLOT for i in range(n)])
         self._address = ctypes.addressof(self._pointers)  # what kernelParams gets
 
+    def _check_untyped(self, key: tuple) -> None:
+        """Refuse arguments whose own types do not fit the compiled kernel's parameters (count and sizes)."""
+        sizes = self.sizes
+        if sizes is None:
+            return
+        if len(key) != len(sizes):
+            raise TypeError(f"{self.kernel!r} takes {len(sizes)} arguments (the compiled kernel's parameters), "
+                            f"got {len(key)}")
+        for index, (dtype, size) in enumerate(zip(key, sizes)):
+            got = 8 if dtype is None else dtype.itemsize
+            if got != size:
+                what = "an Array (a pointer, 8 bytes)" if dtype is None else f"{dtype} ({got} bytes)"
+                raise TypeError(f"{self.kernel!r} argument {index}: the compiled kernel takes {size} bytes there, "
+                                f"got {what}")
 
     def copy_arguments(self) -> tuple[Any, Any]:
         """A copy of the packed argument buffer and an array of pointers into it (hold ``lock``)."""
@@ -74,9 +126,14 @@ class Function:
         return index * _SLOT
 
     def slot_format(self, index: int) -> struct.Struct:
-        """The struct of argument ``index``'s slot, for writing just that argument (Param patches)."""
-        param = self.kernel.signature[index]
-        return struct.Struct("<" + _code(param.dtype, param.pointer))
+        """The struct of argument ``index``'s slot, for writing just that argument (Param patches; in an
+        untyped layout, as the last ``pack`` laid it out)."""
+        if self._typed:
+            param = self.kernel.signature[index]
+            return struct.Struct("<" + _code(param.dtype, param.pointer))
+        kind = self._kinds[index] if self._kinds is not None else _ASK
+        dtype = self._layout_key[index] if kind is _ASK else kind
+        return struct.Struct("<" + _code(dtype, dtype is None))
 
     def new_node_params(self, grid: tuple, block: tuple, shared_mem: int) -> Any:
         """A CUDA_KERNEL_NODE_PARAMS of this kernel for a launch shape (kernelParams left to set)."""
@@ -102,9 +159,12 @@ class Function:
 
     def pack(self, args: tuple) -> int:
         """Write ``args`` into the buffer; return the address of the kernelParams array (hold ``lock``)."""
-        if not self._typed:  # arguments carry their own types, which may change per call
-            key = tuple(None if type(a) is Array else a.dtype for a in args)
+        if not self._typed:  # some arguments carry their own types, which may change per call
+            kinds = self._kinds
+            key = (tuple([None if type(a) is Array else a.dtype for a in args]) if kinds is None else
+                   tuple([a.dtype if k is _ASK else k for k, a in zip(kinds, args)]))
             if key != self._layout_key:
+                self._check_untyped(key)
                 self._layout([(d, d is None) for d in key])
                 self._layout_key = key
         self._struct.pack_into(self._buffer, 0, *[a.ptr if type(a) is Array else a for a in args])
