@@ -81,11 +81,11 @@ def test_captured_function_refuses_pageable_memory(device):
     x = K.f32(device, np.arange(N))
 
     @gg.captured
-    def copy_out(dst):
-        gg.current_stream(device).memcpy(dst, x)
+    def copy_out(src, dst):  # src first: the captured function's device is its first Array's
+        gg.current_stream(src.device).memcpy(dst, src)
 
     with pytest.raises(ValueError, match=rf"^memcpy\(dst\): {PAGEABLE}"):
-        copy_out(np.zeros(N, np.float32))
+        copy_out(x, np.zeros(N, np.float32))
 
 
 @pytest.mark.gpu
