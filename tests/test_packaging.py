@@ -111,3 +111,18 @@ def test_missing_nvrtc_is_named(monkeypatch):
                        match=r"^cuda: NVRTC, which compiles the kernels, cannot be loaded \(Failure finding "
                              r"libnvrtc\.so\.13\); install it .*\"cuda-toolkit\[nvrtc\]==13\.\*\"`$"):
         cuda_backend.create_backend()
+
+
+def test_package_ships_its_annotations_and_configures_its_checkers():
+    """PEP 561: py.typed marks the package as typed and goes into the wheel; pyproject configures the
+    checkers that CI runs (mypy on src, ruff check), and the `lint` extra installs them."""
+    assert (pathlib.Path(gg.__file__).parent / "py.typed").is_file()
+    text = (ROOT / "pyproject.toml").read_text()
+    package_data = re.search(r"^\[tool\.setuptools\.package-data\]\n(?:#.*\n)*gpugraph = (.+)$", text, flags=re.M)
+    assert package_data and "py.typed" in ast.literal_eval(package_data[1])
+    for section in ("[tool.mypy]", "[[tool.mypy.overrides]]", "[tool.ruff]", "[tool.ruff.lint]"):
+        assert re.search(rf"^{re.escape(section)}$", text, flags=re.M), f"pyproject.toml lacks {section}"
+    assert pyproject("files") == ["src"]
+    assert pyproject("python_version") == "3.10" and pyproject("target-version") == "py310"
+    lint = pyproject("lint")
+    assert isinstance(lint, list) and {r.split(">")[0] for r in lint} == {"mypy", "ruff"}
