@@ -21,9 +21,15 @@ from __future__ import annotations
 import os
 import threading
 import traceback
-from typing import Any, Callable, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from ._errors import CaptureError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
+    from ._graph import Graph
 
 MODES = ("global", "thread_local", "relaxed")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -111,6 +117,11 @@ class Capture:
         graph: The graph being captured into; complete once the block has exited.
     """
 
+    # None before a capture that makes its own graph begins, and after an abandoned capture. Typed
+    # ``Graph | Any`` (typeshed's "Any trick") so that ``cap.graph.instantiate()`` after the block, the
+    # common use, needs no None check.
+    graph: Graph | Any
+
     def __init__(self, stream: Any, mode: str, into: Any, after: Any) -> None:
         from ._graph import Graph, _as_nodes
         if mode not in MODES:
@@ -138,7 +149,7 @@ class Capture:
 
     # Entering and leaving
 
-    def __enter__(self) -> "Capture":
+    def __enter__(self) -> Self:
         from ._graph import Graph
         stream = self.stream
         if self.active or self.streams:
@@ -176,12 +187,13 @@ class Capture:
         with _lock:
             _active.remove(self)
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         backend = self.stream._backend
         if exc_type is not None or self.error is not None:
             self._abort()
-            if exc_type is None:
-                error = self.error
+            error = self.error
+            if exc_type is None and error is not None:  # the capture's own error, not the user's
                 raise CaptureError(str(error).split("\nThe offending call")[0], api=error.api,
                                    stream=error.stream, mode=error.mode, where=error.where)
             return False  # the user's own exception propagates

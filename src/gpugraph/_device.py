@@ -6,7 +6,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from . import _capture
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
 from .backends import BACKEND_ORDER, available_backends, get_backend
+from .backends._protocol import Backend
 
 ENV_VAR = "GPUGRAPH_BACKEND"
 
@@ -56,10 +57,20 @@ class Device:
         ValueError: If ``spec`` is malformed.
     """
 
-    _instances: dict[tuple[str, int], "Device"] = {}
-    _lock = threading.Lock()
+    backend: str
+    """The backend's name: ``"cuda"``, ``"hip"`` or ``"cpu"``."""
+    index: int
+    """The device's index among the backend's devices."""
+    name: str
+    """The device's name, as the backend reports it."""
+    _backend: Backend
+    _default_stream: Stream | None
 
-    def __new__(cls, spec: str | None = None) -> "Device":
+    _instances: ClassVar[dict[tuple[str, int], Device]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    # Not Self: the instance returned is the one made for the device, which is a Device.
+    def __new__(cls, spec: str | None = None) -> Device:  # noqa: PYI034
         if spec is None:
             spec = os.environ.get(ENV_VAR) or available_backends()[0]
         elif not isinstance(spec, str):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._errors import GraphError, GraphUpdateError
 from ._kernel import Kernel, check_shared_mem, launch_dims
@@ -14,6 +14,9 @@ from . import _capture, _params
 from ._params import Param
 from ._stream import Event, Stream
 from ._update import GraphLayout, check_node, check_update, graph_shape
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
 
 
 _KERNEL = (NodeKind.KERNEL,)
@@ -255,9 +258,10 @@ class GraphExec:
         return index
 
     def _set(self, index: int, params: Any, node: Any) -> None:
-        check_node(self._layout.params[index], params, node)
+        layout = self._read_layout()  # read already by _index
+        check_node(layout.params[index], params, node)
         self._backend.exec_set_node(self._handle, self._handles[index], params)
-        self._layout.params[index] = params
+        layout.params[index] = params
         if self._patchers:
             self._patchers.pop(index, None)
         self._changed = True
@@ -271,7 +275,7 @@ class GraphExec:
         See also: cudaGraphExecKernelNodeSetParams.
         """
         i = self._index(node, _KERNEL, "set_params")
-        old = self._layout.params[i]
+        old = self._read_layout().params[i]
         kernel = old.kernel if kernel is None else kernel
         if type(kernel) is not Kernel:
             raise TypeError(f"set_params(kernel): expected a Kernel, got {type(kernel).__name__}")
@@ -319,11 +323,11 @@ class GraphExec:
         i = self._index(node, (NodeKind.GRAPH,), "set_child_graph")
         if not isinstance(graph, Graph):
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
-        layout = GraphLayout(graph)
-        check_update(self._layout.children[i], layout)
+        layout, children = GraphLayout(graph), self._read_layout().children
+        check_update(children[i], layout)
         _refuse_child_params(self._backend, graph._handle, node)
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
-        self._layout.children[i] = layout
+        children[i] = layout
         self._changed = True
 
     def set_event(self, node: Any, event: Event) -> None:
@@ -364,10 +368,10 @@ class GraphExec:
         """Whether ``close`` was called."""
         return self._handle is None
 
-    def __enter__(self) -> "GraphExec":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -31,19 +31,24 @@ MEMORY_KINDS = frozenset({NodeKind.MEM_ALLOC, NodeKind.MEM_FREE})
 TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
 
 
-class KernelParams(NamedTuple):
-    """A kernel launch: the kernel, its launch shape and its converted arguments.
-
-    A named tuple rather than a frozen dataclass like the other records: it is made at every captured
-    launch and kernel node, and a tuple is made three times faster.
-    """
-
-    kind = NodeKind.KERNEL  # a class attribute (not annotated, so not a field)
+class _KernelFields(NamedTuple):
     kernel: Any
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_mem: int
     args: tuple
+
+
+class KernelParams(_KernelFields):
+    """A kernel launch: the kernel, its launch shape and its converted arguments.
+
+    A named tuple rather than a frozen dataclass like the other records: it is made at every captured
+    launch and kernel node, and a tuple is made three times faster. The fields are on a base class
+    because a NamedTuple's own body may hold only fields (``kind`` is a class attribute).
+    """
+
+    __slots__ = ()
+    kind: ClassVar[NodeKind] = NodeKind.KERNEL
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,8 @@ class Param:
 
     def _use_in(self, exe: Any) -> None:
         """Register an executable graph whose nodes take this Param."""
-        self._users[id(exe)] = weakref.ref(exe, lambda _, key=id(exe), users=self._users: users.pop(key, None))
+        key, users = id(exe), self._users
+        users[key] = weakref.ref(exe, lambda _: users.pop(key, None))
 
     @property
     def value(self) -> Any:

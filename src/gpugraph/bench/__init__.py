@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from dataclasses import asdict
-from typing import Callable
+from typing import Any, Callable
 
 from .._cli import Parser, UsageError, open_device, report
 from ._core import WORKLOADS, Options, Row, ValidationError, workload
@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(device, names: list[str], options: Options, progress: Callable[[str], None] | None = None) -> list[Row]:
+def run(device: Any, names: list[str], options: Options, progress: Callable[[str], None] | None = None) -> list[Row]:
     """Run the named workloads on ``device`` and return all their rows; ``progress`` (if given) is told
     in words when each workload starts and ends."""
     rows: list[Row] = []

@@ -37,7 +37,7 @@ def _samples(fn: Callable[[], float], options: Options, repeats: int | None = No
     return [fn() for _ in range(repeats or options.repeats)]
 
 
-def _timed(fn: Callable[[], None]) -> float:
+def _timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
@@ -227,7 +227,7 @@ def manage(device: Any, options: Options) -> list[Row]:
                            _samples(lambda: per_node(lambda: exe.update(other)), options, repeats)))
         exe.close()
     rows += _manage_peers(device, kernel, stream, x, options)
-    graph = capture()
+    graph = capture()  # type: ignore[possibly-undefined]  # the loop above (over a fixed tuple) made it
     exe = graph.instantiate()
     node = graph.nodes[0]
     rows.append(Row.of("manage", "set one kernel node's parameters (exe.set_params)", "µs",

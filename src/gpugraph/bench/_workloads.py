@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
-from .. import Graph, Kernel, LaunchConfig
+from .. import Graph, Kernel, LaunchConfig, Node
 from ._core import Options, Row, ValidationError, time_paired, workload
 
 INCREMENT_SOURCE = r"""
@@ -23,7 +24,7 @@ __global__ void increment(float* x, int n){
 ELEMENTS = 32
 
 
-def _increment(launch, x, n):
+def _increment(launch: LaunchConfig, x: np.ndarray, n: Any) -> None:
     x[:min(int(n), launch.grid[0] * launch.block[0])] += 1.0
 
 
@@ -37,14 +38,14 @@ def _ratio_row(name: str, figure: str, numerator: list[float], denominator: list
 
 
 @workload("chain", "N tiny kernels in a chain: submitted to a stream one by one vs one graph replay")
-def chain(device, options: Options) -> list[Row]:
+def chain(device: Any, options: Options) -> list[Row]:
     """(a) ``stream.launch`` N times then synchronize, vs (b) ``exe.launch`` of the N-node graph then
     synchronize; each kernel adds 1 to a 32-element float32 array, so both must leave N everywhere."""
     n = options.nodes
     array = device.zeros(ELEMENTS, np.float32)
     stream = device.stream()
     graph = Graph(device)
-    previous = ()
+    previous: Node | tuple[()] = ()
     for _ in range(n):
         previous = graph.add_kernel(INCREMENT, 1, ELEMENTS, array, ELEMENTS, after=previous)
     exe = graph.instantiate()
@@ -94,7 +95,7 @@ def chain(device, options: Options) -> list[Row]:
 
 
 @workload("branches", "W independent branches that each wait 2 ms: one stream vs one graph replay")
-def branches(device, options: Options) -> list[Row]:
+def branches(device: Any, options: Options) -> list[Row]:
     """Whether independent branches of a graph run concurrently: W host nodes that each sleep 2 ms
     (standing for device work that does not hold the host), joined by an empty node, vs the same W host
     functions on one stream, which must run them one after the other."""

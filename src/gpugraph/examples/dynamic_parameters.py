@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 
@@ -91,7 +91,8 @@ class Buffers:
         self.output = self.pong  # kernel 7 writes it
 
 
-def enqueue_iteration(stream: gg.Stream, inp: gg.Array, ping: gg.Array, pong: gg.Array, dynamic) -> None:
+def enqueue_iteration(stream: gg.Stream, inp: gg.Array, ping: gg.Array, pong: gg.Array,
+                      dynamic: float | gg.Param | list[gg.Param]) -> None:
     """Launch the 8 kernels of one iteration on ``stream``; ``dynamic`` is a float, a Param or 4 Params.
 
     Kernel 0 reads the input and writes ping, kernel 1 reads ping and writes pong, kernel 2 reads pong
@@ -108,7 +109,7 @@ def enqueue_iteration(stream: gg.Stream, inp: gg.Array, ping: gg.Array, pong: gg
 # The four strategies. Each runs `iterations` iterations on `stream` and waits for them; `after` (if
 # given) is called after each iteration's work is enqueued, to let `run` copy every output back.
 
-After = Optional[Callable[[int, Buffers], None]]
+After = Callable[[int, Buffers], None] | None
 
 
 def no_graph(stream: gg.Stream, buffers: Buffers, iterations: int, after: After = None) -> None:
@@ -134,7 +135,8 @@ def recapture_update(stream: gg.Stream, buffers: Buffers, iterations: int, after
         if after:
             after(it, buffers)
     stream.synchronize()
-    exe.close()
+    if exe is not None:  # None when there were no iterations
+        exe.close()
 
 
 def param(stream: gg.Stream, buffers: Buffers, iterations: int, after: After = None) -> None:
@@ -183,11 +185,11 @@ def measure(device: gg.Device, iterations: int, history: bool = False) -> dict[s
         stream.launch(scale, BLOCKS, THREADS, buffers.ping, buffers.input, 1.0, N)  # load the kernel
         stream.synchronize()
         rows = device.pinned((iterations, N), np.float32) if history else None
-        after = (lambda it, b: stream.memcpy(rows[it], b.output)) if history else None
+        after = (lambda it, b: stream.memcpy(rows[it], b.output)) if rows is not None else None
         start = time.perf_counter()
         strategy(stream, buffers, iterations, after)
         seconds = time.perf_counter() - start
-        results[name] = (seconds, rows.copy() if history else buffers.output.to_numpy())
+        results[name] = (seconds, rows.copy() if rows is not None else buffers.output.to_numpy())
     return results
 
 

@@ -99,7 +99,8 @@ class CpuBackend:
     def mem_import(self, index: int, ptr: int, nbytes: int) -> Allocation:
         # Host memory another library exported (DLPack kDLCPU), viewed where it is; its owner keeps it alive.
         raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
-        alloc = Allocation(ptr, nbytes, np.frombuffer(raw, np.uint8), None, "device")
+        # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
+        alloc = Allocation(ptr, nbytes, np.frombuffer(raw, np.uint8), None, "device")  # type: ignore[arg-type]
         alloc.owner = f"imported memory at {ptr:#x}"
         return alloc
 

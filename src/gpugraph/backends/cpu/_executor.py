@@ -137,7 +137,8 @@ class CpuExec:
         keep running the steps they were launched with."""
         chain, position = self.where[node]
         steps = list(chain.steps)
-        steps[position] = _NOOP if node in self.disabled else self._compile(node)
+        # Not None: only nodes with a step are in ``where`` (_compile returns None for empty nodes alone).
+        steps[position] = _NOOP if node in self.disabled else self._compile(node)  # type: ignore[assignment]
         chain.steps = steps
 
     def set_node(self, original: CpuNode, params: Any) -> None:

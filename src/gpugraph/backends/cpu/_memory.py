@@ -137,13 +137,14 @@ def _unmapped(array_or_alloc: object, alloc: Allocation) -> GpuGraphError:
         f"is not allocated when this operation runs (before its allocation or after its free)")
 
 
-def byte_view(operand: object, nbytes: int) -> np.ndarray:
+def byte_view(operand: Array | np.ndarray, nbytes: int) -> np.ndarray:
     """The first ``nbytes`` bytes of an Array or NumPy array, as a writable uint8 view."""
     if type(operand) is Array:
         buffer = operand._alloc.buffer
         if buffer is None:
             raise _unmapped(operand, operand._alloc)
         return buffer[:nbytes]
+    # A NumPy array: mypy narrows `type(x) is Array` only where it holds, not in the branch after it.
     return operand.reshape(-1).view(np.uint8)[:nbytes]  # type: ignore[union-attr]
 
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ..._errors import GpuGraphError
 from ..._memory import Array
-from ._memory import Allocation, byte_view, typed_view
+from ._memory import Allocation, Pool, byte_view, typed_view
 
 _WIDTH_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
@@ -34,15 +35,24 @@ def run_memset(dst: Any, pattern: int, element_size: int, count: int) -> None:
     view[:count * element_size].view(_WIDTH_DTYPES[element_size])[:] = pattern
 
 
+def _pool(alloc: Allocation) -> Pool:
+    """The pool of a stream-ordered or graph allocation, the only kinds that are mapped and unmapped."""
+    pool = alloc.pool
+    if pool is None:  # a bug in gpugraph, not a user's mistake
+        raise GpuGraphError(f"cpu: {alloc.origin} memory at {alloc.ptr:#x} has no pool to map it in")
+    return pool
+
+
 def map_allocation(alloc: Allocation) -> None:
     """An allocation node or stream alloc: memory is mapped when the work reaches it."""
+    pool = _pool(alloc)
     if alloc.buffer is not None:  # an earlier launch's memory, freed by auto_free_on_launch
-        alloc.pool.unmap(alloc)
-    alloc.pool.map(alloc)
+        pool.unmap(alloc)
+    pool.map(alloc)
 
 
 def unmap_allocation(alloc: Allocation) -> None:
-    alloc.pool.unmap(alloc)
+    _pool(alloc).unmap(alloc)
 
 
 def static_operand(operand: Any, nbytes: int) -> Any:

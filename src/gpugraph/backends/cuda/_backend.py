@@ -12,6 +12,7 @@ import weakref
 from typing import Any, Sequence
 
 import numpy as np
+from cuda.bindings import driver as cu
 
 from ..._errors import BackendError, CaptureError, GpuGraphError
 from ..._memory import Array
@@ -21,7 +22,7 @@ from ... import _params
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
 from ._compile import ModuleCache
-from ._driver import Contexts, call, cu, error, listed
+from ._driver import Contexts, call, error, listed
 from ._host import HostCalls
 from ._launch import Function
 from ._nodes import add_node, address, derive_params, param_patcher, set_exec_node
@@ -140,7 +141,8 @@ class CudaBackend:
         ptr = int(call(cu.cuMemHostAlloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
         weakref.finalize(raw, self._release, self._in_context, index, cu.cuMemFreeHost, ptr).atexit = False
-        return np.frombuffer(raw, np.uint8, count=nbytes)
+        # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
+        return np.frombuffer(raw, np.uint8, count=nbytes)  # type: ignore[call-overload]
 
     def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
         # The driver knows page-locked memory (cuMemHostAlloc, cuMemHostRegister, other libraries' pinned
@@ -414,7 +416,7 @@ class CudaBackend:
         each call (cuStreamGetCaptureInfo) would cost as much as the captured call itself. The capture's
         lock keeps the queue in the order in which the driver made the nodes, across threads.
         """
-        capture = stream.capture
+        capture = _capture_of(stream)
         with capture.lock:
             made = fn(*args)
             capture.graph.pending.append(record(made))
@@ -450,14 +452,14 @@ class CudaBackend:
 
     def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
         """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
-        graph = stream.capture.graph
+        graph = _capture_of(stream).graph
         node = add_node(self, graph, params, self.stream_capture_dependencies(stream))
         self.stream_set_capture_dependencies(stream, [node])
         self._keep_records(graph, node, params)
         return node
 
     def _end(self, stream: CudaStream) -> tuple[Any, Any]:
-        capture = stream.capture
+        capture = _capture_of(stream)
         self.contexts.use(stream.index)
         err, handle = cu.cuStreamEndCapture(stream.handle)
         if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
@@ -469,7 +471,7 @@ class CudaBackend:
         return err, handle
 
     def stream_end_capture(self, stream: CudaStream) -> CudaGraph:
-        graph = stream.capture.graph
+        graph = _capture_of(stream).graph
         err, _ = self._end(stream)
         if err:
             graph.pending = []
@@ -718,6 +720,14 @@ def _done(query: Any, handle: Any) -> bool:
     if err:
         raise error(query.__name__, err)
     return True
+
+
+def _capture_of(stream: CudaStream) -> CudaCapture:
+    """The capture ``stream`` takes part in: for the calls the front end makes only while it captures."""
+    capture = stream.capture
+    if capture is None:  # a bug in gpugraph, not a user's mistake
+        raise GpuGraphError("cuda: a capture call on a stream that is not capturing")
+    return capture
 
 
 def _describes(record: Any, derived: Any) -> bool:

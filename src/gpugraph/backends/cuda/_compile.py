@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from cuda.bindings import driver as cu
 from cuda.bindings import nvrtc
 
 from ..._errors import BackendError, KernelCompileError
 from ..._signature import kernel_names
-from ._driver import call, cu
+from ._driver import call
 
 
 def _nvrtc(fn: Any, *args: Any) -> Any:

@@ -61,12 +61,13 @@ class HostCalls:
             entry[2] = stream
 
     def _run(self, user_data: int | None) -> None:
-        entry = self._entries.get(user_data or 0)
+        key = user_data or 0  # ctypes passes a NULL pointer as None; keys start at 1
+        entry = self._entries.get(key)
         if entry is None:
             return
         fn, args, stream, one_shot = entry
         if one_shot:
-            del self._entries[user_data]
+            del self._entries[key]
         self.local.running = True
         try:
             fn(*args)

@@ -42,8 +42,8 @@ def param_sizes(handle: Any) -> tuple[int, ...] | None:
 
 
 def _code(dtype: np.dtype | None, pointer: bool) -> str:
-    """The struct code of one argument's value (a pointer is a 64-bit address)."""
-    if pointer:
+    """The struct code of one argument's value (a pointer, or an Array where dtype is None: a 64-bit address)."""
+    if pointer or dtype is None:
         return "Q"
     if dtype.kind == "b":
         return "?"  # a C bool: 0 or 1 (struct's integer codes refuse np.bool_)
@@ -57,7 +57,7 @@ def _code(dtype: np.dtype | None, pointer: bool) -> str:
 
 def _format(dtype: np.dtype | None, pointer: bool) -> str:
     """An argument's slot: its value, padded to 8 bytes."""
-    pad = _SLOT - (8 if pointer else dtype.itemsize)
+    pad = _SLOT - (8 if pointer or dtype is None else dtype.itemsize)
     return _code(dtype, pointer) + (f"{pad}x" if pad else "")
 
 
@@ -83,7 +83,7 @@ class Function:
         # Typed: every slot's type is known from the signature. Otherwise a layout is made from the argument
         # types, per call: all of them (no signature), or those of the scalars the signature cannot type.
         self._typed = signature is not None and all(p.pointer or p.dtype is not None for p in signature)
-        self._kinds = None if signature is None else tuple(
+        self._kinds: tuple[Any, ...] | None = None if signature is None else tuple(
             None if p.pointer else p.dtype if p.dtype is not None else _ASK for p in signature)
         self._node_params: Any = None  # a CUDA_KERNEL_NODE_PARAMS reused for the nodes of this kernel
         self._node_shape: Any = None  # the launch shape it was made for
@@ -131,7 +131,7 @@ class Function:
         if self._typed:
             param = self.kernel.signature[index]
             return struct.Struct("<" + _code(param.dtype, param.pointer))
-        kind = self._kinds[index] if self._kinds is not None else _ASK
+        kind: Any = self._kinds[index] if self._kinds is not None else _ASK  # a dtype, None (an Array) or _ASK
         dtype = self._layout_key[index] if kind is _ASK else kind
         return struct.Struct("<" + _code(dtype, dtype is None))
 
@@ -167,5 +167,7 @@ class Function:
                 self._check_untyped(key)
                 self._layout([(d, d is None) for d in key])
                 self._layout_key = key
-        self._struct.pack_into(self._buffer, 0, *[a.ptr if type(a) is Array else a for a in args])
+        # _struct is laid out by now: in __init__ (typed), else above (no key equals the initial None).
+        self._struct.pack_into(  # type: ignore[union-attr]
+            self._buffer, 0, *[a.ptr if type(a) is Array else a for a in args])
         return self._address

@@ -6,13 +6,14 @@ import ctypes
 from typing import Any, Sequence
 
 import numpy as np
+from cuda.bindings import driver as cu
 
 from ..._memory import Array
 from ... import _params
 from ..._params import Param, resolve
 from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
                        FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
-from ._driver import call, cu, error
+from ._driver import call, error
 from ._objects import CudaGraph, ForeignKernel
 
 _T = cu.CUgraphNodeType
