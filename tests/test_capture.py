@@ -180,8 +180,8 @@ def test_stream_alloc_and_free_become_memory_nodes(device, stream):
     assert [n.kind for n in nodes] == [KIND.MEM_ALLOC, KIND.MEMSET, KIND.KERNEL, KIND.MEM_FREE]
     assert nodes[0].params.nbytes == 4 * N
     assert nodes[0].params.ptr == tmp.ptr == nodes[3].params.ptr
-    with pytest.raises(gg.GraphError, match="the allocation was recorded by stream capture; use the Array "
-                                            "that Stream.alloc returned"):
+    with pytest.raises(gg.GraphError, match=r"the allocation was recorded by stream capture; use the Array "
+                                            r"that Stream\.alloc returned"):
         nodes[0].array
     with cap.graph.instantiate() as exe:
         for _ in range(3):  # freed inside the graph, so it can be launched again and again

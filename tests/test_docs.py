@@ -44,7 +44,7 @@ def test_doc_has_blocks(doc):
 
 @pytest.mark.parametrize("doc", list(PROGRAMS))
 def test_doc_blocks_run(device, tmp_path, doc):
-    least, after, printed = PROGRAMS[doc]
+    _least, after, printed = PROGRAMS[doc]
     program = tmp_path / doc.replace(".md", "_md.py")
     program.write_text("import os\n" + "\n".join(blocks(doc)) + "\n" + after + "print('ALL BLOCKS RAN')\n")
     env = dict(os.environ, GPUGRAPH_BACKEND=device.backend, PYTHONPATH=os.pathsep.join(sys.path))

@@ -49,7 +49,7 @@ def test_kernel_node_arguments_are_fixed_at_add_time(device, stream):
     x = device.asarray(np.ones(4, np.float32))
     f = 2.0
     g.add_kernel(K.scale, 1, 4, x, f, 4)
-    f = 10.0  # noqa: F841 - rebinding the name changes nothing in the graph
+    f = 10.0  # rebinding the name changes nothing in the graph
     run(g, stream)
     np.testing.assert_array_equal(x.to_numpy(), [2, 2, 2, 2])
 

@@ -149,7 +149,8 @@ def test_free_not_ordered_after_its_alloc(g):
 def test_add_child_of_graph_with_memory_nodes(device, g):
     child = gg.Graph(device)
     child.add_alloc(4, np.int32)
-    with unchanged(g), pytest.raises(gg.GraphError, match="a graph with allocation or free nodes cannot be used as a child"):
+    with unchanged(g), pytest.raises(gg.GraphError,
+                                     match="a graph with allocation or free nodes cannot be used as a child"):
         g.add_child(child)
 
 
@@ -179,7 +180,8 @@ def test_remove_dependency_on_graph_with_memory_nodes(g):
     a = g.add_empty()
     b = g.add_empty(after=a)
     g.add_alloc(4, np.int32)
-    with unchanged(g), pytest.raises(gg.GraphError, match="edges of a graph with allocation or free nodes cannot be removed"):
+    with unchanged(g), pytest.raises(gg.GraphError,
+                                     match="edges of a graph with allocation or free nodes cannot be removed"):
         g.remove_dependency(a, b)
 
 
@@ -345,8 +347,8 @@ def test_relaunch_with_unfreed_allocation(g, stream):
     g.add_memset(alloc.array, 1, after=alloc)
     with g.instantiate() as exe:
         exe.launch(stream)
-        with pytest.raises(gg.GraphError, match="from the previous launch has not been freed; free it .*"
-                                                "auto_free_on_launch=True"):
+        with pytest.raises(gg.GraphError, match=r"from the previous launch has not been freed; free it .*"
+                                                r"auto_free_on_launch=True"):
             exe.launch(stream)
         stream.free(alloc.array)
         stream.synchronize()
@@ -371,7 +373,7 @@ def test_foreign_free_of_memory_not_allocated_now(device, stream):
     g2 = gg.Graph(device)
     g2.add_free(alloc.array)
     with g1.instantiate() as e1, g2.instantiate() as e2:
-        with pytest.raises(gg.GraphError, match="launch: the graph frees .* which is not allocated now"):
+        with pytest.raises(gg.GraphError, match=r"launch: the graph frees .* which is not allocated now"):
             e2.launch(stream)          # before g1 allocated it
         e1.launch(stream)
         e2.launch(stream)

@@ -381,7 +381,8 @@ def test_from_dlpack_refuses_memory_of_another_device():
 
 @pytest.mark.gpu
 def test_from_dlpack_refuses_host_memory_on_a_gpu(cuda_device):
-    with pytest.raises(ValueError, match=r"ndarray is in kDLCPU:0 memory and cannot be viewed on cuda:\d.*dev\.asarray"):
+    with pytest.raises(ValueError,
+                       match=r"ndarray is in kDLCPU:0 memory and cannot be viewed on cuda:\d.*dev\.asarray"):
         gg.from_dlpack(np.zeros(4, np.float32), device=cuda_device)
 
 

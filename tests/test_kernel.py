@@ -326,7 +326,8 @@ def test_a_parameter_of_unsettled_type_takes_numpy_scalars(device, stream):
 @pytest.mark.parametrize("count", [0, 2, 4])
 def test_wrong_argument_count(device, stream, count):
     args = (device.zeros(4, np.float32), 2.0, 4, 5)[:count]
-    with pytest.raises(TypeError, match=rf"Kernel\('scale'\) takes 3 arguments \(float\* x, float f, int n\), got {count}"):
+    with pytest.raises(TypeError,
+                       match=rf"Kernel\('scale'\) takes 3 arguments \(float\* x, float f, int n\), got {count}"):
         stream.launch(K.scale, 1, 4, *args)
 
 

@@ -86,7 +86,7 @@ def test_empty_like_numpy_and_array(device):
 
 
 def test_empty_like_rejects_non_arrays(device):
-    with pytest.raises(TypeError, match="empty_like.*int"):
+    with pytest.raises(TypeError, match=r"empty_like.*int"):
         device.empty_like(3)
 
 

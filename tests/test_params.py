@@ -424,7 +424,8 @@ def test_param_values_follow_the_rules_of_kernel_arguments(device):
     f = gg.Param(2.0, dtype=np.float32)
     name = re.escape(repr(f))
     for big in (1e300, np.float64(1e300), -1e39):
-        with pytest.raises(ValueError, match=rf"^{name}\.value: .* does not fit in float32 \(\|x\| <= 3\.40282e\+38\)$"):
+        with pytest.raises(ValueError,
+                           match=rf"^{name}\.value: .* does not fit in float32 \(\|x\| <= 3\.40282e\+38\)$"):
             f.value = big
     assert f.value == 2.0 and type(f.value) is np.float32
     for special in (float("inf"), np.float64("-inf")):
@@ -449,8 +450,9 @@ def test_param_values_follow_the_rules_of_kernel_arguments(device):
     with pytest.raises(ValueError, match=r"^Param: 1e\+300 does not fit in float32"):
         gg.Param(1e300, dtype=np.float32)
     loose = gg.Param(np.float64(1e300))
-    with pytest.raises(ValueError, match=r"^Kernel\('scale'\) argument 1 \(float f\) given Param\(np\.float64\(1e\+300\)\): "
-                                         r"np\.float64\(1e\+300\) does not fit in float"):
+    message = (r"^Kernel\('scale'\) argument 1 \(float f\) given Param\(np\.float64\(1e\+300\)\): "
+               r"np\.float64\(1e\+300\) does not fit in float")
+    with pytest.raises(ValueError, match=message):
         gg.Graph(device).add_kernel(K.scale, GRID, BLOCK, K.f32(device, X0), loose, N)
     assert loose.dtype is None  # unbound still
 

@@ -123,7 +123,7 @@ def test_set_host(device, stream):
     node = g.add_host(calls.append, "old")
     with g.instantiate() as exe:
         K.launch_and_wait(exe, stream)
-        exe.set_host(node, lambda *a: calls.append(("new",) + a), 1, 2)
+        exe.set_host(node, lambda *a: calls.append(("new", *a)), 1, 2)
         K.launch_and_wait(exe, stream)
         with pytest.raises(TypeError, match=r"^set_host\(fn\): expected a callable, got int$"):
             exe.set_host(node, 3)
@@ -378,10 +378,10 @@ def test_setter_on_a_node_of_another_kind(device, stream, setter):
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)  # the kernel node was not changed
 
 
-@pytest.mark.parametrize("setter", SETTERS + ["set_enabled"])
+@pytest.mark.parametrize("setter", [*SETTERS, "set_enabled"])
 def test_setter_on_a_node_of_another_graph(device, stream, setter):
-    g, x, nodes = _one_of_each(device)
-    other, _, other_nodes = _one_of_each(device)
+    g, x, _nodes = _one_of_each(device)
+    _other, _, other_nodes = _one_of_each(device)
     if setter == "set_enabled":
         node, call = other_nodes["kernel"], (lambda exe, node: exe.set_enabled(node, False))
     else:
@@ -411,8 +411,9 @@ def test_set_memcpy_changing_memory_kind_is_refused(device, stream, side):
     node = g.add_memcpy(y, x)
     host = K.pinned(device, np.full(N, 7.0, np.float32))
     with g.instantiate() as exe:
-        with pytest.raises(gg.GraphUpdateError, match=rf"^update refused at {re.escape(repr(node))}: memory kind "
-                                                      rf"changed \({side} was device memory, got host memory\)$") as info:
+        with pytest.raises(gg.GraphUpdateError,
+                           match=rf"^update refused at {re.escape(repr(node))}: memory kind "
+                                 rf"changed \({side} was device memory, got host memory\)$") as info:
             if side == "src":
                 exe.set_memcpy(node, y, host)
             else:
@@ -436,7 +437,7 @@ def test_set_memcpy_host_to_device_memory_kind_is_refused(device, stream):
     np.testing.assert_array_equal(y.to_numpy(), X0)
 
 
-@pytest.mark.parametrize("setter", SETTERS + ["set_enabled"])
+@pytest.mark.parametrize("setter", [*SETTERS, "set_enabled"])
 def test_setter_on_a_closed_exec(device, setter):
     g, x, nodes = _one_of_each(device)
     if setter == "set_enabled":

@@ -102,7 +102,7 @@ def test_memcpy_partial_nbytes(device, stream):
 def test_memcpy_between_dtypes_copies_bytes_only_when_asked(device, stream):
     d = device.zeros(4, np.uint32)
     f = np.array([1.0, -2.0, 0.5, 0.0], np.float32)
-    with pytest.raises(TypeError, match="memcpy: dst is uint32 and src is float32; .* pass nbytes="):
+    with pytest.raises(TypeError, match=r"memcpy: dst is uint32 and src is float32; .* pass nbytes="):
         stream.memcpy(d, f)
     stream.memcpy(d, f, nbytes=f.nbytes)
     stream.synchronize()
@@ -160,7 +160,8 @@ def test_memset_count_is_in_elements(device, stream):
 @pytest.mark.parametrize("dtype, value", [(np.float64, 2.0), (np.int64, 5), (np.complex128, 1.0)])
 def test_memset_8_byte_non_repeating_value_raises(device, stream, dtype, value):
     d = device.zeros(4, dtype)
-    with pytest.raises(ValueError, match=r"memsets write 1-, 2- or 4-byte patterns; the .* value .* has no such pattern"):
+    with pytest.raises(ValueError,
+                       match=r"memsets write 1-, 2- or 4-byte patterns; the .* value .* has no such pattern"):
         stream.memset(d, value)
 
 
@@ -244,7 +245,7 @@ def test_synchronize_inside_host_function_raises(device, stream):
 
 def test_uncaught_synchronize_inside_host_function_surfaces_later(device, stream):
     stream.host(stream.synchronize)
-    with pytest.raises(gg.GpuGraphError, match="(?i)synchronize"):
+    with pytest.raises(gg.GpuGraphError, match=r"(?i)synchronize"):
         stream.synchronize()
 
 
@@ -418,7 +419,7 @@ def test_elapsed_ms_of_never_recorded_timing_events_raises(device):
 
 
 def test_stream_priority_must_be_int(device):
-    with pytest.raises(TypeError, match="priority must be an int, got 1.5"):
+    with pytest.raises(TypeError, match=r"priority must be an int, got 1\.5"):
         device.stream(priority=1.5)
     with pytest.raises(TypeError, match="priority must be an int, got True"):
         device.stream(priority=True)

@@ -351,10 +351,7 @@ def test_graph_with_allocation_nodes_cannot_be_updated(device, stream):
 
 def _two_kernel_child(device, x, variant=None):
     child = gg.Graph(device)
-    if variant == "child node kind":
-        k0 = child.add_memset(x, 0.0)
-    else:
-        k0 = child.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    k0 = child.add_memset(x, 0.0) if variant == "child node kind" else child.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
     if variant == "child copy for kernel":
         child.add_memcpy(x, K.pinned(device, np.zeros(N, np.float32)), after=k0)
     elif variant != "child node count":

@@ -8,8 +8,6 @@ Raw cuda-bindings calls only (no gpugraph), so the answers are the driver's. Run
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 from cuda.bindings import driver as cu
 from cuda.bindings import nvrtc
@@ -36,7 +34,7 @@ def row(what: str, outcome: str) -> None:
 def scenario(fn):
     try:
         fn()
-    except Exception as exc:  # a probe reports what the driver said and goes on
+    except Exception as exc:  # noqa: BLE001 - a probe reports what the driver said and goes on
         row(fn.__name__, f"EXCEPTION {type(exc).__name__}: {exc}")
     return fn
 
@@ -72,7 +70,7 @@ def frontier(s):
 
 
 def end(s):
-    err, graph = cu.cuStreamEndCapture(s)
+    err, _graph = cu.cuStreamEndCapture(s)
     return name(err)
 
 
@@ -104,7 +102,7 @@ def join_then_set_unrelated():
     fork(a, b)
     work(b)
     fork(b, a)
-    graph, deps = frontier(a)
+    graph, _deps = frontier(a)
     node = ok(cu.cuGraphAddEmptyNode(graph, [], 0))  # a root: b's work is not reachable from it
     ok(cu.cuStreamUpdateCaptureDependencies(a, [node], None, 1,
                                             cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES))
@@ -189,7 +187,7 @@ def join_wait_then_set_dependencies_empty_fork():
     ok(cu.cuStreamBeginCapture(a, GLOBAL))
     work(a)
     fork(a, b)
-    graph, deps = frontier(a)
+    graph, _deps = frontier(a)
     node = ok(cu.cuGraphAddEmptyNode(graph, [], 0))
     ok(cu.cuStreamUpdateCaptureDependencies(a, [node], None, 1,
                                             cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES))
@@ -214,7 +212,7 @@ def graph_alloc_reuse():
     n1 = ok(cu.cuGraphAddMemAllocNode(g, [], 0, p1))
     f1 = ok(cu.cuGraphAddMemFreeNode(g, [n1], 1, p1.dptr))
     p2 = alloc_params(1 << 16)
-    n2 = ok(cu.cuGraphAddMemAllocNode(g, [f1], 1, p2))
+    ok(cu.cuGraphAddMemAllocNode(g, [f1], 1, p2))
     row("2a alloc, free, alloc after the free in one graph: same address?",
         f"{int(p1.dptr) == int(p2.dptr)} ({int(p1.dptr):#x}, {int(p2.dptr):#x})")
     p3 = alloc_params(1 << 16)
@@ -234,10 +232,11 @@ def graph_alloc_reuse():
 def pointer_kinds():
     host = np.zeros(64, np.float32)
     pinned = ok(cu.cuMemHostAlloc(256, 0))
-    for what, ptr in (("numpy (pageable)", host.ctypes.data), ("cuMemHostAlloc", int(pinned)), ("cuMemAlloc", int(BUF))):
+    for what, ptr in (("numpy (pageable)", host.ctypes.data), ("cuMemHostAlloc", int(pinned)),
+                      ("cuMemAlloc", int(BUF))):
         err, value = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
         row(f"3a cuPointerGetAttribute(MEMORY_TYPE) of {what}", f"{name(err)} {value if not err else ''}")
-    err, flags = cu.cuMemHostGetFlags(host.ctypes.data)
+    err, _flags = cu.cuMemHostGetFlags(host.ctypes.data)
     row("3b cuMemHostGetFlags of numpy (pageable)", name(err))
 
 
@@ -316,12 +315,12 @@ def embedded_graph_instantiate():
     parent = ok(cu.cuGraphCreate(0))
     node = ok(cu.cuGraphAddChildGraphNode(parent, [], 0, child))
     embedded = ok(cu.cuGraphChildGraphNodeGetGraph(node))
-    err, exe = cu.cuGraphInstantiate(embedded, 0)
+    err, _exe = cu.cuGraphInstantiate(embedded, 0)
     row("7a cuGraphInstantiate of cuGraphChildGraphNodeGetGraph's graph", name(err))
     err, clone = cu.cuGraphClone(embedded)
     row("7b cuGraphClone of it", name(err))
     if not err:
-        err, exe = cu.cuGraphInstantiate(clone, 0)
+        err, _exe = cu.cuGraphInstantiate(clone, 0)
         row("7c cuGraphInstantiate of the clone", name(err))
     err, _ = cu.cuGraphAddEmptyNode(embedded, [], 0)
     row("7d cuGraphAddEmptyNode into the embedded graph", name(err))

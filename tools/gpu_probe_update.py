@@ -8,8 +8,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, "tests")
-import gpugraph as gg  # noqa: E402
-import kernels as K  # noqa: E402
+import gpugraph as gg
+import kernels as K
 
 
 def probe(name: str, build_old, build_new) -> None:
@@ -39,7 +39,8 @@ def main() -> None:
     probe("memcpy device->device to host->device", lambda g: g.add_memcpy(x, y), lambda g: g.add_memcpy(x, h))
     probe("memcpy other device arrays", lambda g: g.add_memcpy(x, y), lambda g: g.add_memcpy(y, x))
     probe("memset value and count", lambda g: g.add_memset(x, 1.0), lambda g: g.add_memset(x, 2.0, count=32))
-    probe("memset element size 4 -> 1", lambda g: g.add_memset(x, 1.0), lambda g: g.add_memset(dev.zeros(64, np.uint8), 7))
+    probe("memset element size 4 -> 1", lambda g: g.add_memset(x, 1.0),
+          lambda g: g.add_memset(dev.zeros(64, np.uint8), 7))
 
     def with_alloc(g):
         a = g.add_alloc(64, np.float32)

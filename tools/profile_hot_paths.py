@@ -12,7 +12,8 @@ import cProfile
 import pstats
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -3,15 +3,20 @@ with the garbage collector off and after a collection: how its cost depends on w
 
 Usage (on a CUDA machine, from the repository root): PYTHONPATH=src python3 tools/seed_param_alone.py
 """
-import gc, time
+import gc
+import time
+
 import gpugraph as gg
 from gpugraph.examples import dynamic_parameters as seed
+
 dev = gg.Device("cuda")
-stream = dev.stream(); buffers = seed.Buffers(dev)
+stream, buffers = dev.stream(), seed.Buffers(dev)
 stream.launch(seed.scale, seed.BLOCKS, seed.THREADS, buffers.ping, buffers.input, 1.0, seed.N)
 stream.synchronize()
 def timed(name, n):
-    t = time.perf_counter(); seed.STRATEGIES[name](stream, buffers, n); stream.synchronize()
+    t = time.perf_counter()
+    seed.STRATEGIES[name](stream, buffers, n)
+    stream.synchronize()
     return round((time.perf_counter() - t) / n * 1e6, 2)
 def objs(): return len(gc.get_objects())
 print("param fresh", timed("Param", 20000), objs())

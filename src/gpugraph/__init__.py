@@ -8,15 +8,33 @@ from ._capture import Capture
 from ._captured import CapturedFunction, CapturedStats, captured
 from ._current import current_stream, use_stream
 from ._device import Device, GraphMemoryUsage
-from ._errors import (BackendError, BackendUnavailableError, CaptureError, GpuGraphError, GraphError,
-                      GraphUpdateError, KernelCompileError)
+from ._errors import (
+    BackendError,
+    BackendUnavailableError,
+    CaptureError,
+    GpuGraphError,
+    GraphError,
+    GraphUpdateError,
+    KernelCompileError,
+)
 from ._exec import GraphExec
 from ._graph import Graph, Node
 from ._interop import from_cuda_array_interface, from_dlpack
 from ._kernel import Kernel, LaunchConfig
 from ._memory import Array
-from ._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
-                     FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind)
+from ._nodes import (
+    AllocParams,
+    ChildGraphParams,
+    EmptyParams,
+    EventRecordParams,
+    EventWaitParams,
+    FreeParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+)
 from ._params import Param
 from ._stream import Event, Stream
 from .backends import available_backends
@@ -29,9 +47,9 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "Capture",
+    "CaptureError",
     "CapturedFunction",
     "CapturedStats",
-    "CaptureError",
     "ChildGraphParams",
     "Device",
     "EmptyParams",

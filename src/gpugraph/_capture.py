@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 import threading
 import traceback
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import CaptureError
 
@@ -35,10 +36,10 @@ MODES = ("global", "thread_local", "relaxed")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 _lock = threading.Lock()
-_active: list["Capture"] = []
+_active: list[Capture] = []
 # Threads now capturing a ``@captured`` function, each with its Capture: the function's work must go to the
 # capturing stream, since work on any other stream of the device would run once and stay out of the graph.
-function_captures: dict[int, "Capture"] = {}
+function_captures: dict[int, Capture] = {}
 
 
 def _where() -> str:
@@ -48,7 +49,7 @@ def _where() -> str:
     return "".join(traceback.format_list(frames[-6:])).rstrip()
 
 
-def _invalidate(captures: Iterable["Capture"], api: str, rule: str) -> CaptureError:
+def _invalidate(captures: Iterable[Capture], api: str, rule: str) -> CaptureError:
     """Mark ``captures`` invalidated by ``api`` and return the error to raise."""
     captures = list(captures)
     first = captures[0]
@@ -95,7 +96,7 @@ def refuse_outside_function_capture(stream: Any, api: str) -> None:
                                           f"gg.current_stream() (the capturing stream)")
 
 
-def check_usable(capture: "Capture", api: str) -> None:
+def check_usable(capture: Capture, api: str) -> None:
     """Raise the first error again if ``capture`` was invalidated (later calls fail, naming the cause)."""
     error = capture.error
     if error is not None:

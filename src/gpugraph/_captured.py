@@ -11,10 +11,11 @@ hashable values by value; arguments named in ``dynamic`` by type only. On a call
 
 The function must enqueue its work on ``current_stream()``; while it is captured that is the capture's
 stream, and work it enqueues on another stream of the device (one it was given or closed over) raises
-CaptureError, since it would run once at the capture and never be part of the graph. Memory it allocates there becomes graph memory, instantiated with auto-free on launch: its
-address is the same at every replay (the returned Arrays stay valid until the next call), and it is
-freed when the graph leaves the cache (``clear()`` empties it). The function's Python code runs only
-when it is captured, and the value it returns then is what every replay returns.
+CaptureError, since it would run once at the capture and never be part of the graph. Memory it allocates
+there becomes graph memory, instantiated with auto-free on launch: its address is the same at every
+replay (the returned Arrays stay valid until the next call), and it is freed when the graph leaves the
+cache (``clear()`` empties it). The function's Python code runs only when it is captured, and the value
+it returns then is what every replay returns.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import functools
 import inspect
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 

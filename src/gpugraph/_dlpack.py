@@ -259,7 +259,8 @@ class Tensor(NamedTuple):
 
 
 def read(capsule: Any, what: str, name: str) -> Tensor:
-    """Read an unused DLPack capsule (from ``name``, for messages) describing C-contiguous memory of a NumPy-expressible dtype.
+    """Read an unused DLPack capsule (from ``name``, for messages) describing C-contiguous memory of a
+    NumPy-expressible dtype.
 
     Raises:
         TypeError: If ``capsule`` is not an unused DLPack capsule.

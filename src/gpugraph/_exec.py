@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from . import _capture, _params
 from ._errors import GraphError, GraphUpdateError
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import check_pinned, memcpy_nbytes, memset_pattern
-from ._nodes import (ChildGraphParams, EventRecordParams, EventWaitParams, HostParams,
-                     KernelParams, MemcpyParams, MemsetParams, NodeKind)
-from . import _capture, _params
+from ._nodes import (
+    ChildGraphParams,
+    EventRecordParams,
+    EventWaitParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+)
 from ._params import Param
 from ._stream import Event, Stream
 from ._update import GraphLayout, check_node, check_update, graph_shape

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ._errors import GraphError
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
-from ._nodes import (MEMORY_KINDS, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
-                     HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind)
+from ._nodes import (
+    MEMORY_KINDS,
+    ChildGraphParams,
+    EmptyParams,
+    EventRecordParams,
+    EventWaitParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+)
 from ._stream import Event
 
 
@@ -28,7 +39,7 @@ class Node:
 
     __slots__ = ("graph", "kind", "_handle", "_number", "_array", "__weakref__")
 
-    def __init__(self, graph: "Graph", handle: Any, kind: NodeKind, number: int) -> None:
+    def __init__(self, graph: Graph, handle: Any, kind: NodeKind, number: int) -> None:
         self.graph = graph
         self.kind = kind
         self._handle = handle
@@ -44,13 +55,13 @@ class Node:
         return params
 
     @property
-    def dependencies(self) -> tuple["Node", ...]:
+    def dependencies(self) -> tuple[Node, ...]:
         """Nodes this node waits for."""
         g = self.graph
         return tuple(g._node(h) for h in g._backend.node_dependencies(g._handle, self._handle))
 
     @property
-    def dependents(self) -> tuple["Node", ...]:
+    def dependents(self) -> tuple[Node, ...]:
         """Nodes that wait for this node."""
         g = self.graph
         return tuple(g._node(h) for h in g._backend.node_dependents(g._handle, self._handle))
@@ -109,7 +120,7 @@ class Graph:
         self._setup(device, backend.graph_create(device.index), owner=None)
         weakref.finalize(self, backend.graph_destroy, self._handle).atexit = False
 
-    def _setup(self, device: Any, handle: Any, owner: "Graph | None") -> None:
+    def _setup(self, device: Any, handle: Any, owner: Graph | None) -> None:
         self.device = device
         self._backend = device._backend
         self._handle = handle
@@ -141,7 +152,7 @@ class Graph:
                 exe._before_change(self)
 
     @classmethod
-    def _wrap(cls, device: Any, handle: Any, owner: "Graph | None" = None, own: bool = True) -> "Graph":
+    def _wrap(cls, device: Any, handle: Any, owner: Graph | None = None, own: bool = True) -> Graph:
         """A Graph over an existing backend graph.
 
         Args:
@@ -251,7 +262,7 @@ class Graph:
         """Add a node that does nothing: a join point. See also: cudaGraphAddEmptyNode."""
         return self._add(EmptyParams(), self._deps(after, "add_empty"))
 
-    def add_child(self, graph: "Graph", after: Any = ()) -> Node:
+    def add_child(self, graph: Graph, after: Any = ()) -> Node:
         """Add a node running a copy of ``graph`` (taken now). See also: cudaGraphAddChildGraphNode."""
         if not isinstance(graph, Graph):
             raise TypeError(f"add_child(graph): expected a Graph, got {type(graph).__name__}")
@@ -292,7 +303,7 @@ class Graph:
         node._array = Array(self.device, ptr, shape, dtype, alloc)
         return node
 
-    def add_free(self, allocation: "Node | Array", after: Any = ()) -> Node:
+    def add_free(self, allocation: Node | Array, after: Any = ()) -> Node:
         """Add a node freeing a graph allocation (an allocation node of this graph, or its Array).
 
         Raises:
@@ -414,7 +425,7 @@ class Graph:
     def __len__(self) -> int:
         return len(self._backend.graph_nodes(self._handle))
 
-    def clone(self) -> "Graph":
+    def clone(self) -> Graph:
         """A copy of the graph; ``copy.find(node)`` maps this graph's nodes to the copy's.
 
         See also: cudaGraphClone.
@@ -450,7 +461,7 @@ class Graph:
         from ._dot import to_dot
         return to_dot(self)
 
-    def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False) -> "Any":
+    def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False) -> Any:
         """Create an executable graph.
 
         Args:

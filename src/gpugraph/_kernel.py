@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +155,7 @@ class Kernel:
         return _typed(self, args)
 
 
-def _typed(kernel: "Kernel", args: tuple) -> tuple:
+def _typed(kernel: Kernel, args: tuple) -> tuple:
     """``args`` with plain Python numbers turned into the NumPy scalar types of the C signature."""
     signature = kernel.signature
     if signature is None:

@@ -7,8 +7,9 @@ recorded from other libraries on a GPU backend may carry raw addresses (int) whe
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 
 class NodeKind(enum.Enum):

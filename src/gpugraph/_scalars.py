@@ -37,7 +37,7 @@ def check_dtype(dtype: Any, where: str) -> np.dtype:
     return dtype
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bounds(dtype: np.dtype) -> tuple[bool, Any, Any]:
     """(integral, low, high): the values ``dtype`` holds; a floating type's finite range."""
     if dtype.kind == "b":

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import _capture, _params
 from ._errors import CaptureError
-from ._params import resolve
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
-
+from ._params import resolve
 
 _WAIT_RULE = ("waiting for work outside the capture is forbidden while a 'global' capture runs, or in the "
               "thread of a 'thread_local' one")
@@ -51,7 +51,7 @@ class Event:
         self._check_not_captured("Event.done")
         return self._backend.event_query(self._handle)
 
-    def elapsed_ms(self, end: "Event") -> float:
+    def elapsed_ms(self, end: Event) -> float:
         """Milliseconds between this event's last record and ``end``'s.
 
         Raises:
@@ -136,7 +136,7 @@ class Stream:
         return stream_protocol(self)
 
     @classmethod
-    def from_external(cls, stream: Any, device: Any = None) -> "Stream":
+    def from_external(cls, stream: Any, device: Any = None) -> Stream:
         """The Stream of a CUDA stream another library made (anything with ``__cuda_stream__``: CuPy,
         PyTorch, cuda.core streams), to launch, copy, capture and launch graphs on.
 
@@ -158,7 +158,7 @@ class Stream:
         return external_stream(stream, device)
 
     @classmethod
-    def _adopt(cls, device: Any, handle: Any, non_blocking: bool, priority: int) -> "Stream":
+    def _adopt(cls, device: Any, handle: Any, non_blocking: bool, priority: int) -> Stream:
         """A Stream around the backend's ``handle`` of a native stream it does not own (nothing destroys it
         at collection). Sets what ``__init__`` sets."""
         stream = object.__new__(cls)
@@ -191,7 +191,7 @@ class Stream:
                                    api="Stream.is_capturing", stream=first.stream, mode=first.mode)
         return self._capture is not None
 
-    def capture(self, mode: str = "global", into: Any = None, after: Any = ()) -> "_capture.Capture":
+    def capture(self, mode: str = "global", into: Any = None, after: Any = ()) -> _capture.Capture:
         """Record the work enqueued on this stream inside a ``with`` block into a graph.
 
         Args:

@@ -6,7 +6,8 @@ Allocation records (each backend's own) carry ``ptr``, ``origin`` ("device", "st
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._errors import GraphError
 
@@ -23,7 +24,7 @@ class GraphMemoryRules:
         self.auto_free_on_launch = auto_free_on_launch
 
     @classmethod
-    def of(cls, allocated: Sequence[Any], freed: Sequence[Any], auto_free_on_launch: bool) -> "GraphMemoryRules | None":
+    def of(cls, allocated: Sequence[Any], freed: Sequence[Any], auto_free_on_launch: bool) -> GraphMemoryRules | None:
         """The rules of a graph, or None when it neither allocates nor frees (nothing to check at launch)."""
         return cls(allocated, freed, auto_free_on_launch) if allocated or freed else None
 

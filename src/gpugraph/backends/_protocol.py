@@ -8,7 +8,8 @@ records of ``gpugraph._nodes``. Every call maps to one HIP/CUDA runtime or drive
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 

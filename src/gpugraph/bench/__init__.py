@@ -12,15 +12,16 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 from .._cli import Parser, UsageError, open_device, report
-from ._core import WORKLOADS, Options, Row, ValidationError, workload
 from . import _gpu, _rk4, _workloads  # noqa: F401 - register the workloads
+from ._core import WORKLOADS, Options, Row, ValidationError, workload
 from ._report import machine, markdown_table
 
-__all__ = ["Options", "Row", "ValidationError", "WORKLOADS", "main", "run", "workload"]
+__all__ = ["WORKLOADS", "Options", "Row", "ValidationError", "main", "run", "workload"]
 
 
 PROG = "python -m gpugraph bench"

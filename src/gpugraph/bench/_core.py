@@ -6,8 +6,9 @@ import contextlib
 import gc
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 
 class ValidationError(RuntimeError):
@@ -60,7 +61,7 @@ class Row:
     target: str = ""
 
     @classmethod
-    def of(cls, workload: str, figure: str, unit: str, samples: list[float], target: str = "") -> "Row":
+    def of(cls, workload: str, figure: str, unit: str, samples: list[float], target: str = "") -> Row:
         """Summarise ``samples`` (already in ``unit``) into a row."""
         if len(samples) >= 2:
             q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")

@@ -14,7 +14,8 @@ import subprocess
 import tempfile
 import time
 import tracemalloc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -136,7 +137,7 @@ def _chain(device: Any, kernel: Kernel, x: Any, nodes: int, width: int) -> Graph
     graph = Graph(device)
     fork = graph.add_empty() if width > 1 else None
     ends = []
-    for branch in range(width):
+    for _ in range(width):
         last = fork
         for _ in range(nodes // width):
             last = graph.add_kernel(kernel, 1, 32, x, 32, after=last)

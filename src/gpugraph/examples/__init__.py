@@ -6,8 +6,8 @@ Each module has ``run(device) -> Result``; ``python -m gpugraph demo`` runs them
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 EXAMPLES = ("explicit_graph", "capture_graph", "async_streams", "dynamic_parameters", "captured")
 

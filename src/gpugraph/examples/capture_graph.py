@@ -11,8 +11,17 @@ import numpy as np
 
 import gpugraph as gg
 from gpugraph.examples import Result, timed
-from gpugraph.examples.explicit_graph import (ARRAY_SIZE, EXPECTED, INIT_VALUE, NUM_BLOCKS, THREADS_PER_BLOCK,
-                                              kernelA, kernelB, kernelC, set_vector)
+from gpugraph.examples.explicit_graph import (
+    ARRAY_SIZE,
+    EXPECTED,
+    INIT_VALUE,
+    NUM_BLOCKS,
+    THREADS_PER_BLOCK,
+    kernelA,
+    kernelB,
+    kernelC,
+    set_vector,
+)
 
 
 def capture(stream: gg.Stream, h_array: np.ndarray) -> gg.Graph:

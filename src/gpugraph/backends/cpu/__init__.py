@@ -10,15 +10,15 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..._errors import GpuGraphError
 from ..._kernel import LaunchConfig
-from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
-                       MemsetParams)
+from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ._capture import CpuCapture
 from ._executor import CpuExec
 from ._graphs import CpuGraph, CpuNode

@@ -10,18 +10,28 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, Callable
+from typing import Any
 
 from ..._errors import GraphError
-from .._graph_memory import GraphMemoryRules
 from ..._kernel import LaunchConfig
-from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
-                       FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
-from ._graphs import CpuGraph, CpuNode
+from ..._nodes import (
+    AllocParams,
+    ChildGraphParams,
+    EmptyParams,
+    EventRecordParams,
+    EventWaitParams,
+    FreeParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+)
 from ..._params import resolve
-from ._ops import (map_allocation, run_kernel, run_memcpy, run_memset, static_arg, static_operand,
-                   unmap_allocation)
+from .._graph_memory import GraphMemoryRules
+from ._graphs import CpuGraph, CpuNode
+from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, static_arg, static_operand, unmap_allocation
 
 Step = tuple[Callable[..., Any], tuple]
 _Launch = tuple  # (chains, the steps of each chain, root chains) of one launch
@@ -172,18 +182,18 @@ class CpuExec:
         for event, pending in self.event_records:
             event.record_at_launch(pending)
 
-    def snapshot(self) -> "_Launch":
+    def snapshot(self) -> _Launch:
         """The chains and their steps as they are now: what a launch made now will run."""
         return self.chains, [chain.steps for chain in self.chains], self.roots
 
-    def run_then_set(self, done: threading.Event, launch: "_Launch") -> None:
+    def run_then_set(self, done: threading.Event, launch: _Launch) -> None:
         """Run one launch, then set ``done`` whatever happened."""
         try:
             self.run(launch)
         finally:
             done.set()
 
-    def run(self, launch: "_Launch | None" = None) -> None:
+    def run(self, launch: _Launch | None = None) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""
         chains, steps, roots = self.snapshot() if launch is None else launch
         if len(steps) != 1:

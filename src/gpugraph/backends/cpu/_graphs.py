@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams
 from ._memory import span
@@ -13,7 +14,7 @@ class CpuNode:
 
     __slots__ = ("params", "deps", "dependents", "alloc", "__weakref__")
 
-    def __init__(self, params: Any, deps: Sequence["CpuNode"], alloc: Any = None) -> None:
+    def __init__(self, params: Any, deps: Sequence[CpuNode], alloc: Any = None) -> None:
         self.params = params
         self.deps: list[CpuNode] = list(deps)
         self.dependents: list[CpuNode] = []
@@ -66,7 +67,7 @@ class CpuGraph:
     def edges(self) -> list[tuple[CpuNode, CpuNode]]:
         return [(dep, node) for node in self.nodes for dep in node.deps]
 
-    def clone(self) -> "CpuGraph":
+    def clone(self) -> CpuGraph:
         copy = CpuGraph(self.index)
         mapping: dict[CpuNode, CpuNode] = {}
         for node in self.nodes:

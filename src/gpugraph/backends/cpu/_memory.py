@@ -28,7 +28,7 @@ class Allocation:
 
     __slots__ = ("ptr", "nbytes", "buffer", "pool", "origin", "live", "owner", "__weakref__")
 
-    def __init__(self, ptr: int, nbytes: int, buffer: np.ndarray | None, pool: "Pool | None",
+    def __init__(self, ptr: int, nbytes: int, buffer: np.ndarray | None, pool: Pool | None,
                  origin: str) -> None:
         self.ptr = ptr
         self.nbytes = nbytes

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections import deque
 import time
-from typing import Any, Callable
+from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 from ..._errors import GpuGraphError
 
@@ -36,7 +37,7 @@ class CpuEvent:
         self.capture: Any = None  # the capture the event was last recorded in
         self.capture_nodes: list[Any] = []  # the recording stream's frontier at that record
 
-    def record_at_launch(self, pending: "deque[Completion]") -> None:
+    def record_at_launch(self, pending: deque[Completion]) -> None:
         """A graph launch records the event now; its node fires the record when it runs."""
         completion = Completion()
         self.latest = completion
@@ -50,7 +51,7 @@ class CpuEvent:
             latest.flag.wait()
 
 
-def _work(tasks: "queue.SimpleQueue[Any]", stream: "CpuStream") -> None:
+def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
     get = tasks.get
     while True:
         item = get()
@@ -78,9 +79,9 @@ class CpuStream:
         self.capture: Any = None  # the capture this stream records into, if any
         # For the legacy default stream and blocking streams: orders a submission behind the other side's
         # earlier work (CUDA's implicit synchronization), else None.
-        self.implicit_order: Callable[["CpuStream"], None] | None = None
+        self.implicit_order: Callable[[CpuStream], None] | None = None
         self._lock = threading.Lock()
-        self._tasks: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=_work, args=(self._tasks, self), daemon=True,
                                         name="gpugraph-cpu-stream")
         self._thread.start()

@@ -9,16 +9,16 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from cuda.bindings import driver as cu
 
+from ... import _params
 from ..._errors import BackendError, CaptureError, GpuGraphError
 from ..._memory import Array
-from ..._nodes import (AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams,
-                       MemsetParams)
-from ... import _params
+from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
 from ._compile import ModuleCache
@@ -619,7 +619,8 @@ class CudaBackend:
 
     def graph_instantiate(self, graph: CudaGraph, auto_free_on_launch: bool) -> CudaExec:
         self.contexts.use(graph.index)
-        flags = cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH if auto_free_on_launch else 0
+        flags = (cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH if auto_free_on_launch
+                 else 0)
         handle = call(cu.cuGraphInstantiate, graph.handle, int(flags))
         allocated, freed = self._memory_nodes(graph)
         host_keys: list[int] = []

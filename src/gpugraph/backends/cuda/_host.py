@@ -12,7 +12,8 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cuda.bindings import driver as cu
 

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from cuda.bindings import driver as cu
 
-from ..._memory import Array
 from ... import _params
+from ..._memory import Array
+from ..._nodes import (
+    AllocParams,
+    ChildGraphParams,
+    EmptyParams,
+    EventRecordParams,
+    EventWaitParams,
+    FreeParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+)
 from ..._params import Param, resolve
-from ..._nodes import (AllocParams, ChildGraphParams, EmptyParams, EventRecordParams, EventWaitParams,
-                       FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams)
 from ._driver import call, error
 from ._objects import CudaGraph, ForeignKernel
 

@@ -33,7 +33,7 @@ class CudaCapture:
 
     __slots__ = ("graph", "into", "active", "streams", "lock")
 
-    def __init__(self, graph: "CudaGraph", into: bool, origin: "CudaStream") -> None:
+    def __init__(self, graph: CudaGraph, into: bool, origin: CudaStream) -> None:
         self.graph = graph
         self.into = into
         self.active = True
