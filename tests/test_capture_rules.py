@@ -302,12 +302,14 @@ def test_fork_without_work_needs_no_join(device, stream):
 
 
 def test_joined_forks_stay_joined_after_set_dependencies(device, stream):
-    """The dynamic-parameters blog's combined approach: fork two streams, join both, then move the frontier
-    to an explicit node. CUDA accepts it (tools/gpu_probe_rules.py case 1a); the graph runs in order."""
+    """The issue's case: fork two streams, join both, then move the frontier to an explicit node that does
+    not follow the joins (the combined approach with a node placed by hand). CUDA accepts it
+    (tools/gpu_probe_rules.py cases 1a, 1b); the graph runs with every node in its order."""
     left, right = device.stream(), device.stream()
-    x, y = device.zeros(N, np.float32), device.zeros(N, np.float32)
+    x, y, z = device.zeros(N, np.float32), device.zeros(N, np.float32), device.zeros(N, np.float32)
     with stream.capture() as cap:
         stream.memset(x, 1.0)
+        (first,) = cap.dependencies
         fork = stream.record()
         left.wait(fork)
         right.wait(fork)
@@ -315,15 +317,16 @@ def test_joined_forks_stay_joined_after_set_dependencies(device, stream):
         right.memset(y, 2.0)
         stream.wait(left.record())
         stream.wait(right.record())
-        after = cap.graph.add_memcpy(y, x, after=cap.dependencies)  # y = x once both forks are done
-        cap.set_dependencies([after])
-        stream.launch(K.scale, GRID, BLOCK, y, 2.0, N)
+        placed = cap.graph.add_memset(z, 4.0, after=[first])  # after the first node only
+        cap.set_dependencies([placed])
+        stream.launch(K.scale, GRID, BLOCK, z, 2.0, N)
     assert len(cap.graph) == 5
     with cap.graph.instantiate() as exe:
         exe.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 3.0, np.float32))
-    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 6.0, np.float32))
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 2.0, np.float32))
+    np.testing.assert_array_equal(z.to_numpy(), np.full(N, 8.0, np.float32))
 
 
 def test_a_join_counts_even_when_the_frontier_moves_away_from_it(device, stream):

@@ -245,7 +245,7 @@ def test_memset_of_host_array(g):
 
 @pytest.mark.parametrize("bad", ["7", None, [7], object()])
 def test_kernel_arg_of_unsupported_type(device, g, bad):
-    with unchanged(g), pytest.raises(TypeError, match=r"Kernel\('fill'\) argument 1 \(int v\): expects a int scalar"):
+    with unchanged(g), pytest.raises(TypeError, match=r"Kernel\('fill'\) argument 1 \(int v\): expects a C int scalar"):
         g.add_kernel(K.fill, 1, 4, device.zeros(4, np.int32), bad, 4)
 
 

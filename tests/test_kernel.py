@@ -136,7 +136,7 @@ def test_scalar_overflow_raises_value_error(device, stream, kernel, args, index,
 @pytest.mark.parametrize("bad", ["3", [3], None, b"3", 2 + 1j])
 def test_unsupported_scalar_raises_type_error_naming_index_and_type(device, stream, bad):
     x = device.zeros(4, np.int32)
-    with pytest.raises(TypeError, match=r"Kernel\('fill'\) argument 1 \(int v\): expects a int scalar, got"):
+    with pytest.raises(TypeError, match=r"Kernel\('fill'\) argument 1 \(int v\): expects a C int scalar, got"):
         stream.launch(K.fill, 1, 4, x, bad, 4)
 
 
@@ -171,12 +171,12 @@ __global__ void flags(int* out, bool b, int i, unsigned u, float f){
     (4, 1e300, np.float64(1e300), ValueError, (r"argument 4 \(float f\): (np\.float64\()?1e\+300\)? does not fit "
                                                r"in float \(\|x\| <= 3\.40282e\+38\)$")),
     (4, 10**39, np.longdouble(1e39), ValueError, r"argument 4 \(float f\): .* does not fit in float"),
-    (4, 1 + 2j, np.complex64(1 + 2j), TypeError, r"argument 4 \(float f\): expects a float scalar, got complex"),
-    (2, 1 + 0j, np.complex128(1), TypeError, r"argument 2 \(int i\): expects a int scalar, got complex"),
+    (4, 1 + 2j, np.complex64(1 + 2j), TypeError, r"argument 4 \(float f\): expects a C float scalar, got complex"),
+    (2, 1 + 0j, np.complex128(1), TypeError, r"argument 2 \(int i\): expects a C int scalar, got complex"),
     (1, 2, np.int32(2), ValueError, r"argument 1 \(bool b\): (np\.int32\()?2\)? does not fit in bool \(0\.\.1\)$"),
     (1, 0.5, np.float16(0.5), TypeError, r"argument 1 \(bool b\): expects an integer, got float"),
-    (2, "3", np.str_("3"), TypeError, r"argument 2 \(int i\): expects a int scalar, got str"),
-    (2, None, np.datetime64(3, "s"), TypeError, r"argument 2 \(int i\): expects a int scalar, got"),
+    (2, "3", np.str_("3"), TypeError, r"argument 2 \(int i\): expects a C int scalar, got str"),
+    (2, None, np.datetime64(3, "s"), TypeError, r"argument 2 \(int i\): expects a C int scalar, got"),
 ])
 def test_numpy_scalars_follow_the_rules_of_python_numbers(device, stream, index, python, numpy, exc, match):
     out = device.zeros(4, np.int32)
@@ -222,7 +222,7 @@ def test_inf_and_nan_fit_a_floating_parameter(device):
 
 
 def test_a_0d_array_is_not_a_scalar(device, stream):
-    with pytest.raises(TypeError, match=r"argument 2 \(int i\): expects a int scalar, got ndarray array\(3\) \(a 0-d "
+    with pytest.raises(TypeError, match=r"argument 2 \(int i\): expects a C int scalar, got ndarray array\(3\) \(a 0-d "
                                         r"array: pass arr\[\(\)\] or arr\.item\(\)\)$"):
         stream.launch(FLAGS, 1, 1, device.zeros(4, np.int32), True, np.array(3), 2, 3.0)
 

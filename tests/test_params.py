@@ -353,7 +353,7 @@ def test_scalar_param_for_a_pointer_parameter_and_back(device):
     with pytest.raises(TypeError, match=r"^Kernel\('scale'\) argument 0 \(.*\): expects a device Array, got a "
                                         r"scalar Param\(2\.0\)$"):
         g.add_kernel(K.scale, GRID, BLOCK, scalar, 2.0, N)
-    with pytest.raises(TypeError, match=r"^Kernel\('scale'\) argument 1 \(.*\): expects a float scalar, got "
+    with pytest.raises(TypeError, match=r"^Kernel\('scale'\) argument 1 \(.*\): expects a C float scalar, got "
                                         r"Param\(Array of float32\)$"):
         g.add_kernel(K.scale, GRID, BLOCK, x, pointer, N)
 

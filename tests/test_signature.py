@@ -126,6 +126,16 @@ def test_a_parameter_list_the_reader_cannot_tell_makes_the_signature_unknown(sou
     assert read(source) is None
 
 
+def test_macros_that_grow_without_bound_leave_their_kernels_unknown():
+    """Macros that double at each level would expand to 2**40 tokens: the reader gives up on macros instead
+    of hanging; a kernel that uses none keeps its signature, one that does becomes unknown."""
+    defines = "#define M0 float\n" + "".join(f"#define M{i + 1} M{i} M{i}\n" for i in range(40))
+    source = defines + "__global__ void k(M40 x, float* y, int n){}\n__global__ void j(float* y, int n){}\n"
+    assert read(source, "k") is None
+    assert read(source, "j") == [("y", "float*", True, F32, 1), ("n", "int", False, I32, 0)]
+    assert kernel_names(source) == ["j", "k"]
+
+
 def test_a_kernel_declared_through_a_macro_is_found():
     source = '#define KERNEL extern "C" __global__\nKERNEL void k(float* x, int n){}'
     assert types(source) == [F32, I32]

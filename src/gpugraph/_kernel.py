@@ -207,7 +207,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any,
             return to_c(value, dtype, ctype, where)
         if kind is Param:
             if value.is_array:
-                raise TypeError(f"{where}: expects a {ctype} scalar, got {value!r}")
+                raise TypeError(f"{where}: expects a C {ctype} scalar, got {value!r}")
             if not known:
                 if value.dtype is None:
                     raise TypeError(f"{where}: gpugraph cannot tell the C type {ctype!r}; give the Param a dtype")

@@ -59,7 +59,7 @@ def to_c(value: Any, dtype: np.dtype, ctype: str, where: str) -> Any:
     if not isinstance(value, NUMBERS):
         hint = (" (a 0-d array: pass arr[()] or arr.item())"
                 if isinstance(value, np.ndarray) and value.ndim == 0 else "")
-        raise TypeError(f"{where}: expects a {ctype} scalar, got {describe(value)}{hint}")
+        raise TypeError(f"{where}: expects a C {ctype} scalar, got {describe(value)}{hint}")
     integral, low, high = bounds(dtype)
     if integral:
         if isinstance(value, float):  # Python floats and np.float64

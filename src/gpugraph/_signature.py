@@ -71,15 +71,16 @@ class KernelParam:
 
 # Lexing: the source as the compiler's tokens, without comments or literals
 
-_LEXEME = re.compile(r"""
+_NUMBER = r"\.?\d(?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*"  # a pp-number, digit separators included
+_LEXEME = re.compile(rf"""
     (?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))
-  | (?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")
+  | (?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{{0,16}})\(.*?\)(?P=delim)")
   | (?P<string>(?:u8|[uUL])?"(?:[^"\\\n]|\\.)*")
   | (?P<char>(?:u8|[uUL])?'(?:[^'\\\n]|\\.)*')
-  | (?P<number>\.?\d(?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*)
+  | (?P<number>{_NUMBER})
   | (?P<word>[A-Za-z_]\w*)
 """, re.S | re.X)
-_TOKEN = re.compile(r"[A-Za-z_]\w*|\.?\d(?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*|\.\.\.|::|&&|\"\"|\S")
+_TOKEN = re.compile(rf"[A-Za-z_]\w*|{_NUMBER}|\.\.\.|::|&&|\"\"|\S")
 _DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(\w*)(.*)")
 _DEFINE = re.compile(r"\s*([A-Za-z_]\w*)(\()?(.*)", re.S)
 
@@ -194,9 +195,26 @@ def _matching(tokens: list[str], start: int, open_: str = "(", close: str = ")")
     return len(tokens) - 1
 
 
+# The most tokens an expansion may make: macros that double at each level grow exponentially, and a
+# reader that gives up (every macro then unknown) is better than one that hangs.
+_EXPANSION_LIMIT = 250_000
+
+
+class _TooLong(Exception):
+    """The expansion passed _EXPANSION_LIMIT tokens."""
+
+
 def _expand(tokens: list[str], macros: dict[str, list[str] | None], unsafe: set[str],
-            active: frozenset[str] = frozenset()) -> list[str]:
-    """``tokens`` with object-like macros expanded; unresolvable macros become marker tokens."""
+            active: frozenset[str] = frozenset(), made: list[int] | None = None) -> list[str]:
+    """``tokens`` with object-like macros expanded; unresolvable macros become marker tokens.
+
+    Raises:
+        _TooLong: If the expansion makes more than _EXPANSION_LIMIT tokens (counted in ``made``).
+    """
+    made = [0] if made is None else made
+    made[0] += len(tokens)
+    if made[0] > _EXPANSION_LIMIT:
+        raise _TooLong
     out: list[str] = []
     i = 0
     while i < len(tokens):
@@ -210,7 +228,7 @@ def _expand(tokens: list[str], macros: dict[str, list[str] | None], unsafe: set[
             if body is None:
                 out.append((_UNSAFE if token in unsafe else _UNKNOWN) + token)
             else:
-                out.extend(_expand(body, macros, unsafe, active | {token}))
+                out.extend(_expand(body, macros, unsafe, active | {token}, made))
         else:
             out.append(token)
         i += 1
@@ -292,7 +310,10 @@ def _read_source(source: str, options: tuple[str, ...]) -> _Source:
     text = source.replace("\\\r\n", "").replace("\\\n", "")  # spliced lines first, as in the compiler
     text = _LEXEME.sub(_neutral, text)
     macros, unsafe, code = _macro_definitions(text, options)
-    tokens = _expand(_TOKEN.findall(code), macros, unsafe)
+    try:
+        tokens = _expand(_TOKEN.findall(code), macros, unsafe)
+    except _TooLong:  # every macro unknown, and any of them in a parameter list makes its signature unknown
+        tokens = _expand(_TOKEN.findall(code), dict.fromkeys(macros), unsafe | set(macros))
     typedefs, unknown = _declarations(tokens)
     return _Source(tokens, typedefs, unknown)
 

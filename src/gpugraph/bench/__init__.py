@@ -52,7 +52,8 @@ def _json_path(path: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=PROG, description="Time gpugraph's workloads beside the peers installed here and "
+                                           "the C++ floor, checking what each timed computed.")
     parser.add_argument("--backend", default=None,
                         help="device such as 'cpu' or 'cuda:0' (default: Device(), i.e. $GPUGRAPH_BACKEND "
                              "or the best present)")

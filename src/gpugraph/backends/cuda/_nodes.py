@@ -147,12 +147,12 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
         return lambda: set_exec_node(backend, exec_, node, params)
     function = backend.function(exec_.index, params.kernel)
     prepared = function.new_node_params(params.grid, params.block, params.shared_mem)
-    with function.lock:
+    with function.lock:  # the slots' formats are read from the layout this pack made, before another can
         function.pack(tuple([resolve(a) for a in params.args]))
         buffer, pointers = function.copy_arguments()  # this node's own copy of the packed arguments
+        slots = [(function.slot_format(i), function.slot_offset(i), arg)
+                 for i, arg in enumerate(params.args) if type(arg) is Param]
     prepared.kernelParams = ctypes.addressof(pointers)
-    slots = [(function.slot_format(i), function.slot_offset(i), arg)
-             for i, arg in enumerate(params.args) if type(arg) is Param]
     exec_handle, set_params = exec_.handle, cu.cuGraphExecKernelNodeSetParams
     keep = (buffer, pointers)  # the driver reads them at each patch
 
