@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU verification run: the whole test suite on every backend, the demo on CUDA, the benchmark
-# suite, the driver probes (update rules; capture, memory and kernel rules), a profile of the hot paths, and compute-sanitizer memcheck over the
-# CUDA tests (left out by "quick"). Logs go to $OUT (or ./gpu-logs).
+# suite, the driver probes (update rules; capture, memory and kernel rules), a profile of the hot
+# paths, and compute-sanitizer memcheck over the CUDA tests (left out by "quick"). Logs go to $OUT
+# (or ./gpu-logs).
 # Usage: bash tools/gpu_check.sh [quick]
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
