@@ -186,3 +186,67 @@ def test_use_after_free_is_caught_even_at_a_reused_address(device, stream, backe
         exe.launch(stream)
         with pytest.raises(gg.GpuGraphError, match="was used outside its allocation's lifetime"):
             stream.synchronize()
+
+
+@pytest.mark.gpu
+def test_captured_allocations_keep_their_records_among_other_libraries_nodes(gpu_device):
+    """CuPy nodes between gpugraph's captured allocations and frees: each allocation and free node still gets
+    its own allocation record (queued with its parameter record, paired by what the node describes), also
+    at a reused address."""
+    if gpu_device.backend != "cuda":
+        pytest.skip(f"CuPy works on the cuda backend, got {gpu_device.backend}")
+    cp = pytest.importorskip("cupy")
+    stream = gpu_device.stream()
+    out1, out2 = gpu_device.zeros(N, np.int32), gpu_device.zeros(N, np.int32)
+    theirs = cp.cuda.Stream.from_external(stream)
+    c = cp.zeros(N, dtype=cp.int32)
+    with theirs:
+        cp.add(c, 1, out=c)  # warm up: CuPy compiles its kernel outside the capture
+    stream.synchronize()
+    with stream.capture() as cap:
+        a = stream.alloc(N, np.int32)
+        with theirs:
+            cp.add(c, 1, out=c)  # another library's node between gpugraph's
+        stream.launch(K.fill, GRID, BLOCK, a, 1, N)
+        stream.memcpy(out1, a)
+        stream.free(a)
+        with theirs:
+            cp.add(c, 1, out=c)
+        b = stream.alloc(N, np.int32)
+        stream.launch(K.fill, GRID, BLOCK, b, 2, N)
+        stream.memcpy(out2, b)
+        stream.free(b)  # b may be at a's address: told apart by record
+    graph, backend = cap.graph, gpu_device._backend
+
+    def records(kind):
+        return [backend.node_allocation(graph._handle, n._handle) for n in graph.nodes if n.kind is kind]
+    assert records(gg.NodeKind.MEM_ALLOC) == [a._alloc, b._alloc]
+    assert records(gg.NodeKind.MEM_FREE) == [a._alloc, b._alloc]
+    assert a._alloc is not b._alloc
+    with graph.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(out1.to_numpy(), np.ones(N))
+    np.testing.assert_array_equal(out2.to_numpy(), np.full(N, 2))
+    assert int(c.sum()) == 3 * N  # the warm-up and the two captured CuPy nodes
+
+
+@pytest.mark.gpu
+def test_a_release_deferred_by_a_host_function_is_never_lost(gpu_device):
+    """Releases of garbage-collected memory wait while a host function runs (it must not call CUDA): the
+    host-function thread queues them without the backend's lock, so its append may come after a flush on
+    another thread took the queue. One queue for the backend's life, drained one by one, loses none."""
+    if gpu_device.backend != "cuda":
+        pytest.skip(f"deferred releases are the cuda backend's, got {gpu_device.backend}")
+    backend = gpu_device._backend
+    ran = []
+    backend.host.local.running = True  # as in a host function: the release is deferred
+    try:
+        backend._release(ran.append, "first")
+    finally:
+        backend.host.local.running = False
+    queue = backend._deferred  # what the host-function thread appends to ...
+    backend._flush_releases()  # ... while another thread drains it ...
+    queue.append((ran.append, ("second",)))  # ... the append coming after the drain
+    assert ran == ["first"]
+    backend._flush_releases()
+    assert ran == ["first", "second"]

@@ -343,6 +343,28 @@ def test_from_dlpack_of_a_gpugraph_array_shares_its_memory(device):
     assert alive() is None
 
 
+def test_from_dlpack_of_stream_memory_is_the_same_allocation(device):
+    """A gpugraph Array imported again is an Array on its allocation record, on every backend: the same
+    address, and the lifetime checks and frees of stream memory apply through either Array."""
+    stream = device.stream()
+    x = stream.alloc(4, np.float32)
+    stream.memset(x, 2.0)
+    view = gg.from_dlpack(x)
+    assert view is not x and view.device is device and view.ptr == x.ptr and view._alloc is x._alloc
+    np.testing.assert_array_equal(view.to_numpy(), np.full(4, 2.0))
+    copied = gg.from_dlpack(x, copy=True)  # the producer's copy: memory of its own
+    assert copied.ptr != x.ptr and copied._alloc is not x._alloc
+    np.testing.assert_array_equal(copied.to_numpy(), np.full(4, 2.0))
+    stream.free(view)  # frees x's allocation: it is one allocation
+    stream.synchronize()
+    for array in (view, x):
+        with pytest.raises(gg.GpuGraphError, match=r"was used outside its allocation's lifetime"):
+            array.to_numpy()
+    with pytest.raises(ValueError, match=r"^free\(array\): the stream allocation at 0x[0-9a-f]+ is not allocated "
+                                         r"now \(double free"):
+        stream.free(x)
+
+
 def test_from_dlpack_copy_asks_the_producer_for_a_copy():
     host = np.ones(4, np.float32)
     copied = gg.from_dlpack(host, copy=True)
@@ -373,7 +395,9 @@ def test_from_dlpack_refuses_memory_of_another_device():
     with pytest.raises(ValueError, match=r"from_dlpack: DLPackOn is in kDLCUDA:0 memory and cannot be viewed on "
                                          r"cpu:0, whose memory is kDLCPU:0"):
         gg.from_dlpack(DLPackOn((2, 0)), device=cpu)
-    with pytest.raises(ValueError, match=r"kDLVulkan:0 memory, which no gpugraph backend uses"):
+    # Each backend says which memory it uses (Backend.dlpack_device_type); the unavailable ones say why.
+    with pytest.raises(ValueError, match=r"^from_dlpack: DLPackOn is in kDLVulkan:0 memory, which no gpugraph "
+                                         r"backend uses here \(cpu uses kDLCPU memory; hip: the HIP backend"):
         gg.from_dlpack(DLPackOn((7, 0)))
     with pytest.raises(TypeError, match=r"from_dlpack\(stream\): expected a gpugraph Stream or None, got int"):
         gg.from_dlpack(np.zeros(2), stream=1)
@@ -465,6 +489,20 @@ def test_stream_from_external_refuses_what_is_not_a_cuda_stream(device):
             gg.Stream.from_external(StreamProtocol(answer), device)
 
 
+def test_the_protocols_follow_the_backends_facts_not_its_name(monkeypatch):
+    """Which protocols apply is the backend's fact (Backend.speaks_cuda, Backend.dlpack_device_type), never a
+    test of its name in the front end."""
+    cpu = gg.Device("cpu")
+    backend = cpu._backend
+    assert (backend.speaks_cuda, backend.dlpack_device_type) == (False, 1)
+    x = cpu.zeros(4, np.float32)
+    assert x.__dlpack_device__() == (1, 0) and not hasattr(x, "__cuda_array_interface__")
+    monkeypatch.setattr(backend, "dlpack_device_type", 13)
+    assert x.__dlpack_device__() == (13, 0)
+    monkeypatch.setattr(backend, "speaks_cuda", True)
+    assert x.__cuda_array_interface__["data"] == (x.ptr, False)
+
+
 def test_a_cuda_stream_is_refused_by_the_cpu_backend():
     with pytest.raises(ValueError, match=r"^Stream\.from_external: StreamProtocol is a CUDA stream "
                                          r"\(__cuda_stream__\) and cpu:0 is not a CUDA device"):
@@ -492,6 +530,78 @@ def test_stream_protocol_round_trip_gives_the_same_stream(cuda_device):
     assert stream.__cuda_stream__() == (0, stream.ptr)
     assert gg.Stream.from_external(cp.cuda.Stream.from_external(stream), cuda_device) is stream
     assert gg.Stream.from_external(cp.cuda.Stream.null, cuda_device) is cuda_device.default_stream
+
+
+@pytest.mark.gpu
+def test_a_streams_handle_gives_it_back_however_it_was_obtained(cuda_device):
+    """Every Stream gpugraph makes is known by its handle from the start, not only once exported through
+    __cuda_stream__: a handle read from ptr gives the same Stream, so there is one capture state."""
+    stream = cuda_device.stream()
+    ours = gg.Stream.from_external(StreamProtocol((0, stream.ptr)), cuda_device)  # never through __cuda_stream__
+    assert ours is stream
+    with stream.capture():
+        assert ours.is_capturing
+
+
+@pytest.mark.gpu
+def test_a_torch_external_stream_of_ptr_gives_the_stream_back(cuda_device):
+    torch = pytest.importorskip("torch")
+    stream = cuda_device.stream()
+    theirs = torch.cuda.ExternalStream(stream.ptr, device=f"cuda:{cuda_device.index}")
+    if not hasattr(theirs, "__cuda_stream__"):
+        pytest.skip(f"torch {torch.__version__} streams do not speak the CUDA stream protocol")
+    assert gg.Stream.from_external(theirs, cuda_device) is stream
+    x = cuda_device.zeros(N, np.float32)
+    with stream.capture() as cap:
+        assert gg.Stream.from_external(theirs, cuda_device).is_capturing
+        stream.launch(K.scale, N // 256, 256, x, 2.0, N)
+    assert len(cap.graph.nodes) == 1
+
+
+@pytest.mark.gpu
+def test_a_handle_the_driver_does_not_know_is_refused(cuda_device, monkeypatch):
+    """The driver's refusal of a stream handle is the caller's mistake, said as such (what the driver
+    answers is simulated: it may also crash on a handle it never made)."""
+    from cuda.bindings import driver
+
+    def unknown(handle):
+        return (driver.CUresult.CUDA_ERROR_INVALID_HANDLE, None)
+    unknown.__name__ = "cuStreamGetDevice"
+    monkeypatch.setattr(driver, "cuStreamGetDevice", unknown)
+    with pytest.raises(ValueError, match=r"^Stream\.from_external: the handle 0x1000 is not a CUDA stream handle of "
+                                         r"this process \(the driver says .*CUDA_ERROR_INVALID_HANDLE"):
+        gg.Stream.from_external(StreamProtocol((0, 0x1000)), cuda_device)
+
+
+@pytest.mark.gpu
+def test_host_memory_is_not_viewed_as_device_memory(cuda_device):
+    pageable = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=r"^from_cuda_array_interface: the memory at 0x[0-9a-f]+ is not CUDA memory "
+                                         r"\(the driver does not know the address: pageable host memory"):
+        gg.from_cuda_array_interface(CudaArray(data=(pageable.ctypes.data, False)), device=cuda_device)
+    pinned = cuda_device.pinned(4, np.float32)
+    with pytest.raises(ValueError, match=r"^from_cuda_array_interface: the memory at 0x[0-9a-f]+ is page-locked "
+                                         r"host memory, not device memory"):
+        gg.from_cuda_array_interface(CudaArray(data=(pinned.ctypes.data, False)), device=cuda_device)
+
+
+@pytest.mark.gpu
+def test_from_cuda_array_interface_of_a_gpugraph_array_is_the_same_allocation(cuda_device):
+    stream = cuda_device.stream()
+    x = stream.alloc(N, np.float32)
+    view = gg.from_cuda_array_interface(x, device=cuda_device)
+    assert view is not x and view.ptr == x.ptr and view._alloc is x._alloc
+    stream.free(view)
+    stream.synchronize()
+    with pytest.raises(gg.GpuGraphError, match=r"was used outside its allocation's lifetime"):
+        x.to_numpy()
+    kept = weakref.ref(x)
+    del x
+    gc.collect()
+    assert kept() is not None  # the view keeps the Array alive
+    del view
+    gc.collect()
+    assert kept() is None
 
 
 @pytest.mark.gpu

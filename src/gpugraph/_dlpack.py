@@ -17,9 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-DEVICE_TYPES = {"cpu": 1, "cuda": 2, "hip": 10}  # kDLCPU, kDLCUDA, kDLROCM: the backend of each
-BACKENDS = {code: name for name, code in DEVICE_TYPES.items()}
-CPU = DEVICE_TYPES["cpu"]
+CPU = 1  # kDLCPU: host memory (each backend names its own type: Backend.dlpack_device_type)
 _DEVICE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan", 8: "kDLMetal",
                  9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 13: "kDLCUDAManaged", 14: "kDLOneAPI"}
 _CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}  # kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool
@@ -97,16 +95,21 @@ def _destroy_capsule(capsule: int) -> None:
             _alive.pop(_capsule_pointer(obj, name), None)
 
 
+def type_name(kind: int) -> str:
+    """A DLPack device type in words, e.g. ``kDLCUDA``."""
+    return _DEVICE_NAMES.get(kind, f"DLPack device type {kind}")
+
+
 def describe(device: tuple[int, int]) -> str:
     """A DLPack device in words, e.g. ``kDLCUDA:0``."""
     kind, index = device
-    return f"{_DEVICE_NAMES.get(kind, f'DLPack device type {kind}')}:{index}"
+    return f"{type_name(kind)}:{index}"
 
 
 def device_tuple(array: Any) -> tuple[int, int]:
     """``__dlpack_device__`` of an Array (or of a Device): (DLPack device type, device index)."""
     device = getattr(array, "device", array)
-    return DEVICE_TYPES[device.backend], device.index
+    return device._backend.dlpack_device_type, device.index
 
 
 # Export

@@ -2,9 +2,10 @@
 and the CUDA Array Interface (``__cuda_array_interface__``, version 3).
 
 This module owns every import rule (``Stream.from_external``, ``gg.from_dlpack``,
-``gg.from_cuda_array_interface`` and other libraries' arrays given to kernels) and which devices speak
-the CUDA protocols; the exports are ``Array.__dlpack__`` / ``__cuda_array_interface__`` and
-``Stream.__cuda_stream__``.
+``gg.from_cuda_array_interface`` and other libraries' arrays given to kernels) and the registry of CUDA
+streams by native handle; the exports are ``Array.__dlpack__`` / ``__cuda_array_interface__`` and
+``Stream.__cuda_stream__``. Which protocols apply is the backend's fact (``Backend.speaks_cuda``,
+``Backend.dlpack_device_type``).
 
 Imports view memory, never copy it. An imported Array is C-contiguous, writable memory of the device it
 is used on; it keeps the producer alive (a DLPack import calls the producer's deleter) as long as the
@@ -22,20 +23,12 @@ from typing import Any
 import numpy as np
 
 from . import _dlpack
+from ._errors import BackendUnavailableError
 from ._memory import Array, normalize_dtype
 from ._stream import Stream
 
-# Backends whose streams and memory are CUDA's, so that the CUDA stream protocol and the CUDA Array
-# Interface apply to them (a HIP backend would add its own protocols).
-CUDA_BACKENDS = frozenset({"cuda"})
-
 _LEGACY_HANDLES = (0, 1)  # the default stream as the protocols give it, and CU_STREAM_LEGACY
 _PER_THREAD_HANDLE = 2  # CU_STREAM_PER_THREAD
-
-
-def speaks_cuda(device: Any) -> bool:
-    """Whether ``device``'s streams and memory are CUDA's (the CUDA protocols apply)."""
-    return device.backend in CUDA_BACKENDS
 
 
 def _name(obj: Any) -> str:
@@ -65,25 +58,28 @@ def _check_stream(stream: Any, device: Any, what: str) -> Stream | None:
 
 # Streams
 
-# Streams by native handle: the streams made from other libraries' (kept while someone uses them) and
-# gpugraph's own once exported through __cuda_stream__, so that the same handle gives the same Stream,
-# whose capture state is then the only one.
+# The CUDA streams by native handle, while they live: every Stream gpugraph made (registered when made,
+# since its handle can reach another library through ``ptr`` as well as ``__cuda_stream__``) and those
+# made from other libraries' streams, so that the same handle gives the same Stream, whose capture state
+# is then the only one. The legacy default stream is not here: its handles are 0 and 1.
 _streams: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
 
+def register_stream(stream: Stream) -> None:
+    """Note a Stream that owns a new native CUDA stream (``Stream.__init__``), so that its handle gives it
+    back (``Stream.from_external``). An entry left at that address names a native stream destroyed
+    meanwhile (another library's, wrapped without its owner), so the new Stream replaces it."""
+    address = stream.ptr
+    with _lock:
+        _streams[address] = stream
+
+
 def stream_protocol(stream: Stream) -> Callable[[], tuple[int, int]]:
     """``Stream.__cuda_stream__``: the protocol method, or AttributeError off CUDA (``hasattr`` is False)."""
-    if not speaks_cuda(stream.device):
+    if not stream._backend.speaks_cuda:
         raise AttributeError(f"__cuda_stream__: {stream!r} is not a CUDA stream")
-
-    def __cuda_stream__() -> tuple[int, int]:
-        address = stream.ptr
-        if not stream.legacy:
-            with _lock:
-                _streams.setdefault(address, stream)
-        return (0, address)
-    return __cuda_stream__
+    return lambda: (0, stream.ptr)
 
 
 def _stream_address(obj: Any, what: str) -> int:
@@ -115,7 +111,7 @@ def external_stream(obj: Any, device: Any = None) -> Stream:
         return obj
     address = _stream_address(obj, what)
     device = _device(device, what)
-    if not speaks_cuda(device):
+    if not device._backend.speaks_cuda:
         raise ValueError(f"{what}: {_name(obj)} is a CUDA stream (__cuda_stream__) and {device} is not a CUDA "
                          f"device; use a cuda device")
     return _stream_at(device, address, obj, what)
@@ -131,10 +127,13 @@ def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
     with _lock:
         stream = _streams.get(address)
     if stream is None:
-        handle, index, non_blocking, priority = device._backend.stream_external(device.index, address)
+        try:
+            handle, index, non_blocking, priority = device._backend.stream_external(device.index, address)
+        except ValueError as exc:  # the driver does not know the handle
+            raise ValueError(f"{what}: {exc}") from None
         if index != device.index:
             raise ValueError(f"{what}: the stream {address:#x} belongs to {device.backend}:{index}, not {device}")
-        made = Stream._adopt(device, handle, non_blocking, priority)
+        made = Stream(device, non_blocking, priority, handle=handle)
         weakref.finalize(made, _keep, owner).atexit = False  # the owner's stream lives as long as the Stream
         with _lock:
             stream = _streams.setdefault(address, made)
@@ -159,6 +158,15 @@ def _keep(_owner: Any) -> None:
     """A finalizer holding the producer of a view until the view is collected."""
 
 
+def _same_allocation(x: Array) -> Array:
+    """A gpugraph Array imported again: an Array on its allocation record (the same address, lifetime checks
+    and frees: importing through the backend would make CPU stream and graph memory escape its lifetime
+    checks), keeping ``x`` alive (its collection frees ``Device.empty`` memory)."""
+    array = Array(x.device, x.ptr, x.shape, x.dtype, x._alloc)
+    weakref.finalize(array, _keep, x).atexit = False
+    return array
+
+
 def _plain_dtype(typestr: Any, source: str, what: str) -> np.dtype:
     try:
         result = normalize_dtype(typestr) if isinstance(typestr, str) else None
@@ -173,14 +181,19 @@ def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | 
     """View another library's array (anything with ``__dlpack__`` and ``__dlpack_device__``) as an Array.
 
     The array API standard's ``from_dlpack``: the Array shares the producer's memory and keeps it alive
-    (the producer's deleter runs when the Array is collected).
+    (the producer's deleter runs when the Array is collected). A gpugraph Array gives an Array on the same
+    allocation (the same address; frees, and the lifetime checks of stream and graph memory, apply to
+    both). The lifetime checks stop at gpugraph's own objects: a NumPy view of stream or graph memory
+    (``numpy.from_dlpack`` on the CPU backend) is not checked, so using it outside the allocation's
+    lifetime reads or writes memory that is no longer the allocation's.
 
     Args:
         x: The producer's array: a CuPy array or PyTorch tensor on a GPU, NumPy or any host array on the
             CPU backend, another gpugraph Array.
         device: The Device to view it on; None means the device ``x`` is on (its ``__dlpack_device__``:
-            host memory is the CPU backend's ``cpu:0``). A device whose memory ``x`` is not in is refused:
-            there is no copy across devices (copy host data with ``dev.asarray``).
+            of the backend whose memory has that DLPack type; host memory is the CPU backend's ``cpu:0``).
+            A device whose memory ``x`` is not in is refused: there is no copy across devices (copy host
+            data with ``dev.asarray``).
         stream: The gpugraph Stream the Array will be used on: the producer orders its pending work
             before that stream (DLPack's ``stream``). None: the producer orders it before the legacy
             default stream, which non-blocking streams do not wait for. Ignored for host memory.
@@ -189,10 +202,11 @@ def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | 
 
     Raises:
         TypeError: If ``x`` does not support DLPack, or an argument has the wrong type.
-        ValueError: If ``x`` is not in ``device``'s memory, or ``stream`` is on another device.
+        ValueError: If ``x`` is not in ``device``'s memory, ``stream`` is on another device, or ``device``
+            is None and no backend here uses ``x``'s memory (the message says which are unavailable, and why).
         BufferError: If the memory is strided, read-only (DLPack's READ_ONLY flag; gpugraph writes through
             any Array), of a type NumPy has no dtype for, or of an unknown DLPack version.
-        BackendUnavailableError: If ``device`` is None and ``x``'s device has no gpugraph backend here.
+        BackendUnavailableError: If ``device`` is None and ``x``'s device index is not a device here.
     """
     what = "from_dlpack"
     if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
@@ -201,18 +215,34 @@ def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | 
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"{what}(copy): expected True, False or None, got {copy!r}")
     source = _dlpack_device(x, what)
-    if device is None:
-        backend = _dlpack.BACKENDS.get(source[0])
-        if backend is None:
-            raise ValueError(f"{what}: {_name(x)} is in {_dlpack.describe(source)} memory, which no gpugraph "
-                             f"backend uses (they view kDLCPU, kDLCUDA or kDLROCM memory)")
-        from ._device import Device
-        device = Device(f"{backend}:{source[1]}")
-    device = _device(device, what)
+    device = _device(_device_of_memory(x, source, what) if device is None else device, what)
     _check_same_memory(x, source, device, what)
     stream = _check_stream(stream, device, what)
+    if type(x) is Array and not copy:
+        return _same_allocation(x)
     producer_stream = None if source[0] == _dlpack.CPU or stream is None else stream.ptr
     return _import_capsule(x, device, producer_stream, copy, what)
+
+
+def _device_of_memory(x: Any, source: tuple[int, int], what: str) -> Any:
+    """The Device whose memory is DLPack device ``source``: of the backend whose ``dlpack_device_type`` it
+    is. Backends are tried cheapest first (the CPU backend is always loaded), so that viewing host memory
+    never starts a GPU backend; no two backends use memory of one DLPack type."""
+    from ._device import Device
+    from .backends import BACKEND_ORDER, get_backend
+    kind, index = source
+    known = []
+    for name in reversed(BACKEND_ORDER):
+        try:
+            backend = get_backend(name)
+        except BackendUnavailableError as exc:
+            known.append(str(exc).splitlines()[0])
+            continue
+        if backend.dlpack_device_type == kind:
+            return Device(f"{name}:{index}")
+        known.append(f"{name} uses {_dlpack.type_name(backend.dlpack_device_type)} memory")
+    raise ValueError(f"{what}: {_name(x)} is in {_dlpack.describe(source)} memory, which no gpugraph backend "
+                     f"uses here ({'; '.join(known)})")
 
 
 def _dlpack_device(x: Any, what: str) -> tuple[int, int]:
@@ -306,7 +336,7 @@ def _interface(x: Any, what: str, desc: Any = None) -> _Interface:
 
 
 def _need_cuda(x: Any, device: Any, what: str) -> None:
-    if not speaks_cuda(device):
+    if not device._backend.speaks_cuda:
         raise ValueError(f"{what}: {_name(x)} is CUDA memory (__cuda_array_interface__) and {device} is not a "
                          f"CUDA device")
 
@@ -314,9 +344,10 @@ def _need_cuda(x: Any, device: Any, what: str) -> None:
 def from_cuda_array_interface(x: Any, *, device: Any = None, stream: Any = None) -> Array:
     """View another library's CUDA array (anything with ``__cuda_array_interface__``) as an Array.
 
-    The Array shares the memory and keeps ``x`` alive as long as it lives. Version 3's ``stream`` is
-    honoured: when ``x`` names the stream its pending work is on, the consumer's stream waits for that
-    work (an event, no host synchronization).
+    The Array shares the memory and keeps ``x`` alive as long as it lives; a gpugraph Array gives an
+    Array on the same allocation, as with ``from_dlpack``. Version 3's ``stream`` is honoured: when ``x``
+    names the stream its pending work is on, the consumer's stream waits for that work (an event, no host
+    synchronization).
 
     Args:
         x: A CuPy array, PyTorch CUDA tensor, Numba device array...
@@ -337,6 +368,10 @@ def from_cuda_array_interface(x: Any, *, device: Any = None, stream: Any = None)
     device = _device(device, what)
     _need_cuda(x, device, what)
     consumer = _check_stream(stream, device, what)
+    if type(x) is Array:
+        if x.device is not device:
+            raise ValueError(f"{what}: {x!r} is memory of {x.device}, not of {device}")
+        return _same_allocation(x)
     array = _view(device, interface.ptr, interface.shape, interface.dtype, what)
     weakref.finalize(array, _keep, x).atexit = False
     if interface.stream is not None:

@@ -57,8 +57,7 @@ class Array:
         Raises:
             AttributeError: On a backend other than CUDA (so ``hasattr`` tells whether it applies).
         """
-        from ._interop import speaks_cuda
-        if not speaks_cuda(self.device):
+        if not self.device._backend.speaks_cuda:
             raise AttributeError(f"__cuda_array_interface__: {self!r} is not CUDA memory")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "version": 3, "stream": None}

@@ -83,21 +83,30 @@ class Stream:
                  "_number", "__weakref__")
     _numbers = itertools.count(1)
 
-    def __init__(self, device: Any, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False) -> None:
+    def __init__(self, device: Any, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False,
+                 handle: Any = None) -> None:
+        """``legacy``: the device's legacy default stream. ``handle``: wrap the backend's handle of a native
+        stream that gpugraph does not own (another library's, for ``Stream.from_external``; ``non_blocking``
+        and ``priority`` say what it is): nothing destroys it at collection."""
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"stream: priority must be an int, got {priority!r}")
         self.device = device
         self.non_blocking = bool(non_blocking) and not legacy
         self.priority = priority
         self.legacy = legacy  # the legacy default stream (stream 0), which synchronizes with blocking streams
-        self._backend = device._backend
+        backend = self._backend = device._backend
         self._capture: Any = None  # the Capture this stream records into, if any
         self._number = 0 if legacy else next(Stream._numbers)  # tells streams apart in messages
         if legacy:
-            self._handle = self._backend.stream_default(device.index)
+            self._handle = backend.stream_default(device.index)
+        elif handle is not None:
+            self._handle = handle  # registered by its maker (gpugraph._interop), which knows the address
         else:
-            self._handle = self._backend.stream_create(device.index, self.non_blocking, priority)
-            weakref.finalize(self, self._backend.stream_destroy, self._handle).atexit = False
+            self._handle = backend.stream_create(device.index, self.non_blocking, priority)
+            weakref.finalize(self, backend.stream_destroy, self._handle).atexit = False
+            if backend.speaks_cuda:  # its handle, however another library gets it, must give this Stream back
+                from ._interop import register_stream
+                register_stream(self)
 
     def _guard(self, api: str, forking: bool = False) -> None:
         """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``
@@ -120,14 +129,15 @@ class Stream:
 
     @property
     def ptr(self) -> int:
-        """The native stream handle as an int (cudaStream_t), for other libraries' external streams."""
+        """The native stream handle as an int (cudaStream_t), for other libraries' external streams
+        (``Stream.from_external`` of such a stream gives this Stream back)."""
         return self._backend.stream_address(self._handle)
 
     @property
     def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
         """The CUDA stream protocol: ``s.__cuda_stream__()`` is (0, handle), for other libraries' streams
-        (``cupy.cuda.Stream.from_external(s)``, cuda.core); ``Stream.from_external`` of such a stream gives
-        ``s`` back.
+        (``cupy.cuda.Stream.from_external(s)``, cuda.core); ``Stream.from_external`` of such a stream, or of
+        one made from ``s.ptr`` (``torch.cuda.ExternalStream(s.ptr)``), gives ``s`` back.
 
         Raises:
             AttributeError: On a backend other than CUDA (so ``hasattr`` tells whether it applies).
@@ -156,21 +166,6 @@ class Stream:
         """
         from ._interop import external_stream
         return external_stream(stream, device)
-
-    @classmethod
-    def _adopt(cls, device: Any, handle: Any, non_blocking: bool, priority: int) -> Stream:
-        """A Stream around the backend's ``handle`` of a native stream it does not own (nothing destroys it
-        at collection). Sets what ``__init__`` sets."""
-        stream = object.__new__(cls)
-        stream.device = device
-        stream.non_blocking = non_blocking
-        stream.priority = priority
-        stream.legacy = False
-        stream._backend = device._backend
-        stream._capture = None
-        stream._number = next(Stream._numbers)
-        stream._handle = handle
-        return stream
 
     @property
     def is_capturing(self) -> bool:

@@ -20,6 +20,11 @@ class Backend(Protocol):
     """What a backend (cpu, cuda, hip) provides."""
 
     name: str
+    # Whether the backend's streams and memory are CUDA's, so that the CUDA stream protocol and the CUDA
+    # Array Interface apply to them (gpugraph._interop asks; a HIP backend would speak its own protocols).
+    speaks_cuda: bool
+    # The DLPack device type (DLDeviceType) of the backend's memory: kDLCPU 1, kDLCUDA 2, kDLROCM 10.
+    dlpack_device_type: int
     # Whether exec_update itself refuses what CUDA's update rules refuse (a driver does), leaving the
     # executable graph as it was; when False the front end checks the rules (gpugraph._update) first.
     update_checks_rules: bool
@@ -54,8 +59,9 @@ class Backend(Protocol):
     def stream_address(self, stream: Handle) -> int: ...
     def stream_external(self, index: int, address: int) -> tuple[Handle, int, bool, int]:
         """A handle on another library's native stream at ``address`` (never destroyed by gpugraph): (handle,
-        index of the device it belongs to, non-blocking?, priority). Asked only of backends whose streams are
-        CUDA's (``gpugraph._interop.CUDA_BACKENDS``)."""
+        index of the device it belongs to, non-blocking?, priority); ValueError saying what the driver answered
+        when ``address`` is no stream handle it knows. Asked only of backends whose streams are CUDA's
+        (``speaks_cuda``)."""
     def stream_synchronize(self, stream: Handle) -> None: ...
     def stream_query(self, stream: Handle) -> bool: ...
     def stream_launch(self, stream: Handle, function: Handle, grid: tuple, block: tuple,

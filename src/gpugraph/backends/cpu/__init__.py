@@ -31,6 +31,8 @@ class CpuBackend:
     """Implements ``gpugraph.backends._protocol.Backend`` on the host."""
 
     name = "cpu"
+    speaks_cuda = False  # host memory and Python streams: no CUDA protocols
+    dlpack_device_type = 1  # kDLCPU: its memory is host memory
     update_checks_rules = False  # the front end checks CUDA's update rules before exec_update
 
     def __init__(self) -> None:

@@ -6,6 +6,7 @@ cuModuleLaunchKernel/hipModuleLaunchKernel, ...), so a HIP backend can mirror th
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import threading
 import weakref
@@ -53,6 +54,8 @@ class CudaBackend:
     """Implements ``gpugraph.backends._protocol.Backend`` on NVIDIA GPUs."""
 
     name = "cuda"
+    speaks_cuda = True
+    dlpack_device_type = 2  # kDLCUDA
     update_checks_rules = True  # cuGraphExecUpdate checks them, and changes nothing when it refuses
 
     def __init__(self, count: int) -> None:
@@ -62,7 +65,9 @@ class CudaBackend:
         self._functions: dict[tuple[int, Any], Function] = {}
         self._kernels_by_handle: dict[int, Any] = {}
         self._captures = 0  # captures in progress: frees of plain memory wait until none is
-        self._deferred: list[tuple[Any, tuple]] = []  # releases waiting for the end of captures
+        # Releases waiting for the end of captures (or of a host function). One deque for the backend's life:
+        # host-function threads append without the lock, and an append is never lost to a drain.
+        self._deferred: collections.deque[tuple[Any, tuple]] = collections.deque()
         # Reentrant: garbage collection can run a finalizer, which takes this lock, at any allocation,
         # including one made while this thread already holds it.
         self._lock = threading.RLock()
@@ -104,7 +109,8 @@ class CudaBackend:
         host function) the release waits: destroying or freeing may synchronize, which invalidates
         captures, and host functions must not call CUDA."""
         if getattr(self.host.local, "running", False):
-            self._deferred.append((fn, args))  # without the lock, which a release that waits for us may hold
+            # Without the lock, which a release that waits for us may hold (deque.append is atomic).
+            self._deferred.append((fn, args))
             return
         with self._lock:  # held through the release, so no capture can begin on another thread meanwhile
             if self._captures:
@@ -113,19 +119,23 @@ class CudaBackend:
             fn(*args)
 
     def _flush_releases(self) -> None:
-        """Run the releases that waited, once no capture runs; the first failure is raised after all ran."""
-        if not self._deferred or getattr(self.host.local, "running", False):
+        """Run the releases that waited, once no capture runs; the first failure is raised after all ran.
+
+        Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
+        meanwhile; releases deferred while the flush runs are run by it too."""
+        deferred = self._deferred
+        if not deferred or getattr(self.host.local, "running", False):
             return
-        with self._lock:
-            if self._captures:
-                return
-            pending, self._deferred = self._deferred, []
         failure = None
-        for fn, args in pending:
-            try:
-                fn(*args)
-            except BackendError as exc:
-                failure = failure or exc
+        while True:
+            with self._lock:
+                if self._captures or not deferred:
+                    break
+                fn, args = deferred.popleft()
+                try:
+                    fn(*args)
+                except BackendError as exc:
+                    failure = failure or exc
         if failure is not None:
             raise failure
 
@@ -146,16 +156,10 @@ class CudaBackend:
 
     def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
         # The driver knows page-locked memory (cuMemHostAlloc, cuMemHostRegister, other libraries' pinned
-        # memory) and answers CUDA_ERROR_INVALID_VALUE for pageable memory. Both ends are asked, for a
-        # range that starts in page-locked memory and runs past it.
+        # memory), not pageable memory. Both ends are asked, for a range that starts in page-locked memory
+        # and runs past it.
         self.contexts.use(index)
-        for at in {ptr, ptr + max(nbytes, 1) - 1}:
-            err, _ = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, at)
-            if err == _INVALID_VALUE:
-                return False
-            if err:
-                raise error("cuPointerGetAttribute", err)
-        return True
+        return all(_memory_type(at) is not None for at in {ptr, ptr + max(nbytes, 1) - 1})
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         _check_allocated(dst, src)
@@ -168,11 +172,11 @@ class CudaBackend:
     def mem_import(self, index: int, ptr: int, nbytes: int) -> CudaAlloc:
         if nbytes:  # an empty array may give any address (the CUDA Array Interface says 0)
             self.contexts.use(index)
-            err, kind = cu.cuPointerGetAttribute(_POINTER.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
-            if err:  # pageable host memory, say: the driver does not know the address
-                reason = error("cuPointerGetAttribute", err)
-                raise ValueError(f"the memory at {ptr:#x} is not CUDA memory (the driver says {reason})")
-            if int(kind) not in _DEVICE_MEMORY:
+            kind = _memory_type(ptr)
+            if kind is None:
+                raise ValueError(f"the memory at {ptr:#x} is not CUDA memory (the driver does not know the address: "
+                                 f"pageable host memory, say)")
+            if kind not in _DEVICE_MEMORY:
                 raise ValueError(f"the memory at {ptr:#x} is page-locked host memory, not device memory")
             ordinal = int(call(cu.cuPointerGetAttribute, _POINTER.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr))
             if ordinal != index:
@@ -192,9 +196,6 @@ class CudaBackend:
     def graph_memory_trim(self, index: int) -> None:
         self.contexts.use(index)
         call(cu.cuDeviceGraphMemTrim, self.contexts.devices[index])
-
-    def _new_alloc(self, ptr: int, nbytes: int, origin: str, index: int) -> CudaAlloc:
-        return CudaAlloc(ptr, nbytes, origin, index)
 
     # Kernels
 
@@ -230,7 +231,11 @@ class CudaBackend:
     def stream_external(self, index: int, address: int) -> tuple[CudaStream, int, bool, int]:
         self.contexts.use(index)
         handle = cu.CUstream(address)
-        device = int(call(cu.cuStreamGetDevice, handle))
+        try:
+            device = int(call(cu.cuStreamGetDevice, handle))
+        except BackendError as exc:
+            raise ValueError(f"the handle {address:#x} is not a CUDA stream handle of this process (the driver "
+                             f"says {exc})") from None
         owner = next(i for i, d in enumerate(self.contexts.devices) if int(d) == device)
         flags = int(call(cu.cuStreamGetFlags, handle))
         priority = int(call(cu.cuStreamGetPriority, handle))
@@ -282,7 +287,7 @@ class CudaBackend:
                                            grid[2], block[0], block[1], block[2], shared_mem, stream.handle,
                                            params, 0)
             if capture is not None:
-                capture.graph.pending.append(KernelParams(function.kernel, grid, block, shared_mem, args))
+                capture.graph.pending.append((KernelParams(function.kernel, grid, block, shared_mem, args), None))
         finally:
             if capture is not None:
                 capture.lock.release()
@@ -293,7 +298,7 @@ class CudaBackend:
         self.contexts.use(stream.index)
         if stream.capture is not None:
             self._captured(stream, call, (cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle),
-                           lambda _: MemcpyParams(dst, src, nbytes))
+                           lambda _: (MemcpyParams(dst, src, nbytes), None))
             return
         call(cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle)
 
@@ -302,7 +307,8 @@ class CudaBackend:
         self.contexts.use(stream.index)
         arguments = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
         if stream.capture is not None:
-            self._captured(stream, call, arguments, lambda _: MemsetParams(dst, value, pattern, element_size, count))
+            self._captured(stream, call, arguments,
+                           lambda _: (MemsetParams(dst, value, pattern, element_size, count), None))
             return
         call(*arguments)
 
@@ -320,25 +326,22 @@ class CudaBackend:
         self.contexts.use(stream.index)
         capture = stream.capture
         if capture is not None:  # an allocation node, drawing on the graph pool
-            made: list[CudaAlloc] = []
-
-            def record(ptr: Any) -> AllocParams:
-                made.append(self._new_alloc(int(ptr), nbytes, "graph", stream.index))
-                return _remember(capture.graph, AllocParams(nbytes, int(ptr)), made[0])
-            ptr = int(self._captured(stream, call, (cu.cuMemAllocAsync, max(nbytes, 1), stream.handle), record))
-            alloc = made[0]
+            def record(made: Any) -> tuple[AllocParams, CudaAlloc]:
+                ptr = int(made)
+                return AllocParams(nbytes, ptr), CudaAlloc(ptr, nbytes, "graph", stream.index)
+            params, alloc = self._captured(stream, call, (cu.cuMemAllocAsync, max(nbytes, 1), stream.handle), record)
+            ptr = params.ptr
         else:
             ptr = int(call(cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
-            alloc = self._new_alloc(ptr, nbytes, "stream", stream.index)
+            alloc = CudaAlloc(ptr, nbytes, "stream", stream.index)
             alloc.live = True
         return ptr, alloc
 
     def stream_free(self, stream: CudaStream, alloc: CudaAlloc) -> None:
         self.contexts.use(stream.index)
         if stream.capture is not None:
-            graph = stream.capture.graph
             self._captured(stream, call, (cu.cuMemFreeAsync, alloc.ptr, stream.handle),
-                           lambda _: _remember(graph, FreeParams(alloc.ptr), alloc))
+                           lambda _: (FreeParams(alloc.ptr), alloc))
             return
         call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
 
@@ -409,21 +412,24 @@ class CudaBackend:
     def _capture_info(self, stream: CudaStream) -> tuple:
         return call(cu.cuStreamGetCaptureInfo, stream.handle)  # (status, id, graph, deps, edge data, count)
 
-    def _captured(self, stream: CudaStream, fn: Any, args: tuple, record: Any) -> Any:
-        """Make a call that the capture turns into one node, and queue that node's parameter record.
+    def _captured(self, stream: CudaStream, fn: Any, args: tuple, record: Any) -> tuple[Any, Any]:
+        """Make a call that the capture turns into one node, and queue (and return) that node's entry:
+        ``record(what the call returned)``, the node's parameter record and, for an allocation or free node,
+        the allocation record (else None).
 
-        The records are paired with their nodes when first needed (``_settle``): querying the new node at
+        The entries are paired with their nodes when first needed (``_settle``): querying the new node at
         each call (cuStreamGetCaptureInfo) would cost as much as the captured call itself. The capture's
         lock keeps the queue in the order in which the driver made the nodes, across threads.
         """
         capture = _capture_of(stream)
         with capture.lock:
-            made = fn(*args)
-            capture.graph.pending.append(record(made))
-        return made
+            entry = record(fn(*args))
+            capture.graph.pending.append(entry)
+        return entry
 
     def _settle(self, graph: CudaGraph) -> None:
-        """Pair the queued records of captured calls with the nodes the driver made for them."""
+        """Pair the queued entries of captured calls with the nodes the driver made for them: each node gets
+        its parameter record and, for an allocation or free node, its allocation record."""
         pending = graph.pending
         if not pending:
             return
@@ -431,24 +437,24 @@ class CudaBackend:
         params, children, foreign = graph.params, graph.children, graph.foreign
         fresh = [n for n in self.graph_nodes(graph) if n not in params and n not in children and n not in foreign]
         if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
-            params.update(zip(fresh, pending))
-            if graph.pending_memory:
-                _pair_memory(graph, pending, zip(fresh, pending))
-            return
-        # Other libraries' work was captured in between: pair each record with the next node it describes;
-        # the nodes left over are theirs (their parameters are read back from the driver when asked for).
-        queue = iter(pending)
-        wanted = next(queue, None)
-        paired: list[tuple[Any, Any]] = []
-        for node in fresh:
-            if wanted is not None and _describes(wanted, derive_params(self, graph, node)):
-                params[node] = wanted
-                paired.append((node, wanted))
-                wanted = next(queue, None)
-            else:
-                foreign.add(node)
-        if graph.pending_memory:
-            _pair_memory(graph, pending, paired)
+            paired: Any = zip(fresh, pending)
+        else:
+            # Other libraries' work was captured in between: pair each entry with the next node its record
+            # describes; the nodes left over are theirs (their parameters are read back from the driver).
+            queue = iter(pending)
+            wanted = next(queue, None)
+            paired = []
+            for node in fresh:
+                if wanted is not None and _describes(wanted[0], derive_params(self, graph, node)):
+                    paired.append((node, wanted))
+                    wanted = next(queue, None)
+                else:
+                    foreign.add(node)
+        memory = graph.memory
+        for node, (record, alloc) in paired:
+            params[node] = record
+            if alloc is not None:
+                memory[node] = alloc
 
     def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
         """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
@@ -475,7 +481,6 @@ class CudaBackend:
         err, _ = self._end(stream)
         if err:
             graph.pending = []
-            graph.pending_memory.clear()
             reason = error("cuStreamEndCapture", err)
             raise CaptureError(f"the CUDA driver refused the capture: {reason} (work that another library "
                                f"issued on a captured stream can cause this)", api="cuStreamEndCapture")
@@ -487,7 +492,6 @@ class CudaBackend:
             return
         into = stream.capture.into
         stream.capture.graph.pending = []  # the nodes they describe are discarded
-        stream.capture.graph.pending_memory.clear()
         err, handle = self._end(stream)
         if not err and handle is not None and not into:
             call(cu.cuGraphDestroy, handle)
@@ -545,7 +549,7 @@ class CudaBackend:
         p.bytesize = max(nbytes, 1)
         node = call(cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
         ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
-        alloc = self._new_alloc(ptr, nbytes, "graph", graph.index)
+        alloc = CudaAlloc(ptr, nbytes, "graph", graph.index)
         graph.memory[node] = alloc
         graph.params[node] = AllocParams(nbytes, ptr)
         return node, ptr, alloc
@@ -723,6 +727,17 @@ def _done(query: Any, handle: Any) -> bool:
     return True
 
 
+def _memory_type(ptr: int) -> int | None:
+    """The driver's CUmemorytype of the memory at ``ptr`` (in the current context), or None where the driver
+    does not know the address (CUDA_ERROR_INVALID_VALUE: pageable host memory, or none at all)."""
+    err, kind = cu.cuPointerGetAttribute(_POINTER.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
+    if err == _INVALID_VALUE:
+        return None
+    if err:
+        raise error("cuPointerGetAttribute", err)
+    return int(kind)
+
+
 def _capture_of(stream: CudaStream) -> CudaCapture:
     """The capture ``stream`` takes part in: for the calls the front end makes only while it captures."""
     capture = stream.capture
@@ -743,22 +758,6 @@ def _describes(record: Any, derived: Any) -> bool:
     if isinstance(record, MemsetParams):
         return address(record.dst) == derived.dst and record.count == derived.count
     return record == derived  # allocation and free nodes: their addresses
-
-
-def _remember(graph: CudaGraph, record: Any, alloc: CudaAlloc) -> Any:
-    """Queue the allocation record of a captured allocation or free, paired with its node with ``record``."""
-    graph.pending_memory[id(record)] = (record, alloc)
-    return record
-
-
-def _pair_memory(graph: CudaGraph, records: list[Any], pairs: Any) -> None:
-    """Settling ``records``: give the nodes paired with them the allocations they were queued with."""
-    queued = graph.pending_memory
-    taken = {id(r): queued.pop(id(r)) for r in records if id(r) in queued}
-    for node, record in pairs:
-        entry = taken.get(id(record))
-        if entry is not None and entry[0] is record:
-            graph.memory[node] = entry[1]
 
 
 def _check_allocated(*operands: Any) -> None:

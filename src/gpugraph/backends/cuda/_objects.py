@@ -67,8 +67,8 @@ class CudaEvent:
 class CudaGraph:
     """A graph, with the parameter records of the nodes gpugraph made (the driver holds the rest)."""
 
-    __slots__ = ("handle", "index", "params", "memory", "host_keys", "children", "pending", "pending_memory",
-                 "foreign", "__weakref__")
+    __slots__ = ("handle", "index", "params", "memory", "host_keys", "children", "pending", "foreign",
+                 "__weakref__")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
@@ -79,9 +79,9 @@ class CudaGraph:
         self.memory: dict[Any, CudaAlloc] = {}
         self.host_keys: dict[Any, int] = {}  # host node -> its registry key (the driver's copy is wrapped)
         self.children: dict[Any, CudaGraph] = {}  # child-graph node -> its embedded graph, with records
-        self.pending: list[Any] = []  # records of captured calls, in order, whose nodes are not paired yet
-        # id(record) -> (record, allocation) for the captured allocations and frees among ``pending``.
-        self.pending_memory: dict[int, tuple[Any, CudaAlloc]] = {}
+        # The captured calls whose nodes are not paired yet, in order: (parameter record, allocation record
+        # of an allocation or free node, else None).
+        self.pending: list[tuple[Any, CudaAlloc | None]] = []
         self.foreign: set[Any] = set()  # captured nodes other libraries made (no record of gpugraph's)
 
 
