@@ -430,10 +430,13 @@ class CudaBackend:
     def _settle(self, graph: CudaGraph) -> None:
         """Pair the queued entries of captured calls with the nodes the driver made for them: each node gets
         its parameter record and, for an allocation or free node, its allocation record."""
-        pending = graph.pending
-        if not pending:
+        if not graph.pending:
             return
-        graph.pending = []
+        with graph.lock:  # a call captured on another thread meanwhile would leave a node without its entry
+            self._pair(graph, graph.pending)
+            graph.pending = []
+
+    def _pair(self, graph: CudaGraph, pending: list[tuple[Any, CudaAlloc | None]]) -> None:
         params, children, foreign = graph.params, graph.children, graph.foreign
         fresh = [n for n in self.graph_nodes(graph) if n not in params and n not in children and n not in foreign]
         if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
@@ -459,9 +462,10 @@ class CudaBackend:
     def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
         """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
         graph = _capture_of(stream).graph
-        node = add_node(self, graph, params, self.stream_capture_dependencies(stream))
-        self.stream_set_capture_dependencies(stream, [node])
-        self._keep_records(graph, node, params)
+        with graph.lock:  # the node and its records appear together to a pairing on another thread
+            node = add_node(self, graph, params, self.stream_capture_dependencies(stream))
+            self.stream_set_capture_dependencies(stream, [node])
+            self._keep_records(graph, node, params)
         return node
 
     def _end(self, stream: CudaStream) -> tuple[Any, Any]:

@@ -38,7 +38,7 @@ class CudaCapture:
         self.into = into
         self.active = True
         self.streams = [origin]
-        self.lock = threading.Lock()  # held from a captured call to the queueing of its node's record
+        self.lock = graph.lock  # held from a captured call to the queueing of its node's entry
 
     def end(self) -> None:
         self.active = False
@@ -67,7 +67,7 @@ class CudaEvent:
 class CudaGraph:
     """A graph, with the parameter records of the nodes gpugraph made (the driver holds the rest)."""
 
-    __slots__ = ("handle", "index", "params", "memory", "host_keys", "children", "pending", "foreign",
+    __slots__ = ("handle", "index", "params", "memory", "host_keys", "children", "pending", "foreign", "lock",
                  "__weakref__")
 
     def __init__(self, handle: Any, index: int) -> None:
@@ -83,6 +83,9 @@ class CudaGraph:
         # of an allocation or free node, else None).
         self.pending: list[tuple[Any, CudaAlloc | None]] = []
         self.foreign: set[Any] = set()  # captured nodes other libraries made (no record of gpugraph's)
+        # Held from a captured call to the queueing of its entry, and while entries are paired with nodes,
+        # so a pairing never sees a node whose entry is not queued yet.
+        self.lock = threading.Lock()
 
 
 class CudaExec:
