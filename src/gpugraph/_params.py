@@ -39,7 +39,7 @@ class Param:
         ValueError: If ``value`` does not fit in ``dtype``.
     """
 
-    __slots__ = ("_value", "dtype", "_users", "_is_array", "_low", "_high", "__weakref__")
+    __slots__ = ("_value", "dtype", "_users", "_is_array", "_fast", "_low", "_high", "__weakref__")
 
     def __init__(self, value: Any, dtype: Any = None) -> None:
         global in_use
@@ -47,7 +47,9 @@ class Param:
         # Executable graphs with nodes using it, by id: weak references, iterated directly (a hot path).
         self._users: dict[int, weakref.ref] = {}
         self._is_array = type(value) is Array
-        self._low, self._high = np.inf, -np.inf  # the float values ``value`` takes without more checks: none
+        # The values ``value`` takes without more checks: Python numbers of type _fast in [_low, _high].
+        self._fast: type = float
+        self._low, self._high = np.inf, -np.inf  # none yet
         if self._is_array:
             self.dtype = value.dtype
             self._value = value
@@ -61,11 +63,11 @@ class Param:
             self._set(to_c(value, dtype, str(dtype), "Param"), dtype)
 
     def _set(self, value: Any, dtype: np.dtype) -> None:
-        """Fix the scalar type (and the range of floats the value setter takes at once)."""
+        """Fix the scalar type (and the Python numbers the value setter takes at once: ints in range for an
+        integer type, floats in range for a floating one)."""
         self._value, self.dtype = value, dtype
-        integral, low, high = bounds(dtype)
-        if not integral:
-            self._low, self._high = low, high
+        integral, self._low, self._high = bounds(dtype)
+        self._fast = int if integral else float
 
     @property
     def is_array(self) -> bool:
@@ -92,8 +94,8 @@ class Param:
                 raise ValueError(f"{self!r}.value: expected an Array of {self.dtype} on {self._value.device}, "
                                  f"got one of {new.dtype} on {new.device}")
             self._value = new
-        elif type(new) is float and self._low <= new <= self._high:
-            self._value = self.dtype.type(new)  # the common case, cheaply: a float in range for a float Param
+        elif type(new) is self._fast and self._low <= new <= self._high:
+            self._value = self.dtype.type(new)  # the common case, cheaply: a Python number the type holds
         else:
             if not is_number(new):
                 raise TypeError(f"{self!r}.value: expected a real scalar, got {type(new).__name__}")
