@@ -48,7 +48,7 @@ class Param:
         self._users: dict[int, weakref.ref] = {}
         self._is_array = type(value) is Array
         # The values ``value`` takes without more checks: Python numbers of type _fast in [_low, _high].
-        self._fast: type = float
+        self._fast: Any = float  # Any: comparing with a type would narrow `new` to object
         self._low, self._high = np.inf, -np.inf  # none yet
         if self._is_array:
             self.dtype = value.dtype
