@@ -671,16 +671,18 @@ def test_cupy_and_torch_arrays_are_viewed_without_copies(cuda_device):
     with pytest.raises(BufferError, match=r"is not C-contiguous"):
         gg.from_cuda_array_interface(c[::2], device=cuda_device)
     torch = pytest.importorskip("torch")
+    # PyTorch's capsule holds its C++ tensor, not the Python one: watch the memory its tensors hold instead.
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated(cuda_device.index)
     t = torch.ones(N, device=f"cuda:{cuda_device.index}")
-    alive = weakref.ref(t)
     x = gg.from_dlpack(t)
     assert x.ptr == t.data_ptr()
     del t
     gc.collect()
-    assert alive() is not None  # the view keeps the tensor alive (through its DLPack deleter)
+    assert torch.cuda.memory_allocated(cuda_device.index) > before  # the view keeps the tensor's memory
     del x
     gc.collect()
-    assert alive() is None
+    assert torch.cuda.memory_allocated(cuda_device.index) == before  # released with the view
 
 
 @pytest.mark.gpu
