@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
+import weakref
 
 import pytest
 
@@ -80,6 +82,23 @@ def test_hip_is_unavailable_and_says_what_is_missing():
         gg.Device("hip")
     with pytest.raises(gg.BackendUnavailableError, match="hip"):
         gg.Device("hip:0")
+
+
+def test_a_refused_backend_keeps_no_caller_alive():
+    """Each refusal is a new error: one shared error object would keep the frames (and their locals) of every
+    call it was raised through alive, such as the producer of gg.from_dlpack (seen on the H200)."""
+    class Local:
+        pass
+
+    def ask() -> weakref.ref:
+        local = Local()
+        with pytest.raises(gg.BackendUnavailableError):
+            gg.Device("hip")
+        return weakref.ref(local)
+
+    refs = [ask() for _ in range(3)]
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
 
 
 def test_cpu_device_index_out_of_range():

@@ -18,7 +18,9 @@ _HOW_TO_GET = {
 
 _lock = threading.Lock()
 _loaded: dict[str, Backend] = {}
-_failed: dict[str, BackendUnavailableError] = {}
+# Why each unavailable backend is unavailable. Each refusal raises a new error: a raised error keeps the
+# frames it passed through (and their locals) alive, so one shared error object would leak them.
+_failed: dict[str, str] = {}
 
 
 def get_backend(name: str) -> Backend:
@@ -37,14 +39,14 @@ def get_backend(name: str) -> Backend:
         if name in _loaded:
             return _loaded[name]
         if name in _failed:
-            raise _failed[name]
+            raise BackendUnavailableError(_failed[name])
         try:
             if name not in _MODULES:
                 raise BackendUnavailableError(f"{name}: {_HOW_TO_GET[name]}")
             module = importlib.import_module(_MODULES[name])
             backend = module.create_backend()
         except BackendUnavailableError as exc:
-            _failed[name] = exc
+            _failed[name] = str(exc)
             raise
         _loaded[name] = backend
         return backend
