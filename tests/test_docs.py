@@ -1,6 +1,6 @@
-"""Every ```python block of docs/capture.md, docs/dynamic.md and docs/guide.md runs as written: a document's
-blocks, in order, make one program, run in a fresh interpreter on each backend present (a crash there fails
-the test instead of the test run), and print the results the document shows."""
+"""Every ```python block of README.md, docs/capture.md, docs/dynamic.md and docs/guide.md runs as written:
+a document's blocks, in order, make one program, run in a fresh interpreter on each backend present (a
+crash there fails the test instead of the test run), and print the results the document shows."""
 
 from __future__ import annotations
 
@@ -12,40 +12,41 @@ import sys
 
 import pytest
 
-DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Per document: the fewest blocks it has, code run after its blocks, and lines its program must print.
 PROGRAMS = {
-    "capture.md": (10, "assert not stream.is_capturing\nassert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
+    "README.md": (6, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n", []),
+    "docs/capture.md": (10, "assert not stream.is_capturing\nassert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
                    ["capture(mode): expected one of global, thread_local, relaxed, got 'strict'",
                     "Capture.add_empty: the capture is not running (use it inside the with block)"]),
-    "dynamic.md": (10, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
+    "docs/dynamic.md": (10, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
                    ["['python', 'host node', 'host node']",
                     "[0. 3. 6. 9.] CapturedStats(captures=1, updates=0, instantiations=1, replays=1, patches=1, "
                     "evictions=0)",
                     "[ 1.  1. 20. 30.]"]),
     # The guide launches its explicit graph twice (hx: 1 -> 2 -> 4), the second time without waiting.
-    "guide.md": (11, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\ns.synchronize()\n"
+    "docs/guide.md": (11, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\ns.synchronize()\n"
                      "assert (hx == 4.0).all(), hx[:4]\n",
                  ["host step", "digraph gpugraph {"]),
 }
 
 
 def blocks(doc: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```$", (DOCS / doc).read_text(), flags=re.S | re.M)
+    return re.findall(r"^```python\n(.*?)^```$", (ROOT / doc).read_text(), flags=re.S | re.M)
 
 
 @pytest.mark.parametrize("doc", list(PROGRAMS))
 def test_doc_has_blocks(doc):
     """Every block that opens with ```python is found (none is skipped by a stray fence)."""
-    text = (DOCS / doc).read_text()
+    text = (ROOT / doc).read_text()
     assert len(blocks(doc)) == text.count("```python\n") >= PROGRAMS[doc][0]
 
 
 @pytest.mark.parametrize("doc", list(PROGRAMS))
 def test_doc_blocks_run(device, tmp_path, doc):
     _least, after, printed = PROGRAMS[doc]
-    program = tmp_path / doc.replace(".md", "_md.py")
+    program = tmp_path / pathlib.Path(doc).name.replace(".md", "_md.py")
     program.write_text("import os\n" + "\n".join(blocks(doc)) + "\n" + after + "print('ALL BLOCKS RAN')\n")
     env = dict(os.environ, GPUGRAPH_BACKEND=device.backend, PYTHONPATH=os.pathsep.join(sys.path))
     done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120)

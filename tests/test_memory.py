@@ -133,6 +133,19 @@ def test_zero_d_arrays_in_copies_and_kernels(device):
     np.testing.assert_array_equal(one.to_numpy(), [7.0])
 
 
+def test_a_cpu_kernel_sees_a_zero_d_array_as_one_element():
+    """The CUDA kernel gets a pointer to one element; its CPU twin gets a 1-element view (docs/guide.md)."""
+    device = gg.Device("cpu")
+    seen = []
+    kernel = gg.Kernel("__global__ void k(float* x){ x[0] += 1.0f; }", "k",
+                       cpu=lambda launch, x: (seen.append(x.shape), x.__setitem__(0, x[0] + 1)))
+    x = device.asarray(np.float32(2.0))
+    stream = device.stream()
+    stream.launch(kernel, 1, 1, x)
+    stream.synchronize()
+    assert seen == [(1,)] and x.to_numpy() == 3.0 and x.to_numpy().shape == ()
+
+
 def test_distinct_allocations_do_not_alias(device):
     a = device.asarray(np.full(4, 1, np.int32))
     b = device.asarray(np.full(4, 2, np.int32))

@@ -418,6 +418,27 @@ def test_bad_values_for_a_pointer_param(device):
     assert buf.value is x
 
 
+@pytest.mark.parametrize(("dtype", "fits", "beyond"), [
+    (np.int32, (2**31 - 1, -(2**31), 0), (2**31, -(2**31) - 1)),
+    (np.uint32, (0, 2**32 - 1), (-1, 2**32)),
+    (np.bool_, (0, 1), (2, -1)),
+    (np.int64, (2**63 - 1, -(2**63)), (2**63,)),
+])
+def test_python_ints_set_on_an_integer_param_are_range_checked(dtype, fits, beyond):
+    """The fast path for Python ints takes exactly the values the type holds; the rest are refused as
+    before, and a refused value leaves the Param as it was."""
+    p = gg.Param(0, dtype=dtype)
+    for value in fits:
+        p.value = value
+        assert p.value == value and type(p.value) is np.dtype(dtype).type
+    for value in beyond:
+        with pytest.raises(ValueError, match=rf"{re.escape(repr(p))}\.value: {value} does not fit in"):
+            p.value = value
+        assert p.value == fits[-1]
+    with pytest.raises(TypeError, match=r"expects an integer, got float 0\.5"):
+        p.value = 0.5
+
+
 def test_param_values_follow_the_rules_of_kernel_arguments(device):
     """The same rules as arguments (Python and NumPy numbers alike), on every path: the value setter's fast
     path for floats, its general path, construction with a dtype and binding at first use."""

@@ -136,6 +136,19 @@ def test_macros_that_grow_without_bound_leave_their_kernels_unknown():
     assert kernel_names(source) == ["j", "k"]
 
 
+def test_a_large_source_and_deep_macro_chains_are_read():
+    """Only what macros add counts against the expansion cap: a large table is no reason to give up; a
+    chain of macros deeper than any real source leaves its kernels unknown instead of ending in
+    RecursionError."""
+    table = "__device__ float table[] = {" + ", ".join(["1.0f"] * 130_000) + "};\n"
+    source = table + "__global__ void k(float* x, int n){}\n"
+    assert read(source) == [("x", "float*", True, F32, 1), ("n", "int", False, I32, 0)]
+    chain = "#define M0 float\n" + "".join(f"#define M{i + 1} M{i}\n" for i in range(3000))
+    source = chain + "__global__ void k(M3000 x, float* y){}\n__global__ void j(float* y){}\n"
+    assert read(source) is None
+    assert read(source, "j") == [("y", "float*", True, F32, 1)]
+
+
 def test_a_kernel_declared_through_a_macro_is_found():
     source = '#define KERNEL extern "C" __global__\nKERNEL void k(float* x, int n){}'
     assert types(source) == [F32, I32]

@@ -133,7 +133,7 @@ def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
             raise ValueError(f"{what}: {exc}") from None
         if index != device.index:
             raise ValueError(f"{what}: the stream {address:#x} belongs to {device.backend}:{index}, not {device}")
-        made = Stream(device, non_blocking, priority, handle=handle)
+        made = Stream(device, non_blocking, priority, _wrap=handle)
         weakref.finalize(made, _keep, owner).atexit = False  # the owner's stream lives as long as the Stream
         with _lock:
             stream = _streams.setdefault(address, made)

@@ -195,9 +195,10 @@ def _matching(tokens: list[str], start: int, open_: str = "(", close: str = ")")
     return len(tokens) - 1
 
 
-# The most tokens an expansion may make: macros that double at each level grow exponentially, and a
+# The most tokens macro expansions may add: macros that double at each level grow exponentially, and a
 # reader that gives up (every macro then unknown) is better than one that hangs.
 _EXPANSION_LIMIT = 250_000
+_NESTING_LIMIT = 200  # macros inside macros, as deep as any real source goes
 
 
 class _TooLong(Exception):
@@ -209,12 +210,10 @@ def _expand(tokens: list[str], macros: dict[str, list[str] | None], unsafe: set[
     """``tokens`` with object-like macros expanded; unresolvable macros become marker tokens.
 
     Raises:
-        _TooLong: If the expansion makes more than _EXPANSION_LIMIT tokens (counted in ``made``).
+        _TooLong: If macro bodies add more than _EXPANSION_LIMIT tokens in all (counted in ``made``), or
+            nest deeper than _NESTING_LIMIT (Python's own recursion limit would end it with RecursionError).
     """
     made = [0] if made is None else made
-    made[0] += len(tokens)
-    if made[0] > _EXPANSION_LIMIT:
-        raise _TooLong
     out: list[str] = []
     i = 0
     while i < len(tokens):
@@ -228,6 +227,9 @@ def _expand(tokens: list[str], macros: dict[str, list[str] | None], unsafe: set[
             if body is None:
                 out.append((_UNSAFE if token in unsafe else _UNKNOWN) + token)
             else:
+                made[0] += len(body)
+                if made[0] > _EXPANSION_LIMIT or len(active) >= _NESTING_LIMIT:
+                    raise _TooLong
                 out.extend(_expand(body, macros, unsafe, active | {token}, made))
         else:
             out.append(token)
@@ -312,7 +314,8 @@ def _read_source(source: str, options: tuple[str, ...]) -> _Source:
     macros, unsafe, code = _macro_definitions(text, options)
     try:
         tokens = _expand(_TOKEN.findall(code), macros, unsafe)
-    except _TooLong:  # every macro unknown, and any of them in a parameter list makes its signature unknown
+    except _TooLong:  # every macro unknown (no expansion: cannot raise again), and any of them in a
+        # parameter list makes its signature unknown
         tokens = _expand(_TOKEN.findall(code), dict.fromkeys(macros), unsafe | set(macros))
     typedefs, unknown = _declarations(tokens)
     return _Source(tokens, typedefs, unknown)

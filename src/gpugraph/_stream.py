@@ -84,10 +84,10 @@ class Stream:
     _numbers = itertools.count(1)
 
     def __init__(self, device: Any, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False,
-                 handle: Any = None) -> None:
-        """``legacy``: the device's legacy default stream. ``handle``: wrap the backend's handle of a native
-        stream that gpugraph does not own (another library's, for ``Stream.from_external``; ``non_blocking``
-        and ``priority`` say what it is): nothing destroys it at collection."""
+                 _wrap: Any = None) -> None:
+        """``legacy``: the device's legacy default stream. ``_wrap`` (gpugraph's own, not the user's): the
+        backend's handle of a native stream gpugraph does not own (another library's, for
+        ``Stream.from_external``; ``non_blocking`` and ``priority`` say what it is), destroyed by nothing here."""
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"stream: priority must be an int, got {priority!r}")
         self.device = device
@@ -99,8 +99,8 @@ class Stream:
         self._number = 0 if legacy else next(Stream._numbers)  # tells streams apart in messages
         if legacy:
             self._handle = backend.stream_default(device.index)
-        elif handle is not None:
-            self._handle = handle  # registered by its maker (gpugraph._interop), which knows the address
+        elif _wrap is not None:
+            self._handle = _wrap  # registered by its maker (gpugraph._interop), which knows the address
         else:
             self._handle = backend.stream_create(device.index, self.non_blocking, priority)
             weakref.finalize(self, backend.stream_destroy, self._handle).atexit = False

@@ -433,8 +433,9 @@ class CudaBackend:
         if not graph.pending:
             return
         with graph.lock:  # a call captured on another thread meanwhile would leave a node without its entry
-            self._pair(graph, graph.pending)
-            graph.pending = []
+            if graph.pending:  # another thread may have paired them while this one waited
+                self._pair(graph, graph.pending)
+                graph.pending = []
 
     def _pair(self, graph: CudaGraph, pending: list[tuple[Any, CudaAlloc | None]]) -> None:
         params, children, foreign = graph.params, graph.children, graph.foreign
@@ -519,8 +520,9 @@ class CudaBackend:
 
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         self.contexts.use(graph.index)
-        node = add_node(self, graph, params, list(deps))
-        self._keep_records(graph, node, params)
+        with graph.lock:  # the node and its records appear together to a pairing on another thread
+            node = add_node(self, graph, params, list(deps))
+            self._keep_records(graph, node, params)
         return node
 
     def _keep_records(self, graph: CudaGraph, node: Any, params: Any) -> None:
@@ -551,16 +553,21 @@ class CudaBackend:
         p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         p.poolProps.location.id = graph.index
         p.bytesize = max(nbytes, 1)
-        node = call(cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
-        ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
-        alloc = CudaAlloc(ptr, nbytes, "graph", graph.index)
-        graph.memory[node] = alloc
-        graph.params[node] = AllocParams(nbytes, ptr)
+        with graph.lock:  # the node and its records appear together to a pairing on another thread
+            node = call(cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
+            ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
+            alloc = CudaAlloc(ptr, nbytes, "graph", graph.index)
+            graph.memory[node] = alloc
+            graph.params[node] = AllocParams(nbytes, ptr)
         return node, ptr, alloc
 
     def graph_add_free(self, graph: CudaGraph, alloc: CudaAlloc, deps: Sequence[Any]) -> Any:
-        node = self.graph_add_node(graph, FreeParams(alloc.ptr), deps)
-        graph.memory[node] = alloc
+        self.contexts.use(graph.index)
+        params = FreeParams(alloc.ptr)
+        with graph.lock:
+            node = add_node(self, graph, params, list(deps))
+            graph.params[node] = params
+            graph.memory[node] = alloc
         return node
 
     def node_allocation(self, graph: CudaGraph, node: Any) -> CudaAlloc | None:
@@ -761,7 +768,9 @@ def _describes(record: Any, derived: Any) -> bool:
                                                                              derived.nbytes)
     if isinstance(record, MemsetParams):
         return address(record.dst) == derived.dst and record.count == derived.count
-    return record == derived  # allocation and free nodes: their addresses
+    if isinstance(record, AllocParams):  # the driver reports a 0-byte allocation's size as the 1 it allocated
+        return record.ptr == derived.ptr
+    return record == derived  # free nodes: their addresses
 
 
 def _check_allocated(*operands: Any) -> None:
