@@ -17,7 +17,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Per document: the fewest blocks it has, code run after its blocks, and lines its program must print.
 PROGRAMS = {
     "README.md": (6, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n", []),
-    "docs/capture.md": (10, "assert not stream.is_capturing\nassert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
+    "docs/capture.md": (10, "assert not stream.is_capturing\n"
+                            "assert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
                    ["capture(mode): expected one of global, thread_local, relaxed, got 'strict'",
                     "Capture.add_empty: the capture is not running (use it inside the with block)"]),
     "docs/dynamic.md": (10, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
