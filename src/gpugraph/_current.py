@@ -16,9 +16,16 @@ def current_stream(device: Any = None) -> Stream:
     """The stream work goes to on ``device`` (default ``Device()``) in this thread.
 
     It is the innermost ``use_stream`` of that device, else a non-blocking stream of this thread's own.
+
+    Raises:
+        TypeError: If ``device`` is not a Device or None (a spec string: pass ``gg.Device(spec)``).
     """
     from ._device import Device
-    device = Device() if device is None else device
+    if device is None:
+        device = Device()
+    elif type(device) is not Device:
+        hint = f" (pass gg.Device({device!r}))" if isinstance(device, str) else ""
+        raise TypeError(f"current_stream(device): expected a Device or None, got {type(device).__name__}{hint}")
     chosen = getattr(_local, "chosen", None)
     if chosen:
         for stream in reversed(chosen):

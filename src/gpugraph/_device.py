@@ -37,10 +37,11 @@ class GraphMemoryUsage:
 
 
 def _parse(spec: str) -> tuple[str, int]:
-    name, _, index = spec.strip().partition(":")
+    name, sep, index = spec.strip().partition(":")
     if name not in BACKEND_ORDER:
         raise ValueError(f"Device: expected 'cuda', 'hip' or 'cpu', optionally with ':index', got {spec!r}")
-    if index and not index.isdigit():
+    # ASCII digits only: str.isdigit and int() also take '²' and other Unicode digits.
+    if sep and not (index.isascii() and index.isdigit()):
         raise ValueError(f"Device: the index after ':' must be a non-negative int, got {spec!r}")
     return name, int(index or 0)
 

@@ -157,9 +157,10 @@ def export(array: Any, *, stream: Any = None, max_version: Any = None, dl_device
         device._synchronize(f"{what}(copy=True)")
         device._backend.copy(duplicate, array, array.nbytes)
         array = duplicate
-    backend = array.device._backend
-    return _capsule(array, backend.data_address(array), array.shape, dtype, own, versioned,
-                    IS_COPIED if copy else 0)
+    # The export keeps the Array and whatever the backend says keeps its memory valid (the CPU backend's
+    # pool memory, which a free and a trim would otherwise unmap under the consumer's view).
+    address, memory = array.device._backend.export_memory(array)
+    return _capsule((array, memory), address, array.shape, dtype, own, versioned, IS_COPIED if copy else 0)
 
 
 def _versioned(max_version: Any, what: str) -> bool:

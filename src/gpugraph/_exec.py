@@ -171,6 +171,10 @@ class GraphExec:
                               "set_enabled or Params cannot be launched into a capture (the capture embeds the "
                               "graph it was made from); launch that graph's instantiation before the changes, or "
                               "capture the work itself")
+        from ._graph import nesting_refusal
+        refusal = nesting_refusal(stream._capture.graph, self._source._handle)
+        if refusal is not None:
+            raise _capture._invalidate([stream._capture], "GraphExec.launch", refusal)
 
     def upload(self, stream: Stream) -> None:
         """Prepare the graph's device resources ahead of its first launch. See also: cudaGraphUpload."""

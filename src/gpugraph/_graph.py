@@ -28,6 +28,40 @@ from ._nodes import (
 )
 from ._stream import Event
 
+MAX_NESTING = 64
+"""The most levels of graphs one graph may hold: itself, its child graphs, theirs, and so on.
+
+CUDA documents no limit on child-graph nesting. gpugraph refuses a child-graph node that would nest deeper
+(``Graph.add_child``, and an executable graph launched into a capture, which embeds it as a child graph) on
+every backend, so that the walks over the nesting (cloning, instantiating, updating; running, on the CPU
+backend) stay far from Python's recursion limit."""
+
+
+def nesting(backend: Any, handle: Any) -> int:
+    """How many levels of graphs the backend graph ``handle`` holds (1 without child graphs), found
+    without recursion."""
+    deepest, pending = 1, [(handle, 1)]
+    while pending:
+        graph, level = pending.pop()
+        deepest = max(deepest, level)
+        for node in backend.graph_nodes(graph):
+            params = backend.node_params(graph, node)
+            if isinstance(params, ChildGraphParams):
+                pending.append((params.graph, level + 1))
+    return deepest
+
+
+def nesting_refusal(graph: Graph, child: Any) -> str | None:
+    """Why a child-graph node embedding the backend graph ``child`` cannot be added to ``graph`` (None if it
+    can): the nesting would pass ``MAX_NESTING`` levels."""
+    level = graph._level()
+    levels = level + nesting(graph._backend, child)
+    if levels <= MAX_NESTING:
+        return None
+    where = "a graph of its own" if level == 1 else f"a child graph at level {level}"
+    return (f"the child graph would make graphs nest {levels} levels deep (this graph is {where}, the child "
+            f"holds {levels - level}); gpugraph allows at most {MAX_NESTING} levels of child graphs")
+
 
 class Node:
     """One operation of a Graph; returned by the ``Graph.add_*`` methods and by queries.
@@ -170,6 +204,13 @@ class Graph:
         """Destroy the backend graph when this wrapper is collected (a capture hands it over at its end)."""
         weakref.finalize(self, self._backend.graph_destroy, self._handle).atexit = False
 
+    def _level(self) -> int:
+        """1 for a graph of its own; one more than its owner's for the graph embedded in a child-graph node."""
+        level, owner = 1, self._owner
+        while owner is not None:
+            level, owner = level + 1, owner._owner
+        return level
+
     def _refresh(self) -> None:
         """Re-read what the backend graph holds after others (a capture) added to it."""
         self._changing()
@@ -263,7 +304,14 @@ class Graph:
         return self._add(EmptyParams(), self._deps(after, "add_empty"))
 
     def add_child(self, graph: Graph, after: Any = ()) -> Node:
-        """Add a node running a copy of ``graph`` (taken now). See also: cudaGraphAddChildGraphNode."""
+        """Add a node running a copy of ``graph`` (taken now).
+
+        Raises:
+            GraphError: If ``graph`` is this graph, on another device, holds allocation or free nodes, or
+                would make graphs nest more than ``MAX_NESTING`` (64) levels deep.
+
+        See also: cudaGraphAddChildGraphNode.
+        """
         if not isinstance(graph, Graph):
             raise TypeError(f"add_child(graph): expected a Graph, got {type(graph).__name__}")
         if graph.device is not self.device:
@@ -272,7 +320,11 @@ class Graph:
             raise GraphError("add_child: a graph cannot contain itself")
         if graph._memory:
             raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
-        return self._add(ChildGraphParams(graph._handle), self._deps(after, "add_child"))
+        deps = self._deps(after, "add_child")
+        refusal = nesting_refusal(self, graph._handle)
+        if refusal is not None:
+            raise GraphError(f"add_child: {refusal}")
+        return self._add(ChildGraphParams(graph._handle), deps)
 
     def add_event_record(self, event: Event, after: Any = ()) -> Node:
         """Add a node recording ``event``. See also: cudaGraphAddEventRecordNode."""

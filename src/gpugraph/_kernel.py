@@ -45,6 +45,9 @@ def _dims(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int
     return dims  # type: ignore[return-value]
 
 
+# Normalised launch shapes by input value. A program may launch with ever new grids (sized to its data), so
+# each cache is emptied when a miss finds it full: a hit stays one dict lookup, and memory stays bounded.
+_CACHE_LIMIT = 4096
 _grid_cache: dict[Any, tuple[int, int, int]] = {}
 _block_cache: dict[Any, tuple[int, int, int]] = {}
 
@@ -71,6 +74,8 @@ def _cached(value: Any, cache: dict, normalize: Any) -> tuple[int, int, int]:
     if dims is None:
         dims = normalize(value)
         if key is not None:
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
             cache[key] = dims
     return dims
 
@@ -93,30 +98,43 @@ def check_shared_mem(shared_mem: Any) -> int:
     return int(shared_mem)
 
 
+def _options(name: str, options: Any) -> tuple[str, ...]:
+    """Compiler options as a tuple of str (None: none), or raise naming what was got."""
+    if options is None:
+        return ()
+    try:
+        result = tuple(options) if not isinstance(options, (str, bytes)) else None
+    except TypeError:
+        result = None
+    if result is None or not all(isinstance(o, str) for o in result):
+        raise TypeError(f"Kernel {name!r}: options must be a sequence of str such as ('-use_fast_math',), "
+                        f"or None, got {options!r}")
+    return result
+
+
 class Kernel:
     """A ``__global__`` function in CUDA/HIP C++ source, compiled lazily once per device.
 
     Args:
         source: CUDA/HIP C++ source holding the kernel.
         name: The kernel's name in ``source``.
-        options: Extra compiler options (NVRTC/hiprtc), e.g. ``("-use_fast_math",)``.
+        options: Extra compiler options (NVRTC/hiprtc), e.g. ``("-use_fast_math",)``; None means none.
         cpu: Optional Python implementation used by the CPU backend, called as
             ``cpu(launch, *args)`` with ``launch.grid``/``launch.block`` 3-tuples and array
             arguments as NumPy views.
 
     Raises:
-        TypeError: If ``source``/``name`` are not strings, ``options`` is not a sequence of strings,
-            or ``cpu`` is not callable.
+        TypeError: If ``source``/``name`` are not strings, ``options`` is not None or a sequence of
+            strings, or ``cpu`` is not callable.
     """
 
-    def __init__(self, source: str, name: str, options: Sequence[str] = (),
+    def __init__(self, source: str, name: str, options: Sequence[str] | None = (),
                  cpu: Callable[..., Any] | None = None) -> None:
         if not isinstance(source, str):
             raise TypeError(f"Kernel: source must be a str of CUDA/HIP C++, got {type(source).__name__}")
         if not isinstance(name, str) or not name.isidentifier():
             raise TypeError(f"Kernel: name must be the kernel's identifier, got {name!r}")
-        if isinstance(options, str) or not all(isinstance(o, str) for o in options):
-            raise TypeError(f"Kernel {name!r}: options must be a sequence of str, got {options!r}")
+        options = _options(name, options)
         if cpu is not None and not callable(cpu):
             raise TypeError(f"Kernel {name!r}: cpu must be callable or None, got {type(cpu).__name__}")
         self.source = source

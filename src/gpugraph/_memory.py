@@ -128,6 +128,9 @@ def operand_nbytes(value: Any, what: str, *, writable: bool = False) -> int:
     if type(value) is Array:
         return value.nbytes
     if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:  # its bytes are pointers to Python objects: a copy would corrupt them
+            raise TypeError(f"{what}: the NumPy array has dtype {value.dtype}, which holds Python objects; copies "
+                            f"move plain data only (convert it, e.g. arr.astype(np.float64))")
         if not value.flags.c_contiguous:
             raise ValueError(f"{what}: NumPy arrays must be C-contiguous, got strides {value.strides}")
         if writable and not value.flags.writeable:

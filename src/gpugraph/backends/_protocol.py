@@ -42,6 +42,9 @@ class Backend(Protocol):
         """Whether host memory ``[ptr, ptr + nbytes)`` is page-locked (graph and captured copies need it)."""
     def copy(self, dst: Any, src: Any, nbytes: int) -> None: ...
     def data_address(self, array: Any) -> int: ...
+    def export_memory(self, array: Any) -> tuple[int, Any]:
+        """``array``'s memory for another library (DLPack): its address and an object that keeps that memory
+        valid while held (None where the Array keeps it); the export holds both as long as the view lives."""
     def mem_import(self, index: int, ptr: int, nbytes: int) -> Handle:
         """An allocation record (origin "device") for ``nbytes`` at ``ptr`` that another library allocated and
         keeps alive (gpugraph never frees it); ValueError saying what the memory is when it is not memory of

@@ -22,7 +22,7 @@ from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, Ker
 from ._capture import CpuCapture
 from ._executor import CpuExec
 from ._graphs import CpuGraph, CpuNode
-from ._memory import AddressSpace, Allocation, PinnedRegistry, Pool, typed_view
+from ._memory import AddressSpace, Allocation, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import CpuEvent, CpuStream
 
@@ -38,7 +38,7 @@ class CpuBackend:
     def __init__(self) -> None:
         self._addresses = AddressSpace()
         self._graph_pool = Pool()
-        self._stream_pool = Pool()
+        self._stream_pool = Pool(release_threshold=0)  # CUDA's default pool: all unused memory, at synchronize
         self._pinned = PinnedRegistry()
         self._streams: set[CpuStream] = set()
         self._default_stream: CpuStream | None = None
@@ -68,12 +68,14 @@ class CpuBackend:
                 stream.synchronize()
             except BaseException as exc:  # noqa: BLE001 - every stream is drained, the first error raised
                 first = first or exc
+        self._stream_pool.release()
         if first is not None:
             raise first
 
     # Memory
 
     def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Allocation]:
+        check_mappable(nbytes, "device")
         buffer = np.empty(max(nbytes, 1), np.uint8)
         alloc = Allocation(buffer.ctypes.data, nbytes, buffer, None, "device")
         alloc.owner = f"device allocation at {alloc.ptr:#x}"
@@ -83,6 +85,7 @@ class CpuBackend:
         alloc.buffer = None
 
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
+        check_mappable(nbytes, "page-locked host")
         buffer = np.empty(max(nbytes, 1), np.uint8)  # never empty: each buffer has an address of its own
         self._pinned.add(buffer)
         return buffer[:nbytes]
@@ -94,9 +97,14 @@ class CpuBackend:
         run_memcpy(dst, src, nbytes)
 
     def data_address(self, array: Any) -> int:
-        # Stream-ordered and graph allocations live at fixed addresses no host code can read: export
-        # the memory mapped to them now (valid until their free).
-        return typed_view(array).ctypes.data
+        return self.export_memory(array)[0]
+
+    def export_memory(self, array: Any) -> tuple[int, Any]:
+        # Stream-ordered and graph allocations live at fixed addresses no host code can read: export the
+        # memory mapped to them now, and keep it for the export, so that a view read after the free reads
+        # released memory (whose contents are undefined, as on a GPU) instead of unmapped memory.
+        view = typed_view(array)
+        return view.ctypes.data, view
 
     def mem_import(self, index: int, ptr: int, nbytes: int) -> Allocation:
         # Host memory another library exported (DLPack kDLCPU), viewed where it is; its owner keeps it alive.
@@ -114,6 +122,7 @@ class CpuBackend:
 
     def _new_allocation(self, nbytes: int, pool: Pool, origin: str, ptr: int | None = None) -> Allocation:
         """An allocation at ``ptr`` (a freed graph allocation's, which CUDA reuses), else at a new address."""
+        check_mappable(nbytes, f"{origin}-ordered" if origin == "stream" else origin)
         if ptr is None:
             ptr = self._addresses.reserve(nbytes)
         alloc = Allocation(ptr, nbytes, None, pool, origin)
@@ -163,7 +172,10 @@ class CpuBackend:
         stream.close()
 
     def stream_synchronize(self, stream: CpuStream) -> None:
-        stream.synchronize()
+        try:
+            stream.synchronize()
+        finally:
+            self._stream_pool.release()  # as CUDA's pool does at a synchronize, above its release threshold
 
     def stream_query(self, stream: CpuStream) -> bool:
         return stream.query()
@@ -257,6 +269,7 @@ class CpuBackend:
     def event_synchronize(self, event: CpuEvent) -> None:
         if event.latest is not None:
             event.latest.flag.wait()
+        self._stream_pool.release()
 
     def event_query(self, event: CpuEvent) -> bool:
         return event.latest is None or event.latest.flag.is_set()

@@ -3,6 +3,8 @@ stream-ordered and graph allocations, so that a use outside an allocation's life
 
 from __future__ import annotations
 
+import mmap
+import os
 import threading
 import weakref
 
@@ -81,31 +83,77 @@ class PinnedRegistry:
             return any(start <= ptr and ptr + nbytes <= end for start, end in self._ranges.items())
 
 
+# Pool blocks of at least this size are mapped with mmap, so that releasing one gives its memory back to
+# the OS at once (the C heap may keep a freed malloc block); smaller ones come from NumPy.
+_MMAP_MIN = 64 << 10
+
+
+def block_size(nbytes: int) -> int:
+    """The size of the pool block an allocation of ``nbytes`` takes: rounded up to one of four sizes per power
+    of two (at most a quarter more), so that an allocation reuses blocks freed by allocations of nearby sizes."""
+    if nbytes <= ALIGNMENT:
+        return ALIGNMENT
+    step = 1 << max((nbytes - 1).bit_length() - 3, 8)
+    return -(-nbytes // step) * step
+
+
+def _new_block(size: int) -> np.ndarray:
+    if size < _MMAP_MIN:
+        return np.empty(size, np.uint8)
+    try:
+        return np.frombuffer(mmap.mmap(-1, size), np.uint8)
+    except OSError as exc:
+        raise MemoryError(f"cpu: cannot map {size} bytes of pool memory ({exc.strerror})") from None
+
+
+def _machine_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no such figure on this platform
+        return None
+
+
+MACHINE_MEMORY = _machine_memory()
+
+
+def check_mappable(nbytes: int, kind: str) -> None:
+    """Refuse, when it is asked for, an allocation larger than the machine's memory: the CPU backend's memory
+    is host memory, and CUDA refuses at the call an allocation the device cannot hold."""
+    if MACHINE_MEMORY is not None and nbytes > MACHINE_MEMORY:
+        raise MemoryError(f"cpu: out of memory: cannot allocate {nbytes} bytes of {kind} memory; the CPU "
+                          f"backend's memory is the machine's, {MACHINE_MEMORY} bytes in all")
+
+
 class Pool:
     """A memory pool that keeps freed blocks for reuse (the device's graph pool or its async pool).
 
     Its figures follow what CUDA reports for graph memory (cudaDeviceGetGraphMemAttribute): memory stays
     counted as used once a graph allocation has held it, freed or not, until ``trim`` returns it.
+    ``release_threshold`` is CUDA's cudaMemPoolAttrReleaseThreshold: at each synchronize (``release``) the
+    pool gives back unused blocks while it holds more than that many bytes; None never (the graph pool,
+    which only ``trim`` empties, as cudaDeviceGraphMemTrim).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, release_threshold: int | None = None) -> None:
         self._lock = threading.Lock()
-        self._free: dict[int, list[np.ndarray]] = {}
+        self._free: dict[int, list[np.ndarray]] = {}  # block size -> unused blocks
+        self.release_threshold = release_threshold
         self.used = self.reserved = self.used_high = self.reserved_high = 0
 
     def map(self, alloc: Allocation) -> None:
-        """Give ``alloc`` memory, reusing a freed block of the same size when there is one."""
-        size = alloc.nbytes
+        """Give ``alloc`` memory, reusing a freed block of its block size when there is one."""
+        size = block_size(alloc.nbytes)
         with self._lock:
             blocks = self._free.get(size)
             if blocks:
-                buffer = blocks.pop()
-            else:
-                buffer = np.empty(size, np.uint8)
-                self.reserved += size
-                self.used += size
-                self.reserved_high = max(self.reserved_high, self.reserved)
-                self.used_high = max(self.used_high, self.used)
+                alloc.buffer = blocks.pop()
+                return
+        buffer = _new_block(size)  # outside the lock: an mmap takes a system call
+        with self._lock:
+            self.reserved += size
+            self.used += size
+            self.reserved_high = max(self.reserved_high, self.reserved)
+            self.used_high = max(self.used_high, self.used)
         alloc.buffer = buffer
 
     def unmap(self, alloc: Allocation) -> None:
@@ -116,15 +164,29 @@ class Pool:
                                 f"the memory is not allocated at this point (double free?)")
         alloc.buffer = None
         with self._lock:
-            self._free.setdefault(alloc.nbytes, []).append(buffer)
+            self._free.setdefault(buffer.size, []).append(buffer)
 
-    def trim(self) -> None:
-        """Release every block no allocation holds now."""
+    def trim(self, keep: int = 0) -> None:
+        """Release blocks no allocation holds, largest first, while the pool holds more than ``keep`` bytes.
+
+        A block's memory goes back to the OS once nothing views it (a DLPack export may, see
+        ``CpuBackend.export_memory``)."""
         with self._lock:
-            for size, blocks in self._free.items():
-                self.reserved -= size * len(blocks)
-                self.used -= size * len(blocks)
-            self._free.clear()
+            for size in sorted(self._free, reverse=True):
+                if self.reserved <= keep:
+                    break
+                blocks = self._free[size]
+                while blocks and self.reserved > keep:
+                    blocks.pop()
+                    self.reserved -= size
+                    self.used -= size
+                if not blocks:
+                    del self._free[size]
+
+    def release(self) -> None:
+        """At a synchronize: give back what the release threshold says (nothing without one)."""
+        if self._free and self.release_threshold is not None:
+            self.trim(self.release_threshold)
 
     def usage(self) -> dict[str, int]:
         return {"used": self.used, "reserved": self.reserved,

@@ -39,6 +39,7 @@ _DEVICE_MEMORY = (int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE), int(cu.CUmemorytype
 _INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 _INVALID_VALUE = cu.CUresult.CUDA_ERROR_INVALID_VALUE
+_OUT_OF_MEMORY = cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY
 _RESULT = cu.CUgraphExecUpdateResult
 # The driver's update refusals in the words of gpugraph._update's rules.
 _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topology changed",
@@ -101,7 +102,7 @@ class CudaBackend:
 
     def mem_alloc(self, index: int, nbytes: int) -> tuple[int, CudaAlloc]:
         self.contexts.use(index)
-        ptr = int(call(cu.cuMemAlloc, max(nbytes, 1)))
+        ptr = int(_allocate(nbytes, "device", cu.cuMemAlloc, max(nbytes, 1)))
         return ptr, CudaAlloc(ptr, nbytes, "device", index)
 
     def _release(self, fn: Any, *args: Any) -> None:
@@ -148,7 +149,7 @@ class CudaBackend:
 
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
         self.contexts.use(index)
-        ptr = int(call(cu.cuMemHostAlloc, max(nbytes, 1), 0))
+        ptr = int(_allocate(nbytes, "page-locked host", cu.cuMemHostAlloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
         weakref.finalize(raw, self._release, self._in_context, index, cu.cuMemFreeHost, ptr).atexit = False
         # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
@@ -168,6 +169,9 @@ class CudaBackend:
 
     def data_address(self, array: Any) -> int:
         return array.ptr
+
+    def export_memory(self, array: Any) -> tuple[int, Any]:
+        return array.ptr, None  # the Array keeps its allocation; a view used after a free is undefined, as in CUDA
 
     def mem_import(self, index: int, ptr: int, nbytes: int) -> CudaAlloc:
         if nbytes:  # an empty array may give any address (the CUDA Array Interface says 0)
@@ -329,10 +333,11 @@ class CudaBackend:
             def record(made: Any) -> tuple[AllocParams, CudaAlloc]:
                 ptr = int(made)
                 return AllocParams(nbytes, ptr), CudaAlloc(ptr, nbytes, "graph", stream.index)
-            params, alloc = self._captured(stream, call, (cu.cuMemAllocAsync, max(nbytes, 1), stream.handle), record)
+            params, alloc = self._captured(stream, _allocate, (nbytes, "graph", cu.cuMemAllocAsync, max(nbytes, 1),
+                                                               stream.handle), record)
             ptr = params.ptr
         else:
-            ptr = int(call(cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
+            ptr = int(_allocate(nbytes, "stream-ordered", cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
             alloc = CudaAlloc(ptr, nbytes, "stream", stream.index)
             alloc.live = True
         return ptr, alloc
@@ -554,7 +559,7 @@ class CudaBackend:
         p.poolProps.location.id = graph.index
         p.bytesize = max(nbytes, 1)
         with graph.lock:  # the node and its records appear together to a pairing on another thread
-            node = call(cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
+            node = _allocate(nbytes, "graph", cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
             ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
             alloc = CudaAlloc(ptr, nbytes, "graph", graph.index)
             graph.memory[node] = alloc
@@ -736,6 +741,18 @@ def _done(query: Any, handle: Any) -> bool:
     if err:
         raise error(query.__name__, err)
     return True
+
+
+def _allocate(nbytes: int, kind: str, fn: Any, *args: Any) -> Any:
+    """An allocating driver call (``call`` otherwise): out of memory is a MemoryError naming the size, as the
+    CPU backend raises for what it cannot map."""
+    err, result = fn(*args)
+    if err == _OUT_OF_MEMORY:
+        raise MemoryError(f"cuda: out of memory: cannot allocate {nbytes} bytes of {kind} memory "
+                          f"({fn.__name__}: CUDA_ERROR_OUT_OF_MEMORY)")
+    if err:
+        raise error(fn.__name__, err)
+    return result
 
 
 def _memory_type(ptr: int) -> int | None:
