@@ -16,6 +16,7 @@ from ._errors import (
     GraphError,
     GraphUpdateError,
     KernelCompileError,
+    StreamErrors,
 )
 from ._exec import GraphExec
 from ._graph import Graph, Node
@@ -74,6 +75,7 @@ __all__ = [
     "NodeKind",
     "Param",
     "Stream",
+    "StreamErrors",
     "available_backends",
     "captured",
     "current_stream",

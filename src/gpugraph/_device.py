@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _capture
+from ._host_threads import refuse_in_host_function
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
 from .backends import BACKEND_ORDER, available_backends, get_backend
@@ -34,6 +35,12 @@ class GraphMemoryUsage:
     reserved: int
     used_high: int
     reserved_high: int
+
+
+def _check_bool(value: Any, what: str) -> None:
+    # Not truthiness: the string 'no' is truthy.
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be a bool, got {value!r}")
 
 
 def _parse(spec: str) -> tuple[str, int]:
@@ -110,14 +117,20 @@ class Device:
     # Work and synchronisation
 
     def synchronize(self) -> None:
-        """Block until all work on the device has finished; raise the first pending stream error.
+        """Block until all work on the device has finished, that of destroyed streams included; raise the
+        errors the streams kept (host functions or CPU kernels that raised).
 
         Raises:
+            Exception: The error of the one stream that had one, unchanged.
+            StreamErrors: When several streams had one; ``.errors`` holds each. Every stream's error is
+                reported once: the streams no longer keep them.
             CaptureError: If a stream of the device is capturing.
+            GpuGraphError: If called from a host function.
         """
         self._synchronize("Device.synchronize")
 
     def _synchronize(self, api: str) -> None:
+        refuse_in_host_function(api)
         _capture.forbid_device_sync(api, self)
         self._backend.device_synchronize(self.index)
 
@@ -129,11 +142,21 @@ class Device:
         return self._default_stream
 
     def stream(self, non_blocking: bool = True, priority: int = 0) -> Stream:
-        """Create a stream (see ``Stream``)."""
+        """Create a stream (see ``Stream``).
+
+        Raises:
+            TypeError: If ``non_blocking`` is not a bool (or NumPy bool), or ``priority`` not an int.
+        """
+        _check_bool(non_blocking, "stream: non_blocking")
         return Stream(self, non_blocking, priority)
 
     def event(self, timing: bool = False) -> Event:
-        """Create an event; ``timing=True`` lets ``elapsed_ms`` measure between two of them."""
+        """Create an event; ``timing=True`` lets ``elapsed_ms`` measure between two of them.
+
+        Raises:
+            TypeError: If ``timing`` is not a bool (or NumPy bool).
+        """
+        _check_bool(timing, "event: timing")
         return Event(self, timing)
 
     # Memory

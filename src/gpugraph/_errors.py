@@ -72,3 +72,26 @@ class KernelCompileError(GpuGraphError):
     def __init__(self, kernel_name: str, log: str) -> None:
         self.log = log
         super().__init__(f"kernel {kernel_name!r} failed to compile:\n{log}")
+
+
+class StreamErrors(GpuGraphError):
+    """A device synchronize found errors on several streams (host functions or CPU kernels that raised).
+
+    Attributes:
+        errors: The first error of each stream since its last synchronize, in the order the streams were
+            created; each is reported here only (the streams no longer keep them).
+    """
+
+    def __init__(self, errors: list[BaseException]) -> None:
+        self.errors = list(errors)
+        listed = "; ".join(f"{type(e).__name__}: {e}" for e in self.errors)
+        super().__init__(f"{len(self.errors)} streams raised errors since their last synchronize: {listed}")
+
+
+def raise_stream_errors(errors: list[BaseException]) -> None:
+    """What a device synchronize raises for the errors it took from its streams: the error itself when there
+    is one, ``StreamErrors`` holding all of them when there are several."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise StreamErrors(errors)

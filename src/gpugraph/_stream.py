@@ -373,6 +373,7 @@ class Stream:
             Exception: The first exception raised by a host function or CPU kernel on this stream
                 since the last synchronize; the stream stays usable.
             CaptureError: If the stream is capturing.
+            GpuGraphError: If called from a host function (which must not wait or enqueue).
 
         See also: cudaStreamSynchronize.
         """

@@ -7,16 +7,19 @@ code tested here behaves the same on a GPU.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
+import sys
 import threading
+import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from ..._errors import GpuGraphError
+from ..._errors import GpuGraphError, raise_stream_errors
+from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ._capture import CpuCapture
@@ -24,7 +27,9 @@ from ._executor import CpuExec
 from ._graphs import CpuGraph, CpuNode
 from ._memory import AddressSpace, Allocation, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
-from ._streams import CpuEvent, CpuStream
+from ._streams import BranchPool, CpuEvent, CpuStream
+
+EXIT_TIMEOUT = 10.0  # seconds the interpreter's exit waits for queued work; $GPUGRAPH_EXIT_TIMEOUT changes it
 
 
 class CpuBackend:
@@ -40,17 +45,20 @@ class CpuBackend:
         self._graph_pool = Pool()
         self._stream_pool = Pool(release_threshold=0)  # CUDA's default pool: all unused memory, at synchronize
         self._pinned = PinnedRegistry()
-        self._streams: set[CpuStream] = set()
+        # Every stream in creation order, destroyed ones included until their work has run and their error
+        # (if any) has been reported: a device synchronize waits for them, as CUDA's does.
+        self._streams: dict[CpuStream, None] = {}
+        self._destroyed = 0  # about how many of them are destroyed (only decides when to prune)
         self._default_stream: CpuStream | None = None
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: BranchPool | None = None
+        atexit.register(self._finish_at_exit)
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
+    def _thread_pool(self) -> BranchPool:
         if self._executor is None:
             with self._lock:
                 if self._executor is None:
-                    self._executor = ThreadPoolExecutor(max_workers=max(8, 2 * (os.cpu_count() or 1)),
-                                                        thread_name_prefix="gpugraph-cpu-graph")
+                    self._executor = BranchPool(max(8, 2 * (os.cpu_count() or 1)), "gpugraph-cpu-graph")
         return self._executor
 
     # Devices
@@ -62,19 +70,39 @@ class CpuBackend:
         return f"CPU reference device ({os.cpu_count()} cores)"
 
     def device_synchronize(self, index: int) -> None:
-        first: BaseException | None = None
+        errors = []
         for stream in list(self._streams):
-            try:
-                stream.synchronize()
-            except BaseException as exc:  # noqa: BLE001 - every stream is drained, the first error raised
-                first = first or exc
+            stream.wait_idle()
+            error = stream.take_error()
+            if error is not None:
+                errors.append(error)
+            if stream.exited:  # destroyed, its work done and its error taken: forgotten
+                self._streams.pop(stream, None)
         self._stream_pool.release()
-        if first is not None:
-            raise first
+        raise_stream_errors(errors)
+
+    def _finish_at_exit(self) -> None:
+        """At interpreter exit: let queued work finish, waiting at most $GPUGRAPH_EXIT_TIMEOUT seconds in
+        all, then say on stderr what did not finish and which errors no synchronize reported."""
+        timeout = _exit_timeout()
+        deadline = time.monotonic() + timeout
+        streams = list(self._streams)
+        unfinished = sum(not s.wait_idle(max(0.0, deadline - time.monotonic())) for s in streams)
+        if unfinished:
+            sys.stderr.write(f"gpugraph: at interpreter exit, the work queued on {unfinished} CPU stream"
+                             f"{'s' if unfinished > 1 else ''} did not finish within {timeout:g} s "
+                             f"(GPUGRAPH_EXIT_TIMEOUT) and was abandoned; synchronize before exiting\n")
+        for stream in streams:
+            error = stream.take_error()
+            if error is not None:
+                sys.stderr.write(f"gpugraph: at interpreter exit, work on a CPU stream had raised an error that "
+                                 f"no synchronize reported (never reported): {type(error).__name__}: {error}\n")
 
     # Memory
 
     def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Allocation]:
+        if HOST_THREADS:
+            refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         check_mappable(nbytes, "device")
         buffer = np.empty(max(nbytes, 1), np.uint8)
         alloc = Allocation(buffer.ctypes.data, nbytes, buffer, None, "device")
@@ -85,6 +113,8 @@ class CpuBackend:
         alloc.buffer = None
 
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
+        if HOST_THREADS:
+            refuse_in_host_function("Device.pinned")
         check_mappable(nbytes, "page-locked host")
         buffer = np.empty(max(nbytes, 1), np.uint8)  # never empty: each buffer has an address of its own
         self._pinned.add(buffer)
@@ -143,7 +173,9 @@ class CpuBackend:
         stream = CpuStream(index, non_blocking, priority)
         if not non_blocking:
             stream.implicit_order = self._implicit_order
-        self._streams.add(stream)
+        if self._destroyed > 16 + len(self._streams) // 2:  # pruned now and then: creation stays O(1)
+            self._forget_destroyed()
+        self._streams[stream] = None
         return stream
 
     def stream_default(self, index: int) -> CpuStream:
@@ -168,10 +200,17 @@ class CpuBackend:
         return id(stream)
 
     def stream_destroy(self, stream: CpuStream) -> None:
-        self._streams.discard(stream)
-        stream.close()
+        stream.close()  # its work still runs; it stays listed for device synchronizes until reported
+        self._destroyed += 1
+
+    def _forget_destroyed(self) -> None:
+        """Drop destroyed streams whose work has run and that have no error left to report."""
+        for stream in [s for s in list(self._streams) if s.exited and s.error is None]:
+            self._streams.pop(stream, None)
+        self._destroyed = sum(s.closed for s in list(self._streams))
 
     def stream_synchronize(self, stream: CpuStream) -> None:
+        refuse_in_host_function("Stream.synchronize")
         try:
             stream.synchronize()
         finally:
@@ -182,12 +221,16 @@ class CpuBackend:
 
     def stream_launch(self, stream: CpuStream, function: Any, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.launch")
         if stream.capture is not None:
             stream.capture.record(stream, KernelParams(function, grid, block, shared_mem, args))
             return
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.memcpy")
         if stream.capture is not None:
             stream.capture.record(stream, MemcpyParams(dst, src, nbytes))
             return
@@ -195,18 +238,24 @@ class CpuBackend:
 
     def stream_memset(self, stream: CpuStream, dst: Any, value: Any, pattern: int, element_size: int,
                       count: int) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.memset")
         if stream.capture is not None:
             stream.capture.record(stream, MemsetParams(dst, value, pattern, element_size, count))
             return
         stream.submit(run_memset, (dst, pattern, element_size, count))
 
     def stream_host(self, stream: CpuStream, fn: Any, args: tuple) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.host")
         if stream.capture is not None:
             stream.capture.record(stream, HostParams(fn, args))
             return
         stream.submit(fn, args)
 
     def stream_alloc(self, stream: CpuStream, nbytes: int) -> tuple[int, Allocation]:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.alloc")
         capture = stream.capture
         if capture is not None:  # becomes an allocation node, drawing on the graph pool
             ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
@@ -219,12 +268,16 @@ class CpuBackend:
         return alloc.ptr, alloc
 
     def stream_free(self, stream: CpuStream, alloc: Allocation) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.free")
         if stream.capture is not None:  # a free node; the front end checked it frees graph memory once
             stream.capture.record(stream, FreeParams(alloc.ptr), alloc)
             return
         stream.submit(unmap_allocation, (alloc,))
 
     def stream_wait_event(self, stream: CpuStream, event: CpuEvent) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.wait")
         capture = event.capture
         if capture is not None and capture.active:
             capture.fork_or_join(stream, event.capture_nodes)
@@ -259,6 +312,8 @@ class CpuBackend:
         pass
 
     def event_record(self, event: CpuEvent, stream: CpuStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.record")
         if stream.capture is not None:  # a captured event: it stands for the stream's frontier
             event.capture = stream.capture
             event.capture_nodes = list(stream.capture.frontiers[stream])
@@ -267,6 +322,7 @@ class CpuBackend:
         stream.record(event)
 
     def event_synchronize(self, event: CpuEvent) -> None:
+        refuse_in_host_function("Event.synchronize")
         if event.latest is not None:
             event.latest.flag.wait()
         self._stream_pool.release()
@@ -341,6 +397,8 @@ class CpuBackend:
         return CpuExec(graph, auto_free_on_launch, self._thread_pool)
 
     def exec_launch(self, exec_: CpuExec, stream: CpuStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("GraphExec.launch")
         if stream.capture is not None:  # launching a graph into a capture embeds it as a child graph
             stream.capture.record(stream, ChildGraphParams(exec_.template))
             return
@@ -371,7 +429,7 @@ class CpuBackend:
         return None
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
-        pass
+        refuse_in_host_function("GraphExec.upload")
 
     def exec_destroy(self, exec_: CpuExec) -> None:
         pass
@@ -380,3 +438,20 @@ class CpuBackend:
 def create_backend() -> CpuBackend:
     """The CPU backend; it needs nothing beyond NumPy, so it is always available."""
     return CpuBackend()
+
+
+def _exit_timeout() -> float:
+    """Seconds the exit waits for queued work: $GPUGRAPH_EXIT_TIMEOUT, else ``EXIT_TIMEOUT`` (said on stderr
+    when the variable is not a non-negative number)."""
+    value = os.environ.get("GPUGRAPH_EXIT_TIMEOUT")
+    if value is None:
+        return EXIT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        sys.stderr.write(f"gpugraph: GPUGRAPH_EXIT_TIMEOUT must be a number of seconds, got {value!r}; "
+                         f"waiting at most {EXIT_TIMEOUT:g} s for queued work\n")
+        return EXIT_TIMEOUT
+    return seconds

@@ -7,9 +7,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
-from ..._errors import GpuGraphError
+from ..._host_threads import HOST_THREADS
 
 
 class Completion:
@@ -52,17 +53,29 @@ class CpuEvent:
 
 
 def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
-    get = tasks.get
+    """The stream's worker: runs its tasks, marked as a host-function thread while each runs. After the
+    stream is closed it runs what is left (including markers queued meanwhile), then exits."""
+    get, ident, mark, unmark = tasks.get, threading.get_ident(), HOST_THREADS.add, HOST_THREADS.discard
+    closed = False
     while True:
+        if closed:
+            with stream._lock:  # so that a task put from now on runs at once (see put)
+                if tasks.empty():
+                    stream.exited = True
+                    return
         item = get()
         if item is None:
-            return
+            closed = True
+            continue
         fn, args = item
+        mark(ident)
         try:
             fn(*args)
         except BaseException as exc:  # noqa: BLE001 - kept and raised at the next synchronize
             if stream.error is None:
                 stream.error = exc
+        finally:
+            unmark(ident)
         stream.completed += 1
 
 
@@ -80,6 +93,8 @@ class CpuStream:
         # For the legacy default stream and blocking streams: orders a submission behind the other side's
         # earlier work (CUDA's implicit synchronization), else None.
         self.implicit_order: Callable[[CpuStream], None] | None = None
+        self.closed = False  # destroyed: its worker exits once it has run the work queued
+        self.exited = False  # closed, and its worker has run everything and exited
         self._lock = threading.Lock()
         self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=_work, args=(self._tasks, self), daemon=True,
@@ -92,28 +107,39 @@ class CpuStream:
         self.put(fn, args)
 
     def put(self, fn: Callable[..., Any], args: tuple) -> None:
-        """Enqueue without the implicit ordering (markers that implement it)."""
+        """Enqueue without the implicit ordering (markers that implement it). On a stream whose worker has
+        exited (closed, all its work done) it runs at once: only markers reach such a stream."""
         with self._lock:
-            self.submitted += 1
-            self._tasks.put((fn, args))
+            if not self.exited:
+                self.submitted += 1
+                self._tasks.put((fn, args))
+                return
+        fn(*args)
 
     def query(self) -> bool:
         return self.completed >= self.submitted
 
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until the work enqueued so far has run (at most ``timeout`` seconds); whether it has."""
+        if self.query():
+            return True
+        done = threading.Event()
+        self.put(done.set, ())
+        return done.wait(timeout)
+
     def synchronize(self) -> None:
-        if threading.current_thread() is self._thread:
-            raise GpuGraphError("synchronize was called from a host function running on the same stream; "
-                                "host functions must not wait for their own stream (it would deadlock)")
-        if not self.query():
-            done = threading.Event()
-            self.submit(done.set, ())
-            done.wait()
+        self.wait_idle()
         self.raise_error()
 
+    def take_error(self) -> BaseException | None:
+        """The error kept since the last synchronize (None if none), now no longer kept."""
+        with self._lock:  # two threads synchronizing at once report it once
+            error, self.error = self.error, None
+        return error
+
     def raise_error(self) -> None:
-        error = self.error
+        error = self.take_error()
         if error is not None:
-            self.error = None
             raise error
 
     def record(self, event: CpuEvent) -> None:
@@ -127,4 +153,48 @@ class CpuStream:
             self.submit(latest.flag.wait, ())
 
     def close(self) -> None:
+        """Destroy the stream: its worker runs the work already queued, then exits (as CUDA finishes a
+        destroyed stream's work)."""
+        self.closed = True
         self._tasks.put(None)
+
+
+class BranchPool(Executor):
+    """Daemon threads that run graph branches, marked as host-function threads while they run one.
+
+    Daemon threads, unlike ``ThreadPoolExecutor``'s, are not joined at interpreter exit, so a branch
+    blocked forever cannot hang the exit (the backend's exit handler waits for streams, with a bound)."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._workers = workers
+        self._name = name
+        self._threads = 0
+        self._idle = threading.Semaphore(0)  # released by a thread each time it waits for a task
+        self._lock = threading.Lock()
+        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        self._tasks.put((future, fn, args, kwargs))
+        if not self._idle.acquire(timeout=0):  # no thread is waiting: start one, up to ``workers``
+            with self._lock:
+                if self._threads < self._workers:
+                    self._threads += 1
+                    threading.Thread(target=self._work, daemon=True, name=f"{self._name}_{self._threads}").start()
+        return future
+
+    def _work(self) -> None:
+        get, ident, mark, unmark = self._tasks.get, threading.get_ident(), HOST_THREADS.add, HOST_THREADS.discard
+        while True:
+            future, fn, args, kwargs = get()
+            if future.set_running_or_notify_cancel():
+                mark(ident)
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - kept in the future, as ThreadPoolExecutor does
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+                finally:
+                    unmark(ident)
+            self._idle.release()

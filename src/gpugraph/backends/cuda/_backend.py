@@ -17,7 +17,8 @@ import numpy as np
 from cuda.bindings import driver as cu
 
 from ... import _params
-from ..._errors import BackendError, CaptureError, GpuGraphError
+from ..._errors import BackendError, CaptureError, GpuGraphError, raise_stream_errors
+from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._memory import Array
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..._params import resolve
@@ -88,19 +89,20 @@ class CudaBackend:
         self.contexts.use(index)
         call(cu.cuCtxSynchronize)
         self._flush_releases()
+        # The error of every stream of the device, destroyed streams' included (None: a graph's host node
+        # whose launch stream is unknown); each is reported once, as the CPU backend does.
         errors = self.host.errors
-        if errors:
-            stream = next(iter(errors))
-            raise errors.pop(stream)
+        raise_stream_errors([errors.pop(stream) for stream in list(errors)
+                             if stream is None or stream.index == index])
 
     def _refuse_in_host_function(self, api: str) -> None:
-        if getattr(self.host.local, "running", False):
-            raise GpuGraphError(f"{api} was called from a host function; host functions must not make CUDA "
-                                f"calls or wait for streams (it would deadlock)")
+        refuse_in_host_function(api)  # the rule every backend applies (gpugraph._host_threads)
 
     # Memory
 
     def mem_alloc(self, index: int, nbytes: int) -> tuple[int, CudaAlloc]:
+        if HOST_THREADS:
+            refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         self.contexts.use(index)
         ptr = int(_allocate(nbytes, "device", cu.cuMemAlloc, max(nbytes, 1)))
         return ptr, CudaAlloc(ptr, nbytes, "device", index)
@@ -148,6 +150,8 @@ class CudaBackend:
         call(cu.cuMemFree, alloc.ptr)
 
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
+        if HOST_THREADS:
+            refuse_in_host_function("Device.pinned")
         self.contexts.use(index)
         ptr = int(_allocate(nbytes, "page-locked host", cu.cuMemHostAlloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
@@ -250,7 +254,8 @@ class CudaBackend:
         self._release(self._destroy_stream, stream)
 
     def _destroy_stream(self, stream: CudaStream) -> None:
-        self.host.errors.pop(stream, None)
+        # Its work still runs (the driver finishes it); its host functions' errors surface at the device's
+        # next synchronize.
         self.contexts.use(stream.index)
         call(cu.cuStreamDestroy, stream.handle)
 
@@ -273,6 +278,8 @@ class CudaBackend:
 
     def stream_launch(self, stream: CudaStream, function: Function, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.launch")
         capture = stream.capture
         if capture is not None:  # see _captured: the same, inlined for this hot path
             capture.lock.acquire()
@@ -297,6 +304,8 @@ class CudaBackend:
                 capture.lock.release()
 
     def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.memcpy")
         if stream.capture is None:
             _check_allocated(dst, src)
         self.contexts.use(stream.index)
@@ -308,6 +317,8 @@ class CudaBackend:
 
     def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
                       count: int) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.memset")
         self.contexts.use(stream.index)
         arguments = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
         if stream.capture is not None:
@@ -317,6 +328,8 @@ class CudaBackend:
         call(*arguments)
 
     def stream_host(self, stream: CudaStream, fn: Any, args: tuple) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.host")
         self.contexts.use(stream.index)
         if stream.capture is not None:
             # Added as a node at the frontier: cuda.bindings' cuLaunchHostFunc wrapper frees its callback
@@ -327,6 +340,8 @@ class CudaBackend:
         call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
 
     def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, CudaAlloc]:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.alloc")
         self.contexts.use(stream.index)
         capture = stream.capture
         if capture is not None:  # an allocation node, drawing on the graph pool
@@ -343,6 +358,8 @@ class CudaBackend:
         return ptr, alloc
 
     def stream_free(self, stream: CudaStream, alloc: CudaAlloc) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.free")
         self.contexts.use(stream.index)
         if stream.capture is not None:
             self._captured(stream, call, (cu.cuMemFreeAsync, alloc.ptr, stream.handle),
@@ -351,6 +368,8 @@ class CudaBackend:
         call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
 
     def stream_wait_event(self, stream: CudaStream, event: CudaEvent) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.wait")
         self.contexts.use(stream.index)
         call(cu.cuStreamWaitEvent, stream.handle, event.handle, 0)
         capture = event.capture
@@ -372,6 +391,8 @@ class CudaBackend:
         call(fn, *args)
 
     def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.record")
         self.contexts.use(stream.index)
         call(cu.cuEventRecord, event.handle, stream.handle)
         event.capture = stream.capture
@@ -659,6 +680,8 @@ class CudaBackend:
         return allocated, freed
 
     def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("GraphExec.launch")
         if stream.capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
             self.contexts.use(stream.index)
             if exec_.template is None:  # made once, from the graph the front end keeps unchanged and alive
@@ -722,6 +745,8 @@ class CudaBackend:
             self._host_keys(child, keys)
 
     def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("GraphExec.upload")
         self.contexts.use(stream.index)
         call(cu.cuGraphUpload, exec_.handle, stream.handle)
 

@@ -1,7 +1,8 @@
 """Host functions on CUDA: one C trampoline that calls registered Python callables.
 
 The driver calls the trampoline on its own thread with the registry key as user data. An exception a
-callable raises is kept for the stream the work ran on and raised at that stream's next synchronize.
+callable raises is kept for the stream the work ran on and raised at that stream's next synchronize, or
+at the device's next synchronize (a destroyed stream's too).
 A stream's host function is dropped once it has run; a graph's lives as long as a CUDA user object that
 the graph owns, which the driver keeps through clones, instantiations, child graphs and launches still
 running, and destroys after the last of them (cudaUserObjectCreate, cudaGraphRetainUserObject).
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cuda.bindings import driver as cu
+
+from ..._host_threads import HOST_THREADS
 
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -70,11 +73,14 @@ class HostCalls:
         if one_shot:
             del self._entries[key]
         self.local.running = True
+        ident = threading.get_ident()
+        HOST_THREADS.add(ident)  # gpugraph calls that wait or enqueue are refused here (gpugraph._host_threads)
         try:
             fn(*args)
         except BaseException as exc:  # noqa: BLE001 - raised at the stream's next synchronize
             self.errors.setdefault(stream, exc)
         finally:
+            HOST_THREADS.discard(ident)
             self.local.running = False
 
     def callable(self, key: int) -> Any:

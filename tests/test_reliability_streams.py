@@ -1,0 +1,433 @@
+"""Reliability of streams (issue 11): host functions refused the calls CUDA forbids there (whatever the
+graph's shape), what interpreter exit does with queued work, work of dropped streams, and every stream's
+error reported by a device synchronize.
+
+Calls that deadlocked before run in a thread joined with a timeout; interpreter exits run in subprocesses
+with a timeout.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def finishes(fn, timeout: float = 10.0) -> None:
+    """Run ``fn`` in a thread; fail (instead of hanging the suite) when it has not returned in time."""
+    failure: list[BaseException] = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "deadlocked (still waiting after the timeout)"
+    if failure:
+        raise failure[0]
+
+
+def run_script(code: str, backend: str = "cpu", exit_timeout: object = None,
+               timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter, after ``dev = gg.Device(backend)``; fail if it has not exited in
+    ``timeout`` seconds (subprocess.TimeoutExpired). ``exit_timeout``: $GPUGRAPH_EXIT_TIMEOUT."""
+    environ = {k: v for k, v in os.environ.items() if k != "GPUGRAPH_EXIT_TIMEOUT"}
+    environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
+    if exit_timeout is not None:
+        environ["GPUGRAPH_EXIT_TIMEOUT"] = str(exit_timeout)
+    prelude = f"import sys, threading, time\nimport gpugraph as gg\ndev = gg.Device({backend!r})\n"
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True,
+                          text=True, env=environ, timeout=timeout)
+
+
+# Item 3: host functions must not wait or enqueue, on any backend, whatever the shape
+
+
+def test_host_nodes_of_parallel_branches_cannot_synchronize_their_stream(device):
+    done = run_script("""
+        s, caught = dev.stream(), []
+
+        def sync_own_stream():
+            try:
+                s.synchronize()
+            except gg.GpuGraphError as exc:
+                caught.append(str(exc))
+
+        g = gg.Graph(dev)
+        for _ in range(6):  # independent branches: the stream's thread runs one, other threads the rest
+            g.add_host(sync_own_stream)
+        g.instantiate().launch(s)
+        s.synchronize()
+        print(len(caught), all(c.startswith("Stream.synchronize was called from a host function") for c in caught))
+    """, backend=str(device), timeout=30)
+    assert (done.returncode, done.stdout) == (0, "6 True\n"), done.stderr
+
+
+def test_host_functions_of_two_streams_cannot_synchronize_each_other(device):
+    done = run_script("""
+        a, b, gate, caught = dev.stream(), dev.stream(), threading.Event(), []
+
+        def sync(other):
+            try:
+                other.synchronize()
+            except gg.GpuGraphError as exc:
+                caught.append(str(exc))
+
+        a.host(gate.wait, 10)  # both host functions are queued before either runs
+        a.host(sync, b)
+        b.host(sync, a)
+        gate.set()
+        a.synchronize()
+        b.synchronize()
+        print(len(caught), all("Stream.synchronize was called from a host function" in c for c in caught))
+    """, backend=str(device), timeout=30)
+    assert (done.returncode, done.stdout) == (0, "2 True\n"), done.stderr
+
+
+def _calls(device, other, x, freed, exe, event):
+    """What a host function tries: each call waits or enqueues (name, call)."""
+    source = device.asarray(np.full(4, 9, np.int32))
+    return [
+        ("Stream.launch", lambda: other.launch(K.fill, 1, 4, x, 9, 4)),
+        ("Stream.memcpy", lambda: other.memcpy(x, source)),
+        ("Device.asarray", lambda: device.asarray(np.full(4, 9, np.int32))),
+        ("Device.pinned", lambda: device.pinned(4, np.int32)),
+        ("Stream.memset", lambda: other.memset(x, 9)),
+        ("Stream.host", lambda: other.host(print, "never printed")),
+        ("Stream.alloc", lambda: other.alloc(4, np.int32)),
+        ("Stream.free", lambda: other.free(freed)),
+        ("Stream.record", lambda: other.record(event)),
+        ("Stream.wait", lambda: other.wait(event)),
+        ("Stream.synchronize", other.synchronize),
+        ("Event.synchronize", event.synchronize),
+        ("Device.synchronize", device.synchronize),
+        ("Array.to_numpy", x.to_numpy),
+        ("GraphExec.launch", lambda: exe.launch(other)),
+    ]
+
+
+def _refusal_setup(device, stream):
+    other = device.stream()
+    x = device.zeros(4, np.int32)
+    freed = stream.alloc(4, np.int32)
+    event = stream.record()
+    g = gg.Graph(device)
+    g.add_kernel(K.fill, 1, 4, x, 9, 4)
+    return other, x, freed, g.instantiate(), event
+
+
+def test_host_function_calls_that_wait_or_enqueue_are_refused(device):
+    stream = device.stream()  # not the fixture's: a deadlock must not hang its teardown
+    other, x, freed, exe, event = _refusal_setup(device, stream)
+    stream.synchronize()
+    calls = _calls(device, other, x, freed, exe, event)
+    outcome = {}
+
+    def attempt(name, call):
+        try:
+            call()
+        except gg.GpuGraphError as exc:
+            outcome[name] = str(exc)
+        else:
+            outcome[name] = "ran"
+
+    for name, call in calls:
+        stream.host(attempt, name, call)
+    finishes(stream.synchronize)
+    for name, _ in calls:
+        api = "a device allocation (Device.empty, Device.zeros, Device.asarray)" if name == "Device.asarray" else name
+        assert outcome[name].startswith(f"{api} was called from a host function"), (name, outcome[name])
+    finishes(other.synchronize)
+    np.testing.assert_array_equal(x.to_numpy(), [0, 0, 0, 0])  # nothing refused ran
+    stream.free(freed)  # the refused free left it allocated
+    stream.synchronize()
+    exe.close()
+
+
+def test_graph_host_node_that_launches_raises_at_synchronize(device):
+    stream = device.stream()  # not the fixture's: a deadlock must not hang its teardown
+    other, x, freed, exe, _ = _refusal_setup(device, stream)
+    g = gg.Graph(device)
+    a = g.add_host(lambda: other.launch(K.fill, 1, 4, x, 9, 4))
+    g.add_host(lambda: None)  # a parallel branch
+    g.add_host(lambda: None, after=a)
+    with g.instantiate() as graph:
+        graph.launch(stream)
+        with pytest.raises(gg.GpuGraphError, match=r"Stream\.launch was called from a host function"):
+            finishes(stream.synchronize)
+    other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [0, 0, 0, 0])
+    stream.free(freed)
+    stream.synchronize()
+    exe.close()
+
+
+def test_cpu_kernel_cannot_synchronize(device):
+    stream = device.stream()  # not the fixture's: a deadlock must not hang its teardown
+    if device.backend != "cpu":
+        pytest.skip("only the CPU backend runs kernels as Python functions")
+    caught = []
+
+    def sync_in_kernel(launch, x, v, n):
+        try:
+            stream.synchronize()
+        except gg.GpuGraphError as exc:
+            caught.append(exc)
+
+    kernel = gg.Kernel(K.SOURCE, "fill", cpu=sync_in_kernel)
+    stream.launch(kernel, 1, 4, device.zeros(4, np.int32), 1, 4)
+    finishes(stream.synchronize)
+    assert len(caught) == 1 and "Stream.synchronize was called from a host function" in str(caught[0])
+
+
+def test_synchronize_from_an_ordinary_thread_still_works(device, stream):
+    x = device.zeros(4, np.int32)
+    stream.launch(K.fill, 1, 4, x, 5, 4)
+    finishes(stream.synchronize)  # another thread, not a host function: allowed
+    np.testing.assert_array_equal(x.to_numpy(), [5, 5, 5, 5])
+
+
+# Item 9: work of a stream dropped while busy is finished and waited for
+
+
+def _work_on_a_temporary_stream(device, x, gate):
+    s = device.stream()
+    s.host(gate.wait, 10)
+    s.launch(K.fill, 1, 4, x, 7, 4)
+    # s is collected on return, with its work still queued
+
+
+def test_device_synchronize_waits_for_the_work_of_a_dropped_stream(device):
+    x, gate = device.zeros(4, np.int32), threading.Event()
+    _work_on_a_temporary_stream(device, x, gate)
+    gc.collect()
+    threading.Timer(0.05, gate.set).start()
+    finishes(lambda: np.testing.assert_array_equal(x.to_numpy(), [7, 7, 7, 7]))
+
+
+def test_errors_of_a_dropped_stream_surface_at_the_next_device_synchronize(device):
+    gate = threading.Event()
+
+    def fail():
+        s = device.stream()
+        s.host(gate.wait, 10)
+        s.host(lambda: 1 / 0)
+
+    fail()
+    gc.collect()
+    gate.set()
+    with pytest.raises(ZeroDivisionError):
+        finishes(device.synchronize)
+    finishes(device.synchronize)  # reported once
+
+
+def test_many_dropped_streams_are_all_waited_for(device):
+    xs = [device.zeros(1, np.int32) for _ in range(20)]
+    gate = threading.Event()
+    for i, x in enumerate(xs):
+        s = device.stream()
+        s.host(gate.wait, 10)
+        s.memset(x, i + 1)
+        del s
+    gc.collect()
+    gate.set()
+    device.synchronize()
+    assert [int(x.to_numpy()[0]) for x in xs] == list(range(1, 21))
+
+
+def test_streams_destroyed_while_other_threads_synchronize_never_hang(device):
+    """A stream destroyed while a device synchronize or the legacy stream's implicit ordering is about to
+    queue a marker on it: the marker still runs (before, the synchronize could wait forever)."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    stop, legacy = threading.Event(), device.default_stream
+
+    def synchronize_device():
+        while not stop.is_set():
+            device.synchronize()
+
+    def use_legacy():
+        while not stop.is_set():
+            legacy.host(lambda: None)
+            legacy.synchronize()
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (synchronize_device, use_legacy)]
+    try:
+        for t in threads:
+            t.start()
+        for i in range(500):
+            s = device.stream(non_blocking=bool(i % 2))
+            s.host(lambda: None)
+            del s  # destroyed at once, its work maybe still queued
+    finally:
+        stop.set()
+        sys.setswitchinterval(switch)
+        for t in threads:
+            t.join(10)
+    assert not any(t.is_alive() for t in threads), "a synchronize never returned"
+    finishes(device.synchronize)
+
+
+# Item 10: a device synchronize reports the error of every stream
+
+
+def test_device_synchronize_reports_the_errors_of_every_stream(device):
+    a, b, c = device.stream(), device.stream(), device.stream()
+    a.host(lambda: 1 / 0)
+    b.host(lambda: (_ for _ in ()).throw(RuntimeError("boom on b")))
+    c.host(lambda: None)
+    with pytest.raises(gg.StreamErrors, match=r"2 streams.*ZeroDivisionError.*RuntimeError: boom on b") as info:
+        device.synchronize()
+    assert [type(e) for e in info.value.errors] == [ZeroDivisionError, RuntimeError]
+    assert isinstance(info.value, gg.GpuGraphError)
+    a.synchronize()  # each was reported once, by the device synchronize
+    b.synchronize()
+    device.synchronize()
+
+
+def test_one_failing_stream_raises_its_own_error(device):
+    a = device.stream()
+    a.host(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        device.synchronize()
+    device.synchronize()
+
+
+def test_errors_of_a_live_and_a_dropped_stream_are_both_reported(device):
+    live, gate = device.stream(), threading.Event()
+
+    def dropped():
+        s = device.stream()
+        s.host(gate.wait, 10)
+        s.host(lambda: (_ for _ in ()).throw(KeyError("dropped")))
+
+    dropped()
+    gc.collect()
+    live.host(lambda: 1 / 0)
+    gate.set()
+    with pytest.raises(gg.StreamErrors) as info:
+        finishes(device.synchronize)
+    assert sorted(type(e).__name__ for e in info.value.errors) == ["KeyError", "ZeroDivisionError"]
+    finishes(device.synchronize)
+
+
+# Item 16: flags must be bools
+
+
+@pytest.mark.parametrize("value", ["no", 0, 1, None, 2.0])
+def test_stream_non_blocking_must_be_a_bool(device, value):
+    with pytest.raises(TypeError, match=rf"stream: non_blocking must be a bool, got {value!r}"):
+        device.stream(non_blocking=value)
+
+
+@pytest.mark.parametrize("value", ["no", 0, 1, None])
+def test_event_timing_must_be_a_bool(device, value):
+    with pytest.raises(TypeError, match=rf"event: timing must be a bool, got {value!r}"):
+        device.event(timing=value)
+
+
+def test_numpy_bools_are_bools(device):
+    assert device.stream(non_blocking=np.False_).non_blocking is False
+    assert device.event(timing=np.True_).timing is True
+
+
+# Item 6: interpreter exit (the CPU backend): queued work finishes, within a bounded wait
+
+
+def test_exit_runs_queued_host_functions():
+    done = run_script("""
+        s = dev.stream()
+        for i in range(4):
+            s.host(lambda i=i: (time.sleep(0.05), print("ran", i, flush=True)))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:4] == ["ran 0", "ran 1", "ran 2", "ran 3"]
+    assert done.stderr == ""
+
+
+def test_exit_runs_every_branch_of_a_parallel_graph():
+    done = run_script("""
+        g = gg.Graph(dev)
+        for i in range(12):
+            g.add_host(lambda i=i: (time.sleep(0.05), sys.stdout.write(f"branch {i}\\n")))
+        exe = g.instantiate()
+        s = dev.stream()
+        exe.launch(s)
+        exe.launch(s)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == sorted(f"branch {i}" for i in range(12) for _ in range(2))
+
+
+def test_exit_with_a_blocked_graph_branch_ends_after_the_bounded_wait():
+    start = time.monotonic()
+    done = run_script("""
+        never = threading.Event()
+        g = gg.Graph(dev)
+        g.add_host(never.wait)
+        g.add_host(print, "free branch ran")
+        s = dev.stream()
+        g.instantiate().launch(s)
+        s.host(print, "never reached")
+    """, exit_timeout=0.5)
+    assert time.monotonic() - start < 30
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "free branch ran\n"
+    assert "did not finish within 0.5 s" in done.stderr and "GPUGRAPH_EXIT_TIMEOUT" in done.stderr
+
+
+def test_exit_with_a_stream_blocked_on_an_event_never_set_ends():
+    done = run_script("""
+        s = dev.stream()
+        s.host(threading.Event().wait)
+        other = dev.stream()
+        other.wait(s.record())
+        other.host(print, "never reached")
+    """, exit_timeout=0.2)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "2 CPU streams did not finish within 0.2 s" in done.stderr
+
+
+def test_exit_reports_errors_no_synchronize_reported():
+    done = run_script("""
+        s = dev.stream()
+        s.host(lambda: 1 / 0)
+    """)
+    assert done.returncode == 0
+    assert "ZeroDivisionError: division by zero" in done.stderr and "never reported" in done.stderr
+
+
+def test_exit_with_a_work_of_a_dropped_stream():
+    done = run_script("""
+        def work():
+            s = dev.stream()
+            s.host(time.sleep, 0.1)
+            s.host(print, "dropped stream's work ran")
+        work()
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "dropped stream's work ran\n"
+
+
+def test_a_bad_exit_timeout_is_reported_and_the_default_used():
+    done = run_script("s = dev.stream(); s.host(print, 'ran')", exit_timeout="soon")
+    assert done.returncode == 0
+    assert done.stdout == "ran\n"
+    assert "GPUGRAPH_EXIT_TIMEOUT must be a number of seconds, got 'soon'" in done.stderr
