@@ -77,6 +77,32 @@ def test_views_of_pinned_memory_are_pinned(device, stream):
     np.testing.assert_array_equal(x.to_numpy(), host[2, 2:2 + N // 2])
 
 
+def test_pinned_buffers_collected_during_a_check_do_not_deadlock():
+    """A pinned buffer's finalizer may run inside the registry's own check (a garbage collection there):
+    it must not wait for the lock that check holds."""
+    import gc
+
+    from gpugraph.backends.cpu import _memory
+    registry = _memory.PinnedRegistry()
+
+    class Cycle:  # freed only by the collector, whose pass the check below triggers
+        pass
+
+    buffer = np.zeros(16, np.uint8)
+    registry.add(buffer)
+    start = buffer.__array_interface__["data"][0]
+    cycle = Cycle()
+    cycle.me, cycle.buffer = cycle, buffer
+    del buffer, cycle
+    gc.disable()
+    try:
+        with registry._lock:  # the collector runs the finalizer while the lock is held, as inside holds()
+            gc.collect()
+        assert not registry.holds(start, 16)
+    finally:
+        gc.enable()
+
+
 def test_captured_function_refuses_pageable_memory(device):
     x = K.f32(device, np.arange(N))
 

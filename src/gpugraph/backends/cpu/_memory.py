@@ -7,6 +7,7 @@ import mmap
 import os
 import threading
 import weakref
+from collections import deque
 
 import numpy as np
 
@@ -66,20 +67,28 @@ class PinnedRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ranges: dict[int, int] = {}  # start -> end of each live buffer
+        self._dead: deque[int] = deque()  # starts of buffers collected since the ranges were last pruned
 
     def add(self, buffer: np.ndarray) -> None:
         start = buffer.__array_interface__["data"][0]
         with self._lock:
+            self._prune()  # first: a dead buffer at this address must not remove the new one's range
             self._ranges[start] = start + buffer.nbytes
         weakref.finalize(buffer, self._forget, start).atexit = False
 
     def _forget(self, start: int) -> None:
-        with self._lock:
-            self._ranges.pop(start, None)
+        # Runs in the garbage collector, on any thread, possibly while this thread holds the lock (inside
+        # holds or add): so it only notes the start, and the next holder of the lock drops the range.
+        self._dead.append(start)
+
+    def _prune(self) -> None:
+        while self._dead:
+            self._ranges.pop(self._dead.popleft(), None)
 
     def holds(self, ptr: int, nbytes: int) -> bool:
         """Whether ``[ptr, ptr + nbytes)`` lies within one live buffer."""
         with self._lock:
+            self._prune()
             return any(start <= ptr and ptr + nbytes <= end for start, end in self._ranges.items())
 
 
