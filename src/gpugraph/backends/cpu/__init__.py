@@ -23,7 +23,7 @@ from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ._capture import CpuCapture
-from ._executor import CpuExec
+from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuGraph, CpuNode
 from ._memory import AddressSpace, Allocation, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
@@ -58,7 +58,7 @@ class CpuBackend:
         if self._executor is None:
             with self._lock:
                 if self._executor is None:
-                    self._executor = BranchPool(max(8, 2 * (os.cpu_count() or 1)), "gpugraph-cpu-graph")
+                    self._executor = BranchPool(POOL_THREADS, "gpugraph-cpu-graph")
         return self._executor
 
     # Devices
@@ -402,18 +402,7 @@ class CpuBackend:
         if stream.capture is not None:  # launching a graph into a capture embeds it as a child graph
             stream.capture.record(stream, ChildGraphParams(exec_.template))
             return
-        memory = exec_.memory
-        if memory is not None:
-            memory.check()
-        previous = exec_.last_done
-        if previous is not None and not previous.is_set():
-            stream.submit(previous.wait, ())  # CUDA orders a launch behind the previous launch of the exec
-        exec_.last_done = done = threading.Event()
-        if exec_.event_records:
-            exec_.record_events()
-        stream.submit(exec_.run_then_set, (done, exec_.snapshot()))
-        if memory is not None:
-            memory.commit()
+        exec_.launch(stream)
 
     def exec_set_node(self, exec_: CpuExec, node: CpuNode, params: Any) -> None:
         exec_.set_node(node, params)

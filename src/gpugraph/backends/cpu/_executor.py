@@ -3,15 +3,22 @@ branches on a thread pool.
 
 At instantiate the DAG is cut into chains (runs of nodes each with one predecessor whose only successor
 it is); a chain runs as a plain loop, so a straight graph costs one Python call per node, and only
-chains that become ready together are handed to the pool.
+chains that become ready together are handed to the pool, in time linear in chains and edges.
+
+A launch is one task on its stream, ordered after the previous launch of the same executable graph
+(CUDA runs one instance at a time), made all or nothing against exceptions, KeyboardInterrupt included;
+setters and updates publish a new plan with one assignment, so a launch runs the whole old or new graph.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
+from contextlib import suppress
+from itertools import count
 from typing import Any
 
 from ..._errors import GraphError
@@ -32,9 +39,12 @@ from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
 from ._graphs import CpuGraph, CpuNode
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, static_arg, static_operand, unmap_allocation
+from ._streams import Completion
 
 Step = tuple[Callable[..., Any], tuple]
-_Launch = tuple  # (chains, the steps of each chain, root chains) of one launch
+# At most this many threads help one run of a graph (the pool has as many): independent branches beyond
+# that wait for a thread, as CUDA's work waits for free hardware.
+POOL_THREADS = max(8, 2 * (os.cpu_count() or 1))
 
 
 def topological_order(graph: CpuGraph) -> list[CpuNode]:
@@ -55,21 +65,51 @@ def topological_order(graph: CpuGraph) -> list[CpuNode]:
 
 
 class _Chain:
-    __slots__ = ("steps", "preds", "successors", "index")
+    """A run of nodes executed as a plain loop; its steps live in the plan (``_Plan.steps[index]``)."""
+
+    __slots__ = ("index", "preds", "successors")
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.steps: list[Step] = []
         self.preds: set[_Chain] = set()
         self.successors: list[_Chain] = []
+
+
+class _Plan:
+    """What a launch runs: the chains, the steps of each, and the event-record and event-wait nodes.
+
+    A published plan is never changed while a launch may hold it: a change publishes a new plan (or new
+    steps) with one assignment, so each launch runs the whole old or the whole new graph. Record and wait
+    nodes read their completion from a one-item slot that each run fills from its launch; the instances
+    of one executable graph never overlap, so one slot per node suffices.
+    """
+
+    __slots__ = ("chains", "steps", "roots", "where", "records", "waits")
+
+    def __init__(self, chains: list[_Chain], steps: list[list[Step]], where: dict[CpuNode, tuple[int, int]],
+                 records: list[tuple[Any, list]], waits: list[tuple[Any, list]]) -> None:
+        self.chains = chains
+        self.steps = steps
+        self.roots = [c for c in chains if not c.preds]
+        self.where = where  # node -> its chain's index and step position
+        self.records = records  # (event, slot): every event-record node's, child graphs' included
+        self.waits = waits  # (event, slot): every event-wait node's
+
+    def with_steps(self, steps: list[list[Step]]) -> _Plan:
+        plan = _Plan.__new__(_Plan)
+        plan.chains, plan.steps, plan.roots, plan.where = self.chains, steps, self.roots, self.where
+        plan.records, plan.waits = self.records, self.waits
+        return plan
 
 
 class CpuExec:
     """An executable graph of the CPU backend.
 
     It runs a private copy of the graph it was instantiated from (``template``), so later changes to
-    that graph do not reach it; setters and updates change the copy and re-plan. Each launch runs the
-    steps as they were when it was launched, as CUDA applies changes only to later launches.
+    that graph do not reach it; setters and updates change the copy and publish a new plan. Each launch
+    runs the plan published when it was launched, as CUDA applies changes only to later launches, and
+    runs after the previous launch has finished, as CUDA runs one instance of an executable graph at a
+    time (whatever the streams and threads).
     """
 
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, pool: Callable[[], Executor]) -> None:
@@ -77,38 +117,44 @@ class CpuExec:
         self.auto_free_on_launch = auto_free_on_launch
         self.template = graph.clone()  # what it runs, and what a launch into a capture embeds
         self.disabled: set[CpuNode] = set()
+        # Held while a launch is made or a plan published: the order of instances and the plan they run.
+        self._lock = threading.Lock()
         self.last_done: threading.Event | None = None  # set when the latest launch has run
-        self._plan()
-
-    def _plan(self) -> None:
-        """Cut the graph into chains and compile every node's call."""
+        self._draft: list[list[Step]] | None = None  # the plan's steps, when no launch has taken them yet
         order = topological_order(self.template)
         self.memory = GraphMemoryRules.of([n.alloc for n in order if isinstance(n.params, AllocParams)],
                                           [n.alloc for n in order if isinstance(n.params, FreeParams)],
-                                          self.auto_free_on_launch)
-        self.event_records: list[tuple[Any, deque]] = []  # (event, records of launches not yet run)
-        self.chains: list[_Chain] = []
-        self.where: dict[CpuNode, tuple[_Chain, int]] = {}  # node -> its chain and step position
+                                          auto_free_on_launch)
+        self.plan = self._make_plan(order)
+
+    def _make_plan(self, order: list[CpuNode]) -> _Plan:
+        """Cut the graph into chains and compile every node's call (not published: the caller does)."""
+        records: list[tuple[Any, list]] = []
+        waits: list[tuple[Any, list]] = []
+        chains: list[_Chain] = []
+        steps: list[list[Step]] = []
+        where: dict[CpuNode, tuple[int, int]] = {}
         chain_of: dict[CpuNode, _Chain] = {}
         for node in order:
             deps = node.deps
             if len(deps) == 1 and len(deps[0].dependents) == 1:
                 chain = chain_of[deps[0]]
             else:
-                chain = _Chain(len(self.chains))
+                chain = _Chain(len(chains))
                 chain.preds = {chain_of[d] for d in deps}
-                self.chains.append(chain)
+                chains.append(chain)
+                steps.append([])
             chain_of[node] = chain
-            step = _NOOP if node in self.disabled else self._compile(node)
+            step = _NOOP if node in self.disabled else self._compile(node, records, waits)
             if step is not None:
-                self.where[node] = (chain, len(chain.steps))
-                chain.steps.append(step)
-        for chain in self.chains:
+                where[node] = (chain.index, len(steps[chain.index]))
+                steps[chain.index].append(step)
+        for chain in chains:
             for pred in chain.preds:
                 pred.successors.append(chain)
-        self.roots = [c for c in self.chains if not c.preds]
+        return _Plan(chains, steps, where, records, waits)
 
-    def _compile(self, node: CpuNode) -> Step | None:
+    def _compile(self, node: CpuNode, records: list[tuple[Any, list]], waits: list[tuple[Any, list]]) -> Step | None:
         """The call a node makes, with every view that can be made now made now."""
         p = node.params
         if isinstance(p, KernelParams):
@@ -124,14 +170,17 @@ class CpuExec:
             return p.fn, p.args
         if isinstance(p, ChildGraphParams):
             child = CpuExec(p.graph, False, self._pool)
-            self.event_records.extend(child.event_records)  # recorded at each launch of this graph
+            records.extend(child.plan.records)  # recorded and bound at each launch of this graph
+            waits.extend(child.plan.waits)
             return child.run, ()
         if isinstance(p, EventRecordParams):
-            pending: deque = deque()
-            self.event_records.append((p.event._handle, pending))
-            return _fire_next, (pending,)
+            slot: list[Completion | None] = [None]
+            records.append((p.event._handle, slot))
+            return _fire, (slot,)
         if isinstance(p, EventWaitParams):
-            return p.event._handle.wait_latest, ()
+            slot = [None]
+            waits.append((p.event._handle, slot))
+            return _wait, (slot,)
         if isinstance(p, AllocParams):
             return map_allocation, (node.alloc,)
         if isinstance(p, FreeParams):
@@ -140,16 +189,27 @@ class CpuExec:
             raise TypeError(f"cpu: no step for parameters of type {type(p).__name__}")
         return None
 
-    # Changes
+    # Changes: each builds what it changes aside, then publishes it under the lock in one assignment.
 
     def _replace_step(self, node: CpuNode) -> None:
-        """Give one node a new call; the chain's list is replaced, not changed, so launches already made
-        keep running the steps they were launched with."""
-        chain, position = self.where[node]
-        steps = list(chain.steps)
+        """Give one node a new call, in a copy of its chain's steps (a launch made may still run the old)."""
         # Not None: only nodes with a step are in ``where`` (_compile returns None for empty nodes alone).
-        steps[position] = _NOOP if node in self.disabled else self._compile(node)  # type: ignore[assignment]
-        chain.steps = steps
+        step: Step = _NOOP if node in self.disabled else self._compile(node, [], [])  # type: ignore[assignment]
+        with self._lock:
+            plan = self.plan
+            index, position = plan.where[node]
+            chain_steps = list(plan.steps[index])
+            chain_steps[position] = step
+            steps = self._draft
+            if steps is None:  # launches hold the published steps: change a copy, published at once
+                steps = self._draft = list(plan.steps)
+                self.plan = plan.with_steps(steps)
+            steps[index] = chain_steps  # no launch has taken these steps yet: changed in place
+
+    def _replan(self) -> None:
+        plan = self._make_plan(topological_order(self.template))
+        with self._lock:
+            self.plan, self._draft = plan, None
 
     def set_node(self, original: CpuNode, params: Any) -> None:
         node = self.template.clone_of[original]
@@ -158,8 +218,8 @@ class CpuExec:
         node.params = params
         if isinstance(params, (KernelParams, MemcpyParams, MemsetParams, HostParams)):
             self._replace_step(node)
-        else:  # child graphs and events take part in planning (event records): plan again
-            self._plan()
+        else:  # child graphs and events take part in planning (event records and waits): plan again
+            self._replan()
 
     def set_enabled(self, original: CpuNode, enabled: bool) -> None:
         node = self.template.clone_of[original]
@@ -173,31 +233,69 @@ class CpuExec:
             if isinstance(params, ChildGraphParams):
                 params = ChildGraphParams(params.graph.clone())
             self.template.clone_of[original].params = params
-        self._plan()
+        self._replan()
 
     # Running
 
-    def record_events(self) -> None:
-        """At launch: record every event of an event-record node (fired when the node runs)."""
-        for event, pending in self.event_records:
-            event.record_at_launch(pending)
+    def launch(self, stream: Any) -> None:
+        """Submit one run to ``stream``, ordered after the previous launch of this graph on any stream.
 
-    def snapshot(self) -> _Launch:
-        """The chains and their steps as they are now: what a launch made now will run."""
-        return self.chains, [chain.steps for chain in self.chains], self.roots
+        All or nothing, KeyboardInterrupt included: the run is submitted and every state change it makes
+        (the previous-launch marker, event records, graph-memory liveness) stands, or none does. What
+        may be interrupted is undone, unless the stream's worker already took the run (it then runs).
+        """
+        with self._lock:  # instances are ordered in the order their launches take the marker
+            plan, memory = self.plan, self.memory
+            if memory is not None:
+                memory.check()
+            previous = self.last_done
+            done = threading.Event()
+            fired = [Completion() for _ in plan.records] if plan.records else ()
+            # A wait node waits for its event's latest record before this launch's own (never
+            # recorded: it completes at once), as a stream wait does at the time of the call.
+            bound = [event.latest for event, _ in plan.waits] if plan.waits else ()
+            ticket = [(plan, previous, done, fired, bound)]  # taken (popped) by the run or by a cancel
+            undo = _Undo(plan, memory) if fired or memory is not None else None
+            try:
+                self.last_done = done
+                self._draft = None  # the steps are taken: a later change copies them
+                if fired:
+                    for (event, _), completion in zip(plan.records, fired):
+                        event.latest, event.capture = completion, None
+                if memory is not None:
+                    memory.commit()
+                stream.submit(self._run_instance, (ticket,))
+            except BaseException:
+                if _take(ticket):  # the run will not start: undo everything this launch changed
+                    self.last_done = previous
+                    if undo is not None:
+                        undo.restore(fired)
+                raise
 
-    def run_then_set(self, done: threading.Event, launch: _Launch) -> None:
-        """Run one launch, then set ``done`` whatever happened."""
+    def _run_instance(self, ticket: list) -> None:
+        """A launch's task on its stream: wait for the previous instance, run, mark this one done."""
         try:
-            self.run(launch)
+            plan, previous, done, fired, bound = ticket.pop()
+        except IndexError:  # the launch was interrupted and undone before the stream reached it
+            return
+        try:
+            if previous is not None:
+                previous.wait()
+            for (_, slot), completion in zip(plan.records, fired):
+                slot[0] = completion
+            for (_, slot), completion in zip(plan.waits, bound):
+                slot[0] = completion
+            self.run(plan)
         finally:
             done.set()
 
-    def run(self, launch: _Launch | None = None) -> None:
+    def run(self, plan: _Plan | None = None) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""
-        chains, steps, roots = self.snapshot() if launch is None else launch
+        if plan is None:
+            plan = self.plan
+        steps = plan.steps
         if len(steps) != 1:
-            _ParallelRun(self._pool(), chains, steps, roots).drive()
+            _ParallelRun(self._pool(), plan).drive()
             return
         error = None
         for fn, args in steps[0]:
@@ -209,8 +307,43 @@ class CpuExec:
             raise error
 
 
-def _fire_next(pending: deque) -> None:
-    pending.popleft().fire()
+class _Undo:
+    """What a launch changes besides the marker, as it was before, to put back if the launch is undone."""
+
+    __slots__ = ("events", "before", "memory", "live")
+
+    def __init__(self, plan: _Plan, memory: GraphMemoryRules | None) -> None:
+        self.events = [event for event, _ in plan.records]
+        self.before = [(event.latest, event.capture) for event in self.events]
+        self.memory = memory
+        self.live = [] if memory is None else [a.live for a in memory.left_live + memory.frees_foreign]
+
+    def restore(self, fired: Any) -> None:
+        for event, completion, (latest, capture) in zip(self.events, fired, self.before):
+            if event.latest is completion:  # not recorded again since
+                event.latest, event.capture = latest, capture
+        if self.memory is not None:
+            for alloc, live in zip(self.memory.left_live + self.memory.frees_foreign, self.live):
+                alloc.live = live
+
+
+def _take(ticket: list) -> bool:
+    """Take a launch's ticket: True for the first taker (list.pop is atomic), False after."""
+    try:
+        ticket.pop()
+    except IndexError:
+        return False
+    return True
+
+
+def _fire(slot: list) -> None:
+    slot[0].fire()
+
+
+def _wait(slot: list) -> None:
+    completion = slot[0]
+    if completion is not None:
+        completion.flag.wait()
 
 
 def _nothing() -> None:
@@ -221,55 +354,111 @@ _NOOP: Step = (_nothing, ())
 
 
 class _ParallelRun:
-    """One run of a graph with several chains: the calling thread runs chains, pool threads help."""
+    """One run of a graph with several chains, in time and memory linear in chains and edges.
 
-    def __init__(self, pool: Executor, chains: list[_Chain], steps: list[list[Step]], roots: list[_Chain]) -> None:
-        self.steps = steps
+    The thread that calls ``drive`` runs chains; a finished chain makes ready each successor whose
+    predecessors have all finished, and pool threads are asked to help only while ready chains outnumber
+    the threads about to take them, at most ``POOL_THREADS`` at a time; a helper runs ready chains until
+    none is left. The per-chain path takes no lock: it uses operations the interpreter makes atomic
+    (``deque.append``/``popleft``, ``next`` of an ``itertools.count``, ``list.append``), so that many
+    short branches do not queue their threads on one lock.
+    """
+
+    def __init__(self, pool: Executor, plan: _Plan) -> None:
+        self.steps = plan.steps
         self.pool = pool
-        self.pending = [len(c.preds) for c in chains]
-        self.ready = deque(roots)
-        self.left = len(chains)
-        self.cond = threading.Condition()
-        self.error: BaseException | None = None
+        self.ready = deque(plan.roots)
+        # A chain with several predecessors is ready when the last of them counts itself in.
+        self.joins = [count() if len(c.preds) > 1 else None for c in plan.chains]
+        self.finished = count()
+        self.last = len(plan.chains) - 1
+        self.all_done = not plan.chains
+        self.errors: list[BaseException] = []  # each chain's first, in the order they were raised
+        self.lock = threading.Lock()  # for the helper counts below only
+        self.helpers = 0  # helper tasks asked for that have not returned
+        self.unstarted = 0  # of those, the ones not running yet: each will take a ready chain
+        self.waiting = False  # whether the driving thread waits (or is about to) for a ready chain
+        self.wake = threading.Lock()  # released to wake the driving thread
+        self.wake.acquire()
 
     def drive(self) -> None:
-        self._call_helpers(len(self.ready) - 1)
-        while True:
-            with self.cond:
-                while not self.ready and self.left:
-                    self.cond.wait()
-                if not self.left:
-                    break
-                chain = self.ready.popleft()
-            self._run_chain(chain)
-        if self.error is not None:
-            raise self.error
+        chain = self._take()
+        self._ask_helpers()
+        while chain is not None:
+            chain = self._run_chain(chain)
+            while chain is None and not self.all_done:
+                # Nothing ready: wait. A thread making a chain ready after ``waiting`` is set sees it
+                # and wakes this one; a chain made ready before is found by the second look.
+                self.waiting = True
+                chain = self._take()
+                if chain is None and not self.all_done:
+                    self.wake.acquire()
+                self.waiting = False
+        if self.errors:
+            raise self.errors[0]
 
     def _help(self) -> None:
+        with self.lock:
+            self.unstarted -= 1
         while True:
-            with self.cond:
+            chain = self._take()
+            while chain is not None:
+                chain = self._run_chain(chain)
+            with self.lock:  # return, unless a chain became ready meanwhile (it may have counted on us)
                 if not self.ready:
+                    self.helpers -= 1
                     return
-                chain = self.ready.popleft()
-            self._run_chain(chain)
 
-    def _call_helpers(self, count: int) -> None:
-        for _ in range(count):
-            self.pool.submit(self._help)
+    def _take(self) -> _Chain | None:
+        try:
+            return self.ready.popleft()
+        except IndexError:
+            return None
 
-    def _run_chain(self, chain: _Chain) -> None:
+    def _run_chain(self, chain: _Chain) -> _Chain | None:
+        """Run one chain, make its successors ready, and take the next ready chain (None if none)."""
+        error = None
         for fn, args in self.steps[chain.index]:
             try:
                 fn(*args)
             except BaseException as exc:  # noqa: BLE001 - re-raised by drive()
-                self.error = self.error or exc
-        with self.cond:
-            self.left -= 1
-            for successor in chain.successors:
-                self.pending[successor.index] -= 1
-                if self.pending[successor.index] == 0:
-                    self.ready.append(successor)
-            extra = len(self.ready) - 1
-            self.cond.notify_all()
-        if extra > 0:
-            self._call_helpers(extra)
+                error = error or exc
+        if error is not None:
+            self.errors.append(error)
+        ready, joins = self.ready, self.joins
+        for successor in chain.successors:
+            join = joins[successor.index]
+            if join is None or next(join) == len(successor.preds) - 1:
+                ready.append(successor)
+        if next(self.finished) == self.last:
+            self.all_done = True
+            self._wake()
+        following = self._take()
+        if ready:  # more than this thread takes: wake the driving thread, or ask for help
+            if self.waiting:
+                self._wake()
+            if self.helpers < POOL_THREADS:
+                self._ask_helpers()
+        return following
+
+    def _wake(self) -> None:
+        with suppress(RuntimeError):  # released already, and not taken since
+            self.wake.release()
+
+    def _ask_helpers(self) -> None:
+        """Ask for one helper per ready chain no thread is about to take (helpers not started yet, the
+        driving thread if it waits), within the pool's size."""
+        with self.lock:
+            extra = min(len(self.ready) - self.unstarted - self.waiting, POOL_THREADS - self.helpers)
+            if extra <= 0:
+                return
+            self.helpers += extra
+            self.unstarted += extra
+        for asked in range(extra):
+            try:
+                self.pool.submit(self._help)
+            except RuntimeError:  # the pool is shut down (interpreter exit): the running threads do the rest
+                with self.lock:
+                    self.helpers -= extra - asked
+                    self.unstarted -= extra - asked
+                return

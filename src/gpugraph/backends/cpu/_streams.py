@@ -5,7 +5,6 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
@@ -37,19 +36,6 @@ class CpuEvent:
         self.latest: Completion | None = None
         self.capture: Any = None  # the capture the event was last recorded in
         self.capture_nodes: list[Any] = []  # the recording stream's frontier at that record
-
-    def record_at_launch(self, pending: deque[Completion]) -> None:
-        """A graph launch records the event now; its node fires the record when it runs."""
-        completion = Completion()
-        self.latest = completion
-        self.capture = None
-        pending.append(completion)
-
-    def wait_latest(self) -> None:
-        """Wait for the record that was last made (a graph's event-wait node)."""
-        latest = self.latest
-        if latest is not None:
-            latest.flag.wait()
 
 
 def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
