@@ -14,15 +14,23 @@ The rules are CUDA's (cudaStreamBeginCapture, "Prohibited and unhandled operatio
 A forbidden call raises CaptureError at once and invalidates the capture: the error names the call, the
 stream and the mode, and carries the traceback of the offending line. Later calls on the invalidated
 capture raise a CaptureError that repeats the first one, so the first cause is never buried.
+
+Beginning and ending a capture are all or nothing, whatever exception stops them (KeyboardInterrupt
+included): the backend never records work the front end does not know is captured, and a capture is
+either complete or discarded, never left running (see ``Capture._recover``).
 """
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (no stubs) C functions: no Python frame, no check point
+import _thread
+import contextlib
 import os
+import signal
 import threading
 import traceback
 from collections.abc import Callable, Iterable
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import CaptureError
@@ -40,6 +48,64 @@ _active: list[Capture] = []
 # Threads now capturing a ``@captured`` function, each with its Capture: the function's work must go to the
 # capturing stream, since work on any other stream of the device would run once and stay out of the graph.
 function_captures: dict[int, Capture] = {}
+
+
+# Ctrl-C. Python raises KeyboardInterrupt at the first check point after SIGINT arrives, and the first
+# instruction of an ``__exit__`` is one: there the interrupt comes before any of its code can catch it, and
+# the with statement leaves the capture running (measured: about 1 SIGINT in 100 sent during a capture
+# loop). While a capture runs in the main thread, the only one KeyboardInterrupt reaches, and SIGINT has
+# Python's default handler, _on_sigint stands in: at the entry of such a way out it notes the interrupt,
+# which release_interrupts raises once the way out is done, and elsewhere it raises as the default does.
+_interrupt_guards = 0  # main thread only: captures (and @captured calls) wanting _on_sigint
+_deferred_interrupt = False
+_MAIN_THREAD = threading.main_thread().ident
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    global _deferred_interrupt
+    if frame is not None and _holds_back(frame):
+        _deferred_interrupt = True
+        return
+    signal.default_int_handler(signum, frame)
+
+
+def _holds_back(frame: FrameType) -> bool:
+    """Whether ``frame`` is one of the ways out whose first instruction Ctrl-C must not stop: the capture's,
+    gg.use_stream's (around a captured function's capture), or release_interrupts itself (which raises
+    what was held back)."""
+    code = frame.f_code
+    if code is Capture.__exit__.__code__ or code is release_interrupts.__code__:
+        return True
+    if code is contextlib._GeneratorContextManager.__exit__.__code__:
+        from ._current import use_stream
+        generator = getattr(frame.f_locals.get("self"), "gen", None)
+        return getattr(generator, "gi_code", None) is use_stream.__wrapped__.__code__  # type: ignore[attr-defined]
+    return False
+
+
+def guard_interrupts() -> None:
+    """Keep KeyboardInterrupt off the entry of a capture's way out until ``release_interrupts``."""
+    global _interrupt_guards
+    if _thread.get_ident() != _MAIN_THREAD:
+        return
+    if _interrupt_guards == 0 and _signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        _signal.signal(signal.SIGINT, _on_sigint)
+    _interrupt_guards += 1
+
+
+def release_interrupts() -> None:
+    """Undo one ``guard_interrupts`` (the last gives SIGINT back to Python's default handler) and raise
+    the KeyboardInterrupt that _on_sigint held back, if any. It calls C functions only: an interrupt at a
+    check point in its own frame is held back too, and raised at its end."""
+    global _interrupt_guards, _deferred_interrupt
+    if _thread.get_ident() != _MAIN_THREAD or not _interrupt_guards:
+        return
+    _interrupt_guards -= 1
+    if _interrupt_guards == 0 and _signal.getsignal(signal.SIGINT) is _on_sigint:
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
+    if _deferred_interrupt:
+        _deferred_interrupt = False
+        raise KeyboardInterrupt
 
 
 def _where() -> str:
@@ -147,13 +213,16 @@ class Capture:
         # Frontiers that set_dependencies replaced: work they held was joined, as CUDA judges a join by
         # what the capturing stream waited on, not by what its final frontier still reaches.
         self._replaced_frontiers: list[Any] = []
+        self._discarding = False  # a discard began: a way out interrupted midway ends in a discard
+        self._owned = False  # the captured graph was handed to its Graph (which destroys it when collected)
+        self._outcome: str | None = None  # "complete" or "discarded" once the capture has ended
 
     # Entering and leaving
 
     def __enter__(self) -> Self:
         from ._graph import Graph
         stream = self.stream
-        if self.active or self.streams:
+        if self.active or self.streams or self._outcome is not None:
             raise CaptureError("capture: this Capture was used already; call stream.capture() again",
                                api="Stream.capture", stream=stream, mode=self.mode, where=_where())
         if stream._capture is not None:
@@ -167,14 +236,24 @@ class Capture:
         if self._into is not None:
             self._into._changing()  # executable graphs made from it read it before the capture adds to it
             self._nodes_before = set(backend.graph_nodes(self._into._handle))
-        handle = backend.stream_begin_capture(stream._handle, self.mode,
-                                              None if self._into is None else self._into._handle, deps)
-        if self._into is None:
-            self.graph = Graph._wrap(stream.device, handle, own=False)
-        self.active = True
-        self._join(stream)
-        with _lock:
-            _active.append(self)
+        guard_interrupts()
+        try:
+            handle = backend.stream_begin_capture(stream._handle, self.mode,
+                                                  None if self._into is None else self._into._handle, deps)
+            if self._into is None:
+                self.graph = Graph._wrap(stream.device, handle, own=False)
+            self.active = True
+            self._join(stream)
+            with _lock:
+                _active.append(self)
+        except BaseException:
+            # Whatever was interrupted (KeyboardInterrupt included), the backend must not go on recording
+            # work the front end does not know is captured: end the capture wherever it got to.
+            try:
+                self._discard()
+            finally:
+                release_interrupts()
+            raise
         return self
 
     def _join(self, stream: Any) -> None:
@@ -182,41 +261,71 @@ class Capture:
         self.streams.append(stream)
 
     def _finish(self) -> None:
+        """The front end's part of ending: no stream records into this capture any more. Idempotent."""
         self.active = False
         for stream in self.streams:
-            stream._capture = None
+            if stream._capture is self:
+                stream._capture = None
         with _lock:
-            _active.remove(self)
+            if self in _active:
+                _active.remove(self)
+
+    # Every way out of a capture ends in _discard or _complete. Both can run again, so that when an exception
+    # (KeyboardInterrupt) stops one of them, or the steps before them, _recover finishes the way out from the
+    # state the backend is really in: a capture is either discarded or complete, never left running.
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> Literal[False]:
-        backend = self.stream._backend
-        if exc_type is not None or self.error is not None:
-            self._abort()
+        try:
+            return self._exit(exc_type is not None)
+        except BaseException:
+            self._recover()
+            raise
+        finally:
+            release_interrupts()
+
+    def _exit(self, failed: bool) -> Literal[False]:
+        if failed or self.error is not None:
+            self._discard()
             error = self.error
-            if exc_type is None and error is not None:  # the capture's own error, not the user's
+            if not failed and error is not None:  # the capture's own error, not the user's
                 raise CaptureError(str(error).split("\nThe offending call")[0], api=error.api,
                                    stream=error.stream, mode=error.mode, where=error.where)
             return False  # the user's own exception propagates
         unjoined = self._unjoined_streams()
         if unjoined:
-            self._abort()
+            self._discard()
             names = ", ".join(repr(s) for s in unjoined)
             raise CaptureError(f"capture end: {names} forked from the capture through an event but its work "
                                f"was not joined back into {self.stream!r} (record an event on it and "
                                f"wait for that event on the capturing stream)", api="Stream.capture (end)",
                                stream=self.stream, mode=self.mode)
         try:
-            backend.stream_end_capture(self.stream._handle)
+            self.stream._backend.stream_end_capture(self.stream._handle)
         except CaptureError as error:
-            self._abort()
+            self._discard()
             raise CaptureError(str(error), api="Stream.capture (end)", stream=self.stream,
                                mode=self.mode, where=_where()) from None
+        self._complete()
+        return False
+
+    def _recover(self) -> None:
+        """After an exception on the way out: end as the backend's state says, if not ended yet."""
+        if self._outcome is not None:
+            return
+        if self._discarding or self.stream._backend.stream_is_capturing(self.stream._handle):
+            self._discard()
+        else:  # the backend ended the capture: its graph is complete
+            self._complete()
+
+    def _complete(self) -> None:
+        """The capture ended in the backend: finish the front end's part and hand the graph over."""
         self._finish()
-        if self._into is None:
+        if self._into is None and not self._owned:
+            self._owned = True  # before: a second _complete must not give the graph a second owner
             self.graph._take()
         self.graph._refresh()
-        return False
+        self._outcome = "complete"
 
     def _unjoined_streams(self) -> list[Any]:
         """Streams forked into the capture whose last work the capturing stream never waited for.
@@ -225,7 +334,7 @@ class Capture:
         stream's frontier or before a node that was: a join stays a join after ``set_dependencies``
         moves the frontier on (CUDA's rule, measured: tools/gpu_probe_rules.py, cases 1a-1i).
         """
-        if len(self.streams) == 1:
+        if len(self.streams) <= 1:
             return []  # nothing was forked: no walk through the graph
         backend = self.stream._backend
         graph = self.graph._handle
@@ -248,20 +357,25 @@ class Capture:
             backend.stream_wait_event(origin._handle, event)
             backend.event_destroy(event)
 
-    def _abort(self) -> None:
-        """End the capture, discard what it recorded, and leave an ``into`` graph as it was."""
+    def _discard(self) -> None:
+        """End the capture if the backend still records it, discard what it recorded, and leave an ``into``
+        graph as it was. Idempotent (see _recover); the front end lets go of the streams only once the
+        backend has."""
+        self._discarding = True
         backend = self.stream._backend
-        try:
-            self._join_forks()
-            backend.stream_abort_capture(self.stream._handle)
-        finally:
-            self._finish()
-            if self._into is not None:
-                for handle in backend.graph_nodes(self._into._handle):
-                    if handle not in self._nodes_before:
-                        backend.graph_destroy_node(self._into._handle, handle)
-                self._into._forget_missing()
-            self.graph = None
+        if backend.stream_is_capturing(self.stream._handle):
+            try:
+                self._join_forks()
+            finally:
+                backend.stream_abort_capture(self.stream._handle)
+        self._finish()
+        if self._into is not None:
+            for handle in backend.graph_nodes(self._into._handle):
+                if handle not in self._nodes_before:
+                    backend.graph_destroy_node(self._into._handle, handle)
+            self._into._forget_missing()
+        self.graph = None
+        self._outcome = "discarded"
 
     # The combined approach
 
@@ -289,7 +403,13 @@ class Capture:
     def _append(self, api: str, add: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self._check_active(api)
         node = add(*args, after=self.dependencies, **kwargs)
-        self.stream._backend.stream_set_capture_dependencies(self.stream._handle, [node._handle])
+        backend = self.stream._backend
+        try:
+            backend.stream_set_capture_dependencies(self.stream._handle, [node._handle])
+        except BaseException:  # a node left off the frontier would still run in the graph: take it out
+            backend.graph_destroy_node(self.graph._handle, node._handle)
+            self.graph._forget_missing()
+            raise
         return node
 
     def add_kernel(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> Any:

@@ -16,16 +16,26 @@ there becomes graph memory, instantiated with auto-free on launch: its address i
 replay (the returned Arrays stay valid until the next call), and it is freed when the graph leaves the
 cache (``clear()`` empties it). The function's Python code runs only when it is captured, and the value
 it returns then is what every replay returns.
+
+Threads. Calls may come from several threads, each enqueuing on its own current stream. Each thread
+captures on a capture stream of its own, so captures in different threads run at once; the cache is shared
+and guarded by a lock, under which a call patches its dynamic arguments and enqueues its launch, so a
+launch always runs with its own call's values (CUDA orders the launches of one executable graph). A graph
+with memory allocated inside is cached per thread: the Arrays a call returns stay valid until that
+thread's next call, whatever other threads do. The capture mode keeps CUDA's meaning: a ``global``
+capture (the default) forbids potentially unsafe calls (``synchronize``, synchronous allocation and
+copies) in every thread while it runs, so a thread that makes one while another thread's call captures
+makes that capture fail with CaptureError, as CUDA would; programs whose threads synchronize while others
+may capture should use ``mode="thread_local"``, which forbids them only in the capturing thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,17 +65,19 @@ class CapturedStats:
 class _Entry:
     """A cached graph: its executable graph, its Params, its allocations and the value it returns."""
 
-    def __init__(self, graph: Any, exe: Any, params: dict[str, Param], allocations: list[Array],
+    def __init__(self, key: tuple, graph: Any, exe: Any, params: dict[str, Param], allocations: list[Array],
                  result: Any) -> None:
-        self.graph, self.exe, self.params, self.allocations, self.result = graph, exe, params, allocations, result
+        self.key, self.graph, self.exe, self.params, self.allocations, self.result = (
+            key, graph, exe, params, allocations, result)
         self.topology = _topology(graph)
+        self.stream: Any = None  # the stream of its latest launch, where its graph memory is freed
 
-    def close(self, stream: Any) -> None:
-        """Release the executable graph and free the graph memory it left allocated."""
+    def close(self) -> None:
+        """Release the executable graph and free the graph memory it left allocated (after its last launch)."""
         self.exe.close()
         for array in self.allocations:
             if array._alloc.live:
-                stream.free(array)
+                self.stream.free(array)
 
 
 def _topology(graph: Any) -> tuple:
@@ -88,19 +100,25 @@ def _key_part(name: str, value: Any, dynamic: bool) -> Any:
     return ("hashable", value)
 
 
-@contextlib.contextmanager
-def _function_capture(cap: Any) -> Iterator[None]:
-    """Mark this thread as capturing a captured function, so work it enqueues on other streams is refused."""
-    me = threading.get_ident()
-    outer = _capture.function_captures.get(me)
-    _capture.function_captures[me] = cap
-    try:
-        yield
-    finally:
-        if outer is None:
-            del _capture.function_captures[me]
-        else:
-            _capture.function_captures[me] = outer
+_local = threading.local()  # each thread's capture stream of each device, shared by its captured functions
+
+
+def _capture_stream(device: Any) -> Any:
+    """This thread's capture stream on ``device``: captures in different threads never share a stream."""
+    streams = getattr(_local, "streams", None)
+    if streams is None:
+        streams = _local.streams = {}
+    stream = streams.get(device)
+    if stream is None:
+        stream = streams[device] = device.stream()
+    return stream
+
+
+def _check_options(max_graphs: Any, mode: Any) -> None:
+    if isinstance(max_graphs, bool) or not isinstance(max_graphs, int) or max_graphs < 1:
+        raise ValueError(f"captured(max_graphs): expected an int of at least 1, got {max_graphs!r}")
+    if not isinstance(mode, str) or mode not in _capture.MODES:
+        raise ValueError(f"captured(mode): expected one of {', '.join(_capture.MODES)}, got {mode!r}")
 
 
 class CapturedFunction:
@@ -109,8 +127,7 @@ class CapturedFunction:
     def __init__(self, fn: Callable[..., Any], dynamic: tuple[str, ...], max_graphs: int, mode: str) -> None:
         if not callable(fn):
             raise TypeError(f"captured: expected a function, got {type(fn).__name__}")
-        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int) or max_graphs < 1:
-            raise ValueError(f"captured(max_graphs): expected an int of at least 1, got {max_graphs!r}")
+        _check_options(max_graphs, mode)
         self._fn = fn
         self._signature = inspect.signature(fn)
         unknown = [name for name in dynamic if name not in self._signature.parameters]
@@ -120,8 +137,12 @@ class CapturedFunction:
         self._dynamic = frozenset(dynamic)
         self._max_graphs = max_graphs
         self._mode = mode
+        # The cache, the entries in it and the stats change under this lock, and a launch patches its Params
+        # and is enqueued under it, so a call never launches with another call's values. Reentrant: clear()
+        # may be called from inside the function.
+        self._lock = threading.RLock()
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
-        self._capture_streams: dict[Any, Any] = {}
+        self._per_thread = False  # some graph had memory: such entries are keyed by thread as well
         self.stats = CapturedStats()
         functools.update_wrapper(self, fn)
 
@@ -132,42 +153,86 @@ class CapturedFunction:
         device = next((v.device for v in arguments.values() if type(v) is Array), None)
         stream = current_stream(device)
         key = tuple((name, _key_part(name, value, name in self._dynamic)) for name, value in arguments.items())
-        entry = self._cache.get(key)
-        if entry is None:
-            entry = self._capture(key, bound, stream)
-        else:
-            self._cache.move_to_end(key)
-            for name, param in entry.params.items():
-                value = arguments[name]
-                if value is not param.value and (type(value) is Array or value != param.value):
-                    param.value = value
-                    self.stats.patches += 1
-            self.stats.replays += 1
-        entry.exe.launch(stream)
-        return entry.result
+        with self._lock:
+            entry = self._find(key)
+            if entry is not None:
+                self._replay(entry, arguments, stream)
+                return entry.result
+        return self._capture(key, bound, stream)
 
-    def _capture(self, key: tuple, bound: inspect.BoundArguments, stream: Any) -> _Entry:
+    def _find(self, key: tuple) -> _Entry | None:
+        """The entry answering ``key`` in this thread (most recently used now), or None."""
+        entry = self._cache.get(key)
+        if entry is None and self._per_thread:
+            entry = self._cache.get((threading.get_ident(), key))
+        if entry is not None:
+            self._cache.move_to_end(entry.key)
+        return entry
+
+    def _replay(self, entry: _Entry, arguments: Any, stream: Any) -> None:
+        for name, param in entry.params.items():
+            value = arguments[name]
+            if value is not param.value and (type(value) is Array or value != param.value):
+                param.value = value
+                self.stats.patches += 1
+        self.stats.replays += 1
+        self._launch(entry, stream)
+
+    @staticmethod
+    def _launch(entry: _Entry, stream: Any) -> None:
+        entry.exe.launch(stream)
+        entry.stream = stream
+
+    def _capture(self, key: tuple, bound: inspect.BoundArguments, stream: Any) -> Any:
         params = {name: Param(bound.arguments[name]) for name in self._dynamic}
         call = inspect.BoundArguments(self._signature, dict(bound.arguments, **params))
-        capture_stream = self._capture_streams.get(stream.device)
-        if capture_stream is None:
-            capture_stream = self._capture_streams[stream.device] = stream.device.stream()
+        capture_stream = _capture_stream(stream.device)
         capture_stream.wait(stream.record())  # the captured work follows what the caller enqueued
-        with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
-            with _function_capture(cap):
-                result = self._fn(*call.args, **call.kwargs)
-        self.stats.captures += 1
+        me = threading.get_ident()
+        _capture.guard_interrupts()  # Ctrl-C at the entry of use_stream's exit must not leave it current
+        try:
+            with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
+                # This thread's work on other streams of the device is refused meanwhile (no context
+                # manager: its exit could be interrupted before it restores the mark).
+                outer = _capture.function_captures.get(me)
+                try:
+                    _capture.function_captures[me] = cap
+                    result = self._fn(*call.args, **call.kwargs)
+                finally:
+                    if outer is None:
+                        _capture.function_captures.pop(me, None)
+                    else:
+                        _capture.function_captures[me] = outer
+        finally:
+            _capture.release_interrupts()
         graph = cap.graph
-        entry = self._update_cached(graph, key, params, cap.allocations, result)
-        if entry is None:
-            exe = graph.instantiate(auto_free_on_launch=True)
-            self.stats.instantiations += 1
-            entry = _Entry(graph, exe, params, cap.allocations, result)
-            self._cache[key] = entry
-            while len(self._cache) > self._max_graphs:
-                _, old = self._cache.popitem(last=False)
-                old.close(stream)
-                self.stats.evictions += 1
+        with self._lock:
+            self.stats.captures += 1
+            entry = self._find(key)
+            if entry is not None:  # another thread captured the same key meanwhile: its graph serves
+                self._replay(entry, bound.arguments, stream)
+                return entry.result
+            entry = self._update_cached(graph, key, params, cap.allocations, result)
+            if entry is None:
+                entry = self._instantiate(graph, key, params, cap.allocations, result)
+            self._launch(entry, stream)
+            return entry.result
+
+    def _instantiate(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
+                     result: Any) -> _Entry:
+        """Instantiate ``graph`` and cache it (keyed by thread too when it has memory: an Array it returns
+        is valid until the thread's next call, whatever other threads do); drop the least recently used."""
+        exe = graph.instantiate(auto_free_on_launch=True)
+        self.stats.instantiations += 1
+        if graph._memory:
+            key = (threading.get_ident(), key)
+            self._per_thread = True
+        entry = _Entry(key, graph, exe, params, allocations, result)
+        self._cache[key] = entry
+        while len(self._cache) > self._max_graphs:
+            _, old = self._cache.popitem(last=False)
+            old.close()
+            self.stats.evictions += 1
         return entry
 
     def _update_cached(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
@@ -176,25 +241,39 @@ class CapturedFunction:
         if graph._memory:
             return None
         topology = _topology(graph)
-        for old_key, entry in reversed(self._cache.items()):
+        for entry in reversed(self._cache.values()):
             if entry.topology != topology:
                 continue
             try:
                 entry.exe.update(graph)
             except GraphUpdateError:
                 continue
-            del self._cache[old_key]
-            entry.graph, entry.params, entry.allocations, entry.result = graph, params, allocations, result
-            self._cache[key] = entry
+            except BaseException:  # (KeyboardInterrupt) it may have stopped after the update took effect
+                if entry.exe._source is graph:
+                    self._rekey(entry, key, graph, params, allocations, result)
+                raise
+            # The executable graph runs the new graph now: the entry follows it whatever happens.
+            try:
+                self._rekey(entry, key, graph, params, allocations, result)
+            except BaseException:
+                self._rekey(entry, key, graph, params, allocations, result)
+                raise
             self.stats.updates += 1
             return entry
         return None
 
+    def _rekey(self, entry: _Entry, key: tuple, graph: Any, params: dict[str, Param], allocations: list[Array],
+               result: Any) -> None:
+        self._cache.pop(entry.key, None)
+        entry.key, entry.graph, entry.params, entry.allocations, entry.result = key, graph, params, allocations, result
+        self._cache[key] = entry
+
     def clear(self) -> None:
-        """Drop every cached graph and free the graph memory they hold."""
-        while self._cache:
-            _, entry = self._cache.popitem(last=False)
-            entry.close(current_stream(entry.exe.device))
+        """Drop every cached graph (every thread's) and free the graph memory they hold."""
+        with self._lock:
+            while self._cache:
+                _, entry = self._cache.popitem(last=False)
+                entry.close()
 
     def __repr__(self) -> str:
         return f"captured({self._fn.__qualname__}, {len(self._cache)} graphs cached)"
@@ -216,6 +295,7 @@ def captured(fn: Callable[..., Any] | None = None, *, dynamic: tuple[str, ...] |
     """
     if isinstance(dynamic, str):
         dynamic = (dynamic,)
+    _check_options(max_graphs, mode)  # at decoration, also as @gg.captured(...)
     if fn is None:
         return lambda f: CapturedFunction(f, tuple(dynamic), max_graphs, mode)
     return CapturedFunction(fn, tuple(dynamic), max_graphs, mode)

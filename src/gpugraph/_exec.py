@@ -6,6 +6,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from . import _capture, _params
 from ._errors import GraphError, GraphUpdateError
 from ._kernel import Kernel, check_shared_mem, launch_dims
@@ -60,7 +62,7 @@ class GraphExec:
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
                  "_indices", "_param_nodes", "_param_records", "_pending", "_patchers", "_changed",
-                 "_source", "_source_version", "_shape", "__weakref__")
+                 "_disabled", "_source", "_source_version", "_shape", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -74,6 +76,8 @@ class GraphExec:
         self._param_nodes: dict[Param, set[int]] = {}
         self._patchers: dict[int, Callable[[], None]] = {}  # node position -> prepared Param patch
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
+        # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
+        self._disabled: set[int] = set()
         # The backend addresses nodes by the handles of the graph the exec was instantiated from, by
         # position in creation order: those are noted now (one query). What setters and updates compare
         # against (the layout, with Node objects and edges) is read when first needed, or just before the
@@ -166,6 +170,11 @@ class GraphExec:
         if self._source._version != self._source_version:
             raise _capture._invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")
+        if self._disabled:
+            raise _capture._invalidate([stream._capture], "GraphExec.launch", "an executable graph with a node "
+                              "turned off by set_enabled (an update keeps it off) cannot be launched into a "
+                              "capture (the capture embeds the graph it was made from, with every node on); "
+                              "turn the node on again first, or capture the work itself")
         if self._changed or self._param_nodes:
             raise _capture._invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
                               "set_enabled or Params cannot be launched into a capture (the capture embeds the "
@@ -218,6 +227,10 @@ class GraphExec:
     def update(self, graph: Any) -> None:
         """Take the parameters of ``graph``, which must have this executable graph's topology.
 
+        An update is all or nothing: whatever stops it (a refusal, an error, KeyboardInterrupt), the
+        executable graph runs and addresses either the old graph wholly or the new one wholly. Nodes
+        turned off by ``set_enabled`` stay off.
+
         Raises:
             GraphUpdateError: Naming the node of ``graph`` and the rule it breaks (see gpugraph._update);
                 the executable graph is left as it was.
@@ -240,20 +253,40 @@ class GraphExec:
             # nodes: the topology is compared here, in the cheapest form. (It does not refuse every graph
             # with memory nodes, whose addresses cannot move: those take the full check below.)
             shape = graph_shape(graph)
-            refused = (("topology changed", None) if shape != self._source_shape()
-                       else backend.exec_update(self._handle, graph._handle, self._handles))
+            refused = ("topology changed", None) if shape != self._source_shape() else None
         else:
             check_update(self._read_layout(), GraphLayout(graph))
-            refused = backend.exec_update(self._handle, graph._handle, self._handles)
+            refused = None
+        if refused is None:
+            try:
+                refused = backend.exec_update(self._handle, graph._handle, self._handles)
+            except BaseException as exc:
+                if isinstance(exc, Exception):  # an error: the backend changed nothing
+                    raise
+                # KeyboardInterrupt (or SystemExit) may stop the backend anywhere, even once the update has
+                # taken effect: the same update again makes it whole, then this exec follows it.
+                if backend.exec_update(self._handle, graph._handle, self._handles) is None:
+                    self._follow(graph, shape, found)
+                raise
         if refused is not None:  # explain with gpugraph's rules, which name the node of the new graph
             check_update(self._read_layout(), GraphLayout(graph))
             reason, handle = refused
             raise GraphUpdateError(reason, None if handle is None else graph._node(handle))
+        # The backend runs the new graph now: the bookkeeping follows it whatever happens, so an exception
+        # (KeyboardInterrupt) leaves the executable graph wholly new, never half updated.
+        try:
+            self._follow(graph, shape, found)
+        except BaseException:
+            self._follow(graph, shape, found)
+            raise
+
+    def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:
+        """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
         self._source, self._source_version = graph, graph._version
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
         graph._watch(self)
         self._patchers.clear()
-        self._changed = False
+        self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
         self._adopt_params(found)
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
@@ -273,11 +306,11 @@ class GraphExec:
     def _set(self, index: int, params: Any, node: Any) -> None:
         layout = self._read_layout()  # read already by _index
         check_node(layout.params[index], params, node)
+        self._changed = True  # first: should the call below be interrupted, the node may be changed
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         layout.params[index] = params
         if self._patchers:
             self._patchers.pop(index, None)
-        self._changed = True
         if _params.in_use:  # without Params there is nothing to note or forget
             self._note_params(index, params)
 
@@ -339,9 +372,9 @@ class GraphExec:
         layout, children = GraphLayout(graph), self._read_layout().children
         check_update(children[i], layout)
         _refuse_child_params(self._backend, graph._handle, node)
+        self._changed = True
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         children[i] = layout
-        self._changed = True
 
     def set_event(self, node: Any, event: Event) -> None:
         """Change the event of an event record or wait node.
@@ -355,13 +388,24 @@ class GraphExec:
         self._set(i, kind(event), node)
 
     def set_enabled(self, node: Any, enabled: bool) -> None:
-        """Turn a kernel, memcpy or memset node off (it does nothing) or back on.
+        """Turn a kernel, memcpy or memset node off (it does nothing) or back on; ``enabled`` is a bool.
+
+        A node stays off through ``update``; while one is off, the executable graph cannot be launched
+        into a capture (which would embed the graph with the node on).
 
         See also: cudaGraphNodeSetEnabled.
         """
+        if type(enabled) is not bool and not isinstance(enabled, np.bool_):
+            raise TypeError(f"set_enabled(enabled): expected a bool (True or False), got {enabled!r} "
+                            f"({type(enabled).__name__})")
         i = self._index(node, (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET), "set_enabled")
-        self._backend.exec_set_enabled(self._handle, self._handles[i], bool(enabled))
-        self._changed = True
+        enabled = bool(enabled)
+        self._changed = True  # first: should the call below be interrupted, the node may be changed
+        if not enabled:
+            self._disabled.add(i)
+        self._backend.exec_set_enabled(self._handle, self._handles[i], enabled)
+        if enabled:  # only now: until the backend has turned it on, it may be off
+            self._disabled.discard(i)
 
     # Lifetime
 

@@ -299,6 +299,9 @@ class CpuBackend:
         if stream.capture is not None:
             stream.capture.end()
 
+    def stream_is_capturing(self, stream: CpuStream) -> bool:
+        return stream.capture is not None
+
     def stream_capture_dependencies(self, stream: CpuStream) -> list[CpuNode]:
         return list(stream.capture.frontiers[stream])
 

@@ -33,7 +33,15 @@ class CpuCapture:
             frontier.extend(n for n in nodes if n not in frontier)
 
     def end(self) -> CpuGraph:
+        """Take every stream out of the capture; an exception midway (KeyboardInterrupt) finishes first."""
+        try:
+            self._leave()
+        except BaseException:
+            self._leave()
+            raise
+        return self.graph
+
+    def _leave(self) -> None:
         self.active = False
         for stream in self.frontiers:
             stream.capture = None
-        return self.graph

@@ -66,7 +66,9 @@ class CudaBackend:
         self._modules = ModuleCache()
         self._functions: dict[tuple[int, Any], Function] = {}
         self._kernels_by_handle: dict[int, Any] = {}
-        self._captures = 0  # captures in progress: frees of plain memory wait until none is
+        # The origin streams of captures in progress: frees of plain memory wait until there is none. A set, so
+        # that forgetting a capture twice (an end interrupted and finished again) is harmless.
+        self._captures: set[CudaStream] = set()
         # Releases waiting for the end of captures (or of a host function). One deque for the backend's life:
         # host-function threads append without the lock, and an append is never lost to a drain.
         self._deferred: collections.deque[tuple[Any, tuple]] = collections.deque()
@@ -417,23 +419,36 @@ class CudaBackend:
     def stream_begin_capture(self, stream: CudaStream, mode: str, graph: CudaGraph | None,
                              deps: Sequence[Any]) -> CudaGraph:
         self.contexts.use(stream.index)
-        with self._lock:  # first: a garbage-collected Array freed from now on must wait for the end
-            self._captures += 1
+        into = graph is not None
         try:
+            with self._lock:  # first: a garbage-collected Array freed from now on must wait for the end
+                self._captures.add(stream)
             if graph is None:
                 call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
                 graph = CudaGraph(self._capture_info(stream)[2], stream.index)
-                into = False
             else:
                 call(cu.cuStreamBeginCaptureToGraph, stream.handle, graph.handle, list(deps), None, len(deps),
                      _MODES[mode])
-                into = True
-        except BaseException:
-            with self._lock:
-                self._captures -= 1
+            stream.capture = CudaCapture(graph, into, stream)
+        except BaseException as exc:
+            # Noted already (interrupted on the way out): the front end sees the exception and aborts it. Not
+            # noted: it must not be running in the driver either.
+            if stream.capture is None:
+                if not isinstance(exc, BackendError):  # interrupted (KeyboardInterrupt): the driver may have begun
+                    self._end_unnoted(stream, into)
+                with self._lock:
+                    self._captures.discard(stream)
             raise
-        stream.capture = CudaCapture(graph, into, stream)
         return graph
+
+    def _end_unnoted(self, stream: CudaStream, into: bool) -> None:
+        """End a capture the driver began on ``stream`` before gpugraph noted it, discarding its graph."""
+        err, status = cu.cuStreamIsCapturing(stream.handle)
+        if err or status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+            return
+        err, handle = cu.cuStreamEndCapture(stream.handle)
+        if not err and handle is not None and int(handle) and not into:
+            call(cu.cuGraphDestroy, handle)
 
     def _capture_info(self, stream: CudaStream) -> tuple:
         return call(cu.cuStreamGetCaptureInfo, stream.handle)  # (status, id, graph, deps, edge data, count)
@@ -497,15 +512,26 @@ class CudaBackend:
 
     def _end(self, stream: CudaStream) -> tuple[Any, Any]:
         capture = _capture_of(stream)
-        self.contexts.use(stream.index)
-        err, handle = cu.cuStreamEndCapture(stream.handle)
-        if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
-            return err, handle  # the capture goes on: it must be ended from the thread that began it
-        capture.end()
-        with self._lock:
-            self._captures -= 1
+        try:
+            self.contexts.use(stream.index)
+            err, handle = cu.cuStreamEndCapture(stream.handle)
+            if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+                return err, handle  # the capture goes on: it must be ended from the thread that began it
+            self._forget_capture(capture)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt): once the driver has ended the capture, gpugraph must forget it too.
+            err, status = cu.cuStreamIsCapturing(stream.handle)
+            if not err and status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+                self._forget_capture(capture)
+            raise
         self._flush_releases()
         return err, handle
+
+    def _forget_capture(self, capture: CudaCapture) -> None:
+        """The driver ended ``capture``: no stream takes part in it any more. Idempotent."""
+        capture.end()
+        with self._lock:
+            self._captures.discard(capture.streams[0])
 
     def stream_end_capture(self, stream: CudaStream) -> CudaGraph:
         graph = _capture_of(stream).graph
@@ -526,6 +552,9 @@ class CudaBackend:
         err, handle = self._end(stream)
         if not err and handle is not None and not into:
             call(cu.cuGraphDestroy, handle)
+
+    def stream_is_capturing(self, stream: CudaStream) -> bool:
+        return stream.capture is not None
 
     def stream_capture_dependencies(self, stream: CudaStream) -> list[Any]:
         info = self._capture_info(stream)
