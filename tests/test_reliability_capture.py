@@ -195,7 +195,9 @@ def test_interrupted_discard_of_a_failed_capture_still_ends_it(device, stream, m
     assert_usable(device, other)
 
 
-def test_interrupted_explicit_node_at_the_frontier_leaves_no_node(device, stream, monkeypatch):
+def test_interrupted_explicit_node_at_the_frontier_is_completed(device, stream, monkeypatch):
+    """The node stays and the frontier moves after it (CUDA cannot take a node out of a graph being
+    captured), so later work still follows it."""
     x = device.zeros(N, np.float32)
     with stream.capture() as cap:
         stream.memset(x, 1.0)
@@ -203,8 +205,10 @@ def test_interrupted_explicit_node_at_the_frontier_leaves_no_node(device, stream
         with pytest.raises(KeyboardInterrupt):
             cap.add_memset(x, 2.0)
         monkeypatch.undo()
+        assert [n.params.value for n in cap.dependencies] == [2.0]
         cap.add_memset(x, 3.0)
-    assert [n.kind.value for n in cap.graph.nodes] == ["memset", "memset"]
+    assert [n.kind.value for n in cap.graph.nodes] == ["memset", "memset", "memset"]
+    assert len(cap.graph.edges) == 2  # a chain
     with cap.graph.instantiate() as exe:
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), 3.0)

@@ -406,9 +406,11 @@ class Capture:
         backend = self.stream._backend
         try:
             backend.stream_set_capture_dependencies(self.stream._handle, [node._handle])
-        except BaseException:  # a node left off the frontier would still run in the graph: take it out
-            backend.graph_destroy_node(self.graph._handle, node._handle)
-            self.graph._forget_missing()
+        except BaseException:
+            # The node is in the graph and would run there off the frontier; CUDA cannot take a node out of
+            # a graph being captured (cuGraphDestroyNode: CUDA_ERROR_ILLEGAL_STATE on the H200), so the
+            # frontier move is made again, whole, and the interrupt goes on.
+            backend.stream_set_capture_dependencies(self.stream._handle, [node._handle])
             raise
         return node
 
