@@ -350,8 +350,12 @@ def _tagged_graph(device: gg.Device, log: list, tag: str, width: int = 4) -> gg.
     return g
 
 
-def test_update_while_another_thread_launches_runs_a_whole_graph(device):
+def test_update_while_another_thread_launches_runs_a_whole_graph(device, known_bug):
     """A launch saw a half-rebuilt plan: an internal IndexError at synchronize, then a hung stream."""
+    known_bug("BUG (issue 11 item 4, open on CUDA): an update while another thread launches made one launch "
+              "run host nodes of both graphs on the H200 (2026-11-22): the CUDA backend swaps a host node's "
+              "callable in its registry in place, so a launch in flight calls the new one",
+              backends=("cuda",), crash=True)  # racy: it may pass, so it is not run there
     log: list[tuple[str, int]] = []
     width, launches = 4, 150
     g_a, g_b = _tagged_graph(device, log, "a", width), _tagged_graph(device, log, "b", width)
