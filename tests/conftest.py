@@ -6,6 +6,8 @@ a fresh stream on it. Tests marked ``gpu`` are skipped, with the reason, where n
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import gpugraph as gg
@@ -64,13 +66,14 @@ def stream(device: gg.Device):
 def known_bug(request: pytest.FixtureRequest, device: gg.Device):
     """``known_bug("BUG: ...", backends=("cuda",))`` marks this test strict-xfail on those backends only.
 
-    With ``crash=True`` (the bug takes the interpreter down) the test is reported xfailed without running on.
+    With ``crash=True`` (the bug takes the interpreter down) the test is reported xfailed without running on
+    those backends, unless $GPUGRAPH_RUN_KNOWN_CRASHES is set (to reproduce the crash).
     """
     def mark(reason: str, backends: tuple[str, ...] = ("cpu",), crash: bool = False,
              raises: type[BaseException] | tuple[type[BaseException], ...] | None = None) -> None:
         if device.backend not in backends:
             return
-        if crash:
+        if crash and not os.environ.get("GPUGRAPH_RUN_KNOWN_CRASHES"):
             pytest.xfail(reason)
         request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=raises))
     return mark

@@ -1,0 +1,222 @@
+"""What the CUDA driver does to a launch in flight when its executable graph changes, and whether patching
+one executable graph from several threads while others capture is safe (issue 11, items 4 and 8).
+
+Raw cuda-bindings calls only (no gpugraph), so the answers are the driver's. Run on a GPU machine:
+``python tools/gpu_probe_threads.py [stress seconds]``. Each launch in flight is held at a first host node
+(a gate) until the change has been made, then released.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import time
+
+import numpy as np
+from cuda.bindings import driver as cu
+from cuda.bindings import nvrtc
+
+THREAD_LOCAL = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+
+
+def ok(result):
+    err = result[0]
+    if err != cu.CUresult.CUDA_SUCCESS and err != 0:
+        raise RuntimeError(cu.cuGetErrorName(err)[1].decode())
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def row(what: str, outcome: str) -> None:
+    print(f"{what:<72} {outcome}", flush=True)
+
+
+ok(cu.cuInit(0))
+DEV = ok(cu.cuDeviceGet(0))
+CTX = ok(cu.cuDevicePrimaryCtxRetain(DEV))
+ok(cu.cuCtxSetCurrent(CTX))
+
+SRC = b'extern "C" __global__ void put(int* p, int v) { p[threadIdx.x] = v; }'
+prog = ok(nvrtc.nvrtcCreateProgram(SRC, b"k.cu", 0, [], []))
+ok(nvrtc.nvrtcCompileProgram(prog, 1, [b"-arch=sm_90"]))
+cubin = b" " * ok(nvrtc.nvrtcGetCUBINSize(prog))
+ok(nvrtc.nvrtcGetCUBIN(prog, cubin))
+PUT = ok(cu.cuModuleGetFunction(ok(cu.cuModuleLoadData(cubin)), b"put"))
+
+# Host callables by key (userData); the trampoline logs what ran.
+LOG: list = []
+CALLS: dict[int, object] = {}
+_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_TRAMPOLINE = _CB(lambda key: CALLS[key or 0]())
+HOST_FN = cu.CUhostFn(ctypes.cast(_TRAMPOLINE, ctypes.c_void_p).value)
+GATE_ENTERED, GATE_OPEN = threading.Event(), threading.Event()
+
+
+def gate() -> None:
+    GATE_ENTERED.set()
+    GATE_OPEN.wait(10)
+
+
+CALLS[1] = gate
+
+
+def host_params(key: int):
+    p = cu.CUDA_HOST_NODE_PARAMS()
+    p.fn, p.userData = HOST_FN, key
+    return p
+
+
+def tagged(tag: str, width: int = 4):
+    """A graph: gate -> width host nodes logging (tag, i) -> nothing."""
+    g = ok(cu.cuGraphCreate(0))
+    first = ok(cu.cuGraphAddHostNode(g, [], 0, host_params(1)))
+    nodes = []
+    for i in range(width):
+        key = hash((tag, i)) & 0xFFFFFFFF | 2
+        CALLS[key] = (lambda tag=tag, i=i: LOG.append((tag, i)))
+        nodes.append(ok(cu.cuGraphAddHostNode(g, [first], 1, host_params(key))))
+    return g, first, nodes
+
+
+def held_launch(exe, stream, change) -> float:
+    """Launch ``exe`` held at its gate, make ``change()``, release; the seconds ``change`` took."""
+    GATE_ENTERED.clear()
+    GATE_OPEN.clear()
+    ok(cu.cuGraphLaunch(exe, stream))
+    if not GATE_ENTERED.wait(10):
+        raise RuntimeError("the gate never ran")
+    start = time.perf_counter()
+    change()
+    took = time.perf_counter() - start
+    GATE_OPEN.set()
+    ok(cu.cuStreamSynchronize(stream))
+    return took
+
+
+def in_flight_update() -> None:
+    s = ok(cu.cuStreamCreate(1))
+    g_a, _, _ = tagged("a")
+    g_b, _, _ = tagged("b")
+    exe = ok(cu.cuGraphInstantiate(g_a, 0))
+    LOG.clear()
+    took = held_launch(exe, s, lambda: ok(cu.cuGraphExecUpdate(exe, g_b)))
+    row("A1 cuGraphExecUpdate(a -> b) while a launch is held: tags that ran",
+        f"{sorted({t for t, _ in LOG})} (update took {took * 1e3:.1f} ms)")
+    LOG.clear()
+    ok(cu.cuGraphLaunch(exe, s))
+    ok(cu.cuStreamSynchronize(s))
+    row("A2 the next launch", f"{sorted({t for t, _ in LOG})}")
+
+
+def in_flight_host_set() -> None:
+    s = ok(cu.cuStreamCreate(1))
+    g_a, _, nodes = tagged("a")
+    exe = ok(cu.cuGraphInstantiate(g_a, 0))
+    CALLS[99] = lambda: LOG.append(("set", 0))
+    LOG.clear()
+    took = held_launch(exe, s, lambda: ok(cu.cuGraphExecHostNodeSetParams(exe, nodes[0], host_params(99))))
+    row("A3 cuGraphExecHostNodeSetParams while a launch is held: what ran",
+        f"{sorted(LOG)} (set took {took * 1e3:.1f} ms)")
+
+
+def kernel_params(ptr: int, value: int):
+    args = (ctypes.c_uint64 * 1)(ptr), (ctypes.c_int * 1)(value)
+    pointers = (ctypes.c_void_p * 2)(*[ctypes.addressof(a) for a in args])
+    p = cu.CUDA_KERNEL_NODE_PARAMS()
+    p.func, p.extra = PUT, 0
+    p.gridDimX, p.gridDimY, p.gridDimZ = 1, 1, 1
+    p.blockDimX, p.blockDimY, p.blockDimZ = 32, 1, 1
+    p.sharedMemBytes = 0
+    p.kernelParams = ctypes.addressof(pointers)
+    return p, (args, pointers)  # the second keeps the arguments alive while the first is used
+
+
+def in_flight_kernel_set() -> None:
+    s = ok(cu.cuStreamCreate(1))
+    buf = ok(cu.cuMemAlloc(128))
+    g = ok(cu.cuGraphCreate(0))
+    first = ok(cu.cuGraphAddHostNode(g, [], 0, host_params(1)))
+    old, _old_keep = kernel_params(int(buf), 1)
+    node = ok(cu.cuGraphAddKernelNode(g, [first], 1, old))
+    exe = ok(cu.cuGraphInstantiate(g, 0))
+    new, _keep = kernel_params(int(buf), 2)
+    took = held_launch(exe, s, lambda: ok(cu.cuGraphExecKernelNodeSetParams(exe, node, new)))
+    out = np.zeros(32, np.int32)
+    ok(cu.cuMemcpyDtoH(out.ctypes.data, buf, 128))
+    row("A4 cuGraphExecKernelNodeSetParams(v=2) while a launch (v=1) is held: value written",
+        f"{out[0]} (set took {took * 1e3:.1f} ms)")
+
+
+def launches_on_two_streams() -> None:
+    """One executable graph launched on two streams: does the second wait for the first (one at a time)?"""
+    s1, s2 = ok(cu.cuStreamCreate(1)), ok(cu.cuStreamCreate(1))
+    g_a, _, _ = tagged("a", 1)
+    exe = ok(cu.cuGraphInstantiate(g_a, 0))
+    GATE_ENTERED.clear()
+    GATE_OPEN.clear()
+    LOG.clear()
+    ok(cu.cuGraphLaunch(exe, s1))
+    GATE_ENTERED.wait(10)
+    GATE_ENTERED.clear()
+    ok(cu.cuGraphLaunch(exe, s2))
+    second_entered = GATE_ENTERED.wait(1.0)  # the second launch's gate, while the first is held
+    GATE_OPEN.set()
+    ok(cu.cuCtxSynchronize())
+    row("A5 same exec on a second stream while the first launch is held: ran at once?", f"{second_entered}")
+
+
+def stress(seconds: float) -> None:
+    """Threads patch-and-launch one shared exec under a lock (each on its own stream), and between, capture
+    (thread_local), instantiate, launch and destroy graphs of their own with graph memory."""
+    threads = 4
+    buf = ok(cu.cuMemAlloc(4 * 32 * threads))
+    g = ok(cu.cuGraphCreate(0))
+    first, _first_keep = kernel_params(int(buf), 0)
+    node = ok(cu.cuGraphAddKernelNode(g, [], 0, first))
+    shared = ok(cu.cuGraphInstantiate(g, 0))
+    lock = threading.Lock()
+    counts = [0] * threads
+    failures: list = []
+    stop = time.perf_counter() + seconds
+
+    def work(t: int) -> None:
+        try:
+            ok(cu.cuCtxSetCurrent(CTX))
+            s = ok(cu.cuStreamCreate(1))
+            while time.perf_counter() < stop:
+                with lock:
+                    new, _keep = kernel_params(int(buf) + 128 * t, t)
+                    ok(cu.cuGraphExecKernelNodeSetParams(shared, node, new))
+                    ok(cu.cuGraphLaunch(shared, s))
+                ok(cu.cuStreamBeginCapture(s, THREAD_LOCAL))
+                tmp = ok(cu.cuMemAllocAsync(128, s))
+                _params, keep = kernel_params(int(tmp), t)
+                ok(cu.cuLaunchKernel(PUT, 1, 1, 1, 32, 1, 1, 0, s, ctypes.addressof(keep[1]), 0))
+                ok(cu.cuMemFreeAsync(tmp, s))
+                graph = ok(cu.cuStreamEndCapture(s))
+                exe = ok(cu.cuGraphInstantiate(graph, int(
+                    cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)))
+                ok(cu.cuGraphLaunch(exe, s))
+                ok(cu.cuStreamSynchronize(s))
+                ok(cu.cuGraphExecDestroy(exe))
+                ok(cu.cuGraphDestroy(graph))
+                counts[t] += 1
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(repr(exc))
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(seconds + 30)
+    row(f"A6 stress {seconds:.0f} s: {threads} threads patch+launch one exec, capture their own",
+        f"rounds {counts}, failures {failures[:2]}")
+
+
+for probe in (in_flight_update, in_flight_host_set, in_flight_kernel_set, launches_on_two_streams):
+    try:
+        probe()
+    except Exception as exc:  # noqa: BLE001 - a probe reports what the driver said and goes on
+        row(probe.__name__, f"EXCEPTION {type(exc).__name__}: {exc}")
+stress(float(sys.argv[1]) if len(sys.argv) > 1 else 10.0)
+print("done", flush=True)
