@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
+import kernels as K
 
 TIMEOUT = 20  # seconds for work that finishes in milliseconds unless it hangs
 
@@ -476,3 +477,190 @@ def test_one_exec_launched_from_8_threads_runs_one_instance_at_a_time(device):
     exe.close()
     assert runs[0] == threads * launches
     assert overlaps[0] == 0
+
+
+# Item 7 (CPU executor): the backend's update is all or nothing by itself, whatever stops it
+
+
+UPDATE_N = 8
+UPDATE_GRID, UPDATE_BLOCK = K.launch_1d(UPDATE_N, 4)
+OLD, NEW = (2.0, 10.0), (15.0, 20.0)  # what (out, y) hold after a run of the old graph, of the new one
+
+
+def _update_pair(device: gg.Device, out: gg.Array, y: gg.Array) -> tuple[gg.Graph, gg.Graph]:
+    """One topology twice: out = 1 * 2, then y = 10 in a child graph (old); out = 3 * 5, y = 20 (new).
+    A chain whose child-graph node comes last, so an update of the nodes in order changes it last."""
+    graphs = []
+    for value, factor, child_value in ((1.0, 2.0, 10.0), (3.0, 5.0, 20.0)):
+        child = gg.Graph(device)
+        child.add_memset(y, child_value)
+        g = gg.Graph(device)
+        scaled = g.add_kernel(K.scale, UPDATE_GRID, UPDATE_BLOCK, out, factor, UPDATE_N,
+                              after=g.add_memset(out, value))
+        g.add_child(child, after=scaled)
+        graphs.append(g)
+    return graphs[0], graphs[1]
+
+
+def _what_runs(stream: gg.Stream, exe: gg.GraphExec, out: gg.Array, y: gg.Array) -> tuple[Any, Any]:
+    """(out, y) after a launch of ``exe``, and after a run of the graph a capture embeds when ``exe`` is
+    launched into it (the CPU executor's private copy of its graph)."""
+    def run(launch: Callable[[], None]) -> tuple[float, float]:
+        stream.memset(out, 0.0)
+        stream.memset(y, 0.0)
+        launch()
+        finishes(stream.synchronize)
+        got = out.to_numpy(), y.to_numpy()
+        assert (got[0] == got[0][0]).all() and (got[1] == got[1][0]).all()
+        return float(got[0][0]), float(got[1][0])
+
+    direct = run(lambda: exe.launch(stream))
+    with stream.capture() as cap:
+        exe.launch(stream)
+    with cap.graph.instantiate() as embedded:
+        captured = run(lambda: embedded.launch(stream))
+    return direct, captured
+
+
+class _LockInterruptedOnExit:
+    """Stands for an executable graph's lock: the first ``with`` raises KeyboardInterrupt once the block ran
+    and the lock is released, as Ctrl-C right after the release would."""
+
+    def __init__(self) -> None:
+        self.lock, self.armed = threading.Lock(), True
+
+    def __enter__(self) -> Any:
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+        if self.armed and exc[0] is None:
+            self.armed = False
+            raise KeyboardInterrupt
+
+
+def _raise_once(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
+    """Make ``owner.name`` raise KeyboardInterrupt the first time it is called."""
+    original, armed = getattr(owner, name), [True]
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+
+
+def _cpu_update_windows() -> dict[str, Callable[[pytest.MonkeyPatch, Any], str]]:
+    """Each window of the CPU executor's update: arm it (the exec's handle given), say what the exec runs
+    after (before the new state is published: the old graph; after: the new one)."""
+    from gpugraph.backends.cpu import _executor, _graphs
+
+    def arm(owner: Any, name: str) -> Callable[[pytest.MonkeyPatch, Any], str]:
+        return lambda mp, handle: (_raise_once(mp, owner, name), "old")[1]
+
+    def published(mp: pytest.MonkeyPatch, handle: Any) -> str:
+        mp.setattr(handle, "_lock", _LockInterruptedOnExit())
+        return "new"
+
+    return {
+        "graph cloned": arm(_graphs.CpuGraph, "clone"),  # on the old code, the child's, after the other nodes
+        "order found": arm(_executor, "topological_order"),
+        "plan made": arm(_executor.CpuExec, "_make_plan"),
+        "memset compiled": arm(_executor, "static_operand"),
+        "kernel compiled": arm(_executor, "static_arg"),
+        "new state published": published,
+    }
+
+
+@pytest.mark.parametrize("window", ["graph cloned", "order found", "plan made", "memset compiled",
+                                    "kernel compiled", "new state published"])
+def test_cpu_update_interrupted_in_each_window_is_all_or_nothing(device, monkeypatch, window):
+    """The CPU executor's update changed its graph's copy node by node, then planned: KeyboardInterrupt
+    midway left a half-new copy (embedded by a capture) beside the old plan (run by a launch)."""
+    if device.backend != "cpu":
+        pytest.skip("interrupts the CPU executor's own update (CUDA's is one driver call)")
+    stream = device.stream()
+    out, y = device.zeros(UPDATE_N, np.float32), device.zeros(UPDATE_N, np.float32)
+    old, new = _update_pair(device, out, y)
+    backend = device._backend
+    with old.instantiate() as exe:
+        outcome = _cpu_update_windows()[window](monkeypatch, exe._handle)
+        with pytest.raises(KeyboardInterrupt):
+            backend.exec_update(exe._handle, new._handle, exe._handles)
+        monkeypatch.undo()
+        expected = OLD if outcome == "old" else NEW
+        assert _what_runs(stream, exe, out, y) == (expected, expected)
+        backend.exec_update(exe._handle, new._handle, exe._handles)  # made again (as GraphExec.update does)
+        assert _what_runs(stream, exe, out, y) == (NEW, NEW)
+        exe.update(old)  # the front end goes on updating both ways
+        assert _what_runs(stream, exe, out, y) == (OLD, OLD)
+        exe.update(new)
+        assert _what_runs(stream, exe, out, y) == (NEW, NEW)
+
+
+def test_cpu_update_interrupted_anywhere_is_all_or_nothing(device):
+    """KeyboardInterrupt at every point of the CPU executor's update where a signal handler could raise it:
+    the exec runs, and a capture embeds, the whole old graph or the whole new one; the same update made
+    again gives the new one."""
+    if device.backend != "cpu":
+        pytest.skip("interrupts the CPU executor's own update (CUDA's is one driver call)")
+    stream = device.stream()
+    out, y = device.zeros(UPDATE_N, np.float32), device.zeros(UPDATE_N, np.float32)
+    old, new = _update_pair(device, out, y)
+    backend = device._backend
+    with old.instantiate() as exe:
+        step = -1  # first an update traced whole (see interrupt_at), then one interrupted at each point
+        outcomes = set()
+        while True:
+            backend.exec_update(exe._handle, old._handle, exe._handles)
+            interrupted = interrupt_at(step, lambda: backend.exec_update(exe._handle, new._handle, exe._handles))
+            direct, captured = _what_runs(stream, exe, out, y)
+            assert direct == captured and direct in (OLD, NEW), (step, direct, captured)
+            assert interrupted or direct == NEW
+            outcomes.add(direct)
+            if interrupted:
+                backend.exec_update(exe._handle, new._handle, exe._handles)
+                assert _what_runs(stream, exe, out, y) == (NEW, NEW)
+            elif step >= 0:
+                break
+            step += 1
+    assert step > 20 and outcomes == {OLD, NEW}
+
+
+def test_cpu_setters_interrupted_while_compiling_change_nothing(device, monkeypatch):
+    """The CPU executor's setters changed the node in its graph's copy, then compiled its call: interrupted
+    there, a capture embedded the new node while launches ran the old one, and a node being turned back on
+    came back at the next update though the front end still had it off."""
+    if device.backend != "cpu":
+        pytest.skip("interrupts the CPU executor's own setters (CUDA's are one driver call each)")
+    from gpugraph.backends.cpu import _executor
+    stream = device.stream()
+    out, y = device.zeros(UPDATE_N, np.float32), device.zeros(UPDATE_N, np.float32)
+    old, _ = _update_pair(device, out, y)
+    backend = device._backend
+    with old.instantiate() as exe:
+        kernel = old.nodes[1]
+        record = kernel.params
+        changed = record._replace(args=(record.args[0], np.float32(7.0), record.args[2]))
+        _raise_once(monkeypatch, _executor, "static_arg")
+        with pytest.raises(KeyboardInterrupt):
+            backend.exec_set_node(exe._handle, exe._handles[1], changed)
+        monkeypatch.undo()
+        assert _what_runs(stream, exe, out, y) == (OLD, OLD)
+        backend.exec_set_node(exe._handle, exe._handles[1], changed)  # made again: whole
+        assert _what_runs(stream, exe, out, y) == ((7.0, 10.0), (7.0, 10.0))
+
+        exe.set_enabled(kernel, False)
+        _raise_once(monkeypatch, _executor, "static_arg")
+        with pytest.raises(KeyboardInterrupt):
+            exe.set_enabled(kernel, True)
+        monkeypatch.undo()
+        exe.update(old)  # the node is still off, and stays off through an update
+        stream.memset(out, 0.0)
+        K.launch_and_wait(exe, stream)
+        np.testing.assert_array_equal(out.to_numpy(), 1.0)
+        exe.set_enabled(kernel, True)
+        K.launch_and_wait(exe, stream)
+        np.testing.assert_array_equal(out.to_numpy(), 2.0)

@@ -106,7 +106,8 @@ class CpuExec:
     """An executable graph of the CPU backend.
 
     It runs a private copy of the graph it was instantiated from (``template``), so later changes to
-    that graph do not reach it; setters and updates change the copy and publish a new plan. Each launch
+    that graph do not reach it; a setter publishes the changed node with a new plan, an update (or a
+    change of a child graph or event) a new copy with a new plan, all or nothing. Each launch
     runs the plan published when it was launched, as CUDA applies changes only to later launches, and
     runs after the previous launch has finished, as CUDA runs one instance of an executable graph at a
     time (whatever the streams and threads).
@@ -125,10 +126,11 @@ class CpuExec:
         self.memory = GraphMemoryRules.of([n.alloc for n in order if isinstance(n.params, AllocParams)],
                                           [n.alloc for n in order if isinstance(n.params, FreeParams)],
                                           auto_free_on_launch)
-        self.plan = self._make_plan(order)
+        self.plan = self._make_plan(order, self.disabled)
 
-    def _make_plan(self, order: list[CpuNode]) -> _Plan:
-        """Cut the graph into chains and compile every node's call (not published: the caller does)."""
+    def _make_plan(self, order: list[CpuNode], disabled: set[CpuNode]) -> _Plan:
+        """Cut the graph into chains and compile every node's call, ``disabled`` nodes as no-ops (not
+        published: the caller does)."""
         records: list[tuple[Any, list]] = []
         waits: list[tuple[Any, list]] = []
         chains: list[_Chain] = []
@@ -145,7 +147,7 @@ class CpuExec:
                 chains.append(chain)
                 steps.append([])
             chain_of[node] = chain
-            step = _NOOP if node in self.disabled else self._compile(node, records, waits)
+            step = _NOOP if node in disabled else self._compile(node.params, node.alloc, records, waits)
             if step is not None:
                 where[node] = (chain.index, len(steps[chain.index]))
                 steps[chain.index].append(step)
@@ -154,9 +156,10 @@ class CpuExec:
                 pred.successors.append(chain)
         return _Plan(chains, steps, where, records, waits)
 
-    def _compile(self, node: CpuNode, records: list[tuple[Any, list]], waits: list[tuple[Any, list]]) -> Step | None:
-        """The call a node makes, with every view that can be made now made now."""
-        p = node.params
+    def _compile(self, p: Any, alloc: Any, records: list[tuple[Any, list]],
+                 waits: list[tuple[Any, list]]) -> Step | None:
+        """The call a node of parameters ``p`` (and allocation ``alloc``) makes, every view that can be made
+        now made now."""
         if isinstance(p, KernelParams):
             args = p.kernel.typed_args(tuple(resolve(a) for a in p.args))
             return run_kernel, (p.kernel, LaunchConfig(p.grid, p.block, p.shared_mem),
@@ -182,58 +185,65 @@ class CpuExec:
             waits.append((p.event._handle, slot))
             return _wait, (slot,)
         if isinstance(p, AllocParams):
-            return map_allocation, (node.alloc,)
+            return map_allocation, (alloc,)
         if isinstance(p, FreeParams):
-            return unmap_allocation, (node.alloc,)
+            return unmap_allocation, (alloc,)
         if not isinstance(p, EmptyParams):
             raise TypeError(f"cpu: no step for parameters of type {type(p).__name__}")
         return None
 
-    # Changes: each builds what it changes aside, then publishes it under the lock in one assignment.
+    # Changes: each builds what it changes aside, then publishes it under the lock with one statement of
+    # plain stores after the last call (so an exception, KeyboardInterrupt included, comes before the
+    # change or after it: never midway), and a launch runs the whole old or the whole new graph.
 
-    def _replace_step(self, node: CpuNode) -> None:
-        """Give one node a new call, in a copy of its chain's steps (a launch made may still run the old)."""
+    def _replace_step(self, node: CpuNode, params: Any, disabled: set[CpuNode]) -> None:
+        """Give one node ``params`` and a new call (a no-op if in ``disabled``), in a copy of its chain's
+        steps (a launch made may still run the old), and publish them with ``disabled``."""
         # Not None: only nodes with a step are in ``where`` (_compile returns None for empty nodes alone).
-        step: Step = _NOOP if node in self.disabled else self._compile(node, [], [])  # type: ignore[assignment]
+        step: Step = _NOOP if node in disabled else self._compile(params, node.alloc, [], [])  # type: ignore[assignment]
         with self._lock:
             plan = self.plan
             index, position = plan.where[node]
             chain_steps = list(plan.steps[index])
             chain_steps[position] = step
             steps = self._draft
-            if steps is None:  # launches hold the published steps: change a copy, published at once
-                steps = self._draft = list(plan.steps)
-                self.plan = plan.with_steps(steps)
-            steps[index] = chain_steps  # no launch has taken these steps yet: changed in place
+            if steps is None:  # launches hold the published steps: change a copy
+                steps = list(plan.steps)
+                plan = plan.with_steps(steps)
+            steps[index] = chain_steps  # no launch has taken these steps (published or not) yet
+            node.params, self.disabled, self.plan, self._draft = params, disabled, plan, steps
 
-    def _replan(self) -> None:
-        plan = self._make_plan(topological_order(self.template))
+    def _rebuild(self, changes: dict[CpuNode, Any]) -> None:
+        """Publish a new copy of the graph with ``changes`` (original node -> parameters) and a plan made
+        from it; until then the old copy and plan stay whole."""
+        old = self.template
+        template = old.clone()
+        moved = template.clone_of  # node of the old copy -> node of the new one
+        for original, params in changes.items():
+            if isinstance(params, ChildGraphParams):
+                params = ChildGraphParams(params.graph.clone())
+            moved[old.clone_of[original]].params = params
+        template.clone_of = {original: moved[node] for original, node in old.clone_of.items()}
+        disabled = {moved[node] for node in self.disabled}
+        plan = self._make_plan(topological_order(template), disabled)
         with self._lock:
-            self.plan, self._draft = plan, None
+            self.template, self.disabled, self.plan, self._draft = template, disabled, plan, None
 
     def set_node(self, original: CpuNode, params: Any) -> None:
-        node = self.template.clone_of[original]
-        if isinstance(params, ChildGraphParams):
-            params = ChildGraphParams(params.graph.clone())
-        node.params = params
         if isinstance(params, (KernelParams, MemcpyParams, MemsetParams, HostParams)):
-            self._replace_step(node)
+            self._replace_step(self.template.clone_of[original], params, self.disabled)
         else:  # child graphs and events take part in planning (event records and waits): plan again
-            self._replan()
+            self._rebuild({original: params})
 
     def set_enabled(self, original: CpuNode, enabled: bool) -> None:
         node = self.template.clone_of[original]
-        (self.disabled.discard if enabled else self.disabled.add)(node)
-        self._replace_step(node)
+        disabled = self.disabled - {node} if enabled else self.disabled | {node}
+        self._replace_step(node, node.params, disabled)
 
     def update(self, graph: CpuGraph, originals: list[CpuNode]) -> None:
-        """Take the parameters of ``graph``, whose nodes pair with ``originals`` in creation order."""
-        for original, new in zip(originals, graph.nodes):
-            params = new.params
-            if isinstance(params, ChildGraphParams):
-                params = ChildGraphParams(params.graph.clone())
-            self.template.clone_of[original].params = params
-        self._replan()
+        """Take the parameters of ``graph``, whose nodes pair with ``originals`` in creation order: all or
+        nothing, so the same update made again after an exception makes it whole."""
+        self._rebuild({original: new.params for original, new in zip(originals, graph.nodes)})
 
     # Running
 
