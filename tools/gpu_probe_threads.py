@@ -213,7 +213,105 @@ def stress(seconds: float) -> None:
         f"rounds {counts}, failures {failures[:2]}")
 
 
-for probe in (in_flight_update, in_flight_host_set, in_flight_kernel_set, launches_on_two_streams):
+# B. Which calls another thread's global capture refuses (and whether they invalidate it) -----------------
+
+GLOBAL = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+
+
+def name(err) -> str:
+    return "CUDA_SUCCESS" if not err else cu.cuGetErrorName(err)[1].decode()
+
+
+def under_foreign_capture(what: str, call) -> None:
+    """``call()`` (returning a CUresult) in this thread while a worker thread holds a global capture open."""
+    began, release, ended = threading.Event(), threading.Event(), []
+
+    def worker() -> None:
+        ok(cu.cuCtxSetCurrent(CTX))
+        s = ok(cu.cuStreamCreate(1))
+        ok(cu.cuStreamBeginCapture(s, GLOBAL))
+        ok(cu.cuMemsetD32Async(SCRATCH, 1, 4, s))
+        began.set()
+        release.wait(10)
+        err, graph = cu.cuStreamEndCapture(s)
+        ended.append(name(err))
+        if not err:
+            ok(cu.cuGraphDestroy(graph))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    began.wait(10)
+    try:
+        got = call()
+        got = name(got[0] if isinstance(got, tuple) else got)
+    except Exception as exc:  # noqa: BLE001 - reported
+        got = f"EXCEPTION {exc}"
+    release.set()
+    thread.join(20)
+    row(f"B {what}", f"{got}; the capture's end: {ended[0] if ended else 'never'}")
+
+
+SCRATCH = ok(cu.cuMemAlloc(1 << 16))
+
+
+def small_graph(memory: bool = False):
+    g = ok(cu.cuGraphCreate(0))
+    if memory:
+        p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+        p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        p.poolProps.location.id = 0
+        p.bytesize = 1 << 16
+        node = ok(cu.cuGraphAddMemAllocNode(g, [], 0, p))
+        ok(cu.cuGraphAddMemFreeNode(g, [node], 1, p.dptr))
+    else:
+        params, _keep = kernel_params(int(SCRATCH), 7)
+        ok(cu.cuGraphAddKernelNode(g, [], 0, params))
+    return g
+
+
+def foreign_capture_table() -> None:
+    other = ok(cu.cuStreamCreate(1))
+    g, g_mem = small_graph(), small_graph(memory=True)
+    exe = ok(cu.cuGraphInstantiate(small_graph(), 0))
+    node = ok(cu.cuGraphGetNodes(g, 1))[0][0]
+    exe_g = ok(cu.cuGraphInstantiate(g, 0))
+    new_params, _keep = kernel_params(int(SCRATCH), 9)
+    under_foreign_capture("cuGraphInstantiate (a kernel node)", lambda: cu.cuGraphInstantiate(small_graph(), 0))
+    under_foreign_capture("cuGraphInstantiate (alloc and free nodes)", lambda: cu.cuGraphInstantiate(g_mem, 0))
+    under_foreign_capture("cuGraphExecUpdate", lambda: cu.cuGraphExecUpdate(exe, small_graph()))
+    under_foreign_capture("cuGraphExecKernelNodeSetParams",
+                          lambda: cu.cuGraphExecKernelNodeSetParams(exe_g, node, new_params))
+    under_foreign_capture("cuGraphLaunch (other stream)", lambda: cu.cuGraphLaunch(exe, other))
+    under_foreign_capture("cuGraphUpload (other stream)", lambda: cu.cuGraphUpload(exe, other))
+    under_foreign_capture("cuGraphExecDestroy",
+                          lambda: cu.cuGraphExecDestroy(ok(cu.cuGraphInstantiate(small_graph(), 0))))
+    under_foreign_capture("cuGraphCreate + cuGraphAddEmptyNode",
+                          lambda: cu.cuGraphAddEmptyNode(ok(cu.cuGraphCreate(0)), [], 0))
+    under_foreign_capture("cuGraphClone", lambda: cu.cuGraphClone(g))
+    under_foreign_capture("cuGraphDestroy", lambda: cu.cuGraphDestroy(small_graph()))
+    under_foreign_capture("cuStreamCreate", lambda: cu.cuStreamCreate(1))
+    under_foreign_capture("cuStreamDestroy", lambda: cu.cuStreamDestroy(ok(cu.cuStreamCreate(1))))
+    under_foreign_capture("cuEventCreate", lambda: cu.cuEventCreate(0))
+    under_foreign_capture("cuEventRecord (other stream)", lambda: cu.cuEventRecord(ok(cu.cuEventCreate(0)), other))
+    under_foreign_capture("cuEventQuery", lambda: cu.cuEventQuery(ok(cu.cuEventCreate(0))))
+    under_foreign_capture("cuStreamQuery (other stream)", lambda: cu.cuStreamQuery(other))
+    under_foreign_capture("cuStreamSynchronize (other stream)", lambda: cu.cuStreamSynchronize(other))
+    under_foreign_capture("cuLaunchKernel (other stream)", lambda: cu.cuLaunchKernel(
+        PUT, 1, 1, 1, 32, 1, 1, 0, other, ctypes.addressof(_keep[1]), 0))
+    under_foreign_capture("cuMemsetD32Async (other stream)", lambda: cu.cuMemsetD32Async(SCRATCH, 1, 4, other))
+    under_foreign_capture("cuMemAllocAsync (other stream)", lambda: cu.cuMemAllocAsync(64, other))
+    under_foreign_capture("cuMemAlloc", lambda: cu.cuMemAlloc(64))
+    under_foreign_capture("cuMemFree", lambda: cu.cuMemFree(ok(cu.cuMemAlloc(64))))
+    under_foreign_capture("cuMemHostAlloc", lambda: cu.cuMemHostAlloc(64, 0))
+    under_foreign_capture("cuMemFreeHost", lambda: cu.cuMemFreeHost(ok(cu.cuMemHostAlloc(64, 0))))
+    under_foreign_capture("cuMemcpyHtoD (pinned)", lambda: cu.cuMemcpyHtoD(SCRATCH, ok(cu.cuMemHostAlloc(64, 0)), 64))
+    under_foreign_capture("cuModuleLoadData", lambda: cu.cuModuleLoadData(cubin))
+    under_foreign_capture("cuCtxSynchronize", cu.cuCtxSynchronize)
+
+
+for probe in (in_flight_update, in_flight_host_set, in_flight_kernel_set, launches_on_two_streams,
+              foreign_capture_table):
     try:
         probe()
     except Exception as exc:  # noqa: BLE001 - a probe reports what the driver said and goes on
