@@ -431,3 +431,110 @@ def test_a_bad_exit_timeout_is_reported_and_the_default_used():
     assert done.returncode == 0
     assert done.stdout == "ran\n"
     assert "GPUGRAPH_EXIT_TIMEOUT must be a number of seconds, got 'soon'" in done.stderr
+
+
+# Item 7: a CPU stream's count of queued work stays whole when queueing is stopped by an exception
+
+
+class _QueueStoppedOnce:
+    """Stands for a CPU stream's task queue: the first put raises ``exc``, before queueing the task (as an
+    exception raised inside the put would) or after (as a signal's KeyboardInterrupt, raised once the call
+    has returned)."""
+
+    def __init__(self, tasks, exc: type[BaseException], when: str) -> None:
+        self.tasks, self.exc, self.when, self.armed = tasks, exc, when, True
+
+    def put(self, item) -> None:
+        if self.armed and self.when == "before":
+            self.armed = False
+            raise self.exc
+        self.tasks.put(item)
+        if self.armed:
+            self.armed = False
+            raise self.exc
+
+
+def assert_count_whole(stream: gg.Stream) -> None:
+    """The stream reports work pending exactly while it is: not done while a task waits, done after."""
+    finishes(stream.synchronize)
+    assert stream.done
+    gate = threading.Event()
+    stream.host(gate.wait)
+    assert not stream.done  # a count ahead of the work would say done here
+    gate.set()
+    finishes(stream.synchronize)
+    assert stream.done  # a count that noted a task never queued would never say done again
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, MemoryError])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_stopped_put_leaves_the_cpu_stream_count_whole(device, monkeypatch, exc, when):
+    """The count was raised before the task was queued: stopped between the two, the stream never said
+    done again (Stream.done polled forever)."""
+    if device.backend != "cpu":
+        pytest.skip("stops the CPU stream's own queue (CUDA's stream is the driver's)")
+    stream = device.stream()
+    x = device.zeros(4, np.float32)
+    monkeypatch.setattr(stream._handle, "_tasks", _QueueStoppedOnce(stream._handle._tasks, exc, when))
+    with pytest.raises(exc):
+        stream.memset(x, 1.0)
+    monkeypatch.undo()
+    assert_count_whole(stream)
+    np.testing.assert_array_equal(x.to_numpy(), 1.0 if when == "after" else 0.0)  # queued: it ran
+
+
+def test_real_sigints_while_queueing_leave_the_cpu_stream_count_whole():
+    """Real SIGINTs sent while a CPU stream queues host functions: every interrupted call queued its task
+    or not, and the stream says done exactly when its work has run."""
+    done = run_script("""
+        import random, signal
+        s = dev.stream()
+        ran, armed = [], [False]
+
+        def on_sigint(signum, frame):
+            if armed[0]:  # only inside the call below, once per arming
+                armed[0] = False
+                raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, on_sigint)
+        main, stop, sent = threading.get_ident(), threading.Event(), [0]
+
+        def pester():
+            rnd = random.Random(7)
+            while not stop.is_set():
+                time.sleep(rnd.uniform(0, 0.0002))
+                signal.pthread_kill(main, signal.SIGINT)
+                sent[0] += 1
+
+        sys.setswitchinterval(1e-5)
+        sender = threading.Thread(target=pester, daemon=True)
+        sender.start()
+        queued = interrupted = 0
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            try:
+                armed[0] = True
+                s.host(ran.append, 1)
+                armed[0] = False
+                queued += 1
+            except KeyboardInterrupt:
+                interrupted += 1
+            if (queued + interrupted) % 100 == 0:
+                armed[0] = False
+                s.synchronize()
+                assert s.done, "the stream never says done again"
+                gate = threading.Event()
+                s.host(gate.wait)
+                assert not s.done, "the stream says done while a task waits"
+                gate.set()
+                s.synchronize()
+        stop.set()
+        sender.join()
+        armed[0] = False
+        s.synchronize()
+        assert s.done and queued <= len(ran) <= queued + interrupted, (queued, interrupted, len(ran))
+        print(queued, interrupted, sent[0])
+    """, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    queued, interrupted, sent = map(int, done.stdout.split())
+    assert queued >= 100 and interrupted >= 100, f"{queued} calls queued, {interrupted} of {sent} SIGINTs landed in one"

@@ -39,8 +39,9 @@ class CpuEvent:
 
 
 def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
-    """The stream's worker: runs its tasks, marked as a host-function thread while each runs. After the
-    stream is closed it runs what is left (including markers queued meanwhile), then exits."""
+    """The stream's worker: runs its tasks, marked as a host-function thread while each runs, and notes the
+    number of each it has run. After the stream is closed it runs what is left (including markers queued
+    meanwhile), then exits."""
     get, ident, mark, unmark = tasks.get, threading.get_ident(), HOST_THREADS.add, HOST_THREADS.discard
     closed = False
     while True:
@@ -53,7 +54,7 @@ def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
         if item is None:
             closed = True
             continue
-        fn, args = item
+        fn, args, number = item
         mark(ident)
         try:
             fn(*args)
@@ -62,7 +63,11 @@ def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
                 stream.error = exc
         finally:
             unmark(ident)
-        stream.completed += 1
+        stream.completed = number
+
+
+def _nothing() -> None:
+    """A task that does nothing."""
 
 
 class CpuStream:
@@ -73,8 +78,9 @@ class CpuStream:
         self.non_blocking = non_blocking
         self.priority = priority
         self.error: BaseException | None = None
-        self.submitted = 0
-        self.completed = 0
+        # Tasks are numbered in queue order; the stream is idle when the last run is the last numbered.
+        self.submitted = 0  # the number of the last task queued
+        self.completed = 0  # the number of the last task run
         self.capture: Any = None  # the capture this stream records into, if any
         # For the legacy default stream and blocking streams: orders a submission behind the other side's
         # earlier work (CUDA's implicit synchronization), else None.
@@ -97,8 +103,16 @@ class CpuStream:
         exited (closed, all its work done) it runs at once: only markers reach such a stream."""
         with self._lock:
             if not self.exited:
-                self.submitted += 1
-                self._tasks.put((fn, args))
+                number = self.submitted = self.submitted + 1
+                try:
+                    self._tasks.put((fn, args, number))
+                except BaseException:
+                    # Raised inside the put (the task is not queued) or once it returned (a signal's
+                    # KeyboardInterrupt: it is), which cannot be told apart: a no-op numbered after it
+                    # makes the count whole either way once it has run.
+                    number = self.submitted = number + 1
+                    self._tasks.put((_nothing, (), number))
+                    raise
                 return
         fn(*args)
 
