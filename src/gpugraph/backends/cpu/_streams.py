@@ -98,9 +98,10 @@ class CpuStream:
             self.implicit_order(self)
         self.put(fn, args)
 
-    def put(self, fn: Callable[..., Any], args: tuple) -> None:
-        """Enqueue without the implicit ordering (markers that implement it). On a stream whose worker has
-        exited (closed, all its work done) it runs at once: only markers reach such a stream."""
+    def put(self, fn: Callable[..., Any], args: tuple) -> int:
+        """Enqueue without the implicit ordering (markers that implement it); the task's number. On a stream
+        whose worker has exited (closed, all its work done) it runs at once: only markers reach such a
+        stream."""
         with self._lock:
             if not self.exited:
                 number = self.submitted = self.submitted + 1
@@ -113,8 +114,9 @@ class CpuStream:
                     number = self.submitted = number + 1
                     self._tasks.put((_nothing, (), number))
                     raise
-                return
+                return number
         fn(*args)
+        return self.completed
 
     def query(self) -> bool:
         return self.completed >= self.submitted
@@ -124,8 +126,12 @@ class CpuStream:
         if self.query():
             return True
         done = threading.Event()
-        self.put(done.set, ())
-        return done.wait(timeout)
+        number = self.put(done.set, ())
+        if not done.wait(timeout):
+            return False
+        while self.completed < number:  # the worker notes the marker run just after it wakes this thread,
+            time.sleep(0)  # so that the stream is done once this returns (as after cudaStreamSynchronize)
+        return True
 
     def synchronize(self) -> None:
         self.wait_idle()
