@@ -195,6 +195,128 @@ def test_interrupted_discard_of_a_failed_capture_still_ends_it(device, stream, m
     assert_usable(device, other)
 
 
+class _FrontiersInterrupted(dict):
+    """Stands for a CPU capture's frontiers: going through them raises KeyboardInterrupt after the first
+    stream, the first ``times`` times (Ctrl-C once the capturing stream has left the capture, at each try)."""
+
+    def __init__(self, frontiers: dict, times: int) -> None:
+        super().__init__(frontiers)
+        self.times = times
+
+    def __iter__(self):
+        for i, stream in enumerate(super().__iter__()):
+            if i == 1 and self.times:
+                self.times -= 1
+                raise KeyboardInterrupt
+            yield stream
+
+
+def _cpu_abort_windows() -> dict:
+    from gpugraph.backends.cpu._capture import CpuCapture
+
+    def twice(mp, capture):
+        interrupt(mp, CpuCapture, "_leave")
+        interrupt(mp, CpuCapture, "_leave")  # wraps the first: the second call raises too
+
+    return {
+        "capture's end entered": lambda mp, capture: interrupt(mp, CpuCapture, "end", "before"),
+        "capture's end returned": lambda mp, capture: interrupt(mp, CpuCapture, "end", "after"),
+        "streams' leave, twice": twice,
+        "after the first stream left, twice": lambda mp, capture: mp.setattr(
+            capture, "frontiers", _FrontiersInterrupted(capture.frontiers, 2)),
+    }
+
+
+def _forked_capture(device: gg.Device, stream: gg.Stream, other: gg.Stream, body) -> None:
+    """Capture on ``stream``, fork ``other`` into it, run ``body()``, then leave by an exception (an abort)."""
+    y = device.zeros(N, np.float32)
+    with pytest.raises(ValueError, match="abandoned"), stream.capture():
+        other.wait(stream.record())
+        other.memset(y, 1.0)
+        body()
+        raise ValueError("abandoned")
+
+
+def _cpu_capturing(*streams: gg.Stream) -> list[bool]:
+    return [s._backend.stream_is_capturing(s._handle) for s in streams]
+
+
+@pytest.mark.parametrize("window", ["capture's end entered", "capture's end returned", "streams' leave, twice",
+                                    "after the first stream left, twice"])
+def test_cpu_abort_interrupted_in_each_window_ends_the_capture_on_every_stream(device, stream, monkeypatch, window):
+    """An abort interrupted at the start of the capture's end left the stream capturing (nothing retries it
+    when a capture's beginning failed); interrupted twice, after the capturing stream had left, it left the
+    forked stream capturing (a discard asks the capturing stream only): its work was recorded, never run."""
+    if device.backend != "cpu":
+        pytest.skip("interrupts the CPU backend's own abort (CUDA's is the lead's: cuStreamEndCapture)")
+    backend, other = device._backend, device.stream()
+
+    def body() -> None:
+        _cpu_abort_windows()[window](monkeypatch, stream._handle.capture)
+        with pytest.raises(KeyboardInterrupt):
+            backend.stream_abort_capture(stream._handle)
+        monkeypatch.undo()
+        assert _cpu_capturing(stream, other) == [False, False]
+
+    _forked_capture(device, stream, other, body)
+    assert_usable(device, stream)
+    assert_usable(device, other)
+
+
+def test_cpu_abort_interrupted_anywhere_ends_the_capture_on_every_stream(device, stream):
+    """KeyboardInterrupt at each point of the CPU backend's abort where a signal handler could raise it: past
+    its first instruction, the capture has ended on every stream."""
+    if device.backend != "cpu":
+        pytest.skip("interrupts the CPU backend's own abort (CUDA's is the lead's: cuStreamEndCapture)")
+    from test_reliability_exec import interrupt_at
+    backend, other = device._backend, device.stream()
+    step, outcome = -1, []  # first an abort traced whole (see interrupt_at), then one interrupted at each point
+
+    def body() -> None:
+        interrupted = interrupt_at(step, lambda: backend.stream_abort_capture(stream._handle))
+        outcome[:] = [interrupted]
+        if step != 0:  # step 0: the abort's own first instruction, before it does anything
+            assert _cpu_capturing(stream, other) == [False, False], step
+        backend.stream_abort_capture(stream._handle)  # as the front end's discard makes it again
+        assert _cpu_capturing(stream, other) == [False, False]
+
+    while True:
+        _forked_capture(device, stream, other, body)
+        if not outcome[0] and step >= 0:
+            break
+        step += 1
+    assert step > 3
+    assert_usable(device, stream)
+    assert_usable(device, other)
+
+
+def test_cpu_fork_interrupted_anywhere_leaves_no_stream_capturing_after_the_abort(device, stream):
+    """A stream forked into a capture was marked capturing before it had a frontier: KeyboardInterrupt between
+    the two left it out of the capture's streams, so it went on capturing (its work never ran) after the end."""
+    if device.backend != "cpu":
+        pytest.skip("interrupts the CPU backend's own fork (CUDA's is one driver call: cuStreamWaitEvent)")
+    from test_reliability_exec import interrupt_at
+    backend, other = device._backend, device.stream()
+    step, outcome = -1, []  # first a fork traced whole (see interrupt_at), then one interrupted at each point
+
+    def body() -> None:
+        event = stream.record()
+        outcome[:] = [interrupt_at(step, lambda: backend.stream_wait_event(other._handle, event._handle))]
+        assert _cpu_capturing(other) in ([False], [True])
+        backend.stream_abort_capture(stream._handle)
+        assert _cpu_capturing(stream, other) == [False, False], step
+
+    while True:
+        with pytest.raises(ValueError, match="abandoned"), stream.capture():
+            body()
+            raise ValueError("abandoned")
+        if not outcome[0] and step >= 0:
+            break
+        step += 1
+    assert step > 2
+    assert_usable(device, other)
+
+
 def test_interrupted_explicit_node_at_the_frontier_is_completed(device, stream, monkeypatch):
     """The node stays and the frontier moves after it (CUDA cannot take a node out of a graph being
     captured), so later work still follows it."""
@@ -344,6 +466,17 @@ def operation(i):
         with cap:
             s.memset(x, 1.0)
             s.memset(x, 2.0)
+    elif scenario == "abort":  # a capture forked to `other` that fails: its way out aborts it
+        cap = s.capture()
+        keep.append(cap)
+        try:
+            with cap:
+                other.wait(s.record())
+                other.memset(y, 1.0)
+                s.memset(x, 2.0)
+                raise ValueError("abandoned")
+        except ValueError:
+            pass
     elif scenario == "update":
         exe.update(graphs[(i + 1) % 2])
     else:
@@ -357,6 +490,8 @@ def check(i):
     assert (y.to_numpy() == i).all(), ('the memset did not run', y.to_numpy())
     other.memset(y, 1.0)  # this thread is not left marked as capturing a @captured function
     other.synchronize()
+    if scenario == "abort":
+        assert not other.is_capturing and (y.to_numpy() == 1.0).all(), ('the forked stream still captures', y)
     got = []
     t = threading.Thread(target=lambda: got.append(dev.zeros(1, np.float32)))
     t.start(); t.join(10)
@@ -409,7 +544,7 @@ print(json.dumps({"interrupted": interrupted, "during": during, "inside": inside
 """
 
 
-@pytest.mark.parametrize("scenario", ["capture", "update", "captured"])
+@pytest.mark.parametrize("scenario", ["capture", "abort", "update", "captured"])
 def test_real_sigints_leave_captures_and_execs_whole(backend, scenario):
     iterations = 250
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))

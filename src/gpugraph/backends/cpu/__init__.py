@@ -296,8 +296,13 @@ class CpuBackend:
         return stream.capture.end()
 
     def stream_abort_capture(self, stream: CpuStream) -> None:
-        if stream.capture is not None:
-            stream.capture.end()
+        capture = stream.capture
+        if capture is not None:
+            try:
+                capture.end()
+            except BaseException:  # even at end()'s first instruction: the streams still leave the capture
+                capture.end()
+                raise
 
     def stream_is_capturing(self, stream: CpuStream) -> bool:
         return stream.capture is not None

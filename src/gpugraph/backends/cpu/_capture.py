@@ -3,6 +3,8 @@ enqueued on it becomes a node depending on that frontier (the rules live in gpug
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
 from typing import Any
 
 from ._graphs import CpuGraph, CpuNode
@@ -25,15 +27,19 @@ class CpuCapture:
 
     def fork_or_join(self, stream: Any, nodes: list[CpuNode]) -> None:
         """``stream`` waits for ``nodes`` (a captured event): it joins the capture or merges frontiers."""
+        # Each change is made aside and stored last, so an exception (KeyboardInterrupt) comes before it or
+        # after it: a stream marked capturing is always one that end() takes out.
         if stream.capture is None:
-            stream.capture = self
             self.frontiers[stream] = list(nodes)
+            stream.capture = self
         else:
             frontier = self.frontiers[stream]
-            frontier.extend(n for n in nodes if n not in frontier)
+            self.frontiers[stream] = frontier + [n for n in nodes if n not in frontier]
 
     def end(self) -> CpuGraph:
-        """Take every stream out of the capture; an exception midway (KeyboardInterrupt) finishes first."""
+        """Take every stream out of the capture, all at once; when an exception (KeyboardInterrupt) stops
+        that, it is made again before the exception goes on."""
+        self.active = False  # first: an event recorded in the capture no longer forks a stream into it
         try:
             self._leave()
         except BaseException:
@@ -42,6 +48,6 @@ class CpuCapture:
         return self.graph
 
     def _leave(self) -> None:
-        self.active = False
-        for stream in self.frontiers:
-            stream.capture = None
+        # One C call makes every stream leave: it runs no Python frame, so no signal handler (Ctrl-C) can
+        # raise between two streams leaving, which would leave a forked stream capturing for good.
+        deque(map(setattr, self.frontiers, repeat("capture"), repeat(None)), maxlen=0)
