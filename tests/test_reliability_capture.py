@@ -602,11 +602,8 @@ def threaded_functions(device: gg.Device, mode: str):
     return fill, twice
 
 
-def test_captured_calls_from_threads_each_get_their_own_values(device, short_switch_interval, known_bug):
+def test_captured_calls_from_threads_each_get_their_own_values(device, short_switch_interval):
     """thread_local captures: each thread checks every call's results as soon as its stream has run them."""
-    known_bug("BUG (issue 11 item 8, open): on CUDA a Param patch of one thread's cached graph segfaulted in "
-              "cuGraphExecKernelNodeSetParams while another thread captured (H200, 2026-11-22)",
-              backends=("cuda",), crash=True)
     threads, calls = 4, 40
     fill, twice = threaded_functions(device, "thread_local")
     like = device.zeros(N, np.float32)
@@ -637,12 +634,9 @@ def test_captured_calls_from_threads_each_get_their_own_values(device, short_swi
         assert st.replays + st.instantiations + st.updates == threads * calls, st
 
 
-def test_captured_calls_from_threads_in_global_mode(device, short_switch_interval, known_bug):
+def test_captured_calls_from_threads_in_global_mode(device, short_switch_interval):
     """Global captures forbid synchronizing everywhere while they run: the threads only call, and the
     results are read once all have finished. Each thread's last returned Array is its own."""
-    known_bug("BUG (issue 11 item 8, open): on CUDA a Param patch of one thread's cached graph segfaulted in "
-              "cuGraphExecKernelNodeSetParams while another thread captured (H200, 2026-11-22)",
-              backends=("cuda",), crash=True)
     threads, calls = 4, 40
     fill, twice = threaded_functions(device, "global")
     like = device.zeros(N, np.float32)
@@ -666,12 +660,9 @@ def test_captured_calls_from_threads_in_global_mode(device, short_switch_interva
     assert len({r.ptr for r in results}) == threads  # graph memory per thread
 
 
-def test_captured_function_keyed_by_value_from_threads(device, short_switch_interval, known_bug):
+def test_captured_function_keyed_by_value_from_threads(device, short_switch_interval):
     """A new key in each call (recapture, update in place, LRU) from several threads: no internal error, no
     stuck capture, every call's result right."""
-    known_bug("BUG (issue 11 item 8, open): on CUDA a Param patch of one thread's cached graph segfaulted in "
-              "cuGraphExecKernelNodeSetParams while another thread captured (H200, 2026-11-22)",
-              backends=("cuda",), crash=True)
     threads, calls = 3, 30
 
     @gg.captured(max_graphs=2, mode="thread_local")

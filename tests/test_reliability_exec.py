@@ -250,9 +250,6 @@ def test_a_launch_interrupted_anywhere_is_made_in_full_or_not_at_all(device):
 def test_an_interrupted_launch_leaves_graph_memory_as_it_finds_it(device):
     """An undone launch must not leave its allocation marked live (the next launch would be refused)."""
     stream = device.stream()
-    if device.backend != "cpu":
-        pytest.skip("CUDA marks graph memory live after cuGraphLaunch returns, with no marker to undo; "
-                    "an interrupt between the two is outside the CPU executor's fix")
     runs: list[int] = []
     g = gg.Graph(device)
     alloc = g.add_alloc(4, np.int32)
@@ -351,12 +348,9 @@ def _tagged_graph(device: gg.Device, log: list, tag: str, width: int = 4) -> gg.
     return g
 
 
-def test_update_while_another_thread_launches_runs_a_whole_graph(device, known_bug):
-    """A launch saw a half-rebuilt plan: an internal IndexError at synchronize, then a hung stream."""
-    known_bug("BUG (issue 11 item 4, open on CUDA): an update while another thread launches made one launch "
-              "run host nodes of both graphs on the H200 (2026-11-22): the CUDA backend swaps a host node's "
-              "callable in its registry in place, so a launch in flight calls the new one",
-              backends=("cuda",), crash=True)  # racy: it may pass, so it is not run there
+def test_update_while_another_thread_launches_runs_a_whole_graph(device):
+    """A launch saw a half-rebuilt plan: an internal IndexError at synchronize, then a hung stream (CPU); on
+    the H200 a cuGraphExecUpdate racing a cuGraphLaunch made one launch run host nodes of both graphs."""
     log: list[tuple[str, int]] = []
     width, launches = 4, 150
     g_a, g_b = _tagged_graph(device, log, "a", width), _tagged_graph(device, log, "b", width)

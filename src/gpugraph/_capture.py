@@ -6,10 +6,13 @@ The rules are CUDA's (cudaStreamBeginCapture, "Prohibited and unhandled operatio
   an event last recorded inside a capture, or the device; waiting from a capturing stream on an event
   recorded outside any capture; merging two captures through an event; using the legacy default stream
   while a blocking stream captures; beginning a second capture on a capturing stream.
-* "Potentially unsafe" calls (synchronous allocation, synchronous copies, and waiting for a stream or event
-  outside the capture) are forbidden to the thread
-  that began a ``global`` or ``thread_local`` capture, and to every thread while any ``global`` capture
-  runs; ``relaxed`` captures forbid them to no one.
+* "Potentially unsafe" calls (synchronous allocation, synchronous copies, waiting for or querying a stream
+  or event outside the capture, stream-ordered allocation on a stream that is not capturing, and
+  instantiating a graph) are forbidden to the thread that began a ``global`` or ``thread_local`` capture,
+  and to every thread while any ``global`` capture runs; ``relaxed`` captures forbid them to no one. (The
+  H200's driver answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED to each of these from another thread and
+  invalidates the global capture: tools/gpu_probe_threads.py.) ``unsafe_section`` lets gpugraph make such a
+  call for the user (``@captured`` instantiating its graph) once no other thread's global capture runs.
 
 A forbidden call raises CaptureError at once and invalidates the capture: the error names the call, the
 stream and the mode, and carries the traceback of the offending line. Later calls on the invalidated
@@ -29,7 +32,7 @@ import os
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,7 +46,10 @@ if TYPE_CHECKING:
 MODES = ("global", "thread_local", "relaxed")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-_lock = threading.Lock()
+# Guards _active. Held from a capture's beginning in the backend to its noting in _active, and through an
+# unsafe_section, so that no capture begins unnoted while gpugraph makes a potentially unsafe call itself.
+_lock = threading.RLock()
+_ended = threading.Condition(_lock)  # notified when a capture leaves _active
 _active: list[Capture] = []
 # Threads now capturing a ``@captured`` function, each with its Capture: the function's work must go to the
 # capturing stream, since work on any other stream of the device would run once and stay out of the graph.
@@ -132,6 +138,10 @@ _UNSAFE = ("synchronous allocations and copies are forbidden while a 'global' ca
            "thread of a 'thread_local' one")
 
 
+INSTANTIATE_RULE = ("instantiating a graph is forbidden while a 'global' capture runs, or in the thread of a "
+                    "'thread_local' one")
+
+
 def forbid_unsafe(api: str, rule: str = _UNSAFE) -> None:
     """Refuse a 'potentially unsafe' call (synchronous allocation, copy or wait) that a running capture forbids."""
     if not _active:
@@ -141,6 +151,30 @@ def forbid_unsafe(api: str, rule: str = _UNSAFE) -> None:
                 if (c.thread == me and c.mode != "relaxed") or (c.thread != me and c.mode == "global")]
     if offended:
         raise _invalidate(offended, api, rule)
+
+
+_SECTION_TIMEOUT = 60.0  # seconds unsafe_section waits for other threads' global captures to end
+
+
+@contextlib.contextmanager
+def unsafe_section(api: str) -> Iterator[None]:
+    """Run gpugraph's own potentially unsafe call for the user (``@captured`` instantiating its graph) once no
+    other thread's ``global`` capture runs, and keep new captures from beginning until it is done: the call
+    then neither fails nor invalidates another thread's capture, as it would if made at once. Captures of
+    this thread still forbid it (``forbid_unsafe``).
+
+    Raises:
+        CaptureError: If other threads' global captures ran for all of ``_SECTION_TIMEOUT`` seconds.
+    """
+    me = threading.get_ident()
+    with _ended:
+        if not _ended.wait_for(lambda: not any(c.thread != me and c.mode == "global" for c in _active),
+                               _SECTION_TIMEOUT):
+            running = next(c for c in _active if c.thread != me and c.mode == "global")
+            raise CaptureError(f"{api}: waited {_SECTION_TIMEOUT:.0f} s for another thread's 'global' capture to "
+                               f"end (it forbids this call in every thread); capture in mode 'thread_local' "
+                               f"to let other threads go on", api=api, stream=running.stream, mode=running.mode)
+        yield
 
 
 def forbid_device_sync(api: str, device: Any) -> None:
@@ -238,13 +272,13 @@ class Capture:
             self._nodes_before = set(backend.graph_nodes(self._into._handle))
         guard_interrupts()
         try:
-            handle = backend.stream_begin_capture(stream._handle, self.mode,
-                                                  None if self._into is None else self._into._handle, deps)
-            if self._into is None:
-                self.graph = Graph._wrap(stream.device, handle, own=False)
-            self.active = True
-            self._join(stream)
-            with _lock:
+            with _lock:  # begun and noted together (see unsafe_section)
+                handle = backend.stream_begin_capture(stream._handle, self.mode,
+                                                      None if self._into is None else self._into._handle, deps)
+                if self._into is None:
+                    self.graph = Graph._wrap(stream.device, handle, own=False)
+                self.active = True
+                self._join(stream)
                 _active.append(self)
         except BaseException:
             # Whatever was interrupted (KeyboardInterrupt included), the backend must not go on recording
@@ -269,6 +303,7 @@ class Capture:
         with _lock:
             if self in _active:
                 _active.remove(self)
+                _ended.notify_all()
 
     # Every way out of a capture ends in _discard or _complete. Both can run again, so that when an exception
     # (KeyboardInterrupt) stops one of them, or the steps before them, _recover finishes the way out from the

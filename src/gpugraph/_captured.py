@@ -22,11 +22,14 @@ captures on a capture stream of its own, so captures in different threads run at
 and guarded by a lock, under which a call patches its dynamic arguments and enqueues its launch, so a
 launch always runs with its own call's values (CUDA orders the launches of one executable graph). A graph
 with memory allocated inside is cached per thread: the Arrays a call returns stay valid until that
-thread's next call, whatever other threads do. The capture mode keeps CUDA's meaning: a ``global``
-capture (the default) forbids potentially unsafe calls (``synchronize``, synchronous allocation and
-copies) in every thread while it runs, so a thread that makes one while another thread's call captures
-makes that capture fail with CaptureError, as CUDA would; programs whose threads synchronize while others
-may capture should use ``mode="thread_local"``, which forbids them only in the capturing thread.
+thread's next call, whatever other threads do (a thread started later never takes over a finished one's
+graphs). The capture mode keeps CUDA's meaning: a ``global`` capture (the default) forbids potentially
+unsafe calls (``synchronize``, synchronous allocation and copies, instantiation) in every thread while it
+runs, so a thread that makes one while another thread's call captures makes that capture fail with
+CaptureError, as CUDA would; programs whose threads synchronize while others may capture should use
+``mode="thread_local"``, which forbids them only in the capturing thread. The instantiations (and frees)
+that ``captured`` makes itself wait until no other thread's global capture runs
+(``gpugraph._capture.unsafe_section``), so its calls from several threads work in every mode.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from . import _capture
-from ._current import current_stream, use_stream
+from ._current import current_stream, own_stream, use_stream
 from ._errors import GraphUpdateError
 from ._memory import Array
 from ._params import Param
@@ -100,18 +103,17 @@ def _key_part(name: str, value: Any, dynamic: bool) -> Any:
     return ("hashable", value)
 
 
-_local = threading.local()  # each thread's capture stream of each device, shared by its captured functions
+_thread = threading.local()  # .token: this thread's key part for its own cache entries
 
 
-def _capture_stream(device: Any) -> Any:
-    """This thread's capture stream on ``device``: captures in different threads never share a stream."""
-    streams = getattr(_local, "streams", None)
-    if streams is None:
-        streams = _local.streams = {}
-    stream = streams.get(device)
-    if stream is None:
-        stream = streams[device] = device.stream()
-    return stream
+def _thread_token() -> object:
+    """This thread's key part for the entries cached for it alone: an object no other thread gets, as long as
+    an entry keeps it (a thread ident is given to a new thread once its thread ends, which would take over
+    the old thread's graphs and overwrite the Arrays they returned to it)."""
+    token = getattr(_thread, "token", None)
+    if token is None:
+        token = _thread.token = object()
+    return token
 
 
 def _check_options(max_graphs: Any, mode: Any) -> None:
@@ -164,7 +166,7 @@ class CapturedFunction:
         """The entry answering ``key`` in this thread (most recently used now), or None."""
         entry = self._cache.get(key)
         if entry is None and self._per_thread:
-            entry = self._cache.get((threading.get_ident(), key))
+            entry = self._cache.get((_thread_token(), key))
         if entry is not None:
             self._cache.move_to_end(entry.key)
         return entry
@@ -186,7 +188,7 @@ class CapturedFunction:
     def _capture(self, key: tuple, bound: inspect.BoundArguments, stream: Any) -> Any:
         params = {name: Param(bound.arguments[name]) for name in self._dynamic}
         call = inspect.BoundArguments(self._signature, dict(bound.arguments, **params))
-        capture_stream = _capture_stream(stream.device)
+        capture_stream = own_stream(stream.device, "capture")  # captures in different threads never share one
         capture_stream.wait(stream.record())  # the captured work follows what the caller enqueued
         me = threading.get_ident()
         _capture.guard_interrupts()  # Ctrl-C at the entry of use_stream's exit must not leave it current
@@ -213,27 +215,44 @@ class CapturedFunction:
                 self._replay(entry, bound.arguments, stream)
                 return entry.result
             entry = self._update_cached(graph, key, params, cap.allocations, result)
-            if entry is None:
-                entry = self._instantiate(graph, key, params, cap.allocations, result)
+            if entry is not None:
+                self._launch(entry, stream)
+                return entry.result
+        # Instantiated without the lock, which a call capturing in another thread may need meanwhile (to replay
+        # another captured function inside its capture), once no other thread's global capture runs: CUDA
+        # refuses instantiation while one does, and invalidates that capture.
+        with _capture.unsafe_section("captured (instantiating the captured graph)"):
+            exe = graph.instantiate(auto_free_on_launch=True)
+        with self._lock:
+            entry = self._find(key)
+            if entry is not None:  # another thread cached the same key meanwhile: its graph serves
+                exe.close()
+                self._replay(entry, bound.arguments, stream)
+                return entry.result
+            self.stats.instantiations += 1
+            entry, evicted = self._cache_new(graph, key, exe, params, cap.allocations, result)
             self._launch(entry, stream)
-            return entry.result
+        if evicted:  # closed once out of the cache, without the lock (freeing their memory is like instantiating)
+            with _capture.unsafe_section("captured (dropping a cached graph)"):
+                for old in evicted:
+                    old.close()
+        return entry.result
 
-    def _instantiate(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
-                     result: Any) -> _Entry:
-        """Instantiate ``graph`` and cache it (keyed by thread too when it has memory: an Array it returns
-        is valid until the thread's next call, whatever other threads do); drop the least recently used."""
-        exe = graph.instantiate(auto_free_on_launch=True)
-        self.stats.instantiations += 1
+    def _cache_new(self, graph: Any, key: tuple, exe: Any, params: dict[str, Param], allocations: list[Array],
+                   result: Any) -> tuple[_Entry, list[_Entry]]:
+        """Cache a new executable graph (keyed by thread too when it has memory: an Array it returns is valid
+        until the thread's next call, whatever other threads do); take the least recently used ones beyond
+        ``max_graphs`` out of the cache, and return them to be closed."""
         if graph._memory:
-            key = (threading.get_ident(), key)
+            key = (_thread_token(), key)
             self._per_thread = True
         entry = _Entry(key, graph, exe, params, allocations, result)
         self._cache[key] = entry
+        evicted = []
         while len(self._cache) > self._max_graphs:
-            _, old = self._cache.popitem(last=False)
-            old.close()
+            evicted.append(self._cache.popitem(last=False)[1])
             self.stats.evictions += 1
-        return entry
+        return entry, evicted
 
     def _update_cached(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
                        result: Any) -> _Entry | None:

@@ -31,12 +31,18 @@ def current_stream(device: Any = None) -> Stream:
         for stream in reversed(chosen):
             if stream.device is device:
                 return stream
-    defaults = getattr(_local, "defaults", None)
-    if defaults is None:
-        defaults = _local.defaults = {}
-    stream = defaults.get(device)
+    return own_stream(device)
+
+
+def own_stream(device: Any, role: str = "default") -> Stream:
+    """This thread's own non-blocking stream of ``device`` for ``role``, made at first use: "default" is
+    ``current_stream``'s fallback, "capture" the stream ``@captured`` functions capture on in this thread."""
+    streams = getattr(_local, "own", None)
+    if streams is None:
+        streams = _local.own = {}
+    stream = streams.get((role, device))
     if stream is None:
-        stream = defaults[device] = device.stream()
+        stream = streams[(role, device)] = device.stream()
     return stream
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -51,18 +53,33 @@ def _refuse_child_params(backend: Any, child: Any, node: Any) -> None:
                          f"kernel nodes of the graph itself (add those nodes to it)")
 
 
+def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a GraphExec method under the executable graph's lock (see GraphExec)."""
+    @functools.wraps(method)
+    def locked(self: GraphExec, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class GraphExec:
     """An executable graph, made by ``Graph.instantiate``; launch it on any stream of its device.
 
     Usable as a context manager; ``close`` (or garbage collection) releases it. Nodes passed to the
     setters are nodes of the graph it was instantiated from (or of the graph of its latest ``update``).
 
+    Threads may share it: its calls (launch, update, the setters, set_enabled, upload, close) take turns,
+    so a launch runs the whole graph before or after an update, never a mix. CUDA leaves that to the caller
+    (an executable graph is not internally synchronized: a cuGraphExecUpdate racing a cuGraphLaunch made one
+    launch run host nodes of both graphs on the H200). Setting a ``Param`` from one thread while another
+    launches is not covered: the launch may run with the old value.
+
     See also: cudaGraphExec_t.
     """
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
                  "_indices", "_param_nodes", "_param_records", "_pending", "_patchers", "_changed",
-                 "_disabled", "_source", "_source_version", "_shape", "__weakref__")
+                 "_disabled", "_source", "_source_version", "_shape", "_lock", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -70,6 +87,7 @@ class GraphExec:
         self._backend = backend = graph._backend
         self._handle = backend.graph_instantiate(graph._handle, bool(auto_free_on_launch))
         self._launch = backend.exec_launch
+        self._lock = threading.RLock()  # the calls of several threads take turns (see the class docstring)
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
         self._pending: set[Param] = set()  # Params whose value changed since this exec last patched them
@@ -151,14 +169,15 @@ class GraphExec:
 
         See also: cudaGraphLaunch.
         """
-        handle = self._handle
-        if handle is None or type(stream) is not Stream or stream.device is not self.device:
-            self._stream_handle(stream, "launch")
-        if stream._capture is not None or stream.legacy or _capture.function_captures:
-            self._guard_capture(stream)
-        if self._pending:
-            self._patch_params()
-        self._launch(handle, stream._handle)
+        with self._lock:
+            handle = self._handle
+            if handle is None or type(stream) is not Stream or stream.device is not self.device:
+                self._stream_handle(stream, "launch")
+            if stream._capture is not None or stream.legacy or _capture.function_captures:
+                self._guard_capture(stream)
+            if self._pending:
+                self._patch_params()
+            self._launch(handle, stream._handle)
 
     def _guard_capture(self, stream: Stream) -> None:
         stream._guard("GraphExec.launch")
@@ -185,6 +204,7 @@ class GraphExec:
         if refusal is not None:
             raise _capture._invalidate([stream._capture], "GraphExec.launch", refusal)
 
+    @_serialized
     def upload(self, stream: Stream) -> None:
         """Prepare the graph's device resources ahead of its first launch. See also: cudaGraphUpload."""
         self._backend.exec_upload(self._handle, self._stream_handle(stream, "upload"))
@@ -224,6 +244,7 @@ class GraphExec:
 
     # Changing an executable graph
 
+    @_serialized
     def update(self, graph: Any) -> None:
         """Take the parameters of ``graph``, which must have this executable graph's topology.
 
@@ -314,6 +335,7 @@ class GraphExec:
         if _params.in_use:  # without Params there is nothing to note or forget
             self._note_params(index, params)
 
+    @_serialized
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
                    shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         """Change a kernel node's arguments (all of them, or none to keep them) and launch shape.
@@ -339,6 +361,7 @@ class GraphExec:
             args = old.args
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)
 
+    @_serialized
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Change a copy node (the rules of ``Graph.add_memcpy``). See also: cudaGraphExecMemcpyNodeSetParams."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
@@ -347,12 +370,14 @@ class GraphExec:
         check_pinned(self.device, src, nbytes, "set_memcpy(src)")
         self._set(i, MemcpyParams(dst, src, nbytes), node)
 
+    @_serialized
     def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None) -> None:
         """Change a memset node. See also: cudaGraphExecMemsetNodeSetParams."""
         i = self._index(node, (NodeKind.MEMSET,), "set_memset")
         pattern, element_size, units = memset_pattern(dst, value, count, "set_memset", node=True)
         self._set(i, MemsetParams(dst, value, pattern, element_size, units), node)
 
+    @_serialized
     def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:
         """Change a host node's callable and arguments. See also: cudaGraphExecHostNodeSetParams."""
         i = self._index(node, (NodeKind.HOST,), "set_host")
@@ -360,6 +385,7 @@ class GraphExec:
             raise TypeError(f"set_host(fn): expected a callable, got {type(fn).__name__}")
         self._set(i, HostParams(fn, args), node)
 
+    @_serialized
     def set_child_graph(self, node: Any, graph: Any) -> None:
         """Give a child-graph node the parameters of ``graph`` (same topology as the child).
 
@@ -376,6 +402,7 @@ class GraphExec:
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         children[i] = layout
 
+    @_serialized
     def set_event(self, node: Any, event: Event) -> None:
         """Change the event of an event record or wait node.
 
@@ -387,6 +414,7 @@ class GraphExec:
         kind = EventRecordParams if node.kind is NodeKind.EVENT_RECORD else EventWaitParams
         self._set(i, kind(event), node)
 
+    @_serialized
     def set_enabled(self, node: Any, enabled: bool) -> None:
         """Turn a kernel, memcpy or memset node off (it does nothing) or back on; ``enabled`` is a bool.
 
@@ -413,6 +441,7 @@ class GraphExec:
         if self._handle is None:
             raise GraphError(f"{api}: this GraphExec is closed")
 
+    @_serialized
     def close(self) -> None:
         """Release the executable graph; using it afterwards raises GraphError. Idempotent."""
         if self._handle is not None:

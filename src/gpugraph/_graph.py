@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import _capture
 from ._errors import GraphError
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
@@ -531,6 +532,7 @@ class Graph:
         if self._memory and len(self._live_execs):
             raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
                              "executable graph at a time; close the other one first")
+        _capture.forbid_unsafe("Graph.instantiate", _capture.INSTANTIATE_RULE)
         exe = GraphExec(self, auto_free_on_launch)
         if self._memory:
             self._live_execs.add(exe)

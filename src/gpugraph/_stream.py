@@ -13,8 +13,10 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._params import resolve
 
-_WAIT_RULE = ("waiting for work outside the capture is forbidden while a 'global' capture runs, or in the "
-              "thread of a 'thread_local' one")
+_WAIT_RULE = ("waiting for or querying work outside the capture is forbidden while a 'global' capture runs, or "
+              "in the thread of a 'thread_local' one")
+_ALLOC_RULE = ("stream-ordered allocation on a stream that is not capturing is forbidden while a 'global' "
+               "capture runs, or in the thread of a 'thread_local' one")
 
 
 class Event:
@@ -49,6 +51,7 @@ class Event:
     def done(self) -> bool:
         """Whether the work before the event's last record has finished (True if never recorded)."""
         self._check_not_captured("Event.done")
+        _capture.forbid_unsafe("Event.done", _WAIT_RULE)
         return self._backend.event_query(self._handle)
 
     def elapsed_ms(self, end: Event) -> float:
@@ -283,6 +286,8 @@ class Stream:
         """
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.alloc")
+        if self._capture is None and _capture._active:
+            _capture.forbid_unsafe("Stream.alloc", _ALLOC_RULE)
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
         ptr, alloc = self._backend.stream_alloc(self._handle, nbytes)
@@ -391,6 +396,7 @@ class Stream:
             self._refuse_wait("Stream.done")
         elif self.legacy:
             self._guard("Stream.done")
+        _capture.forbid_unsafe("Stream.done", _WAIT_RULE)
         return self._backend.stream_query(self._handle)
 
     def _refuse_wait(self, api: str) -> None:

@@ -724,13 +724,36 @@ class CudaBackend:
             exec_.host_stream = stream
             for key in exec_.host_keys:
                 self.host.set_stream(key, stream)
-        (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+        if memory is None:
+            (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+            if err:
+                if err != _INVALID_CONTEXT:
+                    raise error("cuGraphLaunch", err)
+                self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
+            return
+        self._launch_with_memory(exec_, stream, memory)
+
+    def _launch_with_memory(self, exec_: CudaExec, stream: CudaStream, memory: Any) -> None:
+        """Launch a graph that allocates or frees, and note what it leaves allocated, all or nothing.
+
+        A KeyboardInterrupt that surfaces from the cuGraphLaunch call was raised at the check point just after
+        it returned: the driver has the launch (whose result is lost with the interrupt), so the allocations
+        are noted all the same; one raised while noting them is followed by noting them again (idempotent).
+        """
+        try:
+            (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+        except BaseException:
+            memory.commit()
+            raise
         if err:
             if err != _INVALID_CONTEXT:
                 raise error("cuGraphLaunch", err)
             self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
-        if memory is not None:
+        try:
             memory.commit()
+        except BaseException:
+            memory.commit()
+            raise
 
     def exec_set_node(self, exec_: CudaExec, node: Any, params: Any) -> None:
         self.contexts.use(exec_.index)
@@ -761,9 +784,9 @@ class CudaBackend:
         exec_.own_keys.clear()
         exec_.host_keys = host_keys
         exec_.host_stream = None
-        if exec_.template is not None:
-            self.graph_destroy(exec_.template)
-        exec_.source, exec_.template = graph, None
+        template, exec_.source, exec_.template = exec_.template, graph, None
+        if template is not None:  # forgotten first: an update made again after an interrupt must not destroy it twice
+            self.graph_destroy(template)
         return None
 
     def _host_keys(self, graph: CudaGraph, keys: list[int]) -> None:

@@ -1,0 +1,218 @@
+"""Issue 11, threads: what another thread's global capture forbids (the driver's answers, measured on the
+H200 by tools/gpu_probe_threads.py), ``@captured`` from several threads, and executable graphs shared by
+threads. Every test runs on every backend."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+
+N = 64
+GRID, BLOCK = (1,), (N,)
+TIMEOUT = 30.0
+
+
+def in_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in a new thread, wait for it (bounded), and return its result or raise its exception."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(("ok", fn()))
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller
+            out.append(("error", exc))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(TIMEOUT)
+    assert not thread.is_alive(), "the thread is stuck"
+    kind, value = out[0]
+    if kind == "error":
+        raise value
+    return value
+
+
+@contextmanager
+def global_capture_in_another_thread(device: gg.Device) -> Iterator[list]:
+    """A global capture held open by another thread for the ``with`` block; yields a list that gets the
+    outcome of its end ("complete", or the CaptureError that ended it)."""
+    began, release, outcome = threading.Event(), threading.Event(), []
+
+    def capture() -> None:
+        s = device.stream()
+        x = device.zeros(N, np.float32)
+        try:
+            with s.capture(mode="global"):
+                s.launch(K.scale, GRID, BLOCK, x, 2.0, N)
+                began.set()
+                release.wait(TIMEOUT)
+            outcome.append("complete")
+        except gg.CaptureError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=capture)
+    thread.start()
+    assert began.wait(TIMEOUT)
+    try:
+        yield outcome
+    finally:
+        release.set()
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
+
+
+def small_graph(x: gg.Array) -> gg.Graph:
+    g = gg.Graph(x.device)
+    g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    return g
+
+
+UNSAFE_CALLS = {
+    "Graph.instantiate": lambda device, ctx: ctx["graph"].instantiate(),
+    "Stream.done": lambda device, ctx: ctx["stream"].done,
+    "Event.done": lambda device, ctx: ctx["event"].done,
+    "Stream.alloc": lambda device, ctx: ctx["stream"].alloc(N, np.float32),
+    "Stream.synchronize": lambda device, ctx: ctx["stream"].synchronize(),
+    "Device.zeros": lambda device, ctx: device.zeros(N, np.float32),
+}
+
+
+@pytest.mark.parametrize("api", sorted(UNSAFE_CALLS))
+def test_another_threads_global_capture_forbids_the_calls_cuda_refuses(device, api):
+    """cuGraphInstantiate, cuStreamQuery, cuEventQuery, cuMemAllocAsync (a stream not capturing), ... answer
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from another thread and invalidate a global capture (H200)."""
+    stream = device.stream()
+    ctx = {"graph": small_graph(device.zeros(N, np.float32)), "stream": stream, "event": stream.record()}
+    stream.synchronize()
+    with global_capture_in_another_thread(device) as outcome:
+        with pytest.raises(gg.CaptureError, match=rf"{api}: .*forbidden while a 'global' capture runs"):
+            UNSAFE_CALLS[api](device, ctx)
+    assert isinstance(outcome[0], gg.CaptureError) and api in str(outcome[0])  # the capture was invalidated
+
+
+SAFE_CALLS = {
+    "GraphExec.update": lambda device, ctx: ctx["exec"].update(small_graph(ctx["x"])),
+    "GraphExec.launch": lambda device, ctx: ctx["exec"].launch(ctx["stream"]),
+    "Graph.add_kernel": lambda device, ctx: small_graph(ctx["x"]),
+    "Stream.launch": lambda device, ctx: ctx["stream"].launch(K.scale, GRID, BLOCK, ctx["x"], 1.0, N),
+    "Device.stream": lambda device, ctx: device.stream(),
+    "Stream.record": lambda device, ctx: ctx["stream"].record(),
+}
+
+
+@pytest.mark.parametrize("api", sorted(SAFE_CALLS))
+def test_another_threads_global_capture_allows_the_calls_cuda_allows(device, api):
+    x = device.zeros(N, np.float32)
+    ctx = {"exec": small_graph(x).instantiate(), "stream": device.stream(), "x": x}
+    with global_capture_in_another_thread(device) as outcome:
+        SAFE_CALLS[api](device, ctx)
+    assert outcome == ["complete"]
+    ctx["stream"].synchronize()
+
+
+def test_a_thread_local_capture_forbids_instantiating_in_its_own_thread_only(device):
+    s = device.stream()
+    x = device.zeros(N, np.float32)
+    g = small_graph(x)
+    with pytest.raises(gg.CaptureError, match=r"Graph\.instantiate"):  # at the end: it was invalidated
+        with s.capture(mode="thread_local"):
+            s.launch(K.scale, GRID, BLOCK, x, 2.0, N)
+            in_thread(g.instantiate).close()  # another thread may
+            with pytest.raises(gg.CaptureError, match=r"Graph\.instantiate: .*'thread_local'"):
+                g.instantiate()
+
+
+def test_captured_instantiates_once_another_threads_global_capture_has_ended(device):
+    """A @captured call's instantiation waits for another thread's global capture, which then completes
+    (instantiating at once failed with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidated it)."""
+    @gg.captured(dynamic=("v",))
+    def fill(out, v):
+        gg.current_stream(out.device).launch(K.fill, GRID, BLOCK, out, v, N)
+
+    def call() -> str:
+        fill(out, 7)
+        gg.current_stream(device).synchronize()
+        return "done"
+
+    out = device.zeros(N, np.int32)
+    result: list[Any] = []
+    with global_capture_in_another_thread(device) as outcome:
+        caller = threading.Thread(target=lambda: result.append(call()))
+        caller.start()
+        caller.join(0.3)
+        assert caller.is_alive() and fill.stats.instantiations == 0  # waiting for the capture to end
+    caller.join(TIMEOUT)
+    assert result == ["done"] and outcome == ["complete"] and fill.stats.instantiations == 1
+    np.testing.assert_array_equal(out.to_numpy(), 7)
+
+
+def test_a_new_thread_never_takes_over_a_finished_threads_graph_memory(device):
+    """Per-thread entries were keyed by thread ident, which a new thread inherits once the first has ended:
+    the new thread replayed the old one's graph and overwrote the Array it had returned."""
+    @gg.captured(dynamic=("x",))
+    def doubled(x):
+        s = gg.current_stream(device)
+        out = s.alloc(N, np.float32)
+        s.launch(K.add, GRID, BLOCK, out, x, x, N)
+        return out
+
+    def call(value: float) -> tuple[int, gg.Array]:
+        x = K.f32(device, np.full(N, value))
+        out = doubled(x)
+        gg.current_stream(device).synchronize()
+        return threading.get_ident(), out
+
+    results = [in_thread(lambda v=v: call(v)) for v in (1.0, 2.0, 3.0, 4.0)]
+    if len({ident for ident, _ in results}) == len(results):
+        pytest.skip("no thread ident was reused here (Linux reuses a joined thread's at once)")
+    for value, (_, out) in zip((1.0, 2.0, 3.0, 4.0), results):
+        np.testing.assert_array_equal(out.to_numpy(), 2 * value)
+    assert doubled.stats.instantiations == 4
+
+
+def test_threads_sharing_one_exec_take_turns(device):
+    """Launches, updates and setters of one executable graph from several threads: each launch runs the
+    graph as some serial order of the calls left it (the driver does not synchronize them: an update racing
+    a launch mixed two graphs on the H200)."""
+    xs = [device.zeros(N, np.int32) for _ in range(2)]
+    host = device.pinned(2 * N, np.int32)
+
+    def graph(value: int) -> tuple[gg.Graph, Any]:
+        g = gg.Graph(device)
+        first = g.add_kernel(K.fill, GRID, BLOCK, xs[0], value, N)
+        second = g.add_kernel(K.fill, GRID, BLOCK, xs[1], value, N, after=first)
+        g.add_memcpy(host[N:], xs[1], after=g.add_memcpy(host[:N], xs[0], after=second))
+        return g, first
+
+    (g_a, first), (g_b, _) = graph(1), graph(2)
+    exe = g_a.instantiate()
+    stream = device.stream()
+    stop = threading.Event()
+
+    def changer() -> None:
+        while not stop.is_set():
+            exe.update(g_b)
+            exe.set_params(first, xs[0], 3, N)
+            exe.update(g_a)
+
+    seen = set()
+    thread = threading.Thread(target=changer)
+    thread.start()
+    try:
+        for _ in range(100):
+            exe.launch(stream)
+            stream.synchronize()
+            assert (host[:N] == host[0]).all() and (host[N:] == host[N]).all()
+            seen.add((int(host[0]), int(host[N])))
+    finally:
+        stop.set()
+        thread.join(TIMEOUT)
+    assert seen <= {(1, 1), (2, 2), (3, 2)}, seen  # the states the calls leave, one after another
