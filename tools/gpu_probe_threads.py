@@ -165,6 +165,55 @@ def launches_on_two_streams() -> None:
     row("A5 same exec on a second stream while the first launch is held: ran at once?", f"{second_entered}")
 
 
+def stress_global(seconds: float) -> None:
+    """Two threads set a kernel node of one shared exec and launch it, under a lock; two others capture in
+    global mode (kernel launches only: nothing a global capture forbids) and destroy what they captured."""
+    buf = ok(cu.cuMemAlloc(4 * 32 * 4))
+    g = ok(cu.cuGraphCreate(0))
+    first, _first_keep = kernel_params(int(buf), 0)
+    node = ok(cu.cuGraphAddKernelNode(g, [], 0, first))
+    shared = ok(cu.cuGraphInstantiate(g, 0))
+    lock = threading.Lock()
+    counts = [0] * 4
+    failures: list = []
+    stop = time.perf_counter() + seconds
+
+    def patcher(t: int) -> None:
+        ok(cu.cuCtxSetCurrent(CTX))
+        s = ok(cu.cuStreamCreate(1))
+        while time.perf_counter() < stop:
+            with lock:
+                new, _keep = kernel_params(int(buf) + 128 * t, counts[t])
+                ok(cu.cuGraphExecKernelNodeSetParams(shared, node, new))
+                ok(cu.cuGraphLaunch(shared, s))
+            counts[t] += 1
+
+    def capturer(t: int) -> None:
+        ok(cu.cuCtxSetCurrent(CTX))
+        s = ok(cu.cuStreamCreate(1))
+        _params, keep = kernel_params(int(buf) + 128 * t, t)
+        while time.perf_counter() < stop:
+            ok(cu.cuStreamBeginCapture(s, GLOBAL))
+            for _ in range(3):
+                ok(cu.cuLaunchKernel(PUT, 1, 1, 1, 32, 1, 1, 0, s, ctypes.addressof(keep[1]), 0))
+            ok(cu.cuGraphDestroy(ok(cu.cuStreamEndCapture(s))))
+            counts[t] += 1
+
+    def guarded(fn, t: int) -> None:
+        try:
+            fn(t)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(repr(exc))
+
+    workers = [threading.Thread(target=guarded, args=(patcher if t < 2 else capturer, t)) for t in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(seconds + 30)
+    row(f"A7 stress {seconds:.0f} s: 2 threads patch+launch one exec, 2 capture (global)",
+        f"rounds {counts}, failures {failures[:2]}")
+
+
 def stress(seconds: float) -> None:
     """Threads patch-and-launch one shared exec under a lock (each on its own stream), and between, capture
     (thread_local), instantiate, launch and destroy graphs of their own with graph memory."""
@@ -329,4 +378,5 @@ for probe in (in_flight_update, in_flight_host_set, in_flight_kernel_set, launch
     except Exception as exc:  # noqa: BLE001 - a probe reports what the driver said and goes on
         row(probe.__name__, f"EXCEPTION {type(exc).__name__}: {exc}")
 stress(float(sys.argv[1]) if len(sys.argv) > 1 else 10.0)
+stress_global(float(sys.argv[1]) if len(sys.argv) > 1 else 10.0)
 print("done", flush=True)
