@@ -216,3 +216,40 @@ def test_threads_sharing_one_exec_take_turns(device):
         stop.set()
         thread.join(TIMEOUT)
     assert seen <= {(1, 1), (2, 2), (3, 2)}, seen  # the states the calls leave, one after another
+
+
+def test_a_new_threads_first_call_may_patch_a_param(device):
+    """A thread whose first gpugraph call is a launch that patches a Param: on the H200 the driver crashed
+    (cuGraphExecKernelNodeSetParams from a thread with no current context, which a new thread has)."""
+    out = device.zeros(N, np.int32)
+    value = gg.Param(1, np.int32)
+    g = gg.Graph(device)
+    g.add_kernel(K.fill, GRID, BLOCK, out, value, N)
+    exe = g.instantiate()
+    stream = device.stream()
+    exe.launch(stream)
+    stream.synchronize()
+    value.value = 7
+    in_thread(lambda: exe.launch(stream))  # made in this thread: the new one only launches
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), 7)
+
+
+def test_a_new_threads_first_call_may_replay_a_captured_function(device):
+    @gg.captured(dynamic=("v",))
+    def fill(out, v):
+        gg.current_stream(out.device).launch(K.fill, GRID, BLOCK, out, v, N)
+
+    out = device.zeros(N, np.int32)
+    stream = device.stream()
+    with gg.use_stream(stream):
+        fill(out, 1)
+
+    def replay() -> None:
+        with gg.use_stream(stream):
+            fill(out, 9)
+
+    in_thread(replay)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), 9)
+    assert fill.stats.replays == 1 and fill.stats.patches == 1

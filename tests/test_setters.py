@@ -233,7 +233,7 @@ def test_set_event_on_a_wait_node(device, stream):
     with g.instantiate() as exe:
         exe.set_event(wait, e2)
         exe.launch(stream)
-        host = np.zeros(N, np.float32)
+        host = device.pinned(N, np.float32)  # page-locked: a pageable copy waits for the blocked host thread
         try:
             reader.memcpy(host, x)
             reader.synchronize()

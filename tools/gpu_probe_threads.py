@@ -371,8 +371,55 @@ def foreign_capture_table() -> None:
     under_foreign_capture("cuCtxSynchronize", cu.cuCtxSynchronize)
 
 
+# C. Calls from a thread with no current context (a new thread): an error to retry on, or a crash? ---------
+
+def no_context_call(api: str) -> None:
+    """Make ``api`` from a new thread, on objects made in this one (run in a subprocess: it may crash)."""
+    s = ok(cu.cuStreamCreate(1))
+    buf = ok(cu.cuMemAlloc(128))
+    g = ok(cu.cuGraphCreate(0))
+    params, _keep = kernel_params(int(buf), 1)
+    node = ok(cu.cuGraphAddKernelNode(g, [], 0, params))
+    exe = ok(cu.cuGraphInstantiate(g, 0))
+    e = ok(cu.cuEventCreate(0))
+    calls = {
+        "cuGraphExecKernelNodeSetParams": lambda: cu.cuGraphExecKernelNodeSetParams(exe, node, params),
+        "cuGraphExecUpdate": lambda: cu.cuGraphExecUpdate(exe, g),
+        "cuGraphNodeSetEnabled": lambda: cu.cuGraphNodeSetEnabled(exe, node, 1),
+        "cuGraphLaunch": lambda: cu.cuGraphLaunch(exe, s),
+        "cuLaunchKernel": lambda: cu.cuLaunchKernel(PUT, 1, 1, 1, 32, 1, 1, 0, s, ctypes.addressof(_keep[1]), 0),
+        "cuMemsetD32Async": lambda: cu.cuMemsetD32Async(buf, 0, 4, s),
+        "cuStreamSynchronize": lambda: cu.cuStreamSynchronize(s),
+        "cuStreamQuery": lambda: cu.cuStreamQuery(s),
+        "cuEventRecord": lambda: cu.cuEventRecord(e, s),
+        "cuEventQuery": lambda: cu.cuEventQuery(e),
+        "cuStreamWaitEvent": lambda: cu.cuStreamWaitEvent(s, e, 0),
+    }
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(calls[api]()))
+    thread.start()
+    thread.join()
+    err = out[0][0] if isinstance(out[0], tuple) else out[0]
+    print(name(err), flush=True)
+
+
+def no_context_table() -> None:
+    import subprocess
+    for api in ("cuGraphExecKernelNodeSetParams", "cuGraphExecUpdate", "cuGraphNodeSetEnabled", "cuGraphLaunch",
+                "cuLaunchKernel", "cuMemsetD32Async", "cuStreamSynchronize", "cuStreamQuery", "cuEventRecord",
+                "cuEventQuery", "cuStreamWaitEvent"):
+        done = subprocess.run([sys.executable, __file__, "--no-context", api], capture_output=True, text=True,
+                              timeout=60)
+        got = done.stdout.strip().splitlines()[-1] if done.returncode == 0 else f"process died (rc {done.returncode})"
+        row(f"C {api} from a thread with no current context", got)
+
+
+if len(sys.argv) > 2 and sys.argv[1] == "--no-context":
+    no_context_call(sys.argv[2])
+    sys.exit(0)
+
 for probe in (in_flight_update, in_flight_host_set, in_flight_kernel_set, launches_on_two_streams,
-              foreign_capture_table):
+              foreign_capture_table, no_context_table):
     try:
         probe()
     except Exception as exc:  # noqa: BLE001 - a probe reports what the driver said and goes on

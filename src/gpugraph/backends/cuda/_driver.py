@@ -58,6 +58,10 @@ class Contexts:
                 ctx = self._contexts[index]
         return ctx
 
+    def current(self) -> Any:
+        """The context this thread made current through ``use`` (None before its first ``use``)."""
+        return getattr(self._local, "ctx", None)
+
     def use(self, index: int) -> None:
         """Make device ``index``'s primary context current on this thread (a no-op when it already is)."""
         ctx = self.get(index)

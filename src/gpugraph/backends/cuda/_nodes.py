@@ -155,17 +155,21 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     prepared.kernelParams = ctypes.addressof(pointers)
     exec_handle, set_params = exec_.handle, cu.cuGraphExecKernelNodeSetParams
     keep = (buffer, pointers)  # the driver reads them at each patch
+    contexts, index = backend.contexts, exec_.index
+    context, current = contexts.get(index), contexts.current
 
     def patch() -> None:
         for fmt, offset, param in slots:
             value = param._value
             fmt.pack_into(buffer, offset, value.ptr if type(value) is Array else value)
+        if current() is not context:
+            # First: from a thread with no current context the driver crashes here (a NULL dereference in
+            # cuGraphExecKernelNodeSetParams, driver 580 on the H200: tools/gpu_probe_threads.py, C) rather
+            # than answering CUDA_ERROR_INVALID_CONTEXT; a new thread's first call may be this patch.
+            contexts.use(index)
         (err,) = set_params(exec_handle, node, prepared)
         if err:
-            if err != cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:
-                raise error("cuGraphExecKernelNodeSetParams", err)
-            backend.contexts.use(exec_.index)  # a thread that has not made this device's context current
-            call(set_params, exec_handle, node, prepared)
+            raise error("cuGraphExecKernelNodeSetParams", err)
     patch.keep = keep  # type: ignore[attr-defined]
     return patch
 
