@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU verification run: the whole test suite on every backend, the demo on CUDA, the benchmark
-# suite, the driver probes (update rules; capture, memory and kernel rules), a profile of the hot
+# suite, the driver probes (update rules; capture, memory and kernel rules; threads), a profile of the hot
 # paths, and compute-sanitizer memcheck over the CUDA tests (left out by "quick"). Logs go to $OUT
 # (or ./gpu-logs).
 # Usage: bash tools/gpu_check.sh [quick]
@@ -16,8 +16,8 @@ python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
 python3 -m gpugraph bench --backend cuda --workload launch --workload graphs --workload manage \
   --workload dynamic --workload memory --workload rk4 --repeats 10 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" | tail -8
-python3 tools/gpu_probe_update.py 2>&1 | tee "$OUT/probe_update.txt"
-python3 tools/gpu_probe_rules.py 2>&1 | tee "$OUT/probe_rules.txt"
+{ python3 tools/gpu_probe_update.py; python3 tools/gpu_probe_rules.py; python3 tools/gpu_probe_threads.py 5; } 2>&1 \
+  | tee "$OUT/probes.txt"
 python3 tools/profile_hot_paths.py > "$OUT/profile.txt" 2>&1; grep -E "^##|^ +[0-9.]+  " "$OUT/profile.txt"
 if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
   # The sanitizer serializes work across streams, so tests that need a second stream to run while the
