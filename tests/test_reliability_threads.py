@@ -80,6 +80,7 @@ UNSAFE_CALLS = {
     "Stream.done": lambda device, ctx: ctx["stream"].done,
     "Event.done": lambda device, ctx: ctx["event"].done,
     "Stream.alloc": lambda device, ctx: ctx["stream"].alloc(N, np.float32),
+    "Stream.free": lambda device, ctx: ctx["stream"].free(ctx["block"]),
     "Stream.synchronize": lambda device, ctx: ctx["stream"].synchronize(),
     "Device.zeros": lambda device, ctx: device.zeros(N, np.float32),
 }
@@ -90,7 +91,8 @@ def test_another_threads_global_capture_forbids_the_calls_cuda_refuses(device, a
     """cuGraphInstantiate, cuStreamQuery, cuEventQuery, cuMemAllocAsync (a stream not capturing), ... answer
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from another thread and invalidate a global capture (H200)."""
     stream = device.stream()
-    ctx = {"graph": small_graph(device.zeros(N, np.float32)), "stream": stream, "event": stream.record()}
+    ctx = {"graph": small_graph(device.zeros(N, np.float32)), "stream": stream, "event": stream.record(),
+           "block": stream.alloc(N, np.float32)}
     stream.synchronize()
     with global_capture_in_another_thread(device) as outcome:
         with pytest.raises(gg.CaptureError, match=rf"{api}: .*forbidden while a 'global' capture runs"):
@@ -253,3 +255,49 @@ def test_a_new_threads_first_call_may_replay_a_captured_function(device):
     stream.synchronize()
     np.testing.assert_array_equal(out.to_numpy(), 9)
     assert fill.stats.replays == 1 and fill.stats.patches == 1
+
+
+def test_host_functions_cannot_make_or_change_graphs_streams_and_events(device):
+    """CUDA forbids CUDA calls in host functions: besides waits, enqueues and allocations (test_reliability_
+    streams), making or changing graphs, executable graphs, streams and events, and queries, are refused."""
+    x = device.zeros(N, np.int32)
+    g = gg.Graph(device)
+    kernel = g.add_kernel(K.fill, GRID, BLOCK, x, 1, N)
+    exe = g.instantiate()
+    stream, other = device.stream(), device.stream()
+    event = other.record()
+    other.synchronize()
+    calls = {
+        "Graph()": lambda: gg.Graph(device),
+        "changing a Graph": g.add_empty,
+        "Graph.clone": g.clone,
+        "Graph.instantiate": g.instantiate,
+        "GraphExec.update": lambda: exe.update(g),
+        "GraphExec.set_params": lambda: exe.set_params(kernel, x, 2, N),
+        "GraphExec.set_enabled": lambda: exe.set_enabled(kernel, False),
+        "GraphExec.upload": lambda: exe.upload(other),
+        "Device.stream": device.stream,
+        "Device.event": device.event,
+        "Stream.done": lambda: other.done,
+        "Event.done": lambda: event.done,
+    }
+    outcome: dict[str, str] = {}
+
+    def attempt(name: str) -> None:
+        try:
+            calls[name]()
+        except gg.GpuGraphError as exc:
+            outcome[name] = str(exc)
+        else:
+            outcome[name] = "ran"
+
+    for name in calls:
+        stream.host(attempt, name)
+    stream.synchronize()
+    for name in calls:
+        assert outcome[name].startswith(f"{name}"), (name, outcome[name])
+        assert "was called from a host function" in outcome[name], (name, outcome[name])
+    assert len(g) == 1  # nothing was added
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), 1)  # the exec was neither changed nor turned off

@@ -232,10 +232,7 @@ class CapturedFunction:
             self.stats.instantiations += 1
             entry, evicted = self._cache_new(graph, key, exe, params, cap.allocations, result)
             self._launch(entry, stream)
-        if evicted:  # closed once out of the cache, without the lock (freeing their memory is like instantiating)
-            with _capture.unsafe_section("captured (dropping a cached graph)"):
-                for old in evicted:
-                    old.close()
+        self._close(evicted)
         return entry.result
 
     def _cache_new(self, graph: Any, key: tuple, exe: Any, params: dict[str, Param], allocations: list[Array],
@@ -290,9 +287,18 @@ class CapturedFunction:
     def clear(self) -> None:
         """Drop every cached graph (every thread's) and free the graph memory they hold."""
         with self._lock:
-            while self._cache:
-                _, entry = self._cache.popitem(last=False)
-                entry.close()
+            dropped = list(self._cache.values())
+            self._cache.clear()
+        self._close(dropped)
+
+    @staticmethod
+    def _close(entries: list[_Entry]) -> None:
+        """Close entries taken out of the cache: without the lock, once no other thread's global capture runs
+        (freeing their graph memory is forbidden while one does, as instantiating is)."""
+        if entries:
+            with _capture.unsafe_section("captured (dropping a cached graph)"):
+                for entry in entries:
+                    entry.close()
 
     def __repr__(self) -> str:
         return f"captured({self._fn.__qualname__}, {len(self._cache)} graphs cached)"

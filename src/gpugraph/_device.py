@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _capture
-from ._host_threads import refuse_in_host_function
+from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
 from .backends import BACKEND_ORDER, available_backends, get_backend
@@ -148,6 +148,8 @@ class Device:
             TypeError: If ``non_blocking`` is not a bool (or NumPy bool), or ``priority`` not an int.
         """
         _check_bool(non_blocking, "stream: non_blocking")
+        if HOST_THREADS:
+            refuse_in_host_function("Device.stream")
         return Stream(self, non_blocking, priority)
 
     def event(self, timing: bool = False) -> Event:
@@ -157,6 +159,8 @@ class Device:
             TypeError: If ``timing`` is not a bool (or NumPy bool).
         """
         _check_bool(timing, "event: timing")
+        if HOST_THREADS:
+            refuse_in_host_function("Device.event")
         return Event(self, timing)
 
     # Memory

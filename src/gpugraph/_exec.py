@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _capture, _params
 from ._errors import GraphError, GraphUpdateError
+from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import check_pinned, memcpy_nbytes, memset_pattern
 from ._nodes import (
@@ -54,9 +55,14 @@ def _refuse_child_params(backend: Any, child: Any, node: Any) -> None:
 
 
 def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a GraphExec method under the executable graph's lock (see GraphExec)."""
+    """Run a GraphExec method under the executable graph's lock (see GraphExec); refused in host functions,
+    which must not call CUDA (gpugraph._host_threads)."""
+    api = f"GraphExec.{method.__name__}"
+
     @functools.wraps(method)
     def locked(self: GraphExec, *args: Any, **kwargs: Any) -> Any:
+        if HOST_THREADS:
+            refuse_in_host_function(api)
         with self._lock:
             return method(self, *args, **kwargs)
     return locked
@@ -441,13 +447,14 @@ class GraphExec:
         if self._handle is None:
             raise GraphError(f"{api}: this GraphExec is closed")
 
-    @_serialized
     def close(self) -> None:
-        """Release the executable graph; using it afterwards raises GraphError. Idempotent."""
-        if self._handle is not None:
-            self._handle = None
-            self._finalizer()
-            self.graph._live_execs.discard(self)
+        """Release the executable graph; using it afterwards raises GraphError. Idempotent. (Allowed in host
+        functions: the backend defers the release, as it does a collected one's.)"""
+        with self._lock:
+            if self._handle is not None:
+                self._handle = None
+                self._finalizer()
+                self.graph._live_execs.discard(self)
 
     @property
     def closed(self) -> bool:

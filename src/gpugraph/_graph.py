@@ -13,6 +13,7 @@ from typing import Any
 
 from . import _capture
 from ._errors import GraphError
+from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._nodes import (
@@ -151,6 +152,8 @@ class Graph:
         device = Device() if device is None else device
         if not isinstance(device, Device):
             raise TypeError(f"Graph(device): expected a Device or None, got {type(device).__name__}")
+        if HOST_THREADS:
+            refuse_in_host_function("Graph()")
         backend = device._backend
         self._setup(device, backend.graph_create(device.index), owner=None)
         weakref.finalize(self, backend.graph_destroy, self._handle).atexit = False
@@ -177,6 +180,8 @@ class Graph:
 
     def _changing(self) -> None:
         """Called before every change: executable graphs made from the graph read what they need of it."""
+        if HOST_THREADS:
+            refuse_in_host_function("changing a Graph (add_*, dependencies, removals)")
         self._version += 1
         if not self._watchers:
             return
@@ -483,6 +488,8 @@ class Graph:
 
         See also: cudaGraphClone.
         """
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.clone")
         if self._memory:
             raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
         copy = Graph._wrap(self.device, self._backend.graph_clone(self._handle))
@@ -532,6 +539,8 @@ class Graph:
         if self._memory and len(self._live_execs):
             raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
                              "executable graph at a time; close the other one first")
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.instantiate")
         _capture.forbid_unsafe("Graph.instantiate", _capture.INSTANTIATE_RULE)
         exe = GraphExec(self, auto_free_on_launch)
         if self._memory:

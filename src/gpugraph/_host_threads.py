@@ -22,5 +22,6 @@ def refuse_in_host_function(api: str) -> None:
     """Raise GpuGraphError naming ``api`` if this thread is running a stream's work."""
     if get_ident() in HOST_THREADS:
         raise GpuGraphError(f"{api} was called from a host function (or other work a stream runs); host functions "
-                            f"must not wait for or enqueue work (CUDA forbids CUDA calls in them: a wait there "
-                            f"can deadlock)")
+                            f"must not make gpugraph calls that reach the device: waits, queries, enqueues, "
+                            f"allocations, making or changing graphs, streams and events (CUDA forbids CUDA calls "
+                            f"in them: a wait there can deadlock)")

@@ -9,14 +9,15 @@ from typing import Any
 
 from . import _capture, _params
 from ._errors import CaptureError
+from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._params import resolve
 
 _WAIT_RULE = ("waiting for or querying work outside the capture is forbidden while a 'global' capture runs, or "
               "in the thread of a 'thread_local' one")
-_ALLOC_RULE = ("stream-ordered allocation on a stream that is not capturing is forbidden while a 'global' "
-               "capture runs, or in the thread of a 'thread_local' one")
+_ALLOC_RULE = ("stream-ordered allocation and freeing on a stream that is not capturing are forbidden while a "
+               "'global' capture runs, or in the thread of a 'thread_local' one")
 
 
 class Event:
@@ -51,6 +52,8 @@ class Event:
     def done(self) -> bool:
         """Whether the work before the event's last record has finished (True if never recorded)."""
         self._check_not_captured("Event.done")
+        if HOST_THREADS:
+            refuse_in_host_function("Event.done")
         _capture.forbid_unsafe("Event.done", _WAIT_RULE)
         return self._backend.event_query(self._handle)
 
@@ -305,6 +308,8 @@ class Stream:
             raise TypeError(f"free(array): expected an Array, got {type(array).__name__}")
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.free")
+        if self._capture is None and _capture._active:
+            _capture.forbid_unsafe("Stream.free", _ALLOC_RULE)
         self.device._check_same_device(array, "free(array)")
         alloc = array._alloc
         if alloc.origin == "device":
@@ -396,6 +401,8 @@ class Stream:
             self._refuse_wait("Stream.done")
         elif self.legacy:
             self._guard("Stream.done")
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.done")
         _capture.forbid_unsafe("Stream.done", _WAIT_RULE)
         return self._backend.stream_query(self._handle)
 
