@@ -301,3 +301,58 @@ def test_host_functions_cannot_make_or_change_graphs_streams_and_events(device):
     exe.launch(stream)
     stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), 1)  # the exec was neither changed nor turned off
+
+
+def test_another_threads_calls_never_drop_a_live_threads_graph_memory(device):
+    """One LRU for all threads let thread B's calls evict, and free, the graph whose Array thread A was
+    still holding (max_graphs=1)."""
+    @gg.captured(max_graphs=1)
+    def scaled(x, factor):
+        s = gg.current_stream(device)
+        out = s.alloc(N, np.float32)
+        s.launch(K.add, GRID, BLOCK, out, x, x, N)
+        s.launch(K.scale, GRID, BLOCK, out, factor, N)
+        return out
+
+    x = K.f32(device, np.full(N, 1.0))
+    held, release, results = threading.Event(), threading.Event(), {}
+
+    def thread_a() -> None:
+        results["a"] = scaled(x, 1.0)
+        gg.current_stream(device).synchronize()
+        held.set()
+        release.wait(TIMEOUT)
+        results["a_later"] = results["a"].to_numpy()  # still this thread's, no call since
+
+    a = threading.Thread(target=thread_a)
+    a.start()
+    assert held.wait(TIMEOUT)
+    try:
+        for factor in (2.0, 3.0, 4.0):  # new keys: instantiations beyond max_graphs, in this thread
+            out = scaled(x, factor)
+            gg.current_stream(device).synchronize()
+            np.testing.assert_array_equal(out.to_numpy(), 2 * factor)
+    finally:
+        release.set()
+        a.join(TIMEOUT)
+    np.testing.assert_array_equal(results["a_later"], 2.0)
+
+
+def test_ended_threads_graph_memory_is_kept_to_max_graphs(device):
+    @gg.captured(max_graphs=2)
+    def doubled(x):
+        s = gg.current_stream(device)
+        out = s.alloc(N, np.float32)
+        s.launch(K.add, GRID, BLOCK, out, x, x, N)
+        return out
+
+    x = K.f32(device, np.full(N, 1.0))
+
+    def call() -> None:
+        doubled(x)
+        gg.current_stream(device).synchronize()
+
+    for _ in range(5):
+        in_thread(call)  # each thread ends after its call
+    assert doubled.stats.instantiations == 5
+    assert len(doubled._cache) <= 3 and doubled.stats.evictions >= 2  # 2 kept, plus the last until the next

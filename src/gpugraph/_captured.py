@@ -23,7 +23,8 @@ and guarded by a lock, under which a call patches its dynamic arguments and enqu
 launch always runs with its own call's values (CUDA orders the launches of one executable graph). A graph
 with memory allocated inside is cached per thread: the Arrays a call returns stay valid until that
 thread's next call, whatever other threads do (a thread started later never takes over a finished one's
-graphs). The capture mode keeps CUDA's meaning: a ``global`` capture (the default) forbids potentially
+graphs; once a thread has ended, its graphs are kept among the ``max_graphs`` most recently used graphs
+of ended threads). The capture mode keeps CUDA's meaning: a ``global`` capture (the default) forbids potentially
 unsafe calls (``synchronize``, synchronous allocation and copies, instantiation) in every thread while it
 runs, so a thread that makes one while another thread's call captures makes that capture fail with
 CaptureError, as CUDA would; programs whose threads synchronize while others may capture should use
@@ -37,6 +38,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,9 +71,10 @@ class _Entry:
     """A cached graph: its executable graph, its Params, its allocations and the value it returns."""
 
     def __init__(self, key: tuple, graph: Any, exe: Any, params: dict[str, Param], allocations: list[Array],
-                 result: Any) -> None:
+                 result: Any, owner: _ThreadToken | None = None) -> None:
         self.key, self.graph, self.exe, self.params, self.allocations, self.result = (
             key, graph, exe, params, allocations, result)
+        self.owner = owner  # the thread it is cached for alone (a graph with memory), or None: shared
         self.topology = _topology(graph)
         self.stream: Any = None  # the stream of its latest launch, where its graph memory is freed
 
@@ -103,16 +106,31 @@ def _key_part(name: str, value: Any, dynamic: bool) -> Any:
     return ("hashable", value)
 
 
-_thread = threading.local()  # .token: this thread's key part for its own cache entries
+_thread = threading.local()  # .token: this thread's _ThreadToken; .sentinel: collected when the thread ends
 
 
-def _thread_token() -> object:
-    """This thread's key part for the entries cached for it alone: an object no other thread gets, as long as
-    an entry keeps it (a thread ident is given to a new thread once its thread ends, which would take over
-    the old thread's graphs and overwrite the Arrays they returned to it)."""
+class _ThreadToken:
+    """A thread's key part for the entries cached for it alone: an object no other thread gets, as long as an
+    entry keeps it (a thread ident is given to a new thread once its thread ends, which would take over the
+    old thread's graphs and overwrite the Arrays they returned to it). ``alive`` turns False when the thread
+    ends (its thread-local sentinel is collected then)."""
+
+    __slots__ = ("alive",)
+
+    def __init__(self) -> None:
+        self.alive = True
+
+
+class _Sentinel:
+    __slots__ = ("__weakref__",)
+
+
+def _thread_token() -> _ThreadToken:
     token = getattr(_thread, "token", None)
     if token is None:
-        token = _thread.token = object()
+        token = _thread.token = _ThreadToken()
+        _thread.sentinel = sentinel = _Sentinel()
+        weakref.finalize(sentinel, setattr, token, "alive", False).atexit = False
     return token
 
 
@@ -237,18 +255,25 @@ class CapturedFunction:
 
     def _cache_new(self, graph: Any, key: tuple, exe: Any, params: dict[str, Param], allocations: list[Array],
                    result: Any) -> tuple[_Entry, list[_Entry]]:
-        """Cache a new executable graph (keyed by thread too when it has memory: an Array it returns is valid
-        until the thread's next call, whatever other threads do); take the least recently used ones beyond
-        ``max_graphs`` out of the cache, and return them to be closed."""
+        """Cache a new executable graph (for this thread alone when it has memory: an Array it returns is valid
+        until the thread's next call, whatever other threads do); take out of the cache, and return to be
+        closed, the least recently used entries beyond ``max_graphs`` in each group: the shared graphs, each
+        live thread's own, and those of ended threads together."""
+        owner = None
         if graph._memory:
-            key = (_thread_token(), key)
+            owner = _thread_token()
+            key = (owner, key)
             self._per_thread = True
-        entry = _Entry(key, graph, exe, params, allocations, result)
+        entry = _Entry(key, graph, exe, params, allocations, result, owner)
         self._cache[key] = entry
-        evicted = []
-        while len(self._cache) > self._max_graphs:
-            evicted.append(self._cache.popitem(last=False)[1])
-            self.stats.evictions += 1
+        groups: dict[Any, list[_Entry]] = {}
+        for cached in self._cache.values():  # least recently used first
+            group = cached.owner if cached.owner is None or cached.owner.alive else "ended"
+            groups.setdefault(group, []).append(cached)
+        evicted = [old for members in groups.values() for old in members[:-self._max_graphs]]
+        for old in evicted:
+            del self._cache[old.key]
+        self.stats.evictions += len(evicted)
         return entry, evicted
 
     def _update_cached(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
@@ -312,7 +337,8 @@ def captured(fn: Callable[..., Any] | None = None, *, dynamic: tuple[str, ...] |
         fn: The function; it enqueues its GPU work on ``gg.current_stream()``.
         dynamic: Names of arguments that change from call to call without a new capture: they are
             passed to the function's kernels as Params and patched on replay.
-        max_graphs: How many graphs of different topologies to keep (least recently used dropped).
+        max_graphs: How many graphs of different topologies to keep (least recently used dropped): shared
+            graphs, and graphs with memory of each thread (and of ended threads together).
         mode: The capture mode ("global", "thread_local" or "relaxed").
 
     Returns:
