@@ -356,3 +356,141 @@ def test_ended_threads_graph_memory_is_kept_to_max_graphs(device):
         in_thread(call)  # each thread ends after its call
     assert doubled.stats.instantiations == 5
     assert len(doubled._cache) <= 3 and doubled.stats.evictions >= 2  # 2 kept, plus the last until the next
+
+
+# Interrupts inside @captured calls and at a capture's exit (issue 11 item 7, review)
+
+
+@contextmanager
+def pythons_sigint_handler() -> Iterator[None]:
+    """Python's default SIGINT handler for the block (pytest installs its own; the capture's stand-in
+    replaces only the default, as in a program that has not set one)."""
+    import signal
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers belong to the main thread")
+    old = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+LAST_SIGINT: list[str] = []  # where sigint_at last delivered its SIGINT (for failure messages)
+
+
+def sigint_at(step: int, fn: Callable[[], Any]) -> bool:
+    """``test_reliability_exec.interrupt_at``, with each interrupt delivered as a SIGINT is: through the SIGINT
+    handler in place at that point, which the capture's stand-in may be (it holds the interrupt back at the
+    first instruction of a capture's exit, and raises it once the capture has ended)."""
+    import signal
+    import sys
+
+    from test_reliability_exec import _signal_points
+    seen, fired = 0, False
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal seen, fired
+        if fired:
+            return None
+        if event == "opcode" and frame.f_lasti in _signal_points(frame.f_code):
+            if seen == step:
+                fired = True
+                code = frame.f_code
+                handler = signal.getsignal(signal.SIGINT)
+                LAST_SIGINT[:] = [f"{code.co_filename}:{frame.f_lineno} in {code.co_name}", repr(handler)]
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
+            seen += 1
+        return local
+
+    def on_call(frame: Any, event: str, arg: Any) -> Any:
+        if fired:
+            return None
+        frame.f_trace_opcodes = True
+        return local
+
+    old = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        fn()
+    except KeyboardInterrupt:
+        if not fired:
+            raise
+    finally:
+        sys.settrace(old)
+    return fired
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # SIGINTs landing in finalizers
+@pytest.mark.parametrize("path", ["update in place", "instantiate and evict"])
+def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, path):
+    """A SIGINT at every point where CPython could deliver it in a call that captures anew (each call has a
+    new key): no capture is left running, the current stream is restored, and the next call works."""
+    from gpugraph import _capture
+
+    memory = path == "instantiate and evict"
+
+    @gg.captured(max_graphs=1)
+    def scaled(x, factor):
+        s = gg.current_stream(device)
+        if memory:  # graph memory: never updated in place, instantiated and evicted (max_graphs=1)
+            tmp = s.alloc(N, np.float32)
+            s.memcpy(tmp, x)
+            s.memcpy(x, tmp)
+        s.launch(K.scale, GRID, BLOCK, x, factor, N)
+        return factor
+
+    x = device.zeros(N, np.float32)
+    stream = device.stream()
+    host = device.pinned(N, np.float32)
+    step, interrupted_at = -1, 0
+    with pythons_sigint_handler(), gg.use_stream(stream):
+        while True:
+            factor = 2.0 + step * 0.5  # a new key at every call
+            interrupted = sigint_at(step, lambda factor=factor: scaled(x, factor))
+            interrupted_at += interrupted
+            assert not _capture._active and not _capture.function_captures, (step, LAST_SIGINT)
+            assert gg.current_stream(device) is stream, (step, LAST_SIGINT)
+            stream.memset(x, 1.0)
+            assert scaled(x, factor) == factor
+            stream.memcpy(host, x)
+            stream.synchronize()
+            assert (host == factor).all(), (step, host[0], factor)
+            if not interrupted and step >= 0:
+                break
+            step += 1
+    assert interrupted_at > 50, interrupted_at  # the call was interrupted at many points
+
+
+def test_ctrl_c_at_the_first_instruction_of_a_captures_exit_is_held_back(device):
+    """The first instruction of Capture.__exit__ is a check point no try can guard: the SIGINT stand-in
+    notes an interrupt there and raises it once the capture has ended (it was left running before)."""
+    import signal
+    import sys
+
+    from gpugraph import _capture
+
+    stream, x = device.stream(), device.zeros(N, np.float32)
+    fired = []
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code is _capture.Capture.__exit__.__code__ and not fired:
+            fired.append(True)
+            handler = signal.getsignal(signal.SIGINT)  # the stand-in while the capture runs
+            handler(signal.SIGINT, frame)  # as a SIGINT arriving at the exit's first instruction
+        return None
+
+    with pythons_sigint_handler():
+        old = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                with stream.capture() as cap:
+                    stream.launch(K.scale, GRID, BLOCK, x, 2.0, N)
+        finally:
+            sys.settrace(old)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+    assert fired and not stream.is_capturing and not _capture._active
+    exe = cap.graph.instantiate()  # the capture completed before the interrupt was raised
+    exe.launch(stream)
+    stream.synchronize()

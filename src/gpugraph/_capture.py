@@ -62,7 +62,9 @@ function_captures: dict[int, Capture] = {}
 # loop). While a capture runs in the main thread, the only one KeyboardInterrupt reaches, and SIGINT has
 # Python's default handler, _on_sigint stands in: at the entry of such a way out it notes the interrupt,
 # which release_interrupts raises once the way out is done, and elsewhere it raises as the default does.
-_interrupt_guards = 0  # main thread only: captures (and @captured calls) wanting _on_sigint
+# Main thread only: the captures (and @captured calls) wanting _on_sigint, by owner, so that a guard and its
+# release pair up whatever interrupts them (a release of an owner never guarded does nothing).
+_interrupt_guards: set[object] = set()
 _deferred_interrupt = False
 _MAIN_THREAD = threading.main_thread().ident
 
@@ -80,34 +82,30 @@ def _holds_back(frame: FrameType) -> bool:
     gg.use_stream's (around a captured function's capture), or release_interrupts itself (which raises
     what was held back)."""
     code = frame.f_code
-    if code is Capture.__exit__.__code__ or code is release_interrupts.__code__:
-        return True
-    if code is contextlib._GeneratorContextManager.__exit__.__code__:
-        from ._current import use_stream
-        generator = getattr(frame.f_locals.get("self"), "gen", None)
-        return getattr(generator, "gi_code", None) is use_stream.__wrapped__.__code__  # type: ignore[attr-defined]
-    return False
+    from ._current import use_stream
+    return code is Capture.__exit__.__code__ or code is release_interrupts.__code__ or \
+        code is use_stream.__exit__.__code__
 
 
-def guard_interrupts() -> None:
-    """Keep KeyboardInterrupt off the entry of a capture's way out until ``release_interrupts``."""
-    global _interrupt_guards
+def guard_interrupts(owner: object) -> None:
+    """Keep KeyboardInterrupt off the entry of a capture's way out until ``release_interrupts(owner)``.
+    Call it inside the ``try`` whose ``finally`` releases ``owner``."""
     if _thread.get_ident() != _MAIN_THREAD:
         return
-    if _interrupt_guards == 0 and _signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if _signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         _signal.signal(signal.SIGINT, _on_sigint)
-    _interrupt_guards += 1
+    _interrupt_guards.add(owner)  # last (no call after it: an interrupt cannot separate it from the try)
 
 
-def release_interrupts() -> None:
-    """Undo one ``guard_interrupts`` (the last gives SIGINT back to Python's default handler) and raise
+def release_interrupts(owner: object) -> None:
+    """Undo ``guard_interrupts(owner)`` (the last gives SIGINT back to Python's default handler) and raise
     the KeyboardInterrupt that _on_sigint held back, if any. It calls C functions only: an interrupt at a
     check point in its own frame is held back too, and raised at its end."""
-    global _interrupt_guards, _deferred_interrupt
-    if _thread.get_ident() != _MAIN_THREAD or not _interrupt_guards:
+    global _deferred_interrupt
+    if _thread.get_ident() != _MAIN_THREAD or owner not in _interrupt_guards:
         return
-    _interrupt_guards -= 1
-    if _interrupt_guards == 0 and _signal.getsignal(signal.SIGINT) is _on_sigint:
+    _interrupt_guards.discard(owner)
+    if not _interrupt_guards and _signal.getsignal(signal.SIGINT) is _on_sigint:
         _signal.signal(signal.SIGINT, signal.default_int_handler)
     if _deferred_interrupt:
         _deferred_interrupt = False
@@ -167,9 +165,14 @@ def unsafe_section(api: str) -> Iterator[None]:
         CaptureError: If other threads' global captures ran for all of ``_SECTION_TIMEOUT`` seconds.
     """
     me = threading.get_ident()
-    with _ended:
-        if not _ended.wait_for(lambda: not any(c.thread != me and c.mode == "global" for c in _active),
-                               _SECTION_TIMEOUT):
+
+    def no_foreign_global_capture() -> bool:
+        return not any(c.thread != me and c.mode == "global" for c in _active)
+
+    # The lock itself, not the Condition: Condition.__enter__ is Python code, and a KeyboardInterrupt at its
+    # return would leave the lock held by this thread for good.
+    with _lock:
+        if not no_foreign_global_capture() and not _ended.wait_for(no_foreign_global_capture, _SECTION_TIMEOUT):
             running = next(c for c in _active if c.thread != me and c.mode == "global")
             raise CaptureError(f"{api}: waited {_SECTION_TIMEOUT:.0f} s for another thread's 'global' capture to "
                                f"end (it forbids this call in every thread); capture in mode 'thread_local' "
@@ -270,8 +273,8 @@ class Capture:
         if self._into is not None:
             self._into._changing()  # executable graphs made from it read it before the capture adds to it
             self._nodes_before = set(backend.graph_nodes(self._into._handle))
-        guard_interrupts()
         try:
+            guard_interrupts(self)
             with _lock:  # begun and noted together (see unsafe_section)
                 handle = backend.stream_begin_capture(stream._handle, self.mode,
                                                       None if self._into is None else self._into._handle, deps)
@@ -286,7 +289,7 @@ class Capture:
             try:
                 self._discard()
             finally:
-                release_interrupts()
+                release_interrupts(self)
             raise
         return self
 
@@ -317,7 +320,7 @@ class Capture:
             self._recover()
             raise
         finally:
-            release_interrupts()
+            release_interrupts(self)
 
     def _exit(self, failed: bool) -> Literal[False]:
         if failed or self.error is not None:

@@ -209,8 +209,9 @@ class CapturedFunction:
         capture_stream = own_stream(stream.device, "capture")  # captures in different threads never share one
         capture_stream.wait(stream.record())  # the captured work follows what the caller enqueued
         me = threading.get_ident()
-        _capture.guard_interrupts()  # Ctrl-C at the entry of use_stream's exit must not leave it current
+        guard = object()
         try:
+            _capture.guard_interrupts(guard)  # Ctrl-C at the entry of use_stream's exit must not leave it current
             with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
                 # This thread's work on other streams of the device is refused meanwhile (no context
                 # manager: its exit could be interrupted before it restores the mark).
@@ -224,7 +225,7 @@ class CapturedFunction:
                     else:
                         _capture.function_captures[me] = outer
         finally:
-            _capture.release_interrupts()
+            _capture.release_interrupts(guard)
         graph = cap.graph
         with self._lock:
             self.stats.captures += 1

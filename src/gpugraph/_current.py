@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from ._stream import Stream
@@ -46,16 +44,28 @@ def own_stream(device: Any, role: str = "default") -> Stream:
     return stream
 
 
-@contextlib.contextmanager
-def use_stream(stream: Stream) -> Iterator[Stream]:
-    """Make ``stream`` the current stream of its device in this thread for the ``with`` block."""
-    if type(stream) is not Stream:
-        raise TypeError(f"use_stream(stream): expected a Stream, got {type(stream).__name__}")
-    chosen = getattr(_local, "chosen", None)
-    if chosen is None:
-        chosen = _local.chosen = []
-    chosen.append(stream)
-    try:
-        yield stream
-    finally:
-        chosen.pop()
+class use_stream:  # lower case: used as a function, ``with gg.use_stream(s):``
+    """Make ``stream`` the current stream of its device in this thread for the ``with`` block.
+
+    Entering and leaving are all or nothing against KeyboardInterrupt: the stream is pushed by the last
+    operation of ``__enter__`` and popped by the first of ``__exit__``'s calls, with no point between them
+    and the ``with`` block where CPython could raise it (no call: ``+=`` on a list is one bytecode).
+    """
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: Stream) -> None:
+        if type(stream) is not Stream:
+            raise TypeError(f"use_stream(stream): expected a Stream, got {type(stream).__name__}")
+        self.stream = stream
+
+    def __enter__(self) -> Stream:
+        chosen = getattr(_local, "chosen", None)
+        if chosen is None:
+            chosen = _local.chosen = []
+        stream = self.stream
+        chosen += [stream]  # last, and no call: KeyboardInterrupt cannot come between this and the block
+        return stream
+
+    def __exit__(self, *exc_info: object) -> None:
+        _local.chosen.pop()
