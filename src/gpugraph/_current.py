@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ._capture import guard_interrupts, release_interrupts
 from ._stream import Stream
 
 _local = threading.local()
@@ -64,8 +65,10 @@ class use_stream:  # lower case: used as a function, ``with gg.use_stream(s):``
         if chosen is None:
             chosen = _local.chosen = []
         stream = self.stream
+        guard_interrupts(self)  # the first instruction of __exit__ is a check point: the stand-in covers it
         chosen += [stream]  # last, and no call: KeyboardInterrupt cannot come between this and the block
         return stream
 
     def __exit__(self, *exc_info: object) -> None:
         _local.chosen.pop()
+        release_interrupts(self)
