@@ -425,7 +425,10 @@ def sigint_at(step: int, fn: Callable[[], Any]) -> bool:
 @pytest.mark.parametrize("path", ["update in place", "instantiate and evict"])
 def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, path):
     """A SIGINT at every point where CPython could deliver it in a call that captures anew (each call has a
-    new key): no capture is left running, the current stream is restored, and the next call works."""
+    new key): no capture is left running, the current stream is restored, the next call works, and the
+    SIGINT stand-in is gone once no capture or use_stream block is left."""
+    import signal
+
     from gpugraph import _capture
 
     memory = path == "instantiate and evict"
@@ -444,21 +447,24 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
     stream = device.stream()
     host = device.pinned(N, np.float32)
     step, interrupted_at = -1, 0
-    with pythons_sigint_handler(), gg.use_stream(stream):
-        while True:
-            factor = 2.0 + step * 0.5  # a new key at every call
-            interrupted = sigint_at(step, lambda factor=factor: scaled(x, factor))
-            interrupted_at += interrupted
-            assert not _capture._active and not _capture.function_captures, (step, LAST_SIGINT)
-            assert gg.current_stream(device) is stream, (step, LAST_SIGINT)
-            stream.memset(x, 1.0)
-            assert scaled(x, factor) == factor
-            stream.memcpy(host, x)
-            stream.synchronize()
-            assert (host == factor).all(), (step, host[0], factor)
-            if not interrupted and step >= 0:
-                break
-            step += 1
+    with pythons_sigint_handler():
+        with gg.use_stream(stream):
+            while True:
+                factor = 2.0 + step * 0.5  # a new key at every call
+                interrupted = sigint_at(step, lambda factor=factor: scaled(x, factor))
+                interrupted_at += interrupted
+                assert not _capture._active and not _capture.function_captures, (step, LAST_SIGINT)
+                assert gg.current_stream(device) is stream, (step, LAST_SIGINT)
+                stream.memset(x, 1.0)
+                assert scaled(x, factor) == factor
+                stream.memcpy(host, x)
+                stream.synchronize()
+                assert (host == factor).all(), (step, host[0], factor)
+                if not interrupted and step >= 0:
+                    break
+                step += 1
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the stand-in given back
+        assert not _capture._interrupt_guards
     assert interrupted_at > 50, interrupted_at  # the call was interrupted at many points
 
 

@@ -62,8 +62,10 @@ function_captures: dict[int, Capture] = {}
 # loop). While a capture runs in the main thread, the only one KeyboardInterrupt reaches, and SIGINT has
 # Python's default handler, _on_sigint stands in: at the entry of such a way out it notes the interrupt,
 # which release_interrupts raises once the way out is done, and elsewhere it raises as the default does.
-# Main thread only: the captures (and @captured calls) wanting _on_sigint, by owner, so that a guard and its
-# release pair up whatever interrupts them (a release of an owner never guarded does nothing).
+# Main thread only. The stand-in stays while a capture wants it (by owner, so that a guard and its release
+# pair up whatever interrupts them) or a gg.use_stream block is open (its stack of chosen streams says so:
+# nothing to miscount). Each release gives SIGINT back to the default handler when neither is left, so a
+# guard that an interrupt cut short leaves nothing behind past the next release.
 _interrupt_guards: set[object] = set()
 _deferred_interrupt = False
 _MAIN_THREAD = threading.main_thread().ident
@@ -87,25 +89,30 @@ def _holds_back(frame: FrameType) -> bool:
         code is use_stream.__exit__.__code__
 
 
-def guard_interrupts(owner: object) -> None:
+def guard_interrupts(owner: object | None = None) -> None:
     """Keep KeyboardInterrupt off the entry of a capture's way out until ``release_interrupts(owner)``.
-    Call it inside the ``try`` whose ``finally`` releases ``owner``."""
+    Call it inside the ``try`` whose ``finally`` releases ``owner``. gg.use_stream passes no owner: its
+    open block keeps the stand-in."""
     if _thread.get_ident() != _MAIN_THREAD:
         return
     if _signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         _signal.signal(signal.SIGINT, _on_sigint)
-    _interrupt_guards.add(owner)  # last (no call after it: an interrupt cannot separate it from the try)
+    if owner is not None:
+        _interrupt_guards.add(owner)  # last (no call after it: an interrupt cannot separate it from the try)
 
 
-def release_interrupts(owner: object) -> None:
-    """Undo ``guard_interrupts(owner)`` (the last gives SIGINT back to Python's default handler) and raise
-    the KeyboardInterrupt that _on_sigint held back, if any. It calls C functions only: an interrupt at a
-    check point in its own frame is held back too, and raised at its end."""
+def release_interrupts(owner: object | None = None) -> None:
+    """Undo ``guard_interrupts(owner)`` (when no capture and no gg.use_stream block wants the stand-in any
+    more, SIGINT goes back to Python's default handler) and raise the KeyboardInterrupt that _on_sigint held
+    back, if any. It calls C functions only: an interrupt at a check point in its own frame is held back
+    too, and raised at its end."""
     global _deferred_interrupt
-    if _thread.get_ident() != _MAIN_THREAD or owner not in _interrupt_guards:
+    if _thread.get_ident() != _MAIN_THREAD:
         return
     _interrupt_guards.discard(owner)
-    if not _interrupt_guards and _signal.getsignal(signal.SIGINT) is _on_sigint:
+    from ._current import _local  # late: _current imports this module (a module already loaded: no Python)
+    if not _interrupt_guards and not getattr(_local, "chosen", None) and \
+            _signal.getsignal(signal.SIGINT) is _on_sigint:
         _signal.signal(signal.SIGINT, signal.default_int_handler)
     if _deferred_interrupt:
         _deferred_interrupt = False

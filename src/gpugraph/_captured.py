@@ -209,23 +209,18 @@ class CapturedFunction:
         capture_stream = own_stream(stream.device, "capture")  # captures in different threads never share one
         capture_stream.wait(stream.record())  # the captured work follows what the caller enqueued
         me = threading.get_ident()
-        guard = object()
-        try:
-            _capture.guard_interrupts(guard)  # Ctrl-C at the entry of use_stream's exit must not leave it current
-            with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
-                # This thread's work on other streams of the device is refused meanwhile (no context
-                # manager: its exit could be interrupted before it restores the mark).
-                outer = _capture.function_captures.get(me)
-                try:
-                    _capture.function_captures[me] = cap
-                    result = self._fn(*call.args, **call.kwargs)
-                finally:
-                    if outer is None:
-                        _capture.function_captures.pop(me, None)
-                    else:
-                        _capture.function_captures[me] = outer
-        finally:
-            _capture.release_interrupts(guard)
+        with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
+            # This thread's work on other streams of the device is refused meanwhile (no context manager:
+            # its exit could be interrupted before it restores the mark).
+            outer = _capture.function_captures.get(me)
+            try:
+                _capture.function_captures[me] = cap
+                result = self._fn(*call.args, **call.kwargs)
+            finally:
+                if outer is None:
+                    _capture.function_captures.pop(me, None)
+                else:
+                    _capture.function_captures[me] = outer
         graph = cap.graph
         with self._lock:
             self.stats.captures += 1

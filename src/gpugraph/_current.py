@@ -65,10 +65,13 @@ class use_stream:  # lower case: used as a function, ``with gg.use_stream(s):``
         if chosen is None:
             chosen = _local.chosen = []
         stream = self.stream
-        guard_interrupts(self)  # the first instruction of __exit__ is a check point: the stand-in covers it
+        # The first instruction of __exit__ is a check point: the stand-in covers it while the block is open.
+        # (An interrupt just after this call leaves it installed with nothing pushed: the next release of
+        # the stand-in, which finds no block open, gives SIGINT back.)
+        guard_interrupts()
         chosen += [stream]  # last, and no call: KeyboardInterrupt cannot come between this and the block
         return stream
 
     def __exit__(self, *exc_info: object) -> None:
         _local.chosen.pop()
-        release_interrupts(self)
+        release_interrupts()
