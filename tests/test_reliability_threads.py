@@ -453,6 +453,9 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
                 factor = 2.0 + step * 0.5  # a new key at every call
                 interrupted = sigint_at(step, lambda factor=factor: scaled(x, factor))
                 interrupted_at += interrupted
+                # Nothing held back without a release to come, no capture's guard left behind.
+                assert not _capture._deferred_interrupt and not _capture._interrupt_guards, (step, LAST_SIGINT)
+                assert len(scaled._cache) <= 1, (step, LAST_SIGINT)  # max_graphs, whatever was interrupted
                 assert not _capture._active and not _capture.function_captures, (step, LAST_SIGINT)
                 assert gg.current_stream(device) is stream, (step, LAST_SIGINT)
                 stream.memset(x, 1.0)

@@ -28,12 +28,13 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # (no stubs) C functions: no Python frame, no check point
 import _thread
 import contextlib
+import dis
 import os
 import signal
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from types import FrameType, TracebackType
+from types import CodeType, FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import CaptureError
@@ -80,13 +81,32 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
 
 
 def _holds_back(frame: FrameType) -> bool:
-    """Whether ``frame`` is one of the ways out whose first instruction Ctrl-C must not stop: the capture's,
-    gg.use_stream's (around a captured function's capture), or release_interrupts itself (which raises
-    what was held back)."""
+    """Whether ``frame`` stands where Ctrl-C must not stop it: in a way out that must reach its release (the
+    capture's, gg.use_stream's: their first instruction is a check point no try can cover, and the one
+    between a try's end and its finally is another), or in release_interrupts (which raises what was held
+    back). Not once the way out has released: nothing would raise the interrupt after that."""
     code = frame.f_code
-    from ._current import use_stream
-    return code is Capture.__exit__.__code__ or code is release_interrupts.__code__ or \
-        code is use_stream.__exit__.__code__
+    if code is release_interrupts.__code__:
+        return True
+    if code is Capture.__exit__.__code__ or code is _current.use_stream.__exit__.__code__:
+        return not any(start <= frame.f_lasti <= end for start, end in _released_spans(code))
+    return False
+
+
+def _released_spans(code: CodeType, cache: dict[CodeType, list[tuple[int, int]]] = {}) -> list[tuple[int, int]]:  # noqa: B006 - a cache
+    """The bytecode offsets of ``code`` from each call of release_interrupts to the return (or re-raise)
+    after it: where the frame has released, and a check point may raise KeyboardInterrupt as usual."""
+    spans = cache.get(code)
+    if spans is None:
+        spans = []
+        instructions = list(dis.get_instructions(code))
+        for at, load in enumerate(instructions):
+            if load.opname == "LOAD_GLOBAL" and load.argval == "release_interrupts":
+                call = next(i for i in instructions[at:] if i.opname.startswith("CALL"))
+                end = next(i for i in instructions[at:] if i.opname in ("RETURN_VALUE", "RETURN_CONST", "RERAISE"))
+                spans.append((call.offset, end.offset))
+        cache[code] = spans
+    return spans
 
 
 def guard_interrupts(owner: object | None = None) -> None:
@@ -110,8 +130,7 @@ def release_interrupts(owner: object | None = None) -> None:
     if _thread.get_ident() != _MAIN_THREAD:
         return
     _interrupt_guards.discard(owner)
-    from ._current import _local  # late: _current imports this module (a module already loaded: no Python)
-    if not _interrupt_guards and not getattr(_local, "chosen", None) and \
+    if not _interrupt_guards and not getattr(_current._local, "chosen", None) and \
             _signal.getsignal(signal.SIGINT) is _on_sigint:
         _signal.signal(signal.SIGINT, signal.default_int_handler)
     if _deferred_interrupt:
@@ -492,3 +511,8 @@ class Capture:
     def __repr__(self) -> str:
         state = "active" if self.active else "ended"
         return f"Capture({self.stream!r}, mode={self.mode!r}, {state})"
+
+
+# Last: _current imports this module's guards (an import inside a function would run importlib's Python code,
+# whose check points are not held back).
+from . import _current  # noqa: E402

@@ -252,25 +252,33 @@ class CapturedFunction:
     def _cache_new(self, graph: Any, key: tuple, exe: Any, params: dict[str, Param], allocations: list[Array],
                    result: Any) -> tuple[_Entry, list[_Entry]]:
         """Cache a new executable graph (for this thread alone when it has memory: an Array it returns is valid
-        until the thread's next call, whatever other threads do); take out of the cache, and return to be
-        closed, the least recently used entries beyond ``max_graphs`` in each group: the shared graphs, each
-        live thread's own, and those of ended threads together."""
+        until the thread's next call, whatever other threads do), making room for it first; return it and
+        the entries taken out, to be closed."""
         owner = None
         if graph._memory:
             owner = _thread_token()
             key = (owner, key)
             self._per_thread = True
         entry = _Entry(key, graph, exe, params, allocations, result, owner)
+        # Room first, then the entry: an interrupt anywhere leaves at most max_graphs in each group.
+        evicted = self._evict(joining=owner)
         self._cache[key] = entry
+        return entry, evicted
+
+    def _evict(self, joining: _ThreadToken | None) -> list[_Entry]:
+        """Take out of the cache, and return to be closed, the least recently used entries beyond
+        ``max_graphs`` in each group (the shared graphs, each live thread's own, and those of ended threads
+        together), leaving room for one more in the group of ``joining`` (the owner of an entry to add)."""
         groups: dict[Any, list[_Entry]] = {}
         for cached in self._cache.values():  # least recently used first
             group = cached.owner if cached.owner is None or cached.owner.alive else "ended"
             groups.setdefault(group, []).append(cached)
-        evicted = [old for members in groups.values() for old in members[:-self._max_graphs]]
+        evicted = [old for group, members in groups.items()
+                   for old in members[:max(0, len(members) - self._max_graphs + (group is joining))]]
         for old in evicted:
             del self._cache[old.key]
         self.stats.evictions += len(evicted)
-        return entry, evicted
+        return evicted
 
     def _update_cached(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
                        result: Any) -> _Entry | None:
