@@ -348,21 +348,21 @@ def test_numpy_bools_are_bools(device):
     assert device.event(timing=np.True_).timing is True
 
 
-# Item 6: interpreter exit (the CPU backend): queued work finishes, within a bounded wait
+# Item 6: interpreter exit: queued work finishes, within a bounded wait, on every backend
 
 
-def test_exit_runs_queued_host_functions():
+def test_exit_runs_queued_host_functions(device):
     done = run_script("""
         s = dev.stream()
         for i in range(4):
             s.host(lambda i=i: (time.sleep(0.05), print("ran", i, flush=True)))
-    """)
+    """, backend=str(device))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:4] == ["ran 0", "ran 1", "ran 2", "ran 3"]
     assert done.stderr == ""
 
 
-def test_exit_runs_every_branch_of_a_parallel_graph():
+def test_exit_runs_every_branch_of_a_parallel_graph(device):
     done = run_script("""
         g = gg.Graph(dev)
         for i in range(12):
@@ -371,12 +371,12 @@ def test_exit_runs_every_branch_of_a_parallel_graph():
         s = dev.stream()
         exe.launch(s)
         exe.launch(s)
-    """)
+    """, backend=str(device))
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.splitlines()) == sorted(f"branch {i}" for i in range(12) for _ in range(2))
 
 
-def test_exit_with_a_blocked_graph_branch_ends_after_the_bounded_wait():
+def test_exit_with_a_blocked_graph_branch_ends_after_the_bounded_wait(device):
     start = time.monotonic()
     done = run_script("""
         never = threading.Event()
@@ -386,49 +386,51 @@ def test_exit_with_a_blocked_graph_branch_ends_after_the_bounded_wait():
         s = dev.stream()
         g.instantiate().launch(s)
         s.host(print, "never reached")
-    """, exit_timeout=0.5)
+    """, backend=str(device), exit_timeout=0.5)
     assert time.monotonic() - start < 30
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "free branch ran\n"
+    # CUDA may run host functions of independent branches one after the other (on one thread).
+    assert done.stdout == "free branch ran\n" or (device.backend == "cuda" and done.stdout == "")
     assert "did not finish within 0.5 s" in done.stderr and "GPUGRAPH_EXIT_TIMEOUT" in done.stderr
 
 
-def test_exit_with_a_stream_blocked_on_an_event_never_set_ends():
+def test_exit_with_a_stream_blocked_on_an_event_never_set_ends(device):
     done = run_script("""
         s = dev.stream()
         s.host(threading.Event().wait)
         other = dev.stream()
         other.wait(s.record())
         other.host(print, "never reached")
-    """, exit_timeout=0.2)
+    """, backend=str(device), exit_timeout=0.2)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert "2 CPU streams did not finish within 0.2 s" in done.stderr
+    unfinished = "2 CPU streams" if device.backend == "cpu" else f"CUDA device {device.index}"
+    assert f"{unfinished} did not finish within 0.2 s" in done.stderr
 
 
-def test_exit_reports_errors_no_synchronize_reported():
+def test_exit_reports_errors_no_synchronize_reported(device):
     done = run_script("""
         s = dev.stream()
         s.host(lambda: 1 / 0)
-    """)
+    """, backend=str(device))
     assert done.returncode == 0
     assert "ZeroDivisionError: division by zero" in done.stderr and "never reported" in done.stderr
 
 
-def test_exit_with_a_work_of_a_dropped_stream():
+def test_exit_with_a_work_of_a_dropped_stream(device):
     done = run_script("""
         def work():
             s = dev.stream()
             s.host(time.sleep, 0.1)
             s.host(print, "dropped stream's work ran")
         work()
-    """)
+    """, backend=str(device))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "dropped stream's work ran\n"
 
 
-def test_a_bad_exit_timeout_is_reported_and_the_default_used():
-    done = run_script("s = dev.stream(); s.host(print, 'ran')", exit_timeout="soon")
+def test_a_bad_exit_timeout_is_reported_and_the_default_used(device):
+    done = run_script("s = dev.stream(); s.host(print, 'ran')", backend=str(device), exit_timeout="soon")
     assert done.returncode == 0
     assert done.stdout == "ran\n"
     assert "GPUGRAPH_EXIT_TIMEOUT must be a number of seconds, got 'soon'" in done.stderr

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -22,14 +21,14 @@ from ..._errors import GpuGraphError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .. import _exit as at_exit
+from .._exit import exit_timeout
 from ._capture import CpuCapture
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuGraph, CpuNode
 from ._memory import AddressSpace, Allocation, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
-
-EXIT_TIMEOUT = 10.0  # seconds the interpreter's exit waits for queued work; $GPUGRAPH_EXIT_TIMEOUT changes it
 
 
 class CpuBackend:
@@ -84,19 +83,16 @@ class CpuBackend:
     def _finish_at_exit(self) -> None:
         """At interpreter exit: let queued work finish, waiting at most $GPUGRAPH_EXIT_TIMEOUT seconds in
         all, then say on stderr what did not finish and which errors no synchronize reported."""
-        timeout = _exit_timeout()
+        timeout = exit_timeout()
         deadline = time.monotonic() + timeout
         streams = list(self._streams)
         unfinished = sum(not s.wait_idle(max(0.0, deadline - time.monotonic())) for s in streams)
         if unfinished:
-            sys.stderr.write(f"gpugraph: at interpreter exit, the work queued on {unfinished} CPU stream"
-                             f"{'s' if unfinished > 1 else ''} did not finish within {timeout:g} s "
-                             f"(GPUGRAPH_EXIT_TIMEOUT) and was abandoned; synchronize before exiting\n")
+            at_exit.unfinished(f"{unfinished} CPU stream{'s' if unfinished > 1 else ''}", timeout)
         for stream in streams:
             error = stream.take_error()
             if error is not None:
-                sys.stderr.write(f"gpugraph: at interpreter exit, work on a CPU stream had raised an error that "
-                                 f"no synchronize reported (never reported): {type(error).__name__}: {error}\n")
+                at_exit.never_reported("a CPU stream", error)
 
     # Memory
 
@@ -435,20 +431,3 @@ class CpuBackend:
 def create_backend() -> CpuBackend:
     """The CPU backend; it needs nothing beyond NumPy, so it is always available."""
     return CpuBackend()
-
-
-def _exit_timeout() -> float:
-    """Seconds the exit waits for queued work: $GPUGRAPH_EXIT_TIMEOUT, else ``EXIT_TIMEOUT`` (said on stderr
-    when the variable is not a non-negative number)."""
-    value = os.environ.get("GPUGRAPH_EXIT_TIMEOUT")
-    if value is None:
-        return EXIT_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        sys.stderr.write(f"gpugraph: GPUGRAPH_EXIT_TIMEOUT must be a number of seconds, got {value!r}; "
-                         f"waiting at most {EXIT_TIMEOUT:g} s for queued work\n")
-        return EXIT_TIMEOUT
-    return seconds

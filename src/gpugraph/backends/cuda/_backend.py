@@ -6,6 +6,7 @@ cuModuleLaunchKernel/hipModuleLaunchKernel, ...), so a HIP backend can mirror th
 
 from __future__ import annotations
 
+import atexit
 import collections
 import ctypes
 import threading
@@ -22,6 +23,7 @@ from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._memory import Array
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..._params import resolve
+from .. import _exit as at_exit
 from .._graph_memory import GraphMemoryRules
 from ._compile import ModuleCache
 from ._driver import Contexts, call, error, listed
@@ -76,6 +78,8 @@ class CudaBackend:
         # including one made while this thread already holds it.
         self._lock = threading.RLock()
         self.contexts.use(0)
+        self._exit_waiter = at_exit.ExitWaiter("gpugraph-cuda-exit")
+        atexit.register(self._finish_at_exit)
 
     # Devices
 
@@ -96,6 +100,32 @@ class CudaBackend:
         errors = self.host.errors
         raise_stream_errors([errors.pop(stream) for stream in list(errors)
                              if stream is None or stream.index == index])
+
+    def _finish_at_exit(self) -> None:
+        """At interpreter exit: let the work queued on every device this process used finish (the driver
+        neither waits for it nor reports its errors), waiting at most $GPUGRAPH_EXIT_TIMEOUT seconds, then
+        say on stderr what did not finish and which errors no synchronize reported. As the CPU backend."""
+        if self._exit_waiter.forked:  # a forked child: CUDA contexts do not cross fork
+            return
+        timeout = at_exit.exit_timeout()
+        devices = self.contexts.retained()
+        results: dict[int, Any] = {}
+
+        def finish() -> None:
+            for index in devices:
+                self.contexts.use(index)
+                results[index] = cu.cuCtxSynchronize()[0]
+
+        if not self._exit_waiter.run(finish, timeout):
+            waiting = [index for index in devices if index not in results]
+            at_exit.unfinished(f"CUDA device{'s' if len(waiting) > 1 else ''} "
+                               f"{', '.join(map(str, waiting))}", timeout)
+        for index, result in list(results.items()):
+            if result != cu.CUresult.CUDA_SUCCESS:
+                at_exit.never_reported(f"CUDA device {index}", error("cuCtxSynchronize", result))
+        for stream, host_error in list(self.host.errors.items()):
+            at_exit.never_reported("a CUDA stream" if stream is not None else "a CUDA graph's host node",
+                                   host_error)
 
     def _refuse_in_host_function(self, api: str) -> None:
         refuse_in_host_function(api)  # the rule every backend applies (gpugraph._host_threads)

@@ -58,6 +58,10 @@ class Contexts:
                 ctx = self._contexts[index]
         return ctx
 
+    def retained(self) -> list[int]:
+        """The devices whose primary context this process has retained (those it has used)."""
+        return [index for index, ctx in enumerate(self._contexts) if ctx is not None]
+
     def current(self) -> Any:
         """The context this thread made current through ``use`` (None before its first ``use``)."""
         return getattr(self._local, "ctx", None)
