@@ -421,6 +421,15 @@ def sigint_at(step: int, fn: Callable[[], Any]) -> bool:
     return fired
 
 
+def graph_memory_in_use(device: gg.Device) -> int:
+    """Graph memory still allocated once the device is idle, dropped graphs collected and the pool trimmed."""
+    import gc
+    device.synchronize()
+    gc.collect()  # a graph keeps the memory of its allocations reserved while it lives
+    device.trim_graph_memory()
+    return device.graph_memory().used
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # SIGINTs landing in finalizers
 @pytest.mark.parametrize("path", ["update in place", "instantiate and evict"])
 def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, path):
@@ -446,6 +455,7 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
     x = device.zeros(N, np.float32)
     stream = device.stream()
     host = device.pinned(N, np.float32)
+    used_before = graph_memory_in_use(device)
     step, interrupted_at = -1, 0
     with pythons_sigint_handler():
         with gg.use_stream(stream):
@@ -469,6 +479,8 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the stand-in given back
         assert not _capture._interrupt_guards
     assert interrupted_at > 50, interrupted_at  # the call was interrupted at many points
+    scaled.clear()
+    assert graph_memory_in_use(device) == used_before  # no interrupt left a dropped graph's memory allocated
 
 
 def test_ctrl_c_at_the_first_instruction_of_a_captures_exit_is_held_back(device):

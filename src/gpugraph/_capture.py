@@ -69,52 +69,57 @@ function_captures: dict[int, Capture] = {}
 # guard that an interrupt cut short leaves nothing behind past the next release.
 _interrupt_guards: set[object] = set()
 _deferred_interrupt = False
+_holding = 0  # how many without_interrupts calls run in the main thread: the stand-in holds back every interrupt
 _MAIN_THREAD = threading.main_thread().ident
 
 
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
     global _deferred_interrupt
-    if frame is not None and _holds_back(frame):
+    # One set lookup, no call: a second SIGINT arriving while this runs finds no check point before it.
+    if frame is not None and (_holding or (frame.f_code, frame.f_lasti) in _held_points):
         _deferred_interrupt = True
         return
     signal.default_int_handler(signum, frame)
 
 
-def _holds_back(frame: FrameType) -> bool:
-    """Whether ``frame`` stands where Ctrl-C must not stop it: in a way out that must reach its release (the
-    capture's, gg.use_stream's: their first instruction is a check point no try can cover, and the one
-    between a try's end and its finally is another), or in release_interrupts (which raises what was held
-    back). Not once the way out has released: nothing would raise the interrupt after that."""
-    code = frame.f_code
-    if code is release_interrupts.__code__:
-        return True
-    if code is Capture.__exit__.__code__ or code is _current.use_stream.__exit__.__code__:
-        return not any(start <= frame.f_lasti <= end for start, end in _released_spans(code))
-    return False
+# The (code, bytecode offset) pairs where _on_sigint holds an interrupt back, found once, before the stand-in
+# is first installed: in a way out (the capture's, gg.use_stream's) until its call of release_interrupts,
+# since its first instruction is a check point no try can cover, and the end of a try before its finally
+# is another; and in release_interrupts until it tests for a held-back interrupt, which it raises then.
+# Never after the last release or that test: nothing would raise the interrupt later.
+_held_points: frozenset[tuple[CodeType, int]] = frozenset()
 
 
-def _released_spans(code: CodeType, cache: dict[CodeType, list[tuple[int, int]]] = {}) -> list[tuple[int, int]]:  # noqa: B006 - a cache
-    """The bytecode offsets of ``code`` from each call of release_interrupts to the return (or re-raise)
-    after it: where the frame has released, and a check point may raise KeyboardInterrupt as usual."""
-    spans = cache.get(code)
-    if spans is None:
-        spans = []
+def _find_held_points() -> frozenset[tuple[CodeType, int]]:
+    points: set[tuple[CodeType, int]] = set()
+    for code in (Capture.__exit__.__code__, _current.use_stream.__exit__.__code__):
         instructions = list(dis.get_instructions(code))
+        released: set[int] = set()
         for at, load in enumerate(instructions):
             if load.opname == "LOAD_GLOBAL" and load.argval == "release_interrupts":
-                call = next(i for i in instructions[at:] if i.opname.startswith("CALL"))
-                end = next(i for i in instructions[at:] if i.opname in ("RETURN_VALUE", "RETURN_CONST", "RERAISE"))
-                spans.append((call.offset, end.offset))
-        cache[code] = spans
-    return spans
+                after = instructions[at:]
+                call = next(i for i in after if i.opname.startswith("CALL")).offset
+                end = next(i for i in after if i.opname in ("RETURN_VALUE", "RETURN_CONST", "RERAISE")).offset
+                released.update(range(call, end + 1))
+        if not released:
+            raise RuntimeError(f"gpugraph: no call of release_interrupts found in {code.co_name}")
+        points.update((code, offset) for offset in range(-2, len(code.co_code)) if offset not in released)
+    code = release_interrupts.__code__
+    test = max(i.offset for i in dis.get_instructions(code)
+               if i.opname == "LOAD_GLOBAL" and i.argval == "_deferred_interrupt")
+    points.update((code, offset) for offset in range(-2, test + 1))
+    return frozenset(points)
 
 
 def guard_interrupts(owner: object | None = None) -> None:
     """Keep KeyboardInterrupt off the entry of a capture's way out until ``release_interrupts(owner)``.
     Call it inside the ``try`` whose ``finally`` releases ``owner``. gg.use_stream passes no owner: its
     open block keeps the stand-in."""
+    global _held_points
     if _thread.get_ident() != _MAIN_THREAD:
         return
+    if not _held_points:
+        _held_points = _find_held_points()
     if _signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         _signal.signal(signal.SIGINT, _on_sigint)
     if owner is not None:
@@ -124,8 +129,8 @@ def guard_interrupts(owner: object | None = None) -> None:
 def release_interrupts(owner: object | None = None) -> None:
     """Undo ``guard_interrupts(owner)`` (when no capture and no gg.use_stream block wants the stand-in any
     more, SIGINT goes back to Python's default handler) and raise the KeyboardInterrupt that _on_sigint held
-    back, if any. It calls C functions only: an interrupt at a check point in its own frame is held back
-    too, and raised at its end."""
+    back, if any. It calls C functions only: an interrupt at a check point in its own frame before its test
+    of ``_deferred_interrupt`` is held back too, and raised by it."""
     global _deferred_interrupt
     if _thread.get_ident() != _MAIN_THREAD:
         return
@@ -136,6 +141,23 @@ def release_interrupts(owner: object | None = None) -> None:
     if _deferred_interrupt:
         _deferred_interrupt = False
         raise KeyboardInterrupt
+
+
+def without_interrupts(fn: Callable[[], None]) -> None:
+    """Call ``fn()`` with Ctrl-C held back until it returns, then raised: for a step that must not stop half
+    way and cannot be made again (freeing a dropped graph's memory). Main thread, while SIGINT has Python's
+    default handler (or the stand-in); elsewhere ``fn()`` runs as it is."""
+    global _holding
+    owner = object()
+    try:
+        guard_interrupts(owner)
+        _holding += 1  # no call between this and the try: the finally always undoes it
+        try:
+            fn()
+        finally:
+            _holding -= 1
+    finally:
+        release_interrupts(owner)
 
 
 def _where() -> str:

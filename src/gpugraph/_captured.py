@@ -79,7 +79,8 @@ class _Entry:
         self.stream: Any = None  # the stream of its latest launch, where its graph memory is freed
 
     def close(self) -> None:
-        """Release the executable graph and free the graph memory it left allocated (after its last launch)."""
+        """Release the executable graph and free the graph memory it left allocated (after its last launch).
+        Idempotent: closing again frees nothing twice."""
         self.exe.close()
         for array in self.allocations:
             if array._alloc.live:
@@ -162,6 +163,8 @@ class CapturedFunction:
         # may be called from inside the function.
         self._lock = threading.RLock()
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._dropped: list[_Entry] = []  # taken out of the cache, to be closed (_close_dropped)
+        self._closing = threading.Lock()  # one thread closes them at a time (no graph memory freed twice)
         self._per_thread = False  # some graph had memory: such entries are keyed by thread as well
         self.stats = CapturedStats()
         functools.update_wrapper(self, fn)
@@ -200,10 +203,17 @@ class CapturedFunction:
 
     @staticmethod
     def _launch(entry: _Entry, stream: Any) -> None:
-        entry.exe.launch(stream)
-        entry.stream = stream
+        # The stream first: the graph memory a launch allocates is freed on it, and a KeyboardInterrupt
+        # surfacing from the launch came after the launch was made. An error means no launch.
+        previous, entry.stream = entry.stream, stream
+        try:
+            entry.exe.launch(stream)
+        except Exception:
+            entry.stream = previous
+            raise
 
     def _capture(self, key: tuple, bound: inspect.BoundArguments, stream: Any) -> Any:
+        self._close_dropped()  # those an interrupt left (a capture may drop more: closed at its end)
         params = {name: Param(bound.arguments[name]) for name in self._dynamic}
         call = inspect.BoundArguments(self._signature, dict(bound.arguments, **params))
         capture_stream = own_stream(stream.device, "capture")  # captures in different threads never share one
@@ -244,41 +254,41 @@ class CapturedFunction:
                 self._replay(entry, bound.arguments, stream)
                 return entry.result
             self.stats.instantiations += 1
-            entry, evicted = self._cache_new(graph, key, exe, params, cap.allocations, result)
+            entry = self._cache_new(graph, key, exe, params, cap.allocations, result)
             self._launch(entry, stream)
-        self._close(evicted)
+        self._close_dropped()
         return entry.result
 
     def _cache_new(self, graph: Any, key: tuple, exe: Any, params: dict[str, Param], allocations: list[Array],
-                   result: Any) -> tuple[_Entry, list[_Entry]]:
+                   result: Any) -> _Entry:
         """Cache a new executable graph (for this thread alone when it has memory: an Array it returns is valid
-        until the thread's next call, whatever other threads do), making room for it first; return it and
-        the entries taken out, to be closed."""
+        until the thread's next call, whatever other threads do), making room for it first: the entries
+        taken out go to ``_dropped``, to be closed."""
         owner = None
         if graph._memory:
             owner = _thread_token()
             key = (owner, key)
             self._per_thread = True
         entry = _Entry(key, graph, exe, params, allocations, result, owner)
-        # Room first, then the entry: an interrupt anywhere leaves at most max_graphs in each group.
-        evicted = self._evict(joining=owner)
+        # Room first, then the entry: an interrupt anywhere leaves at most max_graphs in each group. Each
+        # entry is listed before it leaves the cache (one listed but still cached is not closed).
+        for old in self._beyond_max_graphs(joining=owner):
+            self._dropped.append(old)
+            del self._cache[old.key]
+            self.stats.evictions += 1
         self._cache[key] = entry
-        return entry, evicted
+        return entry
 
-    def _evict(self, joining: _ThreadToken | None) -> list[_Entry]:
-        """Take out of the cache, and return to be closed, the least recently used entries beyond
-        ``max_graphs`` in each group (the shared graphs, each live thread's own, and those of ended threads
-        together), leaving room for one more in the group of ``joining`` (the owner of an entry to add)."""
+    def _beyond_max_graphs(self, joining: _ThreadToken | None) -> list[_Entry]:
+        """The least recently used entries beyond ``max_graphs`` in each group (the shared graphs, each live
+        thread's own, and those of ended threads together), leaving room for one more in the group of
+        ``joining`` (the owner of an entry to add)."""
         groups: dict[Any, list[_Entry]] = {}
         for cached in self._cache.values():  # least recently used first
             group = cached.owner if cached.owner is None or cached.owner.alive else "ended"
             groups.setdefault(group, []).append(cached)
-        evicted = [old for group, members in groups.items()
-                   for old in members[:max(0, len(members) - self._max_graphs + (group is joining))]]
-        for old in evicted:
-            del self._cache[old.key]
-        self.stats.evictions += len(evicted)
-        return evicted
+        return [old for group, members in groups.items()
+                for old in members[:max(0, len(members) - self._max_graphs + (group is joining))]]
 
     def _update_cached(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
                        result: Any) -> _Entry | None:
@@ -316,18 +326,29 @@ class CapturedFunction:
     def clear(self) -> None:
         """Drop every cached graph (every thread's) and free the graph memory they hold."""
         with self._lock:
-            dropped = list(self._cache.values())
+            self._dropped += self._cache.values()  # listed first (see _cache_new)
             self._cache.clear()
-        self._close(dropped)
+        self._close_dropped()
 
-    @staticmethod
-    def _close(entries: list[_Entry]) -> None:
-        """Close entries taken out of the cache: without the lock, once no other thread's global capture runs
-        (freeing their graph memory is forbidden while one does, as instantiating is)."""
-        if entries:
-            with _capture.unsafe_section("captured (dropping a cached graph)"):
-                for entry in entries:
-                    entry.close()
+    def _close_dropped(self) -> None:
+        """Close the entries taken out of the cache, freeing their graph memory: without the lock, once no
+        other thread's global capture runs (freeing graph memory is forbidden while one does, as instantiating
+        is). Each close runs with Ctrl-C held back, so an interrupt stops this only between two entries, and
+        the next capture (or clear) closes the rest: no graph memory is left behind."""
+        if not self._dropped:
+            return
+        with self._closing, _capture.unsafe_section("captured (dropping a cached graph)"):
+            while True:
+                with self._lock:
+                    # One whose taking out was interrupted is still cached: not dropped after all.
+                    self._dropped = [e for e in self._dropped if self._cache.get(e.key) is not e]
+                    if not self._dropped:
+                        return
+                    entry = self._dropped[0]
+                _capture.without_interrupts(entry.close)
+                with self._lock:
+                    if entry in self._dropped:  # (closing again is harmless: Entry.close is idempotent)
+                        self._dropped.remove(entry)
 
     def __repr__(self) -> str:
         return f"captured({self._fn.__qualname__}, {len(self._cache)} graphs cached)"

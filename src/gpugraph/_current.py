@@ -73,5 +73,7 @@ class use_stream:  # lower case: used as a function, ``with gg.use_stream(s):``
         return stream
 
     def __exit__(self, *exc_info: object) -> None:
-        _local.chosen.pop()
-        release_interrupts()
+        try:
+            _local.chosen.pop()
+        finally:  # an interrupt held back at this method's entry is raised by the release
+            release_interrupts()

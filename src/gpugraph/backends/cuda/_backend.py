@@ -78,6 +78,7 @@ class CudaBackend:
         # including one made while this thread already holds it.
         self._lock = threading.RLock()
         self.contexts.use(0)
+        self._raised: set[int] = set()  # the driver errors synchronize calls raised (see _synchronize)
         self._exit_waiter = at_exit.ExitWaiter("gpugraph-cuda-exit")
         atexit.register(self._finish_at_exit)
 
@@ -93,13 +94,21 @@ class CudaBackend:
     def device_synchronize(self, index: int) -> None:
         self._refuse_in_host_function("Device.synchronize")
         self.contexts.use(index)
-        call(cu.cuCtxSynchronize)
+        self._synchronize(cu.cuCtxSynchronize)
         self._flush_releases()
         # The error of every stream of the device, destroyed streams' included (None: a graph's host node
         # whose launch stream is unknown); each is reported once, as the CPU backend does.
         errors = self.host.errors
         raise_stream_errors([errors.pop(stream) for stream in list(errors)
                              if stream is None or stream.index == index])
+
+    def _synchronize(self, fn: Any, *args: Any) -> None:
+        """A synchronize call; the errors it raises are noted, so that the exit does not report them again
+        (an error such as an illegal address stays in the context: every later synchronize returns it)."""
+        result = fn(*args)[0]
+        if result != cu.CUresult.CUDA_SUCCESS:
+            self._raised.add(int(result))
+            raise error(fn.__name__, result)
 
     def _finish_at_exit(self) -> None:
         """At interpreter exit: let the work queued on every device this process used finish (the driver
@@ -109,20 +118,27 @@ class CudaBackend:
             return
         timeout = at_exit.exit_timeout()
         devices = self.contexts.retained()
-        results: dict[int, Any] = {}
+        failures: dict[int, BaseException] = {}
+        finished: list[int] = []
 
         def finish() -> None:
             for index in devices:
-                self.contexts.use(index)
-                results[index] = cu.cuCtxSynchronize()[0]
+                try:
+                    self.contexts.use(index)
+                    result = cu.cuCtxSynchronize()[0]
+                    if result != cu.CUresult.CUDA_SUCCESS and int(result) not in self._raised:
+                        failures[index] = error("cuCtxSynchronize", result)
+                except BackendError as exc:  # the context is gone (another library reset it): said below
+                    failures[index] = exc
+                finished.append(index)
 
         if not self._exit_waiter.run(finish, timeout):
-            waiting = [index for index in devices if index not in results]
-            at_exit.unfinished(f"CUDA device{'s' if len(waiting) > 1 else ''} "
-                               f"{', '.join(map(str, waiting))}", timeout)
-        for index, result in list(results.items()):
-            if result != cu.CUresult.CUDA_SUCCESS:
-                at_exit.never_reported(f"CUDA device {index}", error("cuCtxSynchronize", result))
+            waiting = [index for index in devices if index not in finished]
+            if waiting:  # (none: it finished just after the wait ended)
+                at_exit.unfinished(f"CUDA device{'s' if len(waiting) > 1 else ''} "
+                                   f"{', '.join(map(str, waiting))}", timeout)
+        for index, failure in list(failures.items()):
+            at_exit.never_reported(f"CUDA device {index}", failure)
         for stream, host_error in list(self.host.errors.items()):
             at_exit.never_reported("a CUDA stream" if stream is not None else "a CUDA graph's host node",
                                    host_error)
@@ -294,7 +310,7 @@ class CudaBackend:
     def stream_synchronize(self, stream: CudaStream) -> None:
         self._refuse_in_host_function("Stream.synchronize")
         self.contexts.use(stream.index)
-        call(cu.cuStreamSynchronize, stream.handle)
+        self._synchronize(cu.cuStreamSynchronize, stream.handle)
         self._flush_releases()
         pending = self.host.take_error(stream)
         if pending is not None:
@@ -431,7 +447,7 @@ class CudaBackend:
 
     def event_synchronize(self, event: CudaEvent) -> None:
         self._refuse_in_host_function("Event.synchronize")
-        call(cu.cuEventSynchronize, event.handle)
+        self._synchronize(cu.cuEventSynchronize, event.handle)
 
     def event_query(self, event: CudaEvent) -> bool:
         return _done(cu.cuEventQuery, event.handle)
