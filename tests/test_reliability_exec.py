@@ -106,6 +106,9 @@ def _signal_points(code: Any, cache: dict[Any, set[int]] = {}) -> set[int]:  # n
     return points
 
 
+LAST_INTERRUPT: list[Any] = []  # (code, offset) where interrupt_at last raised
+
+
 def interrupt_at(step: int, fn: Callable[[], Any]) -> bool:
     """Call ``fn`` with KeyboardInterrupt raised at its ``step``-th point where a signal handler could
     raise it (counted over every Python frame it runs in this thread). True if it was raised (and ``fn``
@@ -123,6 +126,7 @@ def interrupt_at(step: int, fn: Callable[[], Any]) -> bool:
         if event == "opcode" and frame.f_lasti in _signal_points(frame.f_code):
             if seen == step:
                 fired = True
+                LAST_INTERRUPT[:] = [frame.f_code, frame.f_lasti]
                 raise KeyboardInterrupt  # the interpreter also stops tracing this thread here
             seen += 1
         return local
