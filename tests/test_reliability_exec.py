@@ -109,10 +109,11 @@ def _signal_points(code: Any, cache: dict[Any, set[int]] = {}) -> set[int]:  # n
 LAST_INTERRUPT: list[Any] = []  # (code, offset) where interrupt_at last raised
 
 
-def interrupt_at(step: int, fn: Callable[[], Any]) -> bool:
+def interrupt_at(step: int, fn: Callable[[], Any], deliver: Callable[[Any], None] | None = None) -> bool:
     """Call ``fn`` with KeyboardInterrupt raised at its ``step``-th point where a signal handler could
     raise it (counted over every Python frame it runs in this thread). True if it was raised (and ``fn``
-    let it through); False if ``fn`` has fewer such points, and then ran in full.
+    let it through); False if ``fn`` has fewer such points, and then ran in full. ``deliver(frame)``,
+    when given, delivers the interrupt there instead of raising it.
 
     Python 3.12 reports a code object's bytecodes only from the second time it is traced: call
     ``interrupt_at(-1, fn)`` (no interrupt) once first."""
@@ -127,6 +128,9 @@ def interrupt_at(step: int, fn: Callable[[], Any]) -> bool:
             if seen == step:
                 fired = True
                 LAST_INTERRUPT[:] = [frame.f_code, frame.f_lasti]
+                if deliver is not None:
+                    deliver(frame)
+                    return None
                 raise KeyboardInterrupt  # the interpreter also stops tracing this thread here
             seen += 1
         return local
@@ -485,9 +489,11 @@ UPDATE_GRID, UPDATE_BLOCK = K.launch_1d(UPDATE_N, 4)
 OLD, NEW = (2.0, 10.0), (15.0, 20.0)  # what (out, y) hold after a run of the old graph, of the new one
 
 
-def _update_pair(device: gg.Device, out: gg.Array, y: gg.Array) -> tuple[gg.Graph, gg.Graph]:
-    """One topology twice: out = 1 * 2, then y = 10 in a child graph (old); out = 3 * 5, y = 20 (new).
-    A chain whose child-graph node comes last, so an update of the nodes in order changes it last."""
+def _update_pair(device: gg.Device) -> tuple[gg.Array, gg.Array, gg.Graph, gg.Graph]:
+    """Arrays ``out`` and ``y``, and one topology twice: out = 1 * 2, then y = 10 in a child graph (old);
+    out = 3 * 5, y = 20 (new). A chain whose child-graph node comes last, so an update of the nodes in
+    order changes it last."""
+    out, y = device.zeros(UPDATE_N, np.float32), device.zeros(UPDATE_N, np.float32)
     graphs = []
     for value, factor, child_value in ((1.0, 2.0, 10.0), (3.0, 5.0, 20.0)):
         child = gg.Graph(device)
@@ -497,7 +503,7 @@ def _update_pair(device: gg.Device, out: gg.Array, y: gg.Array) -> tuple[gg.Grap
                               after=g.add_memset(out, value))
         g.add_child(child, after=scaled)
         graphs.append(g)
-    return graphs[0], graphs[1]
+    return out, y, graphs[0], graphs[1]
 
 
 def _what_runs(stream: gg.Stream, exe: gg.GraphExec, out: gg.Array, y: gg.Array) -> tuple[Any, Any]:
@@ -580,8 +586,7 @@ def test_cpu_update_interrupted_in_each_window_is_all_or_nothing(device, monkeyp
     if device.backend != "cpu":
         pytest.skip("interrupts the CPU executor's own update (CUDA's is one driver call)")
     stream = device.stream()
-    out, y = device.zeros(UPDATE_N, np.float32), device.zeros(UPDATE_N, np.float32)
-    old, new = _update_pair(device, out, y)
+    out, y, old, new = _update_pair(device)
     backend = device._backend
     with old.instantiate() as exe:
         outcome = _cpu_update_windows()[window](monkeypatch, exe._handle)
@@ -605,8 +610,7 @@ def test_cpu_update_interrupted_anywhere_is_all_or_nothing(device):
     if device.backend != "cpu":
         pytest.skip("interrupts the CPU executor's own update (CUDA's is one driver call)")
     stream = device.stream()
-    out, y = device.zeros(UPDATE_N, np.float32), device.zeros(UPDATE_N, np.float32)
-    old, new = _update_pair(device, out, y)
+    out, y, old, new = _update_pair(device)
     backend = device._backend
     with old.instantiate() as exe:
         step = -1  # first an update traced whole (see interrupt_at), then one interrupted at each point
@@ -635,8 +639,7 @@ def test_cpu_setters_interrupted_while_compiling_change_nothing(device, monkeypa
         pytest.skip("interrupts the CPU executor's own setters (CUDA's are one driver call each)")
     from gpugraph.backends.cpu import _executor
     stream = device.stream()
-    out, y = device.zeros(UPDATE_N, np.float32), device.zeros(UPDATE_N, np.float32)
-    old, _ = _update_pair(device, out, y)
+    out, y, old, _ = _update_pair(device)
     backend = device._backend
     with old.instantiate() as exe:
         kernel = old.nodes[1]

@@ -384,41 +384,15 @@ def sigint_at(step: int, fn: Callable[[], Any]) -> bool:
     handler in place at that point, which the capture's stand-in may be (it holds the interrupt back at the
     first instruction of a capture's exit, and raises it once the capture has ended)."""
     import signal
-    import sys
 
-    from test_reliability_exec import _signal_points
-    seen, fired = 0, False
+    from test_reliability_exec import interrupt_at
 
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        nonlocal seen, fired
-        if fired:
-            return None
-        if event == "opcode" and frame.f_lasti in _signal_points(frame.f_code):
-            if seen == step:
-                fired = True
-                code = frame.f_code
-                handler = signal.getsignal(signal.SIGINT)
-                LAST_SIGINT[:] = [f"{code.co_filename}:{frame.f_lineno} in {code.co_name}", repr(handler)]
-                signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
-            seen += 1
-        return local
+    def deliver(frame: Any) -> None:
+        code, handler = frame.f_code, signal.getsignal(signal.SIGINT)
+        LAST_SIGINT[:] = [f"{code.co_filename}:{frame.f_lineno} in {code.co_name}", repr(handler)]
+        handler(signal.SIGINT, frame)
 
-    def on_call(frame: Any, event: str, arg: Any) -> Any:
-        if fired:
-            return None
-        frame.f_trace_opcodes = True
-        return local
-
-    old = sys.gettrace()
-    sys.settrace(on_call)
-    try:
-        fn()
-    except KeyboardInterrupt:
-        if not fired:
-            raise
-    finally:
-        sys.settrace(old)
-    return fired
+    return interrupt_at(step, fn, deliver)
 
 
 def graph_memory_in_use(device: gg.Device) -> int:
