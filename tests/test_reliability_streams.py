@@ -376,6 +376,7 @@ def test_exit_runs_every_branch_of_a_parallel_graph(device):
     assert sorted(done.stdout.splitlines()) == sorted(f"branch {i}" for i in range(12) for _ in range(2))
 
 
+@pytest.mark.blocks_exit
 def test_exit_with_a_blocked_graph_branch_ends_after_the_bounded_wait(device):
     start = time.monotonic()
     done = run_script("""
@@ -394,6 +395,7 @@ def test_exit_with_a_blocked_graph_branch_ends_after_the_bounded_wait(device):
     assert "did not finish within 0.5 s" in done.stderr and "GPUGRAPH_EXIT_TIMEOUT" in done.stderr
 
 
+@pytest.mark.blocks_exit
 def test_exit_with_a_stream_blocked_on_an_event_never_set_ends(device):
     done = run_script("""
         s = dev.stream()

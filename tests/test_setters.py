@@ -225,15 +225,17 @@ def test_set_event_on_a_wait_node(device, stream):
     x = K.f32(device, X0)
     e1 = device.event()
     blocked, reader = device.stream(), device.stream()
-    blocked.host(gate.wait, 10)
-    e2 = blocked.record()
     g = gg.Graph(device)
     wait = g.add_event_wait(e1)
     g.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N, after=wait)
+    # Everything that may wait for the device comes before the host function blocks: on CUDA, loading the
+    # kernel's module waits for it, and a pageable copy waits for the blocked host-function thread.
+    host = device.pinned(N, np.float32)
     with g.instantiate() as exe:
+        blocked.host(gate.wait, 10)
+        e2 = blocked.record()
         exe.set_event(wait, e2)
         exe.launch(stream)
-        host = device.pinned(N, np.float32)  # page-locked: a pageable copy waits for the blocked host thread
         try:
             reader.memcpy(host, x)
             reader.synchronize()
