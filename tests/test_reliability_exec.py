@@ -14,6 +14,7 @@ Tests that could hang run their work in a daemon thread joined with a timeout, o
 from __future__ import annotations
 
 import dis
+import gc
 import subprocess
 import sys
 import textwrap
@@ -142,6 +143,8 @@ def interrupt_at(step: int, fn: Callable[[], Any], deliver: Callable[[Any], None
         return local
 
     old = sys.gettrace()
+    collecting = gc.isenabled()
+    gc.disable()  # the interrupt lands in fn, not in a finalizer an unrelated collection runs meanwhile
     sys.settrace(on_call)
     try:
         fn()
@@ -150,6 +153,8 @@ def interrupt_at(step: int, fn: Callable[[], Any], deliver: Callable[[Any], None
             raise
     finally:
         sys.settrace(old)
+        if collecting:
+            gc.enable()
     return fired
 
 

@@ -295,6 +295,7 @@ class Capture:
         self.active = False
         self.allocations: list[Any] = []  # Arrays allocated on its streams: graph memory
         self._nodes_before: set[Any] = set()
+        self._recorded: Any = None  # the Graph this capture records into, until it has ended
         # Frontiers that set_dependencies replaced: work they held was joined, as CUDA judges a join by
         # what the capturing stream waited on, not by what its final frontier still reaches.
         self._replaced_frontiers: list[Any] = []
@@ -317,17 +318,22 @@ class Capture:
             raise CaptureError("capture: the legacy default stream cannot be captured; use Device.stream()",
                                api="Stream.capture", stream=stream, mode=self.mode, where=_where())
         backend = stream._backend
-        deps = self._into._deps(self._after, "capture") if self._into is not None else []
-        if self._into is not None:
-            self._into._changing()  # executable graphs made from it read it before the capture adds to it
-            self._nodes_before = set(backend.graph_nodes(self._into._handle))
+        into = self._into
+        deps = [node._handle for node in into._deps(self._after, "capture")] if into is not None else []
+        if into is not None:
+            into._changing()  # executable graphs made from it read it before the capture adds to it
+            self._nodes_before = set(into._current())
         try:
             guard_interrupts(self)
             with _lock:  # begun and noted together (see unsafe_section)
+                if into is not None:  # from now on the backend may add to it: read again when asked
+                    self._recorded = into
+                    into._recording += 1
+                    into._stale = True
                 handle = backend.stream_begin_capture(stream._handle, self.mode,
-                                                      None if self._into is None else self._into._handle, deps)
-                if self._into is None:
-                    self.graph = Graph._wrap(stream.device, handle, own=False)
+                                                      None if into is None else into._handle, deps)
+                if into is None:
+                    self.graph = self._recorded = Graph._wrap(stream.device, handle, own=False, recording=True)
                 self.active = True
                 self._join(stream)
                 _active.append(self)
@@ -351,6 +357,9 @@ class Capture:
         for stream in self.streams:
             if stream._capture is self:
                 stream._capture = None
+        graph, self._recorded = self._recorded, None
+        if graph is not None:  # the backend records no more into it: read it whole once more, then no more
+            graph._recording -= 1
         with _lock:
             if self in _active:
                 _active.remove(self)
@@ -422,17 +431,18 @@ class Capture:
         """
         if len(self.streams) <= 1:
             return []  # nothing was forked: no walk through the graph
-        backend = self.stream._backend
-        graph = self.graph._handle
+        backend, graph = self.stream._backend, self.graph
+        nodes = graph._current()  # read once (the capture records into it), then walked here
         joined: set[Any] = set()
-        pending = list(backend.stream_capture_dependencies(self.stream._handle)) + self._replaced_frontiers
+        pending = [nodes[h] for h in backend.stream_capture_dependencies(self.stream._handle)]
+        pending += [nodes[h] for h in self._replaced_frontiers if h in nodes]
         while pending:
-            handle = pending.pop()
-            if handle not in joined:
-                joined.add(handle)
-                pending.extend(backend.node_dependencies(graph, handle))
+            node = pending.pop()
+            if node not in joined:
+                joined.add(node)
+                pending.extend(node._deps)
         return [s for s in self.streams[1:]
-                if any(h not in joined for h in backend.stream_capture_dependencies(s._handle))]
+                if any(nodes[h] not in joined for h in backend.stream_capture_dependencies(s._handle))]
 
     def _join_forks(self) -> None:
         """Make the capturing stream wait for every forked stream, as a clean end of capture needs."""
@@ -459,7 +469,7 @@ class Capture:
             for handle in backend.graph_nodes(self._into._handle):
                 if handle not in self._nodes_before:
                     backend.graph_destroy_node(self._into._handle, handle)
-            self._into._forget_missing()
+            self._into._refresh()
         self.graph = None
         self._outcome = "discarded"
 
@@ -481,7 +491,7 @@ class Capture:
         See also: cudaStreamUpdateCaptureDependencies (cudaStreamSetCaptureDependencies).
         """
         self._check_active("set_dependencies")
-        deps = self.graph._deps(nodes, "set_dependencies")
+        deps = [node._handle for node in self.graph._deps(nodes, "set_dependencies")]
         backend = self.stream._backend
         self._replaced_frontiers.extend(backend.stream_capture_dependencies(self.stream._handle))
         backend.stream_set_capture_dependencies(self.stream._handle, deps)

@@ -36,20 +36,19 @@ if TYPE_CHECKING:
 _KERNEL = (NodeKind.KERNEL,)
 
 
-def _takes_params(backend: Any, graph: Any) -> bool:
-    """Whether a kernel node of a backend graph, or of a child graph within it, takes a Param."""
-    for handle in backend.graph_nodes(graph):
-        params = backend.node_params(graph, handle)
-        if isinstance(params, KernelParams) and any(type(a) is Param for a in params.args):
+def _takes_params(graph: Any) -> bool:
+    """Whether a kernel node of ``graph``, or of a child graph within it, takes a Param."""
+    for node in graph._current().values():
+        if node.kind is NodeKind.KERNEL and any(type(a) is Param for a in node._record.args):
             return True
-        if isinstance(params, ChildGraphParams) and _takes_params(backend, params.graph):
+        if node.kind is NodeKind.GRAPH and _takes_params(node._child_graph()):
             return True
     return False
 
 
-def _refuse_child_params(backend: Any, child: Any, node: Any) -> None:
-    """Refuse a child graph (a backend graph) of ``node`` that takes a Param."""
-    if _takes_params(backend, child):
+def _refuse_child_params(child: Any, node: Any) -> None:
+    """Refuse a child graph of ``node`` that takes a Param."""
+    if _takes_params(child):
         raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
                          f"kernel nodes of the graph itself (add those nodes to it)")
 
@@ -103,10 +102,10 @@ class GraphExec:
         # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
         self._disabled: set[int] = set()
         # The backend addresses nodes by the handles of the graph the exec was instantiated from, by
-        # position in creation order: those are noted now (one query). What setters and updates compare
-        # against (the layout, with Node objects and edges) is read when first needed, or just before the
-        # graph changes (Graph._changing), whichever comes first.
-        self._handles = backend.graph_nodes(graph._handle)
+        # position in creation order: those are noted now. What setters and updates compare against (the
+        # layout) is taken when first needed, or just before the graph changes (Graph._changing),
+        # whichever comes first.
+        self._handles = list(graph._current())
         self._source, self._source_version = graph, graph._version
         self._layout: GraphLayout | None = None
         self._shape: Any = None  # the source's graph_shape, once known
@@ -114,7 +113,7 @@ class GraphExec:
         self._param_records: dict[int, KernelParams] = {}  # position -> record of a node taking Params
         graph._watch(self)
         if _params.in_use:
-            self._adopt_params(self._find_params(graph, self._handles))
+            self._adopt_params(self._find_params(graph))
 
     def _read_layout(self) -> GraphLayout:
         if self._layout is None:
@@ -135,17 +134,17 @@ class GraphExec:
         if self._source is graph and self._layout is None and self._handle is not None:
             self._read_layout()
 
-    def _find_params(self, graph: Any, handles: list[Any]) -> dict[int, KernelParams]:
-        """The kernel nodes of ``graph`` taking Params, by position, from the backend's parameter records
-        (no Node objects needed); Params inside child graphs are refused."""
-        backend, found = self._backend, {}
-        for i, handle in enumerate(handles):
-            params = backend.node_params(graph._handle, handle)
-            if isinstance(params, KernelParams):
+    @staticmethod
+    def _find_params(graph: Any) -> dict[int, KernelParams]:
+        """The kernel nodes of ``graph`` taking Params, by position; Params inside child graphs are refused."""
+        found = {}
+        for i, node in enumerate(graph._current().values()):
+            if node.kind is NodeKind.KERNEL:
+                params = node._record
                 if any(type(a) is Param for a in params.args):
                     found[i] = params
-            elif isinstance(params, ChildGraphParams):
-                _refuse_child_params(backend, params.graph, graph._node(handle))
+            elif node.kind is NodeKind.GRAPH:
+                _refuse_child_params(node._child_graph(), node)
         return found
 
     def _adopt_params(self, found: dict[int, KernelParams]) -> None:
@@ -206,7 +205,7 @@ class GraphExec:
                               "graph it was made from); launch that graph's instantiation before the changes, or "
                               "capture the work itself")
         from ._graph import nesting_refusal
-        refusal = nesting_refusal(stream._capture.graph, self._source._handle)
+        refusal = nesting_refusal(stream._capture.graph, self._source)
         if refusal is not None:
             raise _capture._invalidate([stream._capture], "GraphExec.launch", refusal)
 
@@ -272,7 +271,7 @@ class GraphExec:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
         backend = self._backend
-        found = self._find_params(graph, backend.graph_nodes(graph._handle)) if _params.in_use else {}
+        found = self._find_params(graph) if _params.in_use else {}
         shape = None
         if backend.update_checks_rules and not (graph._memory or self._source._memory):
             # The driver checks the rules itself, but it may pair nodes other than by creation order (it
@@ -403,7 +402,7 @@ class GraphExec:
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
         layout, children = GraphLayout(graph), self._read_layout().children
         check_update(children[i], layout)
-        _refuse_child_params(self._backend, graph._handle, node)
+        _refuse_child_params(graph, node)
         self._changed = True
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         children[i] = layout

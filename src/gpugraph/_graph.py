@@ -1,7 +1,10 @@
 """Graph and Node: a template of operations (nodes) and their dependencies (edges).
 
-Nodes are handles onto the backend's graph, which is the source of truth: explicitly built and captured
-graphs look the same. The rules CUDA applies are checked here, at the call that breaks them.
+gpugraph keeps each graph's nodes, edges, kinds and parameter records itself, as they are added, so
+that queries, cycle checks, free ordering and update's comparison ask no driver. What a capture records
+(other libraries' work too) is read from the backend once, when the capture has ended (``Graph._load``);
+explicitly built and captured graphs look the same. The rules CUDA applies are checked here, at the call
+that breaks them.
 """
 
 from __future__ import annotations
@@ -39,25 +42,23 @@ every backend, so that the walks over the nesting (cloning, instantiating, updat
 backend) stay far from Python's recursion limit."""
 
 
-def nesting(backend: Any, handle: Any) -> int:
-    """How many levels of graphs the backend graph ``handle`` holds (1 without child graphs), found
-    without recursion."""
-    deepest, pending = 1, [(handle, 1)]
+def nesting(graph: Graph) -> int:
+    """How many levels of graphs ``graph`` holds (1 without child graphs), found without recursion."""
+    deepest, pending = 1, [(graph, 1)]
     while pending:
         graph, level = pending.pop()
         deepest = max(deepest, level)
-        for node in backend.graph_nodes(graph):
-            params = backend.node_params(graph, node)
-            if isinstance(params, ChildGraphParams):
-                pending.append((params.graph, level + 1))
+        for node in graph._current().values():
+            if node.kind is NodeKind.GRAPH:
+                pending.append((node._child_graph(), level + 1))
     return deepest
 
 
-def nesting_refusal(graph: Graph, child: Any) -> str | None:
-    """Why a child-graph node embedding the backend graph ``child`` cannot be added to ``graph`` (None if it
-    can): the nesting would pass ``MAX_NESTING`` levels."""
+def nesting_refusal(graph: Graph, child: Graph) -> str | None:
+    """Why a child-graph node embedding a copy of ``child`` cannot be added to ``graph`` (None if it can):
+    the nesting would pass ``MAX_NESTING`` levels."""
     level = graph._level()
-    levels = level + nesting(graph._backend, child)
+    levels = level + nesting(child)
     if levels <= MAX_NESTING:
         return None
     where = "a graph of its own" if level == 1 else f"a child graph at level {level}"
@@ -73,34 +74,48 @@ class Node:
         kind: Its NodeKind.
     """
 
-    __slots__ = ("graph", "kind", "_handle", "_number", "_array", "__weakref__")
+    __slots__ = ("graph", "kind", "_handle", "_number", "_index", "_record", "_deps", "_dependents",
+                 "_alloc", "_array", "_child", "__weakref__")
 
-    def __init__(self, graph: Graph, handle: Any, kind: NodeKind, number: int) -> None:
+    def __init__(self, graph: Graph, handle: Any, record: Any, number: int, index: int) -> None:
         self.graph = graph
-        self.kind = kind
+        self.kind: NodeKind = record.kind
         self._handle = handle
-        self._number = number
+        self._number = number  # its name (n0, n1, ...) for good, whatever is removed before it
+        self._index = index  # its position in the graph's creation order
+        # The parameter record the backend was given or reported (parameters never change once added); for
+        # a child-graph node, ChildGraphParams of the backend graph the node embeds.
+        self._record = record
+        self._deps: list[Node] = []  # the nodes it waits for
+        self._dependents: list[Node] = []  # the nodes that wait for it
+        self._alloc: Any = None  # an allocation or free node's allocation record (the backend's)
         self._array: Array | None = None
+        self._child: Graph | None = None  # a child-graph node's graph, once asked for
 
     @property
     def params(self) -> Any:
         """The node's parameter record (``KernelParams``, ``MemcpyParams``, ...)."""
-        params = self.graph._backend.node_params(self.graph._handle, self._handle)
-        if isinstance(params, ChildGraphParams):
-            return ChildGraphParams(Graph._wrap(self.graph.device, params.graph, owner=self.graph))
-        return params
+        if self.kind is NodeKind.GRAPH:
+            return ChildGraphParams(self._child_graph())
+        return self._record
+
+    def _child_graph(self) -> Graph:
+        """The graph a child-graph node embeds (one Graph, read from the backend once)."""
+        if self._child is None:
+            self._child = Graph._wrap(self.graph.device, self._record.graph, owner=self.graph)
+        return self._child
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
         """Nodes this node waits for."""
-        g = self.graph
-        return tuple(g._node(h) for h in g._backend.node_dependencies(g._handle, self._handle))
+        self.graph._current()
+        return tuple(self._deps)
 
     @property
     def dependents(self) -> tuple[Node, ...]:
         """Nodes that wait for this node."""
-        g = self.graph
-        return tuple(g._node(h) for h in g._backend.node_dependents(g._handle, self._handle))
+        self.graph._current()
+        return tuple(self._dependents)
 
     @property
     def array(self) -> Array:
@@ -119,7 +134,7 @@ class Node:
     def __repr__(self) -> str:
         detail = ""
         if self.kind is NodeKind.KERNEL:
-            kernel = self.graph._backend.node_params(self.graph._handle, self._handle).kernel
+            kernel = self._record.kernel
             detail = f" {getattr(kernel, 'name', kernel)}"
         return f"Node(n{self._number}, {self.kind.value}{detail})"
 
@@ -144,8 +159,9 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_nodes", "_numbers", "_owner", "_memory",
-                 "_live_execs", "_clone_of", "_cloned", "_version", "_watchers", "__weakref__")
+    __slots__ = ("device", "_backend", "_handle", "_nodes", "_numbers", "_owner", "_memory", "_recording",
+                 "_stale", "_shape", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
+                 "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
         from ._device import Device
@@ -162,13 +178,17 @@ class Graph:
         self.device = device
         self._backend = device._backend
         self._handle = handle
-        self._nodes: dict[Any, Node] = {}
+        self._nodes: dict[Any, Node] = {}  # backend node handle -> Node, in creation order
         self._numbers = itertools.count()
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
         self._memory = False  # whether the graph has allocation or free nodes
+        self._recording = 0  # how many captures record into the backend graph now (see _current)
+        self._stale = False  # the backend graph holds what gpugraph has not read yet
+        self._shape: tuple[int, Any] | None = None  # (version, graph_shape) once asked for
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
-        self._cloned: frozenset = frozenset()  # the handles of that graph's nodes when it was cloned
+        # That graph's nodes when it was cloned (by handle) -> their copies here: a copy keeps creation order.
+        self._cloned: dict[Any, Node] = {}
         self._version = 0  # counts changes: what an executable graph made earlier no longer matches
         # Executable graphs to tell before the graph changes, by id; a collected one leaves by itself.
         self._watchers: dict[int, weakref.ref] = {}
@@ -192,16 +212,21 @@ class Graph:
                 exe._before_change(self)
 
     @classmethod
-    def _wrap(cls, device: Any, handle: Any, owner: Graph | None = None, own: bool = True) -> Graph:
-        """A Graph over an existing backend graph.
+    def _wrap(cls, device: Any, handle: Any, owner: Graph | None = None, own: bool = True,
+              recording: bool = False) -> Graph:
+        """A Graph over an existing backend graph, read whole now.
 
         Args:
             owner: The graph whose child-graph node embeds this one, for borrowed child graphs.
             own: Whether the wrapper destroys the backend graph when collected (see ``_take``).
+            recording: The backend graph is a capture's, being recorded: it is read when first needed.
         """
         graph = object.__new__(cls)
         graph._setup(device, handle, owner)
-        graph._refresh()
+        if recording:
+            graph._recording, graph._stale = 1, True
+        else:
+            graph._load()
         if own and owner is None:
             graph._take()
         return graph
@@ -217,43 +242,85 @@ class Graph:
             level, owner = level + 1, owner._owner
         return level
 
-    def _refresh(self) -> None:
-        """Re-read what the backend graph holds after others (a capture) added to it."""
-        self._changing()
+    def _load(self) -> None:
+        """Read the backend graph whole: its nodes, its edges, and the parameter and allocation records of
+        nodes new to gpugraph; one query each for nodes and edges, none per node for nodes it knows. Nodes
+        it knows keep their Node; nodes the backend no longer has (an aborted capture's) are dropped."""
         backend, handle = self._backend, self._handle
-        self._memory = any(backend.node_params(handle, h).kind in MEMORY_KINDS for h in backend.graph_nodes(handle))
+        known, nodes = self._nodes, {}
+        for index, h in enumerate(backend.graph_nodes(handle)):
+            node = known.get(h)
+            if node is None:
+                record = backend.node_params(handle, h)
+                node = Node(self, h, record, next(self._numbers), index)
+                if node.kind in MEMORY_KINDS:
+                    node._alloc = backend.node_allocation(handle, h)
+            else:
+                node._index = index
+                node._deps, node._dependents = [], []
+            nodes[h] = node
+        for source, target in backend.graph_edges(handle):
+            a, b = nodes[source], nodes[target]
+            b._deps.append(a)
+            a._dependents.append(b)
+        self._nodes = nodes
+        self._memory = any(node.kind in MEMORY_KINDS for node in nodes.values())
+        self._stale = self._recording > 0
 
-    def _forget_missing(self) -> None:
-        """Drop cached nodes the backend graph no longer has (after an aborted capture into it)."""
+    def _refresh(self) -> None:
+        """Read the backend graph again after a capture ended that recorded into it, or was discarded."""
         self._changing()
-        present = set(self._backend.graph_nodes(self._handle))
-        for handle in [h for h in self._nodes if h not in present]:
-            del self._nodes[handle]
+        self._load()
+
+    def _current(self) -> dict[Any, Node]:
+        """The nodes by handle, in creation order, read again first while a capture records into the
+        graph (every query then reads the backend, as it changes under gpugraph)."""
+        if self._stale:
+            self._load()
+        return self._nodes
 
     def _node(self, handle: Any) -> Node:
+        """The Node of a backend node handle of this graph. A node a capture is recording gets its Node
+        now, with its parameter record; its edges are read with the rest once the graph is read again."""
         node = self._nodes.get(handle)
         if node is None:
-            kind = self._backend.node_params(self._handle, handle).kind
-            node = self._nodes[handle] = Node(self, handle, kind, next(self._numbers))
+            if not self._recording:  # a bug in gpugraph, not a user's mistake
+                raise GraphError(f"{self!r} has no node {handle!r}")
+            record = self._backend.node_params(self._handle, handle)
+            node = self._nodes[handle] = Node(self, handle, record, next(self._numbers), len(self._nodes))
+            if node.kind in MEMORY_KINDS:
+                node._alloc = self._backend.node_allocation(self._handle, handle)
         return node
 
-    def _deps(self, after: Any, what: str) -> list[Any]:
-        handles = []
+    def _deps(self, after: Any, what: str) -> list[Node]:
+        nodes: list[Node] = []
         for node in _as_nodes(after):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}(after=...): expected Nodes, got {type(node).__name__}")
             if node.graph is not self:
                 raise GraphError(f"{what}(after=...): {node!r} belongs to another graph")
-            if node._handle in handles:
+            if node in nodes:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
-            handles.append(node._handle)
-        return handles
+            nodes.append(node)
+        return nodes
 
-    def _add(self, params: Any, deps: list[Any]) -> Node:
-        self._changing()
-        handle = self._backend.graph_add_node(self._handle, params, deps)
-        node = self._nodes[handle] = Node(self, handle, params.kind, next(self._numbers))
+    def _adopt(self, handle: Any, record: Any, deps: list[Node]) -> Node:
+        """Note a node the backend has just added, after ``deps`` (while a capture records into the graph,
+        its index is set right when the graph is read again)."""
+        node = Node(self, handle, record, next(self._numbers), len(self._nodes))
+        node._deps = deps
+        for dep in deps:
+            dep._dependents.append(node)
+        self._nodes[handle] = node
         return node
+
+    def _add(self, params: Any, deps: list[Node]) -> Node:
+        self._changing()
+        backend = self._backend
+        handle = backend.graph_add_node(self._handle, params, [dep._handle for dep in deps])
+        if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
+            params = backend.node_params(self._handle, handle)
+        return self._adopt(handle, params, deps)
 
     # Adding nodes
 
@@ -327,7 +394,7 @@ class Graph:
         if graph._memory:
             raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
         deps = self._deps(after, "add_child")
-        refusal = nesting_refusal(self, graph._handle)
+        refusal = nesting_refusal(self, graph)
         if refusal is not None:
             raise GraphError(f"add_child: {refusal}")
         return self._add(ChildGraphParams(graph._handle), deps)
@@ -355,9 +422,12 @@ class Graph:
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
         self._changing()
-        handle, ptr, alloc = self._backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
+        backend = self._backend
+        handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
+                                                     [dep._handle for dep in deps])
         self._memory = True
-        node = self._node(handle)
+        node = self._adopt(handle, backend.node_params(self._handle, handle), deps)
+        node._alloc = alloc
         node._array = Array(self.device, ptr, shape, dtype, alloc)
         return node
 
@@ -389,18 +459,21 @@ class Graph:
         alloc, alloc_node = array._alloc, None
         # Allocations are told apart by the backend's record, not by address: CUDA gives an allocation
         # made after a free the freed allocation's address.
-        for node in self.nodes:
-            if node.kind in MEMORY_KINDS and self._backend.node_allocation(self._handle, node._handle) is alloc:
+        for node in self._current().values():
+            if node._alloc is alloc:
                 if node.kind is NodeKind.MEM_FREE:
                     raise GraphError(f"add_free: {alloc.owner} is already freed by {node!r} (double free)")
                 alloc_node = node
-        if alloc_node is not None and not self._reaches(alloc_node._handle, deps):
+        if alloc_node is not None and not self._reaches(alloc_node, deps):
             raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
                              f"pass after= that node or one that follows it")
         self._changing()
-        handle = self._backend.graph_add_free(self._handle, alloc, deps)
+        backend = self._backend
+        handle = backend.graph_add_free(self._handle, alloc, [dep._handle for dep in deps])
         self._memory = True
-        return self._node(handle)
+        node = self._adopt(handle, backend.node_params(self._handle, handle), deps)
+        node._alloc = alloc
+        return node
 
     def _check_memory_allowed(self, what: str) -> None:
         if self._owner is not None:
@@ -412,16 +485,17 @@ class Graph:
 
     # Edges
 
-    def _reaches(self, source: Any, targets: Iterable[Any]) -> bool:
+    def _reaches(self, source: Node, targets: Iterable[Node]) -> bool:
         """Whether any of ``targets`` is ``source`` or depends on it, directly or not."""
+        self._current()
         pending, seen = list(targets), set()
         while pending:
-            handle = pending.pop()
-            if handle == source:
+            node = pending.pop()
+            if node is source:
                 return True
-            if handle not in seen:
-                seen.add(handle)
-                pending.extend(self._backend.node_dependencies(self._handle, handle))
+            if node not in seen:
+                seen.add(node)
+                pending.extend(node._deps)
         return False
 
     def _edge_nodes(self, a: Node, b: Node, what: str) -> None:
@@ -440,48 +514,53 @@ class Graph:
         See also: cudaGraphAddDependencies.
         """
         self._edge_nodes(a, b, "add_dependency")
-        if a is b or self._reaches(b._handle, [a._handle]):
+        if a is b or self._reaches(b, [a]):
             raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
                              f"the edge would make a cycle")
-        if a._handle in self._backend.node_dependencies(self._handle, b._handle):
+        if a in b._deps:
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
         self._changing()
         self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
+        b._deps.append(a)
+        a._dependents.append(b)
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
         self._edge_nodes(a, b, "remove_dependency")
         if self._memory:
             raise GraphError("remove_dependency: edges of a graph with allocation or free nodes cannot be removed")
-        if a._handle not in self._backend.node_dependencies(self._handle, b._handle):
+        self._current()
+        if a not in b._deps:
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._changing()
         self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
+        b._deps.remove(a)
+        a._dependents.remove(b)
 
     # Queries
 
     @property
     def nodes(self) -> tuple[Node, ...]:
-        """All nodes. See also: cudaGraphGetNodes."""
-        return tuple(self._node(h) for h in self._backend.graph_nodes(self._handle))
+        """All nodes, in creation order. See also: cudaGraphGetNodes."""
+        return tuple(self._current().values())
 
     @property
     def edges(self) -> tuple[tuple[Node, Node], ...]:
         """All edges as (from, to) pairs. See also: cudaGraphGetEdges."""
-        return tuple((self._node(a), self._node(b)) for a, b in self._backend.graph_edges(self._handle))
+        return tuple((dep, node) for node in self._current().values() for dep in node._deps)
 
     @property
     def roots(self) -> tuple[Node, ...]:
         """Nodes with no dependencies. See also: cudaGraphGetRootNodes."""
-        return tuple(n for n in self.nodes if not self._backend.node_dependencies(self._handle, n._handle))
+        return tuple(node for node in self._current().values() if not node._deps)
 
     @property
     def leaves(self) -> tuple[Node, ...]:
         """Nodes nothing depends on."""
-        return tuple(n for n in self.nodes if not self._backend.node_dependents(self._handle, n._handle))
+        return tuple(node for node in self._current().values() if not node._dependents)
 
     def __len__(self) -> int:
-        return len(self._backend.graph_nodes(self._handle))
+        return len(self._current())
 
     def clone(self) -> Graph:
         """A copy of the graph; ``copy.find(node)`` maps this graph's nodes to the copy's.
@@ -494,7 +573,7 @@ class Graph:
             raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
         copy = Graph._wrap(self.device, self._backend.graph_clone(self._handle))
         copy._clone_of = weakref.ref(self)
-        copy._cloned = frozenset(self._backend.graph_nodes(self._handle))
+        copy._cloned = dict(zip(self._current(), copy._current().values()))
         return copy
 
     def find(self, node: Node) -> Node:
@@ -511,10 +590,11 @@ class Graph:
             raise GraphError("find: this graph is not a clone")
         if not isinstance(node, Node) or node.graph is not original:
             raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
-        if node._handle not in self._cloned:
+        copy = self._cloned.get(node._handle)
+        if copy is None:
             raise GraphError(f"find: {node!r} was added to the original graph after this clone was made, "
                              f"so the clone has no counterpart of it")
-        return self._node(self._backend.graph_find_in_clone(self._handle, node._handle))
+        return copy
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT format."""

@@ -332,8 +332,7 @@ class Stream:
                                        f"allocation; a captured free can only free graph memory "
                                        f"(allocate it inside the capture)")
         graph = capture.graph  # allocations are told apart by record, not address: CUDA reuses addresses
-        if any(n.kind.value == "mem_free" and self._backend.node_allocation(graph._handle, n._handle) is alloc
-               for n in graph.nodes):
+        if any(n._alloc is alloc and n.kind.value == "mem_free" for n in graph.nodes):
             raise _capture._invalidate([capture], "Stream.free",
                                        f"{alloc.owner} is already freed in this capture (double free)")
 

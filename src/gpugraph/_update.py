@@ -30,20 +30,12 @@ class GraphLayout:
 
     __slots__ = ("nodes", "index", "kinds", "deps", "params", "children")
 
-    def __init__(self, graph: Any, handles: list[Any] | None = None, edges: list[Any] | None = None) -> None:
-        """Read ``graph`` now, or as it was when ``handles`` and ``edges`` (backend handles) were taken:
-        nodes' parameters never change once added, so nodes and edges are all a snapshot needs."""
-        backend = graph._backend
-        handles = backend.graph_nodes(graph._handle) if handles is None else handles
-        edges = backend.graph_edges(graph._handle) if edges is None else edges
-        self.nodes = [graph._node(h) for h in handles]
+    def __init__(self, graph: Any) -> None:
+        """``graph`` as it is now (a snapshot: later changes to it do not show)."""
+        self.nodes = list(graph._current().values())
         self.index = {node: i for i, node in enumerate(self.nodes)}
-        position = {h: i for i, h in enumerate(handles)}
         self.kinds = [node.kind for node in self.nodes]
-        deps: list[set[int]] = [set() for _ in self.nodes]
-        for source, target in edges:  # one query for the whole graph
-            deps[position[target]].add(position[source])
-        self.deps = [frozenset(d) for d in deps]
+        self.deps = [frozenset(dep._index for dep in node._deps) for node in self.nodes]
         self.params = [node.params for node in self.nodes]
         self.children = {i: GraphLayout(p.graph) for i, p in enumerate(self.params)
                          if isinstance(p, ChildGraphParams)}
@@ -51,19 +43,22 @@ class GraphLayout:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def shape(self) -> tuple[int, list[tuple[int, int]]]:
-        """The node count and the edges as (target, source) positions, sorted: see ``graph_shape``."""
-        return len(self.nodes), sorted((t, s) for t, deps in enumerate(self.deps) for s in deps)
+    def shape(self) -> tuple[Any, ...]:
+        """Each node's dependencies as sorted positions: see ``graph_shape``."""
+        return tuple(tuple(sorted(deps)) for deps in self.deps)
 
 
-def graph_shape(graph: Any) -> tuple[int, list[tuple[int, int]]]:
-    """A graph's topology with nodes named by creation order: its node count and its edges as sorted
-    (target, source) positions. Two graphs pair node for node in creation order exactly when their shapes
-    are equal; it is cheaper than a GraphLayout (no Node objects, no parameters)."""
-    backend, handle = graph._backend, graph._handle
-    nodes = backend.graph_nodes(handle)
-    position = {h: i for i, h in enumerate(nodes)}
-    return len(nodes), sorted([(position[t], position[s]) for s, t in backend.graph_edges(handle)])
+def graph_shape(graph: Any) -> tuple[Any, ...]:
+    """A graph's topology with nodes named by creation order: each node's dependencies as sorted positions.
+    Two graphs pair node for node in creation order exactly when their shapes are equal; it is cheaper than a
+    GraphLayout (no parameters), and kept until the graph changes."""
+    nodes = graph._current()
+    cached = graph._shape
+    if cached is not None and cached[0] == graph._version and not graph._recording:
+        return cached[1]
+    shape = tuple(tuple(sorted([dep._index for dep in node._deps])) for node in nodes.values())
+    graph._shape = (graph._version, shape)
+    return shape
 
 
 def _memory_kind(operand: Any) -> str:

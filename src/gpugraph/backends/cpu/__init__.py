@@ -385,17 +385,8 @@ class CpuBackend:
     def node_params(self, graph: CpuGraph, node: CpuNode) -> Any:
         return node.params
 
-    def node_dependencies(self, graph: CpuGraph, node: CpuNode) -> list[CpuNode]:
-        return list(node.deps)
-
-    def node_dependents(self, graph: CpuGraph, node: CpuNode) -> list[CpuNode]:
-        return list(node.dependents)
-
     def graph_clone(self, graph: CpuGraph) -> CpuGraph:
         return graph.clone()
-
-    def graph_find_in_clone(self, clone: CpuGraph, node: CpuNode) -> CpuNode:
-        return clone.clone_of[node]
 
     def graph_instantiate(self, graph: CpuGraph, auto_free_on_launch: bool) -> CpuExec:
         return CpuExec(graph, auto_free_on_launch, self._thread_pool)

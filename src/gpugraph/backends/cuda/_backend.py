@@ -635,6 +635,9 @@ class CudaBackend:
         graph.children[node] = self._embedded(params.graph, call(cu.cuGraphChildGraphNodeGetGraph, node))
 
     def _embedded(self, source: CudaGraph, handle: Any) -> CudaGraph:
+        """The CudaGraph of ``handle``, a copy the driver made of ``source`` (a clone, or a child graph's copy),
+        with the records of ``source``'s nodes given to their copies: paired in creation order, which a copy
+        keeps (one node listing of each graph, no per-node query)."""
         self._settle(source)
         embedded = CudaGraph(handle, source.index)
         for original, copy in zip(self.graph_nodes(source), self.graph_nodes(embedded)):
@@ -642,6 +645,10 @@ class CudaBackend:
                 embedded.params[copy] = source.params[original]
             if original in source.host_keys:
                 embedded.host_keys[copy] = source.host_keys[original]
+            if original in source.memory:
+                embedded.memory[copy] = source.memory[original]
+            if original in source.foreign:
+                embedded.foreign.add(copy)
             if original in source.children:
                 embedded.children[copy] = self._embedded(source.children[original],
                                                          call(cu.cuGraphChildGraphNodeGetGraph, copy))
@@ -710,28 +717,10 @@ class CudaBackend:
         child = graph.children.get(node)
         return ChildGraphParams(child) if child is not None else derive_params(self, graph, node)
 
-    def node_dependencies(self, graph: CudaGraph, node: Any) -> list[Any]:
-        return listed(cu.cuGraphNodeGetDependencies, node)
-
-    def node_dependents(self, graph: CudaGraph, node: Any) -> list[Any]:
-        return listed(cu.cuGraphNodeGetDependentNodes, node)
-
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
+        self.contexts.use(graph.index)
         self._settle(graph)
-        clone = CudaGraph(call(cu.cuGraphClone, graph.handle), graph.index)
-        for node, params in graph.params.items():
-            clone.params[self.graph_find_in_clone(clone, node)] = params
-        for node, key in graph.host_keys.items():
-            clone.host_keys[self.graph_find_in_clone(clone, node)] = key
-        for node, alloc in graph.memory.items():
-            clone.memory[self.graph_find_in_clone(clone, node)] = alloc
-        for node, child in graph.children.items():
-            copy = self.graph_find_in_clone(clone, node)
-            clone.children[copy] = self._embedded(child, call(cu.cuGraphChildGraphNodeGetGraph, copy))
-        return clone
-
-    def graph_find_in_clone(self, clone: CudaGraph, node: Any) -> Any:
-        return call(cu.cuGraphNodeFindInClone, node, clone.handle)
+        return self._embedded(graph, call(cu.cuGraphClone, graph.handle))
 
     def graph_instantiate(self, graph: CudaGraph, auto_free_on_launch: bool) -> CudaExec:
         self.contexts.use(graph.index)
