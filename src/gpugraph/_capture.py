@@ -322,7 +322,7 @@ class Capture:
         deps = [node._handle for node in into._deps(self._after, "capture")] if into is not None else []
         if into is not None:
             into._changing()  # executable graphs made from it read it before the capture adds to it
-            self._nodes_before = set(into._current())
+            self._nodes_before = set(into._current().handles)
         try:
             guard_interrupts(self)
             with _lock:  # begun and noted together (see unsafe_section)
@@ -431,18 +431,19 @@ class Capture:
         """
         if len(self.streams) <= 1:
             return []  # nothing was forked: no walk through the graph
-        backend, graph = self.stream._backend, self.graph
-        nodes = graph._current()  # read once (the capture records into it), then walked here
-        joined: set[Any] = set()
-        pending = [nodes[h] for h in backend.stream_capture_dependencies(self.stream._handle)]
-        pending += [nodes[h] for h in self._replaced_frontiers if h in nodes]
+        backend = self.stream._backend
+        topology = self.graph._current()  # read once (the capture records into it), then walked here
+        position = topology.position
+        joined: set[int] = set()
+        frontier = backend.stream_capture_dependencies(self.stream._handle) + self._replaced_frontiers
+        pending = [position[h] for h in frontier if h in position]
         while pending:
-            node = pending.pop()
-            if node not in joined:
-                joined.add(node)
-                pending.extend(node._deps)
+            i = pending.pop()
+            if i not in joined:
+                joined.add(i)
+                pending.extend(topology.deps[i])
         return [s for s in self.streams[1:]
-                if any(nodes[h] not in joined for h in backend.stream_capture_dependencies(s._handle))]
+                if any(position[h] not in joined for h in backend.stream_capture_dependencies(s._handle))]
 
     def _join_forks(self) -> None:
         """Make the capturing stream wait for every forked stream, as a clean end of capture needs."""

@@ -27,7 +27,7 @@ from ._nodes import (
 )
 from ._params import Param
 from ._stream import Event, Stream
-from ._update import GraphLayout, check_node, check_update, graph_shape
+from ._update import GraphLayout, check_update, graph_shape, node_refusal
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
@@ -38,17 +38,19 @@ _KERNEL = (NodeKind.KERNEL,)
 
 def _takes_params(graph: Any) -> bool:
     """Whether a kernel node of ``graph``, or of a child graph within it, takes a Param."""
-    for node in graph._current().values():
-        if node.kind is NodeKind.KERNEL and any(type(a) is Param for a in node._record.args):
+    topology = graph._current()
+    for handle, record in zip(topology.handles, topology.records):
+        if record.kind is NodeKind.KERNEL and any(type(a) is Param for a in record.args):
             return True
-        if node.kind is NodeKind.GRAPH and _takes_params(node._child_graph()):
+        if record.kind is NodeKind.GRAPH and _takes_params(graph._child(handle)):
             return True
     return False
 
 
 def _refuse_child_params(child: Any, node: Any) -> None:
-    """Refuse a child graph of ``node`` that takes a Param."""
+    """Refuse a child graph of ``node`` (a Node, or a callable making it) that takes a Param."""
     if _takes_params(child):
+        node = node() if callable(node) else node
         raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
                          f"kernel nodes of the graph itself (add those nodes to it)")
 
@@ -105,11 +107,11 @@ class GraphExec:
         # position in creation order: those are noted now. What setters and updates compare against (the
         # layout) is taken when first needed, or just before the graph changes (Graph._changing),
         # whichever comes first.
-        self._handles = list(graph._current())
+        self._handles = list(graph._current().handles)
         self._source, self._source_version = graph, graph._version
         self._layout: GraphLayout | None = None
         self._shape: Any = None  # the source's graph_shape, once known
-        self._indices: dict[Any, int] = {}
+        self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
         self._param_records: dict[int, KernelParams] = {}  # position -> record of a node taking Params
         graph._watch(self)
         if _params.in_use:
@@ -120,8 +122,7 @@ class GraphExec:
             self._layout = GraphLayout(self._source)
             self._indices = self._layout.index
             if self._source is not self.graph:  # the nodes of the graph it was made from still count
-                self._indices = {**{self.graph._node(h): i for i, h in enumerate(self._handles)},
-                                 **self._indices}
+                self._indices = {**{h: i for i, h in enumerate(self._handles)}, **self._indices}
         return self._layout
 
     def _source_shape(self) -> Any:
@@ -138,13 +139,13 @@ class GraphExec:
     def _find_params(graph: Any) -> dict[int, KernelParams]:
         """The kernel nodes of ``graph`` taking Params, by position; Params inside child graphs are refused."""
         found = {}
-        for i, node in enumerate(graph._current().values()):
-            if node.kind is NodeKind.KERNEL:
-                params = node._record
-                if any(type(a) is Param for a in params.args):
-                    found[i] = params
-            elif node.kind is NodeKind.GRAPH:
-                _refuse_child_params(node._child_graph(), node)
+        topology = graph._current()
+        for i, (handle, record) in enumerate(zip(topology.handles, topology.records)):
+            if record.kind is NodeKind.KERNEL:
+                if any(type(a) is Param for a in record.args):
+                    found[i] = record
+            elif record.kind is NodeKind.GRAPH:
+                _refuse_child_params(graph._child(handle), lambda handle=handle: graph._node(handle))
         return found
 
     def _adopt_params(self, found: dict[int, KernelParams]) -> None:
@@ -320,8 +321,8 @@ class GraphExec:
             self._check_open(api)
         if self._layout is None:
             self._read_layout()
-        index = self._indices.get(node)
-        if index is None:
+        index = self._indices.get(getattr(node, "_handle", None))
+        if index is None or getattr(node, "graph", None) not in (self.graph, self._source):
             raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
                              f"from (or last updated with)")
         if node.kind not in kinds:
@@ -331,7 +332,9 @@ class GraphExec:
 
     def _set(self, index: int, params: Any, node: Any) -> None:
         layout = self._read_layout()  # read already by _index
-        check_node(layout.params[index], params, node)
+        refusal = node_refusal(layout.params[index], params)
+        if refusal is not None:
+            raise GraphUpdateError(refusal[0], node, refusal[1])
         self._changed = True  # first: should the call below be interrupted, the node may be changed
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         layout.params[index] = params

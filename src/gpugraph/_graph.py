@@ -20,7 +20,6 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._nodes import (
-    MEMORY_KINDS,
     ChildGraphParams,
     EmptyParams,
     EventRecordParams,
@@ -32,6 +31,7 @@ from ._nodes import (
     NodeKind,
 )
 from ._stream import Event
+from ._topology import Topology
 
 MAX_NESTING = 64
 """The most levels of graphs one graph may hold: itself, its child graphs, theirs, and so on.
@@ -48,9 +48,10 @@ def nesting(graph: Graph) -> int:
     while pending:
         graph, level = pending.pop()
         deepest = max(deepest, level)
-        for node in graph._current().values():
-            if node.kind is NodeKind.GRAPH:
-                pending.append((node._child_graph(), level + 1))
+        topology = graph._current()
+        for i, record in enumerate(topology.records):
+            if record.kind is NodeKind.GRAPH:
+                pending.append((graph._child(topology.handles[i]), level + 1))
     return deepest
 
 
@@ -74,48 +75,31 @@ class Node:
         kind: Its NodeKind.
     """
 
-    __slots__ = ("graph", "kind", "_handle", "_number", "_index", "_record", "_deps", "_dependents",
-                 "_alloc", "_array", "_child", "__weakref__")
+    __slots__ = ("graph", "kind", "_handle", "_number", "_array", "__weakref__")
 
-    def __init__(self, graph: Graph, handle: Any, record: Any, number: int, index: int) -> None:
-        self.graph = graph
-        self.kind: NodeKind = record.kind
+    def __init__(self, graph: Graph, handle: Any, kind: NodeKind, number: int) -> None:
+        self.graph = graph  # (what the node is and its edges, the graph keeps: Graph._topology)
+        self.kind = kind
         self._handle = handle
-        self._number = number  # its name (n0, n1, ...) for good, whatever is removed before it
-        self._index = index  # its position in the graph's creation order
-        # The parameter record the backend was given or reported (parameters never change once added); for
-        # a child-graph node, ChildGraphParams of the backend graph the node embeds.
-        self._record = record
-        self._deps: list[Node] = []  # the nodes it waits for
-        self._dependents: list[Node] = []  # the nodes that wait for it
-        self._alloc: Any = None  # an allocation or free node's allocation record (the backend's)
+        self._number = number
         self._array: Array | None = None
-        self._child: Graph | None = None  # a child-graph node's graph, once asked for
 
     @property
     def params(self) -> Any:
         """The node's parameter record (``KernelParams``, ``MemcpyParams``, ...)."""
         if self.kind is NodeKind.GRAPH:
-            return ChildGraphParams(self._child_graph())
-        return self._record
-
-    def _child_graph(self) -> Graph:
-        """The graph a child-graph node embeds (one Graph, read from the backend once)."""
-        if self._child is None:
-            self._child = Graph._wrap(self.graph.device, self._record.graph, owner=self.graph)
-        return self._child
+            return ChildGraphParams(self.graph._child(self._handle))
+        return self.graph._record(self._handle)
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
         """Nodes this node waits for."""
-        self.graph._current()
-        return tuple(self._deps)
+        return self.graph._neighbours(self._handle, dependents=False)
 
     @property
     def dependents(self) -> tuple[Node, ...]:
         """Nodes that wait for this node."""
-        self.graph._current()
-        return tuple(self._dependents)
+        return self.graph._neighbours(self._handle, dependents=True)
 
     @property
     def array(self) -> Array:
@@ -134,7 +118,7 @@ class Node:
     def __repr__(self) -> str:
         detail = ""
         if self.kind is NodeKind.KERNEL:
-            kernel = self._record.kernel
+            kernel = self.graph._record(self._handle).kernel
             detail = f" {getattr(kernel, 'name', kernel)}"
         return f"Node(n{self._number}, {self.kind.value}{detail})"
 
@@ -159,8 +143,8 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_nodes", "_numbers", "_owner", "_memory", "_recording",
-                 "_stale", "_shape", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
+    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_numbers", "_owner",
+                 "_recording", "_stale", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
@@ -178,20 +162,27 @@ class Graph:
         self.device = device
         self._backend = device._backend
         self._handle = handle
-        self._nodes: dict[Any, Node] = {}  # backend node handle -> Node, in creation order
+        self._topology = Topology()  # the nodes, their records and edges: the graph's one record of them
+        # The Node objects handed out, by backend handle: made when first asked for (a captured graph
+        # nobody queries has none), kept so that a node is always the same object.
+        self._nodes: dict[Any, Node] = {}
+        self._children: dict[Any, Graph] = {}  # child-graph node handle -> the Graph of what it embeds
         self._numbers = itertools.count()
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
-        self._memory = False  # whether the graph has allocation or free nodes
         self._recording = 0  # how many captures record into the backend graph now (see _current)
         self._stale = False  # the backend graph holds what gpugraph has not read yet
-        self._shape: tuple[int, Any] | None = None  # (version, graph_shape) once asked for
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
-        # That graph's nodes when it was cloned (by handle) -> their copies here: a copy keeps creation order.
-        self._cloned: dict[Any, Node] = {}
+        # That graph's nodes when it was cloned -> their copies here (handles): a copy keeps creation order.
+        self._cloned: dict[Any, Any] = {}
         self._version = 0  # counts changes: what an executable graph made earlier no longer matches
         # Executable graphs to tell before the graph changes, by id; a collected one leaves by itself.
         self._watchers: dict[int, weakref.ref] = {}
+
+    @property
+    def _memory(self) -> bool:
+        """Whether the graph has allocation or free nodes."""
+        return self._topology.memory
 
     def _watch(self, exe: Any) -> None:
         """Call ``exe._before_change(self)`` before this graph next changes."""
@@ -243,54 +234,68 @@ class Graph:
         return level
 
     def _load(self) -> None:
-        """Read the backend graph whole: its nodes, its edges, and the parameter and allocation records of
-        nodes new to gpugraph; one query each for nodes and edges, none per node for nodes it knows. Nodes
-        it knows keep their Node; nodes the backend no longer has (an aborted capture's) are dropped."""
-        backend, handle = self._backend, self._handle
-        known, nodes = self._nodes, {}
-        for index, h in enumerate(backend.graph_nodes(handle)):
-            node = known.get(h)
-            if node is None:
-                record = backend.node_params(handle, h)
-                node = Node(self, h, record, next(self._numbers), index)
-                if node.kind in MEMORY_KINDS:
-                    node._alloc = backend.node_allocation(handle, h)
-            else:
-                node._index = index
-                node._deps, node._dependents = [], []
-            nodes[h] = node
-        for source, target in backend.graph_edges(handle):
-            a, b = nodes[source], nodes[target]
-            b._deps.append(a)
-            a._dependents.append(b)
-        self._nodes = nodes
-        self._memory = any(node.kind in MEMORY_KINDS for node in nodes.values())
+        """Read the backend graph whole (one listing of nodes and one of edges; parameter records only of
+        nodes new to gpugraph), after a capture recorded into it. Nodes it no longer has (an aborted
+        capture's) are dropped."""
+        self._topology = topology = Topology.read(self._backend, self._handle, self._topology, self._number_of)
         self._stale = self._recording > 0
+        if len(self._nodes) > len(topology) or len(self._children) > len(topology):
+            self._nodes = {h: node for h, node in self._nodes.items() if h in topology.position}
+            self._children = {h: child for h, child in self._children.items() if h in topology.position}
+
+    def _number_of(self, handle: Any) -> int:
+        node = self._nodes.get(handle)
+        return node._number if node is not None else next(self._numbers)
 
     def _refresh(self) -> None:
         """Read the backend graph again after a capture ended that recorded into it, or was discarded."""
         self._changing()
         self._load()
 
-    def _current(self) -> dict[Any, Node]:
-        """The nodes by handle, in creation order, read again first while a capture records into the
-        graph (every query then reads the backend, as it changes under gpugraph)."""
+    def _current(self) -> Topology:
+        """The graph's topology, read again first while a capture records into the graph (every query then
+        reads the backend, as the graph changes under gpugraph)."""
         if self._stale:
             self._load()
-        return self._nodes
+        return self._topology
+
+    def _position(self, handle: Any) -> int:
+        """The creation-order position of the node ``handle``; GraphError if the graph has no such node."""
+        i = self._topology.position.get(handle)
+        if i is None and self._stale:  # a node a capture recorded since the graph was last read
+            i = self._current().position.get(handle)
+        if i is None:
+            raise GraphError(f"the node is not in {self!r} any more (it was added by a capture that was "
+                             f"discarded)")
+        return i
 
     def _node(self, handle: Any) -> Node:
-        """The Node of a backend node handle of this graph. A node a capture is recording gets its Node
-        now, with its parameter record; its edges are read with the rest once the graph is read again."""
+        """The Node of a backend node handle of this graph (one object per node)."""
         node = self._nodes.get(handle)
         if node is None:
-            if not self._recording:  # a bug in gpugraph, not a user's mistake
-                raise GraphError(f"{self!r} has no node {handle!r}")
-            record = self._backend.node_params(self._handle, handle)
-            node = self._nodes[handle] = Node(self, handle, record, next(self._numbers), len(self._nodes))
-            if node.kind in MEMORY_KINDS:
-                node._alloc = self._backend.node_allocation(self._handle, handle)
+            i = self._position(handle)
+            topology = self._topology
+            node = self._nodes[handle] = Node(self, handle, topology.records[i].kind, topology.numbers[i])
         return node
+
+    def _record(self, handle: Any) -> Any:
+        """The parameter record of node ``handle``."""
+        i = self._position(handle)
+        return self._topology.records[i]
+
+    def _child(self, handle: Any) -> Graph:
+        """The Graph of what the child-graph node ``handle`` embeds (one Graph, read from the backend once)."""
+        child = self._children.get(handle)
+        if child is None:
+            record = self._record(handle)
+            child = self._children[handle] = Graph._wrap(self.device, record.graph, owner=self)
+        return child
+
+    def _neighbours(self, handle: Any, dependents: bool) -> tuple[Node, ...]:
+        i = self._position(handle)
+        topology = self._current()
+        handles = topology.handles
+        return tuple(self._node(handles[j]) for j in (topology.dependents if dependents else topology.deps)[i])
 
     def _deps(self, after: Any, what: str) -> list[Node]:
         nodes: list[Node] = []
@@ -304,14 +309,12 @@ class Graph:
             nodes.append(node)
         return nodes
 
-    def _adopt(self, handle: Any, record: Any, deps: list[Node]) -> Node:
-        """Note a node the backend has just added, after ``deps`` (while a capture records into the graph,
-        its index is set right when the graph is read again)."""
-        node = Node(self, handle, record, next(self._numbers), len(self._nodes))
-        node._deps = deps
-        for dep in deps:
-            dep._dependents.append(node)
-        self._nodes[handle] = node
+    def _adopt(self, handle: Any, record: Any, deps: list[Node], alloc: Any = None) -> Node:
+        """Note a node the backend has just added, after ``deps``."""
+        positions = [self._position(dep._handle) for dep in deps]
+        topology = self._topology
+        i = topology.add(handle, record, positions, next(self._numbers), alloc)
+        node = self._nodes[handle] = Node(self, handle, record.kind, topology.numbers[i])
         return node
 
     def _add(self, params: Any, deps: list[Node]) -> Node:
@@ -425,9 +428,7 @@ class Graph:
         backend = self._backend
         handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
                                                      [dep._handle for dep in deps])
-        self._memory = True
-        node = self._adopt(handle, backend.node_params(self._handle, handle), deps)
-        node._alloc = alloc
+        node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
         node._array = Array(self.device, ptr, shape, dtype, alloc)
         return node
 
@@ -459,8 +460,10 @@ class Graph:
         alloc, alloc_node = array._alloc, None
         # Allocations are told apart by the backend's record, not by address: CUDA gives an allocation
         # made after a free the freed allocation's address.
-        for node in self._current().values():
-            if node._alloc is alloc:
+        topology = self._current()
+        for i, allocated in topology.allocs.items():
+            if allocated is alloc:
+                node = self._node(topology.handles[i])
                 if node.kind is NodeKind.MEM_FREE:
                     raise GraphError(f"add_free: {alloc.owner} is already freed by {node!r} (double free)")
                 alloc_node = node
@@ -470,10 +473,7 @@ class Graph:
         self._changing()
         backend = self._backend
         handle = backend.graph_add_free(self._handle, alloc, [dep._handle for dep in deps])
-        self._memory = True
-        node = self._adopt(handle, backend.node_params(self._handle, handle), deps)
-        node._alloc = alloc
-        return node
+        return self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
 
     def _check_memory_allowed(self, what: str) -> None:
         if self._owner is not None:
@@ -487,16 +487,7 @@ class Graph:
 
     def _reaches(self, source: Node, targets: Iterable[Node]) -> bool:
         """Whether any of ``targets`` is ``source`` or depends on it, directly or not."""
-        self._current()
-        pending, seen = list(targets), set()
-        while pending:
-            node = pending.pop()
-            if node is source:
-                return True
-            if node not in seen:
-                seen.add(node)
-                pending.extend(node._deps)
-        return False
+        return self._current().reaches(self._position(source._handle), [self._position(t._handle) for t in targets])
 
     def _edge_nodes(self, a: Node, b: Node, what: str) -> None:
         for name, node in (("from", a), ("to", b)):
@@ -517,47 +508,50 @@ class Graph:
         if a is b or self._reaches(b, [a]):
             raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
                              f"the edge would make a cycle")
-        if a in b._deps:
+        source, target = self._position(a._handle), self._position(b._handle)
+        if source in self._topology.deps[target]:
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
         self._changing()
         self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
-        b._deps.append(a)
-        a._dependents.append(b)
+        self._topology.add_edge(source, target)
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
         self._edge_nodes(a, b, "remove_dependency")
         if self._memory:
             raise GraphError("remove_dependency: edges of a graph with allocation or free nodes cannot be removed")
-        self._current()
-        if a not in b._deps:
+        source, target = self._position(a._handle), self._position(b._handle)
+        if source not in self._current().deps[target]:
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._changing()
         self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
-        b._deps.remove(a)
-        a._dependents.remove(b)
+        self._topology.remove_edge(source, target)
 
     # Queries
 
     @property
     def nodes(self) -> tuple[Node, ...]:
         """All nodes, in creation order. See also: cudaGraphGetNodes."""
-        return tuple(self._current().values())
+        return tuple(map(self._node, self._current().handles))
 
     @property
     def edges(self) -> tuple[tuple[Node, Node], ...]:
         """All edges as (from, to) pairs. See also: cudaGraphGetEdges."""
-        return tuple((dep, node) for node in self._current().values() for dep in node._deps)
+        topology = self._current()
+        node, handles = self._node, topology.handles
+        return tuple((node(handles[d]), node(handles[i])) for i, deps in enumerate(topology.deps) for d in deps)
 
     @property
     def roots(self) -> tuple[Node, ...]:
         """Nodes with no dependencies. See also: cudaGraphGetRootNodes."""
-        return tuple(node for node in self._current().values() if not node._deps)
+        topology = self._current()
+        return tuple(self._node(h) for h, deps in zip(topology.handles, topology.deps) if not deps)
 
     @property
     def leaves(self) -> tuple[Node, ...]:
         """Nodes nothing depends on."""
-        return tuple(node for node in self._current().values() if not node._dependents)
+        topology = self._current()
+        return tuple(self._node(h) for h, dependents in zip(topology.handles, topology.dependents) if not dependents)
 
     def __len__(self) -> int:
         return len(self._current())
@@ -573,7 +567,7 @@ class Graph:
             raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
         copy = Graph._wrap(self.device, self._backend.graph_clone(self._handle))
         copy._clone_of = weakref.ref(self)
-        copy._cloned = dict(zip(self._current(), copy._current().values()))
+        copy._cloned = dict(zip(self._current().handles, copy._topology.handles))
         return copy
 
     def find(self, node: Node) -> Node:
@@ -594,7 +588,7 @@ class Graph:
         if copy is None:
             raise GraphError(f"find: {node!r} was added to the original graph after this clone was made, "
                              f"so the clone has no counterpart of it")
-        return copy
+        return self._node(copy)
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT format."""

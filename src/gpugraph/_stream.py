@@ -332,7 +332,8 @@ class Stream:
                                        f"allocation; a captured free can only free graph memory "
                                        f"(allocate it inside the capture)")
         graph = capture.graph  # allocations are told apart by record, not address: CUDA reuses addresses
-        if any(n._alloc is alloc and n.kind.value == "mem_free" for n in graph.nodes):
+        topology = graph._current()
+        if any(freed is alloc and topology.records[i].kind.value == "mem_free" for i, freed in topology.allocs.items()):
             raise _capture._invalidate([capture], "Stream.free",
                                        f"{alloc.owner} is already freed in this capture (double free)")
 

@@ -22,43 +22,44 @@ from typing import Any
 import numpy as np
 
 from ._errors import GraphUpdateError
-from ._nodes import MEMORY_KINDS, ChildGraphParams, MemcpyParams, MemsetParams, NodeKind
+from ._nodes import MEMORY_KINDS, MemcpyParams, MemsetParams, NodeKind
 
 
 class GraphLayout:
     """What an update compares: a graph's nodes in creation order, their kinds, dependencies and parameters."""
 
-    __slots__ = ("nodes", "index", "kinds", "deps", "params", "children")
+    __slots__ = ("graph", "handles", "index", "kinds", "deps", "params", "children", "_shape")
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
-        self.nodes = list(graph._current().values())
-        self.index = {node: i for i, node in enumerate(self.nodes)}
-        self.kinds = [node.kind for node in self.nodes]
-        self.deps = [frozenset(dep._index for dep in node._deps) for node in self.nodes]
-        self.params = [node.params for node in self.nodes]
-        self.children = {i: GraphLayout(p.graph) for i, p in enumerate(self.params)
-                         if isinstance(p, ChildGraphParams)}
+        topology = graph._current()
+        self.graph = graph
+        self.handles = list(topology.handles)
+        self.index = dict(topology.position)  # node handle -> position
+        self.params = list(topology.records)  # (a child graph's: the backend graph it embeds)
+        self.kinds = [record.kind for record in self.params]
+        self.deps = [frozenset(deps) for deps in topology.deps]
+        self.children = {i: GraphLayout(graph._child(self.handles[i])) for i, kind in enumerate(self.kinds)
+                         if kind is NodeKind.GRAPH}
+        self._shape = topology.shape()
 
     def __len__(self) -> int:
-        return len(self.nodes)
+        return len(self.handles)
+
+    def node(self, i: int) -> Any:
+        """The Node at position ``i`` (for messages: Node objects are made only when named)."""
+        return self.graph._node(self.handles[i])
 
     def shape(self) -> tuple[Any, ...]:
-        """Each node's dependencies as sorted positions: see ``graph_shape``."""
-        return tuple(tuple(sorted(deps)) for deps in self.deps)
+        """Each node's dependencies as sorted positions, when the layout was taken: see ``graph_shape``."""
+        return self._shape
 
 
 def graph_shape(graph: Any) -> tuple[Any, ...]:
     """A graph's topology with nodes named by creation order: each node's dependencies as sorted positions.
     Two graphs pair node for node in creation order exactly when their shapes are equal; it is cheaper than a
     GraphLayout (no parameters), and kept until the graph changes."""
-    nodes = graph._current()
-    cached = graph._shape
-    if cached is not None and cached[0] == graph._version and not graph._recording:
-        return cached[1]
-    shape = tuple(tuple(sorted([dep._index for dep in node._deps])) for node in nodes.values())
-    graph._shape = (graph._version, shape)
-    return shape
+    return graph._current().shape()
 
 
 def _memory_kind(operand: Any) -> str:
@@ -69,18 +70,19 @@ def _device(operand: Any) -> Any:
     return getattr(operand, "device", None)
 
 
-def check_node(old: Any, new: Any, node: Any) -> None:
-    """Refuse parameters ``new`` in place of ``old`` on one node (setters and whole-graph update)."""
+def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
+    """Why parameters ``new`` cannot replace ``old`` on one node (setters and whole-graph update): (the rule,
+    the detail), or None."""
     if isinstance(old, MemcpyParams):
         for side in ("dst", "src"):
             was, now = getattr(old, side), getattr(new, side)
             if _memory_kind(was) != _memory_kind(now):
-                raise GraphUpdateError("memory kind changed", node,
-                                       f"{side} was {_memory_kind(was)} memory, got {_memory_kind(now)} memory")
+                return "memory kind changed", f"{side} was {_memory_kind(was)} memory, got {_memory_kind(now)} memory"
             if _memory_kind(now) == "device" and _device(was) is not _device(now):
-                raise GraphUpdateError("device changed", node, f"{side} was on {_device(was)}, got {_device(now)}")
+                return "device changed", f"{side} was on {_device(was)}, got {_device(now)}"
     elif isinstance(old, MemsetParams) and _device(old.dst) is not _device(new.dst):
-        raise GraphUpdateError("device changed", node, f"dst was on {_device(old.dst)}, got {_device(new.dst)}")
+        return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"
+    return None
 
 
 def check_update(old: GraphLayout, new: GraphLayout) -> None:
@@ -88,18 +90,21 @@ def check_update(old: GraphLayout, new: GraphLayout) -> None:
     if len(old) != len(new):
         raise GraphUpdateError("topology changed", None,
                                f"the new graph has {len(new)} nodes, the executable graph {len(old)}")
-    for i, node in enumerate(new.nodes):
-        was, now = old.kinds[i], new.kinds[i]
+    for i, now in enumerate(new.kinds):  # (Node objects are made only to name one in an error)
+        was = old.kinds[i]
         if was is not now:
-            raise GraphUpdateError("node kind changed", node, f"the paired node is a {was.value} node, "
-                                                              f"got a {now.value} node")
+            raise GraphUpdateError("node kind changed", new.node(i), f"the paired node is a {was.value} node, "
+                                                                     f"got a {now.value} node")
         if now in MEMORY_KINDS:
-            raise GraphUpdateError("unsupported node kind", node, "allocation and free nodes cannot be "
-                                                                  "updated; instantiate the new graph instead")
+            raise GraphUpdateError("unsupported node kind", new.node(i), "allocation and free nodes cannot be "
+                                                                         "updated; instantiate the new graph instead")
         if old.deps[i] != new.deps[i]:
-            names = lambda layout, deps: ", ".join(repr(layout.nodes[d]) for d in sorted(deps)) or "nothing"  # noqa: E731
-            raise GraphUpdateError("topology changed", node, f"it depends on {names(new, new.deps[i])}; the "
-                                                             f"paired node depends on {names(old, old.deps[i])}")
-        check_node(old.params[i], new.params[i], node)
+            names = lambda layout, deps: ", ".join(repr(layout.node(d)) for d in sorted(deps)) or "nothing"  # noqa: E731
+            raise GraphUpdateError("topology changed", new.node(i),
+                                   f"it depends on {names(new, new.deps[i])}; the paired node depends on "
+                                   f"{names(old, old.deps[i])}")
+        refusal = node_refusal(old.params[i], new.params[i])
+        if refusal is not None:
+            raise GraphUpdateError(refusal[0], new.node(i), refusal[1])
         if now is NodeKind.GRAPH:
             check_update(old.children[i], new.children[i])
