@@ -11,6 +11,7 @@ import os
 import pytest
 
 import gpugraph as gg
+import kernels as K
 
 BACKENDS = gg.available_backends()
 GPU_BACKENDS = [name for name in BACKENDS if name != "cpu"]
@@ -34,6 +35,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_kernels_loaded() -> None:
+    """Load tests/kernels.py's kernels on every backend before any test. On CUDA, loading a module waits for
+    the work the device has queued; a test that blocks a stream with a host function would otherwise stall
+    there (until its gate times out) whenever it happens to be the first to use a kernel."""
+    for name in BACKENDS:
+        device = gg.Device(name)
+        for kernel in vars(K).values():
+            if isinstance(kernel, gg.Kernel):
+                device._load_kernel(kernel)
 
 
 @pytest.fixture(params=BACKENDS, ids=BACKENDS)

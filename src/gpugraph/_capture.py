@@ -319,7 +319,7 @@ class Capture:
                                api="Stream.capture", stream=stream, mode=self.mode, where=_where())
         backend = stream._backend
         into = self._into
-        deps = [node._handle for node in into._deps(self._after, "capture")] if into is not None else []
+        deps = into._deps(self._after, "capture") if into is not None else []
         if into is not None:
             into._changing()  # executable graphs made from it read it before the capture adds to it
             self._nodes_before = set(into._current().handles)
@@ -492,7 +492,7 @@ class Capture:
         See also: cudaStreamUpdateCaptureDependencies (cudaStreamSetCaptureDependencies).
         """
         self._check_active("set_dependencies")
-        deps = [node._handle for node in self.graph._deps(nodes, "set_dependencies")]
+        deps = self.graph._deps(nodes, "set_dependencies")
         backend = self.stream._backend
         self._replaced_frontiers.extend(backend.stream_capture_dependencies(self.stream._handle))
         backend.stream_set_capture_dependencies(self.stream._handle, deps)

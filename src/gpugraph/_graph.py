@@ -194,6 +194,8 @@ class Graph:
         if HOST_THREADS:
             refuse_in_host_function("changing a Graph (add_*, dependencies, removals)")
         self._version += 1
+        if self._topology.unread is not None:  # read before the backend graph changes
+            self._topology.read_edges()
         if not self._watchers:
             return
         watchers, self._watchers = self._watchers, {}
@@ -237,15 +239,11 @@ class Graph:
         """Read the backend graph whole (one listing of nodes and one of edges; parameter records only of
         nodes new to gpugraph), after a capture recorded into it. Nodes it no longer has (an aborted
         capture's) are dropped."""
-        self._topology = topology = Topology.read(self._backend, self._handle, self._topology, self._number_of)
+        self._topology = topology = Topology.read(self._backend, self._handle, self._topology, self._numbers)
         self._stale = self._recording > 0
         if len(self._nodes) > len(topology) or len(self._children) > len(topology):
             self._nodes = {h: node for h, node in self._nodes.items() if h in topology.position}
             self._children = {h: child for h, child in self._children.items() if h in topology.position}
-
-    def _number_of(self, handle: Any) -> int:
-        node = self._nodes.get(handle)
-        return node._number if node is not None else next(self._numbers)
 
     def _refresh(self) -> None:
         """Read the backend graph again after a capture ended that recorded into it, or was discarded."""
@@ -275,7 +273,7 @@ class Graph:
         if node is None:
             i = self._position(handle)
             topology = self._topology
-            node = self._nodes[handle] = Node(self, handle, topology.records[i].kind, topology.numbers[i])
+            node = self._nodes[handle] = Node(self, handle, topology.records[i].kind, topology.number(i))
         return node
 
     def _record(self, handle: Any) -> Any:
@@ -295,32 +293,39 @@ class Graph:
         i = self._position(handle)
         topology = self._current()
         handles = topology.handles
-        return tuple(self._node(handles[j]) for j in (topology.dependents if dependents else topology.deps)[i])
+        return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps[i]))
 
-    def _deps(self, after: Any, what: str) -> list[Node]:
-        nodes: list[Node] = []
+    def _deps(self, after: Any, what: str) -> list[Any]:
+        """The backend handles of the nodes ``after`` names, checked to be nodes of this graph."""
+        handles: list[Any] = []
+        position = self._topology.position
         for node in _as_nodes(after):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}(after=...): expected Nodes, got {type(node).__name__}")
             if node.graph is not self:
                 raise GraphError(f"{what}(after=...): {node!r} belongs to another graph")
-            if node in nodes:
+            handle = node._handle
+            if handle in handles:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
-            nodes.append(node)
-        return nodes
+            if handle not in position:
+                self._position(handle)  # a node a capture recorded since the graph was read; or gone
+            handles.append(handle)
+        return handles
 
-    def _adopt(self, handle: Any, record: Any, deps: list[Node], alloc: Any = None) -> Node:
-        """Note a node the backend has just added, after ``deps``."""
-        positions = [self._position(dep._handle) for dep in deps]
+    def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
+        """Note a node the backend has just added after the nodes ``deps`` (handles)."""
         topology = self._topology
-        i = topology.add(handle, record, positions, next(self._numbers), alloc)
-        node = self._nodes[handle] = Node(self, handle, record.kind, topology.numbers[i])
+        position = topology.position
+        number = next(self._numbers)
+        topology.add(handle, record, (position[deps[0]],) if len(deps) == 1 else tuple(position[h] for h in deps),
+                     number, alloc)
+        node = self._nodes[handle] = Node(self, handle, record.kind, number)
         return node
 
-    def _add(self, params: Any, deps: list[Node]) -> Node:
+    def _add(self, params: Any, deps: list[Any]) -> Node:
         self._changing()
         backend = self._backend
-        handle = backend.graph_add_node(self._handle, params, [dep._handle for dep in deps])
+        handle = backend.graph_add_node(self._handle, params, deps)
         if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
             params = backend.node_params(self._handle, handle)
         return self._adopt(handle, params, deps)
@@ -426,8 +431,7 @@ class Graph:
         deps = self._deps(after, "add_alloc")
         self._changing()
         backend = self._backend
-        handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
-                                                     [dep._handle for dep in deps])
+        handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
         node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
         node._array = Array(self.device, ptr, shape, dtype, alloc)
         return node
@@ -472,7 +476,7 @@ class Graph:
                              f"pass after= that node or one that follows it")
         self._changing()
         backend = self._backend
-        handle = backend.graph_add_free(self._handle, alloc, [dep._handle for dep in deps])
+        handle = backend.graph_add_free(self._handle, alloc, deps)
         return self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
 
     def _check_memory_allowed(self, what: str) -> None:
@@ -485,9 +489,9 @@ class Graph:
 
     # Edges
 
-    def _reaches(self, source: Node, targets: Iterable[Node]) -> bool:
-        """Whether any of ``targets`` is ``source`` or depends on it, directly or not."""
-        return self._current().reaches(self._position(source._handle), [self._position(t._handle) for t in targets])
+    def _reaches(self, source: Node, targets: Iterable[Any]) -> bool:
+        """Whether any of ``targets`` (node handles) is ``source`` or depends on it, directly or not."""
+        return self._current().reaches(self._position(source._handle), [self._position(h) for h in targets])
 
     def _edge_nodes(self, a: Node, b: Node, what: str) -> None:
         for name, node in (("from", a), ("to", b)):
@@ -505,7 +509,7 @@ class Graph:
         See also: cudaGraphAddDependencies.
         """
         self._edge_nodes(a, b, "add_dependency")
-        if a is b or self._reaches(b, [a]):
+        if a is b or self._reaches(b, [a._handle]):
             raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
                              f"the edge would make a cycle")
         source, target = self._position(a._handle), self._position(b._handle)
@@ -551,7 +555,8 @@ class Graph:
     def leaves(self) -> tuple[Node, ...]:
         """Nodes nothing depends on."""
         topology = self._current()
-        return tuple(self._node(h) for h, dependents in zip(topology.handles, topology.dependents) if not dependents)
+        waited_for = {dep for deps in topology.deps for dep in deps}
+        return tuple(self._node(h) for i, h in enumerate(topology.handles) if i not in waited_for)
 
     def __len__(self) -> int:
         return len(self._current())

@@ -2,22 +2,24 @@
 records, and its edges, as lists indexed by position.
 
 ``Graph`` owns one and keeps it as nodes and edges are added; what a capture recorded is read from the
-backend once (``Topology.read``). Positions, not objects, name the nodes here: nothing in a Topology
-points back at its Graph, so a graph nobody holds is freed at once, not left to the cycle collector.
+backend once (``Topology.read``: its nodes at once, its edges when first needed). Positions, not objects,
+name the nodes here: nothing in a Topology points back at its Graph, so a graph nobody holds is freed at
+once, not left to the cycle collector.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ._nodes import MEMORY_KINDS
 
 
 class Topology:
-    """Nodes by position in creation order; ``deps[i]`` and ``dependents[i]`` are positions."""
+    """Nodes by position in creation order; ``deps[i]`` holds the positions node ``i`` waits for."""
 
-    __slots__ = ("handles", "position", "records", "numbers", "deps", "dependents", "allocs", "memory", "_shape")
+    __slots__ = ("handles", "position", "records", "renamed", "_deps", "allocs", "memory", "_shape", "unread")
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
@@ -25,46 +27,65 @@ class Topology:
         # The parameter record the backend was given or reported (parameters never change once added); for
         # a child-graph node, ChildGraphParams of the backend graph the node embeds.
         self.records: list[Any] = []
-        self.numbers: list[int] = []  # each node's name (n0, n1, ...), for good, whatever is removed before it
-        self.deps: list[list[int]] = []
-        self.dependents: list[list[int]] = []
+        # Each node's name (n0, n1, ...) is its number, for good, whatever is removed before it: its position,
+        # but for those listed here (position -> number) once a removal moved them.
+        self.renamed: dict[int, int] = {}
+        self._deps: list[tuple[int, ...]] = []
         self.allocs: dict[int, Any] = {}  # allocation and free nodes' allocation records (the backend's)
         self.memory = False  # whether any node allocates or frees
         self._shape: tuple[tuple[int, ...], ...] | None = None  # shape(), until the topology changes
+        self.unread: tuple[Any, Any] | None = None  # (backend, graph) whose edges are still to be read
 
     def __len__(self) -> int:
         return len(self.handles)
 
-    def add(self, handle: Any, record: Any, deps: Iterable[int], number: int, alloc: Any = None) -> int:
-        """Note a node after ``deps``; return its position."""
+    @property
+    def deps(self) -> list[tuple[int, ...]]:
+        """Each node's dependencies, as positions (read from the backend on first use after ``read``)."""
+        if self.unread is not None:
+            self.read_edges()
+        return self._deps
+
+    def number(self, i: int) -> int:
+        """The number (the name) of the node at position ``i``."""
+        return self.renamed.get(i, i) if self.renamed else i
+
+    def dependents(self, i: int) -> list[int]:
+        """The positions of the nodes that wait for node ``i`` (found by a walk: rarely asked)."""
+        return [j for j, deps in enumerate(self.deps) if i in deps]
+
+    def add(self, handle: Any, record: Any, deps: tuple[int, ...], number: int, alloc: Any = None) -> int:
+        """Note a node after ``deps``; return its position. ``alloc``: an allocation or free node's
+        allocation record."""
+        all_deps = self._deps if self.unread is None else self.deps
         i = len(self.handles)
         self._shape = None
         self.handles.append(handle)
         self.position[handle] = i
         self.records.append(record)
-        self.numbers.append(number)
-        self.deps.append(list(deps))
-        self.dependents.append([])
-        for dep in self.deps[i]:
-            self.dependents[dep].append(i)
-        if record.kind in MEMORY_KINDS:
+        if number != i:
+            self.renamed[i] = number
+        all_deps.append(deps)
+        if alloc is not None:
             self.memory = True
-            if alloc is not None:
-                self.allocs[i] = alloc
+            self.allocs[i] = alloc
         return i
 
     def add_edge(self, source: int, target: int) -> None:
+        deps = self.deps
         self._shape = None
-        self.deps[target].append(source)
-        self.dependents[source].append(target)
+        deps[target] += (source,)
 
     def remove_edge(self, source: int, target: int) -> None:
+        deps = self.deps
         self._shape = None
-        self.deps[target].remove(source)
-        self.dependents[source].remove(target)
+        kept = list(deps[target])
+        kept.remove(source)
+        deps[target] = tuple(kept)
 
     def reaches(self, source: int, targets: Iterable[int]) -> bool:
         """Whether any of ``targets`` is ``source`` or depends on it, directly or not."""
+        deps = self.deps
         pending, seen = list(targets), set()
         while pending:
             i = pending.pop()
@@ -72,31 +93,58 @@ class Topology:
                 return True
             if i not in seen:
                 seen.add(i)
-                pending.extend(self.deps[i])
+                pending.extend(deps[i])
         return False
 
     def shape(self) -> tuple[tuple[int, ...], ...]:
         """Each node's dependencies as sorted positions: two graphs pair node for node in creation order
         exactly when their shapes are equal."""
         if self._shape is None:
-            self._shape = tuple(tuple(sorted(deps)) for deps in self.deps)
+            self._shape = tuple(tuple(sorted(deps)) if len(deps) > 1 else deps for deps in self.deps)
         return self._shape
 
     @classmethod
-    def read(cls, backend: Any, graph: Any, known: Topology, number: Callable[[Any], int]) -> Topology:
-        """The backend graph ``graph`` as it is now: one listing of its nodes and one of its edges. Records of
-        nodes ``known`` holds are taken from it; the backend is asked for the others' records, and
-        ``number(handle)`` names them."""
+    def read(cls, backend: Any, graph: Any, known: Topology, numbers: Iterator[int]) -> Topology:
+        """The backend graph ``graph`` as it is now: one listing of its nodes now, one of its edges when they
+        are first needed. Records of nodes ``known`` holds are taken from it; the backend is asked for the
+        others', which are named by ``numbers``."""
         topology = cls()
-        for handle in backend.graph_nodes(graph):
-            i = known.position.get(handle)
-            if i is None:
+        handles = topology.handles = backend.graph_nodes(graph)
+        topology.position = dict(zip(handles, itertools.count()))
+        records, renamed = topology.records, topology.renamed
+        for i, handle in enumerate(handles):
+            j = known.position.get(handle)
+            number = next(numbers) if j is None else known.number(j)
+            if number != i:
+                renamed[i] = number
+            if j is None:
                 record = backend.node_params(graph, handle)
-                alloc = backend.node_allocation(graph, handle) if record.kind in MEMORY_KINDS else None
-                topology.add(handle, record, (), number(handle), alloc)
+                records.append(record)
+                if record.kind in MEMORY_KINDS:
+                    topology.memory = True
+                    alloc = backend.node_allocation(graph, handle)
+                    if alloc is not None:
+                        topology.allocs[i] = alloc
             else:
-                topology.add(handle, known.records[i], (), known.numbers[i], known.allocs.get(i))
-        position = topology.position
-        for source, target in backend.graph_edges(graph):
-            topology.add_edge(position[source], position[target])
+                records.append(known.records[j])
+                if j in known.allocs:
+                    topology.allocs[i] = known.allocs[j]
+                topology.memory = topology.memory or known.records[j].kind in MEMORY_KINDS
+        topology._deps = [()] * len(handles)
+        topology.unread = (backend, graph)
         return topology
+
+    def read_edges(self) -> None:
+        """Read the edges ``read`` left to read, if any."""
+        if self.unread is None:
+            return
+        backend, graph = self.unread
+        deps: list[list[int]] = [[] for _ in self.handles]
+        position = self.position
+        for source, target in backend.graph_edges(graph):
+            # A node the backend added after the nodes were read (a capture records into the graph, or the
+            # one being added now) is not here: the graph is read again, or ``add`` notes it with its deps.
+            if target in position and source in position:
+                deps[position[target]].append(position[source])
+        self._deps = [tuple(d) for d in deps]
+        self.unread = None  # last: an interrupted read is made again
