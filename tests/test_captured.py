@@ -402,7 +402,7 @@ def test_function_work_goes_to_the_current_stream(device):
     gate = threading.Event()
     x = K.f32(device, X0)
     reader = device.stream()
-    host = np.zeros(N, np.float32)
+    host = device.pinned(N, np.float32)  # page-locked: on CUDA a pageable copy waits for the blocked host function
     current = gg.current_stream(device)
     for call in range(2):  # the first call (capture then launch) and a replay
         current.host(gate.wait, 10)
@@ -429,8 +429,8 @@ def test_use_stream_changes_where_replays_go(device):
     s1.synchronize()
     np.testing.assert_array_equal(y.to_numpy(), X0)
     gate = threading.Event()
+    host = device.pinned(N, np.float32)  # page-locked: on CUDA a pageable copy waits for the blocked host function
     s2.host(gate.wait, 10)
-    host = np.zeros(N, np.float32)
     with gg.use_stream(s2):
         axpy(x, y, 2.0)
     try:
