@@ -9,7 +9,6 @@ that breaks them.
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -143,7 +142,7 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_numbers", "_owner",
+    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_next_number", "_owner",
                  "_recording", "_stale", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
 
@@ -167,7 +166,7 @@ class Graph:
         # nobody queries has none), kept so that a node is always the same object.
         self._nodes: dict[Any, Node] = {}
         self._children: dict[Any, Graph] = {}  # child-graph node handle -> the Graph of what it embeds
-        self._numbers = itertools.count()
+        self._next_number = 0  # the number (name) of the next new node
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
         self._recording = 0  # how many captures record into the backend graph now (see _current)
         self._stale = False  # the backend graph holds what gpugraph has not read yet
@@ -239,7 +238,9 @@ class Graph:
         """Read the backend graph whole (one listing of nodes and one of edges; parameter records only of
         nodes new to gpugraph), after a capture recorded into it. Nodes it no longer has (an aborted
         capture's) are dropped."""
-        self._topology = topology = Topology.read(self._backend, self._handle, self._topology, self._numbers)
+        self._topology, self._next_number = Topology.read(self._backend, self._handle, self._topology,
+                                                          self._next_number)
+        topology = self._topology
         self._stale = self._recording > 0
         if len(self._nodes) > len(topology) or len(self._children) > len(topology):
             self._nodes = {h: node for h, node in self._nodes.items() if h in topology.position}
@@ -314,11 +315,9 @@ class Graph:
 
     def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
         """Note a node the backend has just added after the nodes ``deps`` (handles)."""
-        topology = self._topology
-        position = topology.position
-        number = next(self._numbers)
-        topology.add(handle, record, (position[deps[0]],) if len(deps) == 1 else tuple(position[h] for h in deps),
-                     number, alloc)
+        number = self._next_number
+        self._next_number = number + 1
+        self._topology.add(handle, record, deps, number, alloc)
         node = self._nodes[handle] = Node(self, handle, record.kind, number)
         return node
 

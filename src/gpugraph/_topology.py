@@ -10,7 +10,7 @@ once, not left to the cycle collector.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._nodes import MEMORY_KINDS
@@ -19,11 +19,11 @@ from ._nodes import MEMORY_KINDS
 class Topology:
     """Nodes by position in creation order; ``deps[i]`` holds the positions node ``i`` waits for."""
 
-    __slots__ = ("handles", "position", "records", "renamed", "_deps", "allocs", "memory", "_shape", "unread")
+    __slots__ = ("handles", "_position", "records", "renamed", "_deps", "allocs", "memory", "_shape", "unread")
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
-        self.position: dict[Any, int] = {}  # handle -> position
+        self._position: dict[Any, int] | None = {}  # handle -> position (None: made when first asked for)
         # The parameter record the backend was given or reported (parameters never change once added); for
         # a child-graph node, ChildGraphParams of the backend graph the node embeds.
         self.records: list[Any] = []
@@ -46,6 +46,13 @@ class Topology:
             self.read_edges()
         return self._deps
 
+    @property
+    def position(self) -> dict[Any, int]:
+        """Node handle -> position."""
+        if self._position is None:
+            self._position = dict(zip(self.handles, itertools.count()))
+        return self._position
+
     def number(self, i: int) -> int:
         """The number (the name) of the node at position ``i``."""
         return self.renamed.get(i, i) if self.renamed else i
@@ -54,22 +61,22 @@ class Topology:
         """The positions of the nodes that wait for node ``i`` (found by a walk: rarely asked)."""
         return [j for j, deps in enumerate(self.deps) if i in deps]
 
-    def add(self, handle: Any, record: Any, deps: tuple[int, ...], number: int, alloc: Any = None) -> int:
-        """Note a node after ``deps``; return its position. ``alloc``: an allocation or free node's
-        allocation record."""
+    def add(self, handle: Any, record: Any, deps: Sequence[Any], number: int, alloc: Any = None) -> None:
+        """Note a node after the nodes ``deps`` (handles). ``alloc``: an allocation or free node's allocation
+        record."""
         all_deps = self._deps if self.unread is None else self.deps
+        position = self._position if self._position is not None else self.position
         i = len(self.handles)
         self._shape = None
         self.handles.append(handle)
-        self.position[handle] = i
+        position[handle] = i
         self.records.append(record)
         if number != i:
             self.renamed[i] = number
-        all_deps.append(deps)
+        all_deps.append(tuple([position[h] for h in deps]) if deps else ())
         if alloc is not None:
             self.memory = True
             self.allocs[i] = alloc
-        return i
 
     def add_edge(self, source: int, target: int) -> None:
         deps = self.deps
@@ -104,19 +111,23 @@ class Topology:
         return self._shape
 
     @classmethod
-    def read(cls, backend: Any, graph: Any, known: Topology, numbers: Iterator[int]) -> Topology:
+    def read(cls, backend: Any, graph: Any, known: Topology, number: int) -> tuple[Topology, int]:
         """The backend graph ``graph`` as it is now: one listing of its nodes now, one of its edges when they
-        are first needed. Records of nodes ``known`` holds are taken from it; the backend is asked for the
-        others', which are named by ``numbers``."""
+        are first needed; and the number the next new node takes. Records of nodes ``known`` holds are
+        taken from it; the backend is asked for the others', which are numbered from ``number`` on."""
         topology = cls()
         handles = topology.handles = backend.graph_nodes(graph)
-        topology.position = dict(zip(handles, itertools.count()))
+        topology._position = None
         records, renamed = topology.records, topology.renamed
+        position = known.position if known.handles else {}
         for i, handle in enumerate(handles):
-            j = known.position.get(handle)
-            number = next(numbers) if j is None else known.number(j)
-            if number != i:
-                renamed[i] = number
+            j = position.get(handle)
+            if j is None:
+                name, number = number, number + 1
+            else:
+                name = known.number(j)
+            if name != i:
+                renamed[i] = name
             if j is None:
                 record = backend.node_params(graph, handle)
                 records.append(record)
@@ -132,7 +143,7 @@ class Topology:
                 topology.memory = topology.memory or known.records[j].kind in MEMORY_KINDS
         topology._deps = [()] * len(handles)
         topology.unread = (backend, graph)
-        return topology
+        return topology, number
 
     def read_edges(self) -> None:
         """Read the edges ``read`` left to read, if any."""
