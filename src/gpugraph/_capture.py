@@ -328,8 +328,7 @@ class Capture:
             with _lock:  # begun and noted together (see unsafe_section)
                 if into is not None:  # from now on the backend may add to it: read again when asked
                     self._recorded = into
-                    into._recording += 1
-                    into._stale = True
+                    into._begin_recording()
                 handle = backend.stream_begin_capture(stream._handle, self.mode,
                                                       None if into is None else into._handle, deps)
                 if into is None:
@@ -359,7 +358,7 @@ class Capture:
                 stream._capture = None
         graph, self._recorded = self._recorded, None
         if graph is not None:  # the backend records no more into it: read it whole once more, then no more
-            graph._recording -= 1
+            graph._end_recording()
         with _lock:
             if self in _active:
                 _active.remove(self)

@@ -9,6 +9,7 @@ that breaks them.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -19,6 +20,7 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._nodes import (
+    MEMORY_KINDS,
     ChildGraphParams,
     EmptyParams,
     EventRecordParams,
@@ -74,13 +76,14 @@ class Node:
         kind: Its NodeKind.
     """
 
-    __slots__ = ("graph", "kind", "_handle", "_number", "_array", "__weakref__")
+    __slots__ = ("graph", "kind", "_handle", "_number", "_kernel", "_array", "__weakref__")
 
-    def __init__(self, graph: Graph, handle: Any, kind: NodeKind, number: int) -> None:
-        self.graph = graph  # (what the node is and its edges, the graph keeps: Graph._topology)
-        self.kind = kind
+    def __init__(self, graph: Graph, handle: Any, record: Any, number: int) -> None:
+        self.graph = graph  # (what the node does and its edges, the graph keeps: Graph._topology)
+        self.kind: NodeKind = record.kind
         self._handle = handle
         self._number = number
+        self._kernel = record.kernel if self.kind is NodeKind.KERNEL else None  # for repr, which never fails
         self._array: Array | None = None
 
     @property
@@ -117,7 +120,7 @@ class Node:
     def __repr__(self) -> str:
         detail = ""
         if self.kind is NodeKind.KERNEL:
-            kernel = self.graph._record(self._handle).kernel
+            kernel = self._kernel
             detail = f" {getattr(kernel, 'name', kernel)}"
         return f"Node(n{self._number}, {self.kind.value}{detail})"
 
@@ -143,7 +146,7 @@ class Graph:
     """
 
     __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_next_number", "_owner",
-                 "_recording", "_stale", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
+                 "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
@@ -169,7 +172,10 @@ class Graph:
         self._next_number = 0  # the number (name) of the next new node
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
         self._recording = 0  # how many captures record into the backend graph now (see _current)
-        self._stale = False  # the backend graph holds what gpugraph has not read yet
+        self._stale = False  # the backend graph may hold what the Topology has not noted: read it again
+        # Changes (a backend call and the Topology's note of it) and readings take turns under it, so threads
+        # sharing a graph see one order of nodes, the backend's.
+        self._lock = threading.RLock()
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
         # That graph's nodes when it was cloned -> their copies here (handles): a copy keeps creation order.
@@ -189,24 +195,27 @@ class Graph:
         watchers[key] = weakref.ref(exe, lambda _: watchers.pop(key, None))
 
     def _changing(self) -> None:
-        """Called before every change: executable graphs made from the graph read what they need of it."""
+        """Called, under the graph's lock, before every change: the Topology is made whole (a change an
+        interrupt cut short left the graph to be read again) and executable graphs made from the graph read
+        what they need of it."""
         if HOST_THREADS:
             refuse_in_host_function("changing a Graph (add_*, dependencies, removals)")
+        if self._stale and not self._recording:
+            self._load()
         self._version += 1
-        if self._topology.unread is not None:  # read before the backend graph changes
+        if self._watchers:
+            watchers, self._watchers = self._watchers, {}
+            for ref in list(watchers.values()):  # a collection may remove entries meanwhile
+                exe = ref()
+                if exe is not None:
+                    exe._before_change(self)
+        if self._topology.unread is not None:  # last: read before the backend graph changes
             self._topology.read_edges()
-        if not self._watchers:
-            return
-        watchers, self._watchers = self._watchers, {}
-        for ref in list(watchers.values()):  # a collection may remove entries meanwhile
-            exe = ref()
-            if exe is not None:
-                exe._before_change(self)
 
     @classmethod
     def _wrap(cls, device: Any, handle: Any, owner: Graph | None = None, own: bool = True,
               recording: bool = False) -> Graph:
-        """A Graph over an existing backend graph, read whole now.
+        """A Graph over an existing backend graph, read now (its edges when first needed).
 
         Args:
             owner: The graph whose child-graph node embeds this one, for borrowed child graphs.
@@ -216,7 +225,7 @@ class Graph:
         graph = object.__new__(cls)
         graph._setup(device, handle, owner)
         if recording:
-            graph._recording, graph._stale = 1, True
+            graph._begin_recording()
         else:
             graph._load()
         if own and owner is None:
@@ -235,25 +244,37 @@ class Graph:
         return level
 
     def _load(self) -> None:
-        """Read the backend graph whole (one listing of nodes and one of edges; parameter records only of
-        nodes new to gpugraph), after a capture recorded into it. Nodes it no longer has (an aborted
-        capture's) are dropped."""
-        self._topology, self._next_number = Topology.read(self._backend, self._handle, self._topology,
-                                                          self._next_number)
-        topology = self._topology
-        self._stale = self._recording > 0
-        if len(self._nodes) > len(topology) or len(self._children) > len(topology):
-            self._nodes = {h: node for h, node in self._nodes.items() if h in topology.position}
-            self._children = {h: child for h, child in self._children.items() if h in topology.position}
+        """Read the backend graph (one listing of its nodes; parameter records only of nodes new to gpugraph;
+        its edges when first needed). Nodes it no longer has (a discarded capture's) are dropped."""
+        with self._lock:
+            self._topology, self._next_number = Topology.read(self._backend, self._handle, self._topology,
+                                                              self._next_number)
+            self._stale = self._recording > 0
+            if self._nodes or self._children:
+                position = self._topology.position
+                self._nodes = {h: node for h, node in self._nodes.items() if h in position}
+                self._children = {h: child for h, child in self._children.items() if h in position}
 
     def _refresh(self) -> None:
         """Read the backend graph again after a capture ended that recorded into it, or was discarded."""
-        self._changing()
-        self._load()
+        with self._lock:
+            self._changing()
+            self._load()
+
+    def _begin_recording(self) -> None:
+        """A capture records into the backend graph from now on: every query reads it again until it ends."""
+        with self._lock:
+            self._recording += 1
+            self._stale = True
+
+    def _end_recording(self) -> None:
+        """A capture recording into the graph has ended (``_refresh`` reads the graph whole once more)."""
+        with self._lock:
+            self._recording -= 1
 
     def _current(self) -> Topology:
         """The graph's topology, read again first while a capture records into the graph (every query then
-        reads the backend, as the graph changes under gpugraph)."""
+        reads the backend, as the graph changes under gpugraph) or after an interrupted change."""
         if self._stale:
             self._load()
         return self._topology
@@ -264,18 +285,42 @@ class Graph:
         if i is None and self._stale:  # a node a capture recorded since the graph was last read
             i = self._current().position.get(handle)
         if i is None:
-            raise GraphError(f"the node is not in {self!r} any more (it was added by a capture that was "
-                             f"discarded)")
+            raise GraphError(f"{self!r} has no such node any more (the capture that added it was discarded)")
         return i
 
+    def _has(self, node: Node) -> bool:
+        """Whether ``node`` (a Node of this graph) is still in it."""
+        return node._handle in self._topology.position or node._handle in self._current().position
+
     def _node(self, handle: Any) -> Node:
-        """The Node of a backend node handle of this graph (one object per node)."""
+        """The Node of a backend node handle of this graph (one object per node). A node a capture has just
+        recorded (a frontier's) is noted alone: its edges come with the next reading of the whole graph."""
         node = self._nodes.get(handle)
         if node is None:
-            i = self._position(handle)
             topology = self._topology
-            node = self._nodes[handle] = Node(self, handle, topology.records[i].kind, topology.number(i))
+            i = topology.position.get(handle)
+            if i is None:
+                i = self._note_recorded(handle) if self._recording else self._position(handle)
+                topology = self._topology
+            record = topology.records[i]
+            node = self._nodes[handle] = Node(self, handle, record, topology.number(i))
         return node
+
+    def _note_recorded(self, handle: Any) -> int:
+        """Note node ``handle``, which a capture recording into the graph made, without reading the whole graph
+        (the graph stays to be read again)."""
+        with self._lock:
+            topology = self._topology
+            i = topology.position.get(handle)
+            if i is None:
+                backend = self._backend
+                record = backend.node_params(self._handle, handle)
+                alloc = backend.node_allocation(self._handle, handle) if record.kind in MEMORY_KINDS else None
+                number = self._next_number
+                self._next_number = number + 1
+                topology.add(handle, record, (), number, alloc)
+                i = topology.position[handle]
+            return i
 
     def _record(self, handle: Any) -> Any:
         """The parameter record of node ``handle``."""
@@ -308,8 +353,9 @@ class Graph:
             handle = node._handle
             if handle in handles:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
-            if handle not in position:
-                self._position(handle)  # a node a capture recorded since the graph was read; or gone
+            if handle not in position and not self._has(node):
+                raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
+                                 f"added it was discarded)")
             handles.append(handle)
         return handles
 
@@ -318,16 +364,20 @@ class Graph:
         number = self._next_number
         self._next_number = number + 1
         self._topology.add(handle, record, deps, number, alloc)
-        node = self._nodes[handle] = Node(self, handle, record.kind, number)
+        node = self._nodes[handle] = Node(self, handle, record, number)
         return node
 
     def _add(self, params: Any, deps: list[Any]) -> Node:
-        self._changing()
-        backend = self._backend
-        handle = backend.graph_add_node(self._handle, params, deps)
-        if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
-            params = backend.node_params(self._handle, handle)
-        return self._adopt(handle, params, deps)
+        with self._lock:
+            self._changing()
+            backend = self._backend
+            self._stale = True  # until the Topology has noted the node: an interrupt leaves it to be read
+            handle = backend.graph_add_node(self._handle, params, deps)
+            if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
+                params = backend.node_params(self._handle, handle)
+            node = self._adopt(handle, params, deps)
+            self._stale = self._recording > 0
+            return node
 
     # Adding nodes
 
@@ -428,12 +478,15 @@ class Graph:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
-        self._changing()
-        backend = self._backend
-        handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
-        node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
-        node._array = Array(self.device, ptr, shape, dtype, alloc)
-        return node
+        with self._lock:
+            self._changing()
+            backend = self._backend
+            self._stale = True  # until the Topology has noted the node (see _add)
+            handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
+            node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
+            node._array = Array(self.device, ptr, shape, dtype, alloc)
+            self._stale = self._recording > 0
+            return node
 
     def add_free(self, allocation: Node | Array, after: Any = ()) -> Node:
         """Add a node freeing a graph allocation (an allocation node of this graph, or its Array).
@@ -473,10 +526,14 @@ class Graph:
         if alloc_node is not None and not self._reaches(alloc_node, deps):
             raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
                              f"pass after= that node or one that follows it")
-        self._changing()
-        backend = self._backend
-        handle = backend.graph_add_free(self._handle, alloc, deps)
-        return self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
+        with self._lock:
+            self._changing()
+            backend = self._backend
+            self._stale = True  # until the Topology has noted the node (see _add)
+            handle = backend.graph_add_free(self._handle, alloc, deps)
+            node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
+            self._stale = self._recording > 0
+            return node
 
     def _check_memory_allowed(self, what: str) -> None:
         if self._owner is not None:
@@ -498,6 +555,23 @@ class Graph:
                 raise TypeError(f"{what}: expected Nodes, got {type(node).__name__} for '{name}'")
             if node.graph is not self:
                 raise GraphError(f"{what}: {node!r} belongs to another graph")
+            if not self._has(node):
+                raise GraphError(f"{what}: {node!r} is no longer in this graph (the capture that added it was "
+                                 f"discarded)")
+
+    def _change_edge(self, a: Node, b: Node, add: bool) -> None:
+        """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
+        with self._lock:
+            self._changing()
+            source, target = self._position(a._handle), self._position(b._handle)
+            self._stale = True  # until the Topology has noted the change (see _add)
+            if add:
+                self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
+                self._topology.add_edge(source, target)
+            else:
+                self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
+                self._topology.remove_edge(source, target)
+            self._stale = self._recording > 0
 
     def add_dependency(self, a: Node, b: Node) -> None:
         """Make ``b`` wait for ``a``.
@@ -514,9 +588,7 @@ class Graph:
         source, target = self._position(a._handle), self._position(b._handle)
         if source in self._topology.deps[target]:
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
-        self._changing()
-        self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
-        self._topology.add_edge(source, target)
+        self._change_edge(a, b, add=True)
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
@@ -526,9 +598,7 @@ class Graph:
         source, target = self._position(a._handle), self._position(b._handle)
         if source not in self._current().deps[target]:
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
-        self._changing()
-        self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
-        self._topology.remove_edge(source, target)
+        self._change_edge(a, b, add=False)
 
     # Queries
 

@@ -64,26 +64,30 @@ class Topology:
     def add(self, handle: Any, record: Any, deps: Sequence[Any], number: int, alloc: Any = None) -> None:
         """Note a node after the nodes ``deps`` (handles). ``alloc``: an allocation or free node's allocation
         record."""
+        # (The properties' work, spelled out: this is the hot path of explicit building.)
         all_deps = self._deps if self.unread is None else self.deps
         position = self._position if self._position is not None else self.position
         i = len(self.handles)
         self._shape = None
-        self.handles.append(handle)
-        position[handle] = i
         self.records.append(record)
+        all_deps.append(tuple([position[h] for h in deps]) if deps else ())
         if number != i:
             self.renamed[i] = number
-        all_deps.append(tuple([position[h] for h in deps]) if deps else ())
         if alloc is not None:
             self.memory = True
             self.allocs[i] = alloc
+        # Last: a node an interrupt cut short of these two is not in the Topology.
+        self.handles.append(handle)
+        position[handle] = i
 
     def add_edge(self, source: int, target: int) -> None:
+        """Note that node ``target`` waits for node ``source``."""
         deps = self.deps
         self._shape = None
         deps[target] += (source,)
 
     def remove_edge(self, source: int, target: int) -> None:
+        """Note that node ``target`` no longer waits for node ``source``."""
         deps = self.deps
         self._shape = None
         kept = list(deps[target])

@@ -1,0 +1,138 @@
+"""The graph's topology as gpugraph keeps it (gpugraph._topology): it matches the backend's graph after
+captures, discarded captures, interrupted changes and changes from several threads; nodes a discarded
+capture added are refused by name; a captured graph nobody queried is freed without the cycle collector."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+from test_reliability_exec import interrupt_at
+
+N = 16
+X0 = np.arange(1, N + 1, dtype=np.float32)
+
+
+def backend_view(graph: gg.Graph) -> tuple[int, set[tuple[int, int]]]:
+    """The backend graph's node count and edges as (from, to) positions in its own node order."""
+    backend, handle = graph._backend, graph._handle
+    nodes = backend.graph_nodes(handle)
+    position = {h: i for i, h in enumerate(nodes)}
+    return len(nodes), {(position[a], position[b]) for a, b in backend.graph_edges(handle)}
+
+
+def front_view(graph: gg.Graph) -> tuple[int, set[tuple[int, int]]]:
+    """The same, from gpugraph's own record (Graph.nodes and Graph.edges)."""
+    index = {node: i for i, node in enumerate(graph.nodes)}
+    return len(index), {(index[a], index[b]) for a, b in graph.edges}
+
+
+def test_a_capture_into_a_graph_and_the_combined_approach_are_read_whole(device, stream):
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    first = g.add_memset(x, 1.0)
+    with stream.capture(into=g, after=[first]) as cap:
+        stream.launch(K.scale, 1, N, x, 2.0, N)
+        middle = cap.add_kernel(K.scale, 1, N, x, 3.0, N)  # explicit, at the frontier
+        stream.launch(K.scale, 1, N, x, 5.0, N)
+        assert middle.dependencies == (g.nodes[1],)  # the captured launch before it, read meanwhile
+    assert front_view(g) == backend_view(g) == (4, {(0, 1), (1, 2), (2, 3)})
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 30.0, np.float32))
+
+
+def test_nodes_of_a_discarded_capture_are_refused_by_name(device, stream):
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    kept = g.add_memset(x, 1.0)
+    with pytest.raises(RuntimeError, match=r"^stop$"), stream.capture(into=g, after=[kept]) as cap:
+        gone = cap.add_kernel(K.scale, 1, N, x, 2.0, N)
+        raise RuntimeError("stop")
+    assert repr(gone) == "Node(n1, kernel scale)"  # repr never fails, whatever the node's state
+    assert front_view(g) == backend_view(g) == (1, set())
+    gone_again = r"is no longer in this graph \(the capture that added it was discarded\)$"
+    with pytest.raises(gg.GraphError, match=r"^add_empty\(after=\.\.\.\): Node\(n1, kernel scale\) " + gone_again):
+        g.add_empty(after=gone)
+    with pytest.raises(gg.GraphError, match=r"^add_dependency: Node\(n1, kernel scale\) " + gone_again):
+        g.add_dependency(kept, gone)
+    with pytest.raises(gg.GraphError, match=r"has no such node any more"):
+        gone.params
+    assert g.add_empty(after=kept).dependencies == (kept,)  # the graph itself is whole
+
+
+@pytest.mark.parametrize("change", ["add_kernel", "add_dependency", "remove_dependency", "add_alloc"])
+def test_an_interrupted_change_leaves_a_graph_that_matches_the_backend(device, change):
+    x = K.f32(device, X0)
+
+    def make() -> tuple[gg.Graph, gg.Node, gg.Node]:
+        g = gg.Graph(device)
+        a = g.add_kernel(K.scale, 1, N, x, 2.0, N)
+        return g, a, g.add_empty(after=a)
+
+    operations = {
+        "add_kernel": lambda g, a, b: g.add_kernel(K.scale, 1, N, x, 3.0, N, after=b),
+        "add_dependency": lambda g, a, b: g.add_dependency(a, g.add_empty()),
+        "remove_dependency": lambda g, a, b: g.remove_dependency(a, b),
+        "add_alloc": lambda g, a, b: g.add_alloc(4, np.float32, after=b),
+    }
+    operation = operations[change]
+    interrupt_at(-1, lambda: operation(*make()))  # (Python 3.12 traces a code object from its second run)
+    step = 0
+    while True:
+        g, a, b = make()
+        if not interrupt_at(step, lambda g=g, a=a, b=b: operation(g, a, b)):
+            break
+        assert front_view(g) == backend_view(g), f"interrupted at step {step}"
+        g.add_empty(after=b)  # and it goes on being built
+        assert front_view(g) == backend_view(g), f"interrupted at step {step}"
+        step += 1
+    assert step > 5
+
+
+def test_threads_adding_to_one_graph_keep_the_backends_order(device):
+    x = device.zeros(N, np.float32)
+    g = gg.Graph(device)
+
+    def add(tag: int) -> None:
+        for i in range(200):
+            g.add_kernel(K.scale, 1, N, x, float(tag * 1000 + i), N)
+
+    threads = [threading.Thread(target=add, args=(tag,)) for tag in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    copy = g.clone()
+    assert len(g) == len(copy) == 800
+    assert all(copy.find(node).params.args[1] == node.params.args[1] for node in g.nodes)
+
+
+def test_a_captured_graph_nobody_queried_is_freed_without_the_cycle_collector(device, stream):
+    x = K.f32(device, X0)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with stream.capture() as cap:
+            stream.launch(K.scale, 1, N, x, 2.0, N)
+            stream.launch(K.scale, 1, N, x, 3.0, N)
+        graph = weakref.ref(cap.graph)
+        exe = cap.graph.instantiate()
+        exe.launch(stream)
+        del cap
+        assert graph() is not None  # the executable graph holds it
+        exe.close()
+        del exe
+        assert graph() is None
+    finally:
+        if collecting:
+            gc.enable()
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 6)
