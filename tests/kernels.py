@@ -10,8 +10,11 @@ and halves, so NVCC's fused multiply-add and NumPy's separate multiply and add r
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -155,3 +158,20 @@ def pinned(device: gg.Device, values, dtype=None) -> np.ndarray:
     out = device.pinned(values.shape, values.dtype)
     out[...] = values
     return out
+
+
+@contextmanager
+def garbage_held(device: gg.Device) -> Iterator[None]:
+    """Collect garbage and let its releases run now, then hold the cycle collector off for the block: a test
+    that blocks a stream with a host function must not meet a release meanwhile. On CUDA, freeing device or
+    page-locked memory waits for the device, so a release (one a capture deferred to its end, say) would wait
+    for the blocked stream until the test's gate timed out."""
+    gc.collect()
+    device.synchronize()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

@@ -405,13 +405,14 @@ def test_function_work_goes_to_the_current_stream(device):
     host = device.pinned(N, np.float32)  # page-locked: on CUDA a pageable copy waits for the blocked host function
     current = gg.current_stream(device)
     for call in range(2):  # the first call (capture then launch) and a replay
-        current.host(gate.wait, 10)
-        double(x)
-        try:
-            reader.memcpy(host, x)
-            reader.synchronize()
-        finally:
-            gate.set()
+        with K.garbage_held(device):
+            current.host(gate.wait, 10)
+            double(x)
+            try:
+                reader.memcpy(host, x)
+                reader.synchronize()
+            finally:
+                gate.set()
         np.testing.assert_array_equal(host, X0 * 2 ** call)  # still waiting behind the gate
         current.synchronize()
         np.testing.assert_array_equal(x.to_numpy(), X0 * 2 ** (call + 1))
@@ -430,14 +431,15 @@ def test_use_stream_changes_where_replays_go(device):
     np.testing.assert_array_equal(y.to_numpy(), X0)
     gate = threading.Event()
     host = device.pinned(N, np.float32)  # page-locked: on CUDA a pageable copy waits for the blocked host function
-    s2.host(gate.wait, 10)
-    with gg.use_stream(s2):
-        axpy(x, y, 2.0)
-    try:
-        reader.memcpy(host, y)
-        reader.synchronize()
-    finally:
-        gate.set()
+    with K.garbage_held(device):
+        s2.host(gate.wait, 10)
+        with gg.use_stream(s2):
+            axpy(x, y, 2.0)
+        try:
+            reader.memcpy(host, y)
+            reader.synchronize()
+        finally:
+            gate.set()
     np.testing.assert_array_equal(host, X0)  # the replay waits on s2, behind the gate
     s2.synchronize()
     np.testing.assert_array_equal(y.to_numpy(), 3 * X0)
