@@ -136,3 +136,34 @@ def test_a_captured_graph_nobody_queried_is_freed_without_the_cycle_collector(de
             gc.enable()
     stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), X0 * 6)
+
+
+def test_instantiate_and_update_read_no_graph_from_the_backend(device, monkeypatch):
+    """Explicit graphs, with child graphs and Params: gpugraph's own record is all instantiate and update
+    read (the backend's listings and per-node records are not asked for)."""
+    x = K.f32(device, np.ones(N))
+    factor = gg.Param(np.float32(2.0))
+    inner = gg.Graph(device)
+    inner.add_kernel(K.scale, 1, N, x, 2.0, N)
+
+    def build() -> gg.Graph:
+        g = gg.Graph(device)
+        last = g.add_kernel(K.scale, 1, N, x, factor, N)
+        for _ in range(5):
+            last = g.add_child(inner, after=last)
+        return g
+
+    first, second = build(), build()
+    asked: list[str] = []
+    backend = device._backend
+    for name in ("graph_nodes", "graph_edges", "node_params", "node_allocation"):
+        original = getattr(backend, name)
+        monkeypatch.setattr(backend, name, lambda *args, _name=name, _original=original: (
+            asked.append(_name), _original(*args))[1])
+    with first.instantiate() as exe:
+        exe.update(second)
+        assert asked == []
+        stream = device.stream()
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 64.0, np.float32))  # 2 (the Param), then 2^5

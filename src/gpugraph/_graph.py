@@ -145,7 +145,7 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_next_number", "_owner",
+    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_next_number", "_owner",
                  "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
 
@@ -168,7 +168,6 @@ class Graph:
         # The Node objects handed out, by backend handle: made when first asked for (a captured graph
         # nobody queries has none), kept so that a node is always the same object.
         self._nodes: dict[Any, Node] = {}
-        self._children: dict[Any, Graph] = {}  # child-graph node handle -> the Graph of what it embeds
         self._next_number = 0  # the number (name) of the next new node
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
         self._recording = 0  # how many captures record into the backend graph now (see _current)
@@ -214,18 +213,21 @@ class Graph:
 
     @classmethod
     def _wrap(cls, device: Any, handle: Any, owner: Graph | None = None, own: bool = True,
-              recording: bool = False) -> Graph:
+              recording: bool = False, topology: Topology | None = None) -> Graph:
         """A Graph over an existing backend graph, read now (its edges when first needed).
 
         Args:
             owner: The graph whose child-graph node embeds this one, for borrowed child graphs.
             own: Whether the wrapper destroys the backend graph when collected (see ``_take``).
             recording: The backend graph is a capture's, being recorded: it is read when first needed.
+            topology: The backend graph's Topology, read already (a child graph's): not read again.
         """
         graph = object.__new__(cls)
         graph._setup(device, handle, owner)
         if recording:
             graph._begin_recording()
+        elif topology is not None:
+            graph._topology, graph._next_number = topology, topology.next_number()
         else:
             graph._load()
         if own and owner is None:
@@ -250,10 +252,9 @@ class Graph:
             self._topology, self._next_number = Topology.read(self._backend, self._handle, self._topology,
                                                               self._next_number)
             self._stale = self._recording > 0
-            if self._nodes or self._children:
+            if self._nodes:
                 position = self._topology.position
                 self._nodes = {h: node for h, node in self._nodes.items() if h in position}
-                self._children = {h: child for h, child in self._children.items() if h in position}
 
     def _refresh(self) -> None:
         """Read the backend graph again after a capture ended that recorded into it, or was discarded."""
@@ -306,6 +307,15 @@ class Graph:
             node = self._nodes[handle] = Node(self, handle, record, topology.number(i))
         return node
 
+    def _new_number(self) -> int:
+        """The number (name) of a node being added: never one taken before, also by another Graph over the
+        same child graph (they share its Topology)."""
+        number = self._next_number
+        if number < len(self._topology.handles):
+            number = self._topology.next_number()
+        self._next_number = number + 1
+        return number
+
     def _note_recorded(self, handle: Any) -> int:
         """Note node ``handle``, which a capture recording into the graph made, without reading the whole graph
         (the graph stays to be read again)."""
@@ -316,8 +326,7 @@ class Graph:
                 backend = self._backend
                 record = backend.node_params(self._handle, handle)
                 alloc = backend.node_allocation(self._handle, handle) if record.kind in MEMORY_KINDS else None
-                number = self._next_number
-                self._next_number = number + 1
+                number = self._new_number()
                 topology.add(handle, record, (), number, alloc)
                 i = topology.position[handle]
             return i
@@ -328,12 +337,16 @@ class Graph:
         return self._topology.records[i]
 
     def _child(self, handle: Any) -> Graph:
-        """The Graph of what the child-graph node ``handle`` embeds (one Graph, read from the backend once)."""
-        child = self._children.get(handle)
+        """A Graph over what the child-graph node ``handle`` embeds. The backend graph is read once: its
+        Topology is kept by this graph's (the Graph itself is not kept, so that it holds this graph alive
+        without this graph holding it)."""
+        i = self._position(handle)
+        topology = self._topology
+        child = topology.children.get(i)
+        graph = Graph._wrap(self.device, topology.records[i].graph, owner=self, topology=child)
         if child is None:
-            record = self._record(handle)
-            child = self._children[handle] = Graph._wrap(self.device, record.graph, owner=self)
-        return child
+            topology.children[i] = graph._topology
+        return graph
 
     def _neighbours(self, handle: Any, dependents: bool) -> tuple[Node, ...]:
         i = self._position(handle)
@@ -361,8 +374,7 @@ class Graph:
 
     def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
         """Note a node the backend has just added after the nodes ``deps`` (handles)."""
-        number = self._next_number
-        self._next_number = number + 1
+        number = self._new_number()
         self._topology.add(handle, record, deps, number, alloc)
         node = self._nodes[handle] = Node(self, handle, record, number)
         return node
@@ -454,7 +466,13 @@ class Graph:
         refusal = nesting_refusal(self, graph)
         if refusal is not None:
             raise GraphError(f"add_child: {refusal}")
-        return self._add(ChildGraphParams(graph._handle), deps)
+        node = self._add(ChildGraphParams(graph._handle), deps)
+        # The copy the node embeds is described now, from the graph copied: it is never read node by node.
+        with self._lock:
+            i = self._position(node._handle)
+            self._topology.children[i] = Topology.copy_of(graph._current(), self._backend,
+                                                          self._topology.records[i].graph)
+        return node
 
     def add_event_record(self, event: Event, after: Any = ()) -> Node:
         """Add a node recording ``event``. See also: cudaGraphAddEventRecordNode."""

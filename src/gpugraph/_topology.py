@@ -13,13 +13,14 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._nodes import MEMORY_KINDS
+from ._nodes import MEMORY_KINDS, NodeKind
 
 
 class Topology:
     """Nodes by position in creation order; ``deps[i]`` holds the positions node ``i`` waits for."""
 
-    __slots__ = ("handles", "_position", "records", "renamed", "_deps", "allocs", "memory", "_shape", "unread")
+    __slots__ = ("handles", "_position", "records", "renamed", "_deps", "allocs", "children", "memory", "_shape",
+                 "unread")
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
@@ -32,6 +33,8 @@ class Topology:
         self.renamed: dict[int, int] = {}
         self._deps: list[tuple[int, ...]] = []
         self.allocs: dict[int, Any] = {}  # allocation and free nodes' allocation records (the backend's)
+        # Child-graph node position -> the Topology of the graph it embeds, once read (see Graph._child).
+        self.children: dict[int, Topology] = {}
         self.memory = False  # whether any node allocates or frees
         self._shape: tuple[tuple[int, ...], ...] | None = None  # shape(), until the topology changes
         self.unread: tuple[Any, Any] | None = None  # (backend, graph) whose edges are still to be read
@@ -56,6 +59,10 @@ class Topology:
     def number(self, i: int) -> int:
         """The number (the name) of the node at position ``i``."""
         return self.renamed.get(i, i) if self.renamed else i
+
+    def next_number(self) -> int:
+        """The number the next new node takes: one more than any taken."""
+        return max(len(self.handles), max(self.renamed.values(), default=-1) + 1)
 
     def dependents(self, i: int) -> list[int]:
         """The positions of the nodes that wait for node ``i`` (found by a walk: rarely asked)."""
@@ -144,10 +151,27 @@ class Topology:
                 records.append(known.records[j])
                 if j in known.allocs:
                     topology.allocs[i] = known.allocs[j]
+                if j in known.children:
+                    topology.children[i] = known.children[j]
                 topology.memory = topology.memory or known.records[j].kind in MEMORY_KINDS
         topology._deps = [()] * len(handles)
         topology.unread = (backend, graph)
         return topology, number
+
+    @classmethod
+    def copy_of(cls, source: Topology, backend: Any, graph: Any) -> Topology:
+        """The Topology of the backend graph ``graph``, a copy the backend made of the graph ``source`` describes
+        (a child-graph node's): one listing of its nodes, paired with ``source``'s in creation order, which a
+        copy keeps; records are ``source``'s but for child-graph nodes, whose copies the backend names."""
+        handles = backend.graph_nodes(graph)
+        if len(handles) != len(source.handles):  # (never seen: read it as any other)
+            return cls.read(backend, graph, cls(), 0)[0]
+        topology = cls()
+        topology.handles, topology._position = handles, None
+        topology.records = [backend.node_params(graph, h) if record.kind is NodeKind.GRAPH else record
+                            for h, record in zip(handles, source.records)]
+        topology._deps = list(source.deps)
+        return topology
 
     def read_edges(self) -> None:
         """Read the edges ``read`` left to read, if any."""
