@@ -167,3 +167,19 @@ def test_instantiate_and_update_read_no_graph_from_the_backend(device, monkeypat
         exe.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 64.0, np.float32))  # 2 (the Param), then 2^5
+
+
+def test_every_graph_over_a_child_graph_sees_what_was_added_to_it(device, stream):
+    x = device.zeros(N, np.float32)
+    inner = gg.Graph(device)
+    inner.add_memset(x, 1.0)
+    g = gg.Graph(device)
+    node = g.add_child(inner)
+    child = node.params.graph
+    child.add_memset(x, 2.0, after=child.nodes[0])
+    with stream.capture(into=child, after=[child.nodes[1]]):
+        stream.memset(x, 3.0)
+    again = node.params.graph
+    assert len(child) == len(again) == 3
+    assert [n.params.value for n in again.nodes] == [1.0, 2.0, 3.0]
+    assert front_view(again) == backend_view(again) == (3, {(0, 1), (1, 2)})

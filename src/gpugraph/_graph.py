@@ -145,7 +145,7 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_next_number", "_owner",
+    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_next_number", "_owner", "_owner_node",
                  "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
 
@@ -170,6 +170,7 @@ class Graph:
         self._nodes: dict[Any, Node] = {}
         self._next_number = 0  # the number (name) of the next new node
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
+        self._owner_node: Any = None  # the handle of that node
         self._recording = 0  # how many captures record into the backend graph now (see _current)
         self._stale = False  # the backend graph may hold what the Topology has not noted: read it again
         # Changes (a backend call and the Topology's note of it) and readings take turns under it, so threads
@@ -213,7 +214,7 @@ class Graph:
 
     @classmethod
     def _wrap(cls, device: Any, handle: Any, owner: Graph | None = None, own: bool = True,
-              recording: bool = False, topology: Topology | None = None) -> Graph:
+              recording: bool = False, topology: Topology | None = None, owner_node: Any = None) -> Graph:
         """A Graph over an existing backend graph, read now (its edges when first needed).
 
         Args:
@@ -221,9 +222,11 @@ class Graph:
             own: Whether the wrapper destroys the backend graph when collected (see ``_take``).
             recording: The backend graph is a capture's, being recorded: it is read when first needed.
             topology: The backend graph's Topology, read already (a child graph's): not read again.
+            owner_node: The handle of the child-graph node of ``owner`` that embeds the graph.
         """
         graph = object.__new__(cls)
         graph._setup(device, handle, owner)
+        graph._owner_node = owner_node
         if recording:
             graph._begin_recording()
         elif topology is not None:
@@ -252,6 +255,8 @@ class Graph:
             self._topology, self._next_number = Topology.read(self._backend, self._handle, self._topology,
                                                               self._next_number)
             self._stale = self._recording > 0
+            if self._owner is not None:  # the graph embedding this one keeps its Topology: the new one now
+                self._owner._keep_child(self._owner_node, self._topology)
             if self._nodes:
                 position = self._topology.position
                 self._nodes = {h: node for h, node in self._nodes.items() if h in position}
@@ -342,11 +347,16 @@ class Graph:
         without this graph holding it)."""
         i = self._position(handle)
         topology = self._topology
-        child = topology.children.get(i)
-        graph = Graph._wrap(self.device, topology.records[i].graph, owner=self, topology=child)
-        if child is None:
-            topology.children[i] = graph._topology
+        graph = Graph._wrap(self.device, topology.records[i].graph, owner=self, owner_node=handle,
+                            topology=topology.children.get(i))
+        topology.children[i] = graph._topology
         return graph
+
+    def _keep_child(self, handle: Any, topology: Topology) -> None:
+        """Keep ``topology`` as that of the graph the child-graph node ``handle`` embeds (read again)."""
+        i = self._topology.position.get(handle)
+        if i is not None:
+            self._topology.children[i] = topology
 
     def _neighbours(self, handle: Any, dependents: bool) -> tuple[Node, ...]:
         i = self._position(handle)
