@@ -143,8 +143,10 @@ def test_instantiate_and_update_read_no_graph_from_the_backend(device, monkeypat
     read (the backend's listings and per-node records are not asked for)."""
     x = K.f32(device, np.ones(N))
     factor = gg.Param(np.float32(2.0))
+    innermost = gg.Graph(device)
+    innermost.add_kernel(K.scale, 1, N, x, 2.0, N)
     inner = gg.Graph(device)
-    inner.add_kernel(K.scale, 1, N, x, 2.0, N)
+    inner.add_child(innermost)  # three levels: the graph, its child graphs, theirs
 
     def build() -> gg.Graph:
         g = gg.Graph(device)
@@ -183,3 +185,15 @@ def test_every_graph_over_a_child_graph_sees_what_was_added_to_it(device, stream
     assert len(child) == len(again) == 3
     assert [n.params.value for n in again.nodes] == [1.0, 2.0, 3.0]
     assert front_view(again) == backend_view(again) == (3, {(0, 1), (1, 2)})
+
+
+def test_a_child_graph_is_one_graph_while_in_use(device):
+    x = device.zeros(N, np.float32)
+    inner = gg.Graph(device)
+    inner.add_memset(x, 1.0)
+    g = gg.Graph(device)
+    node = g.add_child(inner)
+    child = node.params.graph
+    assert node.params.graph is child and child.nodes[0] is node.params.graph.nodes[0]
+    node.params.graph.add_memset(x, 2.0, after=child.nodes[0])  # a node of it is a node of it
+    assert len(child) == 2 and front_view(child) == backend_view(child) == (2, {(0, 1)})

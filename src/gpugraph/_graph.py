@@ -145,7 +145,8 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_next_number", "_owner", "_owner_node",
+    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_next_number", "_owner",
+                 "_owner_node",
                  "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
 
@@ -171,6 +172,10 @@ class Graph:
         self._next_number = 0  # the number (name) of the next new node
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
         self._owner_node: Any = None  # the handle of that node
+        # Child-graph node handle -> the Graph over the graph it embeds, while one is in use: one at a time,
+        # so that a node is one object and changes take turns under one lock (held weakly: a child Graph
+        # holds its owner alive, not the other way round).
+        self._children: weakref.WeakValueDictionary[Any, Graph] = weakref.WeakValueDictionary()
         self._recording = 0  # how many captures record into the backend graph now (see _current)
         self._stale = False  # the backend graph may hold what the Topology has not noted: read it again
         # Changes (a backend call and the Topology's note of it) and readings take turns under it, so threads
@@ -212,16 +217,32 @@ class Graph:
         if self._topology.unread is not None:  # last: read before the backend graph changes
             self._topology.read_edges()
 
+    def _begin_change(self) -> None:
+        """Before a change of the backend graph (under the graph's lock): the graph counts as unread until
+        ``_end_change``, so that an interrupt or an error in between leaves it to be read again (and the
+        graph embedding this one, if any, forgets its Topology meanwhile)."""
+        self._changing()
+        self._stale = True
+        if self._owner is not None:
+            self._owner._keep_child(self._owner_node, None)
+
+    def _end_change(self) -> None:
+        """The Topology has noted the change ``_begin_change`` announced."""
+        self._stale = self._recording > 0
+        if self._owner is not None:
+            self._owner._keep_child(self._owner_node, self._topology)
+
     @classmethod
     def _wrap(cls, device: Any, handle: Any, owner: Graph | None = None, own: bool = True,
               recording: bool = False, topology: Topology | None = None, owner_node: Any = None) -> Graph:
-        """A Graph over an existing backend graph, read now (its edges when first needed).
+        """A Graph over an existing backend graph, read now (its edges when first needed) unless given its
+        Topology.
 
         Args:
             owner: The graph whose child-graph node embeds this one, for borrowed child graphs.
             own: Whether the wrapper destroys the backend graph when collected (see ``_take``).
             recording: The backend graph is a capture's, being recorded: it is read when first needed.
-            topology: The backend graph's Topology, read already (a child graph's): not read again.
+            topology: The backend graph's Topology, read already (a child graph's): taken, not read.
             owner_node: The handle of the child-graph node of ``owner`` that embeds the graph.
         """
         graph = object.__new__(cls)
@@ -342,20 +363,28 @@ class Graph:
         return self._topology.records[i]
 
     def _child(self, handle: Any) -> Graph:
-        """A Graph over what the child-graph node ``handle`` embeds. The backend graph is read once: its
-        Topology is kept by this graph's (the Graph itself is not kept, so that it holds this graph alive
-        without this graph holding it)."""
-        i = self._position(handle)
-        topology = self._topology
-        graph = Graph._wrap(self.device, topology.records[i].graph, owner=self, owner_node=handle,
-                            topology=topology.children.get(i))
-        topology.children[i] = graph._topology
+        """The Graph over what the child-graph node ``handle`` embeds: the one in use, if any, else a new one
+        over the Topology this graph's keeps of it (the backend graph is read once)."""
+        graph = self._children.get(handle)
+        if graph is None:
+            i = self._position(handle)
+            topology = self._topology
+            graph = Graph._wrap(self.device, topology.records[i].graph, owner=self, owner_node=handle,
+                                topology=topology.children.get(i))
+            topology.children[i] = graph._topology
+            self._children[handle] = graph
         return graph
 
-    def _keep_child(self, handle: Any, topology: Topology) -> None:
-        """Keep ``topology`` as that of the graph the child-graph node ``handle`` embeds (read again)."""
+    def _keep_child(self, handle: Any, topology: Topology | None) -> None:
+        """Keep ``topology`` as that of the graph the child-graph node ``handle`` embeds (read again, or
+        changed); None: forget it, to be read again (a change is under way). A node no longer here (a
+        discarded capture's) is let be."""
         i = self._topology.position.get(handle)
-        if i is not None:
+        if i is None:
+            return
+        if topology is None:
+            self._topology.children.pop(i, None)
+        else:
             self._topology.children[i] = topology
 
     def _neighbours(self, handle: Any, dependents: bool) -> tuple[Node, ...]:
@@ -391,14 +420,13 @@ class Graph:
 
     def _add(self, params: Any, deps: list[Any]) -> Node:
         with self._lock:
-            self._changing()
+            self._begin_change()
             backend = self._backend
-            self._stale = True  # until the Topology has noted the node: an interrupt leaves it to be read
             handle = backend.graph_add_node(self._handle, params, deps)
             if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
                 params = backend.node_params(self._handle, handle)
             node = self._adopt(handle, params, deps)
-            self._stale = self._recording > 0
+            self._end_change()
             return node
 
     # Adding nodes
@@ -507,13 +535,12 @@ class Graph:
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
         with self._lock:
-            self._changing()
+            self._begin_change()
             backend = self._backend
-            self._stale = True  # until the Topology has noted the node (see _add)
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
             node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
             node._array = Array(self.device, ptr, shape, dtype, alloc)
-            self._stale = self._recording > 0
+            self._end_change()
             return node
 
     def add_free(self, allocation: Node | Array, after: Any = ()) -> Node:
@@ -555,12 +582,11 @@ class Graph:
             raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
                              f"pass after= that node or one that follows it")
         with self._lock:
-            self._changing()
+            self._begin_change()
             backend = self._backend
-            self._stale = True  # until the Topology has noted the node (see _add)
             handle = backend.graph_add_free(self._handle, alloc, deps)
             node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
-            self._stale = self._recording > 0
+            self._end_change()
             return node
 
     def _check_memory_allowed(self, what: str) -> None:
@@ -590,16 +616,15 @@ class Graph:
     def _change_edge(self, a: Node, b: Node, add: bool) -> None:
         """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
         with self._lock:
-            self._changing()
+            self._begin_change()
             source, target = self._position(a._handle), self._position(b._handle)
-            self._stale = True  # until the Topology has noted the change (see _add)
             if add:
                 self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
                 self._topology.add_edge(source, target)
             else:
                 self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
                 self._topology.remove_edge(source, target)
-            self._stale = self._recording > 0
+            self._end_change()
 
     def add_dependency(self, a: Node, b: Node) -> None:
         """Make ``b`` wait for ``a``.

@@ -171,6 +171,8 @@ class Topology:
         topology.records = [backend.node_params(graph, h) if record.kind is NodeKind.GRAPH else record
                             for h, record in zip(handles, source.records)]
         topology._deps = list(source.deps)
+        for i, child in source.children.items():  # nested copies, described the same way
+            topology.children[i] = cls.copy_of(child, backend, topology.records[i].graph)
         return topology
 
     def read_edges(self) -> None:
