@@ -257,7 +257,9 @@ class CapturedFunction:
             entry = self._cache_new(graph, key, exe, params, cap.allocations, result)
             self._launch(entry, stream)
         self._close_dropped()
-        return entry.result
+        # This call's value, not entry.result: once the lock is let go, another thread's call may update the
+        # entry in place for its own key and value.
+        return result
 
     def _cache_new(self, graph: Any, key: tuple, exe: Any, params: dict[str, Param], allocations: list[Array],
                    result: Any) -> _Entry:
