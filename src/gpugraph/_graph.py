@@ -76,14 +76,14 @@ class Node:
         kind: Its NodeKind.
     """
 
-    __slots__ = ("graph", "kind", "_handle", "_number", "_kernel", "_array", "__weakref__")
+    __slots__ = ("graph", "kind", "_handle", "_number", "_record", "_array", "__weakref__")
 
     def __init__(self, graph: Graph, handle: Any, record: Any, number: int) -> None:
         self.graph = graph  # (what the node does and its edges, the graph keeps: Graph._topology)
         self.kind: NodeKind = record.kind
         self._handle = handle
         self._number = number
-        self._kernel = record.kernel if self.kind is NodeKind.KERNEL else None  # for repr, which never fails
+        self._record = record  # (records never change once added) for repr, which never fails
         self._array: Array | None = None
 
     @property
@@ -120,7 +120,7 @@ class Node:
     def __repr__(self) -> str:
         detail = ""
         if self.kind is NodeKind.KERNEL:
-            kernel = self._kernel
+            kernel = self._record.kernel
             detail = f" {getattr(kernel, 'name', kernel)}"
         return f"Node(n{self._number}, {self.kind.value}{detail})"
 
@@ -283,9 +283,10 @@ class Graph:
                 self._nodes = {h: node for h, node in self._nodes.items() if h in position}
 
     def _refresh(self) -> None:
-        """Read the backend graph again after a capture ended that recorded into it, or was discarded."""
+        """Read the backend graph again after a capture ended that recorded into it, or was discarded.
+        (Executable graphs made from it read it before, when the capture began: ``Capture.__enter__``.)"""
         with self._lock:
-            self._changing()
+            self._version += 1
             self._load()
 
     def _begin_recording(self) -> None:
@@ -333,15 +334,6 @@ class Graph:
             node = self._nodes[handle] = Node(self, handle, record, topology.number(i))
         return node
 
-    def _new_number(self) -> int:
-        """The number (name) of a node being added: never one taken before, also by another Graph over the
-        same child graph (they share its Topology)."""
-        number = self._next_number
-        if number < len(self._topology.handles):
-            number = self._topology.next_number()
-        self._next_number = number + 1
-        return number
-
     def _note_recorded(self, handle: Any) -> int:
         """Note node ``handle``, which a capture recording into the graph made, without reading the whole graph
         (the graph stays to be read again)."""
@@ -352,7 +344,8 @@ class Graph:
                 backend = self._backend
                 record = backend.node_params(self._handle, handle)
                 alloc = backend.node_allocation(self._handle, handle) if record.kind in MEMORY_KINDS else None
-                number = self._new_number()
+                number = max(self._next_number, topology.next_number())
+                self._next_number = number + 1
                 topology.add(handle, record, (), number, alloc)
                 i = topology.position[handle]
             return i
@@ -413,8 +406,12 @@ class Graph:
 
     def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
         """Note a node the backend has just added after the nodes ``deps`` (handles)."""
-        number = self._new_number()
-        self._topology.add(handle, record, deps, number, alloc)
+        topology = self._topology
+        number = self._next_number
+        if number < len(topology.handles):  # another Graph over the same child graph added nodes
+            number = topology.next_number()
+        self._next_number = number + 1
+        topology.add(handle, record, deps, number, alloc)
         node = self._nodes[handle] = Node(self, handle, record, number)
         return node
 

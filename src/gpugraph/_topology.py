@@ -77,7 +77,8 @@ class Topology:
         i = len(self.handles)
         self._shape = None
         self.records.append(record)
-        all_deps.append(tuple([position[h] for h in deps]) if deps else ())
+        count = len(deps)  # (one dependency is the common case: no loop for it)
+        all_deps.append((position[deps[0]],) if count == 1 else tuple(map(position.__getitem__, deps)) if count else ())
         if number != i:
             self.renamed[i] = number
         if alloc is not None:
