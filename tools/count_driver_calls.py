@@ -12,7 +12,8 @@ executable graph and the one after it (the steady state of rebuild-then-update).
 
 Graphs: "explicit", built with Graph.add_kernel/add_memset: a chain of kernel nodes where every tenth
 node is a memset root joined into the next kernel (about 1.1 N edges); "capture", N kernel launches
-captured on a stream.
+captured on a stream; "children + Param", a kernel taking a Param, then N - 1 child-graph nodes, each
+embedding a kernel and a child graph of its own (three levels).
 
 Usage (on a CUDA machine, from the repository root):
     PYTHONPATH=src python3 tools/count_driver_calls.py [--sizes 10 100 1000] [--top 6] [--json PATH]
@@ -94,6 +95,21 @@ def explicit(dev: gg.Device, kernel: gg.Kernel, x: gg.Array, y: gg.Array, n: int
     return g
 
 
+def with_children(dev: gg.Device, kernel: gg.Kernel, x: gg.Array, factor: gg.Param, n: int, f: float) -> gg.Graph:
+    """``n`` nodes: a kernel taking the Param ``factor``, then a chain of child-graph nodes, each embedding a
+    graph of one kernel and one child graph of one kernel (three levels)."""
+    innermost = gg.Graph(dev)
+    innermost.add_kernel(kernel, 1, 32, x, f, 32)
+    inner = gg.Graph(dev)
+    last = inner.add_kernel(kernel, 1, 32, x, f, 32)
+    inner.add_child(innermost, after=last)
+    g = gg.Graph(dev)
+    last = g.add_kernel(kernel, 1, 32, x, factor, 32)
+    for _ in range(n - 1):
+        last = g.add_child(inner, after=last)
+    return g
+
+
 def captured(stream: gg.Stream, kernel: gg.Kernel, x: gg.Array, n: int, f: float) -> gg.Graph:
     """``n`` kernel launches captured on ``stream``."""
     with stream.capture() as cap:
@@ -145,9 +161,11 @@ def main() -> None:
     kernel = gg.Kernel(SOURCE, "scale")
     stream = dev.stream()
     x, y = dev.zeros(32, np.float32), dev.zeros(32, np.float32)
+    factor = gg.Param(np.float32(1.0))
     builds: dict[str, Callable[[int, float], gg.Graph]] = {
         "explicit": lambda n, f: explicit(dev, kernel, x, y, n, f),
         "capture": lambda n, f: captured(stream, kernel, x, n, f),
+        "children + Param": lambda n, f: with_children(dev, kernel, x, factor, n, f),
     }
     for build in builds.values():  # warm-up: compile and load the kernel, make the context current
         measure(build, 10)
