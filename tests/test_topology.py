@@ -171,13 +171,17 @@ def test_instantiate_and_update_read_no_graph_from_the_backend(device, monkeypat
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 64.0, np.float32))  # 2 (the Param), then 2^5
 
 
-def test_every_graph_over_a_child_graph_sees_what_was_added_to_it(device, stream):
+def graph_with_child(device: gg.Device) -> tuple[gg.Array, gg.Node, gg.Graph]:
+    """An Array, a child-graph node embedding a memset of it, and the Graph over that child graph."""
     x = device.zeros(N, np.float32)
     inner = gg.Graph(device)
     inner.add_memset(x, 1.0)
-    g = gg.Graph(device)
-    node = g.add_child(inner)
-    child = node.params.graph
+    node = gg.Graph(device).add_child(inner)
+    return x, node, node.params.graph
+
+
+def test_every_graph_over_a_child_graph_sees_what_was_added_to_it(device, stream):
+    x, node, child = graph_with_child(device)
     child.add_memset(x, 2.0, after=child.nodes[0])
     with stream.capture(into=child, after=[child.nodes[1]]):
         stream.memset(x, 3.0)
@@ -188,12 +192,7 @@ def test_every_graph_over_a_child_graph_sees_what_was_added_to_it(device, stream
 
 
 def test_a_child_graph_is_one_graph_while_in_use(device):
-    x = device.zeros(N, np.float32)
-    inner = gg.Graph(device)
-    inner.add_memset(x, 1.0)
-    g = gg.Graph(device)
-    node = g.add_child(inner)
-    child = node.params.graph
+    x, node, child = graph_with_child(device)
     assert node.params.graph is child and child.nodes[0] is node.params.graph.nodes[0]
     node.params.graph.add_memset(x, 2.0, after=child.nodes[0])  # a node of it is a node of it
     assert len(child) == 2 and front_view(child) == backend_view(child) == (2, {(0, 1)})

@@ -47,10 +47,11 @@ def _takes_params(graph: Any) -> bool:
     return False
 
 
-def _refuse_child_params(child: Any, node: Any) -> None:
-    """Refuse a child graph of ``node`` (a Node, or a callable making it) that takes a Param."""
+def _refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
+    """Refuse ``child``, the graph of the child-graph node ``handle`` of ``graph``, if it takes a Param (the
+    Node is made only to name it)."""
     if _takes_params(child):
-        node = node() if callable(node) else node
+        node = graph._node(handle)
         raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
                          f"kernel nodes of the graph itself (add those nodes to it)")
 
@@ -145,7 +146,7 @@ class GraphExec:
                 if any(type(a) is Param for a in record.args):
                     found[i] = record
             elif record.kind is NodeKind.GRAPH:
-                _refuse_child_params(graph._child(handle), lambda handle=handle: graph._node(handle))
+                _refuse_child_params(graph._child(handle), graph, handle)
         return found
 
     def _adopt_params(self, found: dict[int, KernelParams]) -> None:
@@ -405,7 +406,7 @@ class GraphExec:
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
         layout, children = GraphLayout(graph), self._read_layout().children
         check_update(children[i], layout)
-        _refuse_child_params(graph, node)
+        _refuse_child_params(graph, node.graph, node._handle)
         self._changed = True
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         children[i] = layout

@@ -689,9 +689,12 @@ class Graph:
             refuse_in_host_function("Graph.clone")
         if self._memory:
             raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
-        copy = Graph._wrap(self.device, self._backend.graph_clone(self._handle))
+        # The copy is described from this graph (creation order, which a clone keeps), not read node by node.
+        backend, topology = self._backend, self._current()
+        handle = backend.graph_clone(self._handle)
+        copy = Graph._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
         copy._clone_of = weakref.ref(self)
-        copy._cloned = dict(zip(self._current().handles, copy._topology.handles))
+        copy._cloned = dict(zip(topology.handles, copy._topology.handles))
         return copy
 
     def find(self, node: Node) -> Node:
