@@ -1,6 +1,6 @@
 """CUDA's host-side rules for graph memory at launch, shared by every backend.
 
-Allocation records (each backend's own) carry ``ptr``, ``origin`` ("device", "stream" or "graph"),
+Allocation records (``backends._allocation.Allocation``) carry ``ptr``, ``origin`` ("device", "stream" or "graph"),
 ``live`` (allocated and not yet freed, in submission order) and ``owner`` (a description for messages).
 """
 

@@ -22,11 +22,12 @@ from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from .. import _exit as at_exit
+from .._allocation import Allocation
 from .._exit import exit_timeout
 from ._capture import CpuCapture
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuGraph, CpuNode
-from ._memory import AddressSpace, Allocation, PinnedRegistry, Pool, check_mappable, typed_view
+from ._memory import AddressSpace, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
@@ -101,8 +102,7 @@ class CpuBackend:
             refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         check_mappable(nbytes, "device")
         buffer = np.empty(max(nbytes, 1), np.uint8)
-        alloc = Allocation(buffer.ctypes.data, nbytes, buffer, None, "device")
-        alloc.owner = f"device allocation at {alloc.ptr:#x}"
+        alloc = Allocation(buffer.ctypes.data, nbytes, "device", index, buffer=buffer)
         return alloc.ptr, alloc
 
     def mem_free(self, alloc: Allocation) -> None:
@@ -136,9 +136,8 @@ class CpuBackend:
         # Host memory another library exported (DLPack kDLCPU), viewed where it is; its owner keeps it alive.
         raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
         # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
-        alloc = Allocation(ptr, nbytes, np.frombuffer(raw, np.uint8), None, "device")  # type: ignore[arg-type]
-        alloc.owner = f"imported memory at {ptr:#x}"
-        return alloc
+        return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}",
+                          buffer=np.frombuffer(raw, np.uint8))  # type: ignore[arg-type]
 
     def graph_memory(self, index: int) -> dict[str, int]:
         return self._graph_pool.usage()
@@ -146,14 +145,12 @@ class CpuBackend:
     def graph_memory_trim(self, index: int) -> None:
         self._graph_pool.trim()
 
-    def _new_allocation(self, nbytes: int, pool: Pool, origin: str, ptr: int | None = None) -> Allocation:
+    def _new_allocation(self, index: int, nbytes: int, pool: Pool, origin: str, ptr: int | None = None) -> Allocation:
         """An allocation at ``ptr`` (a freed graph allocation's, which CUDA reuses), else at a new address."""
         check_mappable(nbytes, f"{origin}-ordered" if origin == "stream" else origin)
         if ptr is None:
             ptr = self._addresses.reserve(nbytes)
-        alloc = Allocation(ptr, nbytes, None, pool, origin)
-        alloc.owner = f"the {origin} allocation at {ptr:#x}"
-        return alloc
+        return Allocation(ptr, nbytes, origin, index, pool=pool)
 
     # Kernels
 
@@ -255,10 +252,10 @@ class CpuBackend:
         capture = stream.capture
         if capture is not None:  # becomes an allocation node, drawing on the graph pool
             ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
-            alloc = self._new_allocation(nbytes, self._graph_pool, "graph", ptr)
+            alloc = self._new_allocation(stream.index, nbytes, self._graph_pool, "graph", ptr)
             stream.capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
             return alloc.ptr, alloc
-        alloc = self._new_allocation(nbytes, self._stream_pool, "stream")
+        alloc = self._new_allocation(stream.index, nbytes, self._stream_pool, "stream")
         alloc.live = True
         stream.submit(map_allocation, (alloc,))
         return alloc.ptr, alloc
@@ -351,7 +348,8 @@ class CpuBackend:
         return graph.add(params, deps)
 
     def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:
-        alloc = self._new_allocation(nbytes, self._graph_pool, "graph", graph.reusable_address(nbytes, deps))
+        alloc = self._new_allocation(graph.index, nbytes, self._graph_pool, "graph",
+                                     graph.reusable_address(nbytes, deps))
         node = graph.add(AllocParams(nbytes, alloc.ptr), deps, alloc)
         return node, alloc.ptr, alloc
 

@@ -13,33 +13,13 @@ import numpy as np
 
 from ..._errors import GpuGraphError
 from ..._memory import Array
+from .._allocation import Allocation
 
 # Stream-ordered and graph allocations get addresses in a range no host pointer uses, fixed when the
 # allocation is made (as CUDA fixes a graph allocation's address when the node is added); memory is
 # mapped to the address only while the allocation is live in stream or graph order.
 VIRTUAL_BASE = 1 << 52
 ALIGNMENT = 256
-
-
-class Allocation:
-    """One allocation: ``buffer`` is its memory while mapped, else None.
-
-    ``origin`` is "device" (cudaMalloc), "stream" (cudaMallocAsync) or "graph" (an allocation node).
-    ``live`` is the host-side view of stream-ordered and graph allocations: True from the submission of
-    the allocation until the submission of its free, which is what double-free checks use.
-    """
-
-    __slots__ = ("ptr", "nbytes", "buffer", "pool", "origin", "live", "owner", "__weakref__")
-
-    def __init__(self, ptr: int, nbytes: int, buffer: np.ndarray | None, pool: Pool | None,
-                 origin: str) -> None:
-        self.ptr = ptr
-        self.nbytes = nbytes
-        self.buffer = buffer
-        self.pool = pool
-        self.origin = origin
-        self.live = False
-        self.owner = ""  # who made it, for error messages
 
 
 def span(nbytes: int) -> int:
@@ -169,7 +149,7 @@ class Pool:
         """Return ``alloc``'s memory to the pool."""
         buffer = alloc.buffer
         if buffer is None:
-            raise GpuGraphError(f"free of {alloc.owner or 'an allocation'} at {alloc.ptr:#x}: "
+            raise GpuGraphError(f"free of {alloc.owner} at {alloc.ptr:#x}: "
                                 f"the memory is not allocated at this point (double free?)")
         alloc.buffer = None
         with self._lock:
@@ -204,7 +184,7 @@ class Pool:
 
 def _unmapped(array_or_alloc: object, alloc: Allocation) -> GpuGraphError:
     return GpuGraphError(
-        f"{array_or_alloc!r} was used outside its allocation's lifetime: {alloc.owner or 'its memory'} "
+        f"{array_or_alloc!r} was used outside its allocation's lifetime: {alloc.owner} "
         f"is not allocated when this operation runs (before its allocation or after its free)")
 
 

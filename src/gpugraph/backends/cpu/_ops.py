@@ -12,7 +12,8 @@ import numpy as np
 
 from ..._errors import GpuGraphError
 from ..._memory import Array
-from ._memory import Allocation, Pool, byte_view, typed_view
+from .._allocation import Allocation
+from ._memory import Pool, byte_view, typed_view
 
 _WIDTH_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 

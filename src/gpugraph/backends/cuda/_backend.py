@@ -24,13 +24,14 @@ from ..._memory import Array
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..._params import resolve
 from .. import _exit as at_exit
+from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from ._compile import ModuleCache
 from ._driver import Contexts, call, error, listed
 from ._host import HostCalls
 from ._launch import Function
 from ._nodes import add_node, address, derive_params, param_patcher, set_exec_node
-from ._objects import CudaAlloc, CudaCapture, CudaEvent, CudaExec, CudaGraph, CudaStream
+from ._objects import CudaCapture, CudaEvent, CudaExec, CudaGraph, CudaStream
 
 _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
           "thread_local": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
@@ -148,12 +149,12 @@ class CudaBackend:
 
     # Memory
 
-    def mem_alloc(self, index: int, nbytes: int) -> tuple[int, CudaAlloc]:
+    def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Allocation]:
         if HOST_THREADS:
             refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         self.contexts.use(index)
         ptr = int(_allocate(nbytes, "device", cu.cuMemAlloc, max(nbytes, 1)))
-        return ptr, CudaAlloc(ptr, nbytes, "device", index)
+        return ptr, Allocation(ptr, nbytes, "device", index)
 
     def _release(self, fn: Any, *args: Any) -> None:
         """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
@@ -190,10 +191,10 @@ class CudaBackend:
         if failure is not None:
             raise failure
 
-    def mem_free(self, alloc: CudaAlloc) -> None:
+    def mem_free(self, alloc: Allocation) -> None:
         self._release(self._free_now, alloc)
 
-    def _free_now(self, alloc: CudaAlloc) -> None:
+    def _free_now(self, alloc: Allocation) -> None:
         self.contexts.use(alloc.index)
         call(cu.cuMemFree, alloc.ptr)
 
@@ -225,7 +226,7 @@ class CudaBackend:
     def export_memory(self, array: Any) -> tuple[int, Any]:
         return array.ptr, None  # the Array keeps its allocation; a view used after a free is undefined, as in CUDA
 
-    def mem_import(self, index: int, ptr: int, nbytes: int) -> CudaAlloc:
+    def mem_import(self, index: int, ptr: int, nbytes: int) -> Allocation:
         if nbytes:  # an empty array may give any address (the CUDA Array Interface says 0)
             self.contexts.use(index)
             kind = _memory_type(ptr)
@@ -237,9 +238,7 @@ class CudaBackend:
             ordinal = int(call(cu.cuPointerGetAttribute, _POINTER.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr))
             if ordinal != index:
                 raise ValueError(f"the memory at {ptr:#x} is on cuda:{ordinal}, not cuda:{index}")
-        alloc = CudaAlloc(ptr, nbytes, "device", index)
-        alloc.owner = f"imported memory at {ptr:#x}"
-        return alloc
+        return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}")
 
     def graph_memory(self, index: int) -> dict[str, int]:
         device = self.contexts.devices[index]
@@ -387,25 +386,25 @@ class CudaBackend:
         key = self.host.register(fn, args, stream, one_shot=True)
         call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
 
-    def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, CudaAlloc]:
+    def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, Allocation]:
         if HOST_THREADS:
             refuse_in_host_function("Stream.alloc")
         self.contexts.use(stream.index)
         capture = stream.capture
         if capture is not None:  # an allocation node, drawing on the graph pool
-            def record(made: Any) -> tuple[AllocParams, CudaAlloc]:
+            def record(made: Any) -> tuple[AllocParams, Allocation]:
                 ptr = int(made)
-                return AllocParams(nbytes, ptr), CudaAlloc(ptr, nbytes, "graph", stream.index)
+                return AllocParams(nbytes, ptr), Allocation(ptr, nbytes, "graph", stream.index)
             params, alloc = self._captured(stream, _allocate, (nbytes, "graph", cu.cuMemAllocAsync, max(nbytes, 1),
                                                                stream.handle), record)
             ptr = params.ptr
         else:
             ptr = int(_allocate(nbytes, "stream-ordered", cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
-            alloc = CudaAlloc(ptr, nbytes, "stream", stream.index)
+            alloc = Allocation(ptr, nbytes, "stream", stream.index)
             alloc.live = True
         return ptr, alloc
 
-    def stream_free(self, stream: CudaStream, alloc: CudaAlloc) -> None:
+    def stream_free(self, stream: CudaStream, alloc: Allocation) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.free")
         self.contexts.use(stream.index)
@@ -524,7 +523,7 @@ class CudaBackend:
                 self._pair(graph, graph.pending)
                 graph.pending = []
 
-    def _pair(self, graph: CudaGraph, pending: list[tuple[Any, CudaAlloc | None]]) -> None:
+    def _pair(self, graph: CudaGraph, pending: list[tuple[Any, Allocation | None]]) -> None:
         params, children, foreign = graph.params, graph.children, graph.foreign
         fresh = [n for n in self.graph_nodes(graph) if n not in params and n not in children and n not in foreign]
         if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
@@ -654,7 +653,7 @@ class CudaBackend:
                                                          call(cu.cuGraphChildGraphNodeGetGraph, copy))
         return embedded
 
-    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, CudaAlloc]:
+    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, Allocation]:
         self.contexts.use(graph.index)
         p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
         p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
@@ -664,12 +663,12 @@ class CudaBackend:
         with graph.lock:  # the node and its records appear together to a pairing on another thread
             node = _allocate(nbytes, "graph", cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
             ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
-            alloc = CudaAlloc(ptr, nbytes, "graph", graph.index)
+            alloc = Allocation(ptr, nbytes, "graph", graph.index)
             graph.memory[node] = alloc
             graph.params[node] = AllocParams(nbytes, ptr)
         return node, ptr, alloc
 
-    def graph_add_free(self, graph: CudaGraph, alloc: CudaAlloc, deps: Sequence[Any]) -> Any:
+    def graph_add_free(self, graph: CudaGraph, alloc: Allocation, deps: Sequence[Any]) -> Any:
         self.contexts.use(graph.index)
         params = FreeParams(alloc.ptr)
         with graph.lock:
@@ -678,7 +677,7 @@ class CudaBackend:
             graph.memory[node] = alloc
         return node
 
-    def node_allocation(self, graph: CudaGraph, node: Any) -> CudaAlloc | None:
+    def node_allocation(self, graph: CudaGraph, node: Any) -> Allocation | None:
         if graph.pending:
             self._settle(graph)
         return graph.memory.get(node)
@@ -733,12 +732,12 @@ class CudaBackend:
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
                         graph)
 
-    def _memory_nodes(self, graph: CudaGraph) -> tuple[list[CudaAlloc], list[CudaAlloc]]:
+    def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
         """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of
         the memory nodes gpugraph made: by node, as addresses repeat once the driver reuses them."""
         self._settle(graph)
-        allocated: list[CudaAlloc] = []
-        freed: list[CudaAlloc] = []
+        allocated: list[Allocation] = []
+        freed: list[Allocation] = []
         for node, alloc in graph.memory.items():
             (allocated if isinstance(graph.params[node], AllocParams) else freed).append(alloc)
         return allocated, freed

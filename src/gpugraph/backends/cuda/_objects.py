@@ -6,26 +6,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from .._allocation import Allocation
+
 
 @dataclass(frozen=True)
 class ForeignKernel:
     """A kernel node that gpugraph did not make (captured from CuPy, PyTorch...): only its name is known."""
 
     name: str
-
-
-class CudaAlloc:
-    """An allocation: ``origin`` is "device" (cuMemAlloc), "stream" (cuMemAllocAsync) or "graph"."""
-
-    __slots__ = ("ptr", "nbytes", "origin", "live", "owner", "index", "__weakref__")
-
-    def __init__(self, ptr: int, nbytes: int, origin: str, index: int) -> None:
-        self.ptr = ptr
-        self.nbytes = nbytes
-        self.origin = origin
-        self.index = index
-        self.live = False
-        self.owner = f"the {origin} allocation at {ptr:#x}"
 
 
 class CudaCapture:
@@ -76,12 +64,12 @@ class CudaGraph:
         self.params: dict[Any, Any] = {}  # node -> params record
         # Allocation or free node -> the allocation it allocates or frees: by node, not address, since the
         # driver gives an allocation made after a free the freed allocation's address.
-        self.memory: dict[Any, CudaAlloc] = {}
+        self.memory: dict[Any, Allocation] = {}
         self.host_keys: dict[Any, int] = {}  # host node -> its registry key (the driver's copy is wrapped)
         self.children: dict[Any, CudaGraph] = {}  # child-graph node -> its embedded graph, with records
         # The captured calls whose nodes are not paired yet, in order: (parameter record, allocation record
         # of an allocation or free node, else None).
-        self.pending: list[tuple[Any, CudaAlloc | None]] = []
+        self.pending: list[tuple[Any, Allocation | None]] = []
         self.foreign: set[Any] = set()  # captured nodes other libraries made (no record of gpugraph's)
         # Held from a captured call to the queueing of its entry, and while entries are paired with nodes,
         # so a pairing never sees a node whose entry is not queued yet.

@@ -1,0 +1,29 @@
+"""The one allocation record every backend makes and the front end reads (``Array._alloc``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Allocation:
+    """One allocation of device memory.
+
+    ``origin`` is "device" (cudaMalloc, or memory another library allocated), "stream" (cudaMallocAsync) or
+    "graph" (an allocation node). ``live`` is the host-side view of stream-ordered and graph allocations: True
+    from the submission of the allocation until the submission of its free, which is what double-free checks
+    use. ``owner`` says what the memory is, for error messages. ``buffer`` and ``pool`` are the CPU backend's
+    (its memory while mapped, and the pool that maps it); other backends leave them None.
+    """
+
+    __slots__ = ("ptr", "nbytes", "origin", "index", "live", "owner", "buffer", "pool", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, origin: str, index: int, owner: str = "", buffer: Any = None,
+                 pool: Any = None) -> None:
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.origin = origin
+        self.index = index  # the device's
+        self.live = False
+        self.owner = owner or f"the {origin} allocation at {ptr:#x}"
+        self.buffer = buffer
+        self.pool = pool
