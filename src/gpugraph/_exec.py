@@ -274,16 +274,16 @@ class GraphExec:
                                                            f"graph on {self.device}")
         backend = self._backend
         found = self._find_params(graph) if _params.in_use else {}
-        shape = None
-        if backend.update_checks_rules and not (graph._memory or self._source._memory):
-            # The driver checks the rules itself, but it may pair nodes other than by creation order (it
-            # accepts an isomorphic graph), which would leave setters and Params addressing the wrong
-            # nodes: the topology is compared here, in the cheapest form. (It does not refuse every graph
-            # with memory nodes, whose addresses cannot move: those take the full check below.)
-            shape = graph_shape(graph)
-            refused = ("topology changed", None) if shape != self._source_shape() else None
+        # Nodes pair in creation order (setters and Params address them so): the topology is compared here,
+        # in the cheapest form, as the driver would accept an isomorphic graph paired otherwise; and
+        # allocation and free nodes, whose addresses cannot move, refuse any update. The backend checks the
+        # rest (parameters), as cuGraphExecUpdate does.
+        shape = graph_shape(graph)
+        if shape != self._source_shape():
+            refused: tuple[str, Any] | None = ("topology changed", None)
+        elif graph._memory or self._source._memory:
+            refused = ("unsupported node kind", None)
         else:
-            check_update(self._read_layout(), GraphLayout(graph))
             refused = None
         if refused is None:
             try:

@@ -25,9 +25,6 @@ class Backend(Protocol):
     speaks_cuda: bool
     # The DLPack device type (DLDeviceType) of the backend's memory: kDLCPU 1, kDLCUDA 2, kDLROCM 10.
     dlpack_device_type: int
-    # Whether exec_update itself refuses what CUDA's update rules refuse (a driver does), leaving the
-    # executable graph as it was; when False the front end checks the rules (gpugraph._update) first.
-    update_checks_rules: bool
 
     # Devices
     def device_count(self) -> int: ...
@@ -121,5 +118,8 @@ class Backend(Protocol):
     def exec_param_patcher(self, exec_: Handle, node: Handle, params: Any) -> Callable[[], None]: ...
     def exec_set_enabled(self, exec_: Handle, node: Handle, enabled: bool) -> None: ...
     def exec_update(self, exec_: Handle, graph: Handle, originals: list[Handle]) -> tuple[str, Handle] | None:
-        """Update in place; None when done, else (the rule broken, the offending node or None), unchanged."""
+        """Take the parameters of ``graph``, whose nodes pair with ``originals`` (the executable graph's) in
+        creation order: None when done, else (the rule broken, the offending node of ``graph`` or None) with
+        nothing changed. The front end has compared the topology and refused allocation and free nodes; the
+        backend checks the parameters, as cuGraphExecUpdate does (gpugraph._update's rules per node)."""
     def exec_destroy(self, exec_: Handle) -> None: ...

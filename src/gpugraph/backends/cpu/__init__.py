@@ -26,7 +26,7 @@ from .._allocation import Allocation
 from .._exit import exit_timeout
 from ._capture import CpuCapture
 from ._executor import POOL_THREADS, CpuExec
-from ._graphs import CpuGraph, CpuNode
+from ._graphs import CpuGraph, CpuNode, update_refusal
 from ._memory import AddressSpace, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
@@ -38,7 +38,6 @@ class CpuBackend:
     name = "cpu"
     speaks_cuda = False  # host memory and Python streams: no CUDA protocols
     dlpack_device_type = 1  # kDLCPU: its memory is host memory
-    update_checks_rules = False  # the front end checks CUDA's update rules before exec_update
 
     def __init__(self) -> None:
         self._addresses = AddressSpace()
@@ -406,9 +405,11 @@ class CpuBackend:
     def exec_set_enabled(self, exec_: CpuExec, node: CpuNode, enabled: bool) -> None:
         exec_.set_enabled(node, enabled)
 
-    def exec_update(self, exec_: CpuExec, graph: CpuGraph, originals: list[CpuNode]) -> None:
-        exec_.update(graph, originals)
-        return None
+    def exec_update(self, exec_: CpuExec, graph: CpuGraph, originals: list[CpuNode]) -> tuple[str, CpuNode] | None:
+        refused = update_refusal(originals, graph.nodes)
+        if refused is None:
+            exec_.update(graph, originals)
+        return refused
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         refuse_in_host_function("GraphExec.upload")

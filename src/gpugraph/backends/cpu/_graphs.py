@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._nodes import AllocParams, ChildGraphParams, FreeParams
+from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
+from ..._update import node_refusal
 from ._memory import span
 
 
@@ -83,3 +84,28 @@ class CpuGraph:
             new.dependents = [mapping[d] for d in node.dependents]
         copy.clone_of = mapping
         return copy
+
+
+def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode]) -> tuple[str, CpuNode] | None:
+    """What cuGraphExecUpdate would refuse when ``nodes`` take the parameters of ``originals``, paired in order
+    (the front end has compared the top-level topology; a child graph's is compared here): (the rule, the
+    node of ``nodes`` at fault), or None. A child graph at fault is named by its node, as the driver does."""
+    for original, node in zip(originals, nodes):
+        was, now = original.params, node.params
+        if was.kind is not now.kind:
+            return "node kind changed", node
+        refusal = node_refusal(was, now)
+        if refusal is not None:
+            return refusal[0], node
+        if now.kind is NodeKind.GRAPH:
+            if _shape(was.graph.nodes) != _shape(now.graph.nodes):
+                return "topology changed", node
+            inside = update_refusal(was.graph.nodes, now.graph.nodes)
+            if inside is not None:
+                return inside[0], node
+    return None
+
+
+def _shape(nodes: Sequence[CpuNode]) -> list[list[int]]:
+    position = {node: i for i, node in enumerate(nodes)}
+    return [sorted(position[dep] for dep in node.deps) for node in nodes]

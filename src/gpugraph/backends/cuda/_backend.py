@@ -61,7 +61,6 @@ class CudaBackend:
     name = "cuda"
     speaks_cuda = True
     dlpack_device_type = 2  # kDLCUDA
-    update_checks_rules = True  # cuGraphExecUpdate checks them, and changes nothing when it refuses
 
     def __init__(self, count: int) -> None:
         self.contexts = Contexts(count)
