@@ -321,11 +321,14 @@ class Capture:
         into = self._into
         deps = into._deps(self._after, "capture") if into is not None else []
         if into is not None:
-            into._changing()  # executable graphs made from it read it before the capture adds to it
-            self._nodes_before = set(into._current().handles)
+            with into._lock:
+                into._changing()  # executable graphs made from it read it before the capture adds to it
+                self._nodes_before = set(into._current().handles)
         try:
             guard_interrupts(self)
-            with _lock:  # begun and noted together (see unsafe_section)
+            # Begun and noted together (see unsafe_section); a change of ``into`` on another thread comes
+            # before or after, so that the backend knows which of its nodes the capture did not make.
+            with _lock, into._lock if into is not None else contextlib.nullcontext():
                 if into is not None:  # from now on the backend may add to it: read again when asked
                     self._recorded = into
                     into._begin_recording()

@@ -145,7 +145,7 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_next_number", "_owner",
+    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_owner",
                  "_owner_node",
                  "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
@@ -169,7 +169,6 @@ class Graph:
         # The Node objects handed out, by backend handle: made when first asked for (a captured graph
         # nobody queries has none), kept so that a node is always the same object.
         self._nodes: dict[Any, Node] = {}
-        self._next_number = 0  # the number (name) of the next new node
         self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
         self._owner_node: Any = None  # the handle of that node
         # Child-graph node handle -> the Graph over the graph it embeds, while one is in use: one at a time,
@@ -203,11 +202,16 @@ class Graph:
         """Called, under the graph's lock, before every change: the Topology is made whole (a change an
         interrupt cut short left the graph to be read again) and executable graphs made from the graph read
         what they need of it."""
+        self._version += 1
+        # (One test for the common case, when there is nothing to refuse, read or tell: the hot path of building.)
+        if HOST_THREADS or self._stale or self._watchers or self._topology.unread is not None:
+            self._prepare_change()
+
+    def _prepare_change(self) -> None:
         if HOST_THREADS:
             refuse_in_host_function("changing a Graph (add_*, dependencies, removals)")
         if self._stale and not self._recording:
             self._load()
-        self._version += 1
         if self._watchers:
             watchers, self._watchers = self._watchers, {}
             for ref in list(watchers.values()):  # a collection may remove entries meanwhile
@@ -251,7 +255,7 @@ class Graph:
         if recording:
             graph._begin_recording()
         elif topology is not None:
-            graph._topology, graph._next_number = topology, topology.next_number()
+            graph._topology = topology
         else:
             graph._load()
         if own and owner is None:
@@ -273,8 +277,7 @@ class Graph:
         """Read the backend graph (one listing of its nodes; parameter records only of nodes new to gpugraph;
         its edges when first needed). Nodes it no longer has (a discarded capture's) are dropped."""
         with self._lock:
-            self._topology, self._next_number = Topology.read(self._backend, self._handle, self._topology,
-                                                              self._next_number)
+            self._topology = Topology.read(self._backend, self._handle, self._topology)
             self._stale = self._recording > 0
             if self._owner is not None:  # the graph embedding this one keeps its Topology: the new one now
                 self._owner._keep_child(self._owner_node, self._topology)
@@ -344,9 +347,7 @@ class Graph:
                 backend = self._backend
                 record = backend.node_params(self._handle, handle)
                 alloc = backend.node_allocation(self._handle, handle) if record.kind in MEMORY_KINDS else None
-                number = max(self._next_number, topology.next_number())
-                self._next_number = number + 1
-                topology.add(handle, record, (), number, alloc)
+                topology.add(handle, record, (), alloc)
                 i = topology.position[handle]
             return i
 
@@ -406,13 +407,7 @@ class Graph:
 
     def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
         """Note a node the backend has just added after the nodes ``deps`` (handles)."""
-        topology = self._topology
-        number = self._next_number
-        if number < len(topology.handles):  # another Graph over the same child graph added nodes
-            number = topology.next_number()
-        self._next_number = number + 1
-        topology.add(handle, record, deps, number, alloc)
-        node = self._nodes[handle] = Node(self, handle, record, number)
+        node = self._nodes[handle] = Node(self, handle, record, self._topology.add(handle, record, deps, alloc))
         return node
 
     def _add(self, params: Any, deps: list[Any]) -> Node:

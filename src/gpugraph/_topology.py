@@ -19,8 +19,8 @@ from ._nodes import MEMORY_KINDS, NodeKind
 class Topology:
     """Nodes by position in creation order; ``deps[i]`` holds the positions node ``i`` waits for."""
 
-    __slots__ = ("handles", "_position", "records", "renamed", "_deps", "allocs", "children", "memory", "_shape",
-                 "unread")
+    __slots__ = ("handles", "_position", "records", "renamed", "numbered", "_deps", "allocs", "children", "memory",
+                 "_shape", "unread")
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
@@ -31,6 +31,7 @@ class Topology:
         # Each node's name (n0, n1, ...) is its number, for good, whatever is removed before it: its position,
         # but for those listed here (position -> number) once a removal moved them.
         self.renamed: dict[int, int] = {}
+        self.numbered = 0  # how many numbers were given: the next new node takes this one
         self._deps: list[tuple[int, ...]] = []
         self.allocs: dict[int, Any] = {}  # allocation and free nodes' allocation records (the backend's)
         # Child-graph node position -> the Topology of the graph it embeds, once read (see Graph._child).
@@ -60,17 +61,13 @@ class Topology:
         """The number (the name) of the node at position ``i``."""
         return self.renamed.get(i, i) if self.renamed else i
 
-    def next_number(self) -> int:
-        """The number the next new node takes: one more than any taken."""
-        return max(len(self.handles), max(self.renamed.values(), default=-1) + 1)
-
     def dependents(self, i: int) -> list[int]:
         """The positions of the nodes that wait for node ``i`` (found by a walk: rarely asked)."""
         return [j for j, deps in enumerate(self.deps) if i in deps]
 
-    def add(self, handle: Any, record: Any, deps: Sequence[Any], number: int, alloc: Any = None) -> None:
-        """Note a node after the nodes ``deps`` (handles). ``alloc``: an allocation or free node's allocation
-        record."""
+    def add(self, handle: Any, record: Any, deps: Sequence[Any], alloc: Any = None) -> int:
+        """Note a new node after the nodes ``deps`` (handles), and return its number. ``alloc``: an allocation
+        or free node's allocation record."""
         # (The properties' work, spelled out: this is the hot path of explicit building.)
         all_deps = self._deps if self.unread is None else self.deps
         position = self._position if self._position is not None else self.position
@@ -79,6 +76,7 @@ class Topology:
         self.records.append(record)
         count = len(deps)  # (one dependency is the common case: no loop for it)
         all_deps.append((position[deps[0]],) if count == 1 else tuple(map(position.__getitem__, deps)) if count else ())
+        number = self.numbered
         if number != i:
             self.renamed[i] = number
         if alloc is not None:
@@ -87,6 +85,8 @@ class Topology:
         # Last: a node an interrupt cut short of these two is not in the Topology.
         self.handles.append(handle)
         position[handle] = i
+        self.numbered = number + 1
+        return number
 
     def add_edge(self, source: int, target: int) -> None:
         """Note that node ``target`` waits for node ``source``."""
@@ -123,11 +123,12 @@ class Topology:
         return self._shape
 
     @classmethod
-    def read(cls, backend: Any, graph: Any, known: Topology, number: int) -> tuple[Topology, int]:
+    def read(cls, backend: Any, graph: Any, known: Topology) -> Topology:
         """The backend graph ``graph`` as it is now: one listing of its nodes now, one of its edges when they
-        are first needed; and the number the next new node takes. Records of nodes ``known`` holds are
-        taken from it; the backend is asked for the others', which are numbered from ``number`` on."""
+        are first needed. Nodes ``known`` holds keep their records and numbers; the backend is asked for the
+        others' records, and they are numbered on from ``known``'s numbers."""
         topology = cls()
+        number = known.numbered
         handles = topology.handles = backend.graph_nodes(graph)
         topology._position = None
         records, renamed = topology.records, topology.renamed
@@ -157,7 +158,8 @@ class Topology:
                 topology.memory = topology.memory or known.records[j].kind in MEMORY_KINDS
         topology._deps = [()] * len(handles)
         topology.unread = (backend, graph)
-        return topology, number
+        topology.numbered = number
+        return topology
 
     @classmethod
     def copy_of(cls, source: Topology, backend: Any, graph: Any) -> Topology:
@@ -166,9 +168,9 @@ class Topology:
         copy keeps; records are ``source``'s but for child-graph nodes, whose copies the backend names."""
         handles = backend.graph_nodes(graph)
         if len(handles) != len(source.handles):  # (never seen: read it as any other)
-            return cls.read(backend, graph, cls(), 0)[0]
+            return cls.read(backend, graph, cls())
         topology = cls()
-        topology.handles, topology._position = handles, None
+        topology.handles, topology._position, topology.numbered = handles, None, len(handles)
         topology.records = [backend.node_params(graph, h) if record.kind is NodeKind.GRAPH else record
                             for h, record in zip(handles, source.records)]
         topology._deps = list(source.deps)

@@ -21,7 +21,16 @@ from ... import _params
 from ..._errors import BackendError, CaptureError, GpuGraphError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._memory import Array
-from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..._nodes import (
+    AllocParams,
+    ChildGraphParams,
+    FreeParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+)
 from ..._params import resolve
 from .. import _exit as at_exit
 from .._allocation import Allocation
@@ -471,6 +480,9 @@ class CudaBackend:
                 call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
                 graph = CudaGraph(self._capture_info(stream)[2], stream.index)
             else:
+                self._settle(graph)  # (entries of another capture into it, paired before its nodes count as old)
+                with graph.lock:
+                    graph.before = set(self.graph_nodes(graph))
                 call(cu.cuStreamBeginCaptureToGraph, stream.handle, graph.handle, list(deps), None, len(deps),
                      _MODES[mode])
             stream.capture = CudaCapture(graph, into, stream)
@@ -523,8 +535,9 @@ class CudaBackend:
                 graph.pending = []
 
     def _pair(self, graph: CudaGraph, pending: list[tuple[Any, Allocation | None]]) -> None:
-        params, children, foreign = graph.params, graph.children, graph.foreign
-        fresh = [n for n in self.graph_nodes(graph) if n not in params and n not in children and n not in foreign]
+        params, children, foreign, before = graph.params, graph.children, graph.foreign, graph.before or ()
+        fresh = [n for n in self.graph_nodes(graph)
+                 if n not in params and n not in children and n not in foreign and n not in before]
         if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
             paired: Any = zip(fresh, pending)
         else:
@@ -618,16 +631,23 @@ class CudaBackend:
         self._release(self._in_context, graph.index, cu.cuGraphDestroy, graph.handle)
 
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        # The front end keeps the node's record; only a child graph's copy and host keys are kept here.
         self.contexts.use(graph.index)
-        with graph.lock:  # the node and its records appear together to a pairing on another thread
+        if graph.before is None and params.kind is not NodeKind.GRAPH:  # (the hot path of explicit building)
+            return add_node(self, graph, params, list(deps))
+        with graph.lock:  # the node and what is kept of it appear together to a pairing on another thread
             node = add_node(self, graph, params, list(deps))
-            self._keep_records(graph, node, params)
+            if params.kind is NodeKind.GRAPH:
+                self._keep_records(graph, node, params)
+            elif graph.before is not None:  # a capture records into the graph: its pairing must leave this be
+                graph.before.add(node)
         return node
 
     def _keep_records(self, graph: CudaGraph, node: Any, params: Any) -> None:
-        """Keep a new node's parameter record; for a child graph, give the nodes of the copy the driver
-        embedded the records of the child's nodes (paired in creation order, which a clone keeps)."""
-        if not isinstance(params, ChildGraphParams):
+        """Keep the record of a node gpugraph made in a capture's graph without a captured call (the front end
+        reads it from here); for a child graph, keep the copy the driver embedded, with the records of the
+        child's nodes kept here (paired in creation order, which a copy keeps)."""
+        if params.kind is not NodeKind.GRAPH:
             graph.params[node] = params
             return
         graph.children[node] = self._embedded(params.graph, call(cu.cuGraphChildGraphNodeGetGraph, node))

@@ -53,15 +53,17 @@ class CudaEvent:
 
 
 class CudaGraph:
-    """A graph, with the parameter records of the nodes gpugraph made (the driver holds the rest)."""
+    """A graph, with what the driver cannot give back: the records of the nodes gpugraph's captured calls and
+    memory nodes made (the front end keeps every node's record; these are what it reads from here), the graphs
+    child-graph nodes embed, and host nodes' registry keys."""
 
-    __slots__ = ("handle", "index", "params", "memory", "host_keys", "children", "pending", "foreign", "lock",
-                 "__weakref__")
+    __slots__ = ("handle", "index", "params", "memory", "host_keys", "children", "pending", "foreign", "before",
+                 "lock", "__weakref__")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
         self.index = index
-        self.params: dict[Any, Any] = {}  # node -> params record
+        self.params: dict[Any, Any] = {}  # captured or memory node -> params record
         # Allocation or free node -> the allocation it allocates or frees: by node, not address, since the
         # driver gives an allocation made after a free the freed allocation's address.
         self.memory: dict[Any, Allocation] = {}
@@ -71,6 +73,9 @@ class CudaGraph:
         # of an allocation or free node, else None).
         self.pending: list[tuple[Any, Allocation | None]] = []
         self.foreign: set[Any] = set()  # captured nodes other libraries made (no record of gpugraph's)
+        # Once a capture records into this existing graph: the nodes no capture made (there when the latest
+        # capture into it began, or added since), which pairing leaves be. None: never captured into.
+        self.before: set[Any] | None = None
         # Held from a captured call to the queueing of its entry, and while entries are paired with nodes,
         # so a pairing never sees a node whose entry is not queued yet.
         self.lock = threading.Lock()
