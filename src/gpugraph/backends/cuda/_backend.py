@@ -707,6 +707,8 @@ class CudaBackend:
         graph.foreign.discard(node)
         graph.children.pop(node, None)
         graph.host_keys.pop(node, None)
+        if graph.before is not None:
+            graph.before.discard(node)
         call(cu.cuGraphDestroyNode, node)
 
     def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
