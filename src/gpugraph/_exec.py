@@ -66,7 +66,8 @@ def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
         if HOST_THREADS:
             refuse_in_host_function(api)
         with self._lock:
-            return method(self, *args, **kwargs)
+            result = method(self, *args, **kwargs)  # (then returned: see cuda._nodes.add_node)
+        return result
     return locked
 
 

@@ -73,7 +73,10 @@ def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -
         function = backend.function(graph.index, params.kernel)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
-            return call(cu.cuGraphAddKernelNode, g, deps, n, p)
+            # (Kept, then returned after the block: an interrupt as the call returns then lands inside the
+            # block, which releases the lock; one after the return value is taken could skip the release.)
+            node = call(cu.cuGraphAddKernelNode, g, deps, n, p)
+        return node
     if isinstance(params, MemcpyParams):
         return call(cu.cuGraphAddMemcpyNode, g, deps, n, memcpy3d(params.dst, params.src, params.nbytes), ctx)
     if isinstance(params, MemsetParams):
