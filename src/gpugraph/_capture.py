@@ -443,7 +443,7 @@ class Capture:
             i = pending.pop()
             if i not in joined:
                 joined.add(i)
-                pending.extend(topology.deps[i])
+                pending.extend(topology.deps_of(i))
         return [s for s in self.streams[1:]
                 if any(position[h] not in joined for h in backend.stream_capture_dependencies(s._handle))]
 

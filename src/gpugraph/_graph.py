@@ -385,7 +385,7 @@ class Graph:
         i = self._position(handle)
         topology = self._current()
         handles = topology.handles
-        return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps[i]))
+        return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
 
     def _deps(self, after: Any, what: str) -> list[Any]:
         """The backend handles of the nodes ``after`` names, checked to be nodes of this graph."""
@@ -631,7 +631,7 @@ class Graph:
             raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
                              f"the edge would make a cycle")
         source, target = self._position(a._handle), self._position(b._handle)
-        if source in self._topology.deps[target]:
+        if source in self._topology.deps_of(target):
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
         self._change_edge(a, b, add=True)
 
@@ -641,7 +641,7 @@ class Graph:
         if self._memory:
             raise GraphError("remove_dependency: edges of a graph with allocation or free nodes cannot be removed")
         source, target = self._position(a._handle), self._position(b._handle)
-        if source not in self._current().deps[target]:
+        if source not in self._current().deps_of(target):
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._change_edge(a, b, add=False)
 

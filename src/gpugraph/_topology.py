@@ -17,7 +17,7 @@ from ._nodes import MEMORY_KINDS, NodeKind
 
 
 class Topology:
-    """Nodes by position in creation order; ``deps[i]`` holds the positions node ``i`` waits for."""
+    """Nodes by position in creation order; ``deps_of(i)`` are the positions node ``i`` waits for."""
 
     __slots__ = ("handles", "_position", "records", "renamed", "numbered", "_deps", "allocs", "children", "memory",
                  "_shape", "unread")
@@ -32,12 +32,14 @@ class Topology:
         # but for those listed here (position -> number) once a removal moved them.
         self.renamed: dict[int, int] = {}
         self.numbered = 0  # how many numbers were given: the next new node takes this one
-        self._deps: list[tuple[int, ...]] = []
+        # Each node's dependencies: the position of its one dependency (the common case, kept without a tuple),
+        # else a tuple of them (none, or several).
+        self._deps: list[int | tuple[int, ...]] = []
         self.allocs: dict[int, Any] = {}  # allocation and free nodes' allocation records (the backend's)
         # Child-graph node position -> the Topology of the graph it embeds, once read (see Graph._child).
         self.children: dict[int, Topology] = {}
         self.memory = False  # whether any node allocates or frees
-        self._shape: tuple[tuple[int, ...], ...] | None = None  # shape(), until the topology changes
+        self._shape: tuple[int | tuple[int, ...], ...] | None = None  # shape(), until the topology changes
         self.unread: tuple[Any, Any] | None = None  # (backend, graph) whose edges are still to be read
 
     def __len__(self) -> int:
@@ -45,10 +47,21 @@ class Topology:
 
     @property
     def deps(self) -> list[tuple[int, ...]]:
-        """Each node's dependencies, as positions (read from the backend on first use after ``read``)."""
+        """Each node's dependencies, as tuples of positions (made for a walk over the whole graph)."""
         if self.unread is not None:
             self.read_edges()
-        return self._deps
+        return [(d,) if type(d) is int else d for d in self._deps]  # type: ignore[misc]  # (mypy: no narrowing on type())
+
+    def deps_of(self, i: int) -> tuple[int, ...]:
+        """The positions node ``i`` waits for (the edges are read from the backend on first use after ``read``)."""
+        if self.unread is not None:
+            self.read_edges()
+        d = self._deps[i]
+        return (d,) if type(d) is int else d  # type: ignore[return-value]
+
+    def _set_deps(self, i: int, deps: tuple[int, ...]) -> None:
+        self._deps[i] = deps[0] if len(deps) == 1 else deps
+        self._shape = None
 
     @property
     def position(self) -> dict[Any, int]:
@@ -63,19 +76,22 @@ class Topology:
 
     def dependents(self, i: int) -> list[int]:
         """The positions of the nodes that wait for node ``i`` (found by a walk: rarely asked)."""
-        return [j for j, deps in enumerate(self.deps) if i in deps]
+        if self.unread is not None:
+            self.read_edges()
+        return [j for j, d in enumerate(self._deps) if d == i or (type(d) is tuple and i in d)]
 
     def add(self, handle: Any, record: Any, deps: Sequence[Any], alloc: Any = None) -> int:
         """Note a new node after the nodes ``deps`` (handles), and return its number. ``alloc``: an allocation
         or free node's allocation record."""
         # (The properties' work, spelled out: this is the hot path of explicit building.)
-        all_deps = self._deps if self.unread is None else self.deps
+        if self.unread is not None:
+            self.read_edges()
         position = self._position if self._position is not None else self.position
         i = len(self.handles)
         self._shape = None
         self.records.append(record)
-        count = len(deps)  # (one dependency is the common case: no loop for it)
-        all_deps.append((position[deps[0]],) if count == 1 else tuple(map(position.__getitem__, deps)) if count else ())
+        count = len(deps)  # (one dependency is the common case: no loop, no tuple for it)
+        self._deps.append(position[deps[0]] if count == 1 else tuple(map(position.__getitem__, deps)) if count else ())
         number = self.numbered
         if number != i:
             self.renamed[i] = number
@@ -90,21 +106,17 @@ class Topology:
 
     def add_edge(self, source: int, target: int) -> None:
         """Note that node ``target`` waits for node ``source``."""
-        deps = self.deps
-        self._shape = None
-        deps[target] += (source,)
+        self._set_deps(target, (*self.deps_of(target), source))
 
     def remove_edge(self, source: int, target: int) -> None:
         """Note that node ``target`` no longer waits for node ``source``."""
-        deps = self.deps
-        self._shape = None
-        kept = list(deps[target])
+        kept = list(self.deps_of(target))
         kept.remove(source)
-        deps[target] = tuple(kept)
+        self._set_deps(target, tuple(kept))
 
     def reaches(self, source: int, targets: Iterable[int]) -> bool:
         """Whether any of ``targets`` is ``source`` or depends on it, directly or not."""
-        deps = self.deps
+        deps_of = self.deps_of
         pending, seen = list(targets), set()
         while pending:
             i = pending.pop()
@@ -112,14 +124,17 @@ class Topology:
                 return True
             if i not in seen:
                 seen.add(i)
-                pending.extend(deps[i])
+                pending.extend(deps_of(i))
         return False
 
-    def shape(self) -> tuple[tuple[int, ...], ...]:
-        """Each node's dependencies as sorted positions: two graphs pair node for node in creation order
-        exactly when their shapes are equal."""
+    def shape(self) -> tuple[int | tuple[int, ...], ...]:
+        """Each node's dependencies: the position of its one dependency, else their sorted positions. Two
+        graphs pair node for node in creation order exactly when their shapes are equal."""
         if self._shape is None:
-            self._shape = tuple(tuple(sorted(deps)) if len(deps) > 1 else deps for deps in self.deps)
+            if self.unread is not None:
+                self.read_edges()
+            self._shape = tuple(d if type(d) is int or len(d) < 2 else tuple(sorted(d))  # type: ignore[arg-type]
+                                for d in self._deps)
         return self._shape
 
     @classmethod
@@ -173,7 +188,9 @@ class Topology:
         topology.handles, topology._position, topology.numbered = handles, None, len(handles)
         topology.records = [backend.node_params(graph, h) if record.kind is NodeKind.GRAPH else record
                             for h, record in zip(handles, source.records)]
-        topology._deps = list(source.deps)
+        if source.unread is not None:
+            source.read_edges()
+        topology._deps = list(source._deps)
         for i, child in source.children.items():  # nested copies, described the same way
             topology.children[i] = cls.copy_of(child, backend, topology.records[i].graph)
         return topology
@@ -190,5 +207,5 @@ class Topology:
             # one being added now) is not here: the graph is read again, or ``add`` notes it with its deps.
             if target in position and source in position:
                 deps[position[target]].append(position[source])
-        self._deps = [tuple(d) for d in deps]
+        self._deps = [d[0] if len(d) == 1 else tuple(d) for d in deps]
         self.unread = None  # last: an interrupted read is made again
