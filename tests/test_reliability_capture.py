@@ -28,6 +28,7 @@ import pytest
 import gpugraph as gg
 import kernels as K
 from gpugraph import _capture
+from gpugraph._params import ParamUses
 
 N = 8
 GRID, BLOCK = K.launch_1d(N, 4)
@@ -357,7 +358,7 @@ def two_graphs(device: gg.Device, out: gg.Array, param: gg.Param) -> tuple[gg.Gr
 UPDATE_WINDOWS = {  # Ctrl-C in the backend's update: its call is made again, whole
     "backend update, before": (lambda mp, dev: interrupt(mp, dev._backend, "exec_update", "before"), "new"),
     "backend update, after": (lambda mp, dev: interrupt(mp, dev._backend, "exec_update", "after"), "new"),
-    "Params adopted": (lambda mp, dev: interrupt(mp, gg.GraphExec, "_adopt_params"), "new"),
+    "Params adopted": (lambda mp, dev: interrupt(mp, ParamUses, "adopt"), "new"),
     "new graph watched": (lambda mp, dev: interrupt(mp, gg.Graph, "_watch"), "new"),
 }
 

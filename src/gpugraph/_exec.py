@@ -25,7 +25,7 @@ from ._nodes import (
     MemsetParams,
     NodeKind,
 )
-from ._params import Param
+from ._params import Param, ParamUses
 from ._stream import Event, Stream
 from ._update import GraphLayout, check_update, graph_shape, node_refusal
 
@@ -87,8 +87,8 @@ class GraphExec:
     """
 
     __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
-                 "_indices", "_param_nodes", "_param_records", "_pending", "_patchers", "_changed",
-                 "_disabled", "_source", "_source_version", "_shape", "_lock", "__weakref__")
+                 "_indices", "_params", "_changed", "_disabled", "_source", "_source_version", "_shape", "_lock",
+                 "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
         self.graph = graph
@@ -99,9 +99,7 @@ class GraphExec:
         self._lock = threading.RLock()  # the calls of several threads take turns (see the class docstring)
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
-        self._pending: set[Param] = set()  # Params whose value changed since this exec last patched them
-        self._param_nodes: dict[Param, set[int]] = {}
-        self._patchers: dict[int, Callable[[], None]] = {}  # node position -> prepared Param patch
+        self._params = ParamUses()  # its nodes taking Params, and their patches
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
         # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
         self._disabled: set[int] = set()
@@ -114,10 +112,9 @@ class GraphExec:
         self._layout: GraphLayout | None = None
         self._shape: Any = None  # the source's graph_shape, once known
         self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
-        self._param_records: dict[int, KernelParams] = {}  # position -> record of a node taking Params
         graph._watch(self)
         if _params.in_use:
-            self._adopt_params(self._find_params(graph))
+            self._params.adopt(self._find_params(graph))
 
     def _read_layout(self) -> GraphLayout:
         if self._layout is None:
@@ -150,14 +147,6 @@ class GraphExec:
                 _refuse_child_params(graph._child(handle), graph, handle)
         return found
 
-    def _adopt_params(self, found: dict[int, KernelParams]) -> None:
-        """Register the nodes taking Params; values set since those nodes were added count as changes."""
-        self._param_nodes.clear()
-        self._param_records.clear()
-        for i, params in found.items():
-            self._note_params(i, params, fresh=True)
-        self._pending = set(self._param_nodes)
-
     # Launching
 
     def _stream_handle(self, stream: Any, what: str) -> Any:
@@ -183,8 +172,8 @@ class GraphExec:
                 self._stream_handle(stream, "launch")
             if stream._capture is not None or stream.legacy or _capture.function_captures:
                 self._guard_capture(stream)
-            if self._pending:
-                self._patch_params()
+            if self._params.pending:
+                self._params.patch(self._prepare_patch)
             self._launch(handle, stream._handle)
 
     def _guard_capture(self, stream: Stream) -> None:
@@ -202,7 +191,7 @@ class GraphExec:
                               "turned off by set_enabled (an update keeps it off) cannot be launched into a "
                               "capture (the capture embeds the graph it was made from, with every node on); "
                               "turn the node on again first, or capture the work itself")
-        if self._changed or self._param_nodes:
+        if self._changed or self._params:
             raise _capture._invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
                               "set_enabled or Params cannot be launched into a capture (the capture embeds the "
                               "graph it was made from); launch that graph's instantiation before the changes, or "
@@ -219,36 +208,8 @@ class GraphExec:
 
     # Dynamic parameters
 
-    def _note_params(self, index: int, params: Any, fresh: bool = False) -> None:
-        """Register the Params a kernel node at ``index`` takes, so their changes reach this exec."""
-        if not fresh:
-            self._param_records.pop(index, None)
-            for uses in self._param_nodes.values():
-                uses.discard(index)
-        if isinstance(params, KernelParams):
-            for arg in params.args:
-                if type(arg) is Param:
-                    self._param_nodes.setdefault(arg, set()).add(index)
-                    self._param_records[index] = params
-                    arg._use_in(self)
-
-    def _patch_params(self) -> None:
-        """Patch the nodes whose Params changed, each with a patch prepared once (a hot path)."""
-        pending, self._pending = self._pending, set()
-        indices: set[int] = set()
-        for param in pending:
-            indices.update(self._param_nodes.get(param, ()))
-        patchers = self._patchers
-        try:
-            for i in indices:
-                patch = patchers.get(i)
-                if patch is None:
-                    patch = patchers[i] = self._backend.exec_param_patcher(self._handle, self._handles[i],
-                                                                           self._param_records[i])
-                patch()
-        except BaseException:
-            self._pending |= pending  # patched again at the next launch
-            raise
+    def _prepare_patch(self, index: int, record: KernelParams) -> Callable[[], None]:
+        return self._backend.exec_param_patcher(self._handle, self._handles[index], record)
 
     # Changing an executable graph
 
@@ -314,9 +275,8 @@ class GraphExec:
         self._source, self._source_version = graph, graph._version
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
         graph._watch(self)
-        self._patchers.clear()
         self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
-        self._adopt_params(found)
+        self._params.adopt(found)
 
     def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
         if self._handle is None:
@@ -340,10 +300,8 @@ class GraphExec:
         self._changed = True  # first: should the call below be interrupted, the node may be changed
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         layout.params[index] = params
-        if self._patchers:
-            self._patchers.pop(index, None)
         if _params.in_use:  # without Params there is nothing to note or forget
-            self._note_params(index, params)
+            self._params.note(index, params)
 
     @_serialized
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,

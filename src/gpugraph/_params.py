@@ -1,19 +1,21 @@
 """Param: a kernel argument whose value can change after the graph is built, patched at the next launch.
 
 A Param used as a kernel argument while building or capturing a graph records itself in the node. Each
-executable graph made from that graph registers the nodes that use it; setting ``value`` marks the Param
-pending in those executable graphs, and their next ``launch`` patches exactly those nodes first (the
-combined approach of the seed blog, with no bookkeeping left to the user).
+executable graph made from that graph registers the nodes that use it (its ``ParamUses``); setting ``value``
+marks the Param pending in those registries, and the executable graph's next ``launch`` patches exactly
+those nodes first (the combined approach of the seed blog, with no bookkeeping left to the user).
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._memory import Array
+from ._nodes import NodeKind
 from ._scalars import bounds, check_dtype, is_number, to_c
 
 # Set once any Param exists, so stream launches check for Params only in programs that use them.
@@ -44,7 +46,8 @@ class Param:
     def __init__(self, value: Any, dtype: Any = None) -> None:
         global in_use
         in_use = True
-        # Executable graphs with nodes using it, by id: weak references, iterated directly (a hot path).
+        # The ParamUses of executable graphs with nodes using it, by id: weak references, iterated directly
+        # (a hot path).
         self._users: dict[int, weakref.ref] = {}
         self._is_array = type(value) is Array
         # The values ``value`` takes without more checks: Python numbers of type _fast in [_low, _high].
@@ -74,10 +77,10 @@ class Param:
         """Whether the Param points at an Array (a pointer parameter) rather than holding a scalar."""
         return self._is_array
 
-    def _use_in(self, exe: Any) -> None:
-        """Register an executable graph whose nodes take this Param."""
-        key, users = id(exe), self._users
-        users[key] = weakref.ref(exe, lambda _: users.pop(key, None))
+    def _use_in(self, uses: ParamUses) -> None:
+        """Register the registry of an executable graph whose nodes take this Param."""
+        key, users = id(uses), self._users
+        users[key] = weakref.ref(uses, lambda _: users.pop(key, None))
 
     @property
     def value(self) -> Any:
@@ -103,9 +106,9 @@ class Param:
                 new = to_c(new, self.dtype, str(self.dtype), f"{self!r}.value")
             self._value = new
         for ref in list(self._users.values()):
-            exe = ref()
-            if exe is not None:
-                exe._pending.add(self)
+            uses = ref()
+            if uses is not None:
+                uses.pending.add(self)
 
     def bind(self, dtype: np.dtype, where: str) -> None:
         """Fix or check the scalar type against the kernel parameter it is passed to."""
@@ -128,3 +131,64 @@ class Param:
 def resolve(arg: Any) -> Any:
     """A kernel argument with any Param replaced by its current value."""
     return arg._value if type(arg) is Param else arg
+
+
+class ParamUses:
+    """Which kernel nodes of one executable graph take which Params (nodes by position in creation order),
+    the Params whose value changed since the graph last patched them, and each node's patch, prepared once
+    and kept until the node changes."""
+
+    __slots__ = ("pending", "_nodes", "_records", "_patchers", "__weakref__")
+
+    def __init__(self) -> None:
+        self.pending: set[Param] = set()  # Params whose value changed since the last patch
+        self._nodes: dict[Param, set[int]] = {}  # Param -> positions of the nodes taking it
+        self._records: dict[int, Any] = {}  # position -> the kernel record of a node taking Params
+        self._patchers: dict[int, Callable[[], None]] = {}  # position -> prepared patch
+
+    def __bool__(self) -> bool:
+        """Whether any node takes a Param."""
+        return bool(self._nodes)
+
+    def adopt(self, found: dict[int, Any]) -> None:
+        """Register the nodes ``found`` (position -> kernel record) as the ones taking Params, replacing any
+        registered before; values set since those nodes were made count as changes."""
+        self._nodes.clear()
+        self._records.clear()
+        self._patchers.clear()
+        for i, record in found.items():
+            self.note(i, record, fresh=True)
+        self.pending = set(self._nodes)
+
+    def note(self, index: int, record: Any, fresh: bool = False) -> None:
+        """Register the Params the node at ``index`` takes in ``record`` (a setter gave it new parameters,
+        unless ``fresh``: whatever it took before is forgotten)."""
+        if not fresh:
+            self._records.pop(index, None)
+            self._patchers.pop(index, None)
+            for nodes in self._nodes.values():
+                nodes.discard(index)
+        if record.kind is NodeKind.KERNEL:
+            for arg in record.args:
+                if type(arg) is Param:
+                    self._nodes.setdefault(arg, set()).add(index)
+                    self._records[index] = record
+                    arg._use_in(self)
+
+    def patch(self, prepare: Callable[[int, Any], Callable[[], None]]) -> None:
+        """Patch the nodes whose Params changed (a hot path); ``prepare(position, record)`` makes a node's patch
+        the first time. Whatever stops it, the Params left unpatched stay pending."""
+        pending, self.pending = self.pending, set()
+        indices: set[int] = set()
+        for param in pending:
+            indices.update(self._nodes.get(param, ()))
+        patchers = self._patchers
+        try:
+            for i in indices:
+                patch = patchers.get(i)
+                if patch is None:
+                    patch = patchers[i] = prepare(i, self._records[i])
+                patch()
+        except BaseException:
+            self.pending |= pending  # patched again at the next launch
+            raise
