@@ -1,0 +1,433 @@
+"""The CUDA backend's capture layer: streams and events, and the capture of their work (see _backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cuda.bindings import driver as cu
+
+from ... import _params
+from ..._errors import BackendError, CaptureError, GpuGraphError
+from ..._host_threads import HOST_THREADS, refuse_in_host_function
+from ..._nodes import AllocParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ..._params import resolve
+from .._allocation import Allocation
+from ._driver import call, error, listed
+from ._launch import Function
+from ._nodes import add_node, address, derive_params
+from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaStream
+from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
+
+_MEMSET = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async}
+_NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
+_MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
+          "thread_local": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+          "relaxed": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED}
+
+
+class CudaCapturing(CudaRuntime):
+    """Streams and events, whose work a capture records: the queue of captured calls and its pairing with the
+    nodes the driver made, and the records kept of the nodes of captured and child graphs."""
+
+    # Streams and events
+
+    def stream_create(self, index: int, non_blocking: bool, priority: int) -> CudaStream:
+        self.contexts.use(index)
+        flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else cu.CUstream_flags.CU_STREAM_DEFAULT
+        return CudaStream(call(cu.cuStreamCreateWithPriority, flags, priority), index)
+
+    def stream_default(self, index: int) -> CudaStream:
+        return CudaStream(cu.CUstream(cu.CU_STREAM_LEGACY), index)
+
+    def stream_address(self, stream: CudaStream) -> int:
+        return int(stream.handle)
+
+    def stream_external(self, index: int, address: int) -> tuple[CudaStream, int, bool, int]:
+        self.contexts.use(index)
+        handle = cu.CUstream(address)
+        try:
+            device = int(call(cu.cuStreamGetDevice, handle))
+        except BackendError as exc:
+            raise ValueError(f"the handle {address:#x} is not a CUDA stream handle of this process (the driver "
+                             f"says {exc})") from None
+        owner = next(i for i, d in enumerate(self.contexts.devices) if int(d) == device)
+        flags = int(call(cu.cuStreamGetFlags, handle))
+        priority = int(call(cu.cuStreamGetPriority, handle))
+        non_blocking = bool(flags & int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        return CudaStream(handle, owner), owner, non_blocking, priority
+
+    def stream_destroy(self, stream: CudaStream) -> None:
+        self._release(self._destroy_stream, stream)
+
+    def _destroy_stream(self, stream: CudaStream) -> None:
+        # Its work still runs (the driver finishes it); its host functions' errors surface at the device's
+        # next synchronize.
+        self.contexts.use(stream.index)
+        call(cu.cuStreamDestroy, stream.handle)
+
+    def stream_synchronize(self, stream: CudaStream) -> None:
+        self._refuse_in_host_function("Stream.synchronize")
+        self.contexts.use(stream.index)
+        self._synchronize(cu.cuStreamSynchronize, stream.handle)
+        self._flush_releases()
+        pending = self.host.take_error(stream)
+        if pending is not None:
+            raise pending
+
+    def stream_query(self, stream: CudaStream) -> bool:
+        return _done(cu.cuStreamQuery, stream.handle)
+
+    def stream_launch(self, stream: CudaStream, function: Function, grid: tuple, block: tuple,
+                      shared_mem: int, args: tuple) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.launch")
+        capture = stream.capture
+        if capture is not None:  # see _captured: the same, inlined for this hot path
+            capture.lock.acquire()
+            packed = tuple([resolve(a) for a in args]) if _params.in_use else args
+        else:
+            packed = args
+        try:
+            with function.lock:
+                params = function.pack(packed)
+                (err,) = cu.cuLaunchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1],
+                                           block[2], shared_mem, stream.handle, params, 0)
+                if err:
+                    if err != INVALID_CONTEXT:
+                        raise error("cuLaunchKernel", err)
+                    self._retry_in_context(cu.cuLaunchKernel, stream.index, function.handle, grid[0], grid[1],
+                                           grid[2], block[0], block[1], block[2], shared_mem, stream.handle,
+                                           params, 0)
+            if capture is not None:
+                capture.graph.pending.append((KernelParams(function.kernel, grid, block, shared_mem, args), None))
+        finally:
+            if capture is not None:
+                capture.lock.release()
+
+    def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.memcpy")
+        if stream.capture is None:
+            check_allocated(dst, src)
+        self.contexts.use(stream.index)
+        if stream.capture is not None:
+            self._captured(stream, call, (cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle),
+                           lambda _: (MemcpyParams(dst, src, nbytes), None))
+            return
+        call(cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle)
+
+    def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
+                      count: int) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.memset")
+        self.contexts.use(stream.index)
+        arguments = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
+        if stream.capture is not None:
+            self._captured(stream, call, arguments,
+                           lambda _: (MemsetParams(dst, value, pattern, element_size, count), None))
+            return
+        call(*arguments)
+
+    def stream_host(self, stream: CudaStream, fn: Any, args: tuple) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.host")
+        self.contexts.use(stream.index)
+        if stream.capture is not None:
+            # Added as a node at the frontier: cuda.bindings' cuLaunchHostFunc wrapper frees its callback
+            # data after one call (NVIDIA/cuda-python#790), and a captured host node runs at every replay.
+            self._add_at_frontier(stream, HostParams(fn, args))
+            return
+        key = self.host.register(fn, args, stream, one_shot=True)
+        call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
+
+    def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, Allocation]:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.alloc")
+        self.contexts.use(stream.index)
+        capture = stream.capture
+        if capture is not None:  # an allocation node, drawing on the graph pool
+            def record(made: Any) -> tuple[AllocParams, Allocation]:
+                ptr = int(made)
+                return AllocParams(nbytes, ptr), Allocation(ptr, nbytes, "graph", stream.index)
+            params, alloc = self._captured(stream, allocate, (nbytes, "graph", cu.cuMemAllocAsync, max(nbytes, 1),
+                                                               stream.handle), record)
+            ptr = params.ptr
+        else:
+            ptr = int(allocate(nbytes, "stream-ordered", cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
+            alloc = Allocation(ptr, nbytes, "stream", stream.index)
+            alloc.live = True
+        return ptr, alloc
+
+    def stream_free(self, stream: CudaStream, alloc: Allocation) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.free")
+        self.contexts.use(stream.index)
+        if stream.capture is not None:
+            self._captured(stream, call, (cu.cuMemFreeAsync, alloc.ptr, stream.handle),
+                           lambda _: (FreeParams(alloc.ptr), alloc))
+            return
+        call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
+
+    def stream_wait_event(self, stream: CudaStream, event: CudaEvent) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.wait")
+        self.contexts.use(stream.index)
+        call(cu.cuStreamWaitEvent, stream.handle, event.handle, 0)
+        capture = event.capture
+        if capture is not None and capture.active and stream.capture is None:
+            stream.capture = capture  # the driver forked this stream into the capture
+            capture.streams.append(stream)
+
+    def event_create(self, index: int, timing: bool) -> CudaEvent:
+        self.contexts.use(index)
+        flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        return CudaEvent(call(cu.cuEventCreate, flags), index)
+
+    def event_destroy(self, event: CudaEvent) -> None:
+        self._release(self._in_context, event.index, cu.cuEventDestroy, event.handle)
+
+    def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.record")
+        self.contexts.use(stream.index)
+        call(cu.cuEventRecord, event.handle, stream.handle)
+        event.capture = stream.capture
+
+    def event_synchronize(self, event: CudaEvent) -> None:
+        self._refuse_in_host_function("Event.synchronize")
+        self._synchronize(cu.cuEventSynchronize, event.handle)
+
+    def event_query(self, event: CudaEvent) -> bool:
+        return _done(cu.cuEventQuery, event.handle)
+
+    def event_elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
+        err, ms = cu.cuEventElapsedTime(start.handle, end.handle)
+        if err == cu.CUresult.CUDA_ERROR_INVALID_HANDLE:  # what the driver says of a never-recorded event
+            raise ValueError("elapsed_ms: both events must have been recorded")
+        if err:
+            raise error("cuEventElapsedTime", err)
+        return float(ms)
+
+    # Capture
+
+    def stream_begin_capture(self, stream: CudaStream, mode: str, graph: CudaGraph | None,
+                             deps: Sequence[Any]) -> CudaGraph:
+        self.contexts.use(stream.index)
+        into = graph is not None
+        try:
+            with self._lock:  # first: a garbage-collected Array freed from now on must wait for the end
+                self._captures.add(stream)
+            if graph is None:
+                call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
+                graph = CudaGraph(self._capture_info(stream)[2], stream.index)
+            else:
+                self._settle(graph)  # (entries of another capture into it, paired before its nodes count as old)
+                with graph.lock:
+                    graph.before = set(self.graph_nodes(graph))
+                call(cu.cuStreamBeginCaptureToGraph, stream.handle, graph.handle, list(deps), None, len(deps),
+                     _MODES[mode])
+            stream.capture = CudaCapture(graph, into, stream)
+        except BaseException as exc:
+            # Noted already (interrupted on the way out): the front end sees the exception and aborts it. Not
+            # noted: it must not be running in the driver either.
+            if stream.capture is None:
+                if not isinstance(exc, BackendError):  # interrupted (KeyboardInterrupt): the driver may have begun
+                    self._end_unnoted(stream, into)
+                with self._lock:
+                    self._captures.discard(stream)
+            raise
+        return graph
+
+    def _end_unnoted(self, stream: CudaStream, into: bool) -> None:
+        """End a capture the driver began on ``stream`` before gpugraph noted it, discarding its graph."""
+        err, status = cu.cuStreamIsCapturing(stream.handle)
+        if err or status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+            return
+        err, handle = cu.cuStreamEndCapture(stream.handle)
+        if not err and handle is not None and int(handle) and not into:
+            call(cu.cuGraphDestroy, handle)
+
+    def _capture_info(self, stream: CudaStream) -> tuple:
+        return call(cu.cuStreamGetCaptureInfo, stream.handle)  # (status, id, graph, deps, edge data, count)
+
+    def _captured(self, stream: CudaStream, fn: Any, args: tuple, record: Any) -> tuple[Any, Any]:
+        """Make a call that the capture turns into one node, and queue (and return) that node's entry:
+        ``record(what the call returned)``, the node's parameter record and, for an allocation or free node,
+        the allocation record (else None).
+
+        The entries are paired with their nodes when first needed (``_settle``): querying the new node at
+        each call (cuStreamGetCaptureInfo) would cost as much as the captured call itself. The capture's
+        lock keeps the queue in the order in which the driver made the nodes, across threads.
+        """
+        capture = _capture_of(stream)
+        with capture.lock:
+            entry = record(fn(*args))
+            capture.graph.pending.append(entry)
+        return entry
+
+    def _settle(self, graph: CudaGraph) -> None:
+        """Pair the queued entries of captured calls with the nodes the driver made for them: each node gets
+        its parameter record and, for an allocation or free node, its allocation record."""
+        if not graph.pending:
+            return
+        with graph.lock:  # a call captured on another thread meanwhile would leave a node without its entry
+            if graph.pending:  # another thread may have paired them while this one waited
+                self._pair(graph, graph.pending)
+                graph.pending = []
+
+    def _pair(self, graph: CudaGraph, pending: list[tuple[Any, Allocation | None]]) -> None:
+        params, children, foreign, before = graph.params, graph.children, graph.foreign, graph.before or ()
+        fresh = [n for n in self.graph_nodes(graph)
+                 if n not in params and n not in children and n not in foreign and n not in before]
+        if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
+            paired: Any = zip(fresh, pending)
+        else:
+            # Other libraries' work was captured in between: pair each entry with the next node its record
+            # describes; the nodes left over are theirs (their parameters are read back from the driver).
+            queue = iter(pending)
+            wanted = next(queue, None)
+            paired = []
+            for node in fresh:
+                if wanted is not None and _describes(wanted[0], derive_params(self, graph, node)):
+                    paired.append((node, wanted))
+                    wanted = next(queue, None)
+                else:
+                    foreign.add(node)
+        memory = graph.memory
+        for node, (record, alloc) in paired:
+            params[node] = record
+            if alloc is not None:
+                memory[node] = alloc
+
+    def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
+        """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
+        graph = _capture_of(stream).graph
+        with graph.lock:  # the node and its records appear together to a pairing on another thread
+            node = add_node(self, graph, params, self.stream_capture_dependencies(stream))
+            self.stream_set_capture_dependencies(stream, [node])
+            self._keep_records(graph, node, params)
+        return node
+
+    def _end(self, stream: CudaStream) -> tuple[Any, Any]:
+        capture = _capture_of(stream)
+        try:
+            self.contexts.use(stream.index)
+            err, handle = cu.cuStreamEndCapture(stream.handle)
+            if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+                return err, handle  # the capture goes on: it must be ended from the thread that began it
+            self._forget_capture(capture)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt): once the driver has ended the capture, gpugraph must forget it too.
+            err, status = cu.cuStreamIsCapturing(stream.handle)
+            if not err and status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+                self._forget_capture(capture)
+            raise
+        self._flush_releases()
+        return err, handle
+
+    def _forget_capture(self, capture: CudaCapture) -> None:
+        """The driver ended ``capture``: no stream takes part in it any more. Idempotent."""
+        capture.end()
+        with self._lock:
+            self._captures.discard(capture.streams[0])
+
+    def stream_end_capture(self, stream: CudaStream) -> CudaGraph:
+        graph = _capture_of(stream).graph
+        err, _ = self._end(stream)
+        if err:
+            graph.pending = []
+            reason = error("cuStreamEndCapture", err)
+            raise CaptureError(f"the CUDA driver refused the capture: {reason} (work that another library "
+                               f"issued on a captured stream can cause this)", api="cuStreamEndCapture")
+        self._settle(graph)
+        return graph
+
+    def stream_abort_capture(self, stream: CudaStream) -> None:
+        if stream.capture is None:
+            return
+        into = stream.capture.into
+        stream.capture.graph.pending = []  # the nodes they describe are discarded
+        err, handle = self._end(stream)
+        if not err and handle is not None and not into:
+            call(cu.cuGraphDestroy, handle)
+
+    def stream_is_capturing(self, stream: CudaStream) -> bool:
+        return stream.capture is not None
+
+    def stream_capture_dependencies(self, stream: CudaStream) -> list[Any]:
+        info = self._capture_info(stream)
+        return list(info[3])[:info[5]]
+
+    def stream_set_capture_dependencies(self, stream: CudaStream, deps: Sequence[Any]) -> None:
+        call(cu.cuStreamUpdateCaptureDependencies, stream.handle, list(deps), None, len(deps),
+             cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+
+    # Records of nodes (captured, or of the graphs child-graph nodes embed)
+
+    def graph_nodes(self, graph: CudaGraph) -> list[Any]:
+        return listed(cu.cuGraphGetNodes, graph.handle)
+
+    def _keep_records(self, graph: CudaGraph, node: Any, params: Any) -> None:
+        """Keep the record of a node gpugraph made in a capture's graph without a captured call (the front end
+        reads it from here); for a child graph, keep the copy the driver embedded, with the records of the
+        child's nodes kept here (paired in creation order, which a copy keeps)."""
+        if params.kind is not NodeKind.GRAPH:
+            graph.params[node] = params
+            return
+        graph.children[node] = self._embedded(params.graph, call(cu.cuGraphChildGraphNodeGetGraph, node))
+
+    def _embedded(self, source: CudaGraph, handle: Any) -> CudaGraph:
+        """The CudaGraph of ``handle``, a copy the driver made of ``source`` (a clone, or a child graph's copy),
+        with the records of ``source``'s nodes given to their copies: paired in creation order, which a copy
+        keeps (one node listing of each graph, no per-node query)."""
+        self._settle(source)
+        embedded = CudaGraph(handle, source.index)
+        for original, copy in zip(self.graph_nodes(source), self.graph_nodes(embedded)):
+            if original in source.params:
+                embedded.params[copy] = source.params[original]
+            if original in source.host_keys:
+                embedded.host_keys[copy] = source.host_keys[original]
+            if original in source.memory:
+                embedded.memory[copy] = source.memory[original]
+            if original in source.foreign:
+                embedded.foreign.add(copy)
+            if original in source.children:
+                embedded.children[copy] = self._embedded(source.children[original],
+                                                         call(cu.cuGraphChildGraphNodeGetGraph, copy))
+        return embedded
+
+
+
+def _capture_of(stream: CudaStream) -> CudaCapture:
+    """The capture ``stream`` takes part in: for the calls the front end makes only while it captures."""
+    capture = stream.capture
+    if capture is None:  # a bug in gpugraph, not a user's mistake
+        raise GpuGraphError("cuda: a capture call on a stream that is not capturing")
+    return capture
+
+
+def _describes(record: Any, derived: Any) -> bool:
+    """Whether a queued record describes a node whose parameters the driver reports as ``derived``."""
+    if type(record) is not type(derived):
+        return False
+    if isinstance(record, KernelParams):
+        return record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
+    if isinstance(record, MemcpyParams):
+        return (address(record.dst), address(record.src), record.nbytes) == (derived.dst, derived.src,
+                                                                             derived.nbytes)
+    if isinstance(record, MemsetParams):
+        return address(record.dst) == derived.dst and record.count == derived.count
+    if isinstance(record, AllocParams):  # the driver reports a 0-byte allocation's size as the 1 it allocated
+        return record.ptr == derived.ptr
+    return record == derived  # free nodes: their addresses
+
+
+def _done(query: Any, handle: Any) -> bool:
+    """A stream or event query: True when its work has finished, False while it is pending."""
+    (err,) = query(handle)
+    if err == _NOT_READY:
+        return False
+    if err:
+        raise error(query.__name__, err)
+    return True

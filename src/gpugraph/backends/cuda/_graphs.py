@@ -1,0 +1,243 @@
+"""The CUDA backend's graph layer: graphs and executable graphs (see _backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cuda.bindings import driver as cu
+
+from ..._host_threads import HOST_THREADS, refuse_in_host_function
+from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
+from .._allocation import Allocation
+from .._graph_memory import GraphMemoryRules
+from ._capture import CudaCapturing
+from ._driver import call, error
+from ._nodes import add_node, derive_params, param_patcher, set_exec_node
+from ._objects import CudaExec, CudaGraph, CudaStream
+from ._runtime import INVALID_CONTEXT, allocate
+
+_RESULT = cu.CUgraphExecUpdateResult
+# The driver's update refusals in the words of gpugraph._update's rules.
+_UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topology changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: "node kind changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED: "kernel function changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE: "kernel function changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: "parameters changed",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: "unsupported node kind",
+                   _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: "attributes changed"}
+
+
+class CudaGraphs(CudaCapturing):
+    """Graphs built node by node, and executable graphs: instantiate, launch, update and the setters."""
+
+    # Graphs
+
+    def graph_create(self, index: int) -> CudaGraph:
+        self.contexts.use(index)
+        return CudaGraph(call(cu.cuGraphCreate, 0), index)
+
+    def graph_destroy(self, graph: CudaGraph) -> None:
+        self._release(self._in_context, graph.index, cu.cuGraphDestroy, graph.handle)
+
+    def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        # The front end keeps the node's record; only a child graph's copy and host keys are kept here.
+        self.contexts.use(graph.index)
+        if graph.before is None and params.kind is not NodeKind.GRAPH:  # (the hot path of explicit building)
+            return add_node(self, graph, params, list(deps))
+        with graph.lock:  # the node and what is kept of it appear together to a pairing on another thread
+            node = add_node(self, graph, params, list(deps))
+            if params.kind is NodeKind.GRAPH:
+                self._keep_records(graph, node, params)
+            elif graph.before is not None:  # a capture records into the graph: its pairing must leave this be
+                graph.before.add(node)
+        return node
+
+    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, Allocation]:
+        self.contexts.use(graph.index)
+        p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+        p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        p.poolProps.location.id = graph.index
+        p.bytesize = max(nbytes, 1)
+        with graph.lock:  # the node and its records appear together to a pairing on another thread
+            node = allocate(nbytes, "graph", cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
+            ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
+            alloc = Allocation(ptr, nbytes, "graph", graph.index)
+            graph.memory[node] = alloc
+            graph.params[node] = AllocParams(nbytes, ptr)
+        return node, ptr, alloc
+
+    def graph_add_free(self, graph: CudaGraph, alloc: Allocation, deps: Sequence[Any]) -> Any:
+        self.contexts.use(graph.index)
+        params = FreeParams(alloc.ptr)
+        with graph.lock:
+            node = add_node(self, graph, params, list(deps))
+            graph.params[node] = params
+            graph.memory[node] = alloc
+        return node
+
+    def node_allocation(self, graph: CudaGraph, node: Any) -> Allocation | None:
+        if graph.pending:
+            self._settle(graph)
+        return graph.memory.get(node)
+
+    def graph_destroy_node(self, graph: CudaGraph, node: Any) -> None:
+        graph.params.pop(node, None)
+        graph.memory.pop(node, None)
+        graph.foreign.discard(node)
+        graph.children.pop(node, None)
+        graph.host_keys.pop(node, None)
+        if graph.before is not None:
+            graph.before.discard(node)
+        call(cu.cuGraphDestroyNode, node)
+
+    def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
+        call(cu.cuGraphAddDependencies, graph.handle, [src], [dst], None, 1)
+
+    def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
+        call(cu.cuGraphRemoveDependencies, graph.handle, [src], [dst], None, 1)
+
+    def graph_edges(self, graph: CudaGraph) -> list[tuple[Any, Any]]:
+        count = call(cu.cuGraphGetEdges, graph.handle, 0)[-1]
+        if not count:
+            return []
+        sources, targets, _, count = call(cu.cuGraphGetEdges, graph.handle, count)
+        return list(zip(list(sources)[:count], list(targets)[:count]))
+
+    def node_params(self, graph: CudaGraph, node: Any) -> Any:
+        params = graph.params.get(node)
+        if params is not None:
+            return params
+        if graph.pending:
+            self._settle(graph)
+            return self.node_params(graph, node)
+        child = graph.children.get(node)
+        return ChildGraphParams(child) if child is not None else derive_params(self, graph, node)
+
+    def graph_clone(self, graph: CudaGraph) -> CudaGraph:
+        self.contexts.use(graph.index)
+        self._settle(graph)
+        return self._embedded(graph, call(cu.cuGraphClone, graph.handle))
+
+    def graph_instantiate(self, graph: CudaGraph, auto_free_on_launch: bool) -> CudaExec:
+        self.contexts.use(graph.index)
+        flags = (cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH if auto_free_on_launch
+                 else 0)
+        handle = call(cu.cuGraphInstantiate, graph.handle, int(flags))
+        allocated, freed = self._memory_nodes(graph)
+        host_keys: list[int] = []
+        self._host_keys(graph, host_keys)
+        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
+                        graph)
+
+    def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
+        """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of
+        the memory nodes gpugraph made: by node, as addresses repeat once the driver reuses them."""
+        self._settle(graph)
+        allocated: list[Allocation] = []
+        freed: list[Allocation] = []
+        for node, alloc in graph.memory.items():
+            (allocated if isinstance(graph.params[node], AllocParams) else freed).append(alloc)
+        return allocated, freed
+
+    def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("GraphExec.launch")
+        if stream.capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
+            self.contexts.use(stream.index)
+            if exec_.template is None:  # made once, from the graph the front end keeps unchanged and alive
+                exec_.template = self.graph_clone(exec_.source)
+            self._add_at_frontier(stream, ChildGraphParams(exec_.template))
+            return
+        memory = exec_.memory
+        if memory is not None:
+            memory.check()
+        if exec_.host_keys and exec_.host_stream is not stream:
+            exec_.host_stream = stream
+            for key in exec_.host_keys:
+                self.host.set_stream(key, stream)
+        if memory is None:
+            (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+            if err:
+                if err != INVALID_CONTEXT:
+                    raise error("cuGraphLaunch", err)
+                self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
+            return
+        self._launch_with_memory(exec_, stream, memory)
+
+    def _launch_with_memory(self, exec_: CudaExec, stream: CudaStream, memory: Any) -> None:
+        """Launch a graph that allocates or frees, and note what it leaves allocated, all or nothing.
+
+        A KeyboardInterrupt that surfaces from the cuGraphLaunch call was raised at the check point just after
+        it returned: the driver has the launch (whose result is lost with the interrupt), so the allocations
+        are noted all the same; one raised while noting them is followed by noting them again (idempotent).
+        """
+        try:
+            (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+        except BaseException:
+            memory.commit()
+            raise
+        if err:
+            if err != INVALID_CONTEXT:
+                raise error("cuGraphLaunch", err)
+            self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
+        try:
+            memory.commit()
+        except BaseException:
+            memory.commit()
+            raise
+
+    def exec_set_node(self, exec_: CudaExec, node: Any, params: Any) -> None:
+        self.contexts.use(exec_.index)
+        set_exec_node(self, exec_, node, params)
+
+    def exec_param_patcher(self, exec_: CudaExec, node: Any, params: Any) -> Any:
+        self.contexts.use(exec_.index)
+        return param_patcher(self, exec_, node, params)
+
+    def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
+        self.contexts.use(exec_.index)
+        call(cu.cuGraphNodeSetEnabled, exec_.handle, node, int(enabled))
+
+    def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> tuple[str, Any] | None:
+        self.contexts.use(exec_.index)
+        err, info = cu.cuGraphExecUpdate(exec_.handle, graph.handle)
+        if err:
+            if err != cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
+                raise error("cuGraphExecUpdate", err)
+            if info is None:  # some cuda-bindings releases return no result info with an error
+                return "refused by the CUDA driver", None
+            node = info.errorNode if int(info.errorNode) else None
+            return _UPDATE_REASONS.get(info.result, f"refused by the CUDA driver ({info.result!r})"), node
+        host_keys: list[int] = []
+        self._host_keys(graph, host_keys)
+        for key in exec_.own_keys.values():  # the update replaced what setters had set
+            self.host.forget(key)
+        exec_.own_keys.clear()
+        exec_.host_keys = host_keys
+        exec_.host_stream = None
+        template, exec_.source, exec_.template = exec_.template, graph, None
+        if template is not None:  # forgotten first: an update made again after an interrupt must not destroy it twice
+            self.graph_destroy(template)
+        return None
+
+    def _host_keys(self, graph: CudaGraph, keys: list[int]) -> None:
+        """Add the registry keys of a graph's host nodes, child graphs included, to ``keys``."""
+        self._settle(graph)
+        keys.extend(graph.host_keys.values())
+        for child in graph.children.values():
+            self._host_keys(child, keys)
+
+    def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("GraphExec.upload")
+        self.contexts.use(stream.index)
+        call(cu.cuGraphUpload, exec_.handle, stream.handle)
+
+    def exec_destroy(self, exec_: CudaExec) -> None:
+        for key in exec_.own_keys.values():
+            self._release(self.host.forget, key)
+        self._release(self._in_context, exec_.index, cu.cuGraphExecDestroy, exec_.handle)
+        if exec_.template is not None:
+            self.graph_destroy(exec_.template)

@@ -1,0 +1,296 @@
+"""The CUDA backend's runtime layer: devices, memory, kernels, deferred releases and the exit (see _backend)."""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import ctypes
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+from cuda.bindings import driver as cu
+
+from ..._errors import BackendError, GpuGraphError, raise_stream_errors
+from ..._host_threads import HOST_THREADS, refuse_in_host_function
+from ..._memory import Array
+from .. import _exit as at_exit
+from .._allocation import Allocation
+from ._compile import ModuleCache
+from ._driver import Contexts, call, error
+from ._host import HostCalls
+from ._launch import Function
+from ._nodes import address
+from ._objects import CudaStream
+
+_ATTR = cu.CUgraphMem_attribute
+_POINTER = cu.CUpointer_attribute
+_DEVICE_MEMORY = (int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE), int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED))
+INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
+_INVALID_VALUE = cu.CUresult.CUDA_ERROR_INVALID_VALUE
+_OUT_OF_MEMORY = cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+
+
+class CudaRuntime:
+    """The CUDA driver below graphs and capture: devices and their contexts, memory (with the releases deferred
+    while a capture or a host function runs), kernels, and the wait for queued work at exit."""
+
+    def __init__(self, count: int) -> None:
+        self.contexts = Contexts(count)
+        self.host = HostCalls()
+        self._modules = ModuleCache()
+        self._functions: dict[tuple[int, Any], Function] = {}
+        self._kernels_by_handle: dict[int, Any] = {}
+        # The origin streams of captures in progress: frees of plain memory wait until there is none. A set, so
+        # that forgetting a capture twice (an end interrupted and finished again) is harmless.
+        self._captures: set[CudaStream] = set()
+        # Releases waiting for the end of captures (or of a host function). One deque for the backend's life:
+        # host-function threads append without the lock, and an append is never lost to a drain.
+        self._deferred: collections.deque[tuple[Any, tuple]] = collections.deque()
+        # Reentrant: garbage collection can run a finalizer, which takes this lock, at any allocation,
+        # including one made while this thread already holds it.
+        self._lock = threading.RLock()
+        self.contexts.use(0)
+        self._raised: set[int] = set()  # the driver errors synchronize calls raised (see _synchronize)
+        self._exit_waiter = at_exit.ExitWaiter("gpugraph-cuda-exit")
+        atexit.register(self._finish_at_exit)
+
+    # Devices
+
+    def device_count(self) -> int:
+        return len(self.contexts.devices)
+
+    def device_name(self, index: int) -> str:
+        name = call(cu.cuDeviceGetName, 256, self.contexts.devices[index])
+        return name.split(b"\0", 1)[0].decode()
+
+    def device_synchronize(self, index: int) -> None:
+        self._refuse_in_host_function("Device.synchronize")
+        self.contexts.use(index)
+        self._synchronize(cu.cuCtxSynchronize)
+        self._flush_releases()
+        # The error of every stream of the device, destroyed streams' included (None: a graph's host node
+        # whose launch stream is unknown); each is reported once, as the CPU backend does.
+        errors = self.host.errors
+        raise_stream_errors([errors.pop(stream) for stream in list(errors)
+                             if stream is None or stream.index == index])
+
+    def _synchronize(self, fn: Any, *args: Any) -> None:
+        """A synchronize call; the errors it raises are noted, so that the exit does not report them again
+        (an error such as an illegal address stays in the context: every later synchronize returns it)."""
+        result = fn(*args)[0]
+        if result != cu.CUresult.CUDA_SUCCESS:
+            self._raised.add(int(result))
+            raise error(fn.__name__, result)
+
+    def _finish_at_exit(self) -> None:
+        """At interpreter exit: let the work queued on every device this process used finish (the driver
+        neither waits for it nor reports its errors), waiting at most $GPUGRAPH_EXIT_TIMEOUT seconds, then
+        say on stderr what did not finish and which errors no synchronize reported. As the CPU backend."""
+        if self._exit_waiter.forked:  # a forked child: CUDA contexts do not cross fork
+            return
+        timeout = at_exit.exit_timeout()
+        devices = self.contexts.retained()
+        failures: dict[int, BaseException] = {}
+        finished: list[int] = []
+
+        def finish() -> None:
+            for index in devices:
+                try:
+                    self.contexts.use(index)
+                    result = cu.cuCtxSynchronize()[0]
+                    if result != cu.CUresult.CUDA_SUCCESS and int(result) not in self._raised:
+                        failures[index] = error("cuCtxSynchronize", result)
+                except BackendError as exc:  # the context is gone (another library reset it): said below
+                    failures[index] = exc
+                finished.append(index)
+
+        if not self._exit_waiter.run(finish, timeout):
+            waiting = [index for index in devices if index not in finished]
+            if waiting:  # (none: it finished just after the wait ended)
+                at_exit.unfinished(f"CUDA device{'s' if len(waiting) > 1 else ''} "
+                                   f"{', '.join(map(str, waiting))}", timeout)
+        for index, failure in list(failures.items()):
+            at_exit.never_reported(f"CUDA device {index}", failure)
+        for stream, host_error in list(self.host.errors.items()):
+            at_exit.never_reported("a CUDA stream" if stream is not None else "a CUDA graph's host node",
+                                   host_error)
+
+    def _refuse_in_host_function(self, api: str) -> None:
+        refuse_in_host_function(api)  # the rule every backend applies (gpugraph._host_threads)
+
+    # Memory
+
+    def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Allocation]:
+        if HOST_THREADS:
+            refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
+        self.contexts.use(index)
+        ptr = int(allocate(nbytes, "device", cu.cuMemAlloc, max(nbytes, 1)))
+        return ptr, Allocation(ptr, nbytes, "device", index)
+
+    def _release(self, fn: Any, *args: Any) -> None:
+        """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
+        host function) the release waits: destroying or freeing may synchronize, which invalidates
+        captures, and host functions must not call CUDA."""
+        if getattr(self.host.local, "running", False):
+            # Without the lock, which a release that waits for us may hold (deque.append is atomic).
+            self._deferred.append((fn, args))
+            return
+        with self._lock:  # held through the release, so no capture can begin on another thread meanwhile
+            if self._captures:
+                self._deferred.append((fn, args))
+                return
+            fn(*args)
+
+    def _flush_releases(self) -> None:
+        """Run the releases that waited, once no capture runs; the first failure is raised after all ran.
+
+        Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
+        meanwhile; releases deferred while the flush runs are run by it too."""
+        deferred = self._deferred
+        if not deferred or getattr(self.host.local, "running", False):
+            return
+        failure = None
+        while True:
+            with self._lock:
+                if self._captures or not deferred:
+                    break
+                fn, args = deferred.popleft()
+                try:
+                    fn(*args)
+                except BackendError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def mem_free(self, alloc: Allocation) -> None:
+        self._release(self._free_now, alloc)
+
+    def _free_now(self, alloc: Allocation) -> None:
+        self.contexts.use(alloc.index)
+        call(cu.cuMemFree, alloc.ptr)
+
+    def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
+        if HOST_THREADS:
+            refuse_in_host_function("Device.pinned")
+        self.contexts.use(index)
+        ptr = int(allocate(nbytes, "page-locked host", cu.cuMemHostAlloc, max(nbytes, 1), 0))
+        raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
+        weakref.finalize(raw, self._release, self._in_context, index, cu.cuMemFreeHost, ptr).atexit = False
+        # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
+        return np.frombuffer(raw, np.uint8, count=nbytes)  # type: ignore[call-overload]
+
+    def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
+        # The driver knows page-locked memory (cuMemHostAlloc, cuMemHostRegister, other libraries' pinned
+        # memory), not pageable memory. Both ends are asked, for a range that starts in page-locked memory
+        # and runs past it.
+        self.contexts.use(index)
+        return all(_memory_type(at) is not None for at in {ptr, ptr + max(nbytes, 1) - 1})
+
+    def copy(self, dst: Any, src: Any, nbytes: int) -> None:
+        check_allocated(dst, src)
+        self.contexts.use(_index(dst, src))
+        call(cu.cuMemcpy, address(dst), address(src), nbytes)
+
+    def data_address(self, array: Any) -> int:
+        return array.ptr
+
+    def export_memory(self, array: Any) -> tuple[int, Any]:
+        return array.ptr, None  # the Array keeps its allocation; a view used after a free is undefined, as in CUDA
+
+    def mem_import(self, index: int, ptr: int, nbytes: int) -> Allocation:
+        if nbytes:  # an empty array may give any address (the CUDA Array Interface says 0)
+            self.contexts.use(index)
+            kind = _memory_type(ptr)
+            if kind is None:
+                raise ValueError(f"the memory at {ptr:#x} is not CUDA memory (the driver does not know the address: "
+                                 f"pageable host memory, say)")
+            if kind not in _DEVICE_MEMORY:
+                raise ValueError(f"the memory at {ptr:#x} is page-locked host memory, not device memory")
+            ordinal = int(call(cu.cuPointerGetAttribute, _POINTER.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr))
+            if ordinal != index:
+                raise ValueError(f"the memory at {ptr:#x} is on cuda:{ordinal}, not cuda:{index}")
+        return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}")
+
+    def graph_memory(self, index: int) -> dict[str, int]:
+        device = self.contexts.devices[index]
+        read = lambda attr: int(call(cu.cuDeviceGetGraphMemAttribute, device, attr))  # noqa: E731
+        return {"used": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT),
+                "reserved": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT),
+                "used_high": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH),
+                "reserved_high": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)}
+
+    def graph_memory_trim(self, index: int) -> None:
+        self.contexts.use(index)
+        call(cu.cuDeviceGraphMemTrim, self.contexts.devices[index])
+
+    # Kernels
+
+    def kernel_load(self, index: int, kernel: Any) -> Function:
+        key = (index, kernel)
+        function = self._functions.get(key)
+        if function is None:
+            self.contexts.use(index)
+            handle = self._modules.function(index, self.contexts.devices[index], kernel)
+            function = self._functions[key] = Function(handle, kernel)
+            self._kernels_by_handle[int(handle)] = kernel
+        return function
+
+    def function(self, index: int, kernel: Any) -> Function:
+        return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)
+
+    def kernel_of(self, handle: Any) -> Any:
+        return self._kernels_by_handle.get(int(handle))
+
+    def _retry_in_context(self, fn: Any, index: int, *args: Any) -> None:
+        """A hot call failed: make the context current (a new thread) and call once more."""
+        self.contexts.use(index)
+        call(fn, *args)
+
+    def _in_context(self, index: int, fn: Any, *args: Any) -> None:
+        """A release from whatever thread the garbage collector runs on: set the device's context first."""
+        self.contexts.use(index)
+        call(fn, *args)
+
+
+
+def allocate(nbytes: int, kind: str, fn: Any, *args: Any) -> Any:
+    """An allocating driver call (``call`` otherwise): out of memory is a MemoryError naming the size, as the
+    CPU backend raises for what it cannot map."""
+    err, result = fn(*args)
+    if err == _OUT_OF_MEMORY:
+        raise MemoryError(f"cuda: out of memory: cannot allocate {nbytes} bytes of {kind} memory "
+                          f"({fn.__name__}: CUDA_ERROR_OUT_OF_MEMORY)")
+    if err:
+        raise error(fn.__name__, err)
+    return result
+
+
+def _memory_type(ptr: int) -> int | None:
+    """The driver's CUmemorytype of the memory at ``ptr`` (in the current context), or None where the driver
+    does not know the address (CUDA_ERROR_INVALID_VALUE: pageable host memory, or none at all)."""
+    err, kind = cu.cuPointerGetAttribute(_POINTER.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
+    if err == _INVALID_VALUE:
+        return None
+    if err:
+        raise error("cuPointerGetAttribute", err)
+    return int(kind)
+
+
+def check_allocated(*operands: Any) -> None:
+    """Refuse a copy touching graph memory that is not allocated: the driver would take its unmapped
+    address for host memory and crash the process."""
+    for operand in operands:
+        if type(operand) is Array and operand._alloc.origin != "device" and not operand._alloc.live:
+            raise GpuGraphError(f"{operand!r} was used outside its allocation's lifetime: "
+                                f"{operand._alloc.owner} is not allocated now (before its allocation ran, "
+                                f"or after its free)")
+
+
+def _index(*operands: Any) -> int:
+    """The device index of the first Array among ``operands`` (host arrays have none)."""
+    for operand in operands:
+        if type(operand) is Array:
+            return operand.device.index
+    return 0
