@@ -256,7 +256,7 @@ def _param_patch(device: Any, kernel: Kernel, x: Any, options: Options) -> Row:
         start = time.perf_counter()
         for value in values * 500:
             count.value = value
-            exe._patch_params()  # what exe.launch does first when a Param changed
+            exe._params.patch(exe._prepare_patch)  # what exe.launch does first when a Param changed
         return (time.perf_counter() - start) / 1000 * 1e6
     row = Row.of("manage", "set one kernel node's parameters (gg.Param: value set + patch)", "µs",
                  _samples(patch, options))
