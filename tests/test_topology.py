@@ -196,3 +196,36 @@ def test_a_child_graph_is_one_graph_while_in_use(device):
     assert node.params.graph is child and child.nodes[0] is node.params.graph.nodes[0]
     node.params.graph.add_memset(x, 2.0, after=child.nodes[0])  # a node of it is a node of it
     assert len(child) == 2 and front_view(child) == backend_view(child) == (2, {(0, 1)})
+
+
+def test_captured_and_explicit_nodes_of_one_capture_keep_their_own_records(device, stream):
+    """A node added explicitly at a capture's frontier between two captured launches of the same kernel and
+    shape keeps its record, and so do they (on CUDA the captured calls' records are paired with the nodes the
+    driver made, which must leave the explicit one be)."""
+    x = K.f32(device, X0)
+    factor = gg.Param(np.float32(5.0))
+    with stream.capture() as cap:
+        stream.launch(K.scale, 1, N, x, 2.0, N)
+        cap.add_kernel(K.scale, 1, N, x, 3.0, N)
+        stream.launch(K.scale, 1, N, x, factor, N)
+    assert [n.params.args[1] for n in cap.graph.nodes] == [2.0, 3.0, factor]
+    with cap.graph.instantiate() as exe:
+        factor.value = 7.0  # reaches the node only if its record names the Param
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 42)
+
+
+def test_a_graph_launched_into_a_capture_is_described_from_its_own_record(device, stream):
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    g.add_kernel(K.scale, 1, N, x, 2.0, N)
+    with g.instantiate() as exe:
+        with stream.capture() as cap:
+            exe.launch(stream)
+        (node,) = cap.graph.nodes
+        assert node.kind is gg.NodeKind.GRAPH
+        (inner,) = node.params.graph.nodes
+        assert inner.params.args[0] is x and inner.params.args[1] == 2.0
+        with cap.graph.instantiate() as captured:
+            K.launch_and_wait(captured, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 2)

@@ -514,3 +514,17 @@ def test_recapture_with_another_topology_is_refused(device, stream):
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(y1.to_numpy(), X0 * 2)
     np.testing.assert_array_equal(y2.to_numpy(), np.zeros(N))
+
+
+def test_update_compares_with_the_graph_as_it_was_when_instantiated(device, stream):
+    """A node added to the source graph after instantiate (here an allocation, which an update refuses) is
+    not the executable graph's: the update compares with the graph as it was."""
+    x = K.f32(device, X0)
+    source, new = gg.Graph(device), gg.Graph(device)
+    source.add_kernel(K.scale, 1, N, x, 2.0, N)
+    new.add_kernel(K.scale, 1, N, x, 3.0, N)
+    with source.instantiate() as exe:
+        source.add_alloc(4, np.float32)
+        exe.update(new)
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 3)

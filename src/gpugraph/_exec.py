@@ -27,6 +27,7 @@ from ._nodes import (
 )
 from ._params import Param, ParamUses
 from ._stream import Event, Stream
+from ._topology import Topology
 from ._update import GraphLayout, check_update, graph_shape, node_refusal
 
 if TYPE_CHECKING:
@@ -175,6 +176,18 @@ class GraphExec:
             if self._params.pending:
                 self._params.patch(self._prepare_patch)
             self._launch(handle, stream._handle)
+            if stream._capture is not None:
+                self._describe_embedded(stream)
+
+    def _describe_embedded(self, stream: Stream) -> None:
+        """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
+        stream's capture frontier: the captured graph describes the copy from the source's Topology (as
+        ``Graph.add_child`` does), not from the backend's node-by-node read-back."""
+        graph, backend = stream._capture.graph, self._backend
+        (handle,) = backend.stream_capture_dependencies(stream._handle)
+        i = graph._note_recorded(handle)
+        topology = graph._topology
+        topology.children[i] = Topology.copy_of(self._source._current(), backend, topology.records[i].graph)
 
     def _guard_capture(self, stream: Stream) -> None:
         stream._guard("GraphExec.launch")
@@ -243,7 +256,8 @@ class GraphExec:
         shape = graph_shape(graph)
         if shape != self._source_shape():
             refused: tuple[str, Any] | None = ("topology changed", None)
-        elif graph._memory or self._source._memory:
+        # (The source as the executable graph knows it: its layout, once taken, else the graph, unchanged since.)
+        elif graph._memory or (self._layout.memory if self._layout is not None else self._source._memory):
             refused = ("unsupported node kind", None)
         else:
             refused = None

@@ -98,10 +98,10 @@ class Topology:
         if alloc is not None:
             self.memory = True
             self.allocs[i] = alloc
+        self.numbered = number + 1  # (first: a number an interrupt leaves unused is never given twice)
         # Last: a node an interrupt cut short of these two is not in the Topology.
         self.handles.append(handle)
         position[handle] = i
-        self.numbered = number + 1
         return number
 
     def add_edge(self, source: int, target: int) -> None:

@@ -28,7 +28,7 @@ from ._nodes import MEMORY_KINDS, MemcpyParams, MemsetParams, NodeKind
 class GraphLayout:
     """What an update compares: a graph's nodes in creation order, their kinds, dependencies and parameters."""
 
-    __slots__ = ("graph", "handles", "index", "kinds", "deps", "params", "children", "_shape")
+    __slots__ = ("graph", "handles", "index", "kinds", "deps", "params", "children", "memory", "_shape")
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
@@ -41,6 +41,7 @@ class GraphLayout:
         self.deps = [frozenset(deps) for deps in topology.deps]
         self.children = {i: GraphLayout(graph._child(self.handles[i])) for i, kind in enumerate(self.kinds)
                          if kind is NodeKind.GRAPH}
+        self.memory = topology.memory  # whether any node allocates or frees
         self._shape = topology.shape()
 
     def __len__(self) -> int:

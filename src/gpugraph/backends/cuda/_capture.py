@@ -221,6 +221,7 @@ class CudaCapturing(CudaRuntime):
             if graph is None:
                 call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
                 graph = CudaGraph(self._capture_info(stream)[2], stream.index)
+                graph.before = set()  # (no node yet; nodes added explicitly meanwhile are noted here)
             else:
                 self._settle(graph)  # (entries of another capture into it, paired before its nodes count as old)
                 with graph.lock:
