@@ -76,12 +76,13 @@ class Node:
         kind: Its NodeKind.
     """
 
-    __slots__ = ("graph", "kind", "_handle", "_number", "_record", "_array", "__weakref__")
+    __slots__ = ("graph", "kind", "_handle", "_i", "_number", "_record", "_array", "__weakref__")
 
-    def __init__(self, graph: Graph, handle: Any, record: Any, number: int) -> None:
+    def __init__(self, graph: Graph, handle: Any, i: int, record: Any, number: int) -> None:
         self.graph = graph  # (what the node does and its edges, the graph keeps: Graph._topology)
         self.kind: NodeKind = record.kind
         self._handle = handle
+        self._i = i  # its position in the graph's Topology (kept current by Graph._load)
         self._number = number
         self._record = record  # (records never change once added) for repr, which never fails
         self._array: Array | None = None
@@ -91,17 +92,19 @@ class Node:
         """The node's parameter record (``KernelParams``, ``MemcpyParams``, ...)."""
         if self.kind is NodeKind.GRAPH:
             return ChildGraphParams(self.graph._child(self._handle))
-        return self.graph._record(self._handle)
+        graph = self.graph
+        i = graph._index(self)  # (first: it may read the graph again, replacing its Topology)
+        return graph._topology.records[i]
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
         """Nodes this node waits for."""
-        return self.graph._neighbours(self._handle, dependents=False)
+        return self.graph._neighbours(self, dependents=False)
 
     @property
     def dependents(self) -> tuple[Node, ...]:
         """Nodes that wait for this node."""
-        return self.graph._neighbours(self._handle, dependents=True)
+        return self.graph._neighbours(self, dependents=True)
 
     @property
     def array(self) -> Array:
@@ -281,9 +284,13 @@ class Graph:
             self._stale = self._recording > 0
             if self._owner is not None:  # the graph embedding this one keeps its Topology: the new one now
                 self._owner._keep_child(self._owner_node, self._topology)
-            if self._nodes:
-                position = self._topology.position
-                self._nodes = {h: node for h, node in self._nodes.items() if h in position}
+            if self._nodes:  # nodes a re-read dropped are let go; the others may have moved
+                position, kept = self._topology.position, {}
+                for handle, node in self._nodes.items():
+                    i = position.get(handle)
+                    if i is not None:
+                        node._i, kept[handle] = i, node
+                self._nodes = kept
 
     def _refresh(self) -> None:
         """Read the backend graph again after a capture ended that recorded into it, or was discarded.
@@ -319,8 +326,19 @@ class Graph:
             raise GraphError(f"{self!r} has no such node any more (the capture that added it was discarded)")
         return i
 
+    def _index(self, node: Node) -> int:
+        """The position of ``node`` (a Node of this graph); GraphError if the graph no longer has it. (The
+        Topology as it is: inside a change, the graph is not read again.)"""
+        i, handles = node._i, self._topology.handles
+        if i < len(handles) and handles[i] == node._handle:
+            return i
+        return self._position(node._handle)  # (a node of a capture recording into the graph, or gone)
+
     def _has(self, node: Node) -> bool:
         """Whether ``node`` (a Node of this graph) is still in it."""
+        i, handles = node._i, self._topology.handles
+        if i < len(handles) and handles[i] == node._handle:
+            return True
         return node._handle in self._topology.position or node._handle in self._current().position
 
     def _node(self, handle: Any) -> Node:
@@ -334,7 +352,7 @@ class Graph:
                 i = self._note_recorded(handle) if self._recording else self._position(handle)
                 topology = self._topology
             record = topology.records[i]
-            node = self._nodes[handle] = Node(self, handle, record, topology.number(i))
+            node = self._nodes[handle] = Node(self, handle, i, record, topology.number(i))
         return node
 
     def _note_recorded(self, handle: Any) -> int:
@@ -347,14 +365,9 @@ class Graph:
                 backend = self._backend
                 record = backend.node_params(self._handle, handle)
                 alloc = backend.node_allocation(self._handle, handle) if record.kind in MEMORY_KINDS else None
+                i = len(topology.handles)
                 topology.add(handle, record, (), alloc)
-                i = topology.position[handle]
             return i
-
-    def _record(self, handle: Any) -> Any:
-        """The parameter record of node ``handle``."""
-        i = self._position(handle)
-        return self._topology.records[i]
 
     def _child(self, handle: Any) -> Graph:
         """The Graph over what the child-graph node ``handle`` embeds: the one in use, if any, else a new one
@@ -381,8 +394,8 @@ class Graph:
         else:
             self._topology.children[i] = topology
 
-    def _neighbours(self, handle: Any, dependents: bool) -> tuple[Node, ...]:
-        i = self._position(handle)
+    def _neighbours(self, node: Node, dependents: bool) -> tuple[Node, ...]:
+        i = self._index(node)
         topology = self._current()
         handles = topology.handles
         return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
@@ -390,7 +403,6 @@ class Graph:
     def _deps(self, after: Any, what: str) -> list[Any]:
         """The backend handles of the nodes ``after`` names, checked to be nodes of this graph."""
         handles: list[Any] = []
-        position = self._topology.position
         for node in _as_nodes(after):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}(after=...): expected Nodes, got {type(node).__name__}")
@@ -399,15 +411,18 @@ class Graph:
             handle = node._handle
             if handle in handles:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
-            if handle not in position and not self._has(node):
+            if not self._has(node):
                 raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
                                  f"added it was discarded)")
             handles.append(handle)
         return handles
 
     def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
-        """Note a node the backend has just added after the nodes ``deps`` (handles)."""
-        node = self._nodes[handle] = Node(self, handle, record, self._topology.add(handle, record, deps, alloc))
+        """Note a node the backend has just added after the nodes ``deps`` (handles of Nodes ``_deps`` checked)."""
+        topology, nodes = self._topology, self._nodes
+        i = len(topology.handles)
+        number = topology.add(handle, record, [nodes[h]._i for h in deps] if deps else deps, alloc)
+        node = nodes[handle] = Node(self, handle, i, record, number)
         return node
 
     def _add(self, params: Any, deps: list[Any]) -> Node:
@@ -499,7 +514,7 @@ class Graph:
         node = self._add(ChildGraphParams(graph._handle), deps)
         # The copy the node embeds is described now, from the graph copied: it is never read node by node.
         with self._lock:
-            i = self._position(node._handle)
+            i = self._index(node)
             self._topology.children[i] = Topology.copy_of(graph._current(), self._backend,
                                                           self._topology.records[i].graph)
         return node
@@ -592,8 +607,10 @@ class Graph:
     # Edges
 
     def _reaches(self, source: Node, targets: Iterable[Any]) -> bool:
-        """Whether any of ``targets`` (node handles) is ``source`` or depends on it, directly or not."""
-        return self._current().reaches(self._position(source._handle), [self._position(h) for h in targets])
+        """Whether any of ``targets`` (handles of this graph's Nodes) is ``source`` or depends on it, directly
+        or not."""
+        nodes = self._nodes
+        return self._current().reaches(self._index(source), [self._index(nodes[h]) for h in targets])
 
     def _edge_nodes(self, a: Node, b: Node, what: str) -> None:
         for name, node in (("from", a), ("to", b)):
@@ -609,7 +626,7 @@ class Graph:
         """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
         with self._lock:
             self._begin_change()
-            source, target = self._position(a._handle), self._position(b._handle)
+            source, target = self._index(a), self._index(b)
             if add:
                 self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
                 self._topology.add_edge(source, target)
@@ -630,7 +647,7 @@ class Graph:
         if a is b or self._reaches(b, [a._handle]):
             raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
                              f"the edge would make a cycle")
-        source, target = self._position(a._handle), self._position(b._handle)
+        source, target = self._index(a), self._index(b)
         if source in self._topology.deps_of(target):
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
         self._change_edge(a, b, add=True)
@@ -640,7 +657,7 @@ class Graph:
         self._edge_nodes(a, b, "remove_dependency")
         if self._memory:
             raise GraphError("remove_dependency: edges of a graph with allocation or free nodes cannot be removed")
-        source, target = self._position(a._handle), self._position(b._handle)
+        source, target = self._index(a), self._index(b)
         if source not in self._current().deps_of(target):
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._change_edge(a, b, add=False)

@@ -24,7 +24,7 @@ class Topology:
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
-        self._position: dict[Any, int] | None = {}  # handle -> position (None: made when first asked for)
+        self._position: dict[Any, int] | None = None  # handle -> position, made when first asked for
         # The parameter record the backend was given or reported (parameters never change once added); for
         # a child-graph node, ChildGraphParams of the backend graph the node embeds.
         self.records: list[Any] = []
@@ -80,18 +80,16 @@ class Topology:
             self.read_edges()
         return [j for j, d in enumerate(self._deps) if d == i or (type(d) is tuple and i in d)]
 
-    def add(self, handle: Any, record: Any, deps: Sequence[Any], alloc: Any = None) -> int:
-        """Note a new node after the nodes ``deps`` (handles), and return its number. ``alloc``: an allocation
-        or free node's allocation record."""
-        # (The properties' work, spelled out: this is the hot path of explicit building.)
+    def add(self, handle: Any, record: Any, deps: Sequence[int], alloc: Any = None) -> int:
+        """Note a new node after the nodes at positions ``deps``, and return its number. ``alloc``: an
+        allocation or free node's allocation record."""
         if self.unread is not None:
             self.read_edges()
-        position = self._position if self._position is not None else self.position
         i = len(self.handles)
         self._shape = None
         self.records.append(record)
-        count = len(deps)  # (one dependency is the common case: no loop, no tuple for it)
-        self._deps.append(position[deps[0]] if count == 1 else tuple(map(position.__getitem__, deps)) if count else ())
+        count = len(deps)  # (one dependency is the common case: kept without a tuple)
+        self._deps.append(deps[0] if count == 1 else tuple(deps) if count else ())
         number = self.numbered
         if number != i:
             self.renamed[i] = number
@@ -101,7 +99,8 @@ class Topology:
         self.numbered = number + 1  # (first: a number an interrupt leaves unused is never given twice)
         # Last: a node an interrupt cut short of these two is not in the Topology.
         self.handles.append(handle)
-        position[handle] = i
+        if self._position is not None:  # (kept only once asked for: Nodes know their positions)
+            self._position[handle] = i
         return number
 
     def add_edge(self, source: int, target: int) -> None:
