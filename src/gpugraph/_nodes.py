@@ -1,4 +1,5 @@
 """Node kinds and one frozen parameter record per kind: the vocabulary shared by the front end and backends.
+Each record says what its node does in a line (``label``, for Graph.to_dot).
 
 Fields hold front-end objects (Kernel, Array, Event, Graph, callables) for nodes gpugraph made. Nodes
 recorded from other libraries on a GPU backend may carry raw addresses (int) where gpugraph has no object.
@@ -51,6 +52,10 @@ class KernelParams(_KernelFields):
     __slots__ = ()
     kind: ClassVar[NodeKind] = NodeKind.KERNEL
 
+    def label(self) -> str:
+        """What the node does, in a line (Graph.to_dot)."""
+        return f"{getattr(self.kernel, 'name', self.kernel)}\\ngrid={self.grid} block={self.block}"
+
 
 @dataclass(frozen=True)
 class MemcpyParams:
@@ -60,6 +65,9 @@ class MemcpyParams:
     dst: Any
     src: Any
     nbytes: int
+
+    def label(self) -> str:
+        return f"memcpy {self.nbytes} B"
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,9 @@ class MemsetParams:
     element_size: int
     count: int
 
+    def label(self) -> str:
+        return f"memset {self.count}x{self.element_size} B = {self.value!r}"
+
 
 @dataclass(frozen=True)
 class HostParams:
@@ -85,12 +96,18 @@ class HostParams:
     fn: Callable[..., Any]
     args: tuple
 
+    def label(self) -> str:
+        return f"host {getattr(self.fn, '__qualname__', repr(self.fn))}"
+
 
 @dataclass(frozen=True)
 class EmptyParams:
     """A node that does nothing: a join point for dependencies."""
 
     kind: ClassVar[NodeKind] = NodeKind.EMPTY
+
+    def label(self) -> str:
+        return "empty"
 
 
 @dataclass(frozen=True)
@@ -100,6 +117,9 @@ class ChildGraphParams:
     kind: ClassVar[NodeKind] = NodeKind.GRAPH
     graph: Any
 
+    def label(self) -> str:
+        return f"child graph ({len(self.graph)} nodes)"
+
 
 @dataclass(frozen=True)
 class EventRecordParams:
@@ -108,6 +128,9 @@ class EventRecordParams:
     kind: ClassVar[NodeKind] = NodeKind.EVENT_RECORD
     event: Any
 
+    def label(self) -> str:
+        return "event record"
+
 
 @dataclass(frozen=True)
 class EventWaitParams:
@@ -115,6 +138,9 @@ class EventWaitParams:
 
     kind: ClassVar[NodeKind] = NodeKind.EVENT_WAIT
     event: Any
+
+    def label(self) -> str:
+        return "event wait"
 
 
 @dataclass(frozen=True)
@@ -125,6 +151,9 @@ class AllocParams:
     nbytes: int
     ptr: int
 
+    def label(self) -> str:
+        return f"alloc {self.nbytes} B at {self.ptr:#x}"
+
 
 @dataclass(frozen=True)
 class FreeParams:
@@ -132,3 +161,6 @@ class FreeParams:
 
     kind: ClassVar[NodeKind] = NodeKind.MEM_FREE
     ptr: int
+
+    def label(self) -> str:
+        return f"free {self.ptr:#x}"
