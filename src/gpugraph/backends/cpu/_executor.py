@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from contextlib import suppress
 from itertools import count
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..._errors import GraphError
 from ..._kernel import LaunchConfig
@@ -34,6 +34,7 @@ from ..._nodes import (
     KernelParams,
     MemcpyParams,
     MemsetParams,
+    NodeKind,
 )
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
@@ -123,8 +124,8 @@ class CpuExec:
         self.last_done: threading.Event | None = None  # set when the latest launch has run
         self._draft: list[list[Step]] | None = None  # the plan's steps, when no launch has taken them yet
         order = topological_order(self.template)
-        self.memory = GraphMemoryRules.of([n.alloc for n in order if isinstance(n.params, AllocParams)],
-                                          [n.alloc for n in order if isinstance(n.params, FreeParams)],
+        self.memory = GraphMemoryRules.of([n.alloc for n in order if n.params.kind is NodeKind.MEM_ALLOC],
+                                          [n.alloc for n in order if n.params.kind is NodeKind.MEM_FREE],
                                           auto_free_on_launch)
         self.plan = self._make_plan(order, self.disabled)
 
@@ -159,38 +160,11 @@ class CpuExec:
     def _compile(self, p: Any, alloc: Any, records: list[tuple[Any, list]],
                  waits: list[tuple[Any, list]]) -> Step | None:
         """The call a node of parameters ``p`` (and allocation ``alloc``) makes, every view that can be made
-        now made now."""
-        if isinstance(p, KernelParams):
-            args = p.kernel.typed_args(tuple(resolve(a) for a in p.args))
-            return run_kernel, (p.kernel, LaunchConfig(p.grid, p.block, p.shared_mem),
-                                tuple(static_arg(a) for a in args))
-        if isinstance(p, MemcpyParams):
-            return run_memcpy, (static_operand(p.dst, p.nbytes), static_operand(p.src, p.nbytes), p.nbytes)
-        if isinstance(p, MemsetParams):
-            return run_memset, (static_operand(p.dst, p.count * p.element_size), p.pattern,
-                                p.element_size, p.count)
-        if isinstance(p, HostParams):
-            return p.fn, p.args
-        if isinstance(p, ChildGraphParams):
-            child = CpuExec(p.graph, False, self._pool)
-            records.extend(child.plan.records)  # recorded and bound at each launch of this graph
-            waits.extend(child.plan.waits)
-            return child.run, ()
-        if isinstance(p, EventRecordParams):
-            slot: list[Completion | None] = [None]
-            records.append((p.event._handle, slot))
-            return _fire, (slot,)
-        if isinstance(p, EventWaitParams):
-            slot = [None]
-            waits.append((p.event._handle, slot))
-            return _wait, (slot,)
-        if isinstance(p, AllocParams):
-            return map_allocation, (alloc,)
-        if isinstance(p, FreeParams):
-            return unmap_allocation, (alloc,)
-        if not isinstance(p, EmptyParams):
+        now made now (None: the node does nothing)."""
+        kind = _KINDS.get(type(p))
+        if kind is None:
             raise TypeError(f"cpu: no step for parameters of type {type(p).__name__}")
-        return None
+        return kind.step(p, alloc, self._pool, records, waits)
 
     # Changes: each builds what it changes aside, then publishes it under the lock with one statement of
     # plain stores after the last call (so an exception, KeyboardInterrupt included, comes before the
@@ -230,7 +204,7 @@ class CpuExec:
             self.template, self.disabled, self.plan, self._draft = template, disabled, plan, None
 
     def set_node(self, original: CpuNode, params: Any) -> None:
-        if isinstance(params, (KernelParams, MemcpyParams, MemsetParams, HostParams)):
+        if _KINDS[type(params)].in_place:
             self._replace_step(self.template.clone_of[original], params, self.disabled)
         else:  # child graphs and events take part in planning (event records and waits): plan again
             self._rebuild({original: params})
@@ -472,3 +446,58 @@ class _ParallelRun:
                     self.helpers -= extra - asked
                     self.unstarted -= extra - asked
                 return
+
+
+# What each node kind does on the CPU backend: one entry per parameter record type.
+
+Records = list[tuple[Any, list]]
+
+
+class _Kind(NamedTuple):
+    """How the CPU backend runs one node kind: ``step(params, alloc, pool, records, waits)`` makes the node's
+    call once per plan (None: it does nothing; event nodes add their slot to ``records`` or ``waits``), and
+    ``in_place`` says whether a setter may swap that call alone (else the plan is made again: child graphs
+    and events take part in planning)."""
+
+    step: Callable[[Any, Any, Callable[[], Executor], Records, Records], Step | None]
+    in_place: bool
+
+
+def _kernel_step(p: KernelParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+    args = p.kernel.typed_args(tuple(resolve(a) for a in p.args))
+    return run_kernel, (p.kernel, LaunchConfig(p.grid, p.block, p.shared_mem), tuple(static_arg(a) for a in args))
+
+
+def _child_step(p: ChildGraphParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+    child = CpuExec(p.graph, False, pool)
+    records.extend(child.plan.records)  # recorded and bound at each launch of this graph
+    waits.extend(child.plan.waits)
+    return child.run, ()
+
+
+def _record_step(p: EventRecordParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+    slot: list[Completion | None] = [None]
+    records.append((p.event._handle, slot))
+    return _fire, (slot,)
+
+
+def _wait_step(p: EventWaitParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+    slot: list[Completion | None] = [None]
+    waits.append((p.event._handle, slot))
+    return _wait, (slot,)
+
+
+_KINDS: dict[type, _Kind] = {
+    KernelParams: _Kind(_kernel_step, True),
+    MemcpyParams: _Kind(lambda p, *_: (run_memcpy, (static_operand(p.dst, p.nbytes), static_operand(p.src, p.nbytes),
+                                                    p.nbytes)), True),
+    MemsetParams: _Kind(lambda p, *_: (run_memset, (static_operand(p.dst, p.count * p.element_size), p.pattern,
+                                                    p.element_size, p.count)), True),
+    HostParams: _Kind(lambda p, *_: (p.fn, p.args), True),
+    ChildGraphParams: _Kind(_child_step, False),
+    EventRecordParams: _Kind(_record_step, False),
+    EventWaitParams: _Kind(_wait_step, False),
+    AllocParams: _Kind(lambda p, alloc, *_: (map_allocation, (alloc,)), False),
+    FreeParams: _Kind(lambda p, alloc, *_: (unmap_allocation, (alloc,)), False),
+    EmptyParams: _Kind(lambda *_: None, False),
+}
