@@ -229,3 +229,49 @@ def test_a_graph_launched_into_a_capture_is_described_from_its_own_record(device
         with cap.graph.instantiate() as captured:
             K.launch_and_wait(captured, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
+
+
+def test_nodes_noted_during_a_capture_name_their_neighbours_and_edges_right(device, stream):
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    first = g.add_memset(x, 1.0)
+    with stream.capture(into=g, after=[first]) as cap:
+        stream.launch(K.scale, 1, N, x, 2.0, N)
+        (a,) = cap.dependencies
+        stream.launch(K.scale, 1, N, x, 3.0, N)
+        stream.launch(K.scale, 1, N, x, 5.0, N)
+        (d,) = cap.dependencies  # noted alone: the graph's record has it before the 3.0 launch
+        assert [n.params.args[1] for n in d.dependencies] == [3.0]
+        with pytest.raises(gg.GraphError, match=r"there is no such edge$"):
+            g.remove_dependency(a, d)
+    assert [n.params.args[1] for n in d.dependencies] == [3.0]
+    assert front_view(g) == backend_view(g)
+
+
+def test_an_interrupted_reading_of_a_graph_is_made_again(device, stream, monkeypatch):
+    """The reading at the end of a capture into a graph, interrupted at every check point: the graph is read
+    again when next used, and a node noted during the capture (so out of the backend's order until then) is
+    built on where it is."""
+    x = K.f32(device, X0)
+
+    def make() -> tuple[gg.Graph, gg.Node]:
+        g = gg.Graph(device)
+        first = g.add_memset(x, 1.0)
+        with monkeypatch.context() as patch, stream.capture(into=g, after=[first]) as cap:
+            patch.setattr(gg.Graph, "_refresh", lambda self: None)  # the capture's own reading: below
+            stream.launch(K.scale, 1, N, x, 2.0, N)
+            stream.launch(K.scale, 1, N, x, 3.0, N)
+            (b,) = cap.dependencies  # noted alone: the graph's record has it before the 2.0 launch
+        return g, b
+
+    g, _ = make()
+    interrupt_at(-1, g._refresh)  # (Python 3.12 traces a code object from its second run)
+    step = 0
+    while True:
+        g, b = make()
+        if not interrupt_at(step, g._refresh):
+            break
+        g.add_empty(after=b)
+        assert front_view(g) == backend_view(g), f"interrupted at step {step}"
+        step += 1
+    assert step > 5

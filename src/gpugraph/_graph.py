@@ -281,7 +281,6 @@ class Graph:
         its edges when first needed). Nodes it no longer has (a discarded capture's) are dropped."""
         with self._lock:
             self._topology = Topology.read(self._backend, self._handle, self._topology)
-            self._stale = self._recording > 0
             if self._owner is not None:  # the graph embedding this one keeps its Topology: the new one now
                 self._owner._keep_child(self._owner_node, self._topology)
             if self._nodes:  # nodes a re-read dropped are let go; the others may have moved
@@ -291,6 +290,7 @@ class Graph:
                     if i is not None:
                         node._i, kept[handle] = i, node
                 self._nodes = kept
+            self._stale = self._recording > 0  # last: an interrupted re-read is made again
 
     def _refresh(self) -> None:
         """Read the backend graph again after a capture ended that recorded into it, or was discarded.
@@ -386,7 +386,11 @@ class Graph:
         """Keep ``topology`` as that of the graph the child-graph node ``handle`` embeds (read again, or
         changed); None: forget it, to be read again (a change is under way). A node no longer here (a
         discarded capture's) is let be."""
-        i = self._topology.position.get(handle)
+        node, handles = self._nodes.get(handle), self._topology.handles
+        if node is not None and node._i < len(handles) and handles[node._i] == handle:
+            i: int | None = node._i
+        else:
+            i = self._topology.position.get(handle)
         if i is None:
             return
         if topology is None:
@@ -395,8 +399,8 @@ class Graph:
             self._topology.children[i] = topology
 
     def _neighbours(self, node: Node, dependents: bool) -> tuple[Node, ...]:
+        topology = self._current()  # (first: a capture recording into the graph may have moved the node)
         i = self._index(node)
-        topology = self._current()
         handles = topology.handles
         return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
 
@@ -419,11 +423,16 @@ class Graph:
 
     def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
         """Note a node the backend has just added after the nodes ``deps`` (handles of Nodes ``_deps`` checked)."""
-        topology, nodes = self._topology, self._nodes
+        positions = self._positions(deps) if deps else deps
+        topology = self._topology
         i = len(topology.handles)
-        number = topology.add(handle, record, [nodes[h]._i for h in deps] if deps else deps, alloc)
-        node = nodes[handle] = Node(self, handle, i, record, number)
+        node = self._nodes[handle] = Node(self, handle, i, record, topology.add(handle, record, positions, alloc))
         return node
+
+    def _positions(self, handles: list[Any]) -> list[int]:
+        """The positions of the nodes ``handles`` names (nodes ``_deps`` checked)."""
+        nodes = self._nodes
+        return [self._index(node) if (node := nodes.get(h)) is not None else self._position(h) for h in handles]
 
     def _add(self, params: Any, deps: list[Any]) -> Node:
         with self._lock:
@@ -609,8 +618,8 @@ class Graph:
     def _reaches(self, source: Node, targets: Iterable[Any]) -> bool:
         """Whether any of ``targets`` (handles of this graph's Nodes) is ``source`` or depends on it, directly
         or not."""
-        nodes = self._nodes
-        return self._current().reaches(self._index(source), [self._index(nodes[h]) for h in targets])
+        topology = self._current()
+        return topology.reaches(self._index(source), self._positions(list(targets)))
 
     def _edge_nodes(self, a: Node, b: Node, what: str) -> None:
         for name, node in (("from", a), ("to", b)):
@@ -657,8 +666,9 @@ class Graph:
         self._edge_nodes(a, b, "remove_dependency")
         if self._memory:
             raise GraphError("remove_dependency: edges of a graph with allocation or free nodes cannot be removed")
+        topology = self._current()  # (first: a capture recording into the graph may have moved the nodes)
         source, target = self._index(a), self._index(b)
-        if source not in self._current().deps_of(target):
+        if source not in topology.deps_of(target):
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._change_edge(a, b, add=False)
 

@@ -17,6 +17,7 @@ event nodes their event; memsets their value and size.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ class GraphLayout:
         topology = graph._current()
         self.graph = graph
         self.handles = list(topology.handles)
-        self.index = dict(topology.position)  # node handle -> position
+        self.index = dict(zip(self.handles, itertools.count()))  # node handle -> position
         self.params = list(topology.records)  # (a child graph's: the backend graph it embeds)
         self.kinds = [record.kind for record in self.params]
         self.deps = [frozenset(deps) for deps in topology.deps]

@@ -161,10 +161,7 @@ class CpuExec:
                  waits: list[tuple[Any, list]]) -> Step | None:
         """The call a node of parameters ``p`` (and allocation ``alloc``) makes, every view that can be made
         now made now (None: the node does nothing)."""
-        kind = _KINDS.get(type(p))
-        if kind is None:
-            raise TypeError(f"cpu: no step for parameters of type {type(p).__name__}")
-        return kind.step(p, alloc, self._pool, records, waits)
+        return _kind(p).step(p, alloc, self._pool, records, waits)
 
     # Changes: each builds what it changes aside, then publishes it under the lock with one statement of
     # plain stores after the last call (so an exception, KeyboardInterrupt included, comes before the
@@ -204,7 +201,7 @@ class CpuExec:
             self.template, self.disabled, self.plan, self._draft = template, disabled, plan, None
 
     def set_node(self, original: CpuNode, params: Any) -> None:
-        if _KINDS[type(params)].in_place:
+        if _kind(params).in_place:
             self._replace_step(self.template.clone_of[original], params, self.disabled)
         else:  # child graphs and events take part in planning (event records and waits): plan again
             self._rebuild({original: params})
@@ -501,3 +498,10 @@ _KINDS: dict[type, _Kind] = {
     FreeParams: _Kind(lambda p, alloc, *_: (unmap_allocation, (alloc,)), False),
     EmptyParams: _Kind(lambda *_: None, False),
 }
+
+
+def _kind(params: Any) -> _Kind:
+    kind = _KINDS.get(type(params))
+    if kind is None:
+        raise TypeError(f"cpu: no step for parameters of type {type(params).__name__}")
+    return kind
