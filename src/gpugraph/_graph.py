@@ -426,7 +426,9 @@ class Graph:
         positions = self._positions(deps) if deps else deps
         topology = self._topology
         i = len(topology.handles)
-        node = self._nodes[handle] = Node(self, handle, i, record, topology.add(handle, record, positions, alloc))
+        number = topology.add(handle, record, positions, alloc)
+        # (Position and number are one int object when equal, as they mostly are: 28 bytes per node.)
+        node = self._nodes[handle] = Node(self, handle, number if number == i else i, record, number)
         return node
 
     def _positions(self, handles: list[Any]) -> list[int]:
