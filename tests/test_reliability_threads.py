@@ -412,7 +412,7 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
     SIGINT stand-in is gone once no capture or use_stream block is left."""
     import signal
 
-    from gpugraph import _capture
+    from gpugraph import _capture, _interrupts
 
     memory = path == "instantiate and evict"
 
@@ -438,7 +438,7 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
                 interrupted = sigint_at(step, lambda factor=factor: scaled(x, factor))
                 interrupted_at += interrupted
                 # Nothing held back without a release to come, no capture's guard left behind.
-                assert not _capture._deferred_interrupt and not _capture._interrupt_guards, (step, LAST_SIGINT)
+                assert not _interrupts._deferred_interrupt and not _interrupts._interrupt_guards, (step, LAST_SIGINT)
                 assert len(scaled._cache) <= 1, (step, LAST_SIGINT)  # max_graphs, whatever was interrupted
                 assert not _capture._active and not _capture.function_captures, (step, LAST_SIGINT)
                 assert gg.current_stream(device) is stream, (step, LAST_SIGINT)
@@ -451,7 +451,7 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
                     break
                 step += 1
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the stand-in given back
-        assert not _capture._interrupt_guards
+        assert not _interrupts._interrupt_guards
     assert interrupted_at > 50, interrupted_at  # the call was interrupted at many points
     scaled.clear()
     assert graph_memory_in_use(device) == used_before  # no interrupt left a dropped graph's memory allocated

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _capture
+from . import _capture, _interrupts
 from ._current import current_stream, own_stream, use_stream
 from ._errors import GraphUpdateError
 from ._memory import Array
@@ -347,7 +347,7 @@ class CapturedFunction:
                     if not self._dropped:
                         return
                     entry = self._dropped[0]
-                _capture.without_interrupts(entry.close)
+                _interrupts.without_interrupts(entry.close)
                 with self._lock:
                     if entry in self._dropped:  # (closing again is harmless: Entry.close is idempotent)
                         self._dropped.remove(entry)

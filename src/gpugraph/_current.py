@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ._capture import guard_interrupts, release_interrupts
+from . import _interrupts
+from ._interrupts import guard_interrupts, release_interrupts
 from ._stream import Stream
 
 _local = threading.local()
+_interrupts.stream_choices = _local  # (the stack of chosen streams keeps Ctrl-C's stand-in: _interrupts)
 
 
 def current_stream(device: Any = None) -> Stream:
@@ -77,3 +79,6 @@ class use_stream:  # lower case: used as a function, ``with gg.use_stream(s):``
             _local.chosen.pop()
         finally:  # an interrupt held back at this method's entry is raised by the release
             release_interrupts()
+
+
+_interrupts.ways_out.append(use_stream.__exit__.__code__)  # its entry is held back (see _interrupts)
