@@ -17,7 +17,7 @@ import pytest
 import gpugraph as gg
 import kernels as K
 from gpugraph import _kernel
-from gpugraph._graph import MAX_NESTING
+from gpugraph._nesting import MAX_NESTING
 from gpugraph.backends.cpu._memory import Pool, block_size
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")

@@ -15,6 +15,7 @@ from ._errors import GraphError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import check_pinned, memcpy_nbytes, memset_pattern
+from ._nesting import nesting_refusal
 from ._nodes import (
     ChildGraphParams,
     EventRecordParams,
@@ -209,7 +210,6 @@ class GraphExec:
                               "set_enabled or Params cannot be launched into a capture (the capture embeds the "
                               "graph it was made from); launch that graph's instantiation before the changes, or "
                               "capture the work itself")
-        from ._graph import nesting_refusal
         refusal = nesting_refusal(stream._capture.graph, self._source)
         if refusal is not None:
             raise _capture._invalidate([stream._capture], "GraphExec.launch", refusal)
@@ -240,9 +240,8 @@ class GraphExec:
 
         See also: cudaGraphExecUpdate.
         """
-        from ._graph import Graph
         self._check_open("update")
-        if not isinstance(graph, Graph):
+        if not isinstance(graph, type(self.graph)):  # (a Graph: the type of the one it was made from)
             raise TypeError(f"update(graph): expected a Graph, got {type(graph).__name__}")
         if graph.device is not self.device:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
@@ -373,9 +372,8 @@ class GraphExec:
 
         See also: cudaGraphExecChildGraphNodeSetParams.
         """
-        from ._graph import Graph
         i = self._index(node, (NodeKind.GRAPH,), "set_child_graph")
-        if not isinstance(graph, Graph):
+        if not isinstance(graph, type(self.graph)):  # (a Graph: the type of the one it was made from)
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
         layout, children = GraphLayout(graph), self._read_layout().children
         check_update(children[i], layout)

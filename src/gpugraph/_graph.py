@@ -15,10 +15,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _capture
+from ._device import Device
+from ._dot import to_dot
 from ._errors import GraphError
+from ._exec import GraphExec
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
+from ._nesting import nesting_refusal
 from ._nodes import (
     MEMORY_KINDS,
     ChildGraphParams,
@@ -33,39 +37,6 @@ from ._nodes import (
 )
 from ._stream import Event
 from ._topology import Topology
-
-MAX_NESTING = 64
-"""The most levels of graphs one graph may hold: itself, its child graphs, theirs, and so on.
-
-CUDA documents no limit on child-graph nesting. gpugraph refuses a child-graph node that would nest deeper
-(``Graph.add_child``, and an executable graph launched into a capture, which embeds it as a child graph) on
-every backend, so that the walks over the nesting (cloning, instantiating, updating; running, on the CPU
-backend) stay far from Python's recursion limit."""
-
-
-def nesting(graph: Graph) -> int:
-    """How many levels of graphs ``graph`` holds (1 without child graphs), found without recursion."""
-    deepest, pending = 1, [(graph, 1)]
-    while pending:
-        graph, level = pending.pop()
-        deepest = max(deepest, level)
-        topology = graph._current()
-        for i, record in enumerate(topology.records):
-            if record.kind is NodeKind.GRAPH:
-                pending.append((graph._child(topology.handles[i]), level + 1))
-    return deepest
-
-
-def nesting_refusal(graph: Graph, child: Graph) -> str | None:
-    """Why a child-graph node embedding a copy of ``child`` cannot be added to ``graph`` (None if it can):
-    the nesting would pass ``MAX_NESTING`` levels."""
-    level = graph._level()
-    levels = level + nesting(child)
-    if levels <= MAX_NESTING:
-        return None
-    where = "a graph of its own" if level == 1 else f"a child graph at level {level}"
-    return (f"the child graph would make graphs nest {levels} levels deep (this graph is {where}, the child "
-            f"holds {levels - level}); gpugraph allows at most {MAX_NESTING} levels of child graphs")
 
 
 class Node:
@@ -154,7 +125,6 @@ class Graph:
                  "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
-        from ._device import Device
         device = Device() if device is None else device
         if not isinstance(device, Device):
             raise TypeError(f"Graph(device): expected a Device or None, got {type(device).__name__}")
@@ -743,7 +713,6 @@ class Graph:
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT format."""
-        from ._dot import to_dot
         return to_dot(self)
 
     def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False) -> Any:
@@ -756,7 +725,6 @@ class Graph:
 
         See also: cudaGraphInstantiateWithFlags.
         """
-        from ._exec import GraphExec
         if self._owner is not None:
             raise GraphError(f"instantiate: this graph is the one embedded in a child-graph node of {self._owner!r}; "
                              f"it belongs to that node and cannot be instantiated (CUDA refuses it); "
