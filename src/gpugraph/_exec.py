@@ -246,41 +246,46 @@ class GraphExec:
         if graph.device is not self.device:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
-        backend = self._backend
         found = self._find_params(graph) if _params.in_use else {}
-        # Nodes pair in creation order (setters and Params address them so): the topology is compared here,
-        # in the cheapest form, as the driver would accept an isomorphic graph paired otherwise; and
-        # allocation and free nodes, whose addresses cannot move, refuse any update. The backend checks the
-        # rest (parameters), as cuGraphExecUpdate does.
         shape = graph_shape(graph)
-        if shape != self._source_shape():
-            refused: tuple[str, Any] | None = ("topology changed", None)
-        # (The source as the executable graph knows it: its layout, once taken, else the graph, unchanged since.)
-        elif graph._memory or (self._layout.memory if self._layout is not None else self._source._memory):
-            refused = ("unsupported node kind", None)
-        else:
-            refused = None
+        refused = self._refusal(graph, shape)
         if refused is None:
-            try:
-                refused = backend.exec_update(self._handle, graph._handle, self._handles)
-            except BaseException as exc:
-                if isinstance(exc, Exception):  # an error: the backend changed nothing
-                    raise
-                # KeyboardInterrupt (or SystemExit) may stop the backend anywhere, even once the update has
-                # taken effect: the same update again makes it whole, then this exec follows it.
-                if backend.exec_update(self._handle, graph._handle, self._handles) is None:
-                    self._follow(graph, shape, found)
-                raise
+            refused = self._apply(graph, shape, found)
         if refused is not None:  # explain with gpugraph's rules, which name the node of the new graph
             check_update(self._read_layout(), GraphLayout(graph))
             reason, handle = refused
             raise GraphUpdateError(reason, None if handle is None else graph._node(handle))
-        # The backend runs the new graph now: the bookkeeping follows it whatever happens, so an exception
-        # (KeyboardInterrupt) leaves the executable graph wholly new, never half updated.
+
+    def _refusal(self, graph: Any, shape: Any) -> tuple[str, Any] | None:
+        """What the front end refuses before the backend is asked: nodes pair in creation order (setters and
+        Params address them so), so the topology is compared here, in the cheapest form (``shape``), as a
+        driver would accept an isomorphic graph paired otherwise; and allocation and free nodes, whose
+        addresses cannot move, refuse any update. The backend checks the rest (parameters), as
+        cuGraphExecUpdate does."""
+        if shape != self._source_shape():
+            return "topology changed", None
+        # (The source as the executable graph knows it: its layout, once taken, else the graph, unchanged since.)
+        if graph._memory or (self._layout.memory if self._layout is not None else self._source._memory):
+            return "unsupported node kind", None
+        return None
+
+    def _apply(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> tuple[str, Any] | None:
+        """The backend's update, then this exec follows ``graph``: None; or the backend's refusal, with
+        nothing changed. Whatever stops it once the backend runs the new graph (KeyboardInterrupt, anywhere),
+        the exec follows the new graph: never half updated."""
+        backend = self._backend
         try:
-            self._follow(graph, shape, found)
-        except BaseException:
-            self._follow(graph, shape, found)
+            refused = backend.exec_update(self._handle, graph._handle, self._handles)
+            if refused is None:
+                self._follow(graph, shape, found)
+            return refused
+        except BaseException as exc:
+            if isinstance(exc, Exception):  # an error: the backend changed nothing
+                raise
+            # KeyboardInterrupt (or SystemExit) may stop the backend, or the following, anywhere, even once the
+            # update has taken effect: the same update again makes it whole, then this exec follows it.
+            if backend.exec_update(self._handle, graph._handle, self._handles) is None:
+                self._follow(graph, shape, found)
             raise
 
     def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:
