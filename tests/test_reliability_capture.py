@@ -35,19 +35,20 @@ GRID, BLOCK = K.launch_1d(N, 4)
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 
-def interrupt(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, when: str = "before") -> None:
-    """Make ``owner.name`` raise KeyboardInterrupt once, before or after doing its work."""
+def interrupt(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, when: str = "before",
+              raising: type[BaseException] = KeyboardInterrupt) -> None:
+    """Make ``owner.name`` raise KeyboardInterrupt (or ``raising``) once, before or after doing its work."""
     original = getattr(owner, name)
     armed = [True]
 
     def wrapper(*args, **kwargs):
         if armed and when == "before":
             armed.clear()
-            raise KeyboardInterrupt
+            raise raising
         result = original(*args, **kwargs)
         if armed and when == "after":
             armed.clear()
-            raise KeyboardInterrupt
+            raise raising
         return result
 
     monkeypatch.setattr(owner, name, wrapper)
@@ -361,6 +362,22 @@ UPDATE_WINDOWS = {  # Ctrl-C in the backend's update: its call is made again, wh
     "Params adopted": (lambda mp, dev: interrupt(mp, ParamUses, "adopt"), "new"),
     "new graph watched": (lambda mp, dev: interrupt(mp, gg.Graph, "_watch"), "new"),
 }
+
+
+def test_an_error_while_an_update_is_followed_leaves_the_exec_wholly_new(device, stream, monkeypatch):
+    """Once the backend runs the new graph, the executable graph follows it even when an error (not only an
+    interrupt) stops the following: its Params are the new graph's."""
+    out = device.zeros(N, np.float32)
+    factor = gg.Param(4.0)
+    old, new = two_graphs(device, out, factor)
+    with old.instantiate() as exe:
+        interrupt(monkeypatch, ParamUses, "adopt", raising=MemoryError)
+        with pytest.raises(MemoryError):
+            exe.update(new)
+        monkeypatch.undo()
+        factor.value = 5.0  # reaches the exec only if it follows the new graph
+        K.launch_and_wait(exe, stream)
+        np.testing.assert_array_equal(out.to_numpy(), 15.0)
 
 
 @pytest.mark.parametrize("window", UPDATE_WINDOWS)

@@ -88,12 +88,14 @@ class GraphExec:
     See also: cudaGraphExec_t.
     """
 
-    __slots__ = ("graph", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout", "_handles",
-                 "_indices", "_params", "_changed", "_disabled", "_source", "_source_version", "_shape", "_lock",
-                 "__weakref__")
+    __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout",
+                 "_handles", "_indices", "_params", "_changed", "_disabled", "_source", "_source_version", "_shape",
+                 "_lock", "__weakref__")
 
-    def __init__(self, graph: Any, auto_free_on_launch: bool) -> None:
+    def __init__(self, graph: Any, auto_free_on_launch: bool, graph_type: Any) -> None:
+        """(Made by ``Graph.instantiate``, which passes its class: graphs updated from are of it.)"""
         self.graph = graph
+        self._graph_type = graph_type
         self.device = graph.device
         self._backend = backend = graph._backend
         self._handle = backend.graph_instantiate(graph._handle, bool(auto_free_on_launch))
@@ -241,7 +243,7 @@ class GraphExec:
         See also: cudaGraphExecUpdate.
         """
         self._check_open("update")
-        if not isinstance(graph, type(self.graph)):  # (a Graph: the type of the one it was made from)
+        if not isinstance(graph, self._graph_type):
             raise TypeError(f"update(graph): expected a Graph, got {type(graph).__name__}")
         if graph.device is not self.device:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
@@ -271,22 +273,26 @@ class GraphExec:
 
     def _apply(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> tuple[str, Any] | None:
         """The backend's update, then this exec follows ``graph``: None; or the backend's refusal, with
-        nothing changed. Whatever stops it once the backend runs the new graph (KeyboardInterrupt, anywhere),
-        the exec follows the new graph: never half updated."""
+        nothing changed. Once the backend runs the new graph, the exec follows it whatever happens: never
+        half updated."""
         backend = self._backend
         try:
             refused = backend.exec_update(self._handle, graph._handle, self._handles)
-            if refused is None:
-                self._follow(graph, shape, found)
-            return refused
         except BaseException as exc:
             if isinstance(exc, Exception):  # an error: the backend changed nothing
                 raise
-            # KeyboardInterrupt (or SystemExit) may stop the backend, or the following, anywhere, even once the
-            # update has taken effect: the same update again makes it whole, then this exec follows it.
+            # KeyboardInterrupt (or SystemExit) may stop the backend anywhere, even once the update has
+            # taken effect: the same update again makes it whole, then this exec follows it.
             if backend.exec_update(self._handle, graph._handle, self._handles) is None:
                 self._follow(graph, shape, found)
             raise
+        if refused is None:  # (no check point between the call's return and this try)
+            try:
+                self._follow(graph, shape, found)
+            except BaseException:
+                self._follow(graph, shape, found)
+                raise
+        return refused
 
     def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:
         """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
@@ -378,7 +384,7 @@ class GraphExec:
         See also: cudaGraphExecChildGraphNodeSetParams.
         """
         i = self._index(node, (NodeKind.GRAPH,), "set_child_graph")
-        if not isinstance(graph, type(self.graph)):  # (a Graph: the type of the one it was made from)
+        if not isinstance(graph, self._graph_type):
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
         layout, children = GraphLayout(graph), self._read_layout().children
         check_update(children[i], layout)

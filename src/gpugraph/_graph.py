@@ -735,7 +735,7 @@ class Graph:
         if HOST_THREADS:
             refuse_in_host_function("Graph.instantiate")
         _capture.forbid_unsafe("Graph.instantiate", _capture.INSTANTIATE_RULE)
-        exe = GraphExec(self, auto_free_on_launch)
+        exe = GraphExec(self, auto_free_on_launch, Graph)
         if self._memory:
             self._live_execs.add(exe)
         if upload is not None:

@@ -57,9 +57,9 @@ _held_points: frozenset[tuple[CodeType, int]] = frozenset()
 _held_ways = 0  # how many ways out _held_points covers (a way out registered later is added)
 
 
-def _find_held_points() -> frozenset[tuple[CodeType, int]]:
+def _find_held_points(ways: int) -> frozenset[tuple[CodeType, int]]:
     points: set[tuple[CodeType, int]] = set()
-    for code in ways_out:
+    for code in ways_out[:ways]:
         instructions = list(dis.get_instructions(code))
         released: set[int] = set()
         for at, load in enumerate(instructions):
@@ -85,8 +85,9 @@ def guard_interrupts(owner: object | None = None) -> None:
     global _held_points, _held_ways
     if _thread.get_ident() != _MAIN_THREAD:
         return
-    if _held_ways != len(ways_out):
-        _held_points, _held_ways = _find_held_points(), len(ways_out)
+    ways = len(ways_out)
+    if _held_ways != ways:
+        _held_points, _held_ways = _find_held_points(ways), ways
     if _signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         _signal.signal(signal.SIGINT, _on_sigint)
     if owner is not None:
