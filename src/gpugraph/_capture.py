@@ -62,7 +62,7 @@ def _where() -> str:
     return "".join(traceback.format_list(frames[-6:])).rstrip()
 
 
-def _invalidate(captures: Iterable[Capture], api: str, rule: str) -> CaptureError:
+def invalidate(captures: Iterable[Capture], api: str, rule: str) -> CaptureError:
     """Mark ``captures`` invalidated by ``api`` and return the error to raise."""
     captures = list(captures)
     first = captures[0]
@@ -91,7 +91,7 @@ def forbid_unsafe(api: str, rule: str = _UNSAFE) -> None:
     offended = [c for c in list(_active)
                 if (c.thread == me and c.mode != "relaxed") or (c.thread != me and c.mode == "global")]
     if offended:
-        raise _invalidate(offended, api, rule)
+        raise invalidate(offended, api, rule)
 
 
 _SECTION_TIMEOUT = 60.0  # seconds unsafe_section waits for other threads' global captures to end
@@ -129,7 +129,7 @@ def forbid_device_sync(api: str, device: Any) -> None:
         return
     offended = [c for c in list(_active) if c.stream.device is device]
     if offended:
-        raise _invalidate(offended, api, f"{device} has a capturing stream, which runs nothing, so the "
+        raise invalidate(offended, api, f"{device} has a capturing stream, which runs nothing, so the "
                                          f"device cannot be waited for")
 
 
@@ -137,7 +137,7 @@ def refuse_outside_function_capture(stream: Any, api: str) -> None:
     """Refuse work enqueued on ``stream`` (not capturing) by a thread capturing a ``@captured`` function."""
     capture = function_captures.get(threading.get_ident())
     if capture is not None and capture.stream.device is stream.device:
-        raise _invalidate([capture], api, f"{stream!r} is not capturing, so a captured function's work on it "
+        raise invalidate([capture], api, f"{stream!r} is not capturing, so a captured function's work on it "
                                           f"would run once now and never be part of the graph; enqueue on "
                                           f"gg.current_stream() (the capturing stream)")
 

@@ -197,24 +197,24 @@ class GraphExec:
         if stream._capture is None:
             return
         if self.graph._memory:
-            raise _capture._invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
+            raise _capture.invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
                               "cannot be launched into a capture (it would become a child graph)")
         if self._source._version != self._source_version:
-            raise _capture._invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
+            raise _capture.invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")
         if self._disabled:
-            raise _capture._invalidate([stream._capture], "GraphExec.launch", "an executable graph with a node "
+            raise _capture.invalidate([stream._capture], "GraphExec.launch", "an executable graph with a node "
                               "turned off by set_enabled (an update keeps it off) cannot be launched into a "
                               "capture (the capture embeds the graph it was made from, with every node on); "
                               "turn the node on again first, or capture the work itself")
         if self._changed or self._params:
-            raise _capture._invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
+            raise _capture.invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
                               "set_enabled or Params cannot be launched into a capture (the capture embeds the "
                               "graph it was made from); launch that graph's instantiation before the changes, or "
                               "capture the work itself")
         refusal = nesting_refusal(stream._capture.graph, self._source)
         if refusal is not None:
-            raise _capture._invalidate([stream._capture], "GraphExec.launch", refusal)
+            raise _capture.invalidate([stream._capture], "GraphExec.launch", refusal)
 
     @_serialized
     def upload(self, stream: Stream) -> None:

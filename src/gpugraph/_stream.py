@@ -39,7 +39,7 @@ class Event:
     def _check_not_captured(self, api: str) -> None:
         capture = self._capture
         if capture is not None and capture.active:
-            raise _capture._invalidate([capture], api, "the event was last recorded inside a capture, so it "
+            raise _capture.invalidate([capture], api, "the event was last recorded inside a capture, so it "
                                                        "marks work that has not run and cannot be waited for")
 
     def synchronize(self) -> None:
@@ -123,7 +123,7 @@ class Stream:
         if self.legacy:
             offended = self._blocking_captures()
             if offended:
-                raise _capture._invalidate(offended, api, "the legacy default stream synchronizes with "
+                raise _capture.invalidate(offended, api, "the legacy default stream synchronizes with "
                                            "blocking streams, and a blocking stream is capturing")
         if _capture.function_captures and not forking:
             _capture.refuse_outside_function_capture(self, api)
@@ -328,13 +328,13 @@ class Stream:
         """A captured free becomes a free node: it may free only graph memory, and only once per graph."""
         capture = self._capture
         if alloc.origin != "graph":
-            raise _capture._invalidate([capture], "Stream.free", f"{alloc.owner} was not made by a graph "
+            raise _capture.invalidate([capture], "Stream.free", f"{alloc.owner} was not made by a graph "
                                        f"allocation; a captured free can only free graph memory "
                                        f"(allocate it inside the capture)")
         graph = capture.graph  # allocations are told apart by record, not address: CUDA reuses addresses
         topology = graph._current()
         if any(freed is alloc and topology.records[i].kind.value == "mem_free" for i, freed in topology.allocs.items()):
-            raise _capture._invalidate([capture], "Stream.free",
+            raise _capture.invalidate([capture], "Stream.free",
                                        f"{alloc.owner} is already freed in this capture (double free)")
 
     def record(self, event: Event | None = None) -> Event:
@@ -365,12 +365,12 @@ class Stream:
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.wait", forking=capture is not None)
         if capture is not None and self._capture is not None and capture is not self._capture:
-            raise _capture._invalidate([self._capture, capture], "Stream.wait",
+            raise _capture.invalidate([self._capture, capture], "Stream.wait",
                                        "the event was recorded in another capture; two captures cannot merge")
         if capture is not None and self.legacy:
-            raise _capture._invalidate([capture], "Stream.wait", "the legacy default stream cannot join a capture")
+            raise _capture.invalidate([capture], "Stream.wait", "the legacy default stream cannot join a capture")
         if capture is None and self._capture is not None:
-            raise _capture._invalidate([self._capture], "Stream.wait",
+            raise _capture.invalidate([self._capture], "Stream.wait",
                                        "a capturing stream cannot wait for an event recorded outside the capture")
         self._backend.stream_wait_event(self._handle, event._handle)
         if capture is not None and self._capture is None:
@@ -408,7 +408,7 @@ class Stream:
 
     def _refuse_wait(self, api: str) -> None:
         _capture.check_usable(self._capture, api)
-        raise _capture._invalidate([self._capture], api, "a capturing stream runs nothing, so it cannot be "
+        raise _capture.invalidate([self._capture], api, "a capturing stream runs nothing, so it cannot be "
                                                          "waited for or queried")
 
     def __repr__(self) -> str:
