@@ -43,7 +43,7 @@ class GraphLayout:
         self.children = {i: GraphLayout(graph._child(self.handles[i])) for i, kind in enumerate(self.kinds)
                          if kind is NodeKind.GRAPH}
         self.memory = topology.memory  # whether any node allocates or frees
-        self._shape = topology.shape()
+        self._shape = (topology.shape(), tuple(child.shape() for _, child in sorted(self.children.items())))
 
     def __len__(self) -> int:
         return len(self.handles)
@@ -53,15 +53,19 @@ class GraphLayout:
         return self.graph._node(self.handles[i])
 
     def shape(self) -> tuple[Any, ...]:
-        """Each node's dependencies as sorted positions, when the layout was taken: see ``graph_shape``."""
+        """The graph's ``graph_shape`` when the layout was taken."""
         return self._shape
 
 
 def graph_shape(graph: Any) -> tuple[Any, ...]:
-    """A graph's topology with nodes named by creation order: each node's dependencies as sorted positions.
-    Two graphs pair node for node in creation order exactly when their shapes are equal; it is cheaper than a
-    GraphLayout (no parameters), and kept until the graph changes."""
-    return graph._current().shape()
+    """A graph's topology with nodes named by creation order: each node's dependencies as sorted positions
+    (kept by its Topology until it changes), with its child graphs' shapes in node order. Two graphs pair node
+    for node in creation order, child graphs included, exactly when their shapes are equal; it is cheaper
+    than a GraphLayout (no parameters)."""
+    topology = graph._current()
+    children = tuple(graph_shape(graph._child(handle)) for handle, record in zip(topology.handles, topology.records)
+                     if record.kind is NodeKind.GRAPH)
+    return topology.shape(), children
 
 
 def _memory_kind(operand: Any) -> str:

@@ -88,8 +88,8 @@ class CpuGraph:
 
 def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode]) -> tuple[str, CpuNode] | None:
     """What cuGraphExecUpdate would refuse when ``nodes`` take the parameters of ``originals``, paired in order
-    (the front end has compared the top-level topology; a child graph's is compared here): (the rule, the
-    node of ``nodes`` at fault), or None. A child graph at fault is named by its node, as the driver does."""
+    (the front end has compared the topology, child graphs' included): (the rule, the node of ``nodes`` at
+    fault), or None. A child graph at fault is named by its node, as the driver does."""
     for original, node in zip(originals, nodes):
         was, now = original.params, node.params
         if was.kind is not now.kind:
@@ -98,14 +98,7 @@ def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode]) -> tu
         if refusal is not None:
             return refusal[0], node
         if now.kind is NodeKind.GRAPH:
-            if _shape(was.graph.nodes) != _shape(now.graph.nodes):
-                return "topology changed", node
             inside = update_refusal(was.graph.nodes, now.graph.nodes)
             if inside is not None:
                 return inside[0], node
     return None
-
-
-def _shape(nodes: Sequence[CpuNode]) -> list[list[int]]:
-    position = {node: i for i, node in enumerate(nodes)}
-    return [sorted(position[dep] for dep in node.deps) for node in nodes]
