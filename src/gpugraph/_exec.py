@@ -174,12 +174,13 @@ class GraphExec:
             handle = self._handle
             if handle is None or type(stream) is not Stream or stream.device is not self.device:
                 self._stream_handle(stream, "launch")
-            if stream._capture is not None or stream.legacy or _capture.function_captures:
+            capture = stream._capture
+            if capture is not None or stream.legacy or _capture.function_captures:
                 self._guard_capture(stream)
             if self._params.pending:
                 self._params.patch(self._prepare_patch)
             self._launch(handle, stream._handle)
-            if stream._capture is not None:
+            if capture is not None:
                 self._describe_embedded(stream)
 
     def _describe_embedded(self, stream: Stream) -> None:

@@ -296,20 +296,22 @@ class Graph:
             raise GraphError(f"{self!r} has no such node any more (the capture that added it was discarded)")
         return i
 
-    def _index(self, node: Node) -> int:
-        """The position of ``node`` (a Node of this graph); GraphError if the graph no longer has it. (The
-        Topology as it is: inside a change, the graph is not read again.)"""
+    def _known(self, node: Node) -> int | None:
+        """The position of ``node`` (a Node of this graph) in the Topology as it is, without reading the graph
+        again (inside a change it must not be), or None if it is not there."""
         i, handles = node._i, self._topology.handles
         if i < len(handles) and handles[i] == node._handle:
             return i
-        return self._position(node._handle)  # (a node of a capture recording into the graph, or gone)
+        return self._topology.position.get(node._handle)  # (moved or gone: rare)
+
+    def _index(self, node: Node) -> int:
+        """The position of ``node`` (a Node of this graph); GraphError if the graph no longer has it."""
+        i = self._known(node)
+        return self._position(node._handle) if i is None else i  # (a node a recording capture made, or gone)
 
     def _has(self, node: Node) -> bool:
         """Whether ``node`` (a Node of this graph) is still in it."""
-        i, handles = node._i, self._topology.handles
-        if i < len(handles) and handles[i] == node._handle:
-            return True
-        return node._handle in self._topology.position or node._handle in self._current().position
+        return self._known(node) is not None or node._handle in self._current().position
 
     def _node(self, handle: Any) -> Node:
         """The Node of a backend node handle of this graph (one object per node). A node a capture has just
@@ -356,11 +358,8 @@ class Graph:
         """Keep ``topology`` as that of the graph the child-graph node ``handle`` embeds (read again, or
         changed); None: forget it, to be read again (a change is under way). A node no longer here (a
         discarded capture's) is let be."""
-        node, handles = self._nodes.get(handle), self._topology.handles
-        if node is not None and node._i < len(handles) and handles[node._i] == handle:
-            i: int | None = node._i
-        else:
-            i = self._topology.position.get(handle)
+        node = self._nodes.get(handle)
+        i = self._known(node) if node is not None else self._topology.position.get(handle)
         if i is None:
             return
         if topology is None:
