@@ -75,3 +75,26 @@ def test_a_launch_in_flight_keeps_its_host_node(device):
     gc.collect()
     stream.synchronize()
     assert seen == ["ran"]
+
+
+def test_pinned_memory_that_only_a_host_node_held_is_freed_with_the_graph(device, monkeypatch):
+    """On CUDA the graph's last reference goes on a driver thread (its destructor), where CUDA refuses CUDA
+    calls: the pinned memory's release must wait for a thread that may free it, not fail there."""
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    pinned, seen = device.pinned(256, np.float32), []
+    pinned[:] = 2.0
+    ref = weakref.ref(pinned)
+    g = gg.Graph(device)
+    g.add_host(lambda a: seen.append(float(a.sum())), pinned)
+    stream = device.stream()
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    assert seen == [512.0]
+    del pinned, g
+    exe.close()
+    del exe
+    assert _collected(ref, device)
+    device.synchronize()  # runs the releases that waited
+    assert [str(u.exc_value) for u in unraisable] == []

@@ -20,7 +20,7 @@ class Topology:
     """Nodes by position in creation order; ``deps_of(i)`` are the positions node ``i`` waits for."""
 
     __slots__ = ("handles", "_position", "records", "renamed", "numbered", "_deps", "allocs", "children", "memory",
-                 "_shape", "unread")
+                 "_shape", "_nested", "unread")
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
@@ -40,6 +40,7 @@ class Topology:
         self.children: dict[int, Topology] = {}
         self.memory = False  # whether any node allocates or frees
         self._shape: tuple[int | tuple[int, ...], ...] | None = None  # shape(), until the topology changes
+        self._nested: tuple[int, list[int]] = (0, [])  # nested(): (how many records it has looked at, positions)
         self.unread: tuple[Any, Any] | None = None  # (backend, graph) whose edges are still to be read
 
     def __len__(self) -> int:
@@ -135,6 +136,16 @@ class Topology:
             self._shape = tuple(d if type(d) is int or len(d) < 2 else tuple(sorted(d))  # type: ignore[arg-type]
                                 for d in self._deps)
         return self._shape
+
+    def nested(self) -> list[int]:
+        """The positions of the child-graph nodes, in creation order. Records are only appended, so each is
+        looked at once, here, rather than at every ``add``."""
+        seen, nested = self._nested
+        records = self.records
+        if seen < len(records):
+            nested = nested + [i for i in range(seen, len(records)) if records[i].kind is NodeKind.GRAPH]
+            self._nested = (len(records), nested)
+        return nested
 
     @classmethod
     def read(cls, backend: Any, graph: Any, known: Topology) -> Topology:

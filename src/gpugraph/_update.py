@@ -63,9 +63,8 @@ def graph_shape(graph: Any) -> tuple[Any, ...]:
     for node in creation order, child graphs included, exactly when their shapes are equal; it is cheaper
     than a GraphLayout (no parameters)."""
     topology = graph._current()
-    children = tuple(graph_shape(graph._child(handle)) for handle, record in zip(topology.handles, topology.records)
-                     if record.kind is NodeKind.GRAPH)
-    return topology.shape(), children
+    handles = topology.handles
+    return topology.shape(), tuple(graph_shape(graph._child(handles[i])) for i in topology.nested())
 
 
 def _memory_kind(operand: Any) -> str:

@@ -30,7 +30,10 @@ class HostCalls:
         self._entries: dict[int, list[Any]] = {}
         self._keys = itertools.count(1)
         self.errors: dict[Any, BaseException] = {}  # first pending error per stream
-        self.local = threading.local()  # .running is True while a host function runs on this thread
+        # .driver_thread: this thread is one on which the driver calls back (host functions, user-object
+        # destructors); CUDA refuses CUDA calls there, so releases wait (CudaRuntime._release). Set at each
+        # callback's start and never cleared: the driver runs nothing but callbacks on its threads.
+        self.local = threading.local()
         self._trampoline = _CALLBACK(self._run)  # kept alive as long as the registry
         self.fn = cu.CUhostFn(ctypes.cast(self._trampoline, ctypes.c_void_p).value)
         self._forgetter = _CALLBACK(self._forget)
@@ -44,6 +47,7 @@ class HostCalls:
         call(cu.cuGraphRetainUserObject, graph, obj, 1, cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)
 
     def _forget(self, user_data: int | None) -> None:
+        self.local.driver_thread = True  # (first: dropping the entry may free what its arguments held)
         self._entries.pop(user_data or 0, None)
 
     def forget(self, key: int) -> None:
@@ -65,6 +69,7 @@ class HostCalls:
             entry[2] = stream
 
     def _run(self, user_data: int | None) -> None:
+        self.local.driver_thread = True
         key = user_data or 0  # ctypes passes a NULL pointer as None; keys start at 1
         entry = self._entries.get(key)
         if entry is None:
@@ -72,7 +77,6 @@ class HostCalls:
         fn, args, stream, one_shot = entry
         if one_shot:
             del self._entries[key]
-        self.local.running = True
         ident = threading.get_ident()
         HOST_THREADS.add(ident)  # gpugraph calls that wait or enqueue are refused here (gpugraph._host_threads)
         try:
@@ -81,7 +85,6 @@ class HostCalls:
             self.errors.setdefault(stream, exc)
         finally:
             HOST_THREADS.discard(ident)
-            self.local.running = False
 
     def callable(self, key: int) -> Any:
         """The Python callable behind a host node (None for host nodes of other libraries)."""

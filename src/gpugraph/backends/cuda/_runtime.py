@@ -132,8 +132,9 @@ class CudaRuntime:
     def _release(self, fn: Any, *args: Any) -> None:
         """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
         host function) the release waits: destroying or freeing may synchronize, which invalidates
-        captures, and host functions must not call CUDA."""
-        if getattr(self.host.local, "running", False):
+        captures, and the driver refuses CUDA calls on the threads it calls back on (a host function, or a
+        graph's destructor dropping the last reference to a host node's arguments)."""
+        if getattr(self.host.local, "driver_thread", False):
             # Without the lock, which a release that waits for us may hold (deque.append is atomic).
             self._deferred.append((fn, args))
             return
@@ -149,7 +150,7 @@ class CudaRuntime:
         Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
         meanwhile; releases deferred while the flush runs are run by it too."""
         deferred = self._deferred
-        if not deferred or getattr(self.host.local, "running", False):
+        if not deferred or getattr(self.host.local, "driver_thread", False):
             return
         failure = None
         while True:
