@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 import time
 import weakref
 
@@ -95,6 +96,26 @@ def test_pinned_memory_that_only_a_host_node_held_is_freed_with_the_graph(device
     del pinned, g
     exe.close()
     del exe
+    assert _collected(ref, device)
+    device.synchronize()  # runs the releases that waited
+    assert [str(u.exc_value) for u in unraisable] == []
+
+
+def test_pinned_memory_that_only_a_host_function_held_is_freed_after_it_runs(device, monkeypatch):
+    """The host function's arguments go on the thread that ran it (on CUDA, the driver's, which refuses CUDA
+    calls): the pinned memory's release must wait for a thread that may free it, not fail there."""
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    pinned, seen, go = device.pinned(256, np.float32), [], threading.Event()
+    pinned[:] = 2.0
+    ref = weakref.ref(pinned)
+    stream = device.stream()
+    stream.host(go.wait, 10.0)  # holds the stream until this thread has let go of the array
+    stream.host(lambda a: seen.append(float(a.sum())), pinned)
+    del pinned
+    go.set()
+    stream.synchronize()
+    assert seen == [512.0]
     assert _collected(ref, device)
     device.synchronize()  # runs the releases that waited
     assert [str(u.exc_value) for u in unraisable] == []

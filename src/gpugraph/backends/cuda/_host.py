@@ -30,9 +30,10 @@ class HostCalls:
         self._entries: dict[int, list[Any]] = {}
         self._keys = itertools.count(1)
         self.errors: dict[Any, BaseException] = {}  # first pending error per stream
-        # .driver_thread: this thread is one on which the driver calls back (host functions, user-object
-        # destructors); CUDA refuses CUDA calls there, so releases wait (CudaRuntime._release). Set at each
-        # callback's start and never cleared: the driver runs nothing but callbacks on its threads.
+        # .in_callback: the driver is calling back on this thread (a host function, a graph's user-object
+        # destructor). CUDA refuses CUDA calls there, so a release that a garbage-collected object asks for
+        # meanwhile waits (CudaRuntime._release). The driver may call back on a thread of its own or (under
+        # compute-sanitizer) on the caller's, so the mark lasts exactly as long as the callback.
         self.local = threading.local()
         self._trampoline = _CALLBACK(self._run)  # kept alive as long as the registry
         self.fn = cu.CUhostFn(ctypes.cast(self._trampoline, ctypes.c_void_p).value)
@@ -47,8 +48,12 @@ class HostCalls:
         call(cu.cuGraphRetainUserObject, graph, obj, 1, cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)
 
     def _forget(self, user_data: int | None) -> None:
-        self.local.driver_thread = True  # (first: dropping the entry may free what its arguments held)
-        self._entries.pop(user_data or 0, None)
+        local = self.local
+        was, local.in_callback = getattr(local, "in_callback", False), True
+        try:
+            self._entries.pop(user_data or 0, None)  # (the arguments it held may go now: inside the mark)
+        finally:
+            local.in_callback = was
 
     def forget(self, key: int) -> None:
         """Drop a callable nothing will call again."""
@@ -69,8 +74,14 @@ class HostCalls:
             entry[2] = stream
 
     def _run(self, user_data: int | None) -> None:
-        self.local.driver_thread = True
-        key = user_data or 0  # ctypes passes a NULL pointer as None; keys start at 1
+        local = self.local
+        was, local.in_callback = getattr(local, "in_callback", False), True
+        try:
+            self._call(user_data or 0)  # ctypes passes a NULL pointer as None; keys start at 1
+        finally:
+            local.in_callback = was  # (after _call's frame, and the references it held, are gone)
+
+    def _call(self, key: int) -> None:
         entry = self._entries.get(key)
         if entry is None:
             return

@@ -134,7 +134,7 @@ class CudaRuntime:
         host function) the release waits: destroying or freeing may synchronize, which invalidates
         captures, and the driver refuses CUDA calls on the threads it calls back on (a host function, or a
         graph's destructor dropping the last reference to a host node's arguments)."""
-        if getattr(self.host.local, "driver_thread", False):
+        if getattr(self.host.local, "in_callback", False):
             # Without the lock, which a release that waits for us may hold (deque.append is atomic).
             self._deferred.append((fn, args))
             return
@@ -150,7 +150,7 @@ class CudaRuntime:
         Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
         meanwhile; releases deferred while the flush runs are run by it too."""
         deferred = self._deferred
-        if not deferred or getattr(self.host.local, "driver_thread", False):
+        if not deferred or getattr(self.host.local, "in_callback", False):
             return
         failure = None
         while True:
