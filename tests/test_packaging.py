@@ -47,8 +47,8 @@ def manifest_files() -> set[str]:
 
 
 def test_sdist_carries_tests_docs_and_license():
-    needed = {"LICENSE", *(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("tests/*.py"),
-                                                                     *ROOT.glob("docs/*.md")])}
+    needed = {"LICENSE", "tools/structure_counts.py",
+              *(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("tests/*.py"), *ROOT.glob("docs/*.md")])}
     assert {"tests/conftest.py", "tests/kernels.py", "docs/guide.md"} <= needed
     missing = needed - manifest_files()
     assert not missing, f"MANIFEST.in leaves out {sorted(missing)}"
@@ -126,3 +126,13 @@ def test_package_ships_its_annotations_and_configures_its_checkers():
     assert pyproject("python_version") == "3.10" and pyproject("target-version") == "py310"
     lint = pyproject("lint")
     assert isinstance(lint, list) and {r.split(">")[0] for r in lint} == {"mypy", "ruff"}
+
+
+def test_the_package_imports_in_layers_with_no_circle():
+    """Each module can be read knowing only those below it (issue 12): no import circle among gpugraph's
+    modules, counting imports inside functions and leaving out those for type annotations only."""
+    import subprocess
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "structure_counts.py"), "--list"],
+                            capture_output=True, text=True, check=True)
+    circles = [line for line in result.stdout.splitlines() if line.startswith(("import circles:", "circle:"))]
+    assert circles == ["import circles:                      0 ( modules)"], circles

@@ -48,8 +48,12 @@ def main() -> None:
         is_package = path.name == "__init__.py"
         functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
         nested = {id(n) for f in functions for n in ast.walk(f) if n is not f}
+        # Imports under ``if TYPE_CHECKING:`` name types for annotations only: no import at run time, no circle.
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                       for n in ast.walk(block)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
+            if isinstance(node, ast.ImportFrom) and id(node) not in typing_only:
                 targets = [t for t in resolve(module, node, is_package) if t in modules]
                 in_function = id(node) in nested
                 for target in targets:

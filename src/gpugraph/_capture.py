@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
     from ._graph import Graph
 
+# The Graph type, which a capture records into and makes. A Graph sits above captures (its methods apply the
+# rules below), so gpugraph._graph sets this when it is imported, and this module imports nothing above it.
+graph_type: Any = None
+
 MODES = ("global", "thread_local", "relaxed")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -170,10 +174,9 @@ class Capture:
     graph: Graph | Any
 
     def __init__(self, stream: Any, mode: str, into: Any, after: Any) -> None:
-        from ._graph import Graph, _as_nodes
         if mode not in MODES:
             raise ValueError(f"capture(mode): expected one of {', '.join(MODES)}, got {mode!r}")
-        if into is not None and not isinstance(into, Graph):
+        if into is not None and not isinstance(into, graph_type):
             raise TypeError(f"capture(into): expected a Graph or None, got {type(into).__name__}")
         if into is not None and into.device is not stream.device:
             raise ValueError(f"capture(into): the graph is on {into.device}, the stream on {stream.device}")
@@ -181,7 +184,7 @@ class Capture:
         self.mode = mode
         self.graph = into
         self._into = into
-        self._after = _as_nodes(after)
+        self._after = graph_type._as_nodes(after)
         if self._after and into is None:
             raise ValueError("capture(after): starting dependencies need into=graph")
         self.thread = threading.get_ident()
@@ -201,7 +204,6 @@ class Capture:
     # Entering and leaving
 
     def __enter__(self) -> Self:
-        from ._graph import Graph
         stream = self.stream
         if self.active or self.streams or self._outcome is not None:
             raise CaptureError("capture: this Capture was used already; call stream.capture() again",
@@ -230,7 +232,7 @@ class Capture:
                 handle = backend.stream_begin_capture(stream._handle, self.mode,
                                                       None if into is None else into._handle, deps)
                 if into is None:
-                    self.graph = self._recorded = Graph._wrap(stream.device, handle, own=False, recording=True)
+                    self.graph = self._recorded = graph_type._wrap(stream.device, handle, own=False, recording=True)
                 self.active = True
                 self._join(stream)
                 _active.append(self)

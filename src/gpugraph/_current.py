@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from . import _interrupts
+from ._device import Device
 from ._interrupts import guard_interrupts, release_interrupts
 from ._stream import Stream
 
@@ -21,7 +22,6 @@ def current_stream(device: Any = None) -> Stream:
     Raises:
         TypeError: If ``device`` is not a Device or None (a spec string: pass ``gg.Device(spec)``).
     """
-    from ._device import Device
     if device is None:
         device = Device()
     elif type(device) is not Device:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _capture
+from ._errors import BackendUnavailableError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
@@ -91,7 +92,6 @@ class Device:
         backend = get_backend(name)
         count = backend.device_count()
         if index >= count:
-            from ._errors import BackendUnavailableError
             raise BackendUnavailableError(f"{name}:{index}: this machine has {count} {name} device(s)")
         with cls._lock:
             device = cls._instances.get(key)

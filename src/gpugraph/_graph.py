@@ -99,17 +99,6 @@ class Node:
         return f"Node(n{self._number}, {self.kind.value}{detail})"
 
 
-def _as_nodes(after: Any) -> tuple[Any, ...]:
-    if after is None:
-        return ()
-    if isinstance(after, Node):
-        return (after,)
-    try:
-        return tuple(after)
-    except TypeError:
-        raise TypeError(f"after: expected a Node or an iterable of Nodes, got {type(after).__name__}") from None
-
-
 class Graph:
     """A graph template: nodes and dependency edges, to be instantiated into a ``GraphExec``.
 
@@ -373,10 +362,22 @@ class Graph:
         handles = topology.handles
         return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
 
+    @staticmethod
+    def _as_nodes(after: Any) -> tuple[Any, ...]:
+        """The nodes an ``after=`` argument names: None, a Node, or an iterable of them."""
+        if after is None:
+            return ()
+        if isinstance(after, Node):
+            return (after,)
+        try:
+            return tuple(after)
+        except TypeError:
+            raise TypeError(f"after: expected a Node or an iterable of Nodes, got {type(after).__name__}") from None
+
     def _deps(self, after: Any, what: str) -> list[Any]:
         """The backend handles of the nodes ``after`` names, checked to be nodes of this graph."""
         handles: list[Any] = []
-        for node in _as_nodes(after):
+        for node in self._as_nodes(after):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}(after=...): expected Nodes, got {type(node).__name__}")
             if node.graph is not self:
@@ -747,3 +748,6 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph(device={self.device}, nodes={len(self)})"
+
+
+_capture.graph_type = Graph  # (a capture makes and records into Graphs: see gpugraph._capture)

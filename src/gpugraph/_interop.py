@@ -2,10 +2,10 @@
 and the CUDA Array Interface (``__cuda_array_interface__``, version 3).
 
 This module owns every import rule (``Stream.from_external``, ``gg.from_dlpack``,
-``gg.from_cuda_array_interface`` and other libraries' arrays given to kernels) and the registry of CUDA
-streams by native handle; the exports are ``Array.__dlpack__`` / ``__cuda_array_interface__`` and
-``Stream.__cuda_stream__``. Which protocols apply is the backend's fact (``Backend.speaks_cuda``,
-``Backend.dlpack_device_type``).
+``gg.from_cuda_array_interface`` and other libraries' arrays given to kernels); the registry of CUDA
+streams by native handle is gpugraph._stream's, and the exports are ``Array.__dlpack__`` /
+``__cuda_array_interface__`` and ``Stream.__cuda_stream__``. Which protocols apply is the backend's fact
+(``Backend.speaks_cuda``, ``Backend.dlpack_device_type``).
 
 Imports view memory, never copy it. An imported Array is C-contiguous, writable memory of the device it
 is used on; it keeps the producer alive (a DLPack import calls the producer's deleter) as long as the
@@ -15,17 +15,18 @@ a malformed object gets the same error on every backend.
 
 from __future__ import annotations
 
-import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from . import _dlpack
+from . import _dlpack, _kernel, _stream
+from ._device import Device
 from ._errors import BackendUnavailableError
 from ._memory import Array, normalize_dtype
 from ._stream import Stream
+from .backends import BACKEND_ORDER, get_backend
 
 _LEGACY_HANDLES = (0, 1)  # the default stream as the protocols give it, and CU_STREAM_LEGACY
 _PER_THREAD_HANDLE = 2  # CU_STREAM_PER_THREAD
@@ -36,7 +37,6 @@ def _name(obj: Any) -> str:
 
 
 def _device(device: Any, what: str) -> Any:
-    from ._device import Device
     if device is None:
         return Device()
     if type(device) is not Device:
@@ -57,29 +57,6 @@ def _check_stream(stream: Any, device: Any, what: str) -> Stream | None:
 
 
 # Streams
-
-# The CUDA streams by native handle, while they live: every Stream gpugraph made (registered when made,
-# since its handle can reach another library through ``ptr`` as well as ``__cuda_stream__``) and those
-# made from other libraries' streams, so that the same handle gives the same Stream, whose capture state
-# is then the only one. The legacy default stream is not here: its handles are 0 and 1.
-_streams: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
-_lock = threading.Lock()
-
-
-def register_stream(stream: Stream) -> None:
-    """Note a Stream that owns a new native CUDA stream (``Stream.__init__``), so that its handle gives it
-    back (``Stream.from_external``). An entry left at that address names a native stream destroyed
-    meanwhile (another library's, wrapped without its owner), so the new Stream replaces it."""
-    address = stream.ptr
-    with _lock:
-        _streams[address] = stream
-
-
-def stream_protocol(stream: Stream) -> Callable[[], tuple[int, int]]:
-    """``Stream.__cuda_stream__``: the protocol method, or AttributeError off CUDA (``hasattr`` is False)."""
-    if not stream._backend.speaks_cuda:
-        raise AttributeError(f"__cuda_stream__: {stream!r} is not a CUDA stream")
-    return lambda: (0, stream.ptr)
 
 
 def _stream_address(obj: Any, what: str) -> int:
@@ -124,8 +101,8 @@ def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
     if address == _PER_THREAD_HANDLE:
         raise ValueError(f"{what}: handle 2 is CUDA's per-thread default stream, which gpugraph does not "
                          f"model; use a stream of its own (dev.stream()) or the legacy default stream")
-    with _lock:
-        stream = _streams.get(address)
+    with _stream.by_address_lock:
+        stream = _stream.by_address.get(address)
     if stream is None:
         try:
             handle, index, non_blocking, priority = device._backend.stream_external(device.index, address)
@@ -135,8 +112,8 @@ def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
             raise ValueError(f"{what}: the stream {address:#x} belongs to {device.backend}:{index}, not {device}")
         made = Stream(device, non_blocking, priority, _wrap=handle)
         weakref.finalize(made, _keep, owner).atexit = False  # the owner's stream lives as long as the Stream
-        with _lock:
-            stream = _streams.setdefault(address, made)
+        with _stream.by_address_lock:
+            stream = _stream.by_address.setdefault(address, made)
     if stream.device is not device:
         raise ValueError(f"{what}: the stream {address:#x} belongs to {stream.device}, not {device}")
     return stream
@@ -228,8 +205,6 @@ def _device_of_memory(x: Any, source: tuple[int, int], what: str) -> Any:
     """The Device whose memory is DLPack device ``source``: of the backend whose ``dlpack_device_type`` it
     is. Backends are tried cheapest first (the CPU backend is always loaded), so that viewing host memory
     never starts a GPU backend; no two backends use memory of one DLPack type."""
-    from ._device import Device
-    from .backends import BACKEND_ORDER, get_backend
     kind, index = source
     known = []
     for name in reversed(BACKEND_ORDER):
@@ -408,3 +383,7 @@ def kernel_argument(value: Any, device: Any, where: str) -> Array | None:
         return None
     _check_same_memory(value, source, device, where, "used by a launch on")
     return _import_capsule(value, device, -1, None, where)  # -1: the producer must not synchronize
+
+
+_stream.external_stream = external_stream  # (Stream.from_external: see gpugraph._stream)
+_kernel.foreign_array = kernel_argument  # (other libraries' arrays given to kernels: see gpugraph._kernel)

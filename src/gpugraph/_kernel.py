@@ -15,6 +15,10 @@ from ._scalars import bounds, is_number, to_c
 from ._scalars import describe as _describe
 from ._signature import KernelParam, parse_signature
 
+# Another library's device array given for a pointer parameter, viewed as an Array (None: no such array):
+# gpugraph._interop's kernel_argument, set when that module, which sits above kernels, is imported.
+foreign_array: Callable[[Any, Any, str], Array | None] = None  # type: ignore[assignment]  # (set before any call)
+
 _MAX_BLOCK_THREADS = 1024
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _MAX_BLOCK = (1024, 1024, 64)
@@ -201,8 +205,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any,
                 if want is not None and value.dtype is not want and value.dtype != want:
                     raise TypeError(f"{where}: expects {want} data{addresses}, got an Array of {value.dtype}")
                 return value
-            from ._interop import kernel_argument  # another library's device array, viewed without a copy
-            view = kernel_argument(value, device, where)
+            view = foreign_array(value, device, where)  # another library's device array, viewed without a copy
             if view is not None:
                 return to_pointer(view, device)
             hint = " (copy it to the device with dev.asarray first)" if isinstance(value, np.ndarray) else ""

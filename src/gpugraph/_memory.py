@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ._dlpack import device_tuple, export
+
 
 class Array:
     """A block of device memory viewed as a C-contiguous array of ``shape`` and ``dtype``.
@@ -78,12 +80,10 @@ class Array:
                 or the host, or ``copy=False`` with a ``dl_device`` that needs a copy.
             ValueError: For a ``stream`` other than None with CPU memory (or 0 or < -1 on a GPU).
         """
-        from ._dlpack import export
         return export(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """(DLPack device type, device index)."""
-        from ._dlpack import device_tuple
         return device_tuple(self)
 
     def to_numpy(self) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,19 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._params import resolve
+
+# The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
+# handle can reach another library through ``ptr`` as well as ``__cuda_stream__``) and those made from other
+# libraries' streams (gpugraph._interop), so that the same handle gives the same Stream, whose capture state
+# is then the only one. The legacy default stream is not here: its handles are 0 and 1. An entry left at an
+# address names a native stream destroyed meanwhile (another library's, wrapped without its owner): a new
+# Stream there replaces it.
+by_address: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
+by_address_lock = threading.Lock()
+
+# Stream.from_external, which applies the import rules of gpugraph._interop. That module sits above streams
+# (it makes them, and resolves the default Device), so it sets this when imported.
+external_stream: Callable[[Any, Any], Stream] = None  # type: ignore[assignment]  # (set before any call)
 
 _WAIT_RULE = ("waiting for or querying work outside the capture is forbidden while a 'global' capture runs, or "
               "in the thread of a 'thread_local' one")
@@ -111,8 +125,9 @@ class Stream:
             self._handle = backend.stream_create(device.index, self.non_blocking, priority)
             weakref.finalize(self, backend.stream_destroy, self._handle).atexit = False
             if backend.speaks_cuda:  # its handle, however another library gets it, must give this Stream back
-                from ._interop import register_stream
-                register_stream(self)
+                address = self.ptr
+                with by_address_lock:
+                    by_address[address] = self
 
     def _guard(self, api: str, forking: bool = False) -> None:
         """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``
@@ -148,8 +163,9 @@ class Stream:
         Raises:
             AttributeError: On a backend other than CUDA (so ``hasattr`` tells whether it applies).
         """
-        from ._interop import stream_protocol
-        return stream_protocol(self)
+        if not self._backend.speaks_cuda:
+            raise AttributeError(f"__cuda_stream__: {self!r} is not a CUDA stream")
+        return lambda: (0, self.ptr)
 
     @classmethod
     def from_external(cls, stream: Any, device: Any = None) -> Stream:
@@ -170,7 +186,6 @@ class Stream:
             ValueError: If ``device`` is not a CUDA device, the stream belongs to another device, the
                 protocol's answer is malformed, or it is CUDA's per-thread default stream.
         """
-        from ._interop import external_stream
         return external_stream(stream, device)
 
     @property
