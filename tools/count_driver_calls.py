@@ -3,12 +3,13 @@
 count grows with N.
 
 Every callable ``cu*`` attribute of ``cuda.bindings.driver`` is replaced by a counting wrapper before the
-CUDA backend is loaded (the backend calls ``cu.cuXxx(...)`` through that module, and keeps a few function
-objects from import time). Calls are counted only inside ``counting()``; garbage collection is off there,
-so only the measured call's own work counts. Graphs are built and warmed up (kernel compiled, context
-current, a first graph instantiated and updated) outside the counted region; each counted instantiate
-is the first of a freshly built graph, and the counted updates are the first update of a fresh
-executable graph and the one after it (the steady state of rebuild-then-update).
+CUDA backend is loaded (the backend's driver symbol table, backends/cuda/_symbols.py, reads each function
+from that module at each use; the launch, kernel-node and memset paths keep theirs from import time).
+Calls are counted only inside ``counting()``; garbage collection is off there, so only the measured
+call's own work counts. Graphs are built and warmed up (kernel compiled, context current, a first graph
+instantiated and updated) outside the counted region; each counted instantiate is the first of a freshly
+built graph, and the counted updates are the first update of a fresh executable graph and the one after
+it (the steady state of rebuild-then-update).
 
 Graphs: "explicit", built with Graph.add_kernel/add_memset: a chain of kernel nodes where every tenth
 node is a memset root joined into the next kernel (about 1.1 N edges); "capture", N kernel launches
@@ -48,7 +49,7 @@ _counts: Counter[str] | None = None  # the calls of the current counting() block
 def install() -> int:
     """Wrap every callable ``cu*`` function of cuda.bindings.driver; return how many were wrapped."""
     from cuda.bindings import driver as cu
-    if "gpugraph.backends.cuda._backend" in sys.modules:
+    if any(name.startswith("gpugraph.backends.cuda._") for name in sys.modules):
         raise RuntimeError("the CUDA backend is loaded already: it would keep unwrapped functions")
 
     def counted(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -15,11 +15,13 @@ from ..._params import resolve
 from .._allocation import Allocation
 from ._driver import call, error, listed
 from ._launch import Function
-from ._nodes import add_node, address, derive_params
+from ._nodes import add_node, address, derive_params, describes
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
+from ._symbols import drv
 
-_MEMSET = {1: cu.cuMemsetD8Async, 2: cu.cuMemsetD16Async, 4: cu.cuMemsetD32Async}
+_MEMSET = {1: drv.memset_d8_async, 2: drv.memset_d16_async, 4: drv.memset_d32_async}
+_launch_kernel = drv.launch_kernel  # read once, for the hot path (each read of drv looks it up)
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
           "thread_local": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
@@ -35,7 +37,7 @@ class CudaCapturing(CudaRuntime):
     def stream_create(self, index: int, non_blocking: bool, priority: int) -> CudaStream:
         self.contexts.use(index)
         flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else cu.CUstream_flags.CU_STREAM_DEFAULT
-        return CudaStream(call(cu.cuStreamCreateWithPriority, flags, priority), index)
+        return CudaStream(call(drv.stream_create_with_priority, flags, priority), index)
 
     def stream_default(self, index: int) -> CudaStream:
         return CudaStream(cu.CUstream(cu.CU_STREAM_LEGACY), index)
@@ -47,13 +49,13 @@ class CudaCapturing(CudaRuntime):
         self.contexts.use(index)
         handle = cu.CUstream(address)
         try:
-            device = int(call(cu.cuStreamGetDevice, handle))
+            device = int(call(drv.stream_get_device, handle))
         except BackendError as exc:
             raise ValueError(f"the handle {address:#x} is not a CUDA stream handle of this process (the driver "
                              f"says {exc})") from None
         owner = next(i for i, d in enumerate(self.contexts.devices) if int(d) == device)
-        flags = int(call(cu.cuStreamGetFlags, handle))
-        priority = int(call(cu.cuStreamGetPriority, handle))
+        flags = int(call(drv.stream_get_flags, handle))
+        priority = int(call(drv.stream_get_priority, handle))
         non_blocking = bool(flags & int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
         return CudaStream(handle, owner), owner, non_blocking, priority
 
@@ -64,19 +66,19 @@ class CudaCapturing(CudaRuntime):
         # Its work still runs (the driver finishes it); its host functions' errors surface at the device's
         # next synchronize.
         self.contexts.use(stream.index)
-        call(cu.cuStreamDestroy, stream.handle)
+        call(drv.stream_destroy, stream.handle)
 
     def stream_synchronize(self, stream: CudaStream) -> None:
         self._refuse_in_host_function("Stream.synchronize")
         self.contexts.use(stream.index)
-        self._synchronize(cu.cuStreamSynchronize, stream.handle)
+        self._synchronize(drv.stream_synchronize, stream.handle)
         self._flush_releases()
         pending = self.host.take_error(stream)
         if pending is not None:
             raise pending
 
     def stream_query(self, stream: CudaStream) -> bool:
-        return _done(cu.cuStreamQuery, stream.handle)
+        return _done(drv.stream_query, stream.handle)
 
     def stream_launch(self, stream: CudaStream, function: Function, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple) -> None:
@@ -91,12 +93,12 @@ class CudaCapturing(CudaRuntime):
         try:
             with function.lock:
                 params = function.pack(packed)
-                (err,) = cu.cuLaunchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1],
-                                           block[2], shared_mem, stream.handle, params, 0)
+                (err,) = _launch_kernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1],
+                                        block[2], shared_mem, stream.handle, params, 0)
                 if err:
                     if err != INVALID_CONTEXT:
                         raise error("cuLaunchKernel", err)
-                    self._retry_in_context(cu.cuLaunchKernel, stream.index, function.handle, grid[0], grid[1],
+                    self._retry_in_context(_launch_kernel, stream.index, function.handle, grid[0], grid[1],
                                            grid[2], block[0], block[1], block[2], shared_mem, stream.handle,
                                            params, 0)
             if capture is not None:
@@ -112,10 +114,10 @@ class CudaCapturing(CudaRuntime):
             check_allocated(dst, src)
         self.contexts.use(stream.index)
         if stream.capture is not None:
-            self._captured(stream, call, (cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle),
+            self._captured(stream, call, (drv.memcpy_async, address(dst), address(src), nbytes, stream.handle),
                            lambda _: (MemcpyParams(dst, src, nbytes), None))
             return
-        call(cu.cuMemcpyAsync, address(dst), address(src), nbytes, stream.handle)
+        call(drv.memcpy_async, address(dst), address(src), nbytes, stream.handle)
 
     def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
                       count: int) -> None:
@@ -139,7 +141,7 @@ class CudaCapturing(CudaRuntime):
             self._add_at_frontier(stream, HostParams(fn, args))
             return
         key = self.host.register(fn, args, stream, one_shot=True)
-        call(cu.cuLaunchHostFunc, stream.handle, self.host.fn, key)
+        call(drv.launch_host_func, stream.handle, self.host.fn, key)
 
     def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, Allocation]:
         if HOST_THREADS:
@@ -150,11 +152,11 @@ class CudaCapturing(CudaRuntime):
             def record(made: Any) -> tuple[AllocParams, Allocation]:
                 ptr = int(made)
                 return AllocParams(nbytes, ptr), Allocation(ptr, nbytes, "graph", stream.index)
-            params, alloc = self._captured(stream, allocate, (nbytes, "graph", cu.cuMemAllocAsync, max(nbytes, 1),
+            params, alloc = self._captured(stream, allocate, (nbytes, "graph", drv.mem_alloc_async, max(nbytes, 1),
                                                                stream.handle), record)
             ptr = params.ptr
         else:
-            ptr = int(allocate(nbytes, "stream-ordered", cu.cuMemAllocAsync, max(nbytes, 1), stream.handle))
+            ptr = int(allocate(nbytes, "stream-ordered", drv.mem_alloc_async, max(nbytes, 1), stream.handle))
             alloc = Allocation(ptr, nbytes, "stream", stream.index)
             alloc.live = True
         return ptr, alloc
@@ -164,16 +166,16 @@ class CudaCapturing(CudaRuntime):
             refuse_in_host_function("Stream.free")
         self.contexts.use(stream.index)
         if stream.capture is not None:
-            self._captured(stream, call, (cu.cuMemFreeAsync, alloc.ptr, stream.handle),
+            self._captured(stream, call, (drv.mem_free_async, alloc.ptr, stream.handle),
                            lambda _: (FreeParams(alloc.ptr), alloc))
             return
-        call(cu.cuMemFreeAsync, alloc.ptr, stream.handle)
+        call(drv.mem_free_async, alloc.ptr, stream.handle)
 
     def stream_wait_event(self, stream: CudaStream, event: CudaEvent) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
         self.contexts.use(stream.index)
-        call(cu.cuStreamWaitEvent, stream.handle, event.handle, 0)
+        call(drv.stream_wait_event, stream.handle, event.handle, 0)
         capture = event.capture
         if capture is not None and capture.active and stream.capture is None:
             stream.capture = capture  # the driver forked this stream into the capture
@@ -182,27 +184,27 @@ class CudaCapturing(CudaRuntime):
     def event_create(self, index: int, timing: bool) -> CudaEvent:
         self.contexts.use(index)
         flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
-        return CudaEvent(call(cu.cuEventCreate, flags), index)
+        return CudaEvent(call(drv.event_create, flags), index)
 
     def event_destroy(self, event: CudaEvent) -> None:
-        self._release(self._in_context, event.index, cu.cuEventDestroy, event.handle)
+        self._release(self._in_context, event.index, drv.event_destroy, event.handle)
 
     def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.record")
         self.contexts.use(stream.index)
-        call(cu.cuEventRecord, event.handle, stream.handle)
+        call(drv.event_record, event.handle, stream.handle)
         event.capture = stream.capture
 
     def event_synchronize(self, event: CudaEvent) -> None:
         self._refuse_in_host_function("Event.synchronize")
-        self._synchronize(cu.cuEventSynchronize, event.handle)
+        self._synchronize(drv.event_synchronize, event.handle)
 
     def event_query(self, event: CudaEvent) -> bool:
-        return _done(cu.cuEventQuery, event.handle)
+        return _done(drv.event_query, event.handle)
 
     def event_elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
-        err, ms = cu.cuEventElapsedTime(start.handle, end.handle)
+        err, ms = drv.event_elapsed_time(start.handle, end.handle)
         if err == cu.CUresult.CUDA_ERROR_INVALID_HANDLE:  # what the driver says of a never-recorded event
             raise ValueError("elapsed_ms: both events must have been recorded")
         if err:
@@ -219,14 +221,14 @@ class CudaCapturing(CudaRuntime):
             with self._lock:  # first: a garbage-collected Array freed from now on must wait for the end
                 self._captures.add(stream)
             if graph is None:
-                call(cu.cuStreamBeginCapture, stream.handle, _MODES[mode])
+                call(drv.stream_begin_capture, stream.handle, _MODES[mode])
                 graph = CudaGraph(self._capture_info(stream)[2], stream.index)
                 graph.before = set()  # (no node yet; nodes added explicitly meanwhile are noted here)
             else:
                 self._settle(graph)  # (entries of another capture into it, paired before its nodes count as old)
                 with graph.lock:
                     graph.before = set(self.graph_nodes(graph))
-                call(cu.cuStreamBeginCaptureToGraph, stream.handle, graph.handle, list(deps), None, len(deps),
+                call(drv.stream_begin_capture_to_graph, stream.handle, graph.handle, list(deps), None, len(deps),
                      _MODES[mode])
             stream.capture = CudaCapture(graph, into, stream)
         except BaseException as exc:
@@ -242,15 +244,15 @@ class CudaCapturing(CudaRuntime):
 
     def _end_unnoted(self, stream: CudaStream, into: bool) -> None:
         """End a capture the driver began on ``stream`` before gpugraph noted it, discarding its graph."""
-        err, status = cu.cuStreamIsCapturing(stream.handle)
+        err, status = drv.stream_is_capturing(stream.handle)
         if err or status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
             return
-        err, handle = cu.cuStreamEndCapture(stream.handle)
+        err, handle = drv.stream_end_capture(stream.handle)
         if not err and handle is not None and int(handle) and not into:
-            call(cu.cuGraphDestroy, handle)
+            call(drv.graph_destroy, handle)
 
     def _capture_info(self, stream: CudaStream) -> tuple:
-        return call(cu.cuStreamGetCaptureInfo, stream.handle)  # (status, id, graph, deps, edge data, count)
+        return call(drv.stream_get_capture_info, stream.handle)  # (status, id, graph, deps, edge data, count)
 
     def _captured(self, stream: CudaStream, fn: Any, args: tuple, record: Any) -> tuple[Any, Any]:
         """Make a call that the capture turns into one node, and queue (and return) that node's entry:
@@ -290,7 +292,7 @@ class CudaCapturing(CudaRuntime):
             wanted = next(queue, None)
             paired = []
             for node in fresh:
-                if wanted is not None and _describes(wanted[0], derive_params(self, graph, node)):
+                if wanted is not None and describes(wanted[0], derive_params(self, graph, node)):
                     paired.append((node, wanted))
                     wanted = next(queue, None)
                 else:
@@ -314,13 +316,13 @@ class CudaCapturing(CudaRuntime):
         capture = _capture_of(stream)
         try:
             self.contexts.use(stream.index)
-            err, handle = cu.cuStreamEndCapture(stream.handle)
+            err, handle = drv.stream_end_capture(stream.handle)
             if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
                 return err, handle  # the capture goes on: it must be ended from the thread that began it
             self._forget_capture(capture)
         except BaseException:
             # Interrupted (KeyboardInterrupt): once the driver has ended the capture, gpugraph must forget it too.
-            err, status = cu.cuStreamIsCapturing(stream.handle)
+            err, status = drv.stream_is_capturing(stream.handle)
             if not err and status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
                 self._forget_capture(capture)
             raise
@@ -351,7 +353,7 @@ class CudaCapturing(CudaRuntime):
         stream.capture.graph.pending = []  # the nodes they describe are discarded
         err, handle = self._end(stream)
         if not err and handle is not None and not into:
-            call(cu.cuGraphDestroy, handle)
+            call(drv.graph_destroy, handle)
 
     def stream_is_capturing(self, stream: CudaStream) -> bool:
         return stream.capture is not None
@@ -361,13 +363,13 @@ class CudaCapturing(CudaRuntime):
         return list(info[3])[:info[5]]
 
     def stream_set_capture_dependencies(self, stream: CudaStream, deps: Sequence[Any]) -> None:
-        call(cu.cuStreamUpdateCaptureDependencies, stream.handle, list(deps), None, len(deps),
+        call(drv.stream_update_capture_dependencies, stream.handle, list(deps), None, len(deps),
              cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES)
 
     # Records of nodes (captured, or of the graphs child-graph nodes embed)
 
     def graph_nodes(self, graph: CudaGraph) -> list[Any]:
-        return listed(cu.cuGraphGetNodes, graph.handle)
+        return listed(drv.graph_get_nodes, graph.handle)
 
     def _keep_records(self, graph: CudaGraph, node: Any, params: Any) -> None:
         """Keep the record of a node gpugraph made in a capture's graph without a captured call (the front end
@@ -376,7 +378,7 @@ class CudaCapturing(CudaRuntime):
         if params.kind is not NodeKind.GRAPH:
             graph.params[node] = params
             return
-        graph.children[node] = self._embedded(params.graph, call(cu.cuGraphChildGraphNodeGetGraph, node))
+        graph.children[node] = self._embedded(params.graph, call(drv.graph_child_graph_node_get_graph, node))
 
     def _embedded(self, source: CudaGraph, handle: Any) -> CudaGraph:
         """The CudaGraph of ``handle``, a copy the driver made of ``source`` (a clone, or a child graph's copy),
@@ -395,7 +397,7 @@ class CudaCapturing(CudaRuntime):
                 embedded.foreign.add(copy)
             if original in source.children:
                 embedded.children[copy] = self._embedded(source.children[original],
-                                                         call(cu.cuGraphChildGraphNodeGetGraph, copy))
+                                                         call(drv.graph_child_graph_node_get_graph, copy))
         return embedded
 
 
@@ -406,22 +408,6 @@ def _capture_of(stream: CudaStream) -> CudaCapture:
     if capture is None:  # a bug in gpugraph, not a user's mistake
         raise GpuGraphError("cuda: a capture call on a stream that is not capturing")
     return capture
-
-
-def _describes(record: Any, derived: Any) -> bool:
-    """Whether a queued record describes a node whose parameters the driver reports as ``derived``."""
-    if type(record) is not type(derived):
-        return False
-    if isinstance(record, KernelParams):
-        return record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
-    if isinstance(record, MemcpyParams):
-        return (address(record.dst), address(record.src), record.nbytes) == (derived.dst, derived.src,
-                                                                             derived.nbytes)
-    if isinstance(record, MemsetParams):
-        return address(record.dst) == derived.dst and record.count == derived.count
-    if isinstance(record, AllocParams):  # the driver reports a 0-byte allocation's size as the 1 it allocated
-        return record.ptr == derived.ptr
-    return record == derived  # free nodes: their addresses
 
 
 def _done(query: Any, handle: Any) -> bool:

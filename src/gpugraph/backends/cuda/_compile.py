@@ -11,6 +11,7 @@ from cuda.bindings import nvrtc
 from ..._errors import BackendError, KernelCompileError
 from ..._signature import kernel_names
 from ._driver import call
+from ._symbols import drv
 
 
 def _nvrtc(fn: Any, *args: Any) -> Any:
@@ -35,7 +36,7 @@ class ModuleCache:
                 self._modules[key] = self._compile(device, kernel)
             module, lowered = self._modules[key]
         name = lowered.get(kernel.name, kernel.name.encode())  # not found by name: extern "C" made by a macro
-        err, function = cu.cuModuleGetFunction(module, name)
+        err, function = drv.module_get_function(module, name)
         if err:
             raise KernelCompileError(kernel.name, f"the compiled module has no kernel {kernel.name!r}: no "
                                                   f"`__global__ void {kernel.name}(...)` in the source (templates "
@@ -44,9 +45,9 @@ class ModuleCache:
 
     @staticmethod
     def _compile(device: Any, kernel: Any) -> tuple[Any, dict[str, bytes]]:
-        major = call(cu.cuDeviceGetAttribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        major = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
                      device)
-        minor = call(cu.cuDeviceGetAttribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        minor = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                      device)
         names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
         program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
@@ -67,4 +68,4 @@ class ModuleCache:
             lowered = {name: _nvrtc(nvrtc.nvrtcGetLoweredName, program, name.encode()) for name in names}
         finally:
             nvrtc.nvrtcDestroyProgram(program)
-        return call(cu.cuModuleLoadData, cubin), lowered
+        return call(drv.module_load_data, cubin), lowered

@@ -6,15 +6,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from cuda.bindings import driver as cu
-
 from ..._errors import BackendError
+from ._symbols import drv
 
 
 def error(api: str, code: Any) -> BackendError:
     """A BackendError for driver result ``code`` of call ``api``, with CUDA's name and description."""
-    _, name = cu.cuGetErrorName(code)
-    _, text = cu.cuGetErrorString(code)
+    _, name = drv.get_error_name(code)
+    _, text = drv.get_error_string(code)
     name = name.decode() if isinstance(name, bytes) else str(code)
     text = text.decode() if isinstance(text, bytes) else ""
     return BackendError("cuda", api, f"{name} ({int(code)})", text)
@@ -44,7 +43,7 @@ class Contexts:
     """Each device's primary context, made current on a thread before that thread's first call."""
 
     def __init__(self, count: int) -> None:
-        self.devices = [call(cu.cuDeviceGet, i) for i in range(count)]
+        self.devices = [call(drv.device_get, i) for i in range(count)]
         self._contexts: list[Any] = [None] * count
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -54,7 +53,7 @@ class Contexts:
         if ctx is None:
             with self._lock:
                 if self._contexts[index] is None:
-                    self._contexts[index] = call(cu.cuDevicePrimaryCtxRetain, self.devices[index])
+                    self._contexts[index] = call(drv.device_primary_ctx_retain, self.devices[index])
                 ctx = self._contexts[index]
         return ctx
 
@@ -70,5 +69,5 @@ class Contexts:
         """Make device ``index``'s primary context current on this thread (a no-op when it already is)."""
         ctx = self.get(index)
         if getattr(self._local, "ctx", None) is not ctx:
-            call(cu.cuCtxSetCurrent, ctx)
+            call(drv.ctx_set_current, ctx)
             self._local.ctx = ctx

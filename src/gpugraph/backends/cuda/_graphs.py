@@ -16,8 +16,10 @@ from ._driver import call, error
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node
 from ._objects import CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, allocate
+from ._symbols import drv
 
 _RESULT = cu.CUgraphExecUpdateResult
+_graph_launch = drv.graph_launch  # read once, for the hot path (each read of drv looks it up)
 # The driver's update refusals in the words of gpugraph._update's rules.
 _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topology changed",
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: "node kind changed",
@@ -35,10 +37,10 @@ class CudaGraphs(CudaCapturing):
 
     def graph_create(self, index: int) -> CudaGraph:
         self.contexts.use(index)
-        return CudaGraph(call(cu.cuGraphCreate, 0), index)
+        return CudaGraph(call(drv.graph_create, 0), index)
 
     def graph_destroy(self, graph: CudaGraph) -> None:
-        self._release(self._in_context, graph.index, cu.cuGraphDestroy, graph.handle)
+        self._release(self._in_context, graph.index, drv.graph_destroy, graph.handle)
 
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         # The front end keeps the node's record; only a child graph's copy and host keys are kept here.
@@ -61,7 +63,7 @@ class CudaGraphs(CudaCapturing):
         p.poolProps.location.id = graph.index
         p.bytesize = max(nbytes, 1)
         with graph.lock:  # the node and its records appear together to a pairing on another thread
-            node = allocate(nbytes, "graph", cu.cuGraphAddMemAllocNode, graph.handle, list(deps), len(deps), p)
+            node = allocate(nbytes, "graph", drv.graph_add_mem_alloc_node, graph.handle, list(deps), len(deps), p)
             ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
             alloc = Allocation(ptr, nbytes, "graph", graph.index)
             graph.memory[node] = alloc
@@ -90,19 +92,19 @@ class CudaGraphs(CudaCapturing):
         graph.host_keys.pop(node, None)
         if graph.before is not None:
             graph.before.discard(node)
-        call(cu.cuGraphDestroyNode, node)
+        call(drv.graph_destroy_node, node)
 
     def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
-        call(cu.cuGraphAddDependencies, graph.handle, [src], [dst], None, 1)
+        call(drv.graph_add_dependencies, graph.handle, [src], [dst], None, 1)
 
     def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
-        call(cu.cuGraphRemoveDependencies, graph.handle, [src], [dst], None, 1)
+        call(drv.graph_remove_dependencies, graph.handle, [src], [dst], None, 1)
 
     def graph_edges(self, graph: CudaGraph) -> list[tuple[Any, Any]]:
-        count = call(cu.cuGraphGetEdges, graph.handle, 0)[-1]
+        count = call(drv.graph_get_edges, graph.handle, 0)[-1]
         if not count:
             return []
-        sources, targets, _, count = call(cu.cuGraphGetEdges, graph.handle, count)
+        sources, targets, _, count = call(drv.graph_get_edges, graph.handle, count)
         return list(zip(list(sources)[:count], list(targets)[:count]))
 
     def node_params(self, graph: CudaGraph, node: Any) -> Any:
@@ -118,13 +120,13 @@ class CudaGraphs(CudaCapturing):
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)
         self._settle(graph)
-        return self._embedded(graph, call(cu.cuGraphClone, graph.handle))
+        return self._embedded(graph, call(drv.graph_clone, graph.handle))
 
     def graph_instantiate(self, graph: CudaGraph, auto_free_on_launch: bool) -> CudaExec:
         self.contexts.use(graph.index)
         flags = (cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH if auto_free_on_launch
                  else 0)
-        handle = call(cu.cuGraphInstantiate, graph.handle, int(flags))
+        handle = call(drv.graph_instantiate, graph.handle, int(flags))
         allocated, freed = self._memory_nodes(graph)
         host_keys: list[int] = []
         self._host_keys(graph, host_keys)
@@ -158,11 +160,11 @@ class CudaGraphs(CudaCapturing):
             for key in exec_.host_keys:
                 self.host.set_stream(key, stream)
         if memory is None:
-            (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+            (err,) = _graph_launch(exec_.handle, stream.handle)
             if err:
                 if err != INVALID_CONTEXT:
                     raise error("cuGraphLaunch", err)
-                self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
+                self._retry_in_context(_graph_launch, stream.index, exec_.handle, stream.handle)
             return
         self._launch_with_memory(exec_, stream, memory)
 
@@ -174,14 +176,14 @@ class CudaGraphs(CudaCapturing):
         are noted all the same; one raised while noting them is followed by noting them again (idempotent).
         """
         try:
-            (err,) = cu.cuGraphLaunch(exec_.handle, stream.handle)
+            (err,) = _graph_launch(exec_.handle, stream.handle)
         except BaseException:
             memory.commit()
             raise
         if err:
             if err != INVALID_CONTEXT:
                 raise error("cuGraphLaunch", err)
-            self._retry_in_context(cu.cuGraphLaunch, stream.index, exec_.handle, stream.handle)
+            self._retry_in_context(_graph_launch, stream.index, exec_.handle, stream.handle)
         try:
             memory.commit()
         except BaseException:
@@ -198,11 +200,11 @@ class CudaGraphs(CudaCapturing):
 
     def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
         self.contexts.use(exec_.index)
-        call(cu.cuGraphNodeSetEnabled, exec_.handle, node, int(enabled))
+        call(drv.graph_node_set_enabled, exec_.handle, node, int(enabled))
 
     def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> tuple[str, Any] | None:
         self.contexts.use(exec_.index)
-        err, info = cu.cuGraphExecUpdate(exec_.handle, graph.handle)
+        err, info = drv.graph_exec_update(exec_.handle, graph.handle)
         if err:
             if err != cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
                 raise error("cuGraphExecUpdate", err)
@@ -233,11 +235,11 @@ class CudaGraphs(CudaCapturing):
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.upload")
         self.contexts.use(stream.index)
-        call(cu.cuGraphUpload, exec_.handle, stream.handle)
+        call(drv.graph_upload, exec_.handle, stream.handle)
 
     def exec_destroy(self, exec_: CudaExec) -> None:
         for key in exec_.own_keys.values():
             self._release(self.host.forget, key)
-        self._release(self._in_context, exec_.index, cu.cuGraphExecDestroy, exec_.handle)
+        self._release(self._in_context, exec_.index, drv.graph_exec_destroy, exec_.handle)
         if exec_.template is not None:
             self.graph_destroy(exec_.template)

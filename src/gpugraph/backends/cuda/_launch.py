@@ -14,6 +14,7 @@ from ..._errors import KernelCompileError
 from ..._memory import Array
 from ..._signature import check_compiled
 from ._driver import error
+from ._symbols import drv
 
 # Every argument gets an 8-byte-aligned slot holding its value; kernelParams points at each slot.
 _SLOT = 8
@@ -26,7 +27,7 @@ def param_sizes(handle: Any) -> tuple[int, ...] | None:
     cuFuncGetParamInfo (CUDA 12.4; hipKernelGetParamInfo in HIP) answers CUDA_ERROR_INVALID_VALUE past the
     last parameter.
     """
-    get = getattr(cu, "cuFuncGetParamInfo", None)
+    get = getattr(drv, "func_get_param_info", None)
     if get is None:
         return None
     sizes: list[int] = []

@@ -1,10 +1,14 @@
-"""Graph nodes on CUDA: gpugraph's parameter records to driver nodes, and driver nodes back to records."""
+"""Graph nodes on CUDA: gpugraph's parameter records to driver nodes, and driver nodes back to records.
+
+One class per node kind keeps that kind's add, exec-set, read-back and pairing test together; two maps
+find the kind of a parameter record and of a driver node type.
+"""
 
 from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from cuda.bindings import driver as cu
@@ -26,9 +30,11 @@ from ..._nodes import (
 from ..._params import Param, resolve
 from ._driver import call, error
 from ._objects import CudaGraph, ForeignKernel
+from ._symbols import drv
 
 _T = cu.CUgraphNodeType
 _MEMORY = cu.CUmemorytype
+_add_kernel_node = drv.graph_add_kernel_node  # read once, for the hot path (each read of drv looks it up)
 
 
 def address(operand: Any) -> int:
@@ -66,81 +72,252 @@ def _resolved(args: tuple) -> tuple:
     return tuple([resolve(a) for a in args]) if _params.in_use else args
 
 
-def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-    """Add the driver node for ``params`` after ``deps`` (the HIP twins are hipGraphAdd*Node)."""
-    g, n, ctx = graph.handle, len(deps), backend.contexts.get(graph.index)
-    if type(params) is KernelParams:
+# The node kinds
+
+
+class _Kind:
+    """A node kind: how its parameter record becomes a driver node (``add``), changes a node of an executable
+    graph (``set_exec``) and is read back from a driver node (``read``), and whether a record that a captured
+    call queued describes a node read back (``describes``: see _capture's pairing). This base is the kind of
+    anything else: no node is made or changed from it, and a driver node of it reads back as an empty node."""
+
+    record: ClassVar[type | None] = None  # its parameter record (gpugraph._nodes)
+    node_type: ClassVar[Any] = None  # its CUgraphNodeType
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        raise TypeError(f"cuda: no node for parameters of type {type(params).__name__}")
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        raise TypeError(f"cuda: nodes with parameters of type {type(params).__name__} cannot be changed")
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        return EmptyParams()
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        """(Given a record and a read-back record of this kind.)"""
+        return record == derived  # (free nodes: their addresses)
+
+
+class _Kernel(_Kind):
+    record = KernelParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_KERNEL
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         function = backend.function(graph.index, params.kernel)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             # (Kept, then returned after the block: an interrupt as the call returns then lands inside the
             # block, which releases the lock; one after the return value is taken could skip the release.)
-            node = call(cu.cuGraphAddKernelNode, g, deps, n, p)
+            node = call(_add_kernel_node, graph.handle, deps, len(deps), p)
         return node
-    if isinstance(params, MemcpyParams):
-        return call(cu.cuGraphAddMemcpyNode, g, deps, n, memcpy3d(params.dst, params.src, params.nbytes), ctx)
-    if isinstance(params, MemsetParams):
-        p = memset_params(params.dst, params.pattern, params.element_size, params.count)
-        return call(cu.cuGraphAddMemsetNode, g, deps, n, p, ctx)
-    if isinstance(params, HostParams):
-        key = backend.host.register(params.fn, params.args, None, False)
-        p = cu.CUDA_HOST_NODE_PARAMS()
-        p.fn, p.userData = backend.host.fn, key
-        node = call(cu.cuGraphAddHostNode, g, deps, n, p)
-        graph.host_keys[node] = key
-        backend.host.own_by_graph(key, g)
-        return node
-    if isinstance(params, EmptyParams):
-        return call(cu.cuGraphAddEmptyNode, g, deps, n)
-    if isinstance(params, ChildGraphParams):
-        return call(cu.cuGraphAddChildGraphNode, g, deps, n, params.graph.handle)
-    if isinstance(params, EventRecordParams):
-        return call(cu.cuGraphAddEventRecordNode, g, deps, n, params.event._handle.handle)
-    if isinstance(params, EventWaitParams):
-        return call(cu.cuGraphAddEventWaitNode, g, deps, n, params.event._handle.handle)
-    if isinstance(params, FreeParams):
-        return call(cu.cuGraphAddMemFreeNode, g, deps, n, cu.CUdeviceptr(params.ptr))
-    raise TypeError(f"cuda: no node for parameters of type {type(params).__name__}")
 
-
-def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:
-    """Change one node of an executable graph (the HIP twins are hipGraphExec*NodeSetParams)."""
-    e = exec_.handle
-    if type(params) is KernelParams:
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         function = backend.function(exec_.index, params.kernel)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
-            call(cu.cuGraphExecKernelNodeSetParams, e, node, p)
-        return
-    ctx = backend.contexts.get(exec_.index)
-    if isinstance(params, MemcpyParams):
-        call(cu.cuGraphExecMemcpyNodeSetParams, e, node, memcpy3d(params.dst, params.src, params.nbytes), ctx)
-    elif isinstance(params, MemsetParams):
+            call(drv.graph_exec_kernel_node_set_params, exec_.handle, node, p)
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        p = call(drv.graph_kernel_node_get_params, node)
+        kernel = backend.kernel_of(p.func) or ForeignKernel(_function_name(p.func))
+        return KernelParams(kernel, (p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ),
+                            p.sharedMemBytes, ())
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        return record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
+
+
+class _Memcpy(_Kind):
+    record = MemcpyParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_MEMCPY
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        ctx = backend.contexts.get(graph.index)
+        p = memcpy3d(params.dst, params.src, params.nbytes)
+        return call(drv.graph_add_memcpy_node, graph.handle, deps, len(deps), p, ctx)
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        ctx = backend.contexts.get(exec_.index)
+        p = memcpy3d(params.dst, params.src, params.nbytes)
+        call(drv.graph_exec_memcpy_node_set_params, exec_.handle, node, p, ctx)
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        p = call(drv.graph_memcpy_node_get_params, node)
+        host = _MEMORY.CU_MEMORYTYPE_HOST
+        dst = int(p.dstHost) if p.dstMemoryType == host else int(p.dstDevice)
+        src = int(p.srcHost) if p.srcMemoryType == host else int(p.srcDevice)
+        return MemcpyParams(dst, src, p.WidthInBytes * max(p.Height, 1) * max(p.Depth, 1))
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        return (address(record.dst), address(record.src), record.nbytes) == (derived.dst, derived.src,
+                                                                             derived.nbytes)
+
+
+class _Memset(_Kind):
+    record = MemsetParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_MEMSET
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        ctx = backend.contexts.get(graph.index)
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
-        call(cu.cuGraphExecMemsetNodeSetParams, e, node, p, ctx)
-    elif isinstance(params, HostParams):
+        return call(drv.graph_add_memset_node, graph.handle, deps, len(deps), p, ctx)
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        ctx = backend.contexts.get(exec_.index)
+        p = memset_params(params.dst, params.pattern, params.element_size, params.count)
+        call(drv.graph_exec_memset_node_set_params, exec_.handle, node, p, ctx)
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        p = call(drv.graph_memset_node_get_params, node)
+        return MemsetParams(int(p.dst), int(p.value), int(p.value), p.elementSize, p.width * max(p.height, 1))
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        return address(record.dst) == derived.dst and record.count == derived.count
+
+
+class _Host(_Kind):
+    record = HostParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_HOST
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        key = backend.host.register(params.fn, params.args, None, False)
+        p = cu.CUDA_HOST_NODE_PARAMS()
+        p.fn, p.userData = backend.host.fn, key
+        node = call(drv.graph_add_host_node, graph.handle, deps, len(deps), p)
+        graph.host_keys[node] = key
+        backend.host.own_by_graph(key, graph.handle)
+        return node
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         key = backend.host.register(params.fn, params.args, exec_.host_stream, False)
         p = cu.CUDA_HOST_NODE_PARAMS()
         p.fn, p.userData = backend.host.fn, key
-        call(cu.cuGraphExecHostNodeSetParams, e, node, p)
+        call(drv.graph_exec_host_node_set_params, exec_.handle, node, p)
         replaced = exec_.own_keys.pop(node, None)  # the executable graph's own callables, one per node
         if replaced is not None:
             backend.host.forget(replaced)
             exec_.host_keys.remove(replaced)
         exec_.own_keys[node] = key
         exec_.host_keys.append(key)
-    elif isinstance(params, ChildGraphParams):
-        call(cu.cuGraphExecChildGraphNodeSetParams, e, node, params.graph.handle)
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        p = call(drv.graph_host_node_get_params, node)
+        return HostParams(backend.host.callable(int(p.userData or 0)), ())
+
+
+class _Empty(_Kind):
+    record = EmptyParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_EMPTY
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(drv.graph_add_empty_node, graph.handle, deps, len(deps))
+
+
+class _ChildGraph(_Kind):
+    record = ChildGraphParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_GRAPH
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(drv.graph_add_child_graph_node, graph.handle, deps, len(deps), params.graph.handle)
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(drv.graph_exec_child_graph_node_set_params, exec_.handle, node, params.graph.handle)
         keys: list[int] = []
         backend._host_keys(params.graph, keys)  # its host nodes' errors go to the launch's stream
         exec_.host_keys.extend(keys)
         exec_.host_stream = None
-    elif isinstance(params, EventRecordParams):
-        call(cu.cuGraphExecEventRecordNodeSetEvent, e, node, params.event._handle.handle)
-    elif isinstance(params, EventWaitParams):
-        call(cu.cuGraphExecEventWaitNodeSetEvent, e, node, params.event._handle.handle)
-    else:
-        raise TypeError(f"cuda: nodes with parameters of type {type(params).__name__} cannot be changed")
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        return ChildGraphParams(CudaGraph(call(drv.graph_child_graph_node_get_graph, node), graph.index))
+
+
+class _EventRecord(_Kind):
+    record = EventRecordParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_EVENT_RECORD
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(drv.graph_add_event_record_node, graph.handle, deps, len(deps), params.event._handle.handle)
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(drv.graph_exec_event_record_node_set_event, exec_.handle, node, params.event._handle.handle)
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        return EventRecordParams(call(drv.graph_event_record_node_get_event, node))
+
+
+class _EventWait(_Kind):
+    record = EventWaitParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_WAIT_EVENT
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(drv.graph_add_event_wait_node, graph.handle, deps, len(deps), params.event._handle.handle)
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(drv.graph_exec_event_wait_node_set_event, exec_.handle, node, params.event._handle.handle)
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        return EventWaitParams(call(drv.graph_event_wait_node_get_event, node))
+
+
+class _Alloc(_Kind):
+    """(Added by the backend's graph_add_alloc, which keeps the address the driver gives it.)"""
+
+    record = AllocParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_MEM_ALLOC
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        p = call(drv.graph_mem_alloc_node_get_params, node)
+        return AllocParams(int(p.bytesize), int(p.dptr))
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        return record.ptr == derived.ptr  # the driver reports a 0-byte allocation's size as the 1 it allocated
+
+
+class _Free(_Kind):
+    record = FreeParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_MEM_FREE
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(drv.graph_add_mem_free_node, graph.handle, deps, len(deps), cu.CUdeviceptr(params.ptr))
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        return FreeParams(int(call(drv.graph_mem_free_node_get_params, node)))
+
+
+_KERNEL = _Kernel()
+_UNKNOWN = _Kind()
+_KINDS = (_KERNEL, _Memcpy(), _Memset(), _Host(), _Empty(), _ChildGraph(), _EventRecord(), _EventWait(), _Alloc(),
+          _Free())
+_BY_RECORD: dict[Any, _Kind] = {kind.record: kind for kind in _KINDS}
+_BY_NODE_TYPE: dict[Any, _Kind] = {kind.node_type: kind for kind in _KINDS}
+
+
+def _kind(params: Any) -> _Kind:
+    """The kind of a parameter record (the refusing base kind for a type that is no record)."""
+    return _BY_RECORD.get(type(params), _UNKNOWN)
+
+
+def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+    """Add the driver node for ``params`` after ``deps`` (its kind's ``add``)."""
+    kind = _KERNEL if type(params) is KernelParams else _kind(params)  # (kernel nodes: the hot path)
+    return kind.add(backend, graph, params, deps)
+
+
+def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:
+    """Change one node of an executable graph (its kind's ``set_exec``)."""
+    kind = _KERNEL if type(params) is KernelParams else _kind(params)
+    kind.set_exec(backend, exec_, node, params)
+
+
+def derive_params(backend: Any, graph: CudaGraph, node: Any) -> Any:
+    """A parameter record read back from the driver, for nodes gpugraph did not record itself (a node of a
+    type gpugraph does not know reads back as an empty node)."""
+    return _BY_NODE_TYPE.get(call(drv.graph_node_get_type, node), _UNKNOWN).read(backend, graph, node)
+
+
+def describes(record: Any, derived: Any) -> bool:
+    """Whether a queued record describes a node whose parameters the driver reports as ``derived``."""
+    return type(record) is type(derived) and _kind(record).describes(record, derived)
 
 
 def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
@@ -156,7 +333,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
         slots = [(function.slot_format(i), function.slot_offset(i), arg)
                  for i, arg in enumerate(params.args) if type(arg) is Param]
     prepared.kernelParams = ctypes.addressof(pointers)
-    exec_handle, set_params = exec_.handle, cu.cuGraphExecKernelNodeSetParams
+    exec_handle, set_params = exec_.handle, drv.graph_exec_kernel_node_set_params
     keep = (buffer, pointers)  # the driver reads them at each patch
     contexts, index = backend.contexts, exec_.index
     context, current = contexts.get(index), contexts.current
@@ -177,40 +354,6 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     return patch
 
 
-def derive_params(backend: Any, graph: CudaGraph, node: Any) -> Any:
-    """A parameter record read back from the driver, for nodes gpugraph did not record itself."""
-    kind = call(cu.cuGraphNodeGetType, node)
-    if kind == _T.CU_GRAPH_NODE_TYPE_KERNEL:
-        p = call(cu.cuGraphKernelNodeGetParams, node)
-        kernel = backend.kernel_of(p.func) or ForeignKernel(_function_name(p.func))
-        return KernelParams(kernel, (p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ),
-                            p.sharedMemBytes, ())
-    if kind == _T.CU_GRAPH_NODE_TYPE_MEMCPY:
-        p = call(cu.cuGraphMemcpyNodeGetParams, node)
-        host = _MEMORY.CU_MEMORYTYPE_HOST
-        dst = int(p.dstHost) if p.dstMemoryType == host else int(p.dstDevice)
-        src = int(p.srcHost) if p.srcMemoryType == host else int(p.srcDevice)
-        return MemcpyParams(dst, src, p.WidthInBytes * max(p.Height, 1) * max(p.Depth, 1))
-    if kind == _T.CU_GRAPH_NODE_TYPE_MEMSET:
-        p = call(cu.cuGraphMemsetNodeGetParams, node)
-        return MemsetParams(int(p.dst), int(p.value), int(p.value), p.elementSize, p.width * max(p.height, 1))
-    if kind == _T.CU_GRAPH_NODE_TYPE_HOST:
-        p = call(cu.cuGraphHostNodeGetParams, node)
-        return HostParams(backend.host.callable(int(p.userData or 0)), ())
-    if kind == _T.CU_GRAPH_NODE_TYPE_GRAPH:
-        return ChildGraphParams(CudaGraph(call(cu.cuGraphChildGraphNodeGetGraph, node), graph.index))
-    if kind == _T.CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-        return EventRecordParams(call(cu.cuGraphEventRecordNodeGetEvent, node))
-    if kind == _T.CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-        return EventWaitParams(call(cu.cuGraphEventWaitNodeGetEvent, node))
-    if kind == _T.CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-        p = call(cu.cuGraphMemAllocNodeGetParams, node)
-        return AllocParams(int(p.bytesize), int(p.dptr))
-    if kind == _T.CU_GRAPH_NODE_TYPE_MEM_FREE:
-        return FreeParams(int(call(cu.cuGraphMemFreeNodeGetParams, node)))
-    return EmptyParams()
-
-
 def _function_name(func: Any) -> str:
-    name = call(cu.cuFuncGetName, func)
+    name = call(drv.func_get_name, func)
     return name.decode() if isinstance(name, bytes) else str(name)

@@ -23,6 +23,7 @@ from ._host import HostCalls
 from ._launch import Function
 from ._nodes import address
 from ._objects import CudaStream
+from ._symbols import drv
 
 _ATTR = cu.CUgraphMem_attribute
 _POINTER = cu.CUpointer_attribute
@@ -62,13 +63,13 @@ class CudaRuntime:
         return len(self.contexts.devices)
 
     def device_name(self, index: int) -> str:
-        name = call(cu.cuDeviceGetName, 256, self.contexts.devices[index])
+        name = call(drv.device_get_name, 256, self.contexts.devices[index])
         return name.split(b"\0", 1)[0].decode()
 
     def device_synchronize(self, index: int) -> None:
         self._refuse_in_host_function("Device.synchronize")
         self.contexts.use(index)
-        self._synchronize(cu.cuCtxSynchronize)
+        self._synchronize(drv.ctx_synchronize)
         self._flush_releases()
         # The error of every stream of the device, destroyed streams' included (None: a graph's host node
         # whose launch stream is unknown); each is reported once, as the CPU backend does.
@@ -99,7 +100,7 @@ class CudaRuntime:
             for index in devices:
                 try:
                     self.contexts.use(index)
-                    result = cu.cuCtxSynchronize()[0]
+                    result = drv.ctx_synchronize()[0]
                     if result != cu.CUresult.CUDA_SUCCESS and int(result) not in self._raised:
                         failures[index] = error("cuCtxSynchronize", result)
                 except BackendError as exc:  # the context is gone (another library reset it): said below
@@ -126,7 +127,7 @@ class CudaRuntime:
         if HOST_THREADS:
             refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         self.contexts.use(index)
-        ptr = int(allocate(nbytes, "device", cu.cuMemAlloc, max(nbytes, 1)))
+        ptr = int(allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1)))
         return ptr, Allocation(ptr, nbytes, "device", index)
 
     def _release(self, fn: Any, *args: Any) -> None:
@@ -134,7 +135,7 @@ class CudaRuntime:
         host function) the release waits: destroying or freeing may synchronize, which invalidates
         captures, and the driver refuses CUDA calls on the threads it calls back on (a host function, or a
         graph's destructor dropping the last reference to a host node's arguments)."""
-        if getattr(self.host.local, "in_callback", False):
+        if self._on_callback_thread():
             # Without the lock, which a release that waits for us may hold (deque.append is atomic).
             self._deferred.append((fn, args))
             return
@@ -144,13 +145,21 @@ class CudaRuntime:
                 return
             fn(*args)
 
+    def _on_callback_thread(self) -> bool:
+        """Whether the driver may be calling back on this thread: inside a callback (marked), or on a thread
+        Python did not start (a driver thread: a collection there can run a release between the driver's
+        entry into the callback and its mark). Releases asked for on another library's own threads wait
+        too, for the next synchronize or capture end."""
+        return (getattr(self.host.local, "in_callback", False)
+                or isinstance(threading.current_thread(), threading._DummyThread))
+
     def _flush_releases(self) -> None:
         """Run the releases that waited, once no capture runs; the first failure is raised after all ran.
 
         Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
         meanwhile; releases deferred while the flush runs are run by it too."""
         deferred = self._deferred
-        if not deferred or getattr(self.host.local, "in_callback", False):
+        if not deferred or self._on_callback_thread():
             return
         failure = None
         while True:
@@ -170,15 +179,15 @@ class CudaRuntime:
 
     def _free_now(self, alloc: Allocation) -> None:
         self.contexts.use(alloc.index)
-        call(cu.cuMemFree, alloc.ptr)
+        call(drv.mem_free, alloc.ptr)
 
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray:
         if HOST_THREADS:
             refuse_in_host_function("Device.pinned")
         self.contexts.use(index)
-        ptr = int(allocate(nbytes, "page-locked host", cu.cuMemHostAlloc, max(nbytes, 1), 0))
+        ptr = int(allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
-        weakref.finalize(raw, self._release, self._in_context, index, cu.cuMemFreeHost, ptr).atexit = False
+        weakref.finalize(raw, self._release, self._in_context, index, drv.mem_free_host, ptr).atexit = False
         # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
         return np.frombuffer(raw, np.uint8, count=nbytes)  # type: ignore[call-overload]
 
@@ -192,7 +201,7 @@ class CudaRuntime:
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         check_allocated(dst, src)
         self.contexts.use(_index(dst, src))
-        call(cu.cuMemcpy, address(dst), address(src), nbytes)
+        call(drv.memcpy, address(dst), address(src), nbytes)
 
     def data_address(self, array: Any) -> int:
         return array.ptr
@@ -209,14 +218,14 @@ class CudaRuntime:
                                  f"pageable host memory, say)")
             if kind not in _DEVICE_MEMORY:
                 raise ValueError(f"the memory at {ptr:#x} is page-locked host memory, not device memory")
-            ordinal = int(call(cu.cuPointerGetAttribute, _POINTER.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr))
+            ordinal = int(call(drv.pointer_get_attribute, _POINTER.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr))
             if ordinal != index:
                 raise ValueError(f"the memory at {ptr:#x} is on cuda:{ordinal}, not cuda:{index}")
         return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}")
 
     def graph_memory(self, index: int) -> dict[str, int]:
         device = self.contexts.devices[index]
-        read = lambda attr: int(call(cu.cuDeviceGetGraphMemAttribute, device, attr))  # noqa: E731
+        read = lambda attr: int(call(drv.device_get_graph_mem_attribute, device, attr))  # noqa: E731
         return {"used": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT),
                 "reserved": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT),
                 "used_high": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH),
@@ -224,7 +233,7 @@ class CudaRuntime:
 
     def graph_memory_trim(self, index: int) -> None:
         self.contexts.use(index)
-        call(cu.cuDeviceGraphMemTrim, self.contexts.devices[index])
+        call(drv.device_graph_mem_trim, self.contexts.devices[index])
 
     # Kernels
 
@@ -271,7 +280,7 @@ def allocate(nbytes: int, kind: str, fn: Any, *args: Any) -> Any:
 def _memory_type(ptr: int) -> int | None:
     """The driver's CUmemorytype of the memory at ``ptr`` (in the current context), or None where the driver
     does not know the address (CUDA_ERROR_INVALID_VALUE: pageable host memory, or none at all)."""
-    err, kind = cu.cuPointerGetAttribute(_POINTER.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
+    err, kind = drv.pointer_get_attribute(_POINTER.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)
     if err == _INVALID_VALUE:
         return None
     if err:

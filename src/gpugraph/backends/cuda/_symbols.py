@@ -1,0 +1,119 @@
+"""The CUDA backend's driver symbol table (see backends._symbols): ``drv.graph_add_kernel_node`` is
+cuda-bindings' ``cuda.bindings.driver.cuGraphAddKernelNode``, and so on for every driver function the backend
+calls. A HIP backend is a second table of the same names over hip-python (hipGraphAddKernelNode,
+hipModuleLaunchKernel for ``launch_kernel``, hipMalloc for ``mem_alloc``, ...).
+
+Only functions: the driver's types, structs and enums (CUresult, CUDA_MEMCPY3D, CUgraphNodeType, ...) are
+the vendor's own, used where the backend fills them (the node kinds in _nodes build the node structs).
+"""
+
+from __future__ import annotations
+
+from cuda.bindings import driver as cu
+
+from .._symbols import symbol_table
+
+# Generic name -> cuda-bindings name: the CUDA name in snake case, without the ``cu``.
+CUDA = {
+    # Errors, devices and contexts
+    "get_error_name": "cuGetErrorName",
+    "get_error_string": "cuGetErrorString",
+    "device_get": "cuDeviceGet",
+    "device_get_attribute": "cuDeviceGetAttribute",
+    "device_get_name": "cuDeviceGetName",
+    "device_primary_ctx_retain": "cuDevicePrimaryCtxRetain",
+    "ctx_set_current": "cuCtxSetCurrent",
+    "ctx_synchronize": "cuCtxSynchronize",  # HIP: hipDeviceSynchronize
+    # Memory
+    "mem_alloc": "cuMemAlloc",
+    "mem_free": "cuMemFree",
+    "mem_alloc_async": "cuMemAllocAsync",
+    "mem_free_async": "cuMemFreeAsync",
+    "mem_host_alloc": "cuMemHostAlloc",
+    "mem_free_host": "cuMemFreeHost",
+    "memcpy": "cuMemcpy",
+    "memcpy_async": "cuMemcpyAsync",
+    "memset_d8_async": "cuMemsetD8Async",
+    "memset_d16_async": "cuMemsetD16Async",
+    "memset_d32_async": "cuMemsetD32Async",
+    "pointer_get_attribute": "cuPointerGetAttribute",
+    "device_get_graph_mem_attribute": "cuDeviceGetGraphMemAttribute",
+    "device_graph_mem_trim": "cuDeviceGraphMemTrim",
+    # Modules and kernels
+    "module_load_data": "cuModuleLoadData",
+    "module_get_function": "cuModuleGetFunction",
+    "func_get_name": "cuFuncGetName",
+    "func_get_param_info": "cuFuncGetParamInfo",  # CUDA 12.4; HIP: hipKernelGetParamInfo
+    "launch_kernel": "cuLaunchKernel",  # HIP: hipModuleLaunchKernel
+    "launch_host_func": "cuLaunchHostFunc",
+    # Streams and events
+    "stream_create_with_priority": "cuStreamCreateWithPriority",
+    "stream_destroy": "cuStreamDestroy",
+    "stream_get_device": "cuStreamGetDevice",
+    "stream_get_flags": "cuStreamGetFlags",
+    "stream_get_priority": "cuStreamGetPriority",
+    "stream_synchronize": "cuStreamSynchronize",
+    "stream_query": "cuStreamQuery",
+    "stream_wait_event": "cuStreamWaitEvent",
+    "event_create": "cuEventCreate",
+    "event_destroy": "cuEventDestroy",
+    "event_record": "cuEventRecord",
+    "event_synchronize": "cuEventSynchronize",
+    "event_query": "cuEventQuery",
+    "event_elapsed_time": "cuEventElapsedTime",
+    # Capture
+    "stream_begin_capture": "cuStreamBeginCapture",
+    "stream_begin_capture_to_graph": "cuStreamBeginCaptureToGraph",
+    "stream_end_capture": "cuStreamEndCapture",
+    "stream_is_capturing": "cuStreamIsCapturing",
+    "stream_get_capture_info": "cuStreamGetCaptureInfo",
+    "stream_update_capture_dependencies": "cuStreamUpdateCaptureDependencies",
+    # Graphs
+    "graph_create": "cuGraphCreate",
+    "graph_destroy": "cuGraphDestroy",
+    "graph_clone": "cuGraphClone",
+    "graph_get_nodes": "cuGraphGetNodes",
+    "graph_get_edges": "cuGraphGetEdges",
+    "graph_add_dependencies": "cuGraphAddDependencies",
+    "graph_remove_dependencies": "cuGraphRemoveDependencies",
+    "graph_destroy_node": "cuGraphDestroyNode",
+    "graph_node_get_type": "cuGraphNodeGetType",
+    "user_object_create": "cuUserObjectCreate",
+    "graph_retain_user_object": "cuGraphRetainUserObject",
+    # Nodes: add, read back
+    "graph_add_kernel_node": "cuGraphAddKernelNode",
+    "graph_add_memcpy_node": "cuGraphAddMemcpyNode",
+    "graph_add_memset_node": "cuGraphAddMemsetNode",
+    "graph_add_host_node": "cuGraphAddHostNode",
+    "graph_add_empty_node": "cuGraphAddEmptyNode",
+    "graph_add_child_graph_node": "cuGraphAddChildGraphNode",
+    "graph_add_event_record_node": "cuGraphAddEventRecordNode",
+    "graph_add_event_wait_node": "cuGraphAddEventWaitNode",
+    "graph_add_mem_alloc_node": "cuGraphAddMemAllocNode",
+    "graph_add_mem_free_node": "cuGraphAddMemFreeNode",
+    "graph_kernel_node_get_params": "cuGraphKernelNodeGetParams",
+    "graph_memcpy_node_get_params": "cuGraphMemcpyNodeGetParams",
+    "graph_memset_node_get_params": "cuGraphMemsetNodeGetParams",
+    "graph_host_node_get_params": "cuGraphHostNodeGetParams",
+    "graph_child_graph_node_get_graph": "cuGraphChildGraphNodeGetGraph",
+    "graph_event_record_node_get_event": "cuGraphEventRecordNodeGetEvent",
+    "graph_event_wait_node_get_event": "cuGraphEventWaitNodeGetEvent",
+    "graph_mem_alloc_node_get_params": "cuGraphMemAllocNodeGetParams",
+    "graph_mem_free_node_get_params": "cuGraphMemFreeNodeGetParams",
+    # Executable graphs
+    "graph_instantiate": "cuGraphInstantiate",
+    "graph_exec_destroy": "cuGraphExecDestroy",
+    "graph_launch": "cuGraphLaunch",
+    "graph_upload": "cuGraphUpload",
+    "graph_exec_update": "cuGraphExecUpdate",
+    "graph_node_set_enabled": "cuGraphNodeSetEnabled",
+    "graph_exec_kernel_node_set_params": "cuGraphExecKernelNodeSetParams",
+    "graph_exec_memcpy_node_set_params": "cuGraphExecMemcpyNodeSetParams",
+    "graph_exec_memset_node_set_params": "cuGraphExecMemsetNodeSetParams",
+    "graph_exec_host_node_set_params": "cuGraphExecHostNodeSetParams",
+    "graph_exec_child_graph_node_set_params": "cuGraphExecChildGraphNodeSetParams",
+    "graph_exec_event_record_node_set_event": "cuGraphExecEventRecordNodeSetEvent",
+    "graph_exec_event_wait_node_set_event": "cuGraphExecEventWaitNodeSetEvent",
+}
+
+drv = symbol_table(cu, CUDA)
