@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import gc
 import threading
 import time
@@ -14,6 +15,12 @@ import gpugraph as gg
 
 class Token:
     """An argument whose collection the tests watch."""
+
+
+def _waiting_releases(device: gg.Device) -> int:
+    """How many releases of collected objects the backend still holds back (CUDA defers some: see
+    CudaRuntime._release); 0 for a backend that never defers."""
+    return len(getattr(device._backend, "_deferred", ()))
 
 
 def _collected(ref: weakref.ref, device: gg.Device, seconds: float = 5.0) -> bool:
@@ -99,6 +106,7 @@ def test_pinned_memory_that_only_a_host_node_held_is_freed_with_the_graph(device
     assert _collected(ref, device)
     device.synchronize()  # runs the releases that waited
     assert [str(u.exc_value) for u in unraisable] == []
+    assert _waiting_releases(device) == 0
 
 
 def test_pinned_memory_that_only_a_host_function_held_is_freed_after_it_runs(device, monkeypatch):
@@ -118,4 +126,26 @@ def test_pinned_memory_that_only_a_host_function_held_is_freed_after_it_runs(dev
     assert seen == [512.0]
     assert _collected(ref, device)
     device.synchronize()  # runs the releases that waited
+    assert [str(u.exc_value) for u in unraisable] == []
+    assert _waiting_releases(device) == 0
+
+
+def test_memory_dropped_on_a_thread_python_did_not_start_is_freed_at_the_next_synchronize(device, monkeypatch):
+    """On CUDA a release asked for on such a thread waits (it may be a driver thread); it must not wait for
+    ever: the next synchronize, on any thread, runs it."""
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    held = [device.zeros(1 << 10, np.float32)]
+    ref = weakref.ref(held[0])
+    done = threading.Event()
+
+    def drop() -> None:
+        held.clear()
+        done.set()
+
+    _thread.start_new_thread(drop, ())
+    assert done.wait(10.0)
+    assert ref() is None
+    device.synchronize()
+    assert _waiting_releases(device) == 0
     assert [str(u.exc_value) for u in unraisable] == []

@@ -136,3 +136,12 @@ def test_the_package_imports_in_layers_with_no_circle():
                             capture_output=True, text=True, check=True)
     circles = [line for line in result.stdout.splitlines() if line.startswith(("import circles:", "circle:"))]
     assert circles == ["import circles:                      0 ( modules)"], circles
+
+
+def test_the_layers_above_are_wired_into_those_below():
+    """Three lower modules reach an object of a higher layer through an attribute the higher module sets
+    when the package imports it (docs/design.md, "The modules in layers")."""
+    from gpugraph import _capture, _interop, _kernel, _stream
+    assert _capture.graph_type is gg.Graph
+    assert _stream.external_stream is _interop.external_stream
+    assert _kernel.foreign_array is _interop.kernel_argument

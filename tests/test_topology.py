@@ -276,3 +276,30 @@ def test_an_interrupted_reading_of_a_graph_is_made_again(device, stream, monkeyp
         assert front_view(g) == backend_view(g), f"interrupted at step {step}"
         step += 1
     assert step > 5
+
+
+def test_update_compares_child_graphs_added_after_a_comparison(device, stream):
+    """A graph's child-graph positions are kept as nodes are added (Topology.nested): a child added after an
+    update compared the graph once is compared too."""
+    x = K.f32(device, X0)
+
+    def child(value: float) -> gg.Graph:
+        c = gg.Graph(device)
+        c.add_memset(x, value)
+        return c
+
+    g = gg.Graph(device)
+    g.add_child(child(1.0), after=g.add_memset(x, 0.0))
+    exe = g.instantiate()
+    h = gg.Graph(device)
+    first = h.add_memset(x, 0.0)
+    with pytest.raises(gg.GraphUpdateError, match="topology changed"):
+        exe.update(h)  # no child yet
+    h.add_child(child(5.0), after=first)
+    exe.update(h)  # now the same shape, the child's included
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 5.0, np.float32))
+    h.add_child(child(6.0))
+    with pytest.raises(gg.GraphUpdateError, match="topology changed"):
+        exe.update(h)

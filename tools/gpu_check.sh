@@ -27,8 +27,8 @@ if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
   # The sanitizer serializes work across streams, so tests that need a second stream to run while the
   # first is blocked (marked overlap) cannot pass under it, nor can a child interpreter that exits with work
   # blocked forever (marked blocks_exit: the sanitizer's teardown waits for it), nor a check that an object goes
-  # the moment its last reference does (marked frees_at_once: a launch's frame outlives the call there, held
-  # outside Python's garbage collector); they run in the plain pass.
+  # the moment its last reference does (marked frees_at_once: observed, cause not found: a launch's frame
+  # outlives the call there, held by a reference the garbage collector cannot see); they run in the plain pass.
   files=(tests)
   if [ -n "${2:-}" ]; then  # K/N: every N-th test file, from the K-th
     share=${2%/*} shares=${2#*/}

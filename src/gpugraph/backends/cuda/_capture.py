@@ -199,6 +199,7 @@ class CudaCapturing(CudaRuntime):
     def event_synchronize(self, event: CudaEvent) -> None:
         self._refuse_in_host_function("Event.synchronize")
         self._synchronize(drv.event_synchronize, event.handle)
+        self._flush_releases()
 
     def event_query(self, event: CudaEvent) -> bool:
         return _done(drv.event_query, event.handle)

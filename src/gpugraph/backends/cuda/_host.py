@@ -19,6 +19,7 @@ from typing import Any
 from cuda.bindings import driver as cu
 
 from ..._host_threads import HOST_THREADS
+from ._driver import call
 from ._symbols import drv
 
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -43,7 +44,6 @@ class HostCalls:
 
     def own_by_graph(self, key: int, graph: Any) -> None:
         """Make ``graph`` own the entry: it goes when the driver lets go of the graph's last copy."""
-        from ._driver import call
         obj = call(drv.user_object_create, key, self._forget_fn, 1,
                    cu.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
         call(drv.graph_retain_user_object, graph, obj, 1, cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)

@@ -127,14 +127,21 @@ class CudaRuntime:
         if HOST_THREADS:
             refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         self.contexts.use(index)
-        ptr = int(allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1)))
+        try:
+            ptr = int(allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1)))
+        except MemoryError:
+            if not self._deferred:
+                raise
+            self._flush_releases()  # memory of collected Arrays may be waiting to be freed: once more after
+            ptr = int(allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1)))
         return ptr, Allocation(ptr, nbytes, "device", index)
 
     def _release(self, fn: Any, *args: Any) -> None:
-        """Release a driver object for a garbage-collected Python object. While a capture runs (or from a
-        host function) the release waits: destroying or freeing may synchronize, which invalidates
-        captures, and the driver refuses CUDA calls on the threads it calls back on (a host function, or a
-        graph's destructor dropping the last reference to a host node's arguments)."""
+        """Release a driver object for a garbage-collected Python object. While a capture runs, or while the
+        driver may be calling back on this thread, the release waits: destroying or freeing may synchronize,
+        which invalidates captures, and the driver refuses CUDA calls on the threads it calls back on (a host
+        function, or a graph's destructor dropping the last reference to a host node's arguments). Those that
+        waited run at the next release made at once, synchronize or capture end (``_flush_releases``)."""
         if self._on_callback_thread():
             # Without the lock, which a release that waits for us may hold (deque.append is atomic).
             self._deferred.append((fn, args))
@@ -144,22 +151,25 @@ class CudaRuntime:
                 self._deferred.append((fn, args))
                 return
             fn(*args)
+        if self._deferred:
+            self._flush_releases()
 
     def _on_callback_thread(self) -> bool:
         """Whether the driver may be calling back on this thread: inside a callback (marked), or on a thread
-        Python did not start (a driver thread: a collection there can run a release between the driver's
-        entry into the callback and its mark). Releases asked for on another library's own threads wait
-        too, for the next synchronize or capture end."""
+        Python did not start (a driver thread, where a collection can run a release between the driver's
+        entry into a callback and its mark; another library's thread, whose releases wait for a flush)."""
         return (getattr(self.host.local, "in_callback", False)
                 or isinstance(threading.current_thread(), threading._DummyThread))
 
     def _flush_releases(self) -> None:
         """Run the releases that waited, once no capture runs; the first failure is raised after all ran.
+        Any thread but one the driver is calling back on may run them (a thread Python did not start
+        included: its releases wait, its flushes do not).
 
         Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
         meanwhile; releases deferred while the flush runs are run by it too."""
         deferred = self._deferred
-        if not deferred or self._on_callback_thread():
+        if not deferred or getattr(self.host.local, "in_callback", False):
             return
         failure = None
         while True:
