@@ -308,7 +308,8 @@ def test_cpu_fork_interrupted_anywhere_leaves_no_stream_capturing_after_the_abor
 
     def body() -> None:
         event = stream.record()
-        outcome[:] = [interrupt_at(step, lambda: backend.stream_wait_event(other._handle, event._handle))]
+        outcome[:] = [interrupt_at(step, lambda: backend.stream_wait_event(other._handle, event._handle,
+                                                                              stream._handle))]
         assert _cpu_capturing(other) in ([False], [True])
         backend.stream_abort_capture(stream._handle)
         assert _cpu_capturing(stream, other) == [False, False], step

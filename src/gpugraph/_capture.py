@@ -350,7 +350,7 @@ class Capture:
         for stream in self._unjoined_streams():
             event = backend.event_create(origin.device.index, False)
             backend.event_record(event, stream._handle)
-            backend.stream_wait_event(origin._handle, event)
+            backend.stream_wait_event(origin._handle, event, origin._handle)
             backend.event_destroy(event)
 
     def _discard(self) -> None:

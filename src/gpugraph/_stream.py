@@ -387,7 +387,9 @@ class Stream:
         if capture is None and self._capture is not None:
             raise _capture.invalidate([self._capture], "Stream.wait",
                                        "a capturing stream cannot wait for an event recorded outside the capture")
-        self._backend.stream_wait_event(self._handle, event._handle)
+        # (The capture's own record of which events are its: the backend forks or joins as it says.)
+        self._backend.stream_wait_event(self._handle, event._handle,
+                                        None if capture is None else capture.stream._handle)
         if capture is not None and self._capture is None:
             capture._join(self)  # the fork: this stream now records into the capture
 

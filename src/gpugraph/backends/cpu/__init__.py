@@ -267,12 +267,11 @@ class CpuBackend:
             return
         stream.submit(unmap_allocation, (alloc,))
 
-    def stream_wait_event(self, stream: CpuStream, event: CpuEvent) -> None:
+    def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuStream | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
-        capture = event.capture
-        if capture is not None and capture.active:
-            capture.fork_or_join(stream, event.capture_nodes)
+        if capture is not None:
+            capture.capture.fork_or_join(stream, event.capture_nodes)
             return
         stream.wait(event)
 
@@ -315,10 +314,8 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Stream.record")
         if stream.capture is not None:  # a captured event: it stands for the stream's frontier
-            event.capture = stream.capture
             event.capture_nodes = list(stream.capture.frontiers[stream])
             return
-        event.capture = None
         stream.record(event)
 
     def event_synchronize(self, event: CpuEvent) -> None:

@@ -242,7 +242,7 @@ class CpuExec:
                 self._draft = None  # the steps are taken: a later change copies them
                 if fired:
                     for (event, _), completion in zip(plan.records, fired):
-                        event.latest, event.capture = completion, None
+                        event.latest = completion
                 if memory is not None:
                     memory.commit()
                 stream.submit(self._run_instance, (ticket,))
@@ -295,14 +295,14 @@ class _Undo:
 
     def __init__(self, plan: _Plan, memory: GraphMemoryRules | None) -> None:
         self.events = [event for event, _ in plan.records]
-        self.before = [(event.latest, event.capture) for event in self.events]
+        self.before = [event.latest for event in self.events]
         self.memory = memory
         self.live = [] if memory is None else [a.live for a in memory.left_live + memory.frees_foreign]
 
     def restore(self, fired: Any) -> None:
-        for event, completion, (latest, capture) in zip(self.events, fired, self.before):
+        for event, completion, latest in zip(self.events, fired, self.before):
             if event.latest is completion:  # not recorded again since
-                event.latest, event.capture = latest, capture
+                event.latest = latest
         if self.memory is not None:
             for alloc, live in zip(self.memory.left_live + self.memory.frees_foreign, self.live):
                 alloc.live = live

@@ -29,13 +29,14 @@ class Completion:
 class CpuEvent:
     """An event: ``latest`` is its most recent record (None if never recorded)."""
 
-    __slots__ = ("timing", "latest", "capture", "capture_nodes")
+    __slots__ = ("timing", "latest", "capture_nodes")
 
     def __init__(self, timing: bool) -> None:
         self.timing = timing
         self.latest: Completion | None = None
-        self.capture: Any = None  # the capture the event was last recorded in
-        self.capture_nodes: list[Any] = []  # the recording stream's frontier at that record
+        # The recording stream's frontier at its last record in a capture (which capture, and whether that
+        # record is the latest, is the front end's record: Event._capture).
+        self.capture_nodes: list[Any] = []
 
 
 def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:

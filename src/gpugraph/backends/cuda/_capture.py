@@ -171,15 +171,15 @@ class CudaCapturing(CudaRuntime):
             return
         call(drv.mem_free_async, alloc.ptr, stream.handle)
 
-    def stream_wait_event(self, stream: CudaStream, event: CudaEvent) -> None:
+    def stream_wait_event(self, stream: CudaStream, event: CudaEvent, capture: CudaStream | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
         self.contexts.use(stream.index)
         call(drv.stream_wait_event, stream.handle, event.handle, 0)
-        capture = event.capture
-        if capture is not None and capture.active and stream.capture is None:
-            stream.capture = capture  # the driver forked this stream into the capture
-            capture.streams.append(stream)
+        if capture is not None and stream.capture is None:  # the driver forked this stream into the capture
+            joined = _capture_of(capture)
+            stream.capture = joined
+            joined.streams.append(stream)
 
     def event_create(self, index: int, timing: bool) -> CudaEvent:
         self.contexts.use(index)
@@ -194,7 +194,6 @@ class CudaCapturing(CudaRuntime):
             refuse_in_host_function("Stream.record")
         self.contexts.use(stream.index)
         call(drv.event_record, event.handle, stream.handle)
-        event.capture = stream.capture
 
     def event_synchronize(self, event: CudaEvent) -> None:
         self._refuse_in_host_function("Event.synchronize")

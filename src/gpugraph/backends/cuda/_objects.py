@@ -44,12 +44,11 @@ class CudaStream:
 
 
 class CudaEvent:
-    __slots__ = ("handle", "index", "capture")
+    __slots__ = ("handle", "index")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
         self.index = index
-        self.capture: CudaCapture | None = None
 
 
 class CudaGraph:
