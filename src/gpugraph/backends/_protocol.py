@@ -72,9 +72,11 @@ class Backend(Protocol):
     def stream_host(self, stream: Handle, fn: Any, args: tuple) -> None: ...
     def stream_alloc(self, stream: Handle, nbytes: int) -> tuple[int, Handle]: ...
     def stream_free(self, stream: Handle, alloc: Handle) -> None: ...
-    # ``capture``: the capturing stream of the capture ``event`` was last recorded in, while that capture
-    # runs (the front end's record, Event._capture), else None. The wait then forks ``stream`` into that
-    # capture, or joins the frontiers of a stream already in it; the backend does not judge it again.
+    # ``capture``: the stream that began the capture ``event`` was last recorded in (Capture.stream), while
+    # that capture runs (the front end's record: Event._capture), else None. The backend makes the wait, and
+    # then ``stream`` takes part in that capture (a fork), or a stream already in it waits for the event's
+    # nodes (a join; on CUDA the driver joins the frontiers). The backend does not judge which capture again;
+    # if its own record of that capture has ended meanwhile (another thread ended it), the wait is a plain one.
     def stream_wait_event(self, stream: Handle, event: Handle, capture: Handle | None) -> None: ...
 
     # Capture: the backend records; the front end (gpugraph._capture) applies the rules. An exception

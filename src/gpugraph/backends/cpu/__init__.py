@@ -270,8 +270,9 @@ class CpuBackend:
     def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuStream | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
-        if capture is not None:
-            capture.capture.fork_or_join(stream, event.capture_nodes)
+        joined = None if capture is None else capture.capture
+        if joined is not None and joined.active:
+            joined.fork_or_join(stream, event.capture_nodes)
             return
         stream.wait(event)
 

@@ -176,8 +176,8 @@ class CudaCapturing(CudaRuntime):
             refuse_in_host_function("Stream.wait")
         self.contexts.use(stream.index)
         call(drv.stream_wait_event, stream.handle, event.handle, 0)
-        if capture is not None and stream.capture is None:  # the driver forked this stream into the capture
-            joined = _capture_of(capture)
+        joined = None if capture is None else capture.capture
+        if joined is not None and joined.active and stream.capture is None:  # the driver forked it in
             stream.capture = joined
             joined.streams.append(stream)
 
