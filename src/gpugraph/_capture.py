@@ -203,17 +203,22 @@ class Capture:
 
     # Entering and leaving
 
-    def __enter__(self) -> Self:
+    def _refuse_to_begin(self) -> None:
+        """Raise CaptureError if this capture cannot begin: used already, on a capturing or legacy stream."""
         stream = self.stream
         if self.active or self.streams or self._outcome is not None:
-            raise CaptureError("capture: this Capture was used already; call stream.capture() again",
-                               api="Stream.capture", stream=stream, mode=self.mode, where=_where())
-        if stream._capture is not None:
-            raise CaptureError(f"capture: {stream!r} is already capturing; captures cannot nest on one stream",
-                               api="Stream.capture", stream=stream, mode=self.mode, where=_where())
-        if stream.legacy:
-            raise CaptureError("capture: the legacy default stream cannot be captured; use Device.stream()",
-                               api="Stream.capture", stream=stream, mode=self.mode, where=_where())
+            why = "this Capture was used already; call stream.capture() again"
+        elif stream._capture is not None:
+            why = f"{stream!r} is already capturing; captures cannot nest on one stream"
+        elif stream.legacy:
+            why = "the legacy default stream cannot be captured; use Device.stream()"
+        else:
+            return
+        raise CaptureError(f"capture: {why}", api="Stream.capture", stream=stream, mode=self.mode, where=_where())
+
+    def __enter__(self) -> Self:
+        self._refuse_to_begin()
+        stream = self.stream
         backend = stream._backend
         into = self._into
         deps = into._deps(self._after, "capture") if into is not None else []

@@ -541,22 +541,9 @@ class Graph:
         See also: cudaGraphAddMemFreeNode.
         """
         self._check_memory_allowed("add_free")
-        if isinstance(allocation, Node):
-            if allocation.graph is not self:
-                raise GraphError(f"add_free: {allocation!r} belongs to another graph; pass its Array instead")
-            if allocation.kind is not NodeKind.MEM_ALLOC:
-                raise GraphError(f"add_free({allocation!r}): the node is a {allocation.kind.value} node, "
-                                 f"not an allocation (got {allocation.kind})")
-            array = allocation.array
-        elif type(allocation) is Array:
-            array = allocation
-            if array._alloc.origin != "graph":
-                raise GraphError(f"add_free: {array.ptr:#x} is not the address of a graph allocation "
-                                 f"(got {array._alloc.owner})")
-        else:
-            raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
+        alloc = self._freed_allocation(allocation)
         deps = self._deps(after, "add_free")
-        alloc, alloc_node = array._alloc, None
+        alloc_node = None
         # Allocations are told apart by the backend's record, not by address: CUDA gives an allocation
         # made after a free the freed allocation's address.
         topology = self._current()
@@ -576,6 +563,23 @@ class Graph:
             node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
             self._end_change()
             return node
+
+    def _freed_allocation(self, allocation: Any) -> Any:
+        """The allocation record ``add_free(allocation)`` frees: of an allocation node of this graph, or of a
+        graph allocation's Array."""
+        if isinstance(allocation, Node):
+            if allocation.graph is not self:
+                raise GraphError(f"add_free: {allocation!r} belongs to another graph; pass its Array instead")
+            if allocation.kind is not NodeKind.MEM_ALLOC:
+                raise GraphError(f"add_free({allocation!r}): the node is a {allocation.kind.value} node, "
+                                 f"not an allocation (got {allocation.kind})")
+            return allocation.array._alloc
+        if type(allocation) is Array:
+            if allocation._alloc.origin != "graph":
+                raise GraphError(f"add_free: {allocation.ptr:#x} is not the address of a graph allocation "
+                                 f"(got {allocation._alloc.owner})")
+            return allocation._alloc
+        raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
 
     def _check_memory_allowed(self, what: str) -> None:
         if self._owner is not None:

@@ -231,32 +231,36 @@ class _ChildGraph(_Kind):
         return ChildGraphParams(CudaGraph(call(drv.graph_child_graph_node_get_graph, node), graph.index))
 
 
-class _EventRecord(_Kind):
+class _Event(_Kind):
+    """An event-record or event-wait node: both take one event, through the driver calls named below."""
+
+    record: ClassVar[type]
+    adds: ClassVar[str]  # the symbol table's names of the kind's add, exec-set and read-back calls
+    sets: ClassVar[str]
+    gets: ClassVar[str]
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(getattr(drv, self.adds), graph.handle, deps, len(deps), params.event._handle.handle)
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(getattr(drv, self.sets), exec_.handle, node, params.event._handle.handle)
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        return self.record(call(getattr(drv, self.gets), node))
+
+
+class _EventRecord(_Event):
     record = EventRecordParams
     node_type = _T.CU_GRAPH_NODE_TYPE_EVENT_RECORD
-
-    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-        return call(drv.graph_add_event_record_node, graph.handle, deps, len(deps), params.event._handle.handle)
-
-    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
-        call(drv.graph_exec_event_record_node_set_event, exec_.handle, node, params.event._handle.handle)
-
-    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
-        return EventRecordParams(call(drv.graph_event_record_node_get_event, node))
+    adds, sets = "graph_add_event_record_node", "graph_exec_event_record_node_set_event"
+    gets = "graph_event_record_node_get_event"
 
 
-class _EventWait(_Kind):
+class _EventWait(_Event):
     record = EventWaitParams
     node_type = _T.CU_GRAPH_NODE_TYPE_WAIT_EVENT
-
-    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-        return call(drv.graph_add_event_wait_node, graph.handle, deps, len(deps), params.event._handle.handle)
-
-    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
-        call(drv.graph_exec_event_wait_node_set_event, exec_.handle, node, params.event._handle.handle)
-
-    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
-        return EventWaitParams(call(drv.graph_event_wait_node_get_event, node))
+    adds, sets = "graph_add_event_wait_node", "graph_exec_event_wait_node_set_event"
+    gets = "graph_event_wait_node_get_event"
 
 
 class _Alloc(_Kind):
