@@ -438,6 +438,36 @@ def test_waiting_on_an_event_recorded_outside_the_capture(device, stream):
     assert not stream.is_capturing
 
 
+@pytest.mark.parametrize("nested", [False, True], ids=["node", "child-graph-node"])
+def test_an_event_recorded_again_by_a_graph_launched_outside_the_capture_is_not_the_captures(device, stream,
+                                                                                           nested):
+    """Recorded in a capture, then by an event-record node of a graph launched outside it: a wait on the event
+    is a plain wait (the driver forks nothing there: probed on the H200), so joining back is refused."""
+    second, third = device.stream(), device.stream()
+    event = device.event()
+    graph = gg.Graph(device)
+    if nested:
+        child = gg.Graph(device)
+        child.add_event_record(event)
+        graph.add_child(child)
+    else:
+        graph.add_event_record(event)
+    exe = graph.instantiate()
+    message = capture_message("Stream.wait", "a capturing stream cannot wait for an event recorded outside "
+                              "the capture", stream, "relaxed")
+    with pytest.raises(gg.CaptureError, match=message):
+        with stream.capture(mode="relaxed"):
+            stream.record(event)
+            exe.launch(second)
+            third.wait(event)
+            assert not third.is_capturing  # a plain wait: no fork
+            stream.wait(third.record())
+    assert not stream.is_capturing and not third.is_capturing
+    second.synchronize()
+    third.synchronize()
+    assert event.done
+
+
 def test_merging_two_captures_is_an_error(device, stream):
     second = device.stream()
     x = device.zeros(N, np.float32)

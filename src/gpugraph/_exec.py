@@ -182,6 +182,19 @@ class GraphExec:
             self._launch(handle, stream._handle)
             if capture is not None:
                 self._describe_embedded(stream)
+            elif _capture._active:
+                self._recorded_outside_captures()
+
+    def _recorded_outside_captures(self) -> None:
+        """The launch, outside any capture, records the events of the graph's event-record nodes: a capture
+        that recorded one of them before no longer owns its last record, so a wait on it is a plain wait, as
+        the driver makes it (measured on the H200: no fork, and a capturing stream waiting is refused)."""
+        layouts = [self._read_layout()]
+        for layout in layouts:
+            layouts.extend(layout.children.values())
+            for params in layout.params:
+                if params.kind is NodeKind.EVENT_RECORD:
+                    params.event._capture = None
 
     def _describe_embedded(self, stream: Stream) -> None:
         """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
