@@ -91,8 +91,8 @@ def assert_usable(device: gg.Device, stream: gg.Stream) -> None:
 
 
 BEGIN_WINDOWS = {
-    "backend begin, before": lambda mp, dev: interrupt(mp, dev._backend, "stream_begin_capture", "before"),
-    "backend begin, after": lambda mp, dev: interrupt(mp, dev._backend, "stream_begin_capture", "after"),
+    "backend begin, before": lambda mp, dev: interrupt(mp, dev._backend, "capture_begin", "before"),
+    "backend begin, after": lambda mp, dev: interrupt(mp, dev._backend, "capture_begin", "after"),
     "graph wrapped": lambda mp, dev: interrupt(mp, gg.Graph, "_wrap", "after"),
     "stream joined": lambda mp, dev: interrupt(mp, _capture.Capture, "_join", "after"),
     "capture registered": lambda mp, dev: mp.setattr(_capture, "_lock", _InterruptedLock()),
@@ -115,7 +115,7 @@ def test_interrupted_capture_begin_into_a_graph_leaves_it_as_it_was(device, stre
     x = device.zeros(N, np.float32)
     g = gg.Graph(device)
     first = g.add_memset(x, 2.0)
-    interrupt(monkeypatch, device._backend, "stream_begin_capture", "after")
+    interrupt(monkeypatch, device._backend, "capture_begin", "after")
     with pytest.raises(KeyboardInterrupt), stream.capture(into=g, after=first):
         stream.memset(x, 1.0)
     monkeypatch.undo()
@@ -128,8 +128,8 @@ def test_interrupted_capture_begin_into_a_graph_leaves_it_as_it_was(device, stre
 
 END_WINDOWS = {
     "join check": (lambda mp, dev: interrupt(mp, _capture.Capture, "_unjoined_streams"), "discarded"),
-    "backend end, before": (lambda mp, dev: interrupt(mp, dev._backend, "stream_end_capture", "before"), "discarded"),
-    "backend end, after": (lambda mp, dev: interrupt(mp, dev._backend, "stream_end_capture", "after"), "complete"),
+    "backend end, before": (lambda mp, dev: interrupt(mp, dev._backend, "capture_end", "before"), "discarded"),
+    "backend end, after": (lambda mp, dev: interrupt(mp, dev._backend, "capture_end", "after"), "complete"),
     "front end finish": (lambda mp, dev: interrupt(mp, _capture.Capture, "_finish"), "complete"),
     "graph handed over": (lambda mp, dev: interrupt(mp, gg.Graph, "_take"), "complete"),
     "graph read again": (lambda mp, dev: interrupt(mp, gg.Graph, "_refresh"), "complete"),
@@ -164,7 +164,7 @@ def test_interrupted_end_of_a_capture_into_a_graph(device, stream, monkeypatch, 
     first = g.add_memset(x, 2.0)
     with pytest.raises(KeyboardInterrupt), stream.capture(into=g, after=first):
         stream.memset(x, 3.0)
-        interrupt(monkeypatch, device._backend, "stream_end_capture", when)
+        interrupt(monkeypatch, device._backend, "capture_end", when)
     monkeypatch.undo()
     assert_usable(device, stream)
     assert len(g) == (1 if when == "before" else 2)
@@ -174,8 +174,8 @@ def test_interrupted_end_of_a_capture_into_a_graph(device, stream, monkeypatch, 
 
 
 ABORT_WINDOWS = {
-    "backend abort, before": lambda mp, dev: interrupt(mp, dev._backend, "stream_abort_capture", "before"),
-    "backend abort, after": lambda mp, dev: interrupt(mp, dev._backend, "stream_abort_capture", "after"),
+    "backend abort, before": lambda mp, dev: interrupt(mp, dev._backend, "capture_abort", "before"),
+    "backend abort, after": lambda mp, dev: interrupt(mp, dev._backend, "capture_abort", "after"),
     "forks joined": lambda mp, dev: interrupt(mp, _capture.Capture, "_join_forks"),
 }
 
@@ -197,127 +197,84 @@ def test_interrupted_discard_of_a_failed_capture_still_ends_it(device, stream, m
     assert_usable(device, other)
 
 
-class _FrontiersInterrupted(dict):
-    """Stands for a CPU capture's frontiers: going through them raises KeyboardInterrupt after the first
-    stream, the first ``times`` times (Ctrl-C once the capturing stream has left the capture, at each try)."""
-
-    def __init__(self, frontiers: dict, times: int) -> None:
-        super().__init__(frontiers)
-        self.times = times
-
-    def __iter__(self):
-        for i, stream in enumerate(super().__iter__()):
-            if i == 1 and self.times:
-                self.times -= 1
-                raise KeyboardInterrupt
-            yield stream
-
-
-def _cpu_abort_windows() -> dict:
-    from gpugraph.backends.cpu._capture import CpuCapture
-
-    def twice(mp, capture):
-        interrupt(mp, CpuCapture, "_leave")
-        interrupt(mp, CpuCapture, "_leave")  # wraps the first: the second call raises too
-
-    return {
-        "capture's end entered": lambda mp, capture: interrupt(mp, CpuCapture, "end", "before"),
-        "capture's end returned": lambda mp, capture: interrupt(mp, CpuCapture, "end", "after"),
-        "streams' leave, twice": twice,
-        "after the first stream left, twice": lambda mp, capture: mp.setattr(
-            capture, "frontiers", _FrontiersInterrupted(capture.frontiers, 2)),
-    }
-
-
-def _forked_capture(device: gg.Device, stream: gg.Stream, other: gg.Stream, body) -> None:
-    """Capture on ``stream``, fork ``other`` into it, run ``body()``, then leave by an exception (an abort)."""
+def _forked_capture(device: gg.Device, stream: gg.Stream, other: gg.Stream, body) -> gg.Capture:
+    """Capture on ``stream``, fork ``other`` into it, run ``body(capture)``, then leave by an exception (an
+    abort)."""
     y = device.zeros(N, np.float32)
-    with pytest.raises(ValueError, match="abandoned"), stream.capture():
+    with pytest.raises(ValueError, match="abandoned"), stream.capture() as cap:
         other.wait(stream.record())
         other.memset(y, 1.0)
-        body()
+        body(cap)
         raise ValueError("abandoned")
+    return cap
 
 
-def _cpu_capturing(*streams: gg.Stream) -> list[bool]:
-    return [s._backend.stream_is_capturing(s._handle) for s in streams]
-
-
-@pytest.mark.parametrize("window", ["capture's end entered", "capture's end returned", "streams' leave, twice",
-                                    "after the first stream left, twice"])
-def test_cpu_abort_interrupted_in_each_window_ends_the_capture_on_every_stream(device, stream, monkeypatch, window):
-    """An abort interrupted at the start of the capture's end left the stream capturing (nothing retries it
-    when a capture's beginning failed); interrupted twice, after the capturing stream had left, it left the
-    forked stream capturing (a discard asks the capturing stream only): its work was recorded, never run."""
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_cpu_abort_interrupted_in_the_captures_end_still_ends_it(device, stream, monkeypatch, when):
+    """The discard's abort interrupted as the CPU capture's end is entered or has returned: the front end
+    asks the backend again (capture_active) and aborts again, so neither stream captures afterwards."""
     if device.backend != "cpu":
         pytest.skip("interrupts the CPU backend's own abort (CUDA's is the lead's: cuStreamEndCapture)")
-    backend, other = device._backend, device.stream()
-
-    def body() -> None:
-        _cpu_abort_windows()[window](monkeypatch, stream._handle.capture)
-        with pytest.raises(KeyboardInterrupt):
-            backend.stream_abort_capture(stream._handle)
-        monkeypatch.undo()
-        assert _cpu_capturing(stream, other) == [False, False]
-
-    _forked_capture(device, stream, other, body)
+    from gpugraph.backends.cpu._capture import CpuCapture
+    other, x = device.stream(), device.zeros(N, np.float32)
+    with pytest.raises(KeyboardInterrupt), stream.capture() as cap:
+        other.wait(stream.record())
+        other.memset(x, 1.0)
+        interrupt(monkeypatch, CpuCapture, "end", when)
+        raise ValueError("the user's own error")
+    monkeypatch.undo()
+    assert not device._backend.capture_active(cap._handle)
+    assert cap.graph is None and not stream.is_capturing and not other.is_capturing
     assert_usable(device, stream)
     assert_usable(device, other)
 
 
-def test_cpu_abort_interrupted_anywhere_ends_the_capture_on_every_stream(device, stream):
-    """KeyboardInterrupt at each point of the CPU backend's abort where a signal handler could raise it: past
-    its first instruction, the capture has ended on every stream."""
+def test_cpu_abort_interrupted_anywhere_ends_the_capture_when_made_again(device, stream):
+    """KeyboardInterrupt at each point of the CPU backend's abort where a signal handler could raise it: the
+    abort made again, as the front end's discard makes it, ends the capture, and neither stream captures."""
     if device.backend != "cpu":
         pytest.skip("interrupts the CPU backend's own abort (CUDA's is the lead's: cuStreamEndCapture)")
-    from test_reliability_exec import LAST_INTERRUPT, _signal_points, interrupt_at
+    from test_reliability_exec import interrupt_at
     backend, other = device._backend, device.stream()
-    abort = backend.stream_abort_capture.__code__
     step, outcome = -1, []  # first an abort traced whole (see interrupt_at), then one interrupted at each point
 
-    def body() -> None:
-        interrupted = interrupt_at(step, lambda: backend.stream_abort_capture(stream._handle))
-        outcome[:] = [interrupted]
-        code, offset = LAST_INTERRUPT if interrupted else (None, None)
-        # Before the abort does anything: in the caller, or at the abort's own first instruction.
-        before_the_abort = code is not None and (code.co_name == "<lambda>" or (
-            code is abort and offset == min(_signal_points(abort))))
-        if interrupted and not before_the_abort:
-            assert _cpu_capturing(stream, other) == [False, False], (step, code.co_name, offset)
-        backend.stream_abort_capture(stream._handle)  # as the front end's discard makes it again
-        assert _cpu_capturing(stream, other) == [False, False]
+    def body(cap: gg.Capture) -> None:
+        outcome[:] = [interrupt_at(step, lambda: backend.capture_abort(cap._handle))]
+        backend.capture_abort(cap._handle)  # as the front end's discard makes it again
+        assert not backend.capture_active(cap._handle)
 
     while True:
-        _forked_capture(device, stream, other, body)
+        cap = _forked_capture(device, stream, other, body)
+        assert cap.graph is None and not stream.is_capturing and not other.is_capturing
         if not outcome[0] and step >= 0:
             break
         step += 1
-    assert step > 3
+    assert step > 1
     assert_usable(device, stream)
     assert_usable(device, other)
 
 
 def test_cpu_fork_interrupted_anywhere_leaves_no_stream_capturing_after_the_abort(device, stream):
-    """A stream forked into a capture was marked capturing before it had a frontier: KeyboardInterrupt between
-    the two left it out of the capture's streams, so it went on capturing (its work never ran) after the end."""
+    """A fork interrupted at each point of the CPU backend's wait: after the abort, the capture has ended and
+    the stream runs its work again."""
     if device.backend != "cpu":
         pytest.skip("interrupts the CPU backend's own fork (CUDA's is one driver call: cuStreamWaitEvent)")
     from test_reliability_exec import interrupt_at
     backend, other = device._backend, device.stream()
     step, outcome = -1, []  # first a fork traced whole (see interrupt_at), then one interrupted at each point
 
-    def body() -> None:
+    def body(cap: gg.Capture) -> None:
         event = stream.record()
         outcome[:] = [interrupt_at(step, lambda: backend.stream_wait_event(other._handle, event._handle,
-                                                                              stream._handle))]
-        assert _cpu_capturing(other) in ([False], [True])
-        backend.stream_abort_capture(stream._handle)
-        assert _cpu_capturing(stream, other) == [False, False], step
+                                                                              cap._handle))]
+        backend.capture_abort(cap._handle)
+        assert not backend.capture_active(cap._handle), step
 
     while True:
-        with pytest.raises(ValueError, match="abandoned"), stream.capture():
-            body()
+        with pytest.raises(ValueError, match="abandoned"), stream.capture() as cap:
+            body(cap)
             raise ValueError("abandoned")
+        assert not other.is_capturing
         if not outcome[0] and step >= 0:
             break
         step += 1
@@ -331,7 +288,7 @@ def test_interrupted_explicit_node_at_the_frontier_is_completed(device, stream, 
     x = device.zeros(N, np.float32)
     with stream.capture() as cap:
         stream.memset(x, 1.0)
-        interrupt(monkeypatch, device._backend, "stream_set_capture_dependencies")
+        interrupt(monkeypatch, device._backend, "capture_set_dependencies")
         with pytest.raises(KeyboardInterrupt):
             cap.add_memset(x, 2.0)
         monkeypatch.undo()

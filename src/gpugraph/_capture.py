@@ -192,6 +192,7 @@ class Capture:
         self.error: CaptureError | None = None
         self.active = False
         self.allocations: list[Any] = []  # Arrays allocated on its streams: graph memory
+        self._handle: Any = None  # the backend's record of it, passed with every call of its streams
         self._nodes_before: set[Any] = set()
         self._recorded: Any = None  # the Graph this capture records into, until it has ended
         # Frontiers that set_dependencies replaced: work they held was joined, as CUDA judges a join by
@@ -234,8 +235,11 @@ class Capture:
                 if into is not None:  # from now on the backend may add to it: read again when asked
                     self._recorded = into
                     into._begin_recording()
-                handle = backend.stream_begin_capture(stream._handle, self.mode,
-                                                      None if into is None else into._handle, deps)
+                # The backend's record first, then the begin: whatever interrupts the begin, the front end
+                # holds the record it asks whether the backend still captures (_recover, _discard).
+                self._handle = backend.capture_create(stream._handle, self.mode,
+                                                      None if into is None else into._handle)
+                handle = backend.capture_begin(self._handle, deps)
                 if into is None:
                     self.graph = self._recorded = graph_type._wrap(stream.device, handle, own=False, recording=True)
                 self.active = True
@@ -300,7 +304,7 @@ class Capture:
                                f"wait for that event on the capturing stream)", api="Stream.capture (end)",
                                stream=self.stream, mode=self.mode)
         try:
-            self.stream._backend.stream_end_capture(self.stream._handle)
+            self.stream._backend.capture_end(self._handle)
         except CaptureError as error:
             self._discard()
             raise CaptureError(str(error), api="Stream.capture (end)", stream=self.stream,
@@ -312,7 +316,7 @@ class Capture:
         """After an exception on the way out: end as the backend's state says, if not ended yet."""
         if self._outcome is not None:
             return
-        if self._discarding or self.stream._backend.stream_is_capturing(self.stream._handle):
+        if self._discarding or self._backend_captures():
             self._discard()
         else:  # the backend ended the capture: its graph is complete
             self._complete()
@@ -325,6 +329,11 @@ class Capture:
             self.graph._take()
         self.graph._refresh()
         self._outcome = "complete"
+
+    def _backend_captures(self) -> bool:
+        """Whether the backend still records into this capture (the truth the front end's bookkeeping is mended
+        from after an interrupted begin or end)."""
+        return self._handle is not None and self.stream._backend.capture_active(self._handle)
 
     def _unjoined_streams(self) -> list[Any]:
         """Streams forked into the capture whose last work the capturing stream never waited for.
@@ -339,7 +348,7 @@ class Capture:
         topology = self.graph._current()  # read once (the capture records into it), then walked here
         position = topology.position
         joined: set[int] = set()
-        frontier = backend.stream_capture_dependencies(self.stream._handle) + self._replaced_frontiers
+        frontier = backend.capture_dependencies(self._handle, self.stream._handle) + self._replaced_frontiers
         pending = [position[h] for h in frontier if h in position]
         while pending:
             i = pending.pop()
@@ -347,15 +356,15 @@ class Capture:
                 joined.add(i)
                 pending.extend(topology.deps_of(i))
         return [s for s in self.streams[1:]
-                if any(position[h] not in joined for h in backend.stream_capture_dependencies(s._handle))]
+                if any(position[h] not in joined for h in backend.capture_dependencies(self._handle, s._handle))]
 
     def _join_forks(self) -> None:
         """Make the capturing stream wait for every forked stream, as a clean end of capture needs."""
         backend, origin = self.stream._backend, self.stream
         for stream in self._unjoined_streams():
             event = backend.event_create(origin.device.index, False)
-            backend.event_record(event, stream._handle)
-            backend.stream_wait_event(origin._handle, event, origin._handle)
+            backend.event_record(event, stream._handle, self._handle)
+            backend.stream_wait_event(origin._handle, event, self._handle)
             backend.event_destroy(event)
 
     def _discard(self) -> None:
@@ -364,11 +373,11 @@ class Capture:
         backend has."""
         self._discarding = True
         backend = self.stream._backend
-        if backend.stream_is_capturing(self.stream._handle):
+        if self._backend_captures():
             try:
                 self._join_forks()
             finally:
-                backend.stream_abort_capture(self.stream._handle)
+                backend.capture_abort(self._handle)
         self._finish()
         if self._into is not None:
             for handle in backend.graph_nodes(self._into._handle):
@@ -388,7 +397,7 @@ class Capture:
         """
         self._check_active("dependencies")
         backend = self.stream._backend
-        return tuple(self.graph._node(h) for h in backend.stream_capture_dependencies(self.stream._handle))
+        return tuple(self.graph._node(h) for h in backend.capture_dependencies(self._handle, self.stream._handle))
 
     def set_dependencies(self, nodes: Any) -> None:
         """Replace the stream's capture frontier with ``nodes`` (nodes of ``cap.graph``).
@@ -398,20 +407,20 @@ class Capture:
         self._check_active("set_dependencies")
         deps = self.graph._deps(nodes, "set_dependencies")
         backend = self.stream._backend
-        self._replaced_frontiers.extend(backend.stream_capture_dependencies(self.stream._handle))
-        backend.stream_set_capture_dependencies(self.stream._handle, deps)
+        self._replaced_frontiers.extend(backend.capture_dependencies(self._handle, self.stream._handle))
+        backend.capture_set_dependencies(self._handle, self.stream._handle, deps)
 
     def _append(self, api: str, add: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self._check_active(api)
         node = add(*args, after=self.dependencies, **kwargs)
         backend = self.stream._backend
         try:
-            backend.stream_set_capture_dependencies(self.stream._handle, [node._handle])
+            backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])
         except BaseException:
             # The node is in the graph and would run there off the frontier; CUDA cannot take a node out of
             # a graph being captured (cuGraphDestroyNode: CUDA_ERROR_ILLEGAL_STATE on the H200), so the
             # frontier move is made again, whole, and the interrupt goes on.
-            backend.stream_set_capture_dependencies(self.stream._handle, [node._handle])
+            backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])
             raise
         return node
 

@@ -179,7 +179,7 @@ class GraphExec:
                 self._guard_capture(stream)
             if self._params.pending:
                 self._params.patch(self._prepare_patch)
-            self._launch(handle, stream._handle)
+            self._launch(handle, stream._handle, None if capture is None else capture._handle)
             if capture is not None:
                 self._describe_embedded(stream)
             elif _capture._active:
@@ -200,8 +200,9 @@ class GraphExec:
         """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
         stream's capture frontier: the captured graph describes the copy from the source's Topology (as
         ``Graph.add_child`` does), not from the backend's node-by-node read-back."""
-        graph, backend = stream._capture.graph, self._backend
-        (handle,) = backend.stream_capture_dependencies(stream._handle)
+        capture, backend = stream._capture, self._backend
+        graph = capture.graph
+        (handle,) = backend.capture_dependencies(capture._handle, stream._handle)
         i = graph._note_recorded(handle)
         topology = graph._topology
         topology.children[i] = Topology.copy_of(self._source._current(), backend, topology.records[i].graph)

@@ -207,6 +207,11 @@ class Stream:
                                    api="Stream.is_capturing", stream=first.stream, mode=first.mode)
         return self._capture is not None
 
+    def _capture_handle(self) -> Any:
+        """The backend's record of the capture this stream takes part in (passed with its calls), else None."""
+        capture = self._capture
+        return None if capture is None else capture._handle
+
     def capture(self, mode: str = "global", into: Any = None, after: Any = ()) -> _capture.Capture:
         """Record the work enqueued on this stream inside a ``with`` block into a graph.
 
@@ -249,7 +254,8 @@ class Stream:
         elif _params.in_use:
             args = tuple([resolve(a) for a in args])
         function = kernel._functions.get(device) or device._load_kernel(kernel)
-        self._backend.stream_launch(self._handle, function, g, b, shared_mem, args)
+        self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
+                                    None if capture is None else capture._handle)
 
     def memcpy(self, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Enqueue a copy of ``nbytes`` (default: all) from ``src`` to ``dst``, in any direction.
@@ -269,7 +275,7 @@ class Stream:
                 return  # CUDA captures no node for a zero-byte copy
             check_pinned(self.device, dst, nbytes, "memcpy(dst)")
             check_pinned(self.device, src, nbytes, "memcpy(src)")
-        self._backend.stream_memcpy(self._handle, dst, src, nbytes)
+        self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle())
 
     def memset(self, dst: Array, value: Any, count: int | None = None) -> None:
         """Enqueue setting ``count`` elements (default: all) of ``dst`` to ``value``.
@@ -282,7 +288,7 @@ class Stream:
         self.device._check_same_device(dst, "memset(dst)")
         if not units and self._capture is not None:
             return  # CUDA captures no node for a memset of no elements
-        self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units)
+        self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units, self._capture_handle())
 
     def host(self, fn: Callable[..., Any], *args: Any) -> None:
         """Enqueue a call of ``fn(*args)`` on the host, in stream order.
@@ -295,7 +301,7 @@ class Stream:
             raise TypeError(f"host(fn): expected a callable, got {type(fn).__name__}")
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.host")
-        self._backend.stream_host(self._handle, fn, args)
+        self._backend.stream_host(self._handle, fn, args, self._capture_handle())
 
     def alloc(self, shape: Any, dtype: Any) -> Array:
         """Allocate device memory in stream order: usable by work enqueued after this call.
@@ -308,7 +314,7 @@ class Stream:
             _capture.forbid_unsafe("Stream.alloc", _ALLOC_RULE)
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
-        ptr, alloc = self._backend.stream_alloc(self._handle, nbytes)
+        ptr, alloc = self._backend.stream_alloc(self._handle, nbytes, self._capture_handle())
         array = Array(self.device, ptr, shape, dtype, alloc)
         if self._capture is not None:
             self._capture.allocations.append(array)
@@ -335,7 +341,7 @@ class Stream:
         elif not alloc.live:
             raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
                              f"has not been launched)")
-        self._backend.stream_free(self._handle, alloc)
+        self._backend.stream_free(self._handle, alloc, self._capture_handle())
         if self._capture is None:
             alloc.live = False
 
@@ -364,7 +370,7 @@ class Stream:
         self.device._check_same_device(event, "record(event)")
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.record")
-        self._backend.event_record(event._handle, self._handle)
+        self._backend.event_record(event._handle, self._handle, self._capture_handle())
         event._capture = self._capture
         return event
 
@@ -388,8 +394,7 @@ class Stream:
             raise _capture.invalidate([self._capture], "Stream.wait",
                                        "a capturing stream cannot wait for an event recorded outside the capture")
         # (The capture's own record of which events are its: the backend forks or joins as it says.)
-        self._backend.stream_wait_event(self._handle, event._handle,
-                                        None if capture is None else capture.stream._handle)
+        self._backend.stream_wait_event(self._handle, event._handle, None if capture is None else capture._handle)
         if capture is not None and self._capture is None:
             capture._join(self)  # the fork: this stream now records into the capture
 

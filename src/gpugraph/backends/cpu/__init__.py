@@ -212,98 +212,91 @@ class CpuBackend:
         return stream.query()
 
     def stream_launch(self, stream: CpuStream, function: Any, grid: tuple, block: tuple,
-                      shared_mem: int, args: tuple) -> None:
+                      shared_mem: int, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
-        if stream.capture is not None:
-            stream.capture.record(stream, KernelParams(function, grid, block, shared_mem, args))
+        if capture is not None:
+            capture.record(stream, KernelParams(function, grid, block, shared_mem, args))
             return
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
-    def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int) -> None:
+    def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
-        if stream.capture is not None:
-            stream.capture.record(stream, MemcpyParams(dst, src, nbytes))
+        if capture is not None:
+            capture.record(stream, MemcpyParams(dst, src, nbytes))
             return
         stream.submit(run_memcpy, (dst, src, nbytes))
 
     def stream_memset(self, stream: CpuStream, dst: Any, value: Any, pattern: int, element_size: int,
-                      count: int) -> None:
+                      count: int, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memset")
-        if stream.capture is not None:
-            stream.capture.record(stream, MemsetParams(dst, value, pattern, element_size, count))
+        if capture is not None:
+            capture.record(stream, MemsetParams(dst, value, pattern, element_size, count))
             return
         stream.submit(run_memset, (dst, pattern, element_size, count))
 
-    def stream_host(self, stream: CpuStream, fn: Any, args: tuple) -> None:
+    def stream_host(self, stream: CpuStream, fn: Any, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.host")
-        if stream.capture is not None:
-            stream.capture.record(stream, HostParams(fn, args))
+        if capture is not None:
+            capture.record(stream, HostParams(fn, args))
             return
         stream.submit(fn, args)
 
-    def stream_alloc(self, stream: CpuStream, nbytes: int) -> tuple[int, Allocation]:
+    def stream_alloc(self, stream: CpuStream, nbytes: int, capture: CpuCapture | None) -> tuple[int, Allocation]:
         if HOST_THREADS:
             refuse_in_host_function("Stream.alloc")
-        capture = stream.capture
         if capture is not None:  # becomes an allocation node, drawing on the graph pool
             ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
             alloc = self._new_allocation(stream.index, nbytes, self._graph_pool, "graph", ptr)
-            stream.capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
+            capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
             return alloc.ptr, alloc
         alloc = self._new_allocation(stream.index, nbytes, self._stream_pool, "stream")
         alloc.live = True
         stream.submit(map_allocation, (alloc,))
         return alloc.ptr, alloc
 
-    def stream_free(self, stream: CpuStream, alloc: Allocation) -> None:
+    def stream_free(self, stream: CpuStream, alloc: Allocation, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.free")
-        if stream.capture is not None:  # a free node; the front end checked it frees graph memory once
-            stream.capture.record(stream, FreeParams(alloc.ptr), alloc)
+        if capture is not None:  # a free node; the front end checked it frees graph memory once
+            capture.record(stream, FreeParams(alloc.ptr), alloc)
             return
         stream.submit(unmap_allocation, (alloc,))
 
-    def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuStream | None) -> None:
+    def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
-        joined = None if capture is None else capture.capture
-        if joined is not None and joined.active:
-            joined.fork_or_join(stream, event.capture_nodes)
+        if capture is not None and capture.active:
+            capture.fork_or_join(stream, event.capture_nodes)
             return
         stream.wait(event)
 
     # Capture
 
-    def stream_begin_capture(self, stream: CpuStream, mode: str, graph: CpuGraph | None,
-                             deps: Sequence[CpuNode]) -> CpuGraph:
-        graph = CpuGraph(stream.index) if graph is None else graph
-        stream.capture = CpuCapture(graph, stream, list(deps))
-        return graph
+    def capture_create(self, stream: CpuStream, mode: str, graph: CpuGraph | None) -> CpuCapture:
+        return CpuCapture(CpuGraph(stream.index) if graph is None else graph, stream)
 
-    def stream_end_capture(self, stream: CpuStream) -> CpuGraph:
-        return stream.capture.end()
+    def capture_begin(self, capture: CpuCapture, deps: Sequence[CpuNode]) -> CpuGraph:
+        capture.begin(list(deps))
+        return capture.graph
 
-    def stream_abort_capture(self, stream: CpuStream) -> None:
-        capture = stream.capture
-        if capture is not None:
-            try:
-                capture.end()
-            except BaseException:  # even at end()'s first instruction: the streams still leave the capture
-                capture.end()
-                raise
+    def capture_end(self, capture: CpuCapture) -> CpuGraph:
+        return capture.end()
 
-    def stream_is_capturing(self, stream: CpuStream) -> bool:
-        return stream.capture is not None
+    def capture_abort(self, capture: CpuCapture) -> None:
+        capture.end()
 
-    def stream_capture_dependencies(self, stream: CpuStream) -> list[CpuNode]:
-        return list(stream.capture.frontiers[stream])
+    def capture_active(self, capture: CpuCapture) -> bool:
+        return capture.active
 
-    def stream_set_capture_dependencies(self, stream: CpuStream, deps: Sequence[CpuNode]) -> None:
-        stream.capture.frontiers[stream] = list(deps)
+    def capture_dependencies(self, capture: CpuCapture, stream: CpuStream) -> list[CpuNode]:
+        return list(capture.frontiers[stream])
+
+    def capture_set_dependencies(self, capture: CpuCapture, stream: CpuStream, deps: Sequence[CpuNode]) -> None:
+        capture.frontiers[stream] = list(deps)
 
     def event_create(self, index: int, timing: bool) -> CpuEvent:
         return CpuEvent(timing)
@@ -311,11 +304,11 @@ class CpuBackend:
     def event_destroy(self, event: CpuEvent) -> None:
         pass
 
-    def event_record(self, event: CpuEvent, stream: CpuStream) -> None:
+    def event_record(self, event: CpuEvent, stream: CpuStream, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.record")
-        if stream.capture is not None:  # a captured event: it stands for the stream's frontier
-            event.capture_nodes = list(stream.capture.frontiers[stream])
+        if capture is not None:  # a captured event: it stands for the stream's frontier
+            event.capture_nodes = list(capture.frontiers[stream])
             return
         stream.record(event)
 
@@ -386,11 +379,11 @@ class CpuBackend:
     def graph_instantiate(self, graph: CpuGraph, auto_free_on_launch: bool) -> CpuExec:
         return CpuExec(graph, auto_free_on_launch, self._thread_pool)
 
-    def exec_launch(self, exec_: CpuExec, stream: CpuStream) -> None:
+    def exec_launch(self, exec_: CpuExec, stream: CpuStream, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.launch")
-        if stream.capture is not None:  # launching a graph into a capture embeds it as a child graph
-            stream.capture.record(stream, ChildGraphParams(exec_.template))
+        if capture is not None:  # launching a graph into a capture embeds it as a child graph
+            capture.record(stream, ChildGraphParams(exec_.template))
             return
         exec_.launch(stream)
 

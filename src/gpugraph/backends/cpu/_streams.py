@@ -82,7 +82,6 @@ class CpuStream:
         # Tasks are numbered in queue order; the stream is idle when the last run is the last numbered.
         self.submitted = 0  # the number of the last task queued
         self.completed = 0  # the number of the last task run
-        self.capture: Any = None  # the capture this stream records into, if any
         # For the legacy default stream and blocking streams: orders a submission behind the other side's
         # earlier work (CUDA's implicit synchronization), else None.
         self.implicit_order: Callable[[CpuStream], None] | None = None

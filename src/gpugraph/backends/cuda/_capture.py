@@ -8,7 +8,7 @@ from typing import Any
 from cuda.bindings import driver as cu
 
 from ... import _params
-from ..._errors import BackendError, CaptureError, GpuGraphError
+from ..._errors import BackendError, CaptureError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._nodes import AllocParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 from ..._params import resolve
@@ -81,10 +81,9 @@ class CudaCapturing(CudaRuntime):
         return _done(drv.stream_query, stream.handle)
 
     def stream_launch(self, stream: CudaStream, function: Function, grid: tuple, block: tuple,
-                      shared_mem: int, args: tuple) -> None:
+                      shared_mem: int, args: tuple, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
-        capture = stream.capture
         if capture is not None:  # see _captured: the same, inlined for this hot path
             capture.lock.acquire()
             packed = tuple([resolve(a) for a in args]) if _params.in_use else args
@@ -107,52 +106,52 @@ class CudaCapturing(CudaRuntime):
             if capture is not None:
                 capture.lock.release()
 
-    def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int) -> None:
+    def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int,
+                      capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
-        if stream.capture is None:
+        if capture is None:
             check_allocated(dst, src)
         self.contexts.use(stream.index)
-        if stream.capture is not None:
-            self._captured(stream, call, (drv.memcpy_async, address(dst), address(src), nbytes, stream.handle),
+        if capture is not None:
+            self._captured(capture, call, (drv.memcpy_async, address(dst), address(src), nbytes, stream.handle),
                            lambda _: (MemcpyParams(dst, src, nbytes), None))
             return
         call(drv.memcpy_async, address(dst), address(src), nbytes, stream.handle)
 
     def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
-                      count: int) -> None:
+                      count: int, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memset")
         self.contexts.use(stream.index)
         arguments = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
-        if stream.capture is not None:
-            self._captured(stream, call, arguments,
+        if capture is not None:
+            self._captured(capture, call, arguments,
                            lambda _: (MemsetParams(dst, value, pattern, element_size, count), None))
             return
         call(*arguments)
 
-    def stream_host(self, stream: CudaStream, fn: Any, args: tuple) -> None:
+    def stream_host(self, stream: CudaStream, fn: Any, args: tuple, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.host")
         self.contexts.use(stream.index)
-        if stream.capture is not None:
+        if capture is not None:
             # Added as a node at the frontier: cuda.bindings' cuLaunchHostFunc wrapper frees its callback
             # data after one call (NVIDIA/cuda-python#790), and a captured host node runs at every replay.
-            self._add_at_frontier(stream, HostParams(fn, args))
+            self._add_at_frontier(capture, stream, HostParams(fn, args))
             return
         key = self.host.register(fn, args, stream, one_shot=True)
         call(drv.launch_host_func, stream.handle, self.host.fn, key)
 
-    def stream_alloc(self, stream: CudaStream, nbytes: int) -> tuple[int, Allocation]:
+    def stream_alloc(self, stream: CudaStream, nbytes: int, capture: CudaCapture | None) -> tuple[int, Allocation]:
         if HOST_THREADS:
             refuse_in_host_function("Stream.alloc")
         self.contexts.use(stream.index)
-        capture = stream.capture
         if capture is not None:  # an allocation node, drawing on the graph pool
             def record(made: Any) -> tuple[AllocParams, Allocation]:
                 ptr = int(made)
                 return AllocParams(nbytes, ptr), Allocation(ptr, nbytes, "graph", stream.index)
-            params, alloc = self._captured(stream, allocate, (nbytes, "graph", drv.mem_alloc_async, max(nbytes, 1),
+            params, alloc = self._captured(capture, allocate, (nbytes, "graph", drv.mem_alloc_async, max(nbytes, 1),
                                                                stream.handle), record)
             ptr = params.ptr
         else:
@@ -161,25 +160,21 @@ class CudaCapturing(CudaRuntime):
             alloc.live = True
         return ptr, alloc
 
-    def stream_free(self, stream: CudaStream, alloc: Allocation) -> None:
+    def stream_free(self, stream: CudaStream, alloc: Allocation, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.free")
         self.contexts.use(stream.index)
-        if stream.capture is not None:
-            self._captured(stream, call, (drv.mem_free_async, alloc.ptr, stream.handle),
+        if capture is not None:
+            self._captured(capture, call, (drv.mem_free_async, alloc.ptr, stream.handle),
                            lambda _: (FreeParams(alloc.ptr), alloc))
             return
         call(drv.mem_free_async, alloc.ptr, stream.handle)
 
-    def stream_wait_event(self, stream: CudaStream, event: CudaEvent, capture: CudaStream | None) -> None:
+    def stream_wait_event(self, stream: CudaStream, event: CudaEvent, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
         self.contexts.use(stream.index)
-        call(drv.stream_wait_event, stream.handle, event.handle, 0)
-        joined = None if capture is None else capture.capture
-        if joined is not None and joined.active and stream.capture is None:  # the driver forked it in
-            stream.capture = joined
-            joined.streams.append(stream)
+        call(drv.stream_wait_event, stream.handle, event.handle, 0)  # (the driver forks or joins by itself)
 
     def event_create(self, index: int, timing: bool) -> CudaEvent:
         self.contexts.use(index)
@@ -189,7 +184,7 @@ class CudaCapturing(CudaRuntime):
     def event_destroy(self, event: CudaEvent) -> None:
         self._release(self._in_context, event.index, drv.event_destroy, event.handle)
 
-    def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
+    def event_record(self, event: CudaEvent, stream: CudaStream, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.record")
         self.contexts.use(stream.index)
@@ -213,32 +208,35 @@ class CudaCapturing(CudaRuntime):
 
     # Capture
 
-    def stream_begin_capture(self, stream: CudaStream, mode: str, graph: CudaGraph | None,
-                             deps: Sequence[Any]) -> CudaGraph:
+    def capture_create(self, stream: CudaStream, mode: str, graph: CudaGraph | None) -> CudaCapture:
+        return CudaCapture(stream, _MODES[mode], graph)
+
+    def capture_begin(self, capture: CudaCapture, deps: Sequence[Any]) -> CudaGraph:
+        stream, graph = capture.origin, capture.graph
         self.contexts.use(stream.index)
-        into = graph is not None
         try:
             with self._lock:  # first: a garbage-collected Array freed from now on must wait for the end
-                self._captures.add(stream)
+                self._captures.add(capture)
             if graph is None:
-                call(drv.stream_begin_capture, stream.handle, _MODES[mode])
+                call(drv.stream_begin_capture, stream.handle, capture.mode)
                 graph = CudaGraph(self._capture_info(stream)[2], stream.index)
                 graph.before = set()  # (no node yet; nodes added explicitly meanwhile are noted here)
+                capture.graph, capture.lock = graph, graph.lock
             else:
                 self._settle(graph)  # (entries of another capture into it, paired before its nodes count as old)
                 with graph.lock:
                     graph.before = set(self.graph_nodes(graph))
                 call(drv.stream_begin_capture_to_graph, stream.handle, graph.handle, list(deps), None, len(deps),
-                     _MODES[mode])
-            stream.capture = CudaCapture(graph, into, stream)
+                     capture.mode)
+            capture.active = True
         except BaseException as exc:
             # Noted already (interrupted on the way out): the front end sees the exception and aborts it. Not
             # noted: it must not be running in the driver either.
-            if stream.capture is None:
+            if not capture.active:
                 if not isinstance(exc, BackendError):  # interrupted (KeyboardInterrupt): the driver may have begun
-                    self._end_unnoted(stream, into)
+                    self._end_unnoted(stream, capture.into)
                 with self._lock:
-                    self._captures.discard(stream)
+                    self._captures.discard(capture)
             raise
         return graph
 
@@ -254,7 +252,7 @@ class CudaCapturing(CudaRuntime):
     def _capture_info(self, stream: CudaStream) -> tuple:
         return call(drv.stream_get_capture_info, stream.handle)  # (status, id, graph, deps, edge data, count)
 
-    def _captured(self, stream: CudaStream, fn: Any, args: tuple, record: Any) -> tuple[Any, Any]:
+    def _captured(self, capture: CudaCapture, fn: Any, args: tuple, record: Any) -> tuple[Any, Any]:
         """Make a call that the capture turns into one node, and queue (and return) that node's entry:
         ``record(what the call returned)``, the node's parameter record and, for an allocation or free node,
         the allocation record (else None).
@@ -263,7 +261,6 @@ class CudaCapturing(CudaRuntime):
         each call (cuStreamGetCaptureInfo) would cost as much as the captured call itself. The capture's
         lock keeps the queue in the order in which the driver made the nodes, across threads.
         """
-        capture = _capture_of(stream)
         with capture.lock:
             entry = record(fn(*args))
             capture.graph.pending.append(entry)
@@ -303,17 +300,17 @@ class CudaCapturing(CudaRuntime):
             if alloc is not None:
                 memory[node] = alloc
 
-    def _add_at_frontier(self, stream: CudaStream, params: Any) -> Any:
+    def _add_at_frontier(self, capture: CudaCapture, stream: CudaStream, params: Any) -> Any:
         """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
-        graph = _capture_of(stream).graph
+        graph = capture.graph
         with graph.lock:  # the node and its records appear together to a pairing on another thread
-            node = add_node(self, graph, params, self.stream_capture_dependencies(stream))
-            self.stream_set_capture_dependencies(stream, [node])
+            node = add_node(self, graph, params, self.capture_dependencies(capture, stream))
+            self.capture_set_dependencies(capture, stream, [node])
             self._keep_records(graph, node, params)
         return node
 
-    def _end(self, stream: CudaStream) -> tuple[Any, Any]:
-        capture = _capture_of(stream)
+    def _end(self, capture: CudaCapture) -> tuple[Any, Any]:
+        stream = capture.origin
         try:
             self.contexts.use(stream.index)
             err, handle = drv.stream_end_capture(stream.handle)
@@ -331,13 +328,13 @@ class CudaCapturing(CudaRuntime):
 
     def _forget_capture(self, capture: CudaCapture) -> None:
         """The driver ended ``capture``: no stream takes part in it any more. Idempotent."""
-        capture.end()
+        capture.active = False
         with self._lock:
-            self._captures.discard(capture.streams[0])
+            self._captures.discard(capture)
 
-    def stream_end_capture(self, stream: CudaStream) -> CudaGraph:
-        graph = _capture_of(stream).graph
-        err, _ = self._end(stream)
+    def capture_end(self, capture: CudaCapture) -> CudaGraph:
+        graph = capture.graph
+        err, _ = self._end(capture)
         if err:
             graph.pending = []
             reason = error("cuStreamEndCapture", err)
@@ -346,23 +343,22 @@ class CudaCapturing(CudaRuntime):
         self._settle(graph)
         return graph
 
-    def stream_abort_capture(self, stream: CudaStream) -> None:
-        if stream.capture is None:
+    def capture_abort(self, capture: CudaCapture) -> None:
+        if not capture.active:
             return
-        into = stream.capture.into
-        stream.capture.graph.pending = []  # the nodes they describe are discarded
-        err, handle = self._end(stream)
-        if not err and handle is not None and not into:
+        capture.graph.pending = []  # the nodes they describe are discarded
+        err, handle = self._end(capture)
+        if not err and handle is not None and not capture.into:
             call(drv.graph_destroy, handle)
 
-    def stream_is_capturing(self, stream: CudaStream) -> bool:
-        return stream.capture is not None
+    def capture_active(self, capture: CudaCapture) -> bool:
+        return capture.active
 
-    def stream_capture_dependencies(self, stream: CudaStream) -> list[Any]:
-        info = self._capture_info(stream)
+    def capture_dependencies(self, capture: CudaCapture, stream: CudaStream) -> list[Any]:
+        info = self._capture_info(stream)  # (the driver's own: it forks and joins streams by itself)
         return list(info[3])[:info[5]]
 
-    def stream_set_capture_dependencies(self, stream: CudaStream, deps: Sequence[Any]) -> None:
+    def capture_set_dependencies(self, capture: CudaCapture, stream: CudaStream, deps: Sequence[Any]) -> None:
         call(drv.stream_update_capture_dependencies, stream.handle, list(deps), None, len(deps),
              cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES)
 
@@ -400,14 +396,6 @@ class CudaCapturing(CudaRuntime):
                                                          call(drv.graph_child_graph_node_get_graph, copy))
         return embedded
 
-
-
-def _capture_of(stream: CudaStream) -> CudaCapture:
-    """The capture ``stream`` takes part in: for the calls the front end makes only while it captures."""
-    capture = stream.capture
-    if capture is None:  # a bug in gpugraph, not a user's mistake
-        raise GpuGraphError("cuda: a capture call on a stream that is not capturing")
-    return capture
 
 
 def _done(query: Any, handle: Any) -> bool:

@@ -14,7 +14,7 @@ from .._graph_memory import GraphMemoryRules
 from ._capture import CudaCapturing
 from ._driver import call, error
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node
-from ._objects import CudaExec, CudaGraph, CudaStream
+from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, allocate
 from ._symbols import drv
 
@@ -143,14 +143,14 @@ class CudaGraphs(CudaCapturing):
             (allocated if isinstance(graph.params[node], AllocParams) else freed).append(alloc)
         return allocated, freed
 
-    def exec_launch(self, exec_: CudaExec, stream: CudaStream) -> None:
+    def exec_launch(self, exec_: CudaExec, stream: CudaStream, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.launch")
-        if stream.capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
+        if capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
             self.contexts.use(stream.index)
             if exec_.template is None:  # made once, from the graph the front end keeps unchanged and alive
                 exec_.template = self.graph_clone(exec_.source)
-            self._add_at_frontier(stream, ChildGraphParams(exec_.template))
+            self._add_at_frontier(capture, stream, ChildGraphParams(exec_.template))
             return
         memory = exec_.memory
         if memory is not None:

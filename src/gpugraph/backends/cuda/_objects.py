@@ -17,30 +17,28 @@ class ForeignKernel:
 
 
 class CudaCapture:
-    """A capture in progress: the graph it records into and the streams taking part."""
+    """One capture: the stream it begins on, the graph it records into (once begun) and whether the driver
+    still captures. The front end's Capture holds it and passes it with the calls of the streams taking part,
+    which keep no capture themselves."""
 
-    __slots__ = ("graph", "into", "active", "streams", "lock")
+    __slots__ = ("origin", "mode", "graph", "into", "active", "lock")
 
-    def __init__(self, graph: CudaGraph, into: bool, origin: CudaStream) -> None:
-        self.graph = graph
-        self.into = into
-        self.active = True
-        self.streams = [origin]
-        self.lock = graph.lock  # held from a captured call to the queueing of its node's entry
-
-    def end(self) -> None:
-        self.active = False
-        for stream in self.streams:
-            stream.capture = None
+    def __init__(self, origin: CudaStream, mode: Any, graph: CudaGraph | None) -> None:
+        self.origin = origin
+        self.mode = mode
+        self.graph: Any = graph  # a CudaGraph; None until a capture making its own graph begins
+        self.into = graph is not None
+        self.active = False  # the driver captures (between a begin and an end that succeeded)
+        # Held from a captured call to the queueing of its node's entry (the graph's lock, once begun).
+        self.lock: Any = None if graph is None else graph.lock
 
 
 class CudaStream:
-    __slots__ = ("handle", "index", "capture")
+    __slots__ = ("handle", "index")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
         self.index = index
-        self.capture: CudaCapture | None = None
 
 
 class CudaEvent:

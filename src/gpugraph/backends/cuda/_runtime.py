@@ -22,7 +22,7 @@ from ._driver import Contexts, call, error
 from ._host import HostCalls
 from ._launch import Function
 from ._nodes import address
-from ._objects import CudaStream
+from ._objects import CudaCapture
 from ._symbols import drv
 
 _ATTR = cu.CUgraphMem_attribute
@@ -45,7 +45,7 @@ class CudaRuntime:
         self._kernels_by_handle: dict[int, Any] = {}
         # The origin streams of captures in progress: frees of plain memory wait until there is none. A set, so
         # that forgetting a capture twice (an end interrupted and finished again) is harmless.
-        self._captures: set[CudaStream] = set()
+        self._captures: set[CudaCapture] = set()  # the captures begun and not yet ended
         # Releases waiting for the end of captures (or of a host function). One deque for the backend's life:
         # host-function threads append without the lock, and an append is never lost to a drain.
         self._deferred: collections.deque[tuple[Any, tuple]] = collections.deque()
