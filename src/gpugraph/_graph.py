@@ -136,7 +136,7 @@ class Graph:
         # Child-graph node handle -> the Graph over the graph it embeds, while one is in use: one at a time,
         # so that a node is one object and changes take turns under one lock (held weakly: a child Graph
         # holds its owner alive, not the other way round).
-        self._children: weakref.WeakValueDictionary[Any, Graph] = weakref.WeakValueDictionary()
+        self._children: weakref.WeakValueDictionary[Any, Graph] | None = None  # (made when first used)
         self._recording = 0  # how many captures record into the backend graph now (see _current)
         self._stale = False  # the backend graph may hold what the Topology has not noted: read it again
         # Changes (a backend call and the Topology's note of it) and readings take turns under it, so threads
@@ -333,6 +333,8 @@ class Graph:
     def _child(self, handle: Any) -> Graph:
         """The Graph over what the child-graph node ``handle`` embeds: the one in use, if any, else a new one
         over the Topology this graph's keeps of it (the backend graph is read once)."""
+        if self._children is None:
+            self._children = weakref.WeakValueDictionary()
         graph = self._children.get(handle)
         if graph is None:
             i = self._position(handle)

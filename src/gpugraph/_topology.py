@@ -210,12 +210,22 @@ class Topology:
         if self.unread is None:
             return
         backend, graph = self.unread
-        deps: list[list[int]] = [[] for _ in self.handles]
-        position = self.position
+        deps: list[int | tuple[int, ...]] = [()] * len(self.handles)
+        at = self.position.get
+        several = False
         for source, target in backend.graph_edges(graph):
+            i, j = at(target), at(source)
             # A node the backend added after the nodes were read (a capture records into the graph, or the
             # one being added now) is not here: the graph is read again, or ``add`` notes it with its deps.
-            if target in position and source in position:
-                deps[position[target]].append(position[source])
-        self._deps = [d[0] if len(d) == 1 else tuple(d) for d in deps]
+            if i is None or j is None:
+                continue
+            d = deps[i]
+            if d == ():
+                deps[i] = j
+            else:
+                several = True
+                deps[i] = (d, j) if type(d) is int else (*d, j)  # type: ignore[misc]
+        self._deps = deps
+        if not several:  # (then the shape is the dependencies themselves: nothing to sort)
+            self._shape = tuple(deps)
         self.unread = None  # last: an interrupted read is made again
