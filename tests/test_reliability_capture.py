@@ -91,6 +91,7 @@ def assert_usable(device: gg.Device, stream: gg.Stream) -> None:
 
 
 BEGIN_WINDOWS = {
+    "backend record made": lambda mp, dev: interrupt(mp, dev._backend, "capture_create", "after"),
     "backend begin, before": lambda mp, dev: interrupt(mp, dev._backend, "capture_begin", "before"),
     "backend begin, after": lambda mp, dev: interrupt(mp, dev._backend, "capture_begin", "after"),
     "graph wrapped": lambda mp, dev: interrupt(mp, gg.Graph, "_wrap", "after"),

@@ -181,7 +181,7 @@ class GraphExec:
                 self._params.patch(self._prepare_patch)
             self._launch(handle, stream._handle, None if capture is None else capture._handle)
             if capture is not None:
-                self._describe_embedded(stream)
+                self._describe_embedded(capture, stream)
             elif _capture._active:
                 self._recorded_outside_captures()
 
@@ -196,12 +196,11 @@ class GraphExec:
                 if params.kind is NodeKind.EVENT_RECORD:
                     params.event._capture = None
 
-    def _describe_embedded(self, stream: Stream) -> None:
+    def _describe_embedded(self, capture: Any, stream: Stream) -> None:
         """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
         stream's capture frontier: the captured graph describes the copy from the source's Topology (as
         ``Graph.add_child`` does), not from the backend's node-by-node read-back."""
-        capture, backend = stream._capture, self._backend
-        graph = capture.graph
+        backend, graph = self._backend, capture.graph
         (handle,) = backend.capture_dependencies(capture._handle, stream._handle)
         i = graph._note_recorded(handle)
         topology = graph._topology

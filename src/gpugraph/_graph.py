@@ -334,7 +334,9 @@ class Graph:
         """The Graph over what the child-graph node ``handle`` embeds: the one in use, if any, else a new one
         over the Topology this graph's keeps of it (the backend graph is read once)."""
         if self._children is None:
-            self._children = weakref.WeakValueDictionary()
+            with self._lock:  # (one map: two threads must not each make one)
+                if self._children is None:
+                    self._children = weakref.WeakValueDictionary()
         graph = self._children.get(handle)
         if graph is None:
             i = self._position(handle)

@@ -212,7 +212,7 @@ class Topology:
         backend, graph = self.unread
         deps: list[int | tuple[int, ...]] = [()] * len(self.handles)
         at = self.position.get
-        several = False
+        several: dict[int, list[int]] = {}  # nodes with several dependencies: gathered, made tuples at the end
         for source, target in backend.graph_edges(graph):
             i, j = at(target), at(source)
             # A node the backend added after the nodes were read (a capture records into the graph, or the
@@ -222,9 +222,12 @@ class Topology:
             d = deps[i]
             if d == ():
                 deps[i] = j
+            elif i in several:
+                several[i].append(j)
             else:
-                several = True
-                deps[i] = (d, j) if type(d) is int else (*d, j)  # type: ignore[misc]
+                several[i] = [d, j]  # type: ignore[list-item]  # (d is the one dependency noted: an int)
+        for i, listed in several.items():
+            deps[i] = tuple(listed)
         self._deps = deps
         if not several:  # (then the shape is the dependencies themselves: nothing to sort)
             self._shape = tuple(deps)

@@ -43,9 +43,9 @@ class CudaRuntime:
         self._modules = ModuleCache()
         self._functions: dict[tuple[int, Any], Function] = {}
         self._kernels_by_handle: dict[int, Any] = {}
-        # The origin streams of captures in progress: frees of plain memory wait until there is none. A set, so
-        # that forgetting a capture twice (an end interrupted and finished again) is harmless.
-        self._captures: set[CudaCapture] = set()  # the captures begun and not yet ended
+        # The captures begun and not yet ended: frees of plain memory wait until there is none. A set, so that
+        # forgetting a capture twice (an end interrupted and finished again) is harmless.
+        self._captures: set[CudaCapture] = set()
         # Releases waiting for the end of captures (or of a host function). One deque for the backend's life:
         # host-function threads append without the lock, and an append is never lost to a drain.
         self._deferred: collections.deque[tuple[Any, tuple]] = collections.deque()
