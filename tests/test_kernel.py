@@ -112,6 +112,21 @@ def test_integral_float_to_int_and_numpy_scalars_accepted(device):
     assert (type(v), v, type(n), n) == (np.int32, 7, np.int32, 4)
 
 
+@pytest.mark.parametrize("args", [(0.1, 4), (np.float64(0.25), np.uint8(3)), (3, 4.0), (np.float32(2), 2**31 - 1)])
+def test_graph_nodes_and_captured_launches_type_arguments_alike(device, stream, args):
+    # A graph node's and a captured launch's arguments are converted and typed in one pass; the result must be
+    # what typing the converted arguments of an uncaptured launch gives.
+    x = device.zeros(4, np.float32)
+    explicit = gg.Graph(device).add_kernel(K.scale, 1, 4, x, *args).params.args
+    with stream.capture() as cap:
+        stream.launch(K.scale, 1, 4, x, *args)
+    captured = cap.graph.nodes[0].params.args
+    reference = K.scale.typed_args(K.scale.convert_args((x, *args), device))
+    assert explicit[0] is captured[0] is x
+    for got, also, want in zip(explicit[1:], captured[1:], reference[1:]):
+        assert type(got) is type(also) is type(want) and got == also == want
+
+
 def test_scale_with_python_float_gives_float32_result(device, stream):
     host = np.array([1, 2, 3, 4, 5], np.float32)
     x = device.asarray(host)

@@ -489,3 +489,85 @@ def test_ctrl_c_at_the_first_instruction_of_a_captures_exit_is_held_back(device)
     exe = cap.graph.instantiate()  # the capture completed before the interrupt was raised
     exe.launch(stream)
     stream.synchronize()
+
+
+# Work enqueued on a captured stream as another thread ends the capture (a relaxed capture may be ended from any
+# thread): the enqueue read the stream's capture before the end, and reaches the backend after it. The backend
+# then makes it as uncaptured work, as the CUDA driver does; it never adds a node to the finished graph. The end
+# is made to land in that window by ending the capture, on another thread, from inside the backend call.
+
+def _enqueue(kind: str, stream: gg.Stream, x: gg.Array, source: gg.Array, ran: list[int]) -> None:
+    if kind == "launch":
+        stream.launch(K.fill, GRID, BLOCK, x, 5, N)
+    elif kind == "memset":
+        stream.memset(x, 5)
+    elif kind == "memcpy":
+        stream.memcpy(x, source)
+    elif kind == "host":
+        stream.host(ran.append, 1)
+
+
+_BACKEND_CALL = {"launch": "stream_launch", "memset": "stream_memset", "memcpy": "stream_memcpy",
+                 "host": "stream_host"}
+
+
+@pytest.mark.parametrize("kind", list(_BACKEND_CALL))
+def test_work_enqueued_as_another_thread_ends_the_capture_runs_uncaptured(device, monkeypatch, kind):
+    stream = device.stream()
+    x, source = device.zeros(N, np.int32), device.asarray(np.full(N, 5, np.int32))
+    ran: list[int] = []
+    cap = stream.capture(mode="relaxed")
+    cap.__enter__()
+    try:
+        stream.memset(x, 1)  # one node captured before
+        backend = stream._backend
+        real = getattr(backend, _BACKEND_CALL[kind])
+
+        def ended_first(*args: Any) -> Any:
+            in_thread(lambda: cap.__exit__(None, None, None))
+            return real(*args)
+        monkeypatch.setattr(backend, _BACKEND_CALL[kind], ended_first)
+        _enqueue(kind, stream, x, source, ran)
+    finally:
+        if stream.is_capturing:  # (only if the test failed before the end)
+            cap.__exit__(None, None, None)
+    monkeypatch.undo()
+    assert not stream.is_capturing
+    assert [n.kind for n in cap.graph.nodes] == [gg.NodeKind.MEMSET]  # nothing added after the end
+    stream.synchronize()
+    if kind == "host":
+        assert ran == [1]
+    else:
+        np.testing.assert_array_equal(x.to_numpy(), np.full(N, 5, np.int32))  # it ran, uncaptured
+    with cap.graph.instantiate() as exe:  # the graph is whole: one memset
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.int32))
+
+
+def test_a_stream_waiting_as_another_thread_ends_the_capture_does_not_join_it(device, monkeypatch):
+    stream, other = device.stream(), device.stream()
+    x = device.zeros(N, np.int32)
+    event = device.event()
+    cap = stream.capture(mode="relaxed")
+    cap.__enter__()
+    try:
+        stream.memset(x, 1)
+        stream.record(event)
+        backend = stream._backend
+        real = backend.stream_wait_event
+
+        def ended_first(*args: Any) -> Any:
+            in_thread(lambda: cap.__exit__(None, None, None))
+            return real(*args)
+        monkeypatch.setattr(backend, "stream_wait_event", ended_first)
+        other.wait(event)
+    finally:
+        if stream.is_capturing:
+            cap.__exit__(None, None, None)
+    monkeypatch.undo()
+    assert not stream.is_capturing and not other.is_capturing  # the fork came after the end: no stream is left in it
+    other.memset(x, 3)  # runs at once, uncaptured
+    other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 3, np.int32))
+    assert len(cap.graph.nodes) == 1

@@ -222,11 +222,13 @@ class Capture:
         stream = self.stream
         backend = stream._backend
         into = self._into
-        deps = into._deps(self._after, "capture") if into is not None else []
+        after = into._deps(self._after, "capture") if into is not None else []
         if into is not None:
             with into._lock:
                 into._changing()  # executable graphs made from it read it before the capture adds to it
+                into._locate(after, "capture")
                 self._nodes_before = set(into._current().handles)
+        deps = [node._handle for node in after]
         try:
             guard_interrupts(self)
             # Begun and noted together (see unsafe_section); a change of ``into`` on another thread comes
@@ -259,12 +261,20 @@ class Capture:
         stream._capture = self
         self.streams.append(stream)
 
+    def _fork(self, stream: Any) -> None:
+        """``stream`` waited for an event of this capture: it records into the capture from now on, unless the
+        capture has ended meanwhile (on another thread; ``_finish`` holds the same lock)."""
+        with _lock:
+            if self.active:
+                self._join(stream)
+
     def _finish(self) -> None:
         """The front end's part of ending: no stream records into this capture any more. Idempotent."""
-        self.active = False
-        for stream in self.streams:
-            if stream._capture is self:
-                stream._capture = None
+        with _lock:  # (a stream forking in on another thread meanwhile comes before, or finds it inactive)
+            self.active = False
+            for stream in self.streams:
+                if stream._capture is self:
+                    stream._capture = None
         graph, self._recorded = self._recorded, None
         if graph is not None:  # the backend records no more into it: read it whole once more, then no more
             graph._end_recording()
@@ -405,7 +415,9 @@ class Capture:
         See also: cudaStreamUpdateCaptureDependencies (cudaStreamSetCaptureDependencies).
         """
         self._check_active("set_dependencies")
-        deps = self.graph._deps(nodes, "set_dependencies")
+        after = self.graph._deps(nodes, "set_dependencies")
+        self.graph._locate(after, "set_dependencies")
+        deps = [node._handle for node in after]
         backend = self.stream._backend
         self._replaced_frontiers.extend(backend.capture_dependencies(self._handle, self.stream._handle))
         backend.capture_set_dependencies(self._handle, self.stream._handle, deps)

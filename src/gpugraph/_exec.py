@@ -360,9 +360,9 @@ class GraphExec:
         shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
         if kernel is not old.kernel:  # it checks the arguments it is given, or the current ones
             self.device._load_kernel(kernel)
-            args = kernel.typed_args(kernel.convert_args(args or old.args, self.device))
+            args = kernel.convert_args(args or old.args, self.device, typed=True)
         elif args:
-            args = kernel.typed_args(kernel.convert_args(args, self.device))
+            args = kernel.convert_args(args, self.device, typed=True)
         else:
             args = old.args
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)

@@ -183,14 +183,17 @@ class Graph:
         if self._topology.unread is not None:  # last: read before the backend graph changes
             self._topology.read_edges()
 
-    def _begin_change(self) -> None:
+    def _begin_change(self, deps: list[Node] | None = None, what: str = "") -> list[int]:
         """Before a change of the backend graph (under the graph's lock): the graph counts as unread until
         ``_end_change``, so that an interrupt or an error in between leaves it to be read again (and the
-        graph embedding this one, if any, forgets its Topology meanwhile)."""
+        graph embedding this one, if any, forgets its Topology meanwhile). Returns the positions of the
+        Nodes ``deps`` (from ``_deps``), found before anything changes (GraphError if one is gone)."""
         self._changing()
+        positions = self._locate(deps, what) if deps else []
         self._stale = True
         if self._owner is not None:
             self._owner._keep_child(self._owner_node, None)
+        return positions
 
     def _end_change(self) -> None:
         """The Topology has noted the change ``_begin_change`` announced."""
@@ -302,6 +305,34 @@ class Graph:
         """Whether ``node`` (a Node of this graph) is still in it."""
         return self._known(node) is not None or node._handle in self._current().position
 
+    def _locate(self, nodes: list[Node], what: str) -> list[int]:
+        """The positions of ``nodes`` (from ``_deps``); GraphError naming ``what`` if one is no longer in the
+        graph. Under the graph's lock, before a change begins (positions move only when the graph is read)."""
+        handles = self._topology.handles
+        count = len(handles)
+        positions = []
+        for node in nodes:
+            i = node._i
+            # (A Node's position holds its very handle object unless the graph was read since: the common case.)
+            if i >= count or handles[i] is not node._handle:
+                return self._relocate(nodes, what)
+            positions.append(i)
+        return positions
+
+    def _relocate(self, nodes: list[Node], what: str) -> list[int]:
+        """``_locate`` when a node may have moved: all found in the graph as it is now (read once)."""
+        topology = self._current()
+        positions = []
+        for node in nodes:
+            i = self._known(node)
+            if i is None:
+                i = topology.position.get(node._handle)
+                if i is None:
+                    raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
+                                     f"added it was discarded)")
+            positions.append(i)
+        return positions
+
     def _node(self, handle: Any) -> Node:
         """The Node of a backend node handle of this graph (one object per node). A node a capture has just
         recorded (a frontier's) is noted alone: its edges come with the next reading of the whole graph."""
@@ -378,26 +409,26 @@ class Graph:
         except TypeError:
             raise TypeError(f"after: expected a Node or an iterable of Nodes, got {type(after).__name__}") from None
 
-    def _deps(self, after: Any, what: str) -> list[Any]:
-        """The backend handles of the nodes ``after`` names, checked to be nodes of this graph."""
+    def _deps(self, after: Any, what: str) -> list[Node]:
+        """The Nodes ``after`` names, checked to be Nodes of this graph, each named once (that they are still
+        in the graph, ``_begin_change`` checks under the lock)."""
+        if type(after) is Node and after.graph is self:  # (one node of this graph: the hot path of building)
+            return [after]
+        nodes: list[Node] = []
         handles: list[Any] = []
         for node in self._as_nodes(after):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}(after=...): expected Nodes, got {type(node).__name__}")
             if node.graph is not self:
                 raise GraphError(f"{what}(after=...): {node!r} belongs to another graph")
-            handle = node._handle
-            if handle in handles:
+            if node._handle in handles:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
-            if not self._has(node):
-                raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
-                                 f"added it was discarded)")
-            handles.append(handle)
-        return handles
+            nodes.append(node)
+            handles.append(node._handle)
+        return nodes
 
-    def _adopt(self, handle: Any, record: Any, deps: list[Any], alloc: Any = None) -> Node:
-        """Note a node the backend has just added after the nodes ``deps`` (handles of Nodes ``_deps`` checked)."""
-        positions = self._positions(deps) if deps else deps
+    def _adopt(self, handle: Any, record: Any, positions: list[int], alloc: Any = None) -> Node:
+        """Note a node the backend has just added after the nodes at ``positions`` (from ``_begin_change``)."""
         topology = self._topology
         i = len(topology.handles)
         number = topology.add(handle, record, positions, alloc)
@@ -405,19 +436,16 @@ class Graph:
         node = self._nodes[handle] = Node(self, handle, number if number == i else i, record, number)
         return node
 
-    def _positions(self, handles: list[Any]) -> list[int]:
-        """The positions of the nodes ``handles`` names (nodes ``_deps`` checked)."""
-        nodes = self._nodes
-        return [self._index(node) if (node := nodes.get(h)) is not None else self._position(h) for h in handles]
-
-    def _add(self, params: Any, deps: list[Any]) -> Node:
+    def _add(self, params: Any, after: Any, what: str) -> Node:
+        """Add the node ``params`` describes after the nodes ``after`` names (``what``: the call, for errors)."""
+        deps = self._deps(after, what)
         with self._lock:
-            self._begin_change()
+            positions = self._begin_change(deps, what)
             backend = self._backend
-            handle = backend.graph_add_node(self._handle, params, deps)
+            handle = backend.graph_add_node(self._handle, params, [node._handle for node in deps])
             if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
                 params = backend.node_params(self._handle, handle)
-            node = self._adopt(handle, params, deps)
+            node = self._adopt(handle, params, positions)
             self._end_change()
             return node
 
@@ -433,9 +461,9 @@ class Graph:
             raise TypeError(f"add_kernel(kernel): expected a Kernel, got {type(kernel).__name__}")
         grid, block = launch_dims(grid, block)
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem),
-                              kernel.typed_args(kernel.convert_args(args, self.device)))
+                              kernel.convert_args(args, self.device, typed=True))
         self.device._load_kernel(kernel)
-        return self._add(params, self._deps(after, "add_kernel"))
+        return self._add(params, after, "add_kernel")
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:
         """Add a copy node (any direction; Arrays or page-locked NumPy arrays from ``Device.pinned``).
@@ -451,7 +479,7 @@ class Graph:
         self.device._check_same_device(src, "add_memcpy(src)")
         check_pinned(self.device, dst, nbytes, "add_memcpy(dst)")
         check_pinned(self.device, src, nbytes, "add_memcpy(src)")
-        return self._add(MemcpyParams(dst, src, nbytes), self._deps(after, "add_memcpy"))
+        return self._add(MemcpyParams(dst, src, nbytes), after, "add_memcpy")
 
     def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = ()) -> Node:
         """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``.
@@ -460,7 +488,7 @@ class Graph:
         """
         pattern, element_size, units = memset_pattern(dst, value, count, "add_memset", node=True)
         self.device._check_same_device(dst, "add_memset(dst)")
-        return self._add(MemsetParams(dst, value, pattern, element_size, units), self._deps(after, "add_memset"))
+        return self._add(MemsetParams(dst, value, pattern, element_size, units), after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
         """Add a node calling ``fn(*args)`` on the host; the graph keeps ``fn`` and ``args`` alive.
@@ -469,11 +497,11 @@ class Graph:
         """
         if not callable(fn):
             raise TypeError(f"add_host(fn): expected a callable, got {type(fn).__name__}")
-        return self._add(HostParams(fn, args), self._deps(after, "add_host"))
+        return self._add(HostParams(fn, args), after, "add_host")
 
     def add_empty(self, after: Any = ()) -> Node:
         """Add a node that does nothing: a join point. See also: cudaGraphAddEmptyNode."""
-        return self._add(EmptyParams(), self._deps(after, "add_empty"))
+        return self._add(EmptyParams(), after, "add_empty")
 
     def add_child(self, graph: Graph, after: Any = ()) -> Node:
         """Add a node running a copy of ``graph`` (taken now).
@@ -492,11 +520,11 @@ class Graph:
             raise GraphError("add_child: a graph cannot contain itself")
         if graph._memory:
             raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
-        deps = self._deps(after, "add_child")
+        self._deps(after, "add_child")  # (its errors first)
         refusal = nesting_refusal(self, graph)
         if refusal is not None:
             raise GraphError(f"add_child: {refusal}")
-        node = self._add(ChildGraphParams(graph._handle), deps)
+        node = self._add(ChildGraphParams(graph._handle), after, "add_child")
         # The copy the node embeds is described now, from the graph copied: it is never read node by node.
         with self._lock:
             i = self._index(node)
@@ -509,14 +537,14 @@ class Graph:
         if not isinstance(event, Event):
             raise TypeError(f"add_event_record(event): expected an Event, got {type(event).__name__}")
         self.device._check_same_device(event, "add_event_record(event)")
-        return self._add(EventRecordParams(event), self._deps(after, "add_event_record"))
+        return self._add(EventRecordParams(event), after, "add_event_record")
 
     def add_event_wait(self, event: Event, after: Any = ()) -> Node:
         """Add a node waiting for ``event``'s last record. See also: cudaGraphAddEventWaitNode."""
         if not isinstance(event, Event):
             raise TypeError(f"add_event_wait(event): expected an Event, got {type(event).__name__}")
         self.device._check_same_device(event, "add_event_wait(event)")
-        return self._add(EventWaitParams(event), self._deps(after, "add_event_wait"))
+        return self._add(EventWaitParams(event), after, "add_event_wait")
 
     def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
         """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
@@ -527,10 +555,11 @@ class Graph:
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
         with self._lock:
-            self._begin_change()
+            positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
-            handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype), deps)
-            node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
+            handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
+                                                         [node._handle for node in deps])
+            node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             node._array = Array(self.device, ptr, shape, dtype, alloc)
             self._end_change()
             return node
@@ -561,10 +590,10 @@ class Graph:
             raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
                              f"pass after= that node or one that follows it")
         with self._lock:
-            self._begin_change()
+            positions = self._begin_change(deps, "add_free")
             backend = self._backend
-            handle = backend.graph_add_free(self._handle, alloc, deps)
-            node = self._adopt(handle, backend.node_params(self._handle, handle), deps, alloc)
+            handle = backend.graph_add_free(self._handle, alloc, [node._handle for node in deps])
+            node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             self._end_change()
             return node
 
@@ -595,11 +624,10 @@ class Graph:
 
     # Edges
 
-    def _reaches(self, source: Node, targets: Iterable[Any]) -> bool:
-        """Whether any of ``targets`` (handles of this graph's Nodes) is ``source`` or depends on it, directly
-        or not."""
+    def _reaches(self, source: Node, targets: Iterable[Node]) -> bool:
+        """Whether any of ``targets`` (Nodes of this graph) is ``source`` or depends on it, directly or not."""
         topology = self._current()
-        return topology.reaches(self._index(source), self._positions(list(targets)))
+        return topology.reaches(self._index(source), [self._index(node) for node in targets])
 
     def _edge_nodes(self, a: Node, b: Node, what: str) -> None:
         for name, node in (("from", a), ("to", b)):
@@ -633,7 +661,7 @@ class Graph:
         See also: cudaGraphAddDependencies.
         """
         self._edge_nodes(a, b, "add_dependency")
-        if a is b or self._reaches(b, [a._handle]):
+        if a is b or self._reaches(b, [a]):
             raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
                              f"the edge would make a cycle")
         source, target = self._index(a), self._index(b)

@@ -97,6 +97,8 @@ def launch_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int,
 
 def check_shared_mem(shared_mem: Any) -> int:
     """Return ``shared_mem`` as a non-negative int or raise naming what was got."""
+    if type(shared_mem) is int and shared_mem >= 0:  # (the common case first: a hot path)
+        return shared_mem
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
         raise ValueError(f"shared_mem: expected a non-negative int, got {shared_mem!r}")
     return int(shared_mem)
@@ -146,21 +148,25 @@ class Kernel:
         self.options = tuple(options)
         self.cpu = cpu
         self.signature: tuple[KernelParam, ...] | None = parse_signature(source, name, self.options)
-        self._converters = (None if self.signature is None
-                            else tuple(_converter(self, i, p) for i, p in enumerate(self.signature)))
+        converters = (None if self.signature is None
+                      else [_converter(self, i, p) for i, p in enumerate(self.signature)])
+        # Per parameter: (stream launches' converter, graph nodes' converter), made once from the signature.
+        self._converters = None if converters is None else tuple(c for c, _ in converters)
+        self._typed_converters = None if converters is None else tuple(t for _, t in converters)
         # Backend function handles, one per Device, filled by Device.load_kernel.
         self._functions: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r})"
 
-    def convert_args(self, args: tuple, device: Any) -> tuple:
-        """Check ``args`` against the signature and return them as Arrays and NumPy scalars.
+    def convert_args(self, args: tuple, device: Any, typed: bool = False) -> tuple:
+        """Check ``args`` against the signature and return them as Arrays and NumPy scalars; with ``typed``,
+        as graph nodes keep them (``typed_args`` of the result, in one pass).
 
         Raises:
             TypeError: On a wrong argument count or an argument of an unsupported type.
         """
-        converters = self._converters
+        converters = self._typed_converters if typed else self._converters
         if converters is None:
             return tuple(_convert_unknown(self, i, a, device) for i, a in enumerate(args))
         if len(args) != len(converters):
@@ -186,7 +192,12 @@ def _typed(kernel: Kernel, args: tuple) -> tuple:
                   for p, a in zip(signature, args)])
 
 
-def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any, Any], Any]:
+_Convert = Callable[[Any, Any], Any]  # (value, device) -> the value as a launch or a node keeps it
+
+
+def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert, _Convert]:
+    """The converters of one argument: for stream launches, and for graph nodes (numbers typed as ``_typed``
+    types them)."""
     where = f"{kernel!r} argument {index} ({param})"
     if param.pointer:
         want = param.dtype
@@ -210,7 +221,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any,
                 return to_pointer(view, device)
             hint = " (copy it to the device with dev.asarray first)" if isinstance(value, np.ndarray) else ""
             raise TypeError(f"{where}: expects a device Array, got {_describe(value)}{hint}")
-        return to_pointer
+        return to_pointer, to_pointer
 
     dtype: Any = param.dtype
     ctype = param.ctype
@@ -241,7 +252,18 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> Callable[[Any,
             return _own_type(value, where)
         raise TypeError(f"{where}: gpugraph cannot tell the C type {ctype!r}; "
                         f"pass a NumPy scalar of the right type, got {_describe(value)}")
-    return to_scalar
+    if not known:
+        return to_scalar, to_scalar
+    make = dtype.type
+
+    def to_typed_scalar(value: Any, device: Any) -> Any:
+        kind = type(value)
+        if (kind is float or kind is int) and (kind is int or not integral) and low <= value <= high:
+            return make(value)  # (the common case, as in to_scalar)
+        value = to_scalar(value, device)
+        kind = type(value)
+        return make(value) if kind is float or kind is int else value
+    return to_scalar, to_typed_scalar
 
 
 def _own_type(value: np.generic, where: str) -> np.generic:

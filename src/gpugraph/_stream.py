@@ -248,11 +248,12 @@ class Stream:
         if shared_mem:
             shared_mem = check_shared_mem(shared_mem)
         device = self.device
-        args = kernel.convert_args(args, device)
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
-            args = kernel.typed_args(args)
-        elif _params.in_use:
-            args = tuple([resolve(a) for a in args])
+            args = kernel.convert_args(args, device, typed=True)
+        else:
+            args = kernel.convert_args(args, device)
+            if _params.in_use:
+                args = tuple([resolve(a) for a in args])
         function = kernel._functions.get(device) or device._load_kernel(kernel)
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
                                     None if capture is None else capture._handle)
@@ -396,7 +397,7 @@ class Stream:
         # (The capture's own record of which events are its: the backend forks or joins as it says.)
         self._backend.stream_wait_event(self._handle, event._handle, None if capture is None else capture._handle)
         if capture is not None and self._capture is None:
-            capture._join(self)  # the fork: this stream now records into the capture
+            capture._fork(self)  # this stream now records into the capture
 
     def synchronize(self) -> None:
         """Block until all work enqueued on this stream has finished.

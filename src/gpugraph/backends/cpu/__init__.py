@@ -215,16 +215,14 @@ class CpuBackend:
                       shared_mem: int, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
-        if capture is not None:
-            capture.record(stream, KernelParams(function, grid, block, shared_mem, args))
+        if capture is not None and capture.record(stream, KernelParams(function, grid, block, shared_mem, args)):
             return
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
-        if capture is not None:
-            capture.record(stream, MemcpyParams(dst, src, nbytes))
+        if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes)):
             return
         stream.submit(run_memcpy, (dst, src, nbytes))
 
@@ -232,16 +230,14 @@ class CpuBackend:
                       count: int, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memset")
-        if capture is not None:
-            capture.record(stream, MemsetParams(dst, value, pattern, element_size, count))
+        if capture is not None and capture.record(stream, MemsetParams(dst, value, pattern, element_size, count)):
             return
         stream.submit(run_memset, (dst, pattern, element_size, count))
 
     def stream_host(self, stream: CpuStream, fn: Any, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.host")
-        if capture is not None:
-            capture.record(stream, HostParams(fn, args))
+        if capture is not None and capture.record(stream, HostParams(fn, args)):
             return
         stream.submit(fn, args)
 
@@ -249,10 +245,12 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Stream.alloc")
         if capture is not None:  # becomes an allocation node, drawing on the graph pool
-            ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
-            alloc = self._new_allocation(stream.index, nbytes, self._graph_pool, "graph", ptr)
-            capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
-            return alloc.ptr, alloc
+            with capture.lock:
+                if capture.active:  # (else ended meanwhile, on another thread: allocated as uncaptured)
+                    ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
+                    alloc = self._new_allocation(stream.index, nbytes, self._graph_pool, "graph", ptr)
+                    capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
+                    return alloc.ptr, alloc
         alloc = self._new_allocation(stream.index, nbytes, self._stream_pool, "stream")
         alloc.live = True
         stream.submit(map_allocation, (alloc,))
@@ -261,16 +259,15 @@ class CpuBackend:
     def stream_free(self, stream: CpuStream, alloc: Allocation, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.free")
-        if capture is not None:  # a free node; the front end checked it frees graph memory once
-            capture.record(stream, FreeParams(alloc.ptr), alloc)
+        # A free node; the front end checked that it frees graph memory once.
+        if capture is not None and capture.record(stream, FreeParams(alloc.ptr), alloc):
             return
         stream.submit(unmap_allocation, (alloc,))
 
     def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
-        if capture is not None and capture.active:
-            capture.fork_or_join(stream, event.capture_nodes)
+        if capture is not None and capture.fork_or_join(stream, event.capture_nodes):
             return
         stream.wait(event)
 
@@ -308,8 +305,10 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Stream.record")
         if capture is not None:  # a captured event: it stands for the stream's frontier
-            event.capture_nodes = list(capture.frontiers[stream])
-            return
+            with capture.lock:
+                if capture.active:  # (else ended meanwhile, on another thread: recorded as uncaptured)
+                    event.capture_nodes = list(capture.frontiers[stream])
+                    return
         stream.record(event)
 
     def event_synchronize(self, event: CpuEvent) -> None:
@@ -382,8 +381,8 @@ class CpuBackend:
     def exec_launch(self, exec_: CpuExec, stream: CpuStream, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.launch")
-        if capture is not None:  # launching a graph into a capture embeds it as a child graph
-            capture.record(stream, ChildGraphParams(exec_.template))
+        # Launching a graph into a capture embeds it as a child graph.
+        if capture is not None and capture.record(stream, ChildGraphParams(exec_.template)):
             return
         exec_.launch(stream)
 

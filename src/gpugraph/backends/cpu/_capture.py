@@ -3,6 +3,7 @@ enqueued on it becomes a node depending on that frontier (the rules live in gpug
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ._graphs import CpuGraph, CpuNode
@@ -12,31 +13,45 @@ class CpuCapture:
     """One capture: the graph it records into and the frontier of every stream taking part (the front end's
     Capture holds it, and passes it with the calls of those streams: the streams keep no capture)."""
 
-    __slots__ = ("graph", "origin", "active", "frontiers")
+    __slots__ = ("graph", "origin", "active", "frontiers", "lock")
 
     def __init__(self, graph: CpuGraph, origin: Any) -> None:
         self.graph = graph
         self.origin = origin
         self.active = False  # it records work (between begin and end)
         self.frontiers: dict[Any, list[CpuNode]] = {}
+        # Held while work is recorded and while the capture ends: work enqueued on another thread as the
+        # capture ends is recorded before the end, or runs uncaptured after it (as on CUDA).
+        self.lock = threading.RLock()
 
     def begin(self, deps: list[CpuNode]) -> None:
         self.frontiers[self.origin] = deps
         self.active = True
 
-    def record(self, stream: Any, params: Any, alloc: Any = None) -> CpuNode:
-        """Add a node after ``stream``'s frontier and make it the new frontier."""
-        node = self.graph.add(params, self.frontiers[stream], alloc)
-        self.frontiers[stream] = [node]
-        return node
+    def record(self, stream: Any, params: Any, alloc: Any = None) -> bool:
+        """Add a node after ``stream``'s frontier and make it the new frontier; False (nothing added) if the
+        capture has ended meanwhile (on another thread): the work then runs as uncaptured work does."""
+        with self.lock:
+            if not self.active:
+                return False
+            node = self.graph.add(params, self.frontiers[stream], alloc)
+            self.frontiers[stream] = [node]
+            return True
 
-    def fork_or_join(self, stream: Any, nodes: list[CpuNode]) -> None:
-        """``stream`` waits for ``nodes`` (a captured event): it joins the capture or merges frontiers."""
-        frontier = self.frontiers.get(stream)
-        # (One store, last: an exception (KeyboardInterrupt) comes before the change or after it.)
-        self.frontiers[stream] = list(nodes) if frontier is None else frontier + [n for n in nodes if n not in frontier]
+    def fork_or_join(self, stream: Any, nodes: list[CpuNode]) -> bool:
+        """``stream`` waits for ``nodes`` (a captured event): it joins the capture or merges frontiers; False
+        if the capture has ended."""
+        with self.lock:
+            if not self.active:
+                return False
+            frontier = self.frontiers.get(stream)
+            # (One store, last: an exception (KeyboardInterrupt) comes before the change or after it.)
+            self.frontiers[stream] = (list(nodes) if frontier is None
+                                      else frontier + [n for n in nodes if n not in frontier])
+            return True
 
     def end(self) -> CpuGraph:
         """No stream records into the capture any more: one store, so it cannot be half done."""
-        self.active = False
+        with self.lock:
+            self.active = False
         return self.graph

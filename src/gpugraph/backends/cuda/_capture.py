@@ -84,11 +84,14 @@ class CudaCapturing(CudaRuntime):
                       shared_mem: int, args: tuple, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
+        packed = args
         if capture is not None:  # see _captured: the same, inlined for this hot path
+            if _params.in_use:  # (the front end keeps a captured launch's Params)
+                packed = tuple([resolve(a) for a in args])
             capture.lock.acquire()
-            packed = tuple([resolve(a) for a in args]) if _params.in_use else args
-        else:
-            packed = args
+            if not capture.active:  # ended meanwhile, on another thread: the launch runs uncaptured
+                capture.lock.release()
+                capture = None
         try:
             with function.lock:
                 params = function.pack(packed)
@@ -110,13 +113,12 @@ class CudaCapturing(CudaRuntime):
                       capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
-        if capture is None:
-            check_allocated(dst, src)
         self.contexts.use(stream.index)
-        if capture is not None:
-            self._captured(capture, call, (drv.memcpy_async, address(dst), address(src), nbytes, stream.handle),
-                           lambda _: (MemcpyParams(dst, src, nbytes), None))
+        if capture is not None and self._captured(
+                capture, call, (drv.memcpy_async, address(dst), address(src), nbytes, stream.handle),
+                lambda _: (MemcpyParams(dst, src, nbytes), None)) is not None:
             return
+        check_allocated(dst, src)
         call(drv.memcpy_async, address(dst), address(src), nbytes, stream.handle)
 
     def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
@@ -125,9 +127,9 @@ class CudaCapturing(CudaRuntime):
             refuse_in_host_function("Stream.memset")
         self.contexts.use(stream.index)
         arguments = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
-        if capture is not None:
-            self._captured(capture, call, arguments,
-                           lambda _: (MemsetParams(dst, value, pattern, element_size, count), None))
+        if capture is not None and self._captured(
+                capture, call, arguments,
+                lambda _: (MemsetParams(dst, value, pattern, element_size, count), None)) is not None:
             return
         call(*arguments)
 
@@ -135,10 +137,9 @@ class CudaCapturing(CudaRuntime):
         if HOST_THREADS:
             refuse_in_host_function("Stream.host")
         self.contexts.use(stream.index)
-        if capture is not None:
-            # Added as a node at the frontier: cuda.bindings' cuLaunchHostFunc wrapper frees its callback
-            # data after one call (NVIDIA/cuda-python#790), and a captured host node runs at every replay.
-            self._add_at_frontier(capture, stream, HostParams(fn, args))
+        # Captured: added as a node at the frontier (cuda.bindings' cuLaunchHostFunc wrapper frees its callback
+        # data after one call, NVIDIA/cuda-python#790, and a captured host node runs at every replay).
+        if capture is not None and self._add_at_frontier(capture, stream, HostParams(fn, args)) is not None:
             return
         key = self.host.register(fn, args, stream, one_shot=True)
         call(drv.launch_host_func, stream.handle, self.host.fn, key)
@@ -151,22 +152,22 @@ class CudaCapturing(CudaRuntime):
             def record(made: Any) -> tuple[AllocParams, Allocation]:
                 ptr = int(made)
                 return AllocParams(nbytes, ptr), Allocation(ptr, nbytes, "graph", stream.index)
-            params, alloc = self._captured(capture, allocate, (nbytes, "graph", drv.mem_alloc_async, max(nbytes, 1),
-                                                               stream.handle), record)
-            ptr = params.ptr
-        else:
-            ptr = int(allocate(nbytes, "stream-ordered", drv.mem_alloc_async, max(nbytes, 1), stream.handle))
-            alloc = Allocation(ptr, nbytes, "stream", stream.index)
-            alloc.live = True
+            entry = self._captured(capture, allocate, (nbytes, "graph", drv.mem_alloc_async, max(nbytes, 1),
+                                                       stream.handle), record)
+            if entry is not None:
+                params, alloc = entry
+                return params.ptr, alloc
+        ptr = int(allocate(nbytes, "stream-ordered", drv.mem_alloc_async, max(nbytes, 1), stream.handle))
+        alloc = Allocation(ptr, nbytes, "stream", stream.index)
+        alloc.live = True
         return ptr, alloc
 
     def stream_free(self, stream: CudaStream, alloc: Allocation, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.free")
         self.contexts.use(stream.index)
-        if capture is not None:
-            self._captured(capture, call, (drv.mem_free_async, alloc.ptr, stream.handle),
-                           lambda _: (FreeParams(alloc.ptr), alloc))
+        if capture is not None and self._captured(capture, call, (drv.mem_free_async, alloc.ptr, stream.handle),
+                                                  lambda _: (FreeParams(alloc.ptr), alloc)) is not None:
             return
         call(drv.mem_free_async, alloc.ptr, stream.handle)
 
@@ -252,16 +253,19 @@ class CudaCapturing(CudaRuntime):
     def _capture_info(self, stream: CudaStream) -> tuple:
         return call(drv.stream_get_capture_info, stream.handle)  # (status, id, graph, deps, edge data, count)
 
-    def _captured(self, capture: CudaCapture, fn: Any, args: tuple, record: Any) -> tuple[Any, Any]:
+    def _captured(self, capture: CudaCapture, fn: Any, args: tuple, record: Any) -> tuple[Any, Any] | None:
         """Make a call that the capture turns into one node, and queue (and return) that node's entry:
         ``record(what the call returned)``, the node's parameter record and, for an allocation or free node,
-        the allocation record (else None).
+        the allocation record (else None). None, the call not made, if the capture has ended meanwhile (on
+        another thread): the caller makes it as uncaptured work.
 
         The entries are paired with their nodes when first needed (``_settle``): querying the new node at
         each call (cuStreamGetCaptureInfo) would cost as much as the captured call itself. The capture's
         lock keeps the queue in the order in which the driver made the nodes, across threads.
         """
-        with capture.lock:
+        with capture.lock:  # (``_end`` holds it too: the capture is active throughout, or ended)
+            if not capture.active:
+                return None
             entry = record(fn(*args))
             capture.graph.pending.append(entry)
         return entry
@@ -301,9 +305,12 @@ class CudaCapturing(CudaRuntime):
                 memory[node] = alloc
 
     def _add_at_frontier(self, capture: CudaCapture, stream: CudaStream, params: Any) -> Any:
-        """Add a node after the capture frontier of ``stream`` and make it the new frontier."""
+        """Add a node after the capture frontier of ``stream`` and make it the new frontier; None (nothing
+        added) if the capture has ended meanwhile, on another thread."""
         graph = capture.graph
         with graph.lock:  # the node and its records appear together to a pairing on another thread
+            if not capture.active:
+                return None
             node = add_node(self, graph, params, self.capture_dependencies(capture, stream))
             self.capture_set_dependencies(capture, stream, [node])
             self._keep_records(graph, node, params)
@@ -313,9 +320,13 @@ class CudaCapturing(CudaRuntime):
         stream = capture.origin
         try:
             self.contexts.use(stream.index)
-            err, handle = drv.stream_end_capture(stream.handle)
-            if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
-                return err, handle  # the capture goes on: it must be ended from the thread that began it
+            # Under the lock of captured calls: one on another thread is recorded and queued before the end, or
+            # finds the capture inactive after it and is made as uncaptured work.
+            with capture.lock:
+                err, handle = drv.stream_end_capture(stream.handle)
+                if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+                    return err, handle  # the capture goes on: it must be ended from the thread that began it
+                capture.active = False
             self._forget_capture(capture)
         except BaseException:
             # Interrupted (KeyboardInterrupt): once the driver has ended the capture, gpugraph must forget it too.

@@ -150,8 +150,8 @@ class CudaGraphs(CudaCapturing):
             self.contexts.use(stream.index)
             if exec_.template is None:  # made once, from the graph the front end keeps unchanged and alive
                 exec_.template = self.graph_clone(exec_.source)
-            self._add_at_frontier(capture, stream, ChildGraphParams(exec_.template))
-            return
+            if self._add_at_frontier(capture, stream, ChildGraphParams(exec_.template)) is not None:
+                return  # (else the capture ended meanwhile, on another thread: launched as uncaptured)
         memory = exec_.memory
         if memory is not None:
             memory.check()
