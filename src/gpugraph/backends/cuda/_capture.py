@@ -84,30 +84,23 @@ class CudaCapturing(CudaRuntime):
                       shared_mem: int, args: tuple, capture: CudaCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
-        packed = args
-        if capture is not None:  # see _captured: the same, inlined for this hot path
-            if _params.in_use:  # (the front end keeps a captured launch's Params)
-                packed = tuple([resolve(a) for a in args])
-            capture.lock.acquire()
-            if not capture.active:  # ended meanwhile, on another thread: the launch runs uncaptured
-                capture.lock.release()
-                capture = None
-        try:
-            with function.lock:
-                params = function.pack(packed)
-                (err,) = _launch_kernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1],
-                                        block[2], shared_mem, stream.handle, params, 0)
-                if err:
-                    if err != INVALID_CONTEXT:
-                        raise error("cuLaunchKernel", err)
-                    self._retry_in_context(_launch_kernel, stream.index, function.handle, grid[0], grid[1],
-                                           grid[2], block[0], block[1], block[2], shared_mem, stream.handle,
-                                           params, 0)
-            if capture is not None:
-                capture.graph.pending.append((KernelParams(function.kernel, grid, block, shared_mem, args), None))
-        finally:
-            if capture is not None:
-                capture.lock.release()
+        if capture is not None:  # see _captured: the same, for this hot path
+            packed = tuple([resolve(a) for a in args]) if _params.in_use else args  # (the node keeps its Params)
+            with capture.lock:  # (a with statement: no interrupt between taking the lock and its release's try)
+                if capture.active:
+                    self.stream_launch(stream, function, grid, block, shared_mem, packed, None)
+                    capture.graph.pending.append((KernelParams(function.kernel, grid, block, shared_mem, args), None))
+                    return
+            args = packed  # the capture ended meanwhile, on another thread: the launch runs uncaptured
+        with function.lock:
+            params = function.pack(args)
+            (err,) = _launch_kernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                    shared_mem, stream.handle, params, 0)
+            if err:
+                if err != INVALID_CONTEXT:
+                    raise error("cuLaunchKernel", err)
+                self._retry_in_context(_launch_kernel, stream.index, function.handle, grid[0], grid[1], grid[2],
+                                       block[0], block[1], block[2], shared_mem, stream.handle, params, 0)
 
     def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int,
                       capture: CudaCapture | None) -> None:
