@@ -394,10 +394,19 @@ class Stream:
         if capture is None and self._capture is not None:
             raise _capture.invalidate([self._capture], "Stream.wait",
                                        "a capturing stream cannot wait for an event recorded outside the capture")
+        if capture is None and event._capture is not None:
+            self._refuse_ended_capture_event(event)
         # (The capture's own record of which events are its: the backend forks or joins as it says.)
-        self._backend.stream_wait_event(self._handle, event._handle, None if capture is None else capture._handle)
+        if not self._backend.stream_wait_event(self._handle, event._handle,
+                                               None if capture is None else capture._handle):
+            self._refuse_ended_capture_event(event)  # (it ended on another thread meanwhile)
         if capture is not None and self._capture is None:
             capture._fork(self)  # this stream now records into the capture
+
+    def _refuse_ended_capture_event(self, event: Event) -> None:
+        raise CaptureError(f"Stream.wait: {event!r} was last recorded inside a capture that has ended; that record "
+                           f"marks no work that runs, so it cannot be waited for (the CUDA driver refuses it: "
+                           f"record the event again outside a capture first)", api="Stream.wait", stream=self)
 
     def synchronize(self) -> None:
         """Block until all work enqueued on this stream has finished.

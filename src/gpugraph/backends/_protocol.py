@@ -65,7 +65,9 @@ class Backend(Protocol):
     def stream_synchronize(self, stream: Handle) -> None: ...
     def stream_query(self, stream: Handle) -> bool: ...
     # ``capture`` below: the backend's record of the capture the stream takes part in (see Capture), as the
-    # front end's Capture passes it, else None. The streams themselves keep no capture.
+    # front end's Capture passes it, else None. The streams themselves keep no capture. If that capture has
+    # ended meanwhile (another thread ended it), the work is done as uncaptured work: a captured call and the
+    # capture's end exclude each other, so no node is added to an ended capture's graph.
     def stream_launch(self, stream: Handle, function: Handle, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple, capture: Handle | None) -> None: ...
     def stream_memcpy(self, stream: Handle, dst: Any, src: Any, nbytes: int, capture: Handle | None) -> None: ...
@@ -77,9 +79,9 @@ class Backend(Protocol):
     # ``capture``: the capture ``event`` was last recorded in, while it runs (the front end's record:
     # Event._capture), else None. The backend makes the wait, and then ``stream`` takes part in that capture
     # (a fork), or a stream already in it waits for the event's nodes (a join; on CUDA the driver joins the
-    # frontiers). The backend does not judge which capture again; if that capture has ended meanwhile
-    # (another thread ended it), the wait is a plain one.
-    def stream_wait_event(self, stream: Handle, event: Handle, capture: Handle | None) -> None: ...
+    # frontiers). The backend does not judge which capture again. If that capture has ended meanwhile (another
+    # thread ended it), it returns False and does nothing: the CUDA driver refuses such a wait.
+    def stream_wait_event(self, stream: Handle, event: Handle, capture: Handle | None) -> bool: ...
 
     # Capture: the backend records; the front end (gpugraph._capture) owns which streams and events take part
     # and applies the rules. ``capture_create`` makes the backend's record of a capture (nothing begins yet),

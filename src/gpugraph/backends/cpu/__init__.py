@@ -264,12 +264,13 @@ class CpuBackend:
             return
         stream.submit(unmap_allocation, (alloc,))
 
-    def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuCapture | None) -> None:
+    def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
-        if capture is not None and capture.fork_or_join(stream, event.capture_nodes):
-            return
+        if capture is not None:
+            return capture.fork_or_join(stream, event.capture_nodes)
         stream.wait(event)
+        return True
 
     # Capture
 

@@ -164,11 +164,18 @@ class CudaCapturing(CudaRuntime):
             return
         call(drv.mem_free_async, alloc.ptr, stream.handle)
 
-    def stream_wait_event(self, stream: CudaStream, event: CudaEvent, capture: CudaCapture | None) -> None:
+    def stream_wait_event(self, stream: CudaStream, event: CudaEvent, capture: CudaCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("Stream.wait")
         self.contexts.use(stream.index)
-        call(drv.stream_wait_event, stream.handle, event.handle, 0)  # (the driver forks or joins by itself)
+        if capture is None:
+            call(drv.stream_wait_event, stream.handle, event.handle, 0)
+            return True
+        with capture.lock:  # (``_end`` holds it too: the capture is active throughout, or ended)
+            if not capture.active:
+                return False  # (the driver refuses a wait for an event recorded in an ended capture)
+            call(drv.stream_wait_event, stream.handle, event.handle, 0)  # the driver forks or joins by itself
+        return True
 
     def event_create(self, index: int, timing: bool) -> CudaEvent:
         self.contexts.use(index)
