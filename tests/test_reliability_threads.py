@@ -496,19 +496,33 @@ def test_ctrl_c_at_the_first_instruction_of_a_captures_exit_is_held_back(device)
 # then makes it as uncaptured work, as the CUDA driver does; it never adds a node to the finished graph. The end
 # is made to land in that window by ending the capture, on another thread, from inside the backend call.
 
-def _enqueue(kind: str, stream: gg.Stream, x: gg.Array, source: gg.Array, ran: list[int]) -> None:
+def _enqueue(kind: str, stream: gg.Stream, x: gg.Array, source: gg.Array, ran: list[int], exe: Any) -> None:
     if kind == "launch":
         stream.launch(K.fill, GRID, BLOCK, x, 5, N)
+    elif kind == "param launch":  # the captured launch keeps the Param: run uncaptured, it takes its value
+        stream.launch(K.fill, GRID, BLOCK, x, gg.Param(np.int32(5)), N)
     elif kind == "memset":
         stream.memset(x, 5)
     elif kind == "memcpy":
         stream.memcpy(x, source)
     elif kind == "host":
         stream.host(ran.append, 1)
+    elif kind == "graph":
+        exe.launch(stream)
 
 
-_BACKEND_CALL = {"launch": "stream_launch", "memset": "stream_memset", "memcpy": "stream_memcpy",
-                 "host": "stream_host"}
+_BACKEND_CALL = {"launch": "stream_launch", "param launch": "stream_launch", "memset": "stream_memset",
+                 "memcpy": "stream_memcpy", "host": "stream_host", "graph": "exec_launch"}
+
+
+def _end_first(monkeypatch: pytest.MonkeyPatch, cap: Any, backend: Any, name: str) -> None:
+    """Make the backend's ``name`` end ``cap`` on another thread before doing its work."""
+    real = getattr(backend, name)
+
+    def ended_first(*args: Any) -> Any:
+        in_thread(lambda: cap.__exit__(None, None, None))
+        return real(*args)
+    monkeypatch.setattr(backend, name, ended_first)
 
 
 @pytest.mark.parametrize("kind", list(_BACKEND_CALL))
@@ -516,18 +530,17 @@ def test_work_enqueued_as_another_thread_ends_the_capture_runs_uncaptured(device
     stream = device.stream()
     x, source = device.zeros(N, np.int32), device.asarray(np.full(N, 5, np.int32))
     ran: list[int] = []
+    graph = gg.Graph(device)
+    graph.add_memset(x, 5)
+    exe = graph.instantiate()
     cap = stream.capture(mode="relaxed")
     cap.__enter__()
     try:
         stream.memset(x, 1)  # one node captured before
-        backend = stream._backend
-        real = getattr(backend, _BACKEND_CALL[kind])
-
-        def ended_first(*args: Any) -> Any:
-            in_thread(lambda: cap.__exit__(None, None, None))
-            return real(*args)
-        monkeypatch.setattr(backend, _BACKEND_CALL[kind], ended_first)
-        _enqueue(kind, stream, x, source, ran)
+        # (An executable graph calls the backend's launch it noted when made.)
+        owner = exe if kind == "graph" else stream._backend
+        _end_first(monkeypatch, cap, owner, "_launch" if kind == "graph" else _BACKEND_CALL[kind])
+        _enqueue(kind, stream, x, source, ran, exe)
     finally:
         if stream.is_capturing:  # (only if the test failed before the end)
             cap.__exit__(None, None, None)
@@ -539,10 +552,37 @@ def test_work_enqueued_as_another_thread_ends_the_capture_runs_uncaptured(device
         assert ran == [1]
     else:
         np.testing.assert_array_equal(x.to_numpy(), np.full(N, 5, np.int32))  # it ran, uncaptured
-    with cap.graph.instantiate() as exe:  # the graph is whole: one memset
-        exe.launch(stream)
+    with cap.graph.instantiate() as captured:  # the graph is whole: one memset
+        captured.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.int32))
+    exe.close()
+
+
+def test_memory_and_events_used_as_another_thread_ends_the_capture_are_uncaptured(device, monkeypatch):
+    # Each call reaches the backend after the end: an allocation is stream-ordered memory, not the capture's,
+    # and an event recorded then is a plain record that can be waited for.
+    stream, other = device.stream(), device.stream()
+    event = device.event()
+    for name, call in (("stream_alloc", lambda: stream.alloc(N, np.int32)),
+                       ("event_record", lambda: stream.record(event))):
+        cap = stream.capture(mode="relaxed")
+        cap.__enter__()
+        try:
+            _end_first(monkeypatch, cap, stream._backend, name)
+            made = call()
+        finally:
+            if stream.is_capturing:
+                cap.__exit__(None, None, None)
+        monkeypatch.undo()
+        assert not stream.is_capturing and len(cap.graph.nodes) == 0, name
+        if name == "stream_alloc":
+            array = made
+            assert not cap.allocations, "an uncaptured allocation is not the capture's"
+            stream.memset(array, 4)
+            np.testing.assert_array_equal(array.to_numpy(), np.full(N, 4, np.int32))
+    other.wait(event)  # a plain record: waiting is allowed
+    other.synchronize()
 
 
 ENDED_EVENT = "was last recorded inside a capture that has ended"
@@ -577,6 +617,22 @@ def test_a_stream_waiting_as_another_thread_ends_the_capture_is_refused_and_join
     other.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 3, np.int32))
     assert len(cap.graph.nodes) == 1
+
+
+def test_an_event_recorded_again_by_a_graph_launched_outside_any_capture_can_be_waited_for(device):
+    stream, other = device.stream(), device.stream()
+    x = device.zeros(N, np.int32)
+    event = device.event()
+    with stream.capture():
+        stream.memset(x, 1)
+        stream.record(event)
+    graph = gg.Graph(device)
+    graph.add_event_record(event, after=graph.add_memset(x, 6))
+    with graph.instantiate() as exe:
+        exe.launch(stream)  # records the event again, uncaptured
+        other.wait(event)
+        other.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 6, np.int32))
 
 
 def test_waiting_for_an_event_recorded_in_an_ended_capture_is_refused_until_recorded_again(device):

@@ -225,8 +225,8 @@ class Capture:
         after = into._deps(self._after, "capture") if into is not None else []
         if into is not None:
             with into._lock:
+                into._locate(after, "capture")  # (first: a refused dependency is no change)
                 into._changing()  # executable graphs made from it read it before the capture adds to it
-                into._locate(after, "capture")
                 self._nodes_before = set(into._current().handles)
         deps = [node._handle for node in after]
         try:

@@ -90,7 +90,7 @@ class GraphExec:
 
     __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout",
                  "_handles", "_indices", "_params", "_changed", "_disabled", "_source", "_source_version", "_shape",
-                 "_lock", "__weakref__")
+                 "_recorded_events", "_lock", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool, graph_type: Any) -> None:
         """(Made by ``Graph.instantiate``, which passes its class: graphs updated from are of it.)"""
@@ -114,6 +114,7 @@ class GraphExec:
         self._handles = list(graph._current().handles)
         self._source, self._source_version = graph, graph._version
         self._layout: GraphLayout | None = None
+        self._recorded_events: list[Any] | None = None  # of its event-record nodes, once asked (_layout's)
         self._shape: Any = None  # the source's graph_shape, once known
         self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
         graph._watch(self)
@@ -179,22 +180,27 @@ class GraphExec:
                 self._guard_capture(stream)
             if self._params.pending:
                 self._params.patch(self._prepare_patch)
-            self._launch(handle, stream._handle, None if capture is None else capture._handle)
-            if capture is not None:
+            # (False: launched uncaptured, also when the capture ended meanwhile on another thread.)
+            if self._launch(handle, stream._handle, None if capture is None else capture._handle):
                 self._describe_embedded(capture, stream)
-            elif _capture._active:
-                self._recorded_outside_captures()
+                return
+            events = self._recorded_events
+            if events is None:
+                events = self._recorded_events = self._events_recorded()
+            for event in events:  # (mostly none)
+                event._capture = None
 
-    def _recorded_outside_captures(self) -> None:
-        """The launch, outside any capture, records the events of the graph's event-record nodes: a capture
-        that recorded one of them before no longer owns its last record, so a wait on it is a plain wait, as
-        the driver makes it (measured on the H200: no fork, and a capturing stream waiting is refused)."""
+    def _events_recorded(self) -> list[Any]:
+        """The events the graph's event-record nodes record. A launch outside any capture records them: a
+        capture that recorded one of them before no longer owns its last record, so a wait on it is a plain
+        wait, as the driver makes it (measured on the H200: no fork, a capturing stream waiting is refused,
+        and a wait for an event last recorded in an ended capture is refused until it is recorded again)."""
+        events: list[Any] = []
         layouts = [self._read_layout()]
         for layout in layouts:
             layouts.extend(layout.children.values())
-            for params in layout.params:
-                if params.kind is NodeKind.EVENT_RECORD:
-                    params.event._capture = None
+            events.extend(params.event for params in layout.params if params.kind is NodeKind.EVENT_RECORD)
+        return events
 
     def _describe_embedded(self, capture: Any, stream: Stream) -> None:
         """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
@@ -312,6 +318,7 @@ class GraphExec:
         """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
         self._source, self._source_version = graph, graph._version
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
+        self._recorded_events = None
         graph._watch(self)
         self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
         self._params.adopt(found)
@@ -338,6 +345,7 @@ class GraphExec:
         self._changed = True  # first: should the call below be interrupted, the node may be changed
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         layout.params[index] = params
+        self._recorded_events = None  # (an event-record node's event may have changed)
         if _params.in_use:  # without Params there is nothing to note or forget
             self._params.note(index, params)
 

@@ -188,8 +188,13 @@ class Graph:
         ``_end_change``, so that an interrupt or an error in between leaves it to be read again (and the
         graph embedding this one, if any, forgets its Topology meanwhile). Returns the positions of the
         Nodes ``deps`` (from ``_deps``), found before anything changes (GraphError if one is gone)."""
-        self._changing()
+        # Found first: a refused dependency is no change (no executable graph is told). Found again if
+        # _changing read the graph anew (after an interrupted change), which may move positions.
+        topology = self._topology
         positions = self._locate(deps, what) if deps else []
+        self._changing()
+        if deps and self._topology is not topology:
+            positions = self._locate(deps, what)
         self._stale = True
         if self._owner is not None:
             self._owner._keep_child(self._owner_node, None)
@@ -307,7 +312,7 @@ class Graph:
 
     def _locate(self, nodes: list[Node], what: str) -> list[int]:
         """The positions of ``nodes`` (from ``_deps``); GraphError naming ``what`` if one is no longer in the
-        graph. Under the graph's lock, before a change begins (positions move only when the graph is read)."""
+        graph. Before a change, under the graph's lock (positions move only when the graph is read anew)."""
         handles = self._topology.handles
         count = len(handles)
         positions = []
@@ -423,6 +428,9 @@ class Graph:
                 raise GraphError(f"{what}(after=...): {node!r} belongs to another graph")
             if node._handle in handles:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
+            if not self._has(node):  # (each node's errors in turn; checked again under the lock: _locate)
+                raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
+                                 f"added it was discarded)")
             nodes.append(node)
             handles.append(node._handle)
         return nodes
@@ -520,7 +528,8 @@ class Graph:
             raise GraphError("add_child: a graph cannot contain itself")
         if graph._memory:
             raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
-        self._deps(after, "add_child")  # (its errors first)
+        with self._lock:  # (the errors of after= first)
+            self._locate(self._deps(after, "add_child"), "add_child")
         refusal = nesting_refusal(self, graph)
         if refusal is not None:
             raise GraphError(f"add_child: {refusal}")
@@ -576,6 +585,8 @@ class Graph:
         self._check_memory_allowed("add_free")
         alloc = self._freed_allocation(allocation)
         deps = self._deps(after, "add_free")
+        with self._lock:
+            self._locate(deps, "add_free")
         alloc_node = None
         # Allocations are told apart by the backend's record, not by address: CUDA gives an allocation
         # made after a free the freed allocation's address.

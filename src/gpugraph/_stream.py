@@ -317,8 +317,9 @@ class Stream:
         nbytes = Array.bytes_for(shape, dtype)
         ptr, alloc = self._backend.stream_alloc(self._handle, nbytes, self._capture_handle())
         array = Array(self.device, ptr, shape, dtype, alloc)
-        if self._capture is not None:
-            self._capture.allocations.append(array)
+        capture = self._capture
+        if capture is not None and alloc.origin == "graph":  # (else it ended meanwhile, on another thread)
+            capture.allocations.append(array)
         return array
 
     def free(self, array: Array) -> None:
@@ -342,9 +343,8 @@ class Stream:
         elif not alloc.live:
             raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
                              f"has not been launched)")
-        self._backend.stream_free(self._handle, alloc, self._capture_handle())
-        if self._capture is None:
-            alloc.live = False
+        if not self._backend.stream_free(self._handle, alloc, self._capture_handle()):
+            alloc.live = False  # (freed uncaptured: also if the capture ended meanwhile, on another thread)
 
     def _check_captured_free(self, alloc: Any) -> None:
         """A captured free becomes a free node: it may free only graph memory, and only once per graph."""
@@ -371,8 +371,8 @@ class Stream:
         self.device._check_same_device(event, "record(event)")
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.record")
-        self._backend.event_record(event._handle, self._handle, self._capture_handle())
-        event._capture = self._capture
+        captured = self._backend.event_record(event._handle, self._handle, self._capture_handle())
+        event._capture = self._capture if captured else None  # (None too if it ended meanwhile, on another thread)
         return event
 
     def wait(self, event: Event) -> None:

@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from ... import _params
 from ..._errors import GpuGraphError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..._params import resolve
 from .. import _exit as at_exit
 from .._allocation import Allocation
 from .._exit import exit_timeout
@@ -215,8 +217,11 @@ class CpuBackend:
                       shared_mem: int, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
-        if capture is not None and capture.record(stream, KernelParams(function, grid, block, shared_mem, args)):
-            return
+        if capture is not None:
+            if capture.record(stream, KernelParams(function, grid, block, shared_mem, args)):
+                return
+            if _params.in_use:  # ended meanwhile (on another thread): run uncaptured, the Params' values now
+                args = tuple([resolve(a) for a in args])
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None) -> None:
@@ -256,13 +261,14 @@ class CpuBackend:
         stream.submit(map_allocation, (alloc,))
         return alloc.ptr, alloc
 
-    def stream_free(self, stream: CpuStream, alloc: Allocation, capture: CpuCapture | None) -> None:
+    def stream_free(self, stream: CpuStream, alloc: Allocation, capture: CpuCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("Stream.free")
         # A free node; the front end checked that it frees graph memory once.
         if capture is not None and capture.record(stream, FreeParams(alloc.ptr), alloc):
-            return
+            return True
         stream.submit(unmap_allocation, (alloc,))
+        return False
 
     def stream_wait_event(self, stream: CpuStream, event: CpuEvent, capture: CpuCapture | None) -> bool:
         if HOST_THREADS:
@@ -302,15 +308,16 @@ class CpuBackend:
     def event_destroy(self, event: CpuEvent) -> None:
         pass
 
-    def event_record(self, event: CpuEvent, stream: CpuStream, capture: CpuCapture | None) -> None:
+    def event_record(self, event: CpuEvent, stream: CpuStream, capture: CpuCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("Stream.record")
         if capture is not None:  # a captured event: it stands for the stream's frontier
             with capture.lock:
                 if capture.active:  # (else ended meanwhile, on another thread: recorded as uncaptured)
                     event.capture_nodes = list(capture.frontiers[stream])
-                    return
+                    return True
         stream.record(event)
+        return False
 
     def event_synchronize(self, event: CpuEvent) -> None:
         refuse_in_host_function("Event.synchronize")
@@ -379,13 +386,14 @@ class CpuBackend:
     def graph_instantiate(self, graph: CpuGraph, auto_free_on_launch: bool) -> CpuExec:
         return CpuExec(graph, auto_free_on_launch, self._thread_pool)
 
-    def exec_launch(self, exec_: CpuExec, stream: CpuStream, capture: CpuCapture | None) -> None:
+    def exec_launch(self, exec_: CpuExec, stream: CpuStream, capture: CpuCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.launch")
         # Launching a graph into a capture embeds it as a child graph.
         if capture is not None and capture.record(stream, ChildGraphParams(exec_.template)):
-            return
+            return True
         exec_.launch(stream)
+        return False
 
     def exec_set_node(self, exec_: CpuExec, node: CpuNode, params: Any) -> None:
         exec_.set_node(node, params)

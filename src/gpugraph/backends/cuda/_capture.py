@@ -155,14 +155,15 @@ class CudaCapturing(CudaRuntime):
         alloc.live = True
         return ptr, alloc
 
-    def stream_free(self, stream: CudaStream, alloc: Allocation, capture: CudaCapture | None) -> None:
+    def stream_free(self, stream: CudaStream, alloc: Allocation, capture: CudaCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("Stream.free")
         self.contexts.use(stream.index)
         if capture is not None and self._captured(capture, call, (drv.mem_free_async, alloc.ptr, stream.handle),
                                                   lambda _: (FreeParams(alloc.ptr), alloc)) is not None:
-            return
+            return True
         call(drv.mem_free_async, alloc.ptr, stream.handle)
+        return False
 
     def stream_wait_event(self, stream: CudaStream, event: CudaEvent, capture: CudaCapture | None) -> bool:
         if HOST_THREADS:
@@ -185,11 +186,16 @@ class CudaCapturing(CudaRuntime):
     def event_destroy(self, event: CudaEvent) -> None:
         self._release(self._in_context, event.index, drv.event_destroy, event.handle)
 
-    def event_record(self, event: CudaEvent, stream: CudaStream, capture: CudaCapture | None) -> None:
+    def event_record(self, event: CudaEvent, stream: CudaStream, capture: CudaCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("Stream.record")
         self.contexts.use(stream.index)
-        call(drv.event_record, event.handle, stream.handle)
+        if capture is None:
+            call(drv.event_record, event.handle, stream.handle)
+            return False
+        with capture.lock:  # (``_end`` holds it too: recorded in the capture, or after its end)
+            call(drv.event_record, event.handle, stream.handle)
+            return capture.active
 
     def event_synchronize(self, event: CudaEvent) -> None:
         self._refuse_in_host_function("Event.synchronize")
@@ -323,19 +329,30 @@ class CudaCapturing(CudaRuntime):
             # Under the lock of captured calls: one on another thread is recorded and queued before the end, or
             # finds the capture inactive after it and is made as uncaptured work.
             with capture.lock:
-                err, handle = drv.stream_end_capture(stream.handle)
-                if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
-                    return err, handle  # the capture goes on: it must be ended from the thread that began it
-                capture.active = False
+                try:
+                    err, handle = drv.stream_end_capture(stream.handle)
+                    if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+                        return err, handle  # the capture goes on: it must be ended from the thread that began it
+                    capture.active = False
+                except BaseException:  # (before the lock is released: no captured call finds it active)
+                    self._note_if_ended(capture)
+                    raise
             self._forget_capture(capture)
         except BaseException:
             # Interrupted (KeyboardInterrupt): once the driver has ended the capture, gpugraph must forget it too.
-            err, status = drv.stream_is_capturing(stream.handle)
-            if not err and status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+            if self._note_if_ended(capture):
                 self._forget_capture(capture)
             raise
         self._flush_releases()
         return err, handle
+
+    def _note_if_ended(self, capture: CudaCapture) -> bool:
+        """After an interrupted end: whether the driver ended the capture (then noted inactive)."""
+        err, status = drv.stream_is_capturing(capture.origin.handle)
+        if not err and status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+            capture.active = False
+            return True
+        return False
 
     def _forget_capture(self, capture: CudaCapture) -> None:
         """The driver ended ``capture``: no stream takes part in it any more. Idempotent."""

@@ -143,7 +143,7 @@ class CudaGraphs(CudaCapturing):
             (allocated if isinstance(graph.params[node], AllocParams) else freed).append(alloc)
         return allocated, freed
 
-    def exec_launch(self, exec_: CudaExec, stream: CudaStream, capture: CudaCapture | None) -> None:
+    def exec_launch(self, exec_: CudaExec, stream: CudaStream, capture: CudaCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.launch")
         if capture is not None:  # the driver refuses cuGraphLaunch into a capture: embed a child
@@ -151,7 +151,7 @@ class CudaGraphs(CudaCapturing):
             if exec_.template is None:  # made once, from the graph the front end keeps unchanged and alive
                 exec_.template = self.graph_clone(exec_.source)
             if self._add_at_frontier(capture, stream, ChildGraphParams(exec_.template)) is not None:
-                return  # (else the capture ended meanwhile, on another thread: launched as uncaptured)
+                return True  # (else the capture ended meanwhile, on another thread: launched as uncaptured)
         memory = exec_.memory
         if memory is not None:
             memory.check()
@@ -165,8 +165,9 @@ class CudaGraphs(CudaCapturing):
                 if err != INVALID_CONTEXT:
                     raise error("cuGraphLaunch", err)
                 self._retry_in_context(_graph_launch, stream.index, exec_.handle, stream.handle)
-            return
+            return False
         self._launch_with_memory(exec_, stream, memory)
+        return False
 
     def _launch_with_memory(self, exec_: CudaExec, stream: CudaStream, memory: Any) -> None:
         """Launch a graph that allocates or frees, and note what it leaves allocated, all or nothing.
