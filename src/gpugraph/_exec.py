@@ -195,8 +195,14 @@ class GraphExec:
         capture that recorded one of them before no longer owns its last record, so a wait on it is a plain
         wait, as the driver makes it (measured on the H200: no fork, a capturing stream waiting is refused,
         and a wait for an event last recorded in an ended capture is refused until it is recorded again)."""
+        layout = self._layout
+        if layout is None:  # the source is as it was made or updated from (a change would have read the layout)
+            records = self._source._current().records
+            if all(record.kind is not NodeKind.GRAPH for record in records):  # (no child graph: the common case)
+                return [record.event for record in records if record.kind is NodeKind.EVENT_RECORD]
+            layout = self._read_layout()
         events: list[Any] = []
-        layouts = [self._read_layout()]
+        layouts = [layout]
         for layout in layouts:
             layouts.extend(layout.children.values())
             events.extend(params.event for params in layout.params if params.kind is NodeKind.EVENT_RECORD)

@@ -88,10 +88,14 @@ class CudaCapturing(CudaRuntime):
             packed = tuple([resolve(a) for a in args]) if _params.in_use else args  # (the node keeps its Params)
             with capture.lock:  # (a with statement: no interrupt between taking the lock and its release's try)
                 if capture.active:
-                    self.stream_launch(stream, function, grid, block, shared_mem, packed, None)
+                    self._launch_kernel(stream, function, grid, block, shared_mem, packed)
                     capture.graph.pending.append((KernelParams(function.kernel, grid, block, shared_mem, args), None))
                     return
             args = packed  # the capture ended meanwhile, on another thread: the launch runs uncaptured
+        self._launch_kernel(stream, function, grid, block, shared_mem, args)
+
+    def _launch_kernel(self, stream: CudaStream, function: Function, grid: tuple, block: tuple, shared_mem: int,
+                       args: tuple) -> None:
         with function.lock:
             params = function.pack(args)
             (err,) = _launch_kernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
