@@ -197,9 +197,9 @@ class GraphExec:
         and a wait for an event last recorded in an ended capture is refused until it is recorded again)."""
         layout = self._layout
         if layout is None:  # the source is as it was made or updated from (a change would have read the layout)
-            records = self._source._current().records
-            if all(record.kind is not NodeKind.GRAPH for record in records):  # (no child graph: the common case)
-                return [record.event for record in records if record.kind is NodeKind.EVENT_RECORD]
+            topology = self._source._current()
+            if not topology.nested():  # (no child graph: the common case)
+                return topology.recorded_events()
             layout = self._read_layout()
         events: list[Any] = []
         layouts = [layout]

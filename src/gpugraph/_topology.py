@@ -20,7 +20,7 @@ class Topology:
     """Nodes by position in creation order; ``deps_of(i)`` are the positions node ``i`` waits for."""
 
     __slots__ = ("handles", "_position", "records", "renamed", "numbered", "_deps", "allocs", "children", "memory",
-                 "_shape", "_nested", "unread")
+                 "_shape", "_nested", "_recorded", "unread")
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
@@ -41,6 +41,7 @@ class Topology:
         self.memory = False  # whether any node allocates or frees
         self._shape: tuple[int | tuple[int, ...], ...] | None = None  # shape(), until the topology changes
         self._nested: tuple[int, list[int]] = (0, [])  # nested(): (how many records it has looked at, positions)
+        self._recorded: tuple[int, list[Any]] = (0, [])  # recorded_events(): (records looked at, events)
         self.unread: tuple[Any, Any] | None = None  # (backend, graph) whose edges are still to be read
 
     def __len__(self) -> int:
@@ -146,6 +147,17 @@ class Topology:
             nested = nested + [i for i in range(seen, len(records)) if records[i].kind is NodeKind.GRAPH]
             self._nested = (len(records), nested)
         return nested
+
+    def recorded_events(self) -> list[Any]:
+        """The events of the event-record nodes (not of child graphs), in creation order; looked for as
+        ``nested`` looks (each record once)."""
+        seen, events = self._recorded
+        records = self.records
+        if seen < len(records):
+            events = events + [records[i].event for i in range(seen, len(records))
+                               if records[i].kind is NodeKind.EVENT_RECORD]
+            self._recorded = (len(records), events)
+        return events
 
     @classmethod
     def read(cls, backend: Any, graph: Any, known: Topology) -> Topology:
