@@ -378,6 +378,10 @@ class Stream:
     def wait(self, event: Event) -> None:
         """Make work enqueued after this call wait for ``event``'s last record.
 
+        Raises:
+            CaptureError: If the wait breaks a capture rule (see docs/capture.md), or ``event`` was last
+                recorded inside a capture that has ended (that record marks no work that runs).
+
         See also: cudaStreamWaitEvent.
         """
         if not isinstance(event, Event):
