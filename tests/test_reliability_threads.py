@@ -599,13 +599,7 @@ def test_a_stream_waiting_as_another_thread_ends_the_capture_is_refused_and_join
     try:
         stream.memset(x, 1)
         stream.record(event)
-        backend = stream._backend
-        real = backend.stream_wait_event
-
-        def ended_first(*args: Any) -> Any:
-            in_thread(lambda: cap.__exit__(None, None, None))
-            return real(*args)
-        monkeypatch.setattr(backend, "stream_wait_event", ended_first)
+        _end_first(monkeypatch, cap, stream._backend, "stream_wait_event")
         with pytest.raises(gg.CaptureError, match=ENDED_EVENT):
             other.wait(event)
     finally:
@@ -619,13 +613,19 @@ def test_a_stream_waiting_as_another_thread_ends_the_capture_is_refused_and_join
     assert len(cap.graph.nodes) == 1
 
 
-def test_an_event_recorded_again_by_a_graph_launched_outside_any_capture_can_be_waited_for(device):
+def _event_of_an_ended_capture(device: gg.Device) -> tuple[gg.Stream, gg.Stream, gg.Array, gg.Event]:
+    """Two streams, an int32 array and an event last recorded inside a capture (of a memset) that has ended."""
     stream, other = device.stream(), device.stream()
     x = device.zeros(N, np.int32)
     event = device.event()
     with stream.capture():
         stream.memset(x, 1)
         stream.record(event)
+    return stream, other, x, event
+
+
+def test_an_event_recorded_again_by_a_graph_launched_outside_any_capture_can_be_waited_for(device):
+    stream, other, x, event = _event_of_an_ended_capture(device)
     graph = gg.Graph(device)
     graph.add_event_record(event, after=graph.add_memset(x, 6))
     with graph.instantiate() as exe:
@@ -636,12 +636,7 @@ def test_an_event_recorded_again_by_a_graph_launched_outside_any_capture_can_be_
 
 
 def test_waiting_for_an_event_recorded_in_an_ended_capture_is_refused_until_recorded_again(device):
-    stream, other = device.stream(), device.stream()
-    x = device.zeros(N, np.int32)
-    event = device.event()
-    with stream.capture():
-        stream.memset(x, 1)
-        stream.record(event)
+    stream, other, x, event = _event_of_an_ended_capture(device)
     with pytest.raises(gg.CaptureError, match=ENDED_EVENT):
         other.wait(event)
     stream.memset(x, 2)

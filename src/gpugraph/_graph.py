@@ -39,11 +39,6 @@ from ._stream import Event
 from ._topology import Topology
 
 
-def _handles(nodes: list[Node]) -> list[Any]:
-    """The backend handles of ``nodes``."""
-    return [node._handle for node in nodes]
-
-
 class Node:
     """One operation of a Graph; returned by the ``Graph.add_*`` methods and by queries.
 
@@ -455,7 +450,7 @@ class Graph:
         with self._lock:
             positions = self._begin_change(deps, what)
             backend = self._backend
-            handle = backend.graph_add_node(self._handle, params, _handles(deps))
+            handle = backend.graph_add_node(self._handle, params, [node._handle for node in deps])
             if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
                 params = backend.node_params(self._handle, handle)
             node = self._adopt(handle, params, positions)
@@ -572,7 +567,7 @@ class Graph:
             positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
-                                                         _handles(deps))
+                                                         [node._handle for node in deps])
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             node._array = Array(self.device, ptr, shape, dtype, alloc)
             self._end_change()
@@ -608,7 +603,7 @@ class Graph:
         with self._lock:
             positions = self._begin_change(deps, "add_free")
             backend = self._backend
-            handle = backend.graph_add_free(self._handle, alloc, _handles(deps))
+            handle = backend.graph_add_free(self._handle, alloc, [node._handle for node in deps])
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             self._end_change()
             return node
