@@ -237,7 +237,8 @@ def manage(device: Any, options: Options) -> list[Row]:
     rows.append(_param_patch(device, kernel, x, options))
     figures = floor(device)
     if figures:
-        for key, figure in (("capture_per_node", "capture, N=1000"), ("instantiate_per_node", "instantiate, N=1000"),
+        for key, figure in (("capture_per_node", "capture, N=1000"), ("build_per_node", "explicit build, N=1000"),
+                            ("instantiate_per_node", "instantiate, N=1000"),
                             ("update_per_node", "whole-graph update, N=1000"), ("set_params", "set params")):
             rows.append(Row.of("manage", f"C++ {figure} (floor)", "µs", [figures[key]]))
     return rows
