@@ -1,0 +1,24 @@
+"""Whether the CUDA backend's compiled path (``_fast``: the driver calls of the paths users repeat, through
+``cuda.bindings.cydriver``) is present and in use. setup.py builds it where it can; elsewhere, or with
+``GPUGRAPH_COMPILED=0`` in the environment, the backend makes the same calls through cuda-bindings' Python
+wrappers (the pure-Python path), with the same results and errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+fast: ModuleType | None = None
+status: str  # a line for `python -m gpugraph info`
+
+if os.environ.get("GPUGRAPH_COMPILED", "1") == "0":
+    status = "turned off (GPUGRAPH_COMPILED=0): the pure-Python path"
+else:
+    try:
+        fast = importlib.import_module(f"{__package__}._fast")  # (built by setup.py, or absent)
+    except ImportError as error:
+        status = f"not built ({error}): the pure-Python path"
+    else:
+        status = "built (gpugraph.backends.cuda._fast)"
