@@ -66,7 +66,7 @@ class Function:
     """A loaded kernel and a reusable argument buffer laid out from its signature."""
 
     __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_layout_key", "lock", "_typed",
-                 "_node_params", "_node_shape", "_address", "sizes", "_kinds")
+                 "_node_params", "_node_shape", "_address", "sizes", "_kinds", "raw")
 
     def __init__(self, handle: Any, kernel: Any) -> None:
         """Raises KernelCompileError if the signature read from the source disagrees with the compiled
@@ -77,6 +77,7 @@ class Function:
         if mismatch is not None:
             raise KernelCompileError(kernel.name, mismatch)
         self.handle = handle
+        self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)
         self.kernel = kernel
         self.lock = threading.Lock()  # the buffer is shared: one launch packs and launches at a time
         self._struct: struct.Struct | None = None
