@@ -7,6 +7,7 @@ wrappers (the pure-Python path), with the same results and errors.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from types import ModuleType
 
@@ -16,9 +17,13 @@ status: str  # a line for `python -m gpugraph info`
 if os.environ.get("GPUGRAPH_COMPILED", "1") == "0":
     status = "turned off (GPUGRAPH_COMPILED=0): the pure-Python path"
 else:
-    try:
-        fast = importlib.import_module(f"{__package__}._fast")  # (built by setup.py, or absent)
-    except ImportError as error:
-        status = f"not built ({error}): the pure-Python path"
+    name = f"{__package__}._fast"  # (built by setup.py, or absent)
+    if importlib.util.find_spec(name) is None:
+        status = "not built (see setup.py): the pure-Python path"
     else:
-        status = "built (gpugraph.backends.cuda._fast)"
+        try:
+            fast = importlib.import_module(name)
+        except ImportError as error:  # built, but cuda-bindings (its cydriver) is missing here
+            status = f"built but not importable ({error}): the pure-Python path"
+        else:
+            status = "built (gpugraph.backends.cuda._fast)"
