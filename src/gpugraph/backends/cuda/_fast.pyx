@@ -29,3 +29,132 @@ def graph_launch(uintptr_t graph_exec, uintptr_t stream):
     with nogil:
         err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>graph_exec, <cydriver.CUstream>stream)
     return <int>err
+
+
+# Arguments written in C. A kernel whose signature types every slot gets one code per slot (Function.fast_codes):
+# b"P" a pointer (an Array on the launch's device, of the dtype the signature wants, or any dtype where it
+# says void*), else the struct code of the scalar (b"b" b"B" b"h" b"H" b"i" b"I" b"q" b"Q" b"f" b"d"; b"e"
+# and b"?" are left to the Python path). Only the common cases are taken: an Array, a Python int for an
+# integer or floating slot, a Python float for a floating slot, in range. Anything else declines: nothing is
+# launched, and the caller takes the Python path, which converts or explains the argument as it always has.
+
+from libc.stdint cimport int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t
+from libc.math cimport isfinite
+from libc.float cimport FLT_MAX
+
+cdef object _array_type = None
+
+DECLINED = -1  # what launch_packed returns when an argument is left to the Python path
+
+
+def set_array_type(cls):
+    """gpugraph's Array class (backends sit below the front end, so it is handed in once)."""
+    global _array_type
+    _array_type = cls
+
+
+cdef bint _write(char code, object arg, object want, object device, char* slot) except -1:
+    cdef long long whole
+    cdef unsigned long long natural
+    cdef double real
+    if code == b"P":
+        if type(arg) is not _array_type or arg.device is not device:
+            return False
+        if want is not None and arg.dtype is not want:
+            return False
+        (<uint64_t*>slot)[0] = <uint64_t>arg.ptr
+        return True
+    if type(arg) is int:
+        if code == b"f" or code == b"d":
+            real = <double>arg  # (an int too large for a double raises OverflowError: declined below)
+            if code == b"f":
+                if not -FLT_MAX <= real <= FLT_MAX:
+                    return False
+                (<float*>slot)[0] = <float>real
+            else:
+                (<double*>slot)[0] = real
+            return True
+        if code == b"Q":
+            if arg < 0 or arg > 0xFFFFFFFFFFFFFFFF:
+                return False
+            natural = arg
+            (<uint64_t*>slot)[0] = natural
+            return True
+        if not -0x8000000000000000 <= arg <= 0x7FFFFFFFFFFFFFFF:
+            return False
+        whole = arg
+        if code == b"i":
+            if not -2147483648 <= whole <= 2147483647:
+                return False
+            (<int32_t*>slot)[0] = <int32_t>whole
+        elif code == b"I":
+            if not 0 <= whole <= 4294967295:
+                return False
+            (<uint32_t*>slot)[0] = <uint32_t>whole
+        elif code == b"q":
+            (<int64_t*>slot)[0] = whole
+        elif code == b"b":
+            if not -128 <= whole <= 127:
+                return False
+            (<int8_t*>slot)[0] = <int8_t>whole
+        elif code == b"B":
+            if not 0 <= whole <= 255:
+                return False
+            (<uint8_t*>slot)[0] = <uint8_t>whole
+        elif code == b"h":
+            if not -32768 <= whole <= 32767:
+                return False
+            (<int16_t*>slot)[0] = <int16_t>whole
+        elif code == b"H":
+            if not 0 <= whole <= 65535:
+                return False
+            (<uint16_t*>slot)[0] = <uint16_t>whole
+        else:
+            return False
+        return True
+    if type(arg) is float and (code == b"f" or code == b"d"):
+        real = arg
+        if not isfinite(real):
+            return False
+        if code == b"f":
+            if not -FLT_MAX <= real <= FLT_MAX:
+                return False
+            (<float*>slot)[0] = <float>real
+        else:
+            (<double*>slot)[0] = real
+        return True
+    return False
+
+
+def pack(bytes codes, tuple wants, object device, tuple args, uintptr_t buffer):
+    """Write ``args`` into the 8-byte slots at ``buffer`` as ``codes`` say (``wants``: the dtype each pointer
+    slot wants, else None; ``device``: the launch's Device). False if an argument is left to the Python path
+    (the buffer then holds a partial write, which the Python path's packing replaces whole)."""
+    cdef Py_ssize_t count = len(codes), i
+    cdef const char* code = codes
+    cdef char* slot
+    if len(args) != count:
+        return False
+    for i in range(count):
+        slot = <char*>(buffer + 8 * i)
+        (<uint64_t*>slot)[0] = 0
+        try:
+            if not _write(code[i], args[i], wants[i], device, slot):
+                return False
+        except OverflowError:
+            return False
+    return True
+
+
+def launch_packed(uintptr_t function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                  unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_mem,
+                  uintptr_t stream, bytes codes, tuple wants, object device, tuple args, uintptr_t buffer,
+                  uintptr_t kernel_params):
+    """``pack`` then cuLaunchKernel: the CUresult as an int, or DECLINED (nothing launched)."""
+    if not pack(codes, wants, device, args, buffer):
+        return DECLINED
+    cdef cydriver.CUresult err
+    with nogil:
+        err = cydriver.cuLaunchKernel(<cydriver.CUfunction>function, grid_x, grid_y, grid_z, block_x, block_y,
+                                      block_z, shared_mem, <cydriver.CUstream>stream, <void**>kernel_params, NULL)
+    return <int>err
