@@ -97,3 +97,26 @@ def test_fast_layout_codes_each_slot_of_a_typed_signature():
     codes, wants = fast_layout(gg.Kernel(source, "k").signature)
     assert codes == b"PPPiQfdhB"
     assert wants == (np.dtype(np.float32), np.dtype(np.float64), None, None, None, None, None, None, None)
+
+
+class _Function:
+    """What a Launcher reads of a loaded kernel (the CUDA backend's Function)."""
+
+    def __init__(self, codes: bytes | None, wants: tuple) -> None:
+        self.fast_codes, self.fast_wants, self.raw = codes, wants, 0
+
+
+@pytest.mark.parametrize("grid, block, args, codes", [
+    ((1, 1), 32, (1,), b"i"),  # a 3-D shape: the Python path's
+    (1, (32,), (1,), b"i"),
+    (0, 32, (1,), b"i"),  # out of range: the Python path explains it
+    (1, 1025, (1,), b"i"),
+    (1.0, 32, (1,), b"i"),
+    (1, 32, (1, 2), b"i"),  # a wrong count
+    (1, 32, (2.5,), b"i"),  # an argument pack declines
+    (1, 32, (1,), None),  # an untyped layout
+    (1, 32, tuple(range(33)), b"i" * 33),  # more slots than the C stack buffer holds
+])
+def test_launcher_declines_before_calling_the_driver(device, grid, block, args, codes):
+    launcher = fast.Launcher(0, device)
+    assert launcher(_Function(codes, (None,) * len(codes or b"")), grid, block, args) is False

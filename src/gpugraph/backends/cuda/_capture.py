@@ -78,6 +78,10 @@ class CudaCapturing(CudaRuntime):
         if pending is not None:
             raise pending
 
+    def stream_launcher(self, stream: CudaStream, device: Any) -> Any:
+        fast = _compiled.fast
+        return None if fast is None else fast.Launcher(stream.raw, device)
+
     def stream_query(self, stream: CudaStream) -> bool:
         return _done(drv.stream_query, stream.handle)
 

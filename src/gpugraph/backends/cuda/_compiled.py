@@ -26,4 +26,6 @@ else:
         except ImportError as error:  # built, but cuda-bindings (its cydriver) is missing here
             status = f"built but not importable ({error}): the pure-Python path"
         else:
+            from ..._memory import Array
+            fast.set_array_type(Array)  # (what its packing takes as an Array)
             status = "built (gpugraph.backends.cuda._fast)"

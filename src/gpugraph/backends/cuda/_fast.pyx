@@ -158,3 +158,54 @@ def launch_packed(uintptr_t function, unsigned int grid_x, unsigned int grid_y, 
         err = cydriver.cuLaunchKernel(<cydriver.CUfunction>function, grid_x, grid_y, grid_z, block_x, block_y,
                                       block_z, shared_mem, <cydriver.CUstream>stream, <void**>kernel_params, NULL)
     return <int>err
+
+
+cdef enum:
+    MAX_SLOTS = 32  # (a kernel with more parameters takes the Python path)
+
+
+cdef class Launcher:
+    """One stream's compiled launch (``Stream.launch``'s fast lane): a 1-D launch of a kernel whose
+    signature types every slot, with arguments ``pack`` takes, packed on the C stack (cuLaunchKernel copies
+    them, so no shared buffer and no lock) and launched. Calling it returns True once launched; False (nothing
+    launched) for anything else, the driver's errors included, which the Python path then makes and explains.
+    """
+
+    cdef uintptr_t stream
+    cdef object device
+
+    def __init__(self, uintptr_t stream, object device):
+        self.stream = stream
+        self.device = device
+
+    def __call__(self, function, grid, block, tuple args):
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        cdef Py_ssize_t count, i
+        cdef const char* code
+        cdef unsigned int grid_x, block_x
+        cdef cydriver.CUresult err
+        if type(grid) is not int or type(block) is not int or not 1 <= grid <= 2147483647 or not 1 <= block <= 1024:
+            return False
+        codes = function.fast_codes
+        if codes is None:
+            return False
+        count = len(<bytes>codes)
+        if count > MAX_SLOTS or len(args) != count:
+            return False
+        wants = function.fast_wants
+        code = <bytes>codes
+        for i in range(count):
+            slots[i] = 0
+            pointers[i] = &slots[i]
+            try:
+                if not _write(code[i], args[i], (<tuple>wants)[i], self.device, <char*>&slots[i]):
+                    return False
+            except OverflowError:
+                return False
+        grid_x, block_x = grid, block
+        cdef uintptr_t handle = function.raw
+        with nogil:
+            err = cydriver.cuLaunchKernel(<cydriver.CUfunction>handle, grid_x, 1, 1, block_x, 1, 1, 0,
+                                          <cydriver.CUstream>self.stream, pointers, NULL)
+        return err == cydriver.CUDA_SUCCESS
