@@ -67,12 +67,17 @@ def test_pack_writes_an_arrays_address_when_its_dtype_is_the_one_wanted(device):
 @pytest.mark.parametrize("codes, args", [
     (b"i", (2**31,)), (b"i", (-(2**31) - 1,)), (b"I", (-1,)), (b"b", (128,)), (b"Q", (2**64,)), (b"q", (2**63,)),
     (b"f", (1e39,)), (b"f", (float("inf"),)), (b"d", (float("nan"),)), (b"f", (2**200,)),  # out of range
+    (b"f", (int(np.finfo(np.float32).max) + 1,)), (b"d", (int(np.finfo(np.float64).max) + 1,)),  # (just)
     (b"i", (2.0,)), (b"i", (True,)), (b"i", (np.int32(3),)), (b"f", (np.float32(1),)),  # other kinds
     (b"?", (True,)), (b"e", (1.0,)),  # codes the Python path keeps
     (b"ii", (1,)),  # a wrong count
 ])
 def test_pack_declines_what_the_python_path_converts_or_explains(device, codes, args):
     assert packed(codes, args, device) is None
+
+
+def test_pack_declines_when_the_wanted_dtypes_do_not_match_the_codes(device):
+    assert packed(b"ii", (1, 2), device, (None,)) is None
 
 
 def test_pack_declines_arrays_of_another_dtype_device_or_kind(device):
@@ -120,3 +125,31 @@ class _Function:
 def test_launcher_declines_before_calling_the_driver(device, grid, block, args, codes):
     launcher = fast.Launcher(0, device)
     assert launcher(_Function(codes, (None,) * len(codes or b"")), grid, block, args) is False
+
+
+def test_launcher_declines_a_function_whose_wanted_dtypes_do_not_match(device):
+    function = _Function(b"ii", ())
+    assert fast.Launcher(0, device)(function, 1, 32, (1, 2)) is False
+
+
+@pytest.mark.gpu
+def test_the_fast_lane_takes_a_typical_launch_and_leaves_the_rest_to_the_python_path(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    stream = gpu.stream()
+    x = gpu.zeros(8, np.int32)
+    gpu._load_kernel(K.fill)
+    calls = []
+    backend = stream._backend
+    real = backend.stream_launch
+    monkeypatch.setattr(backend, "stream_launch", lambda *args: calls.append(args) or real(*args))
+    stream.launch(K.fill, 1, 8, x, 3, 8)  # typed, 1-D, common arguments: the compiled launcher's
+    assert calls == []
+    stream.launch(K.fill, (1,), 8, x, 4, 8)  # a tuple shape: the Python path's
+    stream.launch(K.fill, 1, 8, x, gg.Param(np.int32(5)), 8)  # a Param
+    stream.launch(K.fill, 1, 8, x, 6, 8, shared_mem=16)
+    assert len(calls) == 3
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 6, np.int32))
+    with pytest.raises(ValueError, match="shared_mem: expected a non-negative int, got None"):
+        stream.launch(K.fill, 1, 8, x, 1, 8, shared_mem=None)

@@ -244,7 +244,7 @@ class Stream:
         # declines (then the path below makes it, or explains why not).
         fast = self._fast
         if (fast is not None and self._capture is None and not shared_mem and type(kernel) is Kernel
-                and not HOST_THREADS and not _capture.function_captures):
+                and type(shared_mem) is int and not HOST_THREADS and not _capture.function_captures):
             function = kernel._functions.get(self.device)
             if function is not None and fast(function, grid, block, args):
                 return
@@ -255,7 +255,7 @@ class Stream:
                 capture is None and _capture.function_captures):
             self._guard("Stream.launch")
         g, b = launch_dims(grid, block)
-        if shared_mem:
+        if type(shared_mem) is not int or shared_mem:
             shared_mem = check_shared_mem(shared_mem)
         device = self.device
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept

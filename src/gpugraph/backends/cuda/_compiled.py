@@ -23,8 +23,10 @@ else:
     else:
         try:
             fast = importlib.import_module(name)
-        except ImportError as error:  # built, but cuda-bindings (its cydriver) is missing here
-            status = f"built but not importable ({error}): the pure-Python path"
+        # (ImportError: cuda-bindings, its cydriver, is missing here; TypeError: its cydriver declares another C
+        # signature than the one built against. Either way the Python path runs, and info says why.)
+        except Exception as error:  # noqa: BLE001 - reported in the status line
+            status = f"built but not importable ({type(error).__name__}: {error}): the pure-Python path"
         else:
             from ..._memory import Array
             fast.set_array_type(Array)  # (what its packing takes as an Array)

@@ -43,9 +43,10 @@ from libc.math cimport isfinite
 from libc.float cimport FLT_MAX
 
 cdef object _array_type = None
-
-DECLINED = -1  # what launch_packed returns when an argument is left to the Python path
-
+# The limits of the floating slots as Python floats: a Python int compares with them exactly (a cast to double
+# first would round a too-large int down to the limit, which the Python path refuses).
+cdef object _FLOAT_MAX = FLT_MAX
+cdef object _DOUBLE_MAX = 1.7976931348623157e308
 
 def set_array_type(cls):
     """gpugraph's Array class (backends sit below the front end, so it is handed in once)."""
@@ -66,13 +67,14 @@ cdef bint _write(char code, object arg, object want, object device, char* slot) 
         return True
     if type(arg) is int:
         if code == b"f" or code == b"d":
-            real = <double>arg  # (an int too large for a double raises OverflowError: declined below)
             if code == b"f":
-                if not -FLT_MAX <= real <= FLT_MAX:
+                if not -_FLOAT_MAX <= arg <= _FLOAT_MAX:
                     return False
-                (<float*>slot)[0] = <float>real
+                (<float*>slot)[0] = <float><double>arg
             else:
-                (<double*>slot)[0] = real
+                if not -_DOUBLE_MAX <= arg <= _DOUBLE_MAX:
+                    return False
+                (<double*>slot)[0] = <double>arg
             return True
         if code == b"Q":
             if arg < 0 or arg > 0xFFFFFFFFFFFFFFFF:
@@ -126,14 +128,14 @@ cdef bint _write(char code, object arg, object want, object device, char* slot) 
     return False
 
 
-def pack(bytes codes, tuple wants, object device, tuple args, uintptr_t buffer):
+def pack(bytes codes not None, tuple wants not None, object device, tuple args not None, uintptr_t buffer):
     """Write ``args`` into the 8-byte slots at ``buffer`` as ``codes`` say (``wants``: the dtype each pointer
     slot wants, else None; ``device``: the launch's Device). False if an argument is left to the Python path
     (the buffer then holds a partial write, which the Python path's packing replaces whole)."""
     cdef Py_ssize_t count = len(codes), i
     cdef const char* code = codes
     cdef char* slot
-    if len(args) != count:
+    if len(args) != count or len(wants) != count:
         return False
     for i in range(count):
         slot = <char*>(buffer + 8 * i)
@@ -144,20 +146,6 @@ def pack(bytes codes, tuple wants, object device, tuple args, uintptr_t buffer):
         except OverflowError:
             return False
     return True
-
-
-def launch_packed(uintptr_t function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
-                  unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_mem,
-                  uintptr_t stream, bytes codes, tuple wants, object device, tuple args, uintptr_t buffer,
-                  uintptr_t kernel_params):
-    """``pack`` then cuLaunchKernel: the CUresult as an int, or DECLINED (nothing launched)."""
-    if not pack(codes, wants, device, args, buffer):
-        return DECLINED
-    cdef cydriver.CUresult err
-    with nogil:
-        err = cydriver.cuLaunchKernel(<cydriver.CUfunction>function, grid_x, grid_y, grid_z, block_x, block_y,
-                                      block_z, shared_mem, <cydriver.CUstream>stream, <void**>kernel_params, NULL)
-    return <int>err
 
 
 cdef enum:
@@ -188,12 +176,14 @@ cdef class Launcher:
         if type(grid) is not int or type(block) is not int or not 1 <= grid <= 2147483647 or not 1 <= block <= 1024:
             return False
         codes = function.fast_codes
-        if codes is None:
+        if type(codes) is not bytes:
             return False
         count = len(<bytes>codes)
         if count > MAX_SLOTS or len(args) != count:
             return False
         wants = function.fast_wants
+        if type(wants) is not tuple or len(<tuple>wants) != count:
+            return False
         code = <bytes>codes
         for i in range(count):
             slots[i] = 0
