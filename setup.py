@@ -44,8 +44,9 @@ def _bindings_version() -> tuple[int, int] | None:
 
 def _cuda_include() -> str | None:
     """A folder holding a cuda.h at least as new as the cuda-bindings present (cydriver.pxd declares what its
-    own version's header has): the build environment's nvidia-cuda-runtime first, then CUDA_HOME/CUDA_PATH
-    and /usr/local/cuda."""
+    own version's header has) and the cudaProfiler.h that cydriver.pxd also includes: the build environment's
+    nvidia-cuda-runtime and nvidia-cuda-profiler-api first (both install into nvidia/cu13/include), then
+    CUDA_HOME/CUDA_PATH and /usr/local/cuda."""
     candidates = [os.path.join(path, "nvidia", "cu13", "include") for path in sys.path]
     candidates += [os.path.join(root, "include") for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
                                                                 "/usr/local/cuda") if root]
@@ -54,9 +55,12 @@ def _cuda_include() -> str | None:
         header = os.path.join(folder, "cuda.h")
         if os.path.isfile(header):
             have = _cuda_version(header)
-            if needed is None or (have is not None and have >= needed):
+            if needed is not None and (have is None or have < needed):
+                _say(f"{header} is CUDA {have}, older than cuda-bindings {needed}; looking further")
+            elif not os.path.isfile(os.path.join(folder, "cudaProfiler.h")):
+                _say(f"{folder} has cuda.h but no cudaProfiler.h; looking further")
+            else:
                 return folder
-            _say(f"{header} is CUDA {have}, older than cuda-bindings {needed}; looking further")
     return None
 
 
@@ -76,7 +80,7 @@ class OptionalBuildExt(build_ext):
             return self._skip(f"Cython is missing ({error})")
         include = _cuda_include()
         if include is None:
-            return self._skip("no cuda.h as new as the cuda-bindings present was found")
+            return self._skip("no folder with cuda.h (as new as the cuda-bindings present) and cudaProfiler.h was found")
         ext.include_dirs.append(include)
         # cythonize gives distutils Extensions: keep setuptools' own, with the generated C++ source.
         ext.sources = cythonize([ext], language_level=3, quiet=True)[0].sources
