@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpugraph as gg
-from gpugraph._memory import Array
 from gpugraph.backends.cuda import _compiled
 
 fast = _compiled.fast
@@ -25,8 +24,6 @@ SLOTS = 4
 
 @pytest.fixture(scope="module")
 def device() -> gg.Device:
-    if fast is not None:
-        fast.set_array_type(Array)
     return gg.Device("cpu")
 
 
@@ -101,7 +98,8 @@ def test_fast_layout_codes_each_slot_of_a_typed_signature():
               'float f, double d, short s, unsigned char c) {}')
     codes, wants = fast_layout(gg.Kernel(source, "k").signature)
     assert codes == b"PPPiQfdhB"
-    assert wants == (np.dtype(np.float32), np.dtype(np.float64), None, None, None, None, None, None, None)
+    assert wants == (np.dtype(np.float32), np.dtype(np.float64), None, np.int32, np.uint64, np.float32, np.float64,
+                     np.int16, np.uint8)
 
 
 class _Function:
@@ -130,6 +128,65 @@ def test_launcher_declines_before_calling_the_driver(device, grid, block, args, 
 def test_launcher_declines_a_function_whose_wanted_dtypes_do_not_match(device):
     function = _Function(b"ii", ())
     assert fast.Launcher(0, device)(function, 1, 32, (1, 2)) is False
+
+
+class _Capture:
+    """What ``Launcher.captured`` reads of the backend's capture record."""
+
+    def __init__(self, active: bool) -> None:
+        import threading
+        import types
+        self.lock, self.active, self.graph = threading.Lock(), active, types.SimpleNamespace(pending=[])
+
+
+@pytest.mark.parametrize("grid, block, args", [((1, 1), 32, (1,)), (1, 32, (2.5,)), (1, 32, (1, 2))])
+def test_a_captured_launch_declines_before_calling_the_driver_and_records_nothing(device, grid, block, args):
+    capture = _Capture(active=True)
+    kernel = gg.Kernel('extern "C" __global__ void k(int n) {}', "k")
+    assert fast.Launcher(0, device).captured(capture, kernel, _Function(b"i", (np.int32,)), grid, block,
+                                             args) is False
+    assert capture.graph.pending == []
+
+
+def test_a_launch_into_a_capture_that_ended_is_left_to_the_python_path(device):
+    capture = _Capture(active=False)  # (ended on another thread: the Python path launches it uncaptured)
+    kernel = gg.Kernel('extern "C" __global__ void k(int n) {}', "k")
+    assert fast.Launcher(0, device).captured(capture, kernel, _Function(b"i", (np.int32,)), 1, 32, (1,)) is False
+    assert fast.Launcher(0, device).captured(None, kernel, _Function(b"i", (np.int32,)), 1, 32, (1,)) is False
+    assert capture.graph.pending == []
+
+
+@pytest.mark.gpu
+def test_captured_launches_record_the_nodes_the_python_path_records(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    x = gpu.zeros(8, np.int32)
+    gpu._load_kernel(K.fill)
+    graphs = []
+    for lane in ("compiled", "python"):
+        stream = gpu.stream()
+        if lane == "python":
+            monkeypatch.setattr(stream, "_fast", None)
+        calls = []
+        backend = stream._backend
+        real = backend.stream_launch
+        monkeypatch.setattr(backend, "stream_launch",
+                            lambda *args, calls=calls, real=real: calls.append(args) or real(*args))
+        with stream.capture() as cap:
+            stream.launch(K.fill, 1, 8, x, 3, 8)
+            stream.launch(K.fill, 2, 4, x, 7, 8)
+        monkeypatch.undo()
+        assert len(calls) == (0 if lane == "compiled" else 2)
+        graphs.append(cap.graph)
+    compiled, python = ([node.params for node in g.nodes] for g in graphs)
+    assert compiled == python
+    for a, b in zip(compiled, python):
+        assert [type(v) for v in a.args] == [type(v) for v in b.args]  # typed as graph nodes keep them
+    exe = graphs[0].instantiate()
+    stream = gpu.stream()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 7, np.int32))
 
 
 @pytest.mark.gpu

@@ -240,14 +240,20 @@ class Stream:
 
         See also: cudaLaunchKernel.
         """
-        # The fast lane: an uncaptured launch of a loaded kernel, which the compiled launcher takes whole or
-        # declines (then the path below makes it, or explains why not).
+        # The fast lane: a launch of a loaded kernel, uncaptured or into a healthy capture, which the compiled
+        # launcher takes whole (recording a captured one's node) or declines (then the path below makes it, or
+        # explains why not).
         fast = self._fast
-        if (fast is not None and self._capture is None and not shared_mem and type(kernel) is Kernel
-                and type(shared_mem) is int and not HOST_THREADS and not _capture.function_captures):
+        if (fast is not None and not shared_mem and type(kernel) is Kernel and type(shared_mem) is int
+                and not HOST_THREADS):
             function = kernel._functions.get(self.device)
-            if function is not None and fast(function, grid, block, args):
-                return
+            if function is not None:
+                capture = self._capture
+                if capture is None:
+                    if not _capture.function_captures and fast(function, grid, block, args):
+                        return
+                elif capture.error is None and fast.captured(capture._handle, kernel, function, grid, block, args):
+                    return
         if type(kernel) is not Kernel:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
         capture = self._capture

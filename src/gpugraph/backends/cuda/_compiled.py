@@ -29,5 +29,6 @@ else:
             status = f"built but not importable ({type(error).__name__}: {error}): the pure-Python path"
         else:
             from ..._memory import Array
-            fast.set_array_type(Array)  # (what its packing takes as an Array)
+            from ..._nodes import KernelParams
+            fast.set_types(Array, KernelParams)  # (what its packing takes as an Array; a captured launch's record)
             status = "built (gpugraph.backends.cuda._fast)"

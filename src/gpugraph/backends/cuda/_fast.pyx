@@ -43,15 +43,18 @@ from libc.math cimport isfinite
 from libc.float cimport FLT_MAX
 
 cdef object _array_type = None
+cdef object _kernel_params_type = None
 # The limits of the floating slots as Python floats: a Python int compares with them exactly (a cast to double
 # first would round a too-large int down to the limit, which the Python path refuses).
 cdef object _FLOAT_MAX = FLT_MAX
 cdef object _DOUBLE_MAX = 1.7976931348623157e308
 
-def set_array_type(cls):
-    """gpugraph's Array class (backends sit below the front end, so it is handed in once)."""
-    global _array_type
-    _array_type = cls
+def set_types(array, kernel_params):
+    """gpugraph's Array and KernelParams classes (backends sit below the front end, so they are handed in
+    once)."""
+    global _array_type, _kernel_params_type
+    _array_type = array
+    _kernel_params_type = kernel_params
 
 
 cdef bint _write(char code, object arg, object want, object device, char* slot) except -1:
@@ -157,6 +160,7 @@ cdef class Launcher:
     signature types every slot, with arguments ``pack`` takes, packed on the C stack (cuLaunchKernel copies
     them, so no shared buffer and no lock) and launched. Calling it returns True once launched; False (nothing
     launched) for anything else, the driver's errors included, which the Python path then makes and explains.
+    ``captured`` does the same for a launch into a capture, and records the node as the Python path does.
     """
 
     cdef uintptr_t stream
@@ -166,36 +170,72 @@ cdef class Launcher:
         self.stream = stream
         self.device = device
 
-    def __call__(self, function, grid, block, tuple args):
-        cdef uint64_t slots[MAX_SLOTS]
-        cdef void* pointers[MAX_SLOTS]
+    cdef Py_ssize_t _write_all(self, function, grid, block, tuple args, uint64_t* slots, void** pointers,
+                               list typed) except -2:
+        """Write ``args`` into ``slots`` (and their typed values, as graph nodes keep them, into ``typed``
+        unless None): the slot count, or -1 to decline the launch."""
         cdef Py_ssize_t count, i
         cdef const char* code
-        cdef unsigned int grid_x, block_x
-        cdef cydriver.CUresult err
         if type(grid) is not int or type(block) is not int or not 1 <= grid <= 2147483647 or not 1 <= block <= 1024:
-            return False
+            return -1
         codes = function.fast_codes
         if type(codes) is not bytes:
-            return False
+            return -1
         count = len(<bytes>codes)
         if count > MAX_SLOTS or len(args) != count:
-            return False
+            return -1
         wants = function.fast_wants
         if type(wants) is not tuple or len(<tuple>wants) != count:
-            return False
+            return -1
         code = <bytes>codes
         for i in range(count):
             slots[i] = 0
             pointers[i] = &slots[i]
+            arg = args[i]
             try:
-                if not _write(code[i], args[i], (<tuple>wants)[i], self.device, <char*>&slots[i]):
-                    return False
+                if not _write(code[i], arg, (<tuple>wants)[i], self.device, <char*>&slots[i]):
+                    return -1
             except OverflowError:
-                return False
-        grid_x, block_x = grid, block
-        cdef uintptr_t handle = function.raw
+                return -1
+            if typed is not None:
+                # (a pointer slot keeps its Array; a scalar slot its value as the NumPy type its slot wants)
+                typed.append(arg if code[i] == b"P" else (<tuple>wants)[i](arg))
+        return count
+
+    cdef cydriver.CUresult _launch(self, uintptr_t handle, unsigned int grid_x, unsigned int block_x,
+                                   void** pointers) noexcept:
+        cdef cydriver.CUresult err
         with nogil:
             err = cydriver.cuLaunchKernel(<cydriver.CUfunction>handle, grid_x, 1, 1, block_x, 1, 1, 0,
                                           <cydriver.CUstream>self.stream, pointers, NULL)
-        return err == cydriver.CUDA_SUCCESS
+        return err
+
+    def __call__(self, function, grid, block, tuple args):
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        if self._write_all(function, grid, block, args, slots, pointers, None) < 0:
+            return False
+        return self._launch(function.raw, grid, block, pointers) == cydriver.CUDA_SUCCESS
+
+    def captured(self, capture, kernel, function, grid, block, tuple args):
+        """The same launch into ``capture`` (the backend's CudaCapture of this stream), recorded as the Python
+        path records it: the node's KernelParams, with typed arguments, queued on the capture's graph under
+        the capture's lock, while the capture is active. False (nothing captured) for anything else."""
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        cdef list typed = []
+        if capture is None:
+            return False
+        if self._write_all(function, grid, block, args, slots, pointers, typed) < 0:
+            return False
+        record = (_kernel_params_type(kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)), None)
+        lock = capture.lock
+        if lock is None:
+            return False
+        with lock:
+            if not capture.active:  # (ended on another thread: the Python path launches it uncaptured)
+                return False
+            if self._launch(function.raw, grid, block, pointers) != cydriver.CUDA_SUCCESS:
+                return False
+            capture.graph.pending.append(record)
+        return True

@@ -58,9 +58,10 @@ def _code(dtype: np.dtype | None, pointer: bool) -> str:
 
 def fast_layout(signature: Any) -> tuple[bytes, tuple[Any, ...]]:
     """A fully typed signature's slots for the compiled path (``_fast.pack``): one code per slot (b"P" a
-    pointer, else the scalar's struct code) and the dtype each pointer slot wants (None: any, or a scalar)."""
+    pointer, else the scalar's struct code) and what each slot wants: a pointer slot the dtype of its data
+    (None: any), a scalar slot the NumPy scalar type a graph node keeps its value as."""
     codes = b"".join(b"P" if p.pointer else _code(p.dtype, False).encode() for p in signature)
-    return codes, tuple(p.dtype if p.pointer else None for p in signature)
+    return codes, tuple(p.dtype if p.pointer else p.dtype.type for p in signature)
 
 
 def _format(dtype: np.dtype | None, pointer: bool) -> str:
