@@ -239,3 +239,71 @@ cdef class Launcher:
                 return False
             capture.graph.pending.append(record)
         return True
+
+
+cdef class ParamPatch:
+    """A prepared patch of one kernel node of an executable graph whose arguments include Params (what
+    ``GraphExec.launch`` runs for a node whose Params changed): it writes the Params' current values into the
+    node's own argument slots and sets the node (cuGraphExecKernelNodeSetParams; hipGraphExecKernelNodeSetParams).
+    ``slots`` are (offset, struct code, Param) for the codes in PATCH_CODES; the Python side made
+    the buffer, the pointers into it (``keep`` holds them) and checked each Param's value when it was set."""
+
+    cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
+    cdef uintptr_t exec_, node, buffer
+    cdef object keep, slots, current, context, use, index, on_error
+
+    def __init__(self, uintptr_t exec_, uintptr_t node, uintptr_t function, tuple grid, tuple block,
+                 unsigned int shared_mem, uintptr_t buffer, uintptr_t pointers, keep, list slots, current, context,
+                 use, index, on_error):
+        self.exec_, self.node, self.buffer, self.keep, self.slots = exec_, node, buffer, keep, slots
+        self.current, self.context, self.use, self.index, self.on_error = current, context, use, index, on_error
+        self.params.func = <cydriver.CUfunction>function
+        self.params.gridDimX, self.params.gridDimY, self.params.gridDimZ = grid
+        self.params.blockDimX, self.params.blockDimY, self.params.blockDimZ = block
+        self.params.sharedMemBytes = shared_mem
+        self.params.kernelParams = <void**>pointers
+        self.params.extra = NULL
+
+    def __call__(self):
+        cdef Py_ssize_t offset
+        cdef char code
+        cdef char* slot
+        cdef cydriver.CUresult err
+        for entry in self.slots:
+            offset, code, param = <tuple>entry
+            slot = <char*>(self.buffer + offset)
+            value = param._value
+            if code == b"Q":  # (an address, as the Python path's struct layout has it, or a 64-bit unsigned)
+                (<uint64_t*>slot)[0] = <uint64_t>(value.ptr if type(value) is _array_type else value)
+            elif code == b"f":
+                (<float*>slot)[0] = <float>value
+            elif code == b"d":
+                (<double*>slot)[0] = <double>value
+            elif code == b"q":
+                (<int64_t*>slot)[0] = <int64_t>value
+            elif code == b"i":
+                (<int32_t*>slot)[0] = <int32_t>value
+            elif code == b"I":
+                (<uint32_t*>slot)[0] = <uint32_t>value
+            elif code == b"h":
+                (<int16_t*>slot)[0] = <int16_t>value
+            elif code == b"H":
+                (<uint16_t*>slot)[0] = <uint16_t>value
+            elif code == b"b":
+                (<int8_t*>slot)[0] = <int8_t>value
+            elif code == b"B":
+                (<uint8_t*>slot)[0] = <uint8_t>value
+            else:
+                raise ValueError(f"ParamPatch: no slot code {chr(code)!r}")  # (param_patcher picks the codes)
+        # First: from a thread with no current context the driver crashes in cuGraphExecKernelNodeSetParams
+        # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher).
+        if self.current() is not self.context:
+            self.use(self.index)
+        with nogil:
+            err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
+                                                          <cydriver.CUgraphNode>self.node, &self.params)
+        if err != cydriver.CUDA_SUCCESS:
+            self.on_error(<int>err)
+
+
+PATCH_CODES = b"fdQqiIhHbB"  # the struct codes of the slots ParamPatch writes
