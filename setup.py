@@ -80,7 +80,8 @@ class OptionalBuildExt(build_ext):
             return self._skip(f"Cython is missing ({error})")
         include = _cuda_include()
         if include is None:
-            return self._skip("no folder with cuda.h (as new as the cuda-bindings present) and cudaProfiler.h was found")
+            return self._skip("no folder with cuda.h (as new as the cuda-bindings present) and cudaProfiler.h "
+                              "was found")
         ext.include_dirs.append(include)
         # cythonize gives distutils Extensions: keep setuptools' own, with the generated C++ source.
         ext.sources = cythonize([ext], language_level=3, quiet=True)[0].sources
