@@ -152,3 +152,15 @@ def test_bench_reports_progress_on_stderr(tmp_path, capsys):
     assert re.fullmatch(r"bench: \[2/2\] chain: [1-9]\d* figure\(s\) in \d+\.\d s", progress[3])
     assert "[1/2]" not in out and "| rk4 " in out  # the table on stdout stays clean
     assert out_json.exists()
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_info_says_whether_the_compiled_cuda_path_is_in_use(switch):
+    done = run_module(["info"], env={"GPUGRAPH_COMPILED": switch})
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("CUDA compiled path: ")]
+    if switch == "0":
+        assert line == "CUDA compiled path: turned off (GPUGRAPH_COMPILED=0): the pure-Python path"
+    else:
+        assert re.fullmatch(r"CUDA compiled path: (built \(gpugraph\.backends\.cuda\._fast\)|(not built|built but "
+                            r"not importable) \(.+\): the pure-Python path)", line), line

@@ -387,9 +387,10 @@ def test_float_grid_rejected_even_after_equal_int_grid(device, stream):
     stream.synchronize()
 
 
-def test_negative_shared_mem_rejected(device, stream):
-    with pytest.raises(ValueError, match="shared_mem: expected a non-negative int, got -1"):
-        stream.launch(K.scale, 1, 1, device.zeros(1, np.float32), 2.0, 1, shared_mem=-1)
+@pytest.mark.parametrize("value", [-1, None, 0.0, False, "0"])
+def test_shared_mem_other_than_a_non_negative_int_rejected(device, stream, value):
+    with pytest.raises(ValueError, match=f"shared_mem: expected a non-negative int, got {value!r}"):
+        stream.launch(K.scale, 1, 1, device.zeros(1, np.float32), 2.0, 1, shared_mem=value)
 
 
 def test_max_block_of_1024_threads_is_fine(device, stream):

@@ -9,6 +9,10 @@
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export PYTHONPATH=src PYTHONUNBUFFERED=1
+# The compiled CUDA path, built in place (setup.py; a cuda.h at least as new as cuda-bindings is needed:
+# where the system's is older, set CUDA_HOME to a folder whose include/ has nvidia-cuda-runtime's and
+# nvidia-cuda-profiler-api's headers). Then the suite runs on it and again with GPUGRAPH_COMPILED=0.
+python3 setup.py build_ext --inplace > "$OUT/build.txt" 2>&1 || echo "gpu_check: building the compiled path failed ($OUT/build.txt)"
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import sys, numpy; from importlib.metadata import version as v; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'cuda-bindings', v('cuda-bindings'), 'cupy', v('cupy-cuda13x'), 'torch', v('torch'))"
@@ -17,6 +21,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
 if [ "${1:-}" != memcheck ]; then
 python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
+GPUGRAPH_COMPILED=0 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest-python-path.txt" | tail -3
 python3 -m gpugraph bench --backend cuda --workload launch --workload graphs --workload manage \
   --workload dynamic --workload memory --workload rk4 --repeats 10 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" | tail -8
 { python3 tools/gpu_probe_update.py; python3 tools/gpu_probe_rules.py; python3 tools/gpu_probe_threads.py 5; } 2>&1 \

@@ -47,6 +47,8 @@ def _info(args: argparse.Namespace) -> int:
         for index in range(backend.device_count()):
             print(f"  {name}:{index:<3} {backend.device_name(index)}")
     print(f"default device: {open_device(None)} (available: {', '.join(available_backends())})")
+    from .backends.cuda import _compiled
+    print(f"CUDA compiled path: {_compiled.status}")
     return 0
 
 

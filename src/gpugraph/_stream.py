@@ -100,7 +100,7 @@ class Stream:
     """
 
     __slots__ = ("device", "non_blocking", "priority", "legacy", "_backend", "_handle", "_capture",
-                 "_number", "__weakref__")
+                 "_number", "_fast", "__weakref__")
     _numbers = itertools.count(1)
 
     def __init__(self, device: Any, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False,
@@ -128,6 +128,8 @@ class Stream:
                 address = self.ptr
                 with by_address_lock:
                     by_address[address] = self
+        # The backend's compiled launch for this stream (launch's fast lane), if it has one.
+        self._fast = None if legacy else backend.stream_launcher(self._handle, device)
 
     def _guard(self, api: str, forking: bool = False) -> None:
         """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``
@@ -238,6 +240,20 @@ class Stream:
 
         See also: cudaLaunchKernel.
         """
+        # The fast lane: a launch of a loaded kernel, uncaptured or into a healthy capture, which the compiled
+        # launcher takes whole (recording a captured one's node) or declines (then the path below makes it, or
+        # explains why not).
+        fast = self._fast
+        if (fast is not None and not shared_mem and type(kernel) is Kernel and type(shared_mem) is int
+                and not HOST_THREADS):
+            function = kernel._functions.get(self.device)
+            if function is not None:
+                capture = self._capture
+                if capture is None:
+                    if not _capture.function_captures and fast(function, grid, block, args):
+                        return
+                elif capture.error is None and fast.captured(capture._handle, kernel, function, grid, block, args):
+                    return
         if type(kernel) is not Kernel:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
         capture = self._capture
@@ -245,7 +261,7 @@ class Stream:
                 capture is None and _capture.function_captures):
             self._guard("Stream.launch")
         g, b = launch_dims(grid, block)
-        if shared_mem:
+        if type(shared_mem) is not int or shared_mem:
             shared_mem = check_shared_mem(shared_mem)
         device = self.device
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept

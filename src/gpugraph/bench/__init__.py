@@ -19,7 +19,7 @@ from typing import Any
 from .._cli import Parser, UsageError, open_device, report
 from . import _gpu, _rk4, _workloads  # noqa: F401 - register the workloads
 from ._core import WORKLOADS, Options, Row, ValidationError, workload
-from ._report import machine, markdown_table
+from ._report import machine, markdown_table, target_met, targets_table
 
 __all__ = ["WORKLOADS", "Options", "Row", "ValidationError", "main", "run", "workload"]
 
@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     info = machine(device, argv)
     print(f"gpugraph {info['gpugraph']} bench on {device} ({device.name}); {info['cpu']}, {info['cores']} cores; "
           f"Python {info['python']}, NumPy {info['numpy']}; {info['date']}")
+    if info["cuda_path"] is not None:
+        print(f"CUDA compiled path: {info['cuda_path']}")
     print(f"median of {options.repeats} runs after {options.warmup} warm-up runs; ratios per paired run\n")
     try:
         rows = run(device, names, options, progress=_to_stderr)
@@ -116,13 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: validation failed, no figures reported: {exc}", file=sys.stderr)
         return 1
     print(markdown_table(rows) + "\n")
-    for row in rows:
-        if row.unit == "×":
-            print(f"{row.workload}: {row.figure} = {row.median:.2f}× "
-                  f"(IQR {row.q1:.2f}–{row.q3:.2f}; target {row.target})")
+    targets = targets_table(rows)
+    if targets:
+        print("Targets:\n\n" + targets)
     if args.json:
         record = {"machine": info, "options": asdict(options),
-                  "rows": [r.to_json() for r in rows]}
+                  "rows": [{**r.to_json(), "met": target_met(r)} for r in rows]}
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=2, ensure_ascii=False)
             f.write("\n")

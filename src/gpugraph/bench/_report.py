@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import shlex
 from typing import Any
 
@@ -28,6 +29,10 @@ def cpu_model() -> str:
 def machine(device: Any, argv: list[str]) -> dict[str, Any]:
     """Where and with what a run was taken; ``argv`` are the bench arguments, for the command line."""
     from .. import __version__
+    path = None
+    if device.backend == "cuda":  # which of the CUDA backend's two paths ran (the compiled one or Python's)
+        from ..backends.cuda import _compiled
+        path = _compiled.status
     return {
         "date": datetime.date.today().isoformat(),
         "device": str(device),
@@ -38,6 +43,7 @@ def machine(device: Any, argv: list[str]) -> dict[str, Any]:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "gpugraph": __version__,
+        "cuda_path": path,
         "command": " ".join(["python -m gpugraph bench", *map(shlex.quote, argv)]),
     }
 
@@ -54,3 +60,28 @@ def markdown_table(rows: list[Row]) -> str:
         lines.append(f"| {r.workload} | {r.figure} | **{_number(r.median)}** | {_number(r.q1)}–{_number(r.q3)} "
                      f"| {_number(r.low)}–{_number(r.high)} | {r.unit} | {r.target} |")
     return "\n".join(lines)
+
+
+_BOUND = re.compile(r"\s*(≤|<|≥|>)\s*([0-9]+(?:\.[0-9]*)?)")
+_HOLDS = {"≤": float.__le__, "<": float.__lt__, "≥": float.__ge__, ">": float.__gt__}
+
+
+def target_met(row: Row) -> bool | None:
+    """Whether the row's median meets its target (a bound such as "≤ 1.3" or "< 1", read from its start);
+    None where the row has no such target."""
+    bound = _BOUND.match(row.target)
+    if bound is None:
+        return None
+    return _HOLDS[bound.group(1)](float(row.median), float(bound.group(2)))
+
+
+def targets_table(rows: list[Row]) -> str:
+    """The rows that have a target, each as met or not met, in one markdown table ("" when none has)."""
+    lines = ["| workload | figure | measured | target | met? |", "|---|---|---:|---|---|"]
+    for r in rows:
+        met = target_met(r)
+        if met is not None:
+            unit = "×" if r.unit == "×" else f" {r.unit}"
+            lines.append(f"| {r.workload} | {r.figure} | {_number(r.median)}{unit} | {r.target} "
+                         f"| {'met' if met else '**not met**'} |")
+    return "\n".join(lines) if len(lines) > 2 else ""

@@ -210,6 +210,9 @@ class CpuBackend:
         finally:
             self._stream_pool.release()  # as CUDA's pool does at a synchronize, above its release threshold
 
+    def stream_launcher(self, stream: CpuStream, device: Any) -> None:
+        return None  # (no compiled path: every launch takes stream_launch)
+
     def stream_query(self, stream: CpuStream) -> bool:
         return stream.query()
 

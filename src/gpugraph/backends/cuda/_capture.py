@@ -13,6 +13,7 @@ from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._nodes import AllocParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 from ..._params import resolve
 from .._allocation import Allocation
+from . import _compiled
 from ._driver import call, error, listed
 from ._launch import Function
 from ._nodes import add_node, address, derive_params, describes
@@ -77,6 +78,10 @@ class CudaCapturing(CudaRuntime):
         if pending is not None:
             raise pending
 
+    def stream_launcher(self, stream: CudaStream, device: Any) -> Any:
+        fast = _compiled.fast
+        return None if fast is None else fast.Launcher(stream.raw, device)
+
     def stream_query(self, stream: CudaStream) -> bool:
         return _done(drv.stream_query, stream.handle)
 
@@ -96,10 +101,17 @@ class CudaCapturing(CudaRuntime):
 
     def _launch_kernel(self, stream: CudaStream, function: Function, grid: tuple, block: tuple, shared_mem: int,
                        args: tuple) -> None:
+        fast = _compiled.fast
         with function.lock:
             params = function.pack(args)
-            (err,) = _launch_kernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                    shared_mem, stream.handle, params, 0)
+            if fast is not None:
+                err = fast.launch_kernel(function.raw, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                         shared_mem, stream.raw, params)
+                if err:
+                    err = cu.CUresult(err)
+            else:
+                (err,) = _launch_kernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                        shared_mem, stream.handle, params, 0)
             if err:
                 if err != INVALID_CONTEXT:
                     raise error("cuLaunchKernel", err)

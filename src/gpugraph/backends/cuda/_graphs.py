@@ -11,6 +11,7 @@ from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
+from . import _compiled
 from ._capture import CudaCapturing
 from ._driver import call, error
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node
@@ -160,7 +161,13 @@ class CudaGraphs(CudaCapturing):
             for key in exec_.host_keys:
                 self.host.set_stream(key, stream)
         if memory is None:
-            (err,) = _graph_launch(exec_.handle, stream.handle)
+            fast = _compiled.fast
+            if fast is not None:
+                err = fast.graph_launch(exec_.raw, stream.raw)
+                if err:
+                    err = cu.CUresult(err)
+            else:
+                (err,) = _graph_launch(exec_.handle, stream.handle)
             if err:
                 if err != INVALID_CONTEXT:
                     raise error("cuGraphLaunch", err)

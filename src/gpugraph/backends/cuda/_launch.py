@@ -56,6 +56,14 @@ def _code(dtype: np.dtype | None, pointer: bool) -> str:
     return codes[dtype.itemsize]
 
 
+def fast_layout(signature: Any) -> tuple[bytes, tuple[Any, ...]]:
+    """A fully typed signature's slots for the compiled path (``_fast.pack``): one code per slot (b"P" a
+    pointer, else the scalar's struct code) and what each slot wants: a pointer slot the dtype of its data
+    (None: any), a scalar slot the NumPy scalar type a graph node keeps its value as."""
+    codes = b"".join(b"P" if p.pointer else _code(p.dtype, False).encode() for p in signature)
+    return codes, tuple(p.dtype if p.pointer else p.dtype.type for p in signature)
+
+
 def _format(dtype: np.dtype | None, pointer: bool) -> str:
     """An argument's slot: its value, padded to 8 bytes."""
     pad = _SLOT - (8 if pointer or dtype is None else dtype.itemsize)
@@ -66,7 +74,7 @@ class Function:
     """A loaded kernel and a reusable argument buffer laid out from its signature."""
 
     __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_layout_key", "lock", "_typed",
-                 "_node_params", "_node_shape", "_address", "sizes", "_kinds")
+                 "_node_params", "_node_shape", "_address", "sizes", "_kinds", "raw", "fast_codes", "fast_wants")
 
     def __init__(self, handle: Any, kernel: Any) -> None:
         """Raises KernelCompileError if the signature read from the source disagrees with the compiled
@@ -77,6 +85,7 @@ class Function:
         if mismatch is not None:
             raise KernelCompileError(kernel.name, mismatch)
         self.handle = handle
+        self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)
         self.kernel = kernel
         self.lock = threading.Lock()  # the buffer is shared: one launch packs and launches at a time
         self._struct: struct.Struct | None = None
@@ -88,6 +97,10 @@ class Function:
             None if p.pointer else p.dtype if p.dtype is not None else _ASK for p in signature)
         self._node_params: Any = None  # a CUDA_KERNEL_NODE_PARAMS reused for the nodes of this kernel
         self._node_shape: Any = None  # the launch shape it was made for
+        # The compiled path packs typed layouts only (None: it leaves every launch to the Python path).
+        layout = fast_layout(signature) if self._typed else None
+        self.fast_codes: bytes | None = None if layout is None else layout[0]
+        self.fast_wants: tuple[Any, ...] | None = None if layout is None else layout[1]
         if self._typed:
             self._layout([(p.dtype, p.pointer) for p in signature])
 

@@ -28,6 +28,7 @@ from ..._nodes import (
     MemsetParams,
 )
 from ..._params import Param, resolve
+from . import _compiled
 from ._driver import call, error
 from ._objects import CudaGraph, ForeignKernel
 from ._symbols import drv
@@ -341,6 +342,15 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     keep = (buffer, pointers)  # the driver reads them at each patch
     contexts, index = backend.contexts, exec_.index
     context, current = contexts.get(index), contexts.current
+    fast = _compiled.fast
+    codes = [fmt.format[-1] for fmt, _, _ in slots]  # (each slot's struct code: "<f" -> "f")
+    if fast is not None and all(code.encode() in fast.PATCH_CODES for code in codes):
+        def failed(err: int) -> None:
+            raise error("cuGraphExecKernelNodeSetParams", cu.CUresult(err))
+        return fast.ParamPatch(exec_.raw, int(node), function.raw, params.grid, params.block, params.shared_mem,
+                               ctypes.addressof(buffer), ctypes.addressof(pointers), keep,
+                               [(offset, ord(code), param) for (_, offset, param), code in zip(slots, codes)],
+                               current, context, contexts.use, index, failed)
 
     def patch() -> None:
         for fmt, offset, param in slots:

@@ -34,11 +34,12 @@ class CudaCapture:
 
 
 class CudaStream:
-    __slots__ = ("handle", "index")
+    __slots__ = ("handle", "index", "raw")
 
     def __init__(self, handle: Any, index: int) -> None:
         self.handle = handle
         self.index = index
+        self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)
 
 
 class CudaEvent:
@@ -79,11 +80,12 @@ class CudaGraph:
 
 
 class CudaExec:
-    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "source", "template", "own_keys")
+    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "source", "template", "own_keys", "raw")
 
     def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any, source: CudaGraph) -> None:
         self.handle = handle
         self.index = index
+        self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)
         self.host_keys = host_keys
         self.host_stream: Any = None  # the stream host-node errors of the latest launch are kept for
         self.own_keys: dict[Any, int] = {}  # node -> host callable set on this exec (owned by no graph)

@@ -1,0 +1,34 @@
+"""Whether the CUDA backend's compiled path (``_fast``: the driver calls of the paths users repeat, through
+``cuda.bindings.cydriver``) is present and in use. setup.py builds it where it can; elsewhere, or with
+``GPUGRAPH_COMPILED=0`` in the environment, the backend makes the same calls through cuda-bindings' Python
+wrappers (the pure-Python path), with the same results and errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from types import ModuleType
+
+fast: ModuleType | None = None
+status: str  # a line for `python -m gpugraph info`
+
+if os.environ.get("GPUGRAPH_COMPILED", "1") == "0":
+    status = "turned off (GPUGRAPH_COMPILED=0): the pure-Python path"
+else:
+    name = f"{__package__}._fast"  # (built by setup.py, or absent)
+    if importlib.util.find_spec(name) is None:
+        status = "not built (see setup.py): the pure-Python path"
+    else:
+        try:
+            fast = importlib.import_module(name)
+        # (ImportError: cuda-bindings, its cydriver, is missing here; TypeError: its cydriver declares another C
+        # signature than the one built against. Either way the Python path runs, and info says why.)
+        except Exception as error:  # noqa: BLE001 - reported in the status line
+            status = f"built but not importable ({type(error).__name__}: {error}): the pure-Python path"
+        else:
+            from ..._memory import Array
+            from ..._nodes import KernelParams
+            fast.set_types(Array, KernelParams)  # (what its packing takes as an Array; a captured launch's record)
+            status = "built (gpugraph.backends.cuda._fast)"

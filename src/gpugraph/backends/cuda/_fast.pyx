@@ -1,0 +1,309 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""gpugraph's compiled CUDA calls: the driver calls of the paths users repeat, made through
+``cuda.bindings.cydriver`` (as cuda.core makes them) instead of cuda-bindings' Python wrappers.
+
+Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); each call returns the
+``CUresult`` as an int, which the caller turns into gpugraph's error. The GIL is released around each driver
+call: a launch may wait for room in the stream's queue, which a host function holding the GIL would free.
+The HIP twin of each call is the same call through hip-python's ``chip`` declarations.
+"""
+
+from libc.stdint cimport uintptr_t
+from cuda.bindings cimport cydriver
+
+
+def launch_kernel(uintptr_t function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                  unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_mem,
+                  uintptr_t stream, uintptr_t kernel_params):
+    """cuLaunchKernel (hipModuleLaunchKernel): ``kernel_params`` is the address of the argument pointers."""
+    cdef cydriver.CUresult err
+    with nogil:
+        err = cydriver.cuLaunchKernel(<cydriver.CUfunction>function, grid_x, grid_y, grid_z, block_x, block_y,
+                                      block_z, shared_mem, <cydriver.CUstream>stream, <void**>kernel_params, NULL)
+    return <int>err
+
+
+def graph_launch(uintptr_t graph_exec, uintptr_t stream):
+    """cuGraphLaunch (hipGraphLaunch)."""
+    cdef cydriver.CUresult err
+    with nogil:
+        err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>graph_exec, <cydriver.CUstream>stream)
+    return <int>err
+
+
+# Arguments written in C. A kernel whose signature types every slot gets one code per slot (Function.fast_codes):
+# b"P" a pointer (an Array on the launch's device, of the dtype the signature wants, or any dtype where it
+# says void*), else the struct code of the scalar (b"b" b"B" b"h" b"H" b"i" b"I" b"q" b"Q" b"f" b"d"; b"e"
+# and b"?" are left to the Python path). Only the common cases are taken: an Array, a Python int for an
+# integer or floating slot, a Python float for a floating slot, in range. Anything else declines: nothing is
+# launched, and the caller takes the Python path, which converts or explains the argument as it always has.
+
+from libc.stdint cimport int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t
+from libc.math cimport isfinite
+from libc.float cimport FLT_MAX
+
+cdef object _array_type = None
+cdef object _kernel_params_type = None
+# The limits of the floating slots as Python floats: a Python int compares with them exactly (a cast to double
+# first would round a too-large int down to the limit, which the Python path refuses).
+cdef object _FLOAT_MAX = FLT_MAX
+cdef object _DOUBLE_MAX = 1.7976931348623157e308
+
+def set_types(array, kernel_params):
+    """gpugraph's Array and KernelParams classes (backends sit below the front end, so they are handed in
+    once)."""
+    global _array_type, _kernel_params_type
+    _array_type = array
+    _kernel_params_type = kernel_params
+
+
+cdef bint _write(char code, object arg, object want, object device, char* slot) except -1:
+    cdef long long whole
+    cdef unsigned long long natural
+    cdef double real
+    if code == b"P":
+        if type(arg) is not _array_type or arg.device is not device:
+            return False
+        if want is not None and arg.dtype is not want:
+            return False
+        (<uint64_t*>slot)[0] = <uint64_t>arg.ptr
+        return True
+    if type(arg) is int:
+        if code == b"f" or code == b"d":
+            if code == b"f":
+                if not -_FLOAT_MAX <= arg <= _FLOAT_MAX:
+                    return False
+                (<float*>slot)[0] = <float><double>arg
+            else:
+                if not -_DOUBLE_MAX <= arg <= _DOUBLE_MAX:
+                    return False
+                (<double*>slot)[0] = <double>arg
+            return True
+        if code == b"Q":
+            if arg < 0 or arg > 0xFFFFFFFFFFFFFFFF:
+                return False
+            natural = arg
+            (<uint64_t*>slot)[0] = natural
+            return True
+        if not -0x8000000000000000 <= arg <= 0x7FFFFFFFFFFFFFFF:
+            return False
+        whole = arg
+        if code == b"i":
+            if not -2147483648 <= whole <= 2147483647:
+                return False
+            (<int32_t*>slot)[0] = <int32_t>whole
+        elif code == b"I":
+            if not 0 <= whole <= 4294967295:
+                return False
+            (<uint32_t*>slot)[0] = <uint32_t>whole
+        elif code == b"q":
+            (<int64_t*>slot)[0] = whole
+        elif code == b"b":
+            if not -128 <= whole <= 127:
+                return False
+            (<int8_t*>slot)[0] = <int8_t>whole
+        elif code == b"B":
+            if not 0 <= whole <= 255:
+                return False
+            (<uint8_t*>slot)[0] = <uint8_t>whole
+        elif code == b"h":
+            if not -32768 <= whole <= 32767:
+                return False
+            (<int16_t*>slot)[0] = <int16_t>whole
+        elif code == b"H":
+            if not 0 <= whole <= 65535:
+                return False
+            (<uint16_t*>slot)[0] = <uint16_t>whole
+        else:
+            return False
+        return True
+    if type(arg) is float and (code == b"f" or code == b"d"):
+        real = arg
+        if not isfinite(real):
+            return False
+        if code == b"f":
+            if not -FLT_MAX <= real <= FLT_MAX:
+                return False
+            (<float*>slot)[0] = <float>real
+        else:
+            (<double*>slot)[0] = real
+        return True
+    return False
+
+
+def pack(bytes codes not None, tuple wants not None, object device, tuple args not None, uintptr_t buffer):
+    """Write ``args`` into the 8-byte slots at ``buffer`` as ``codes`` say (``wants``: the dtype each pointer
+    slot wants, else None; ``device``: the launch's Device). False if an argument is left to the Python path
+    (the buffer then holds a partial write, which the Python path's packing replaces whole)."""
+    cdef Py_ssize_t count = len(codes), i
+    cdef const char* code = codes
+    cdef char* slot
+    if len(args) != count or len(wants) != count:
+        return False
+    for i in range(count):
+        slot = <char*>(buffer + 8 * i)
+        (<uint64_t*>slot)[0] = 0
+        try:
+            if not _write(code[i], args[i], wants[i], device, slot):
+                return False
+        except OverflowError:
+            return False
+    return True
+
+
+cdef enum:
+    MAX_SLOTS = 32  # (a kernel with more parameters takes the Python path)
+
+
+cdef class Launcher:
+    """One stream's compiled launch (``Stream.launch``'s fast lane): a 1-D launch of a kernel whose
+    signature types every slot, with arguments ``pack`` takes, packed on the C stack (cuLaunchKernel copies
+    them, so no shared buffer and no lock) and launched. Calling it returns True once launched; False (nothing
+    launched) for anything else, the driver's errors included, which the Python path then makes and explains.
+    ``captured`` does the same for a launch into a capture, and records the node as the Python path does.
+    """
+
+    cdef uintptr_t stream
+    cdef object device
+
+    def __init__(self, uintptr_t stream, object device):
+        self.stream = stream
+        self.device = device
+
+    cdef Py_ssize_t _write_all(self, function, grid, block, tuple args, uint64_t* slots, void** pointers,
+                               list typed) except -2:
+        """Write ``args`` into ``slots`` (and their typed values, as graph nodes keep them, into ``typed``
+        unless None): the slot count, or -1 to decline the launch."""
+        cdef Py_ssize_t count, i
+        cdef const char* code
+        if type(grid) is not int or type(block) is not int or not 1 <= grid <= 2147483647 or not 1 <= block <= 1024:
+            return -1
+        codes = function.fast_codes
+        if type(codes) is not bytes:
+            return -1
+        count = len(<bytes>codes)
+        if count > MAX_SLOTS or len(args) != count:
+            return -1
+        wants = function.fast_wants
+        if type(wants) is not tuple or len(<tuple>wants) != count:
+            return -1
+        code = <bytes>codes
+        for i in range(count):
+            slots[i] = 0
+            pointers[i] = &slots[i]
+            arg = args[i]
+            try:
+                if not _write(code[i], arg, (<tuple>wants)[i], self.device, <char*>&slots[i]):
+                    return -1
+            except OverflowError:
+                return -1
+            if typed is not None:
+                # (a pointer slot keeps its Array; a scalar slot its value as the NumPy type its slot wants)
+                typed.append(arg if code[i] == b"P" else (<tuple>wants)[i](arg))
+        return count
+
+    cdef cydriver.CUresult _launch(self, uintptr_t handle, unsigned int grid_x, unsigned int block_x,
+                                   void** pointers) noexcept:
+        cdef cydriver.CUresult err
+        with nogil:
+            err = cydriver.cuLaunchKernel(<cydriver.CUfunction>handle, grid_x, 1, 1, block_x, 1, 1, 0,
+                                          <cydriver.CUstream>self.stream, pointers, NULL)
+        return err
+
+    def __call__(self, function, grid, block, tuple args):
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        if self._write_all(function, grid, block, args, slots, pointers, None) < 0:
+            return False
+        return self._launch(function.raw, grid, block, pointers) == cydriver.CUDA_SUCCESS
+
+    def captured(self, capture, kernel, function, grid, block, tuple args):
+        """The same launch into ``capture`` (the backend's CudaCapture of this stream), recorded as the Python
+        path records it: the node's KernelParams, with typed arguments, queued on the capture's graph under
+        the capture's lock, while the capture is active. False (nothing captured) for anything else."""
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        cdef list typed = []
+        if capture is None:
+            return False
+        if self._write_all(function, grid, block, args, slots, pointers, typed) < 0:
+            return False
+        record = (_kernel_params_type(kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)), None)
+        lock = capture.lock
+        if lock is None:
+            return False
+        with lock:
+            if not capture.active:  # (ended on another thread: the Python path launches it uncaptured)
+                return False
+            if self._launch(function.raw, grid, block, pointers) != cydriver.CUDA_SUCCESS:
+                return False
+            capture.graph.pending.append(record)
+        return True
+
+
+cdef class ParamPatch:
+    """A prepared patch of one kernel node of an executable graph whose arguments include Params (what
+    ``GraphExec.launch`` runs for a node whose Params changed): it writes the Params' current values into the
+    node's own argument slots and sets the node (cuGraphExecKernelNodeSetParams; hipGraphExecKernelNodeSetParams).
+    ``slots`` are (offset, struct code, Param) for the codes in PATCH_CODES; the Python side made
+    the buffer, the pointers into it (``keep`` holds them) and checked each Param's value when it was set."""
+
+    cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
+    cdef uintptr_t exec_, node, buffer
+    cdef object keep, slots, current, context, use, index, on_error
+
+    def __init__(self, uintptr_t exec_, uintptr_t node, uintptr_t function, tuple grid, tuple block,
+                 unsigned int shared_mem, uintptr_t buffer, uintptr_t pointers, keep, list slots, current, context,
+                 use, index, on_error):
+        self.exec_, self.node, self.buffer, self.keep, self.slots = exec_, node, buffer, keep, slots
+        self.current, self.context, self.use, self.index, self.on_error = current, context, use, index, on_error
+        self.params.func = <cydriver.CUfunction>function
+        self.params.gridDimX, self.params.gridDimY, self.params.gridDimZ = grid
+        self.params.blockDimX, self.params.blockDimY, self.params.blockDimZ = block
+        self.params.sharedMemBytes = shared_mem
+        self.params.kernelParams = <void**>pointers
+        self.params.extra = NULL
+
+    def __call__(self):
+        cdef Py_ssize_t offset
+        cdef char code
+        cdef char* slot
+        cdef cydriver.CUresult err
+        for entry in self.slots:
+            offset, code, param = <tuple>entry
+            slot = <char*>(self.buffer + offset)
+            value = param._value
+            if code == b"Q":  # (an address, as the Python path's struct layout has it, or a 64-bit unsigned)
+                (<uint64_t*>slot)[0] = <uint64_t>(value.ptr if type(value) is _array_type else value)
+            elif code == b"f":
+                (<float*>slot)[0] = <float>value
+            elif code == b"d":
+                (<double*>slot)[0] = <double>value
+            elif code == b"q":
+                (<int64_t*>slot)[0] = <int64_t>value
+            elif code == b"i":
+                (<int32_t*>slot)[0] = <int32_t>value
+            elif code == b"I":
+                (<uint32_t*>slot)[0] = <uint32_t>value
+            elif code == b"h":
+                (<int16_t*>slot)[0] = <int16_t>value
+            elif code == b"H":
+                (<uint16_t*>slot)[0] = <uint16_t>value
+            elif code == b"b":
+                (<int8_t*>slot)[0] = <int8_t>value
+            elif code == b"B":
+                (<uint8_t*>slot)[0] = <uint8_t>value
+            else:
+                raise ValueError(f"ParamPatch: no slot code {chr(code)!r}")  # (param_patcher picks the codes)
+        # First: from a thread with no current context the driver crashes in cuGraphExecKernelNodeSetParams
+        # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher).
+        if self.current() is not self.context:
+            self.use(self.index)
+        with nogil:
+            err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
+                                                          <cydriver.CUgraphNode>self.node, &self.params)
+        if err != cydriver.CUDA_SUCCESS:
+            self.on_error(<int>err)
+
+
+PATCH_CODES = b"fdQqiIhHbB"  # the struct codes of the slots ParamPatch writes

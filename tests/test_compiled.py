@@ -1,0 +1,238 @@
+"""The compiled CUDA path's argument packing (``gpugraph.backends.cuda._fast.pack``): what it writes must be
+what the Python path's struct packing writes, and whatever it does not take in the common way it declines,
+for the Python path to convert or explain. Runs where the compiled path is built and importable (it needs
+cuda-bindings, not a GPU); skipped elsewhere, saying why."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import gpugraph as gg
+from gpugraph.backends.cuda import _compiled
+
+fast = _compiled.fast
+pytestmark = pytest.mark.skipif(fast is None, reason=f"the compiled CUDA path is {_compiled.status}")
+
+SLOTS = 4
+
+
+@pytest.fixture(scope="module")
+def device() -> gg.Device:
+    return gg.Device("cpu")
+
+
+def packed(codes: bytes, args: tuple, device: gg.Device, wants: tuple | None = None) -> bytes | None:
+    """What ``pack`` writes for ``args`` (None: declined)."""
+    buffer = ctypes.create_string_buffer(8 * len(codes))
+    ok = fast.pack(codes, wants or (None,) * len(codes), device, args, ctypes.addressof(buffer))
+    return buffer.raw if ok else None
+
+
+def expected(codes: bytes, args: tuple) -> bytes:
+    """The Python path's slots: each value by its struct code, padded with zeros to 8 bytes."""
+    out = b""
+    for code, arg in zip(codes.decode(), args):
+        value = arg.ptr if code == "P" else arg
+        raw = struct.pack("<" + ("Q" if code == "P" else code), value)
+        out += raw + bytes(8 - len(raw))
+    return out
+
+
+@pytest.mark.parametrize("codes, args", [
+    (b"iI", (-5, 7)),
+    (b"qQ", (-(2**63), 2**64 - 1)),
+    (b"bBhH", (-128, 255, -32768, 65535)),
+    (b"fd", (0.1, 1e300)),
+    (b"fd", (3, -7)),  # ints for floating slots, as the Python path takes them
+])
+def test_pack_writes_what_the_python_path_writes(device, codes, args):
+    assert packed(codes, args, device) == expected(codes, args)
+
+
+def test_pack_writes_an_arrays_address_when_its_dtype_is_the_one_wanted(device):
+    x = device.zeros(4, np.float32)
+    assert packed(b"Pi", (x, 4), device, (np.dtype(np.float32), None)) == expected(b"Pi", (x, 4))
+    assert packed(b"P", (x,), device, (None,)) == expected(b"P", (x,))  # void*: any dtype
+
+
+@pytest.mark.parametrize("codes, args", [
+    (b"i", (2**31,)), (b"i", (-(2**31) - 1,)), (b"I", (-1,)), (b"b", (128,)), (b"Q", (2**64,)), (b"q", (2**63,)),
+    (b"f", (1e39,)), (b"f", (float("inf"),)), (b"d", (float("nan"),)), (b"f", (2**200,)),  # out of range
+    (b"f", (int(np.finfo(np.float32).max) + 1,)), (b"d", (int(np.finfo(np.float64).max) + 1,)),  # (just)
+    (b"i", (2.0,)), (b"i", (True,)), (b"i", (np.int32(3),)), (b"f", (np.float32(1),)),  # other kinds
+    (b"?", (True,)), (b"e", (1.0,)),  # codes the Python path keeps
+    (b"ii", (1,)),  # a wrong count
+])
+def test_pack_declines_what_the_python_path_converts_or_explains(device, codes, args):
+    assert packed(codes, args, device) is None
+
+
+def test_pack_declines_when_the_wanted_dtypes_do_not_match_the_codes(device):
+    assert packed(b"ii", (1, 2), device, (None,)) is None
+
+
+def test_pack_declines_arrays_of_another_dtype_device_or_kind(device):
+    x = device.zeros(4, np.float32)
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert packed(b"P", (x,), device, (f64,)) is None
+    assert packed(b"P", (x,), object(), (f32,)) is None  # on another device
+    assert packed(b"P", (np.zeros(4, np.float32),), device, (f32,)) is None  # a NumPy array: the Python path's
+    assert packed(b"P", (5,), device, (None,)) is None
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False, allow_infinity=False, width=32))
+def test_pack_matches_struct_for_any_int_and_float32(value, real):
+    device = gg.Device("cpu")
+    assert packed(b"if", (value, real), device) == expected(b"if", (value, real))
+
+
+def test_fast_layout_codes_each_slot_of_a_typed_signature():
+    from gpugraph.backends.cuda._launch import fast_layout
+    source = ('extern "C" __global__ void k(float* x, const double* y, void* z, int n, unsigned long long m, '
+              'float f, double d, short s, unsigned char c) {}')
+    codes, wants = fast_layout(gg.Kernel(source, "k").signature)
+    assert codes == b"PPPiQfdhB"
+    assert wants == (np.dtype(np.float32), np.dtype(np.float64), None, np.int32, np.uint64, np.float32, np.float64,
+                     np.int16, np.uint8)
+
+
+class _Function:
+    """What a Launcher reads of a loaded kernel (the CUDA backend's Function)."""
+
+    def __init__(self, codes: bytes | None, wants: tuple) -> None:
+        self.fast_codes, self.fast_wants, self.raw = codes, wants, 0
+
+
+@pytest.mark.parametrize("grid, block, args, codes", [
+    ((1, 1), 32, (1,), b"i"),  # a 3-D shape: the Python path's
+    (1, (32,), (1,), b"i"),
+    (0, 32, (1,), b"i"),  # out of range: the Python path explains it
+    (1, 1025, (1,), b"i"),
+    (1.0, 32, (1,), b"i"),
+    (1, 32, (1, 2), b"i"),  # a wrong count
+    (1, 32, (2.5,), b"i"),  # an argument pack declines
+    (1, 32, (1,), None),  # an untyped layout
+    (1, 32, tuple(range(33)), b"i" * 33),  # more slots than the C stack buffer holds
+])
+def test_launcher_declines_before_calling_the_driver(device, grid, block, args, codes):
+    launcher = fast.Launcher(0, device)
+    assert launcher(_Function(codes, (None,) * len(codes or b"")), grid, block, args) is False
+
+
+def test_launcher_declines_a_function_whose_wanted_dtypes_do_not_match(device):
+    function = _Function(b"ii", ())
+    assert fast.Launcher(0, device)(function, 1, 32, (1, 2)) is False
+
+
+class _Capture:
+    """What ``Launcher.captured`` reads of the backend's capture record."""
+
+    def __init__(self, active: bool) -> None:
+        import threading
+        import types
+        self.lock, self.active, self.graph = threading.Lock(), active, types.SimpleNamespace(pending=[])
+
+
+@pytest.mark.parametrize("grid, block, args", [((1, 1), 32, (1,)), (1, 32, (2.5,)), (1, 32, (1, 2))])
+def test_a_captured_launch_declines_before_calling_the_driver_and_records_nothing(device, grid, block, args):
+    capture = _Capture(active=True)
+    kernel = gg.Kernel('extern "C" __global__ void k(int n) {}', "k")
+    assert fast.Launcher(0, device).captured(capture, kernel, _Function(b"i", (np.int32,)), grid, block,
+                                             args) is False
+    assert capture.graph.pending == []
+
+
+def test_a_launch_into_a_capture_that_ended_is_left_to_the_python_path(device):
+    capture = _Capture(active=False)  # (ended on another thread: the Python path launches it uncaptured)
+    kernel = gg.Kernel('extern "C" __global__ void k(int n) {}', "k")
+    assert fast.Launcher(0, device).captured(capture, kernel, _Function(b"i", (np.int32,)), 1, 32, (1,)) is False
+    assert fast.Launcher(0, device).captured(None, kernel, _Function(b"i", (np.int32,)), 1, 32, (1,)) is False
+    assert capture.graph.pending == []
+
+
+@pytest.mark.gpu
+def test_captured_launches_record_the_nodes_the_python_path_records(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    x = gpu.zeros(8, np.int32)
+    gpu._load_kernel(K.fill)
+    graphs = []
+    for lane in ("compiled", "python"):
+        stream = gpu.stream()
+        if lane == "python":
+            monkeypatch.setattr(stream, "_fast", None)
+        calls = []
+        backend = stream._backend
+        real = backend.stream_launch
+        monkeypatch.setattr(backend, "stream_launch",
+                            lambda *args, calls=calls, real=real: calls.append(args) or real(*args))
+        with stream.capture() as cap:
+            stream.launch(K.fill, 1, 8, x, 3, 8)
+            stream.launch(K.fill, 2, 4, x, 7, 8)
+        monkeypatch.undo()
+        assert len(calls) == (0 if lane == "compiled" else 2)
+        graphs.append(cap.graph)
+    compiled, python = ([node.params for node in g.nodes] for g in graphs)
+    assert compiled == python
+    for a, b in zip(compiled, python):
+        assert [type(v) for v in a.args] == [type(v) for v in b.args]  # typed as graph nodes keep them
+    exe = graphs[0].instantiate()
+    stream = gpu.stream()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 7, np.int32))
+
+
+@pytest.mark.gpu
+def test_the_fast_lane_takes_a_typical_launch_and_leaves_the_rest_to_the_python_path(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    stream = gpu.stream()
+    x = gpu.zeros(8, np.int32)
+    gpu._load_kernel(K.fill)
+    calls = []
+    backend = stream._backend
+    real = backend.stream_launch
+    monkeypatch.setattr(backend, "stream_launch", lambda *args: calls.append(args) or real(*args))
+    stream.launch(K.fill, 1, 8, x, 3, 8)  # typed, 1-D, common arguments: the compiled launcher's
+    assert calls == []
+    stream.launch(K.fill, (1,), 8, x, 4, 8)  # a tuple shape: the Python path's
+    stream.launch(K.fill, 1, 8, x, gg.Param(np.int32(5)), 8)  # a Param
+    stream.launch(K.fill, 1, 8, x, 6, 8, shared_mem=16)
+    assert len(calls) == 3
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 6, np.int32))
+    with pytest.raises(ValueError, match="shared_mem: expected a non-negative int, got None"):
+        stream.launch(K.fill, 1, 8, x, 1, 8, shared_mem=None)
+
+
+@pytest.mark.gpu
+def test_param_patches_write_each_slot_type_as_the_python_path_does():
+    gpu = gg.Device("cuda")
+    source = ('extern "C" __global__ void mix(double* out, float a, double b, int c, unsigned int d, long long e, '
+              'short f, unsigned char g, unsigned long long h, const double* src) {'
+              ' out[0] = a; out[1] = b; out[2] = c; out[3] = d; out[4] = (double)e; out[5] = f; out[6] = g;'
+              ' out[7] = (double)h; out[8] = src[0]; }')
+    mix = gg.Kernel(source, "mix")
+    out = gpu.zeros(9, np.float64)
+    first, second = gpu.asarray(np.array([1.5])), gpu.asarray(np.array([-2.25]))
+    params = [gg.Param(0.0), gg.Param(0.0), gg.Param(0), gg.Param(0), gg.Param(0), gg.Param(0), gg.Param(0),
+              gg.Param(0), gg.Param(first)]
+    graph = gg.Graph(gpu)
+    graph.add_kernel(mix, 1, 1, out, *params)
+    exe = graph.instantiate()
+    stream = gpu.stream()
+    values = [0.25, 1e300, -7, 4_000_000_000, -(2**40), -300, 200, 2**63 + 5, second]
+    for param, value in zip(params, values):
+        param.value = value
+    exe.launch(stream)
+    stream.synchronize()
+    assert all(type(p) is fast.ParamPatch for p in exe._params._patchers.values())
+    expected = [0.25, 1e300, -7, 4_000_000_000, -(2**40), -300, 200, float(2**63 + 5), -2.25]
+    np.testing.assert_array_equal(out.to_numpy(), np.array(expected))
