@@ -134,6 +134,10 @@ class CudaGraphs(CudaCapturing):
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
                         graph)
 
+    def exec_fast_lanes(self, exec_: CudaExec, device: Any) -> Any:
+        fast = _compiled.fast
+        return None if fast is None else fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_)
+
     def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
         """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of
         the memory nodes gpugraph made: by node, as addresses repeat once the driver reuses them."""

@@ -350,7 +350,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
         return fast.ParamPatch(exec_.raw, int(node), function.raw, params.grid, params.block, params.shared_mem,
                                ctypes.addressof(buffer), ctypes.addressof(pointers), keep,
                                [(offset, ord(code), param) for (_, offset, param), code in zip(slots, codes)],
-                               current, context, contexts.use, index, failed)
+                               int(context), failed)
 
     def patch() -> None:
         for fmt, offset, param in slots:
