@@ -256,7 +256,8 @@ def test_graph_launches_take_the_compiled_lane_unless_something_is_to_be_done_fi
     graph.add_kernel(K.inc, 1, 8, x, 8)
     exe = graph.instantiate()
     assert type(exe._fast) is fast.Exec
-    launches = _counting(monkeypatch, gpu._backend, "exec_launch")
+    launches = []
+    monkeypatch.setattr(exe, "_launch", lambda *args, real=exe._launch: launches.append(args) or real(*args))
     exe.launch(stream)  # the first: its event-record nodes (none) are looked up by the Python path
     exe.launch(stream)
     exe.launch(stream)
@@ -270,18 +271,19 @@ def test_graph_launches_take_the_compiled_lane_unless_something_is_to_be_done_fi
     patched = gg.Graph(gpu)
     patched.add_kernel(K.inc, 1, 8, x, count)
     with patched.instantiate() as exe2:
+        monkeypatch.setattr(exe2, "_launch", lambda *args, real=exe2._launch: launches.append(args) or real(*args))
         exe2.launch(stream)
         exe2.launch(stream)
-        count.value = 4  # pending: patched, then launched, by the Python path
+        count.value = 4  # pending: patched, then launched, by the compiled lane
         exe2.launch(stream)
         stream.synchronize()
-        assert len(launches) == 4
+        assert len(launches) == 3
     np.testing.assert_array_equal(x.to_numpy(), np.array([6.0] * 4 + [5.0] * 4))
     exe.close()
     with pytest.raises(gg.GraphError, match="closed"):
         exe.launch(stream)
-    with pytest.raises(TypeError, match="expected a Stream"):
-        exe2.launch(None)
+    with pytest.raises(TypeError, match="expected a Stream"), patched.instantiate() as exe3:
+        exe3.launch(None)
 
 
 @pytest.mark.gpu
@@ -369,3 +371,56 @@ def test_compiled_lanes_from_a_new_thread_make_the_context_current():
     assert errors == []
     np.testing.assert_array_equal(x.to_numpy(), np.full(8, 5, np.int32))
     np.testing.assert_array_equal(z.to_numpy(), np.array([2.0] * 4 + [1.0] * 4))
+
+
+@pytest.mark.gpu
+def test_add_kernel_takes_the_compiled_lane_and_notes_what_the_python_path_notes(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    gpu._load_kernel(K.fill)
+    topologies = []
+    for lane in ("compiled", "python"):
+        x = gpu.zeros(8, np.int32)
+        graph = gg.Graph(gpu)
+        if lane == "python":
+            graph._fast = None
+        adds = _counting(monkeypatch, gpu._backend, "graph_add_node")
+        first = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+        second = graph.add_kernel(K.fill, 2, 4, x, 2, 8, after=first)
+        third = graph.add_kernel(K.fill, 1, 8, x, 3, 4, after=None)
+        monkeypatch.undo()
+        assert len(adds) == (0 if lane == "compiled" else 3)
+        assert graph.nodes == (first, second, third) and second.dependencies == (first,) and not third.dependencies
+        assert [n.kind for n in graph.nodes] == [gg.NodeKind.KERNEL] * 3
+        topologies.append(([n.params.args[1:] for n in graph.nodes], graph.edges and len(graph.edges)))
+        graph.add_dependency(second, third)
+        stream = gpu.stream()
+        with graph.instantiate() as exe:
+            exe.launch(stream)
+            stream.synchronize()
+        np.testing.assert_array_equal(x.to_numpy(), np.array([3] * 4 + [2] * 4, np.int32))
+    assert topologies[0] == topologies[1]
+
+
+@pytest.mark.gpu
+def test_add_kernel_leaves_the_unusual_to_the_python_path(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    gpu._load_kernel(K.fill)
+    x = gpu.zeros(8, np.int32)
+    graph = gg.Graph(gpu)
+    first = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+    exe = graph.instantiate()  # watching the graph: told by the Python path before the graph changes
+    adds = _counting(monkeypatch, gpu._backend, "graph_add_node")
+    second = graph.add_kernel(K.fill, 1, 8, x, 2, 8, after=first)
+    node = graph.add_kernel(K.fill, (1,), 8, x, 2, 8)  # a tuple shape
+    graph.add_kernel(K.fill, 1, 8, x, gg.Param(np.int32(5)), 8, after=[second])  # a list, a Param
+    assert len(adds) == 3
+    with pytest.raises(gg.GraphError, match="belongs to another graph"):
+        gg.Graph(gpu).add_kernel(K.fill, 1, 8, x, 1, 8, after=first)
+    with pytest.raises(TypeError):
+        graph.add_kernel(K.fill, 1, 8, x, "two", 8)
+    with pytest.raises(ValueError):
+        graph.add_kernel(K.fill, 0, 8, x, 2, 8)
+    assert len(graph.nodes) == 4 and node.dependencies == ()
+    exe.close()

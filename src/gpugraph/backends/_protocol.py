@@ -129,6 +129,10 @@ class Backend(Protocol):
     def graph_clone(self, graph: Handle) -> Handle: ...
     def graph_instantiate(self, graph: Handle, auto_free_on_launch: bool) -> Handle: ...
     def exec_launch(self, exec_: Handle, stream: Handle, capture: Handle | None) -> bool: ...
+    def graph_builder(self, graph: Handle, device: Any) -> Any:
+        """The compiled lane of adding kernel nodes to ``graph`` (``add_kernel(graph, kernel, grid, block, args,
+        after)``: the new Node, or None to leave it to ``graph_add_node``), or None. ``device``: the front end's
+        Device of the graph."""
     def exec_fast_lanes(self, exec_: Handle, device: Any) -> Any:
         """The compiled calls of ``exec_`` (GraphExec's fast lanes: ``launch(exe, stream)`` and
         ``set_params(exe, node, args)``, each True once done, False to leave the call to the Python path), or

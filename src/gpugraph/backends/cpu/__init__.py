@@ -389,6 +389,9 @@ class CpuBackend:
     def graph_instantiate(self, graph: CpuGraph, auto_free_on_launch: bool) -> CpuExec:
         return CpuExec(graph, auto_free_on_launch, self._thread_pool)
 
+    def graph_builder(self, graph: CpuGraph, device: Any) -> None:
+        return None  # (no compiled path: every node takes graph_add_node)
+
     def exec_fast_lanes(self, exec_: CpuExec, device: Any) -> None:
         return None  # (no compiled path: every launch and setter takes the Python path)
 

@@ -46,19 +46,25 @@ cdef object _array_type = None
 cdef object _kernel_params_type = None
 cdef object _stream_type = None
 cdef object _node_type = None
+cdef object _node_handle_type = None  # cuda-bindings' CUgraphNode, the handle type the backend's nodes have
 cdef object _host_threads = None  # the front end's HOST_THREADS set (empty unless a host function runs)
 cdef object _function_captures = None  # the front end's captured-function marks by thread (a dict)
 # The limits of the floating slots as Python floats: a Python int compares with them exactly (a cast to double
 # first would round a too-large int down to the limit, which the Python path refuses).
 cdef object _FLOAT_MAX = FLT_MAX
+# KernelParams (a NamedTuple) made without its Python __new__, as tuple.__new__(KernelParams, fields): a fifth
+# of the cost, on the paths that make one per call.
+cdef object _tuple_new = tuple.__new__
 cdef object _DOUBLE_MAX = 1.7976931348623157e308
 
-def set_types(array, kernel_params, stream, node, host_threads, function_captures):
-    """The front end's Array, KernelParams, Stream and Node classes, and its HOST_THREADS set and
-    function-capture marks (backends sit below the front end, so they are handed in once)."""
-    global _array_type, _kernel_params_type, _stream_type, _node_type, _host_threads, _function_captures
+def set_types(array, kernel_params, stream, node, node_handle, host_threads, function_captures):
+    """The front end's Array, KernelParams, Stream and Node classes, cuda-bindings' CUgraphNode, and the front
+    end's HOST_THREADS set and function-capture marks (backends sit below the front end, so they are handed in
+    once)."""
+    global _array_type, _kernel_params_type, _stream_type, _node_type, _node_handle_type, _host_threads
+    global _function_captures
     _array_type, _kernel_params_type, _stream_type, _node_type = array, kernel_params, stream, node
-    _host_threads, _function_captures = host_threads, function_captures
+    _node_handle_type, _host_threads, _function_captures = node_handle, host_threads, function_captures
 
 
 cdef bint _write(char code, object arg, object want, object device, char* slot) except -1:
@@ -242,7 +248,7 @@ cdef class Launcher:
             return False
         if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers, typed) < 0:
             return False
-        record = (_kernel_params_type(kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)), None)
+        record = (_tuple_new(_kernel_params_type, (kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed))), None)
         lock = capture.lock
         if lock is None:
             return False
@@ -343,8 +349,8 @@ cdef class Exec:
         self.exec_, self.context, self.device, self.backend_exec = exec_, context, device, backend_exec
 
     def launch(self, exe, stream):
-        """cuGraphLaunch (hipGraphLaunch) of the graph on ``stream`` (a Stream), uncaptured, when nothing is
-        to be patched or told first: no Param pending, no event-record nodes, no graph memory, no host nodes."""
+        """cuGraphLaunch (hipGraphLaunch) of the graph on ``stream`` (a Stream), uncaptured, after patching the
+        nodes whose Params changed, for a graph with no event-record nodes, graph memory or host nodes."""
         cdef cydriver.CUresult err
         cdef uintptr_t raw_stream
         if _host_threads or _function_captures or type(stream) is not _stream_type:
@@ -362,11 +368,12 @@ cdef class Exec:
         if not lock.acquire(False):
             return False
         try:
-            if exe._handle is None or exe._params.pending:
-                return False
             events = exe._recorded_events
-            if type(events) is not list or events:
+            if exe._handle is None or type(events) is not list or events:
                 return False
+            uses = exe._params
+            if uses.pending:  # (patched as the Python path patches them; an error leaves them pending)
+                uses.patch(exe._prepare_patch)
             with nogil:
                 err = cydriver.CUDA_ERROR_INVALID_CONTEXT
                 if _in_context(self.context):
@@ -426,7 +433,89 @@ cdef class Exec:
                                                                   <cydriver.CUgraphNode>node_handle, &params)
             if err != cydriver.CUDA_SUCCESS:
                 return False
-            records[index] = _kernel_params_type(kernel, grid, block, shared_mem, tuple(typed))
+            records[index] = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, tuple(typed)))
             return True
+        finally:
+            lock.release()
+
+
+cdef class Builder:
+    """The compiled lane of one graph's ``Graph.add_kernel``: a 1-D kernel node after one Node of the graph or
+    none, with arguments ``pack`` takes, added (cuGraphAddKernelNode; hipGraphAddKernelNode) and noted in the
+    graph's Topology as the Python path notes it. ``add_kernel`` returns the new Node, or None, having added
+    nothing, for anything else; the Python path then adds the node or explains why not.
+
+    It reads the front end's Graph fields (``_lock``, ``_topology``, ``_stale``, ``_watchers``, ``_owner``,
+    ``_recording``), and changes the graph as ``Graph._add`` does: under its lock, the version counted, the
+    graph marked unread while the backend holds a node the Topology has not noted (an interrupt there leaves
+    it to be read again), then ``Graph._adopt``. A lane that finds the lock taken declines.
+    """
+
+    cdef uintptr_t graph, context
+    cdef object device, backend_graph
+
+    def __init__(self, uintptr_t graph, uintptr_t context, device, backend_graph):
+        self.graph, self.context, self.device, self.backend_graph = graph, context, device, backend_graph
+
+    def add_kernel(self, graph, kernel, grid, block, tuple args, after):
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        cdef list typed = []
+        cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
+        cdef cydriver.CUgraphNode dep = NULL
+        cdef cydriver.CUgraphNode added = NULL
+        cdef size_t count = 0
+        cdef Py_ssize_t position
+        cdef cydriver.CUresult err
+        if _host_threads or not _one_d(grid, block) or self.backend_graph.before is not None:
+            return None
+        if type(after) is _node_type:
+            if after.graph is not graph:
+                return None
+            count = 1
+        elif not (after is None or (type(after) is tuple and not after)):
+            return None
+        function = kernel._functions.get(self.device)
+        if function is None:
+            return None
+        lock = graph._lock
+        if not lock.acquire(False):
+            return None
+        try:
+            topology = graph._topology
+            if (graph._stale or graph._watchers or topology.unread is not None or graph._owner is not None
+                    or graph._recording):
+                return None
+            positions = []
+            if count:
+                # (As Graph._locate: a Node's position holds its very handle object unless the graph was read
+                # since; otherwise the Python path finds it.)
+                position = after._i
+                handles = topology.handles
+                if position >= len(handles) or handles[position] is not after._handle:
+                    return None
+                positions.append(position)
+                dep = <cydriver.CUgraphNode><uintptr_t>int(after._handle)
+            if _write_args(function, self.device, args, slots, pointers, typed) < 0:
+                return None
+            params.func = <cydriver.CUfunction><uintptr_t>function.raw
+            params.gridDimX, params.gridDimY, params.gridDimZ = grid, 1, 1
+            params.blockDimX, params.blockDimY, params.blockDimZ = block, 1, 1
+            params.sharedMemBytes = 0
+            params.kernelParams = pointers
+            params.extra = NULL
+            graph._version += 1
+            graph._stale = True
+            with nogil:
+                err = cydriver.CUDA_ERROR_INVALID_CONTEXT
+                if _in_context(self.context):
+                    err = cydriver.cuGraphAddKernelNode(&added, <cydriver.CUgraph>self.graph, &dep, count, &params)
+            if err != cydriver.CUDA_SUCCESS:
+                graph._stale = False  # (nothing was added)
+                return None
+            record = _tuple_new(_kernel_params_type, (kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)))
+            node = graph._adopt(_node_handle_type(<uintptr_t>added), record, positions)
+            graph._stale = False
+            return node
         finally:
             lock.release()

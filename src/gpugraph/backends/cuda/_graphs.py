@@ -134,6 +134,11 @@ class CudaGraphs(CudaCapturing):
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
                         graph)
 
+    def graph_builder(self, graph: CudaGraph, device: Any) -> Any:
+        fast = _compiled.fast
+        return None if fast is None else fast.Builder(int(graph.handle), int(self.contexts.get(graph.index)), device,
+                                                      graph)
+
     def exec_fast_lanes(self, exec_: CudaExec, device: Any) -> Any:
         fast = _compiled.fast
         return None if fast is None else fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_)
