@@ -398,9 +398,11 @@ cdef class Exec:
         if not lock.acquire(False):
             return False
         try:
-            layout = exe._layout
-            if exe._handle is None or layout is None:
+            if exe._handle is None:
                 return False
+            layout = exe._layout
+            if layout is None:  # (read once, when first needed, as the Python path reads it)
+                layout = exe._read_layout()
             index = exe._indices.get(node._handle)
             if index is None:
                 return False
