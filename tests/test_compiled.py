@@ -326,6 +326,7 @@ def test_set_params_leaves_params_and_bad_arguments_to_the_python_path():
     exe = graph.instantiate()
     with pytest.raises(TypeError):
         exe.set_params(plain, x, "nine", 8)  # the Python path explains it
+    assert not exe._changed  # (nothing was set)
     with pytest.raises(gg.GraphError, match="not a node of the graph"):
         exe.set_params(other, x, 9, 8)
     exe.set_params(plain, x, gg.Param(np.int32(5)), 8)  # a Param argument: registered by the Python path
@@ -341,7 +342,7 @@ def test_set_params_leaves_params_and_bad_arguments_to_the_python_path():
 
 
 @pytest.mark.gpu
-def test_compiled_lanes_from_a_new_thread_make_the_context_current():
+def test_a_param_patch_from_a_new_thread_makes_the_context_current_through_the_backend():
     import threading
 
     import kernels as K
@@ -359,8 +360,9 @@ def test_compiled_lanes_from_a_new_thread_make_the_context_current():
 
     def work():
         try:
+            count.value = 4  # the thread's first call: a launch that patches (no context current yet)
+            exe.launch(stream)
             exe.set_params(node, x, 5, 8)
-            count.value = 4
             exe.launch(stream)
             stream.synchronize()
         except BaseException as error:  # noqa: BLE001 - reported below
@@ -370,7 +372,7 @@ def test_compiled_lanes_from_a_new_thread_make_the_context_current():
     thread.join()
     assert errors == []
     np.testing.assert_array_equal(x.to_numpy(), np.full(8, 5, np.int32))
-    np.testing.assert_array_equal(z.to_numpy(), np.array([2.0] * 4 + [1.0] * 4))
+    np.testing.assert_array_equal(z.to_numpy(), np.array([3.0] * 4 + [1.0] * 4))
 
 
 @pytest.mark.gpu
@@ -392,7 +394,8 @@ def test_add_kernel_takes_the_compiled_lane_and_notes_what_the_python_path_notes
         assert len(adds) == (0 if lane == "compiled" else 3)
         assert graph.nodes == (first, second, third) and second.dependencies == (first,) and not third.dependencies
         assert [n.kind for n in graph.nodes] == [gg.NodeKind.KERNEL] * 3
-        topologies.append(([n.params.args[1:] for n in graph.nodes], graph.edges and len(graph.edges)))
+        topologies.append(([(n.params.args[1:], [type(a) for a in n.params.args]) for n in graph.nodes],
+                           len(graph.edges)))
         graph.add_dependency(second, third)
         stream = gpu.stream()
         with graph.instantiate() as exe:

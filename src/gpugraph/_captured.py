@@ -93,7 +93,7 @@ def _topology(graph: Any) -> tuple:
 
 
 def _key_part(value: Any, dynamic: bool) -> Any:
-    """One argument's part of a call's key (types, not their names: 1, 1.0 and True are equal keys)."""
+    """One argument's part of a call's key (with its type: 1, 1.0 and True make different keys)."""
     kind = type(value)
     if kind is Array:
         return (Array, value.shape, value.dtype, value.device) if dynamic else (

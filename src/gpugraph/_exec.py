@@ -173,6 +173,7 @@ class GraphExec:
 
         See also: cudaGraphLaunch.
         """
+        # (The compiled lane, cuda._fast.Exec.launch, takes the common case of what follows: keep them in step.)
         fast = self._fast
         if fast is not None and fast.launch(self, stream):
             return
@@ -372,7 +373,7 @@ class GraphExec:
             return
         self._set_params(node, *args, grid=grid, block=block, shared_mem=shared_mem, kernel=kernel)
 
-    @_serialized
+    @_serialized  # (the compiled lane, cuda._fast.Exec.set_params, takes its common case: keep them in step)
     def _set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
                     shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         i = self._index(node, _KERNEL, "set_params")

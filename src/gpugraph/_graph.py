@@ -448,7 +448,10 @@ class Graph:
         return node
 
     def _add(self, params: Any, after: Any, what: str) -> Node:
-        """Add the node ``params`` describes after the nodes ``after`` names (``what``: the call, for errors)."""
+        """Add the node ``params`` describes after the nodes ``after`` names (``what``: the call, for errors).
+
+        The compiled lane of add_kernel (cuda._fast.Builder) makes the same change in its common case, with the
+        conditions of ``_changing``, ``_begin_change``, ``_locate`` and ``_end_change``: keep them in step."""
         deps = self._deps(after, what)
         with self._lock:
             positions = self._begin_change(deps, what)

@@ -270,13 +270,13 @@ cdef class ParamPatch:
 
     cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
     cdef uintptr_t exec_, node, buffer, context
-    cdef object keep, slots, on_error
+    cdef object keep, slots, use, on_error
 
     def __init__(self, uintptr_t exec_, uintptr_t node, uintptr_t function, tuple grid, tuple block,
                  unsigned int shared_mem, uintptr_t buffer, uintptr_t pointers, keep, list slots,
-                 uintptr_t context, on_error):
+                 uintptr_t context, use, on_error):
         self.exec_, self.node, self.buffer, self.keep, self.slots = exec_, node, buffer, keep, slots
-        self.context, self.on_error = context, on_error
+        self.context, self.use, self.on_error = context, use, on_error
         self.params.func = <cydriver.CUfunction>function
         self.params.gridDimX, self.params.gridDimY, self.params.gridDimZ = grid
         self.params.blockDimX, self.params.blockDimY, self.params.blockDimZ = block
@@ -316,17 +316,15 @@ cdef class ParamPatch:
             else:
                 raise ValueError(f"ParamPatch: no slot code {chr(code)!r}")  # (param_patcher picks the codes)
         # First: from a thread with no current context the driver crashes in cuGraphExecKernelNodeSetParams
-        # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher). The device's primary
-        # context, made current as the backend's Contexts.use makes it.
+        # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher). Asked of the driver here;
+        # made current by the backend's Contexts, which keeps each thread's record of it.
+        if not _in_context(self.context):
+            self.use()
         with nogil:
-            err = cydriver.CUDA_SUCCESS
-            if not _in_context(self.context):
-                err = cydriver.cuCtxSetCurrent(<cydriver.CUcontext>self.context)
-            if err == cydriver.CUDA_SUCCESS:
-                err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
-                                                              <cydriver.CUgraphNode>self.node, &self.params)
+            err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
+                                                          <cydriver.CUgraphNode>self.node, &self.params)
         if err != cydriver.CUDA_SUCCESS:
-            self.on_error(<int>err)
+            self.on_error("cuGraphExecKernelNodeSetParams", <int>err)
 
 
 PATCH_CODES = b"fdQqiIhHbB"  # the struct codes of the slots ParamPatch writes
@@ -339,14 +337,17 @@ cdef class Exec:
 
     They read the GraphExec's own fields (``_lock``, ``_handle``, ``_params``, ``_recorded_events``,
     ``_layout``, ``_indices``, ``_handles``, ``graph``, ``_source``) and set ``_changed`` and the layout's
-    record, as its Python methods do, under its lock: a lane that finds the lock taken declines.
+    record, as its Python methods do, under its lock: a lane that finds the lock taken declines, as does one
+    called from a thread whose current context is not the graph's (the Python path makes it current). A
+    driver error is raised through ``on_error(call, code)``, as the Python path raises it.
     """
 
     cdef uintptr_t exec_, context
-    cdef object device, backend_exec
+    cdef object device, backend_exec, on_error
 
-    def __init__(self, uintptr_t exec_, uintptr_t context, device, backend_exec):
+    def __init__(self, uintptr_t exec_, uintptr_t context, device, backend_exec, on_error):
         self.exec_, self.context, self.device, self.backend_exec = exec_, context, device, backend_exec
+        self.on_error = on_error
 
     def launch(self, exe, stream):
         """cuGraphLaunch (hipGraphLaunch) of the graph on ``stream`` (a Stream), uncaptured, after patching the
@@ -359,15 +360,15 @@ cdef class Exec:
         if type(launcher) is not Launcher or (<Launcher>launcher).device is not self.device:
             return False
         raw_stream = (<Launcher>launcher).stream
-        if stream._capture is not None:
-            return False
-        backend_exec = self.backend_exec
-        if backend_exec.memory is not None or backend_exec.host_keys:
+        if stream._capture is not None or not _in_context(self.context):
             return False
         lock = exe._lock
         if not lock.acquire(False):
             return False
         try:
+            backend_exec = self.backend_exec
+            if backend_exec.memory is not None or backend_exec.host_keys:
+                return False
             events = exe._recorded_events
             if exe._handle is None or type(events) is not list or events:
                 return False
@@ -375,10 +376,10 @@ cdef class Exec:
             if uses.pending:  # (patched as the Python path patches them; an error leaves them pending)
                 uses.patch(exe._prepare_patch)
             with nogil:
-                err = cydriver.CUDA_ERROR_INVALID_CONTEXT
-                if _in_context(self.context):
-                    err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>self.exec_, <cydriver.CUstream>raw_stream)
-            return err == cydriver.CUDA_SUCCESS
+                err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>self.exec_, <cydriver.CUstream>raw_stream)
+            if err != cydriver.CUDA_SUCCESS:
+                self.on_error("cuGraphLaunch", <int>err)
+            return True
         finally:
             lock.release()
 
@@ -392,7 +393,7 @@ cdef class Exec:
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
         cdef cydriver.CUresult err
         cdef uintptr_t node_handle
-        if _host_threads or type(node) is not _node_type:
+        if _host_threads or type(node) is not _node_type or not _in_context(self.context):
             return False
         lock = exe._lock
         if not lock.acquire(False):
@@ -429,12 +430,10 @@ cdef class Exec:
             node_handle = int(exe._handles[index])
             exe._changed = True  # (first, as in the Python path: an interrupted call may have changed it)
             with nogil:
-                err = cydriver.CUDA_ERROR_INVALID_CONTEXT
-                if _in_context(self.context):
-                    err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
-                                                                  <cydriver.CUgraphNode>node_handle, &params)
+                err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
+                                                              <cydriver.CUgraphNode>node_handle, &params)
             if err != cydriver.CUDA_SUCCESS:
-                return False
+                self.on_error("cuGraphExecKernelNodeSetParams", <int>err)
             records[index] = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, tuple(typed)))
             return True
         finally:
@@ -450,14 +449,17 @@ cdef class Builder:
     It reads the front end's Graph fields (``_lock``, ``_topology``, ``_stale``, ``_watchers``, ``_owner``,
     ``_recording``), and changes the graph as ``Graph._add`` does: under its lock, the version counted, the
     graph marked unread while the backend holds a node the Topology has not noted (an interrupt there leaves
-    it to be read again), then ``Graph._adopt``. A lane that finds the lock taken declines.
+    it to be read again), then ``Graph._adopt``. A lane that finds the lock taken declines, as does one called
+    from a thread whose current context is not the graph's. A driver error is raised through ``on_error(call,
+    code)``, as the Python path raises it, with nothing added.
     """
 
     cdef uintptr_t graph, context
-    cdef object device, backend_graph
+    cdef object device, backend_graph, on_error
 
-    def __init__(self, uintptr_t graph, uintptr_t context, device, backend_graph):
+    def __init__(self, uintptr_t graph, uintptr_t context, device, backend_graph, on_error):
         self.graph, self.context, self.device, self.backend_graph = graph, context, device, backend_graph
+        self.on_error = on_error
 
     def add_kernel(self, graph, kernel, grid, block, tuple args, after):
         cdef uint64_t slots[MAX_SLOTS]
@@ -469,7 +471,8 @@ cdef class Builder:
         cdef size_t count = 0
         cdef Py_ssize_t position
         cdef cydriver.CUresult err
-        if _host_threads or not _one_d(grid, block) or self.backend_graph.before is not None:
+        if (_host_threads or not _one_d(grid, block) or self.backend_graph.before is not None
+                or not _in_context(self.context)):
             return None
         if type(after) is _node_type:
             if after.graph is not graph:
@@ -509,12 +512,10 @@ cdef class Builder:
             graph._version += 1
             graph._stale = True
             with nogil:
-                err = cydriver.CUDA_ERROR_INVALID_CONTEXT
-                if _in_context(self.context):
-                    err = cydriver.cuGraphAddKernelNode(&added, <cydriver.CUgraph>self.graph, &dep, count, &params)
+                err = cydriver.cuGraphAddKernelNode(&added, <cydriver.CUgraph>self.graph, &dep, count, &params)
             if err != cydriver.CUDA_SUCCESS:
                 graph._stale = False  # (nothing was added)
-                return None
+                self.on_error("cuGraphAddKernelNode", <int>err)
             record = _tuple_new(_kernel_params_type, (kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)))
             node = graph._adopt(_node_handle_type(<uintptr_t>added), record, positions)
             graph._stale = False
