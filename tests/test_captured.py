@@ -211,10 +211,11 @@ def test_keyword_and_default_arguments_make_the_same_key(device):
     scaled(x, alpha=2.0)
     scaled(x, 2.0, steps=1)
     scaled(x=x, steps=1, alpha=0.5)
+    scaled(x, 2.0, 1)  # every parameter positionally (bound without inspect): the same key
     sync(device)
-    np.testing.assert_array_equal(x.to_numpy(), X0 * 4)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 8)
     s = stats(scaled)
-    assert (s["captures"], s["instantiations"], s["replays"]) == (1, 1, 3)
+    assert (s["captures"], s["instantiations"], s["replays"]) == (1, 1, 4)
 
 
 def test_positional_only_and_keyword_only_parameters(device):

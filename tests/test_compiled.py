@@ -236,3 +236,194 @@ def test_param_patches_write_each_slot_type_as_the_python_path_does():
     assert all(type(p) is fast.ParamPatch for p in exe._params._patchers.values())
     expected = [0.25, 1e300, -7, 4_000_000_000, -(2**40), -300, 200, float(2**63 + 5), -2.25]
     np.testing.assert_array_equal(out.to_numpy(), np.array(expected))
+
+
+def _counting(monkeypatch, backend, name):
+    """Count the calls of the backend's ``name`` (the Python path's), still making them."""
+    calls = []
+    real = getattr(backend, name)
+    monkeypatch.setattr(backend, name, lambda *args: calls.append(args) or real(*args))
+    return calls
+
+
+@pytest.mark.gpu
+def test_graph_launches_take_the_compiled_lane_unless_something_is_to_be_done_first(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    stream = gpu.stream()
+    x = gpu.zeros(8, np.float64)
+    graph = gg.Graph(gpu)
+    graph.add_kernel(K.inc, 1, 8, x, 8)
+    exe = graph.instantiate()
+    assert type(exe._fast) is fast.Exec
+    launches = []
+    monkeypatch.setattr(exe, "_launch", lambda *args, real=exe._launch: launches.append(args) or real(*args))
+    exe.launch(stream)  # the first: its event-record nodes (none) are looked up by the Python path
+    exe.launch(stream)
+    exe.launch(stream)
+    stream.synchronize()
+    assert len(launches) == 1
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3.0))
+    with stream.capture() as cap:  # into a capture: embedded by the Python path
+        exe.launch(stream)
+    assert len(launches) == 2 and [n.kind for n in cap.graph.nodes] == [gg.NodeKind.GRAPH]
+    count = gg.Param(8)
+    patched = gg.Graph(gpu)
+    patched.add_kernel(K.inc, 1, 8, x, count)
+    with patched.instantiate() as exe2:
+        monkeypatch.setattr(exe2, "_launch", lambda *args, real=exe2._launch: launches.append(args) or real(*args))
+        exe2.launch(stream)
+        exe2.launch(stream)
+        count.value = 4  # pending: patched, then launched, by the compiled lane
+        exe2.launch(stream)
+        stream.synchronize()
+        assert len(launches) == 3
+    np.testing.assert_array_equal(x.to_numpy(), np.array([6.0] * 4 + [5.0] * 4))
+    exe.close()
+    with pytest.raises(gg.GraphError, match="closed"):
+        exe.launch(stream)
+    with pytest.raises(TypeError, match="expected a Stream"), patched.instantiate() as exe3:
+        exe3.launch(None)
+
+
+@pytest.mark.gpu
+def test_set_params_takes_the_compiled_lane_and_keeps_the_records_the_python_path_keeps(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    stream = gpu.stream()
+    x = gpu.zeros(8, np.int32)
+    records = []
+    for lane in ("compiled", "python"):
+        y = gpu.zeros(8, np.int32)
+        graph = gg.Graph(gpu)
+        node = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+        exe = graph.instantiate()
+        if lane == "python":
+            exe._fast = None
+        sets = _counting(monkeypatch, gpu._backend, "exec_set_node")
+        exe.set_params(node, y, 9, 8)
+        exe.launch(stream)
+        stream.synchronize()
+        monkeypatch.undo()
+        assert len(sets) == (0 if lane == "compiled" else 1)
+        np.testing.assert_array_equal(y.to_numpy(), np.full(8, 9, np.int32))
+        records.append(exe._read_layout().params[0])
+    compiled, python = records
+    assert compiled.args[1:] == python.args[1:] and [type(v) for v in compiled.args] == [type(v) for v in python.args]
+
+
+@pytest.mark.gpu
+def test_set_params_leaves_params_and_bad_arguments_to_the_python_path():
+    import kernels as K
+    gpu = gg.Device("cuda")
+    stream = gpu.stream()
+    x = gpu.zeros(8, np.int32)
+    graph = gg.Graph(gpu)
+    plain = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+    count = gg.Param(4, dtype=np.int32)
+    with_param = graph.add_kernel(K.fill, 1, 8, x, 2, count, after=plain)
+    other = gg.Graph(gpu).add_kernel(K.fill, 1, 8, x, 1, 8)
+    exe = graph.instantiate()
+    with pytest.raises(TypeError):
+        exe.set_params(plain, x, "nine", 8)  # the Python path explains it
+    assert not exe._changed  # (nothing was set)
+    with pytest.raises(gg.GraphError, match="not a node of the graph"):
+        exe.set_params(other, x, 9, 8)
+    exe.set_params(plain, x, gg.Param(np.int32(5)), 8)  # a Param argument: registered by the Python path
+    exe.set_params(with_param, x, 7, 8)  # the node took a Param: forgotten by the Python path
+    count.value = 8  # no longer taken by the node: no patch
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 7, np.int32))
+    assert set(exe._params._records) == {0}  # the node given a Param takes one; the other no longer does
+    exe.close()
+    with pytest.raises(gg.GraphError, match="closed"):
+        exe.set_params(plain, x, 9, 8)
+
+
+@pytest.mark.gpu
+def test_a_param_patch_from_a_new_thread_makes_the_context_current_through_the_backend():
+    import threading
+
+    import kernels as K
+    gpu = gg.Device("cuda")
+    stream = gpu.stream()
+    x, z = gpu.zeros(8, np.int32), gpu.zeros(8, np.float64)
+    graph = gg.Graph(gpu)
+    node = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+    count = gg.Param(8)
+    graph.add_kernel(K.inc, 1, 8, z, count, after=node)
+    exe = graph.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    errors = []
+
+    def work():
+        try:
+            count.value = 4  # the thread's first call: a launch that patches (no context current yet)
+            exe.launch(stream)
+            exe.set_params(node, x, 5, 8)
+            exe.launch(stream)
+            stream.synchronize()
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert errors == []
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 5, np.int32))
+    np.testing.assert_array_equal(z.to_numpy(), np.array([3.0] * 4 + [1.0] * 4))
+
+
+@pytest.mark.gpu
+def test_add_kernel_takes_the_compiled_lane_and_notes_what_the_python_path_notes(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    gpu._load_kernel(K.fill)
+    topologies = []
+    for lane in ("compiled", "python"):
+        x = gpu.zeros(8, np.int32)
+        graph = gg.Graph(gpu)
+        if lane == "python":
+            graph._fast = None
+        adds = _counting(monkeypatch, gpu._backend, "graph_add_node")
+        first = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+        second = graph.add_kernel(K.fill, 2, 4, x, 2, 8, after=first)
+        third = graph.add_kernel(K.fill, 1, 8, x, 3, 4, after=None)
+        monkeypatch.undo()
+        assert len(adds) == (0 if lane == "compiled" else 3)
+        assert graph.nodes == (first, second, third) and second.dependencies == (first,) and not third.dependencies
+        assert [n.kind for n in graph.nodes] == [gg.NodeKind.KERNEL] * 3
+        topologies.append(([(n.params.args[1:], [type(a) for a in n.params.args]) for n in graph.nodes],
+                           len(graph.edges)))
+        graph.add_dependency(second, third)
+        stream = gpu.stream()
+        with graph.instantiate() as exe:
+            exe.launch(stream)
+            stream.synchronize()
+        np.testing.assert_array_equal(x.to_numpy(), np.array([3] * 4 + [2] * 4, np.int32))
+    assert topologies[0] == topologies[1]
+
+
+@pytest.mark.gpu
+def test_add_kernel_leaves_the_unusual_to_the_python_path(monkeypatch):
+    import kernels as K
+    gpu = gg.Device("cuda")
+    gpu._load_kernel(K.fill)
+    x = gpu.zeros(8, np.int32)
+    graph = gg.Graph(gpu)
+    first = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+    exe = graph.instantiate()  # watching the graph: told by the Python path before the graph changes
+    adds = _counting(monkeypatch, gpu._backend, "graph_add_node")
+    second = graph.add_kernel(K.fill, 1, 8, x, 2, 8, after=first)
+    node = graph.add_kernel(K.fill, (1,), 8, x, 2, 8)  # a tuple shape
+    graph.add_kernel(K.fill, 1, 8, x, gg.Param(np.int32(5)), 8, after=[second])  # a list, a Param
+    assert len(adds) == 3
+    with pytest.raises(gg.GraphError, match="belongs to another graph"):
+        gg.Graph(gpu).add_kernel(K.fill, 1, 8, x, 1, 8, after=first)
+    with pytest.raises(TypeError):
+        graph.add_kernel(K.fill, 1, 8, x, "two", 8)
+    with pytest.raises(ValueError):
+        graph.add_kernel(K.fill, 0, 8, x, 2, 8)
+    assert len(graph.nodes) == 4 and node.dependencies == ()
+    exe.close()

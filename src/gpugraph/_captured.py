@@ -92,19 +92,21 @@ def _topology(graph: Any) -> tuple:
     return tuple(zip(layout.kinds, layout.deps))
 
 
-def _key_part(name: str, value: Any, dynamic: bool) -> Any:
-    if type(value) is Array:
-        where = (value.shape, value.dtype.str, str(value.device))
-        return ("array", *where) if dynamic else ("array", *where, value.ptr)
+def _key_part(value: Any, dynamic: bool) -> Any:
+    """One argument's part of a call's key (with its type: 1, 1.0 and True make different keys)."""
+    kind = type(value)
+    if kind is Array:
+        return (Array, value.shape, value.dtype, value.device) if dynamic else (
+            Array, value.shape, value.dtype, value.device, value.ptr)
     if dynamic:
-        return ("scalar", type(value).__name__, getattr(value, "dtype", None))
+        return (kind, getattr(value, "dtype", None))
     if isinstance(value, (int, float, bool, str, bytes, np.generic, type(None))):
-        return ("value", type(value).__name__, value)
+        return (kind, value)
     try:
         hash(value)
     except TypeError:
-        return ("object", id(value))
-    return ("hashable", value)
+        return (object, id(value))
+    return (hash, value)
 
 
 _thread = threading.local()  # .token: this thread's _ThreadToken; .sentinel: collected when the thread ends
@@ -156,6 +158,12 @@ class CapturedFunction:
             raise ValueError(f"captured(dynamic): {fn.__qualname__} has no parameter {', '.join(map(repr, unknown))} "
                              f"(parameters: {', '.join(self._signature.parameters)})")
         self._dynamic = frozenset(dynamic)
+        # A call that passes every parameter positionally (and nothing else) is bound without inspect: the
+        # common case, on every replay. None where the signature has *args, **kwargs or keyword-only ones.
+        plain = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.POSITIONAL_ONLY
+        parameters = self._signature.parameters
+        self._names = tuple(parameters) if all(p.kind in plain for p in parameters.values()) else None
+        self._dynamic_flags = tuple(name in self._dynamic for name in parameters)
         self._max_graphs = max_graphs
         self._mode = mode
         # The cache, the entries in it and the stats change under this lock, and a launch patches its Params
@@ -170,18 +178,27 @@ class CapturedFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        bound = self._signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        arguments = bound.arguments
-        device = next((v.device for v in arguments.values() if type(v) is Array), None)
+        names = self._names
+        if names is not None and not kwargs and len(args) == len(names):
+            arguments = dict(zip(names, args))
+        else:
+            bound = self._signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
+        device = None
+        for value in arguments.values():
+            if type(value) is Array:
+                device = value.device
+                break
         stream = current_stream(device)
-        key = tuple((name, _key_part(name, value, name in self._dynamic)) for name, value in arguments.items())
+        # (In the signature's order, however the call passed them: a positional and a keyword call are one key.)
+        key = tuple(map(_key_part, arguments.values(), self._dynamic_flags))
         with self._lock:
             entry = self._find(key)
             if entry is not None:
                 self._replay(entry, arguments, stream)
                 return entry.result
-        return self._capture(key, bound, stream)
+        return self._capture(key, arguments, stream)
 
     def _find(self, key: tuple) -> _Entry | None:
         """The entry answering ``key`` in this thread (most recently used now), or None."""
@@ -212,10 +229,10 @@ class CapturedFunction:
             entry.stream = previous
             raise
 
-    def _capture(self, key: tuple, bound: inspect.BoundArguments, stream: Any) -> Any:
+    def _capture(self, key: tuple, arguments: dict[str, Any], stream: Any) -> Any:
         self._close_dropped()  # those an interrupt left (a capture may drop more: closed at its end)
-        params = {name: Param(bound.arguments[name]) for name in self._dynamic}
-        call = inspect.BoundArguments(self._signature, dict(bound.arguments, **params))
+        params = {name: Param(arguments[name]) for name in self._dynamic}
+        call = inspect.BoundArguments(self._signature, dict(arguments, **params))
         capture_stream = own_stream(stream.device, "capture")  # captures in different threads never share one
         capture_stream.wait(stream.record())  # the captured work follows what the caller enqueued
         me = threading.get_ident()
@@ -236,7 +253,7 @@ class CapturedFunction:
             self.stats.captures += 1
             entry = self._find(key)
             if entry is not None:  # another thread captured the same key meanwhile: its graph serves
-                self._replay(entry, bound.arguments, stream)
+                self._replay(entry, arguments, stream)
                 return entry.result
             entry = self._update_cached(graph, key, params, cap.allocations, result)
             if entry is not None:
@@ -251,7 +268,7 @@ class CapturedFunction:
             entry = self._find(key)
             if entry is not None:  # another thread cached the same key meanwhile: its graph serves
                 exe.close()
-                self._replay(entry, bound.arguments, stream)
+                self._replay(entry, arguments, stream)
                 return entry.result
             self.stats.instantiations += 1
             entry = self._cache_new(graph, key, exe, params, cap.allocations, result)

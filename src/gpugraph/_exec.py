@@ -61,7 +61,7 @@ def _refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
 def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run a GraphExec method under the executable graph's lock (see GraphExec); refused in host functions,
     which must not call CUDA (gpugraph._host_threads)."""
-    api = f"GraphExec.{method.__name__}"
+    api = f"GraphExec.{method.__name__.lstrip('_')}"
 
     @functools.wraps(method)
     def locked(self: GraphExec, *args: Any, **kwargs: Any) -> Any:
@@ -88,7 +88,7 @@ class GraphExec:
     See also: cudaGraphExec_t.
     """
 
-    __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_finalizer", "_layout",
+    __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
                  "_handles", "_indices", "_params", "_changed", "_disabled", "_source", "_source_version", "_shape",
                  "_recorded_events", "_lock", "__weakref__")
 
@@ -100,6 +100,8 @@ class GraphExec:
         self._backend = backend = graph._backend
         self._handle = backend.graph_instantiate(graph._handle, bool(auto_free_on_launch))
         self._launch = backend.exec_launch
+        # The compiled lanes of launch and set_params, or None (they read this object's fields: see cuda._fast.Exec).
+        self._fast = backend.exec_fast_lanes(self._handle, self.device)
         self._lock = threading.RLock()  # the calls of several threads take turns (see the class docstring)
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
@@ -171,6 +173,10 @@ class GraphExec:
 
         See also: cudaGraphLaunch.
         """
+        # (The compiled lane, cuda._fast.Exec.launch, takes the common case of what follows: keep them in step.)
+        fast = self._fast
+        if fast is not None and fast.launch(self, stream):
+            return
         with self._lock:
             handle = self._handle
             if handle is None or type(stream) is not Stream or stream.device is not self.device:
@@ -355,13 +361,21 @@ class GraphExec:
         if _params.in_use:  # without Params there is nothing to note or forget
             self._params.note(index, params)
 
-    @_serialized
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
                    shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         """Change a kernel node's arguments (all of them, or none to keep them) and launch shape.
 
         See also: cudaGraphExecKernelNodeSetParams.
         """
+        fast = self._fast  # (new arguments alone, which the compiled lane may take whole)
+        if (fast is not None and args and grid is None and block is None and shared_mem is None and kernel is None
+                and fast.set_params(self, node, args)):
+            return
+        self._set_params(node, *args, grid=grid, block=block, shared_mem=shared_mem, kernel=kernel)
+
+    @_serialized  # (the compiled lane, cuda._fast.Exec.set_params, takes its common case: keep them in step)
+    def _set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
+                    shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         i = self._index(node, _KERNEL, "set_params")
         old = self._read_layout().params[i]
         kernel = old.kernel if kernel is None else kernel

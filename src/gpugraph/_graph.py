@@ -108,7 +108,7 @@ class Graph:
     See also: cudaGraphCreate.
     """
 
-    __slots__ = ("device", "_backend", "_handle", "_topology", "_nodes", "_children", "_owner",
+    __slots__ = ("device", "_backend", "_handle", "_fast", "_topology", "_nodes", "_children", "_owner",
                  "_owner_node",
                  "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
@@ -127,6 +127,9 @@ class Graph:
         self.device = device
         self._backend = device._backend
         self._handle = handle
+        # The compiled lane of add_kernel, or None (it reads this object's fields: see cuda._fast.Builder). Not
+        # for a child graph, whose changes the Python path tells its owner about.
+        self._fast = self._backend.graph_builder(handle, device) if owner is None else None
         self._topology = Topology()  # the nodes, their records and edges: the graph's one record of them
         # The Node objects handed out, by backend handle: made when first asked for (a captured graph
         # nobody queries has none), kept so that a node is always the same object.
@@ -445,7 +448,10 @@ class Graph:
         return node
 
     def _add(self, params: Any, after: Any, what: str) -> Node:
-        """Add the node ``params`` describes after the nodes ``after`` names (``what``: the call, for errors)."""
+        """Add the node ``params`` describes after the nodes ``after`` names (``what``: the call, for errors).
+
+        The compiled lane of add_kernel (cuda._fast.Builder) makes the same change in its common case, with the
+        conditions of ``_changing``, ``_begin_change``, ``_locate`` and ``_end_change``: keep them in step."""
         deps = self._deps(after, what)
         with self._lock:
             positions = self._begin_change(deps, what)
@@ -465,6 +471,11 @@ class Graph:
 
         See also: cudaGraphAddKernelNode.
         """
+        fast = self._fast  # (a typical node, which the compiled lane may add whole)
+        if fast is not None and type(kernel) is Kernel and type(shared_mem) is int and not shared_mem:
+            node = fast.add_kernel(self, kernel, grid, block, args, after)
+            if node is not None:
+                return node
         if type(kernel) is not Kernel:
             raise TypeError(f"add_kernel(kernel): expected a Kernel, got {type(kernel).__name__}")
         grid, block = launch_dims(grid, block)

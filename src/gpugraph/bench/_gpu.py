@@ -7,6 +7,7 @@ from medians of the same run; peers that are not installed are left out.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -51,16 +52,29 @@ def _vs_floor(name: str, figure: str, ours: Row, floor: float | None, target: st
     return [Row.of(name, f"{figure} / C++", "×", [ours.median / floor], target)]
 
 
-FLOOR_RUNS = 3  # the C++ program's runs; each figure is their median (one run can land on a slow moment)
+FLOOR_RUNS = 3  # the C++ program's runs each time it is asked; each figure is their median
 
 
-def floor(device: Any) -> dict[str, float] | None:
-    """The C++ program's figures (compiled with nvcc for this GPU; each the median of FLOOR_RUNS runs), or
-    None where nvcc is absent."""
-    if "figures" in _floor_cache:
-        return _floor_cache["figures"]
+def floor(device: Any, seed_iterations: int = 4000) -> dict[str, float] | None:
+    """The C++ program's figures, measured now (each the median of FLOOR_RUNS runs), or None where nvcc is
+    absent. Each workload asks right after measuring its own figures, so that a ratio compares two
+    measurements minutes apart at most: the machine's speed drifts by up to 2x over a bench (H200,
+    2026-11-23). ``seed_iterations``: the seed workload's iterations (only ``dynamic`` needs many)."""
+    program = _floor_program(device)
+    if program is None:
+        return None
+    runs = [json.loads(subprocess.run([program, str(seed_iterations)], check=True, capture_output=True,
+                                      text=True).stdout)
+            for _ in range(FLOOR_RUNS)]
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def _floor_program(device: Any) -> str | None:
+    """The C++ program, compiled once per process with nvcc for this GPU, or None without nvcc."""
+    if "program" in _floor_cache:
+        return _floor_cache["program"]
     nvcc = shutil.which("nvcc")
-    figures = None
+    program = None
     if nvcc is not None:
         from cuda.bindings import driver as cu
         device_handle = device._backend.contexts.devices[device.index]
@@ -69,15 +83,13 @@ def floor(device: Any) -> dict[str, float] | None:
         minor = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                                         device_handle)[1]
         source = os.path.join(os.path.dirname(__file__), "floor.cu")
-        with tempfile.TemporaryDirectory() as folder:
-            program = os.path.join(folder, "floor")
-            subprocess.run([nvcc, "-O2", f"-arch=sm_{major}{minor}", "-o", program, source], check=True,
-                           capture_output=True)
-            runs = [json.loads(subprocess.run([program], check=True, capture_output=True, text=True).stdout)
-                    for _ in range(FLOOR_RUNS)]
-            figures = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    _floor_cache["figures"] = figures
-    return figures
+        folder = tempfile.mkdtemp(prefix="gpugraph-floor-")
+        atexit.register(shutil.rmtree, folder, True)
+        program = os.path.join(folder, "floor")
+        subprocess.run([nvcc, "-O2", f"-arch=sm_{major}{minor}", "-o", program, source], check=True,
+                       capture_output=True)
+    _floor_cache["program"] = program
+    return program
 
 
 @workload("launch", "GPU: one tiny kernel on a stream, end to end per kernel, against the peers")
@@ -408,7 +420,7 @@ def dynamic(device: Any, options: Options) -> list[Row]:
         for name, (seconds, _) in results.items():
             samples.setdefault(name, []).append(seconds / iterations * 1e6)
     rows = [Row.of("dynamic", f"gpugraph {name}", "µs/iteration", values) for name, values in samples.items()]
-    figures = floor(device)
+    figures = floor(device, iterations)
     if figures:
         for key, name in (("seed_no_graph", "no graph"), ("seed_recapture_update", "recapture + update"),
                           ("seed_combined", "combined (set params)")):

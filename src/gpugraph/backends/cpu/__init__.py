@@ -389,6 +389,12 @@ class CpuBackend:
     def graph_instantiate(self, graph: CpuGraph, auto_free_on_launch: bool) -> CpuExec:
         return CpuExec(graph, auto_free_on_launch, self._thread_pool)
 
+    def graph_builder(self, graph: CpuGraph, device: Any) -> None:
+        return None  # (no compiled path: every node takes graph_add_node)
+
+    def exec_fast_lanes(self, exec_: CpuExec, device: Any) -> None:
+        return None  # (no compiled path: every launch and setter takes the Python path)
+
     def exec_launch(self, exec_: CpuExec, stream: CpuStream, capture: CpuCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.launch")

@@ -28,7 +28,15 @@ else:
         except Exception as error:  # noqa: BLE001 - reported in the status line
             status = f"built but not importable ({type(error).__name__}: {error}): the pure-Python path"
         else:
+            from cuda.bindings import driver as cu
+
+            from ..._capture import function_captures
+            from ..._graph import Node
+            from ..._host_threads import HOST_THREADS
             from ..._memory import Array
             from ..._nodes import KernelParams
-            fast.set_types(Array, KernelParams)  # (what its packing takes as an Array; a captured launch's record)
+            from ..._stream import Stream
+            # (What its packing takes as an Array; a captured launch's record; the objects its lanes take; the
+            # marks that send a call to the Python path, which refuses or guards it.)
+            fast.set_types(Array, KernelParams, Stream, Node, cu.CUgraphNode, HOST_THREADS, function_captures)
             status = "built (gpugraph.backends.cuda._fast)"

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from cuda.bindings import driver as cu
+
 from ..._errors import BackendError
 from ._symbols import drv
 
@@ -17,6 +19,11 @@ def error(api: str, code: Any) -> BackendError:
     name = name.decode() if isinstance(name, bytes) else str(code)
     text = text.decode() if isinstance(text, bytes) else ""
     return BackendError("cuda", api, f"{name} ({int(code)})", text)
+
+
+def fail(api: str, code: int) -> None:
+    """Raise the BackendError for driver result ``code`` (an int, as the compiled path reports it) of ``api``."""
+    raise error(api, cu.CUresult(code))
 
 
 def call(fn: Callable[..., Any], *args: Any) -> Any:

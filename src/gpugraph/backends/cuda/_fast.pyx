@@ -44,17 +44,27 @@ from libc.float cimport FLT_MAX
 
 cdef object _array_type = None
 cdef object _kernel_params_type = None
+cdef object _stream_type = None
+cdef object _node_type = None
+cdef object _node_handle_type = None  # cuda-bindings' CUgraphNode, the handle type the backend's nodes have
+cdef object _host_threads = None  # the front end's HOST_THREADS set (empty unless a host function runs)
+cdef object _function_captures = None  # the front end's captured-function marks by thread (a dict)
 # The limits of the floating slots as Python floats: a Python int compares with them exactly (a cast to double
 # first would round a too-large int down to the limit, which the Python path refuses).
 cdef object _FLOAT_MAX = FLT_MAX
+# KernelParams (a NamedTuple) made without its Python __new__, as tuple.__new__(KernelParams, fields): a fifth
+# of the cost, on the paths that make one per call.
+cdef object _tuple_new = tuple.__new__
 cdef object _DOUBLE_MAX = 1.7976931348623157e308
 
-def set_types(array, kernel_params):
-    """gpugraph's Array and KernelParams classes (backends sit below the front end, so they are handed in
+def set_types(array, kernel_params, stream, node, node_handle, host_threads, function_captures):
+    """The front end's Array, KernelParams, Stream and Node classes, cuda-bindings' CUgraphNode, and the front
+    end's HOST_THREADS set and function-capture marks (backends sit below the front end, so they are handed in
     once)."""
-    global _array_type, _kernel_params_type
-    _array_type = array
-    _kernel_params_type = kernel_params
+    global _array_type, _kernel_params_type, _stream_type, _node_type, _node_handle_type, _host_threads
+    global _function_captures
+    _array_type, _kernel_params_type, _stream_type, _node_type = array, kernel_params, stream, node
+    _node_handle_type, _host_threads, _function_captures = node_handle, host_threads, function_captures
 
 
 cdef bint _write(char code, object arg, object want, object device, char* slot) except -1:
@@ -155,6 +165,48 @@ cdef enum:
     MAX_SLOTS = 32  # (a kernel with more parameters takes the Python path)
 
 
+cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots, void** pointers,
+                            list typed) except -2:
+    """Write ``args`` for ``function`` (the backend's Function) into ``slots`` and point ``pointers`` at them
+    (and append their typed values, as graph nodes keep them, to ``typed`` unless None): the slot count, or -1
+    to decline."""
+    cdef Py_ssize_t count, i
+    cdef const char* code
+    codes = function.fast_codes
+    if type(codes) is not bytes:
+        return -1
+    count = len(<bytes>codes)
+    if count > MAX_SLOTS or len(args) != count:
+        return -1
+    wants = function.fast_wants
+    if type(wants) is not tuple or len(<tuple>wants) != count:
+        return -1
+    code = <bytes>codes
+    for i in range(count):
+        slots[i] = 0
+        pointers[i] = &slots[i]
+        arg = args[i]
+        try:
+            if not _write(code[i], arg, (<tuple>wants)[i], device, <char*>&slots[i]):
+                return -1
+        except OverflowError:
+            return -1
+        if typed is not None:
+            # (a pointer slot keeps its Array; a scalar slot its value as the NumPy type its slot wants)
+            typed.append(arg if code[i] == b"P" else (<tuple>wants)[i](arg))
+    return count
+
+
+cdef inline bint _one_d(grid, block):
+    return type(grid) is int and type(block) is int and 1 <= grid <= 2147483647 and 1 <= block <= 1024
+
+
+cdef inline bint _in_context(uintptr_t context) noexcept nogil:
+    """Whether ``context`` is this thread's current context."""
+    cdef cydriver.CUcontext current = NULL
+    return cydriver.cuCtxGetCurrent(&current) == cydriver.CUDA_SUCCESS and <uintptr_t>current == context
+
+
 cdef class Launcher:
     """One stream's compiled launch (``Stream.launch``'s fast lane): a 1-D launch of a kernel whose
     signature types every slot, with arguments ``pack`` takes, packed on the C stack (cuLaunchKernel copies
@@ -170,38 +222,6 @@ cdef class Launcher:
         self.stream = stream
         self.device = device
 
-    cdef Py_ssize_t _write_all(self, function, grid, block, tuple args, uint64_t* slots, void** pointers,
-                               list typed) except -2:
-        """Write ``args`` into ``slots`` (and their typed values, as graph nodes keep them, into ``typed``
-        unless None): the slot count, or -1 to decline the launch."""
-        cdef Py_ssize_t count, i
-        cdef const char* code
-        if type(grid) is not int or type(block) is not int or not 1 <= grid <= 2147483647 or not 1 <= block <= 1024:
-            return -1
-        codes = function.fast_codes
-        if type(codes) is not bytes:
-            return -1
-        count = len(<bytes>codes)
-        if count > MAX_SLOTS or len(args) != count:
-            return -1
-        wants = function.fast_wants
-        if type(wants) is not tuple or len(<tuple>wants) != count:
-            return -1
-        code = <bytes>codes
-        for i in range(count):
-            slots[i] = 0
-            pointers[i] = &slots[i]
-            arg = args[i]
-            try:
-                if not _write(code[i], arg, (<tuple>wants)[i], self.device, <char*>&slots[i]):
-                    return -1
-            except OverflowError:
-                return -1
-            if typed is not None:
-                # (a pointer slot keeps its Array; a scalar slot its value as the NumPy type its slot wants)
-                typed.append(arg if code[i] == b"P" else (<tuple>wants)[i](arg))
-        return count
-
     cdef cydriver.CUresult _launch(self, uintptr_t handle, unsigned int grid_x, unsigned int block_x,
                                    void** pointers) noexcept:
         cdef cydriver.CUresult err
@@ -213,7 +233,7 @@ cdef class Launcher:
     def __call__(self, function, grid, block, tuple args):
         cdef uint64_t slots[MAX_SLOTS]
         cdef void* pointers[MAX_SLOTS]
-        if self._write_all(function, grid, block, args, slots, pointers, None) < 0:
+        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers, None) < 0:
             return False
         return self._launch(function.raw, grid, block, pointers) == cydriver.CUDA_SUCCESS
 
@@ -226,9 +246,9 @@ cdef class Launcher:
         cdef list typed = []
         if capture is None:
             return False
-        if self._write_all(function, grid, block, args, slots, pointers, typed) < 0:
+        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers, typed) < 0:
             return False
-        record = (_kernel_params_type(kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)), None)
+        record = (_tuple_new(_kernel_params_type, (kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed))), None)
         lock = capture.lock
         if lock is None:
             return False
@@ -249,14 +269,14 @@ cdef class ParamPatch:
     the buffer, the pointers into it (``keep`` holds them) and checked each Param's value when it was set."""
 
     cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
-    cdef uintptr_t exec_, node, buffer
-    cdef object keep, slots, current, context, use, index, on_error
+    cdef uintptr_t exec_, node, buffer, context
+    cdef object keep, slots, use, on_error
 
     def __init__(self, uintptr_t exec_, uintptr_t node, uintptr_t function, tuple grid, tuple block,
-                 unsigned int shared_mem, uintptr_t buffer, uintptr_t pointers, keep, list slots, current, context,
-                 use, index, on_error):
+                 unsigned int shared_mem, uintptr_t buffer, uintptr_t pointers, keep, list slots,
+                 uintptr_t context, use, on_error):
         self.exec_, self.node, self.buffer, self.keep, self.slots = exec_, node, buffer, keep, slots
-        self.current, self.context, self.use, self.index, self.on_error = current, context, use, index, on_error
+        self.context, self.use, self.on_error = context, use, on_error
         self.params.func = <cydriver.CUfunction>function
         self.params.gridDimX, self.params.gridDimY, self.params.gridDimZ = grid
         self.params.blockDimX, self.params.blockDimY, self.params.blockDimZ = block
@@ -296,14 +316,209 @@ cdef class ParamPatch:
             else:
                 raise ValueError(f"ParamPatch: no slot code {chr(code)!r}")  # (param_patcher picks the codes)
         # First: from a thread with no current context the driver crashes in cuGraphExecKernelNodeSetParams
-        # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher).
-        if self.current() is not self.context:
-            self.use(self.index)
+        # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher). Asked of the driver here;
+        # made current by the backend's Contexts, which keeps each thread's record of it.
+        if not _in_context(self.context):
+            self.use()
         with nogil:
             err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
                                                           <cydriver.CUgraphNode>self.node, &self.params)
         if err != cydriver.CUDA_SUCCESS:
-            self.on_error(<int>err)
+            self.on_error("cuGraphExecKernelNodeSetParams", <int>err)
 
 
 PATCH_CODES = b"fdQqiIhHbB"  # the struct codes of the slots ParamPatch writes
+
+
+cdef class Exec:
+    """The compiled calls of one executable graph: ``GraphExec.launch`` and ``GraphExec.set_params``' fast
+    lanes. Each takes the front end's GraphExec and returns True once done, or False, having done nothing, for
+    anything it does not take; the Python path then makes the call or explains why not.
+
+    They read the GraphExec's own fields (``_lock``, ``_handle``, ``_params``, ``_recorded_events``,
+    ``_layout``, ``_indices``, ``_handles``, ``graph``, ``_source``) and set ``_changed`` and the layout's
+    record, as its Python methods do, under its lock: a lane that finds the lock taken declines, as does one
+    called from a thread whose current context is not the graph's (the Python path makes it current). A
+    driver error is raised through ``on_error(call, code)``, as the Python path raises it.
+    """
+
+    cdef uintptr_t exec_, context
+    cdef object device, backend_exec, on_error
+
+    def __init__(self, uintptr_t exec_, uintptr_t context, device, backend_exec, on_error):
+        self.exec_, self.context, self.device, self.backend_exec = exec_, context, device, backend_exec
+        self.on_error = on_error
+
+    def launch(self, exe, stream):
+        """cuGraphLaunch (hipGraphLaunch) of the graph on ``stream`` (a Stream), uncaptured, after patching the
+        nodes whose Params changed, for a graph with no event-record nodes, graph memory or host nodes."""
+        cdef cydriver.CUresult err
+        cdef uintptr_t raw_stream
+        if _host_threads or _function_captures or type(stream) is not _stream_type:
+            return False
+        launcher = stream._fast
+        if type(launcher) is not Launcher or (<Launcher>launcher).device is not self.device:
+            return False
+        raw_stream = (<Launcher>launcher).stream
+        if stream._capture is not None or not _in_context(self.context):
+            return False
+        lock = exe._lock
+        if not lock.acquire(False):
+            return False
+        try:
+            backend_exec = self.backend_exec
+            if backend_exec.memory is not None or backend_exec.host_keys:
+                return False
+            events = exe._recorded_events
+            if exe._handle is None or type(events) is not list or events:
+                return False
+            uses = exe._params
+            if uses.pending:  # (patched as the Python path patches them; an error leaves them pending)
+                uses.patch(exe._prepare_patch)
+            with nogil:
+                err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>self.exec_, <cydriver.CUstream>raw_stream)
+            if err != cydriver.CUDA_SUCCESS:
+                self.on_error("cuGraphLaunch", <int>err)
+            return True
+        finally:
+            lock.release()
+
+    def set_params(self, exe, node, tuple args):
+        """cuGraphExecKernelNodeSetParams (hipGraphExecKernelNodeSetParams): new arguments for the kernel node
+        ``node``, keeping its kernel and launch shape; its new record, with typed arguments, replaces the old
+        in the GraphExec's layout. Nodes taking Params, and arguments that are Params, are left to Python."""
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        cdef list typed = []
+        cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
+        cdef cydriver.CUresult err
+        cdef uintptr_t node_handle
+        if _host_threads or type(node) is not _node_type or not _in_context(self.context):
+            return False
+        lock = exe._lock
+        if not lock.acquire(False):
+            return False
+        try:
+            if exe._handle is None:
+                return False
+            layout = exe._layout
+            if layout is None:  # (read once, when first needed, as the Python path reads it)
+                layout = exe._read_layout()
+            index = exe._indices.get(node._handle)
+            if index is None:
+                return False
+            graph = node.graph
+            if graph is not exe.graph and graph is not exe._source:
+                return False
+            records = layout.params
+            old = records[index]
+            if type(old) is not _kernel_params_type or index in exe._params._records:
+                return False
+            kernel, grid, block, shared_mem = (<tuple>old)[0], (<tuple>old)[1], (<tuple>old)[2], (<tuple>old)[3]
+            functions = getattr(kernel, "_functions", None)  # (none for a kernel another library launched)
+            if type(functions) is not dict:
+                return False
+            function = (<dict>functions).get(self.device)
+            if function is None or _write_args(function, self.device, args, slots, pointers, typed) < 0:
+                return False
+            params.func = <cydriver.CUfunction><uintptr_t>function.raw
+            params.gridDimX, params.gridDimY, params.gridDimZ = grid
+            params.blockDimX, params.blockDimY, params.blockDimZ = block
+            params.sharedMemBytes = shared_mem
+            params.kernelParams = pointers
+            params.extra = NULL
+            node_handle = int(exe._handles[index])
+            exe._changed = True  # (first, as in the Python path: an interrupted call may have changed it)
+            with nogil:
+                err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
+                                                              <cydriver.CUgraphNode>node_handle, &params)
+            if err != cydriver.CUDA_SUCCESS:
+                self.on_error("cuGraphExecKernelNodeSetParams", <int>err)
+            records[index] = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, tuple(typed)))
+            return True
+        finally:
+            lock.release()
+
+
+cdef class Builder:
+    """The compiled lane of one graph's ``Graph.add_kernel``: a 1-D kernel node after one Node of the graph or
+    none, with arguments ``pack`` takes, added (cuGraphAddKernelNode; hipGraphAddKernelNode) and noted in the
+    graph's Topology as the Python path notes it. ``add_kernel`` returns the new Node, or None, having added
+    nothing, for anything else; the Python path then adds the node or explains why not.
+
+    It reads the front end's Graph fields (``_lock``, ``_topology``, ``_stale``, ``_watchers``, ``_owner``,
+    ``_recording``), and changes the graph as ``Graph._add`` does: under its lock, the version counted, the
+    graph marked unread while the backend holds a node the Topology has not noted (an interrupt there leaves
+    it to be read again), then ``Graph._adopt``. A lane that finds the lock taken declines, as does one called
+    from a thread whose current context is not the graph's. A driver error is raised through ``on_error(call,
+    code)``, as the Python path raises it, with nothing added.
+    """
+
+    cdef uintptr_t graph, context
+    cdef object device, backend_graph, on_error
+
+    def __init__(self, uintptr_t graph, uintptr_t context, device, backend_graph, on_error):
+        self.graph, self.context, self.device, self.backend_graph = graph, context, device, backend_graph
+        self.on_error = on_error
+
+    def add_kernel(self, graph, kernel, grid, block, tuple args, after):
+        cdef uint64_t slots[MAX_SLOTS]
+        cdef void* pointers[MAX_SLOTS]
+        cdef list typed = []
+        cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
+        cdef cydriver.CUgraphNode dep = NULL
+        cdef cydriver.CUgraphNode added = NULL
+        cdef size_t count = 0
+        cdef Py_ssize_t position
+        cdef cydriver.CUresult err
+        if (_host_threads or not _one_d(grid, block) or self.backend_graph.before is not None
+                or not _in_context(self.context)):
+            return None
+        if type(after) is _node_type:
+            if after.graph is not graph:
+                return None
+            count = 1
+        elif not (after is None or (type(after) is tuple and not after)):
+            return None
+        function = kernel._functions.get(self.device)
+        if function is None:
+            return None
+        lock = graph._lock
+        if not lock.acquire(False):
+            return None
+        try:
+            topology = graph._topology
+            if (graph._stale or graph._watchers or topology.unread is not None or graph._owner is not None
+                    or graph._recording):
+                return None
+            positions = []
+            if count:
+                # (As Graph._locate: a Node's position holds its very handle object unless the graph was read
+                # since; otherwise the Python path finds it.)
+                position = after._i
+                handles = topology.handles
+                if position >= len(handles) or handles[position] is not after._handle:
+                    return None
+                positions.append(position)
+                dep = <cydriver.CUgraphNode><uintptr_t>int(after._handle)
+            if _write_args(function, self.device, args, slots, pointers, typed) < 0:
+                return None
+            params.func = <cydriver.CUfunction><uintptr_t>function.raw
+            params.gridDimX, params.gridDimY, params.gridDimZ = grid, 1, 1
+            params.blockDimX, params.blockDimY, params.blockDimZ = block, 1, 1
+            params.sharedMemBytes = 0
+            params.kernelParams = pointers
+            params.extra = NULL
+            graph._version += 1
+            graph._stale = True
+            with nogil:
+                err = cydriver.cuGraphAddKernelNode(&added, <cydriver.CUgraph>self.graph, &dep, count, &params)
+            if err != cydriver.CUDA_SUCCESS:
+                graph._stale = False  # (nothing was added)
+                self.on_error("cuGraphAddKernelNode", <int>err)
+            record = _tuple_new(_kernel_params_type, (kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)))
+            node = graph._adopt(_node_handle_type(<uintptr_t>added), record, positions)
+            graph._stale = False
+            return node
+        finally:
+            lock.release()

@@ -13,7 +13,7 @@ from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
 from ._capture import CudaCapturing
-from ._driver import call, error
+from ._driver import call, error, fail
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, allocate
@@ -133,6 +133,15 @@ class CudaGraphs(CudaCapturing):
         self._host_keys(graph, host_keys)
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
                         graph)
+
+    def graph_builder(self, graph: CudaGraph, device: Any) -> Any:
+        fast = _compiled.fast
+        return None if fast is None else fast.Builder(int(graph.handle), int(self.contexts.get(graph.index)), device,
+                                                      graph, fail)
+
+    def exec_fast_lanes(self, exec_: CudaExec, device: Any) -> Any:
+        fast = _compiled.fast
+        return None if fast is None else fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_, fail)
 
     def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
         """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of

@@ -7,6 +7,7 @@ find the kind of a parameter record and of a driver node type.
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -29,7 +30,7 @@ from ..._nodes import (
 )
 from ..._params import Param, resolve
 from . import _compiled
-from ._driver import call, error
+from ._driver import call, error, fail
 from ._objects import CudaGraph, ForeignKernel
 from ._symbols import drv
 
@@ -345,12 +346,10 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     fast = _compiled.fast
     codes = [fmt.format[-1] for fmt, _, _ in slots]  # (each slot's struct code: "<f" -> "f")
     if fast is not None and all(code.encode() in fast.PATCH_CODES for code in codes):
-        def failed(err: int) -> None:
-            raise error("cuGraphExecKernelNodeSetParams", cu.CUresult(err))
         return fast.ParamPatch(exec_.raw, int(node), function.raw, params.grid, params.block, params.shared_mem,
                                ctypes.addressof(buffer), ctypes.addressof(pointers), keep,
                                [(offset, ord(code), param) for (_, offset, param), code in zip(slots, codes)],
-                               current, context, contexts.use, index, failed)
+                               int(context), functools.partial(contexts.use, index), fail)
 
     def patch() -> None:
         for fmt, offset, param in slots:
