@@ -55,18 +55,18 @@ def _vs_floor(name: str, figure: str, ours: Row, floor: float | None, target: st
 FLOOR_RUNS = 3  # the C++ program's runs each time it is asked; each figure is their median
 
 
-def floor(device: Any, seed_iterations: int = 4000) -> dict[str, float] | None:
-    """The C++ program's figures, measured now (each the median of FLOOR_RUNS runs), or None where nvcc is
+def floor(device: Any, seed_iterations: int = 4000, runs: int = FLOOR_RUNS) -> dict[str, float] | None:
+    """The C++ program's figures, measured now (each the median of ``runs`` runs), or None where nvcc is
     absent. Each workload asks right after measuring its own figures, so that a ratio compares two
     measurements minutes apart at most: the machine's speed drifts by up to 2x over a bench (H200,
     2026-11-23). ``seed_iterations``: the seed workload's iterations (only ``dynamic`` needs many)."""
     program = _floor_program(device)
     if program is None:
         return None
-    runs = [json.loads(subprocess.run([program, str(seed_iterations)], check=True, capture_output=True,
-                                      text=True).stdout)
-            for _ in range(FLOOR_RUNS)]
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    measured = [json.loads(subprocess.run([program, str(seed_iterations)], check=True, capture_output=True,
+                                          text=True).stdout)
+                for _ in range(runs)]
+    return {key: statistics.median(run[key] for run in measured) for key in measured[0]}
 
 
 def _floor_program(device: Any) -> str | None:
@@ -277,8 +277,14 @@ def manage(device: Any, options: Options) -> list[Row]:
                            _samples(lambda: per_node(lambda: _chain(device, kernel, x, nodes, 1)), options,
                                     repeats)))
         graph = capture()
-        rows.append(Row.of("manage", f"N={nodes}: instantiate", "µs/node",
-                           _samples(lambda: per_node(lambda: graph.instantiate().close()), options, repeats)))
+
+        def instantiate() -> float:  # the instantiate call alone, as the floor times it (not the exec's destroy)
+            start = time.perf_counter()
+            exe = graph.instantiate()
+            seconds = time.perf_counter() - start
+            exe.close()
+            return seconds / nodes * 1e6
+        rows.append(Row.of("manage", f"N={nodes}: instantiate", "µs/node", _samples(instantiate, options, repeats)))
         exe, other = graph.instantiate(), capture()
         rows.append(Row.of("manage", f"N={nodes}: whole-graph update", "µs/node",
                            _samples(lambda: per_node(lambda: exe.update(other)), options, repeats)))
@@ -360,9 +366,14 @@ def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Opt
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings explicit build (a struct per node)", "µs/node",
                        _samples(lambda: _timed(lambda: built.append(raw_build())) / nodes * 1e6, options, 5)))
     graph = built[-1]
+    def raw_instantiate() -> float:
+        start = time.perf_counter()
+        made = cu.cuGraphInstantiate(graph, 0)[1]
+        seconds = time.perf_counter() - start
+        cu.cuGraphExecDestroy(made)
+        return seconds / nodes * 1e6
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphInstantiate", "µs/node",
-                       _samples(lambda: _timed(lambda: cu.cuGraphExecDestroy(cu.cuGraphInstantiate(graph, 0)[1]))
-                                / nodes * 1e6, options, 5)))
+                       _samples(raw_instantiate, options, 5)))
     exe, other = cu.cuGraphInstantiate(graph, 0)[1], built[0]
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphExecUpdate", "µs/node",
                        _samples(lambda: _timed(lambda: cu.cuGraphExecUpdate(exe, other)) / nodes * 1e6, options, 5)))
@@ -411,7 +422,11 @@ def dynamic(device: Any, options: Options) -> list[Row]:
     from ..examples import dynamic_parameters as seed
     iterations = seed.GPU_ITERATIONS
     samples: dict[str, list[float]] = {}
-    for _ in range(min(options.repeats, 3)):  # each run is 40,000 iterations of every strategy
+    floors: list[dict[str, float]] = []
+    # Each round is 40,000 iterations of every strategy, then one run of the C++ program: rounds and floor runs
+    # alternate, so that both see the machine's drift alike (a C loop of the same driver calls slowed by 18% within
+    # one process here, the clocks unchanged: H200, 2026-11-23, docs/performance.md).
+    for _ in range(min(options.repeats, 3)):
         with gc_held():
             results = seed.measure(device, iterations)
         ok, detail = seed.compare(results, seed.reference(iterations - 1))
@@ -419,12 +434,15 @@ def dynamic(device: Any, options: Options) -> list[Row]:
             raise ValidationError(f"dynamic: {detail}")
         for name, (seconds, _) in results.items():
             samples.setdefault(name, []).append(seconds / iterations * 1e6)
+        figures = floor(device, iterations, runs=1)
+        if figures:
+            floors.append(figures)
     rows = [Row.of("dynamic", f"gpugraph {name}", "µs/iteration", values) for name, values in samples.items()]
-    figures = floor(device, iterations)
-    if figures:
+    if floors:
+        figures = {key: statistics.median(run[key] for run in floors) for key in floors[0]}
         for key, name in (("seed_no_graph", "no graph"), ("seed_recapture_update", "recapture + update"),
                           ("seed_combined", "combined (set params)")):
-            rows.append(Row.of("dynamic", f"C++ {name} (floor)", "µs/iteration", [figures[key]]))
+            rows.append(Row.of("dynamic", f"C++ {name} (floor)", "µs/iteration", [run[key] for run in floors]))
         by_figure = {r.figure: r for r in rows}
         for name, key, target in (("Param", "seed_combined", "≤ 1.10"),
                                   ("recapture + update", "seed_recapture_update", "≤ 1.5"),
