@@ -12,6 +12,13 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_MONOTONIC
 
 
+cdef int check(cydriver.CUresult err, str call) except -1:
+    """Raise on a driver error (these loops time calls that must succeed)."""
+    if err != cydriver.CUDA_SUCCESS:
+        raise RuntimeError(f"driver_loops: {call} failed with CUresult {<int>err}")
+    return 0
+
+
 cdef inline double now_us() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -30,34 +37,72 @@ def graph_launch(uintptr_t exe, uintptr_t stream, int n, size_t touch=0):
     """Each cuGraphLaunch's µs (a sync after each); ``touch`` bytes of other memory written before each."""
     cdef list out = []
     cdef double t0
+    cdef int i
+    cdef cydriver.CUresult err
     cdef char* other = <char*>malloc(touch) if touch else NULL
-    for i in range(n):
-        if touch:
-            memset(other, i & 0xff, touch)
-        t0 = now_us()
-        cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream)
-        out.append(now_us() - t0)
-        cydriver.cuStreamSynchronize(<cydriver.CUstream>stream)
-    free(other)
+    if touch and other == NULL:
+        raise MemoryError(f"driver_loops: no {touch} bytes to write")
+    try:
+        for i in range(n):
+            if touch:
+                memset(other, i & 0xff, touch)
+            t0 = now_us()
+            err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream)
+            out.append(now_us() - t0)
+            check(err, "cuGraphLaunch")
+            check(cydriver.cuStreamSynchronize(<cydriver.CUstream>stream), "cuStreamSynchronize")
+    finally:
+        free(other)
     return out
+
+
+def graph_launch_once(uintptr_t exe, uintptr_t stream):
+    """One cuGraphLaunch, timed in C (µs): for a loop in Python, interleaved with the other layers."""
+    cdef double t0 = now_us()
+    cdef cydriver.CUresult err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream)
+    cdef double t = now_us() - t0
+    check(err, "cuGraphLaunch")
+    return t
 
 
 def graph_launch_gil(uintptr_t exe, uintptr_t stream):
     """One cuGraphLaunch, the GIL held: the thinnest call a Python caller can make."""
-    return <int>cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream)
+    check(cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream), "cuGraphLaunch")
+
+
+def launch_after_reads(exe, stream, uintptr_t raw_exe, uintptr_t raw_stream, bint lock):
+    """One cuGraphLaunch (GIL released) after the attribute reads the compiled lane (cuda._fast.Exec.launch)
+    makes, and, if ``lock``, inside the exec's lock taken and released as the lane takes it: the lane's layers
+    one at a time."""
+    cdef cydriver.CUresult err
+    launcher, capture = stream._fast, stream._capture
+    if lock:
+        taken = exe._lock
+        if not taken.acquire(False):
+            raise RuntimeError("driver_loops: the exec's lock is taken")
+    try:
+        events, handle, pending = exe._recorded_events, exe._handle, exe._params.pending
+        with nogil:
+            err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>raw_exe, <cydriver.CUstream>raw_stream)
+        check(err, "cuGraphLaunch")
+    finally:
+        if lock:
+            taken.release()
 
 
 def sync(uintptr_t stream):
-    cydriver.cuStreamSynchronize(<cydriver.CUstream>stream)
+    """cuStreamSynchronize."""
+    check(cydriver.cuStreamSynchronize(<cydriver.CUstream>stream), "cuStreamSynchronize")
 
 
 def instantiate(uintptr_t graph):
     """cuGraphInstantiate's µs (the exec destroyed after the timing)."""
-    cdef cydriver.CUgraphExec made
+    cdef cydriver.CUgraphExec made = NULL
     cdef double t0 = now_us()
-    cydriver.cuGraphInstantiate(&made, <cydriver.CUgraph>graph, 0)
+    cdef cydriver.CUresult err = cydriver.cuGraphInstantiate(&made, <cydriver.CUgraph>graph, 0)
     cdef double t = now_us() - t0
-    cydriver.cuGraphExecDestroy(made)
+    check(err, "cuGraphInstantiate")
+    check(cydriver.cuGraphExecDestroy(made), "cuGraphExecDestroy")
     return t
 
 
@@ -68,15 +113,21 @@ def build(uintptr_t function, uintptr_t x, int nodes):
     args[0] = &x; args[1] = &n
     cdef cydriver.CUDA_KERNEL_NODE_PARAMS p
     tiny_params(&p, function, args)
-    cdef cydriver.CUgraph g
-    cydriver.cuGraphCreate(&g, 0)
-    cdef cydriver.CUgraphNode last = NULL, node
+    cdef cydriver.CUgraph g = NULL
+    check(cydriver.cuGraphCreate(&g, 0), "cuGraphCreate")
+    cdef cydriver.CUgraphNode last = NULL
+    cdef cydriver.CUgraphNode node = NULL
+    cdef cydriver.CUresult err = cydriver.CUDA_SUCCESS
+    cdef int i
     cdef double t0 = now_us()
     for i in range(nodes):
-        cydriver.cuGraphAddKernelNode(&node, g, &last if last != NULL else NULL, 1 if last != NULL else 0, &p)
+        err = cydriver.cuGraphAddKernelNode(&node, g, &last if last != NULL else NULL, 1 if last != NULL else 0, &p)
+        if err != cydriver.CUDA_SUCCESS:
+            break
         last = node
     cdef double t = (now_us() - t0) / nodes
     cydriver.cuGraphDestroy(g)
+    check(err, "cuGraphAddKernelNode")
     return t
 
 
@@ -85,15 +136,23 @@ def capture(uintptr_t function, uintptr_t x, uintptr_t stream, int nodes):
     cdef int n = 32
     cdef void* args[2]
     args[0] = &x; args[1] = &n
-    cdef cydriver.CUgraph g
+    cdef cydriver.CUgraph g = NULL
+    cdef cydriver.CUresult err = cydriver.CUDA_SUCCESS
+    cdef int i
     cdef double t0 = now_us()
-    cydriver.cuStreamBeginCapture(<cydriver.CUstream>stream, cydriver.CU_STREAM_CAPTURE_MODE_GLOBAL)
+    check(cydriver.cuStreamBeginCapture(<cydriver.CUstream>stream, cydriver.CU_STREAM_CAPTURE_MODE_GLOBAL),
+          "cuStreamBeginCapture")
     for i in range(nodes):
-        cydriver.cuLaunchKernel(<cydriver.CUfunction>function, 1, 1, 1, 32, 1, 1, 0, <cydriver.CUstream>stream,
-                                args, NULL)
-    cydriver.cuStreamEndCapture(<cydriver.CUstream>stream, &g)
+        err = cydriver.cuLaunchKernel(<cydriver.CUfunction>function, 1, 1, 1, 32, 1, 1, 0,
+                                      <cydriver.CUstream>stream, args, NULL)
+        if err != cydriver.CUDA_SUCCESS:
+            break
+    cdef cydriver.CUresult ended = cydriver.cuStreamEndCapture(<cydriver.CUstream>stream, &g)
     cdef double t = (now_us() - t0) / nodes
-    cydriver.cuGraphDestroy(g)
+    if g != NULL:
+        cydriver.cuGraphDestroy(g)
+    check(err, "cuLaunchKernel")
+    check(ended, "cuStreamEndCapture")
     return t
 
 
@@ -106,10 +165,13 @@ def set_params(uintptr_t exe, uintptr_t node, uintptr_t function, uintptr_t x, i
     tiny_params(&p, function, args)
     cdef list out = []
     cdef double t0
+    cdef int i
+    cdef cydriver.CUresult err
     for i in range(n_calls):
         t0 = now_us()
-        cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>exe, <cydriver.CUgraphNode>node, &p)
+        err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>exe, <cydriver.CUgraphNode>node, &p)
         out.append(now_us() - t0)
+        check(err, "cuGraphExecKernelNodeSetParams")
     return out
 
 
@@ -123,12 +185,21 @@ def seed_like(uintptr_t exe, uintptr_t stream, list nodes, uintptr_t function, u
     tiny_params(&p, function, args)
     cdef uintptr_t handles[8]
     cdef int count = min(len(nodes), 8)
+    cdef int i, j
+    cdef cydriver.CUresult err = cydriver.CUDA_SUCCESS
     for j in range(count):
         handles[j] = nodes[j]
     cdef double t0 = now_us()
     for i in range(iterations):
         for j in range(count):
-            cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>exe, <cydriver.CUgraphNode>handles[j], &p)
-        cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream)
-    cydriver.cuStreamSynchronize(<cydriver.CUstream>stream)
+            err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>exe,
+                                                          <cydriver.CUgraphNode>handles[j], &p)
+            if err != cydriver.CUDA_SUCCESS:
+                break
+        if err == cydriver.CUDA_SUCCESS:
+            err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream)
+        if err != cydriver.CUDA_SUCCESS:
+            break
+    check(err, "cuGraphExecKernelNodeSetParams / cuGraphLaunch")
+    check(cydriver.cuStreamSynchronize(<cydriver.CUstream>stream), "cuStreamSynchronize")
     return (now_us() - t0) / iterations

@@ -57,9 +57,10 @@ FLOOR_RUNS = 3  # the C++ program's runs each time it is asked; each figure is t
 
 def floor(device: Any, seed_iterations: int = 4000, runs: int = FLOOR_RUNS) -> dict[str, float] | None:
     """The C++ program's figures, measured now (each the median of ``runs`` runs), or None where nvcc is
-    absent. Each workload asks right after measuring its own figures, so that a ratio compares two
-    measurements minutes apart at most: the machine's speed drifts by up to 2x over a bench (H200,
-    2026-11-23). ``seed_iterations``: the seed workload's iterations (only ``dynamic`` needs many)."""
+    absent. Each workload asks right after measuring its own figures (``dynamic`` after each of its rounds),
+    so that a ratio compares two measurements minutes apart at most: the machine's speed drifts by up to 2x
+    over a bench (H200, 2026-11-23). ``seed_iterations``: the seed workload's iterations (only ``dynamic`` needs
+    many)."""
     program = _floor_program(device)
     if program is None:
         return None
@@ -276,18 +277,25 @@ def manage(device: Any, options: Options) -> list[Row]:
         rows.append(Row.of("manage", f"N={nodes}: explicit build", "µs/node",
                            _samples(lambda: per_node(lambda: _chain(device, kernel, x, nodes, 1)), options,
                                     repeats)))
-        graph = capture()
 
-        def instantiate() -> float:  # the instantiate call alone, as the floor times it (not the exec's destroy)
+        # As the floor times them: the instantiate call alone, of a graph just captured (not the exec's destroy);
+        # the update of an exec with a graph just captured.
+        def instantiate() -> float:
+            fresh = capture()
             start = time.perf_counter()
-            exe = graph.instantiate()
+            made = fresh.instantiate()
             seconds = time.perf_counter() - start
-            exe.close()
-            return seconds / nodes * 1e6
+            made.close()
+            return seconds / nodes * 1e6  # (nodes: this iteration's, called within it)
         rows.append(Row.of("manage", f"N={nodes}: instantiate", "µs/node", _samples(instantiate, options, repeats)))
-        exe, other = graph.instantiate(), capture()
-        rows.append(Row.of("manage", f"N={nodes}: whole-graph update", "µs/node",
-                           _samples(lambda: per_node(lambda: exe.update(other)), options, repeats)))
+        exe = capture().instantiate()
+
+        def update() -> float:
+            other = capture()
+            start = time.perf_counter()
+            exe.update(other)
+            return (time.perf_counter() - start) / nodes * 1e6
+        rows.append(Row.of("manage", f"N={nodes}: whole-graph update", "µs/node", _samples(update, options, repeats)))
         exe.close()
     rows += _manage_peers(device, kernel, stream, x, options)
     graph = capture()  # type: ignore[possibly-undefined]  # the loop above (over a fixed tuple) made it
@@ -366,17 +374,25 @@ def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Opt
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings explicit build (a struct per node)", "µs/node",
                        _samples(lambda: _timed(lambda: built.append(raw_build())) / nodes * 1e6, options, 5)))
     graph = built[-1]
-    def raw_instantiate() -> float:
+
+    def raw_instantiate() -> float:  # as the floor: a graph just built, its instantiate call alone
+        fresh = raw_build()
+        built.append(fresh)
         start = time.perf_counter()
-        made = cu.cuGraphInstantiate(graph, 0)[1]
+        made = cu.cuGraphInstantiate(fresh, 0)[1]
         seconds = time.perf_counter() - start
         cu.cuGraphExecDestroy(made)
         return seconds / nodes * 1e6
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphInstantiate", "µs/node",
                        _samples(raw_instantiate, options, 5)))
-    exe, other = cu.cuGraphInstantiate(graph, 0)[1], built[0]
+    exe = cu.cuGraphInstantiate(graph, 0)[1]
+
+    def raw_update() -> float:  # as the floor: with a graph just built
+        other = raw_build()
+        built.append(other)
+        return _timed(lambda: cu.cuGraphExecUpdate(exe, other)) / nodes * 1e6
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphExecUpdate", "µs/node",
-                       _samples(lambda: _timed(lambda: cu.cuGraphExecUpdate(exe, other)) / nodes * 1e6, options, 5)))
+                       _samples(raw_update, options, 5)))
     node = cu.cuGraphGetNodes(graph, nodes)[1][0]
     prepared = kernel_params()
     rows.append(Row.of("manage", "raw cuda-bindings cuGraphExecKernelNodeSetParams (prebuilt struct)", "µs",
