@@ -440,7 +440,7 @@ def dynamic(device: Any, options: Options) -> list[Row]:
     samples: dict[str, list[float]] = {}
     floors: list[dict[str, float]] = []
     # Each round is 40,000 iterations of every strategy, then one run of the C++ program: rounds and floor runs
-    # alternate, so that both see the machine's drift alike (a C loop of the same driver calls slowed by 18% within
+    # alternate, so that both see the drift alike (a C loop of the same driver calls slowed by 14-18% within
     # one process here, the clocks unchanged: H200, 2026-11-23, docs/performance.md).
     for _ in range(min(options.repeats, 3)):
         with gc_held():
