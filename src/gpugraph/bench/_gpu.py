@@ -55,18 +55,19 @@ def _vs_floor(name: str, figure: str, ours: Row, floor: float | None, target: st
 FLOOR_RUNS = 3  # the C++ program's runs each time it is asked; each figure is their median
 
 
-def floor(device: Any, seed_iterations: int = 4000) -> dict[str, float] | None:
-    """The C++ program's figures, measured now (each the median of FLOOR_RUNS runs), or None where nvcc is
-    absent. Each workload asks right after measuring its own figures, so that a ratio compares two
-    measurements minutes apart at most: the machine's speed drifts by up to 2x over a bench (H200,
-    2026-11-23). ``seed_iterations``: the seed workload's iterations (only ``dynamic`` needs many)."""
+def floor(device: Any, seed_iterations: int = 4000, runs: int = FLOOR_RUNS) -> dict[str, float] | None:
+    """The C++ program's figures, measured now (each the median of ``runs`` runs), or None where nvcc is
+    absent. Each workload asks right after measuring its own figures (``dynamic`` after each of its rounds),
+    so that a ratio compares two measurements minutes apart at most: the machine's speed drifts by up to 2x
+    over a bench (H200, 2026-11-23). ``seed_iterations``: the seed workload's iterations (only ``dynamic`` needs
+    many)."""
     program = _floor_program(device)
     if program is None:
         return None
-    runs = [json.loads(subprocess.run([program, str(seed_iterations)], check=True, capture_output=True,
-                                      text=True).stdout)
-            for _ in range(FLOOR_RUNS)]
-    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    measured = [json.loads(subprocess.run([program, str(seed_iterations)], check=True, capture_output=True,
+                                          text=True).stdout)
+                for _ in range(runs)]
+    return {key: statistics.median(run[key] for run in measured) for key in measured[0]}
 
 
 def _floor_program(device: Any) -> str | None:
@@ -276,12 +277,25 @@ def manage(device: Any, options: Options) -> list[Row]:
         rows.append(Row.of("manage", f"N={nodes}: explicit build", "µs/node",
                            _samples(lambda: per_node(lambda: _chain(device, kernel, x, nodes, 1)), options,
                                     repeats)))
-        graph = capture()
-        rows.append(Row.of("manage", f"N={nodes}: instantiate", "µs/node",
-                           _samples(lambda: per_node(lambda: graph.instantiate().close()), options, repeats)))
-        exe, other = graph.instantiate(), capture()
-        rows.append(Row.of("manage", f"N={nodes}: whole-graph update", "µs/node",
-                           _samples(lambda: per_node(lambda: exe.update(other)), options, repeats)))
+
+        # As the floor times them: the instantiate call alone, of a graph just captured (not the exec's destroy);
+        # the update of an exec with a graph just captured.
+        def instantiate() -> float:
+            fresh = capture()
+            start = time.perf_counter()
+            made = fresh.instantiate()
+            seconds = time.perf_counter() - start
+            made.close()
+            return seconds / nodes * 1e6  # (nodes: this iteration's, called within it)
+        rows.append(Row.of("manage", f"N={nodes}: instantiate", "µs/node", _samples(instantiate, options, repeats)))
+        exe = capture().instantiate()
+
+        def update() -> float:
+            other = capture()
+            start = time.perf_counter()
+            exe.update(other)
+            return (time.perf_counter() - start) / nodes * 1e6
+        rows.append(Row.of("manage", f"N={nodes}: whole-graph update", "µs/node", _samples(update, options, repeats)))
         exe.close()
     rows += _manage_peers(device, kernel, stream, x, options)
     graph = capture()  # type: ignore[possibly-undefined]  # the loop above (over a fixed tuple) made it
@@ -360,12 +374,25 @@ def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Opt
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings explicit build (a struct per node)", "µs/node",
                        _samples(lambda: _timed(lambda: built.append(raw_build())) / nodes * 1e6, options, 5)))
     graph = built[-1]
+
+    def raw_instantiate() -> float:  # as the floor: a graph just built, its instantiate call alone
+        fresh = raw_build()
+        built.append(fresh)
+        start = time.perf_counter()
+        made = cu.cuGraphInstantiate(fresh, 0)[1]
+        seconds = time.perf_counter() - start
+        cu.cuGraphExecDestroy(made)
+        return seconds / nodes * 1e6
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphInstantiate", "µs/node",
-                       _samples(lambda: _timed(lambda: cu.cuGraphExecDestroy(cu.cuGraphInstantiate(graph, 0)[1]))
-                                / nodes * 1e6, options, 5)))
-    exe, other = cu.cuGraphInstantiate(graph, 0)[1], built[0]
+                       _samples(raw_instantiate, options, 5)))
+    exe = cu.cuGraphInstantiate(graph, 0)[1]
+
+    def raw_update() -> float:  # as the floor: with a graph just built
+        other = raw_build()
+        built.append(other)
+        return _timed(lambda: cu.cuGraphExecUpdate(exe, other)) / nodes * 1e6
     rows.append(Row.of("manage", f"N={nodes}: raw cuda-bindings cuGraphExecUpdate", "µs/node",
-                       _samples(lambda: _timed(lambda: cu.cuGraphExecUpdate(exe, other)) / nodes * 1e6, options, 5)))
+                       _samples(raw_update, options, 5)))
     node = cu.cuGraphGetNodes(graph, nodes)[1][0]
     prepared = kernel_params()
     rows.append(Row.of("manage", "raw cuda-bindings cuGraphExecKernelNodeSetParams (prebuilt struct)", "µs",
@@ -411,7 +438,11 @@ def dynamic(device: Any, options: Options) -> list[Row]:
     from ..examples import dynamic_parameters as seed
     iterations = seed.GPU_ITERATIONS
     samples: dict[str, list[float]] = {}
-    for _ in range(min(options.repeats, 3)):  # each run is 40,000 iterations of every strategy
+    floors: list[dict[str, float]] = []
+    # Each round is 40,000 iterations of every strategy, then one run of the C++ program: rounds and floor runs
+    # alternate, so that both see the drift alike (a C loop of the same driver calls slowed by 14-18% within
+    # one process here, the clocks unchanged: H200, 2026-11-23, docs/performance.md).
+    for _ in range(min(options.repeats, 3)):
         with gc_held():
             results = seed.measure(device, iterations)
         ok, detail = seed.compare(results, seed.reference(iterations - 1))
@@ -419,12 +450,15 @@ def dynamic(device: Any, options: Options) -> list[Row]:
             raise ValidationError(f"dynamic: {detail}")
         for name, (seconds, _) in results.items():
             samples.setdefault(name, []).append(seconds / iterations * 1e6)
+        figures = floor(device, iterations, runs=1)
+        if figures:
+            floors.append(figures)
     rows = [Row.of("dynamic", f"gpugraph {name}", "µs/iteration", values) for name, values in samples.items()]
-    figures = floor(device, iterations)
-    if figures:
+    if floors:
+        figures = {key: statistics.median(run[key] for run in floors) for key in floors[0]}
         for key, name in (("seed_no_graph", "no graph"), ("seed_recapture_update", "recapture + update"),
                           ("seed_combined", "combined (set params)")):
-            rows.append(Row.of("dynamic", f"C++ {name} (floor)", "µs/iteration", [figures[key]]))
+            rows.append(Row.of("dynamic", f"C++ {name} (floor)", "µs/iteration", [run[key] for run in floors]))
         by_figure = {r.figure: r for r in rows}
         for name, key, target in (("Param", "seed_combined", "≤ 1.10"),
                                   ("recapture + update", "seed_recapture_update", "≤ 1.5"),
