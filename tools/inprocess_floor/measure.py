@@ -21,7 +21,7 @@ import numpy as np
 import gpugraph as gg
 from gpugraph.backends.cuda import _fast
 from gpugraph.bench._core import gc_held
-from gpugraph.bench._gpu import TINY, _chain, floor
+from gpugraph.bench._gpu import TINY, _chain, _timed, floor
 from gpugraph.examples import dynamic_parameters as seed
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -79,9 +79,7 @@ def main() -> None:
         return seconds / 1000 * 1e6
 
     def per_node(fn: Callable[[], object]) -> float:
-        start = perf_counter()
-        fn()
-        return (perf_counter() - start) / 1000 * 1e6
+        return _timed(fn) / 1000 * 1e6
 
     print("## Per figure: the C loop in this process, gpugraph, the C++ program (µs; N=1000 for per-node figures)")
     floor_figures = floor(device)
