@@ -49,6 +49,40 @@ def test_a_capture_into_a_graph_and_the_combined_approach_are_read_whole(device,
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 30.0, np.float32))
 
 
+def test_a_captured_fork_and_join_is_read_with_every_dependency(device, stream):
+    """Edges read from the backend (the compiled lane on CUDA, else the front end's loop) name each node's
+    dependencies by position: a join waits for both branches, in either reading."""
+    x, y = K.f32(device, X0), K.f32(device, X0)
+    side = device.stream()
+    forked, joined = device.event(), device.event()
+    with stream.capture() as cap:
+        stream.launch(K.scale, 1, N, x, 2.0, N)  # n0
+        stream.record(forked)
+        side.wait(forked)
+        side.launch(K.scale, 1, N, y, 3.0, N)  # n1, after n0
+        stream.launch(K.scale, 1, N, x, 5.0, N)  # n2, after n0
+        side.record(joined)
+        stream.wait(joined)
+        stream.launch(K.scale, 1, N, x, 7.0, N)  # n3, after n1 and n2
+    g = cap.graph
+    topology = g._current()
+    topology.read_edges()
+    deps = [tuple(sorted(topology.deps_of(i))) for i in range(len(topology))]
+    assert deps == [(), (0,), (0,), (1, 2)]
+    assert topology.shape() == ((), 0, 0, (1, 2))
+    backend, handle = g._backend, g._handle
+    python_reading = topology._dependencies(backend.graph_edges(handle))
+    lane = backend.graph_dependencies(handle, topology.handles)
+    assert python_reading[1] is True
+    assert lane is None or lane == python_reading  # (None: no compiled lane on this backend or build)
+    assert front_view(g) == backend_view(g)
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 70)
+    np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
+
+
 def test_nodes_of_a_discarded_capture_are_refused_by_name(device, stream):
     x = K.f32(device, X0)
     g = gg.Graph(device)
@@ -159,7 +193,7 @@ def test_instantiate_and_update_read_no_graph_from_the_backend(device, monkeypat
     first, second = build(), build()
     asked: list[str] = []
     backend = device._backend
-    for name in ("graph_nodes", "graph_edges", "node_params", "node_allocation"):
+    for name in ("graph_nodes", "graph_edges", "graph_dependencies", "node_params", "node_allocation"):
         original = getattr(backend, name)
         monkeypatch.setattr(backend, name, lambda *args, _name=name, _original=original: (
             asked.append(_name), _original(*args))[1])
