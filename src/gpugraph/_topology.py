@@ -218,8 +218,9 @@ class Topology:
         return topology
 
     def _dependencies(self, edges: list[tuple[Any, Any]]) -> tuple[list[int | tuple[int, ...]], bool]:
-        """Each listed node's dependencies from the backend's ``edges`` (source, target): the position of its one
-        dependency, else a tuple of positions; and whether any node has several."""
+        """Each listed node's dependencies from the backend's ``edges`` (source, target), in the edges' order: the
+        position of its one dependency, else a tuple of positions (none, or several); and whether any node has
+        several. Edges from or to a node not listed are left out (the comment below says why)."""
         deps: list[int | tuple[int, ...]] = [()] * len(self.handles)
         at = self.position.get
         several: dict[int, list[int]] = {}  # nodes with several dependencies: gathered, made tuples at the end

@@ -223,6 +223,7 @@ cdef class Calls:
     cdef uintptr_t x
     cdef int n
     cdef cydriver.CUgraph graph
+    cdef cydriver.CUgraph captured
 
     def __init__(self, uintptr_t function, uintptr_t x):
         self.x, self.n = x, 32
@@ -263,9 +264,14 @@ cdef class Calls:
               "cuStreamBeginCapture")
 
     def end_capture(self, uintptr_t stream):
-        cdef cydriver.CUgraph g = NULL
-        check(cydriver.cuStreamEndCapture(<cydriver.CUstream>stream, &g), "cuStreamEndCapture")
-        cydriver.cuGraphDestroy(g)
+        """End the capture; its graph is kept until ``destroy_captured`` (destroyed untimed, as floor.cu does)."""
+        self.destroy_captured()
+        check(cydriver.cuStreamEndCapture(<cydriver.CUstream>stream, &self.captured), "cuStreamEndCapture")
+
+    def destroy_captured(self):
+        if self.captured != NULL:
+            cydriver.cuGraphDestroy(self.captured)
+            self.captured = NULL
 
     def set_params(self, uintptr_t exe, uintptr_t node):
         cdef cydriver.CUresult err
@@ -277,3 +283,5 @@ cdef class Calls:
     def __dealloc__(self):
         if self.graph != NULL:
             cydriver.cuGraphDestroy(self.graph)
+        if self.captured != NULL:
+            cydriver.cuGraphDestroy(self.captured)

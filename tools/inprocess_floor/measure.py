@@ -1,6 +1,6 @@
-"""Issue 13's figures against the floor inside this Python process: the same driver calls looped and timed in C
-(driver_loops), and made one Python call at a time into C (the least any Python API adds), beside gpugraph and the
-C++ program, in one run; then where a graph launch's host time goes, how
+"""Issue 13's figures against the floor inside this Python process, in one run: the same driver calls looped and
+timed in C (driver_loops); the same calls made one Python call at a time into C (the least any Python API adds);
+gpugraph; and the C++ program; then where a graph launch's host time goes, how
 much of it the CPU's caches decide, and the machine's drift within one process.
 
 Usage (from the repository root, on a CUDA machine; build first, see setup.py):
@@ -99,7 +99,9 @@ def main() -> None:
         for _ in range(1000):
             launch(raw_stream)
         calls.end_capture(raw_stream)
-        return (perf_counter() - start) / 1000 * 1e6
+        seconds = perf_counter() - start
+        calls.destroy_captured()  # (untimed, as the C loop and the C++ program destroy theirs)
+        return seconds / 1000 * 1e6
 
     def called_set_params() -> float:
         set_params, raw_node = calls.set_params, int(node._handle)

@@ -234,7 +234,8 @@ cdef object _dim3(object n):
 cdef tuple _typed_args(function, tuple args):
     """``args`` as graph nodes keep them, once ``_write_args`` has taken them all: a pointer slot keeps its
     Array; a scalar slot its value as the NumPy type its slot wants."""
-    cdef const char* code = <bytes>function.fast_codes
+    cdef bytes codes = function.fast_codes  # (held here: ``code`` points into it)
+    cdef const char* code = codes
     cdef tuple wants = <tuple>function.fast_wants
     cdef Py_ssize_t count = len(args), i
     cdef tuple typed = PyTuple_New(count)
@@ -595,11 +596,9 @@ cdef Py_ssize_t _find(_Place* places, Py_ssize_t count, uintptr_t node) noexcept
 
 
 def graph_dependencies(uintptr_t graph, list handles not None):
-    """Each node's dependencies, for the nodes ``handles`` lists (cuda-bindings' CUgraphNode objects, in the
-    Topology's order): ``(deps, several)``, where ``deps[i]`` is the position of node i's one dependency, or a
-    tuple of their positions (none, or several, in the driver's order of the edges), and ``several`` says
-    whether any node has several. Edges from or to a node not listed are left out (the Topology notes those
-    itself). None if the driver refuses a call: the Python path then reads the edges and explains the error."""
+    """``Topology._dependencies`` (which says what it returns) for the nodes ``handles`` lists, cuda-bindings'
+    CUgraphNode objects, from the driver's edges in the driver's order. None if the driver refuses a call: the
+    Python path then reads the edges and explains the error."""
     cdef Py_ssize_t count = len(handles), i, j, e
     cdef size_t edges = 0, asked
     cdef _Place* places = NULL
