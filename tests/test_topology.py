@@ -13,6 +13,8 @@ import pytest
 
 import gpugraph as gg
 import kernels as K
+from gpugraph._topology import Topology
+from gpugraph.backends.cuda import _compiled
 from test_reliability_exec import interrupt_at
 
 N = 16
@@ -47,6 +49,46 @@ def test_a_capture_into_a_graph_and_the_combined_approach_are_read_whole(device,
         exe.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 30.0, np.float32))
+
+
+def test_a_captured_fork_and_join_is_read_with_every_dependency(device, stream):
+    """Edges read from the backend (the compiled lane on CUDA, else the front end's loop) name each node's
+    dependencies by position: a join waits for both branches, in either reading."""
+    x, y = K.f32(device, X0), K.f32(device, X0)
+    side = device.stream()
+    forked, joined = device.event(), device.event()
+    with stream.capture() as cap:
+        stream.launch(K.scale, 1, N, x, 2.0, N)  # n0
+        stream.record(forked)
+        side.wait(forked)
+        side.launch(K.scale, 1, N, y, 3.0, N)  # n1, after n0
+        stream.launch(K.scale, 1, N, x, 5.0, N)  # n2, after n0
+        side.record(joined)
+        stream.wait(joined)
+        stream.launch(K.scale, 1, N, x, 7.0, N)  # n3, after n1 and n2
+    g = cap.graph
+    topology = g._current()
+    topology.read_edges()
+    deps = [tuple(sorted(topology.deps_of(i))) for i in range(len(topology))]
+    assert deps == [(), (0,), (0,), (1, 2)]
+    assert topology.shape() == ((), 0, 0, (1, 2))
+    backend, handle = g._backend, g._handle
+    python_reading = topology._dependencies(backend.graph_edges(handle))
+    lane = backend.graph_dependencies(handle, topology.handles)
+    assert python_reading[1] is True
+    if device.backend == "cuda" and _compiled.fast is not None:
+        assert lane is not None  # (the compiled lane reads it there)
+    assert lane is None or lane == python_reading
+    some = Topology()  # every other node: edges from or to a node not listed are left out, both ways
+    some.handles = topology.handles[::2]
+    assert some._dependencies(backend.graph_edges(handle)) == ([(), 0], False)
+    assert backend.graph_dependencies(handle, some.handles) in (None, ([(), 0], False))
+    assert front_view(g) == backend_view(g)
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 70)
+    np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
 
 
 def test_nodes_of_a_discarded_capture_are_refused_by_name(device, stream):
@@ -159,7 +201,7 @@ def test_instantiate_and_update_read_no_graph_from_the_backend(device, monkeypat
     first, second = build(), build()
     asked: list[str] = []
     backend = device._backend
-    for name in ("graph_nodes", "graph_edges", "node_params", "node_allocation"):
+    for name in ("graph_nodes", "graph_edges", "graph_dependencies", "node_params", "node_allocation"):
         original = getattr(backend, name)
         monkeypatch.setattr(backend, name, lambda *args, _name=name, _original=original: (
             asked.append(_name), _original(*args))[1])

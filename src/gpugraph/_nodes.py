@@ -28,7 +28,9 @@ class NodeKind(enum.Enum):
     MEM_FREE = "mem_free"
 
 
-MEMORY_KINDS = frozenset({NodeKind.MEM_ALLOC, NodeKind.MEM_FREE})
+# (A tuple: ``in`` finds a member by identity first, where a set would call Enum's Python-level __hash__; this
+# one is tested for every node read from a backend.)
+MEMORY_KINDS = (NodeKind.MEM_ALLOC, NodeKind.MEM_FREE)
 # CUDA allows enabling and disabling only these kinds on an executable graph.
 TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
 

@@ -217,15 +217,14 @@ class Topology:
             topology.children[i] = cls.copy_of(child, backend, topology.records[i].graph)
         return topology
 
-    def read_edges(self) -> None:
-        """Read the edges ``read`` left to read, if any."""
-        if self.unread is None:
-            return
-        backend, graph = self.unread
+    def _dependencies(self, edges: list[tuple[Any, Any]]) -> tuple[list[int | tuple[int, ...]], bool]:
+        """Each listed node's dependencies from the backend's ``edges`` (source, target), in the edges' order: the
+        position of its one dependency, else a tuple of positions (none, or several); and whether any node has
+        several. Edges from or to a node not listed are left out (the comment below says why)."""
         deps: list[int | tuple[int, ...]] = [()] * len(self.handles)
         at = self.position.get
         several: dict[int, list[int]] = {}  # nodes with several dependencies: gathered, made tuples at the end
-        for source, target in backend.graph_edges(graph):
+        for source, target in edges:
             i, j = at(target), at(source)
             # A node the backend added after the nodes were read (a capture records into the graph, or the
             # one being added now) is not here: the graph is read again, or ``add`` notes it with its deps.
@@ -240,6 +239,18 @@ class Topology:
                 several[i] = [d, j]  # type: ignore[list-item]  # (d is the one dependency noted: an int)
         for i, listed in several.items():
             deps[i] = tuple(listed)
+        return deps, bool(several)
+
+    def read_edges(self) -> None:
+        """Read the edges ``read`` left to read, if any."""
+        if self.unread is None:
+            return
+        backend, graph = self.unread
+        read = backend.graph_dependencies(graph, self.handles)  # (the compiled lane of _dependencies, or None)
+        if read is not None:
+            deps, several = read
+        else:
+            deps, several = self._dependencies(backend.graph_edges(graph))
         self._deps = deps
         if not several:  # (then the shape is the dependencies themselves: nothing to sort)
             self._shape = tuple(deps)

@@ -1,5 +1,6 @@
-"""Issue 13's figures against the floor inside this Python process: the same driver calls looped and timed in C
-(driver_loops), beside gpugraph and the C++ program, in one run; then where a graph launch's host time goes, how
+"""Issue 13's figures against the floor inside this Python process, in one run: the same driver calls looped and
+timed in C (driver_loops); the same calls made one Python call at a time into C (the least any Python API adds);
+gpugraph; and the C++ program; then where a graph launch's host time goes, how
 much of it the CPU's caches decide, and the machine's drift within one process.
 
 Usage (from the repository root, on a CUDA machine; build first, see setup.py):
@@ -81,24 +82,59 @@ def main() -> None:
     def per_node(fn: Callable[[], object]) -> float:
         return _timed(fn) / 1000 * 1e6
 
-    print("## Per figure: the C loop in this process, gpugraph, the C++ program (µs; N=1000 for per-node figures)")
+    calls = loops.Calls(function, x.ptr)
+
+    def called_build() -> float:  # one Python call per node, each returning the new node
+        calls.new_graph()
+        add, last = calls.add, None
+        start = perf_counter()
+        for _ in range(1000):
+            last = add(last)
+        return (perf_counter() - start) / 1000 * 1e6
+
+    def called_capture() -> float:  # begin, one Python call per launch, end
+        launch = calls.launch
+        start = perf_counter()
+        calls.begin_capture(raw_stream)
+        for _ in range(1000):
+            launch(raw_stream)
+        calls.end_capture(raw_stream)
+        seconds = perf_counter() - start
+        calls.destroy_captured()  # (untimed, as the C loop and the C++ program destroy theirs)
+        return seconds / 1000 * 1e6
+
+    def called_set_params() -> float:
+        set_params, raw_node = calls.set_params, int(node._handle)
+        start = perf_counter()
+        for _ in range(200):
+            set_params(raw_exe, raw_node)
+        return (perf_counter() - start) / 200 * 1e6
+
+    print("## Per figure: the C loop in this process; one Python call per operation into C making only the driver")
+    print("## call (a node returned as a new object); gpugraph; the C++ program (µs; N=1000 for per-node figures)")
     floor_figures = floor(device)
     figures = [
-        ("graph launch call, 1000-node chain", lambda: median(loops.graph_launch(raw_exe, raw_stream, 100)),
+        ("graph launch call, 1000-node chain", lambda: median(loops.graph_launch(raw_exe, raw_stream, 100)), None,
          lambda: timed_each(lambda: exe.launch(stream), 100), "graph_launch_call"),
-        ("instantiate per node", lambda: median([loops.instantiate(raw_graph) / 1000 for _ in range(5)]),
+        ("instantiate per node", lambda: median([loops.instantiate(raw_graph) / 1000 for _ in range(5)]), None,
          lambda: median([instantiate() for _ in range(5)]), "instantiate_per_node"),
         ("explicit build per node", lambda: median([loops.build(function, x.ptr, 1000) for _ in range(5)]),
+         lambda: median([called_build() for _ in range(5)]),
          lambda: median([per_node(lambda: _chain(device, kernel, x, 1000, 1)) for _ in range(5)]), "build_per_node"),
         ("capture per node", lambda: median([loops.capture(function, x.ptr, raw_stream, 1000) for _ in range(5)]),
+         lambda: median([called_capture() for _ in range(5)]),
          lambda: median([per_node(capture) for _ in range(5)]), "capture_per_node"),
         ("set_params", lambda: median(loops.set_params(raw_exe, int(node._handle), function, x.ptr, 200)),
+         lambda: median([called_set_params() for _ in range(5)]),
          lambda: timed_each(lambda: exe.set_params(node, x, 32), 200, sync=False), "set_params"),
     ]
-    print(f"{'figure':38s} {'C loop':>8s} {'gpugraph':>9s} {'C++':>8s}")
-    for name, in_c, ours, key in figures:
+    print(f"{'figure':38s} {'C loop':>8s} {'Py call':>8s} {'gpugraph':>9s} {'C++':>8s}")
+    for name, in_c, called, ours, key in figures:
         in_c(), ours()  # warm-up
-        print(f"{name:38s} {in_c():8.3f} {ours():9.3f} {floor_figures[key] if floor_figures else float('nan'):8.3f}")
+        called_figure = f"{called():8.3f}" if called is not None else f"{'—':>8s}"
+        print(f"{name:38s} {in_c():8.3f} {called_figure} {ours():9.3f} "
+              f"{floor_figures[key] if floor_figures else float('nan'):8.3f}")
+    calls.destroy_graph()
 
     print("\n## A graph launch's host time, layer by layer (1000-node chain, µs, medians of 200, interleaved)")
     fast = exe._fast

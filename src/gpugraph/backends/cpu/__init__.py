@@ -380,6 +380,9 @@ class CpuBackend:
     def graph_edges(self, graph: CpuGraph) -> list[tuple[CpuNode, CpuNode]]:
         return graph.edges()
 
+    def graph_dependencies(self, graph: CpuGraph, nodes: list[CpuNode]) -> None:
+        return None  # (no compiled lane: the front end reads graph_edges)
+
     def node_params(self, graph: CpuGraph, node: CpuNode) -> Any:
         return node.params
 

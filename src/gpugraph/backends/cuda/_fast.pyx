@@ -38,6 +38,8 @@ def graph_launch(uintptr_t graph_exec, uintptr_t stream):
 # integer or floating slot, a Python float for a floating slot, in range. Anything else declines: nothing is
 # launched, and the caller takes the Python path, which converts or explains the argument as it always has.
 
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t
 from libc.math cimport isfinite
 from libc.float cimport FLT_MAX
@@ -165,11 +167,9 @@ cdef enum:
     MAX_SLOTS = 32  # (a kernel with more parameters takes the Python path)
 
 
-cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots, void** pointers,
-                            list typed) except -2:
-    """Write ``args`` for ``function`` (the backend's Function) into ``slots`` and point ``pointers`` at them
-    (and append their typed values, as graph nodes keep them, to ``typed`` unless None): the slot count, or -1
-    to decline."""
+cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots, void** pointers) except -2:
+    """Write ``args`` for ``function`` (the backend's Function) into ``slots`` and point ``pointers`` at them:
+    the slot count, or -1 to decline."""
     cdef Py_ssize_t count, i
     cdef const char* code
     codes = function.fast_codes
@@ -191,10 +191,59 @@ cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots
                 return -1
         except OverflowError:
             return -1
-        if typed is not None:
-            # (a pointer slot keeps its Array; a scalar slot its value as the NumPy type its slot wants)
-            typed.append(arg if code[i] == b"P" else (<tuple>wants)[i](arg))
     return count
+
+
+# What a node's record keeps, made with few new objects: these paths make one record per call, and each new
+# object costs more between driver calls than alone (measured on the H200, 2026-11-23: three small objects per
+# node tripled a C loop's cost per node). NumPy scalars and tuples never change, so equal ones are shared.
+
+cdef enum:
+    SHARED_MAX = 1024  # values kept per table (beyond them, new objects are made)
+
+cdef dict _typed_ints = {}  # a NumPy scalar type -> {a Python int: that int as the type}
+cdef dict _dims = {}  # n -> (n, 1, 1)
+
+
+cdef object _typed(object want, object arg):
+    """``want(arg)``: the value as the NumPy scalar type its slot wants, shared for a Python int. (Not for a
+    float: 0.0 and -0.0 are equal keys, and a shared one would lose the sign.)"""
+    if type(arg) is not int:
+        return want(arg)
+    values = _typed_ints.get(want)
+    if values is None:
+        values = _typed_ints[want] = {}
+    value = (<dict>values).get(arg)
+    if value is None:
+        value = want(arg)
+        if len(<dict>values) < SHARED_MAX:
+            (<dict>values)[arg] = value
+    return value
+
+
+cdef object _dim3(object n):
+    """``(n, 1, 1)``, shared."""
+    dims = _dims.get(n)
+    if dims is None:
+        dims = (n, 1, 1)
+        if len(_dims) < SHARED_MAX:
+            _dims[n] = dims
+    return dims
+
+
+cdef tuple _typed_args(function, tuple args):
+    """``args`` as graph nodes keep them, once ``_write_args`` has taken them all: a pointer slot keeps its
+    Array; a scalar slot its value as the NumPy type its slot wants."""
+    cdef bytes codes = function.fast_codes  # (held here: ``code`` points into it)
+    cdef const char* code = codes
+    cdef tuple wants = <tuple>function.fast_wants
+    cdef Py_ssize_t count = len(args), i
+    cdef tuple typed = PyTuple_New(count)
+    for i in range(count):
+        value = args[i] if code[i] == b"P" else _typed(wants[i], args[i])
+        Py_INCREF(value)  # (PyTuple_SET_ITEM takes the reference)
+        PyTuple_SET_ITEM(typed, i, value)
+    return typed
 
 
 cdef inline bint _one_d(grid, block):
@@ -233,7 +282,7 @@ cdef class Launcher:
     def __call__(self, function, grid, block, tuple args):
         cdef uint64_t slots[MAX_SLOTS]
         cdef void* pointers[MAX_SLOTS]
-        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers, None) < 0:
+        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers) < 0:
             return False
         return self._launch(function.raw, grid, block, pointers) == cydriver.CUDA_SUCCESS
 
@@ -243,12 +292,12 @@ cdef class Launcher:
         the capture's lock, while the capture is active. False (nothing captured) for anything else."""
         cdef uint64_t slots[MAX_SLOTS]
         cdef void* pointers[MAX_SLOTS]
-        cdef list typed = []
         if capture is None:
             return False
-        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers, typed) < 0:
+        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers) < 0:
             return False
-        record = (_tuple_new(_kernel_params_type, (kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed))), None)
+        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0,
+                                                   _typed_args(function, args))), None)
         lock = capture.lock
         if lock is None:
             return False
@@ -389,7 +438,6 @@ cdef class Exec:
         in the GraphExec's layout. Nodes taking Params, and arguments that are Params, are left to Python."""
         cdef uint64_t slots[MAX_SLOTS]
         cdef void* pointers[MAX_SLOTS]
-        cdef list typed = []
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
         cdef cydriver.CUresult err
         cdef uintptr_t node_handle
@@ -419,7 +467,7 @@ cdef class Exec:
             if type(functions) is not dict:
                 return False
             function = (<dict>functions).get(self.device)
-            if function is None or _write_args(function, self.device, args, slots, pointers, typed) < 0:
+            if function is None or _write_args(function, self.device, args, slots, pointers) < 0:
                 return False
             params.func = <cydriver.CUfunction><uintptr_t>function.raw
             params.gridDimX, params.gridDimY, params.gridDimZ = grid
@@ -428,13 +476,14 @@ cdef class Exec:
             params.kernelParams = pointers
             params.extra = NULL
             node_handle = int(exe._handles[index])
+            record = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, _typed_args(function, args)))
             exe._changed = True  # (first, as in the Python path: an interrupted call may have changed it)
             with nogil:
                 err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
                                                               <cydriver.CUgraphNode>node_handle, &params)
             if err != cydriver.CUDA_SUCCESS:
                 self.on_error("cuGraphExecKernelNodeSetParams", <int>err)
-            records[index] = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, tuple(typed)))
+            records[index] = record
             return True
         finally:
             lock.release()
@@ -464,7 +513,6 @@ cdef class Builder:
     def add_kernel(self, graph, kernel, grid, block, tuple args, after):
         cdef uint64_t slots[MAX_SLOTS]
         cdef void* pointers[MAX_SLOTS]
-        cdef list typed = []
         cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
         cdef cydriver.CUgraphNode dep = NULL
         cdef cydriver.CUgraphNode added = NULL
@@ -501,7 +549,7 @@ cdef class Builder:
                     return None
                 positions.append(position)
                 dep = <cydriver.CUgraphNode><uintptr_t>int(after._handle)
-            if _write_args(function, self.device, args, slots, pointers, typed) < 0:
+            if _write_args(function, self.device, args, slots, pointers) < 0:
                 return None
             params.func = <cydriver.CUfunction><uintptr_t>function.raw
             params.gridDimX, params.gridDimY, params.gridDimZ = grid, 1, 1
@@ -509,6 +557,8 @@ cdef class Builder:
             params.sharedMemBytes = 0
             params.kernelParams = pointers
             params.extra = NULL
+            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0,
+                                                      _typed_args(function, args)))
             graph._version += 1
             graph._stale = True
             with nogil:
@@ -516,9 +566,95 @@ cdef class Builder:
             if err != cydriver.CUDA_SUCCESS:
                 graph._stale = False  # (nothing was added)
                 self.on_error("cuGraphAddKernelNode", <int>err)
-            record = _tuple_new(_kernel_params_type, (kernel, (grid, 1, 1), (block, 1, 1), 0, tuple(typed)))
             node = graph._adopt(_node_handle_type(<uintptr_t>added), record, positions)
             graph._stale = False
             return node
         finally:
             lock.release()
+
+
+# Reading a graph's edges (Topology.read_edges' compiled lane): cuGraphGetEdges (hipGraphGetEdges) into C arrays,
+# each end found among the nodes the Topology lists by a binary search of their addresses, sorted once.
+
+from libc.stdlib cimport malloc, free, qsort, bsearch
+
+cdef struct _Place:
+    uintptr_t node
+    Py_ssize_t position
+
+
+cdef int _by_node(const void* a, const void* b) noexcept nogil:
+    cdef uintptr_t x = (<const _Place*>a).node, y = (<const _Place*>b).node
+    return -1 if x < y else (1 if x > y else 0)
+
+
+cdef Py_ssize_t _find(_Place* places, Py_ssize_t count, uintptr_t node) noexcept nogil:
+    cdef _Place key
+    key.node = node
+    cdef _Place* found = <_Place*>bsearch(&key, places, count, sizeof(_Place), _by_node)
+    return -1 if found == NULL else found.position
+
+
+def graph_dependencies(uintptr_t graph, list handles not None):
+    """``Topology._dependencies`` (which says what it returns) for the nodes ``handles`` lists, cuda-bindings'
+    CUgraphNode objects, from the driver's edges in the driver's order. None if the driver refuses a call: the
+    Python path then reads the edges and explains the error."""
+    cdef Py_ssize_t count = len(handles), i, j, e
+    cdef size_t edges = 0, asked
+    cdef _Place* places = NULL
+    cdef cydriver.CUgraphNode* sources = NULL
+    cdef cydriver.CUgraphNode* targets = NULL
+    cdef cydriver.CUgraphEdgeData* data = NULL
+    cdef Py_ssize_t* first = NULL
+    cdef cydriver.CUresult err
+    cdef dict several = {}
+    cdef list deps
+    with nogil:
+        err = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, NULL, NULL, NULL, &edges)
+    if err != cydriver.CUDA_SUCCESS:
+        return None
+    deps = [()] * count
+    if edges == 0 or count == 0:
+        return deps, False
+    try:
+        places = <_Place*>malloc(count * sizeof(_Place))
+        first = <Py_ssize_t*>malloc(count * sizeof(Py_ssize_t))
+        sources = <cydriver.CUgraphNode*>malloc(edges * sizeof(cydriver.CUgraphNode))
+        targets = <cydriver.CUgraphNode*>malloc(edges * sizeof(cydriver.CUgraphNode))
+        data = <cydriver.CUgraphEdgeData*>malloc(edges * sizeof(cydriver.CUgraphEdgeData))
+        if places == NULL or first == NULL or sources == NULL or targets == NULL or data == NULL:
+            raise MemoryError()
+        for i in range(count):
+            places[i].node = <uintptr_t>int(handles[i])
+            places[i].position = i
+            first[i] = -1
+        qsort(places, count, sizeof(_Place), _by_node)
+        asked = edges
+        with nogil:
+            # (Edge data asked for, as the Python path asks: without it, edges that carry data make the query fail.)
+            err = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, sources, targets, data, &edges)
+        if err != cydriver.CUDA_SUCCESS:
+            return None
+        if edges > asked:  # (the graph grew between the two calls: only ``asked`` were written)
+            edges = asked
+        for e in range(<Py_ssize_t>edges):
+            i = _find(places, count, <uintptr_t>targets[e])
+            j = _find(places, count, <uintptr_t>sources[e])
+            if i < 0 or j < 0:
+                continue
+            if first[i] < 0:
+                first[i] = j
+                deps[i] = j
+            elif i in several:
+                (<list>several[i]).append(j)
+            else:
+                several[i] = [first[i], j]
+        for i, listed in several.items():
+            deps[i] = tuple(listed)
+        return deps, bool(several)
+    finally:
+        free(places)
+        free(first)
+        free(sources)
+        free(targets)
+        free(data)

@@ -108,6 +108,10 @@ class CudaGraphs(CudaCapturing):
         sources, targets, _, count = call(drv.graph_get_edges, graph.handle, count)
         return list(zip(list(sources)[:count], list(targets)[:count]))
 
+    def graph_dependencies(self, graph: CudaGraph, nodes: list[Any]) -> tuple[list[Any], bool] | None:
+        fast = _compiled.fast
+        return None if fast is None else fast.graph_dependencies(int(graph.handle), nodes)
+
     def node_params(self, graph: CudaGraph, node: Any) -> Any:
         params = graph.params.get(node)
         if params is not None:
