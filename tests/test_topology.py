@@ -91,6 +91,58 @@ def test_a_captured_fork_and_join_is_read_with_every_dependency(device, stream):
     np.testing.assert_array_equal(y.to_numpy(), X0 * 3)
 
 
+@pytest.mark.parametrize("width", [1, 3, 9])
+def test_a_graph_with_more_edges_than_nodes_is_read_whole(device, stream, width):
+    """Every source waits for every one of ``width`` roots, then a sink for every source: width**2 + width
+    edges among 2 * width + 1 nodes, more edges than nodes from width 3 on (the compiled lane then reads them
+    in a second call, with room for all)."""
+    x, own = K.f32(device, X0), [K.f32(device, X0) for _ in range(2 * width)]  # (no two nodes write one array)
+    g = gg.Graph(device)
+    roots = [g.add_kernel(K.scale, 1, N, own[i], 5.0, N) for i in range(width)]
+    middle = [g.add_kernel(K.scale, 1, N, own[width + i], 2.0, N, after=roots) for i in range(width)]
+    g.add_kernel(K.scale, 1, N, x, 3.0, N, after=middle)
+    loaded = Topology.read(g._backend, g._handle, Topology())  # (read from the backend, as a capture is)
+    loaded.read_edges()
+    expected = [()] * width + [tuple(range(width))] * width + [tuple(range(width, 2 * width))]
+    assert [tuple(sorted(loaded.deps_of(i))) for i in range(len(loaded))] == expected
+    backend, handle = g._backend, g._handle
+    lane = backend.graph_dependencies(handle, loaded.handles)
+    if device.backend == "cuda" and _compiled.fast is not None:
+        assert lane is not None
+    assert lane is None or lane == loaded._dependencies(backend.graph_edges(handle))
+    assert front_view(g) == backend_view(g)
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 3)
+    for i, array in enumerate(own):
+        np.testing.assert_array_equal(array.to_numpy(), X0 * (5 if i < width else 2))
+
+
+def test_edges_that_carry_data_are_read_as_dependencies(device):
+    """An edge with data (here a programmatic dependency, added through the driver) is a dependency like any
+    other: the compiled lane, which first asks without edge data, asks again with it, as the driver then
+    refuses a query without."""
+    if device.backend != "cuda":
+        pytest.skip("edge data (programmatic dependencies) is CUDA's")
+    from cuda.bindings import driver
+    x, y = K.f32(device, X0), K.f32(device, X0)
+    g = gg.Graph(device)
+    first, second = g.add_kernel(K.scale, 1, N, x, 2.0, N), g.add_kernel(K.scale, 1, N, y, 3.0, N)
+    data = driver.CUgraphEdgeData()
+    data.from_port = driver.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+    data.type = driver.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    (err,) = driver.cuGraphAddDependencies(g._handle.handle, [first._handle], [second._handle], [data], 1)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    loaded = Topology.read(g._backend, g._handle, Topology())
+    loaded.read_edges()
+    assert [loaded.deps_of(i) for i in range(2)] == [(), (0,)]
+    lane = g._backend.graph_dependencies(g._handle, loaded.handles)
+    if _compiled.fast is not None:
+        assert lane == ([(), 0], False)
+    assert loaded._dependencies(g._backend.graph_edges(g._handle)) == ([(), 0], False)
+
+
 def test_nodes_of_a_discarded_capture_are_refused_by_name(device, stream):
     x = K.f32(device, X0)
     g = gg.Graph(device)
