@@ -140,7 +140,8 @@ class Topology:
 
     def nested(self) -> list[int]:
         """The positions of the child-graph nodes, in creation order. Records are only appended, so each is
-        looked at once, here, rather than at every ``add``."""
+        looked at once, here, rather than at every ``add`` (``read`` notes those it reads in its own pass:
+        keep the two tests alike)."""
         seen, nested = self._nested
         records = self.records
         if seen < len(records):

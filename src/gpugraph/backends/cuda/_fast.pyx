@@ -216,7 +216,7 @@ cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots
     if type(codes) is not bytes:
         return -1
     count = len(<bytes>codes)
-    if count > MAX_SLOTS or len(args) != count:
+    if count > MAX_SLOTS or len(args) != count or (typed is not None and len(typed) != count):
         return -1
     wants = function.fast_wants
     if type(wants) is not tuple or len(<tuple>wants) != count:
@@ -286,8 +286,10 @@ cdef class Launcher:
         cdef void* pointers[MAX_SLOTS]
         if capture is None:
             return False
+        if not _one_d(grid, block):
+            return False
         typed = PyTuple_New(len(args))
-        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers, typed) < 0:
+        if _write_args(function, self.device, args, slots, pointers, typed) < 0:
             return False
         record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed)), None)
         lock = capture.lock
@@ -459,8 +461,10 @@ cdef class Exec:
             if type(functions) is not dict:
                 return False
             function = (<dict>functions).get(self.device)
+            if function is None:
+                return False
             typed = PyTuple_New(len(args))
-            if function is None or _write_args(function, self.device, args, slots, pointers, typed) < 0:
+            if _write_args(function, self.device, args, slots, pointers, typed) < 0:
                 return False
             params.func = <cydriver.CUfunction><uintptr_t>function.raw
             params.gridDimX, params.gridDimY, params.gridDimZ = grid
@@ -577,11 +581,15 @@ cdef struct _Place:
 
 
 cdef inline size_t _slot(uintptr_t node, size_t mask) noexcept nogil:
-    # (Fibonacci hashing: node addresses share their low bits, the multiply spreads them into the high ones)
+    """The first slot to look in for ``node`` in a table of ``mask + 1`` slots (a power of two, under 2**32)."""
+    # (Multiplicative hashing: addresses share their low bits, the multiply by 2**64 / golden ratio spreads them
+    # into bits 32 and up, which the mask then takes.)
     return <size_t>((<uint64_t>node * <uint64_t>0x9E3779B97F4A7C15) >> 32) & mask
 
 
 cdef inline Py_ssize_t _find(_Place* table, size_t mask, uintptr_t node) noexcept nogil:
+    """The position of ``node`` in the table, or -1 if the nodes listed do not include it (the table is at most
+    half full, so the probe always meets an empty slot)."""
     cdef size_t k
     if node == 0:
         return -1
@@ -600,17 +608,21 @@ cdef int _read_edges(uintptr_t graph, cydriver.CUgraphNode** ends, size_t* edges
     driver's answer."""
     cdef cydriver.CUgraphEdgeData* data = NULL
     cdef size_t counted = 0
+    cdef bint lossy = False  # (some edge carries data: asked with it from then on)
     while True:
         free(ends[0])
         ends[0] = <cydriver.CUgraphNode*>malloc(2 * capacity[0] * sizeof(cydriver.CUgraphNode))
         if ends[0] == NULL:
             raise MemoryError()
-        edges[0] = capacity[0]
-        with nogil:
-            # (Without edge data first, as edges mostly have none; asked again with it when some have, as a query
-            # without it then fails.)
-            err[0] = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, ends[0], ends[0] + capacity[0], NULL, edges)
-        if err[0] == cydriver.CUDA_ERROR_LOSSY_QUERY:
+        if not lossy:
+            edges[0] = capacity[0]
+            with nogil:
+                # (Without edge data first, as edges mostly have none; asked again with it when some have, as a
+                # query without it then fails.)
+                err[0] = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, ends[0], ends[0] + capacity[0], NULL,
+                                                  edges)
+            lossy = err[0] == cydriver.CUDA_ERROR_LOSSY_QUERY
+        if lossy:
             data = <cydriver.CUgraphEdgeData*>malloc(capacity[0] * sizeof(cydriver.CUgraphEdgeData))
             if data == NULL:
                 raise MemoryError()
