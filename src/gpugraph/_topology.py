@@ -140,7 +140,8 @@ class Topology:
 
     def nested(self) -> list[int]:
         """The positions of the child-graph nodes, in creation order. Records are only appended, so each is
-        looked at once, here, rather than at every ``add``."""
+        looked at once, here, rather than at every ``add`` (``read`` notes those it reads in its own pass:
+        keep the two tests alike)."""
         seen, nested = self._nested
         records = self.records
         if seen < len(records):
@@ -170,6 +171,9 @@ class Topology:
         topology._position = None
         records, renamed = topology.records, topology.renamed
         position = known.position if known.handles else {}
+        nested: list[int] = []
+        events: list[Any] = []
+        kernel = NodeKind.KERNEL
         for i, handle in enumerate(handles):
             j = position.get(handle)
             if j is None:
@@ -180,19 +184,29 @@ class Topology:
                 renamed[i] = name
             if j is None:
                 record = backend.node_params(graph, handle)
-                records.append(record)
-                if record.kind in MEMORY_KINDS:
-                    topology.memory = True
-                    alloc = backend.node_allocation(graph, handle)
-                    if alloc is not None:
-                        topology.allocs[i] = alloc
             else:
-                records.append(known.records[j])
+                record = known.records[j]
                 if j in known.allocs:
                     topology.allocs[i] = known.allocs[j]
                 if j in known.children:
                     topology.children[i] = known.children[j]
-                topology.memory = topology.memory or known.records[j].kind in MEMORY_KINDS
+            records.append(record)
+            kind = record.kind
+            if kind is kernel:  # (the common kind: nothing more to note)
+                continue
+            if kind in MEMORY_KINDS:
+                topology.memory = True
+                if j is None:
+                    alloc = backend.node_allocation(graph, handle)
+                    if alloc is not None:
+                        topology.allocs[i] = alloc
+            elif kind is NodeKind.GRAPH:
+                nested.append(i)
+            elif kind is NodeKind.EVENT_RECORD:
+                events.append(record.event)
+        # (What nested() and recorded_events() look for, noted in the one pass over the records.)
+        topology._nested = (len(records), nested)
+        topology._recorded = (len(records), events)
         topology._deps = [()] * len(handles)
         topology.unread = (backend, graph)
         topology.numbered = number

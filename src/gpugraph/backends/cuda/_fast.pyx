@@ -167,33 +167,6 @@ cdef enum:
     MAX_SLOTS = 32  # (a kernel with more parameters takes the Python path)
 
 
-cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots, void** pointers) except -2:
-    """Write ``args`` for ``function`` (the backend's Function) into ``slots`` and point ``pointers`` at them:
-    the slot count, or -1 to decline."""
-    cdef Py_ssize_t count, i
-    cdef const char* code
-    codes = function.fast_codes
-    if type(codes) is not bytes:
-        return -1
-    count = len(<bytes>codes)
-    if count > MAX_SLOTS or len(args) != count:
-        return -1
-    wants = function.fast_wants
-    if type(wants) is not tuple or len(<tuple>wants) != count:
-        return -1
-    code = <bytes>codes
-    for i in range(count):
-        slots[i] = 0
-        pointers[i] = &slots[i]
-        arg = args[i]
-        try:
-            if not _write(code[i], arg, (<tuple>wants)[i], device, <char*>&slots[i]):
-                return -1
-        except OverflowError:
-            return -1
-    return count
-
-
 # What a node's record keeps, made with few new objects: these paths make one record per call, and each new
 # object costs more between driver calls than alone (measured on the H200, 2026-11-23: three small objects per
 # node tripled a C loop's cost per node). NumPy scalars and tuples never change, so equal ones are shared.
@@ -231,19 +204,38 @@ cdef object _dim3(object n):
     return dims
 
 
-cdef tuple _typed_args(function, tuple args):
-    """``args`` as graph nodes keep them, once ``_write_args`` has taken them all: a pointer slot keeps its
-    Array; a scalar slot its value as the NumPy type its slot wants."""
-    cdef bytes codes = function.fast_codes  # (held here: ``code`` points into it)
-    cdef const char* code = codes
-    cdef tuple wants = <tuple>function.fast_wants
-    cdef Py_ssize_t count = len(args), i
-    cdef tuple typed = PyTuple_New(count)
+cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots, void** pointers,
+                            tuple typed=None) except -2:
+    """Write ``args`` for ``function`` (the backend's Function) into ``slots`` and point ``pointers`` at them:
+    the slot count, or -1 to decline. ``typed``, if given (a new tuple of ``len(args)`` items, none set), is
+    filled with the arguments as graph nodes keep them: a pointer slot keeps its Array; a scalar slot its value
+    as the NumPy type its slot wants. (A declined call leaves it partly filled, for the caller to drop.)"""
+    cdef Py_ssize_t count, i
+    cdef const char* code
+    codes = function.fast_codes
+    if type(codes) is not bytes:
+        return -1
+    count = len(<bytes>codes)
+    if count > MAX_SLOTS or len(args) != count or (typed is not None and len(typed) != count):
+        return -1
+    wants = function.fast_wants
+    if type(wants) is not tuple or len(<tuple>wants) != count:
+        return -1
+    code = <bytes>codes
     for i in range(count):
-        value = args[i] if code[i] == b"P" else _typed(wants[i], args[i])
-        Py_INCREF(value)  # (PyTuple_SET_ITEM takes the reference)
-        PyTuple_SET_ITEM(typed, i, value)
-    return typed
+        slots[i] = 0
+        pointers[i] = &slots[i]
+        arg = args[i]
+        try:
+            if not _write(code[i], arg, (<tuple>wants)[i], device, <char*>&slots[i]):
+                return -1
+        except OverflowError:
+            return -1
+        if typed is not None:
+            value = arg if code[i] == b"P" else _typed((<tuple>wants)[i], arg)
+            Py_INCREF(value)  # (PyTuple_SET_ITEM takes the reference)
+            PyTuple_SET_ITEM(typed, i, value)
+    return count
 
 
 cdef inline bint _one_d(grid, block):
@@ -294,10 +286,12 @@ cdef class Launcher:
         cdef void* pointers[MAX_SLOTS]
         if capture is None:
             return False
-        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers) < 0:
+        if not _one_d(grid, block):
             return False
-        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0,
-                                                   _typed_args(function, args))), None)
+        typed = PyTuple_New(len(args))
+        if _write_args(function, self.device, args, slots, pointers, typed) < 0:
+            return False
+        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed)), None)
         lock = capture.lock
         if lock is None:
             return False
@@ -467,7 +461,10 @@ cdef class Exec:
             if type(functions) is not dict:
                 return False
             function = (<dict>functions).get(self.device)
-            if function is None or _write_args(function, self.device, args, slots, pointers) < 0:
+            if function is None:
+                return False
+            typed = PyTuple_New(len(args))
+            if _write_args(function, self.device, args, slots, pointers, typed) < 0:
                 return False
             params.func = <cydriver.CUfunction><uintptr_t>function.raw
             params.gridDimX, params.gridDimY, params.gridDimZ = grid
@@ -476,7 +473,7 @@ cdef class Exec:
             params.kernelParams = pointers
             params.extra = NULL
             node_handle = int(exe._handles[index])
-            record = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, _typed_args(function, args)))
+            record = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, typed))
             exe._changed = True  # (first, as in the Python path: an interrupted call may have changed it)
             with nogil:
                 err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
@@ -549,7 +546,8 @@ cdef class Builder:
                     return None
                 positions.append(position)
                 dep = <cydriver.CUgraphNode><uintptr_t>int(after._handle)
-            if _write_args(function, self.device, args, slots, pointers) < 0:
+            typed = PyTuple_New(len(args))
+            if _write_args(function, self.device, args, slots, pointers, typed) < 0:
                 return None
             params.func = <cydriver.CUfunction><uintptr_t>function.raw
             params.gridDimX, params.gridDimY, params.gridDimZ = grid, 1, 1
@@ -557,8 +555,7 @@ cdef class Builder:
             params.sharedMemBytes = 0
             params.kernelParams = pointers
             params.extra = NULL
-            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0,
-                                                      _typed_args(function, args)))
+            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed))
             graph._version += 1
             graph._stale = True
             with nogil:
@@ -574,25 +571,76 @@ cdef class Builder:
 
 
 # Reading a graph's edges (Topology.read_edges' compiled lane): cuGraphGetEdges (hipGraphGetEdges) into C arrays,
-# each end found among the nodes the Topology lists by a binary search of their addresses, sorted once.
+# each end found among the nodes the Topology lists in a hash table of their addresses (open addressing).
 
-from libc.stdlib cimport malloc, free, qsort, bsearch
+from libc.stdlib cimport malloc, calloc, free
 
 cdef struct _Place:
-    uintptr_t node
+    uintptr_t node  # (0: an empty slot; no node has address 0)
     Py_ssize_t position
 
 
-cdef int _by_node(const void* a, const void* b) noexcept nogil:
-    cdef uintptr_t x = (<const _Place*>a).node, y = (<const _Place*>b).node
-    return -1 if x < y else (1 if x > y else 0)
+cdef inline size_t _slot(uintptr_t node, size_t mask) noexcept nogil:
+    """The first slot to look in for ``node`` in a table of ``mask + 1`` slots (a power of two, under 2**32)."""
+    # (Multiplicative hashing: addresses share their low bits, the multiply by 2**64 / golden ratio spreads them
+    # into bits 32 and up, which the mask then takes.)
+    return <size_t>((<uint64_t>node * <uint64_t>0x9E3779B97F4A7C15) >> 32) & mask
 
 
-cdef Py_ssize_t _find(_Place* places, Py_ssize_t count, uintptr_t node) noexcept nogil:
-    cdef _Place key
-    key.node = node
-    cdef _Place* found = <_Place*>bsearch(&key, places, count, sizeof(_Place), _by_node)
-    return -1 if found == NULL else found.position
+cdef inline Py_ssize_t _find(_Place* table, size_t mask, uintptr_t node) noexcept nogil:
+    """The position of ``node`` in the table, or -1 if the nodes listed do not include it (the table is at most
+    half full, so the probe always meets an empty slot)."""
+    cdef size_t k
+    if node == 0:
+        return -1
+    k = _slot(node, mask)
+    while table[k].node != 0:
+        if table[k].node == node:
+            return table[k].position
+        k = (k + 1) & mask
+    return -1
+
+
+cdef int _read_edges(uintptr_t graph, cydriver.CUgraphNode** ends, size_t* edges, size_t* capacity,
+                     cydriver.CUresult* err) except -1:
+    """The graph's edges into ``ends[0]`` (sources, then targets from ``capacity[0]`` on) and their count into
+    ``edges``, in one call when ``capacity`` (a guess, raised when too small) holds them all; ``err`` is the
+    driver's answer."""
+    cdef cydriver.CUgraphEdgeData* data = NULL
+    cdef size_t counted = 0
+    cdef bint lossy = False  # (some edge carries data: asked with it from then on)
+    while True:
+        free(ends[0])
+        ends[0] = <cydriver.CUgraphNode*>malloc(2 * capacity[0] * sizeof(cydriver.CUgraphNode))
+        if ends[0] == NULL:
+            raise MemoryError()
+        if not lossy:
+            edges[0] = capacity[0]
+            with nogil:
+                # (Without edge data first, as edges mostly have none; asked again with it when some have, as a
+                # query without it then fails.)
+                err[0] = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, ends[0], ends[0] + capacity[0], NULL,
+                                                  edges)
+            lossy = err[0] == cydriver.CUDA_ERROR_LOSSY_QUERY
+        if lossy:
+            data = <cydriver.CUgraphEdgeData*>malloc(capacity[0] * sizeof(cydriver.CUgraphEdgeData))
+            if data == NULL:
+                raise MemoryError()
+            edges[0] = capacity[0]
+            with nogil:
+                err[0] = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, ends[0], ends[0] + capacity[0], data,
+                                                  edges)
+            free(data)
+        if err[0] != cydriver.CUDA_SUCCESS or edges[0] < capacity[0]:  # (fewer than there is room for: all)
+            return 0
+        # As many as there is room for: there may be more. Counted, then read again if so.
+        with nogil:
+            err[0] = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, NULL, NULL, NULL, &counted)
+        if err[0] != cydriver.CUDA_SUCCESS or counted <= capacity[0]:
+            if edges[0] > capacity[0]:  # (a count, not what was written: the graph shrank between the calls)
+                edges[0] = capacity[0]
+            return 0
+        capacity[0] = counted + 1
 
 
 def graph_dependencies(uintptr_t graph, list handles not None):
@@ -600,46 +648,42 @@ def graph_dependencies(uintptr_t graph, list handles not None):
     CUgraphNode objects, from the driver's edges in the driver's order. None if the driver refuses a call: the
     Python path then reads the edges and explains the error."""
     cdef Py_ssize_t count = len(handles), i, j, e
-    cdef size_t edges = 0, asked
-    cdef _Place* places = NULL
-    cdef cydriver.CUgraphNode* sources = NULL
-    cdef cydriver.CUgraphNode* targets = NULL
-    cdef cydriver.CUgraphEdgeData* data = NULL
+    cdef size_t edges = 0, size = 16, mask, k, capacity
+    cdef uintptr_t node
+    cdef cydriver.CUgraphNode* targets
+    cdef _Place* table = NULL
+    cdef cydriver.CUgraphNode* ends = NULL
     cdef Py_ssize_t* first = NULL
     cdef cydriver.CUresult err
     cdef dict several = {}
-    cdef list deps
-    with nogil:
-        err = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, NULL, NULL, NULL, &edges)
-    if err != cydriver.CUDA_SUCCESS:
-        return None
-    deps = [()] * count
-    if edges == 0 or count == 0:
+    cdef list deps = [()] * count
+    if count == 0:
         return deps, False
+    while size < 2 * <size_t>count:
+        size <<= 1
+    mask = size - 1
     try:
-        places = <_Place*>malloc(count * sizeof(_Place))
+        table = <_Place*>calloc(size, sizeof(_Place))
         first = <Py_ssize_t*>malloc(count * sizeof(Py_ssize_t))
-        sources = <cydriver.CUgraphNode*>malloc(edges * sizeof(cydriver.CUgraphNode))
-        targets = <cydriver.CUgraphNode*>malloc(edges * sizeof(cydriver.CUgraphNode))
-        data = <cydriver.CUgraphEdgeData*>malloc(edges * sizeof(cydriver.CUgraphEdgeData))
-        if places == NULL or first == NULL or sources == NULL or targets == NULL or data == NULL:
+        if table == NULL or first == NULL:
             raise MemoryError()
         for i in range(count):
-            places[i].node = <uintptr_t>int(handles[i])
-            places[i].position = i
+            node = <uintptr_t>int(handles[i])
+            k = _slot(node, mask)
+            while table[k].node != 0:
+                k = (k + 1) & mask
+            table[k].node = node
+            table[k].position = i
             first[i] = -1
-        qsort(places, count, sizeof(_Place), _by_node)
-        asked = edges
-        with nogil:
-            # (Edge data asked for, as the Python path asks: without it, edges that carry data make the query fail.)
-            err = cydriver.cuGraphGetEdges(<cydriver.CUgraph>graph, sources, targets, data, &edges)
+        # (Room for one more edge than nodes: a chain has one fewer, so most graphs are read in one call.)
+        capacity = <size_t>count + 1
+        _read_edges(graph, &ends, &edges, &capacity, &err)
         if err != cydriver.CUDA_SUCCESS:
             return None
-        if edges > asked:  # (the graph grew between the two calls: only ``asked`` were written)
-            edges = asked
+        targets = ends + capacity
         for e in range(<Py_ssize_t>edges):
-            i = _find(places, count, <uintptr_t>targets[e])
-            j = _find(places, count, <uintptr_t>sources[e])
+            i = _find(table, mask, <uintptr_t>targets[e])
+            j = _find(table, mask, <uintptr_t>ends[e])
             if i < 0 or j < 0:
                 continue
             if first[i] < 0:
@@ -653,8 +697,6 @@ def graph_dependencies(uintptr_t graph, list handles not None):
             deps[i] = tuple(listed)
         return deps, bool(several)
     finally:
-        free(places)
+        free(table)
         free(first)
-        free(sources)
-        free(targets)
-        free(data)
+        free(ends)
