@@ -139,6 +139,8 @@ def test_a_shape_compared_before_the_edges_are_read_answers_as_the_read_shape(de
     last = len(true) - 1
     candidates = [true, true[:-1], (*true[:-1], last - 2), (*true[:-1], ()), (*true[:-1], (last - 2, last - 1)),
                   ((0,), *true[1:]) if width == 1 else (0, *true[1:])]
+    one = (*true[:-1], (last - 1,))  # (the last node's one dependency as a tuple: not what shape() gives)
+    candidates.append(one)
     if width > 1:  # the middle nodes' several dependencies: one fewer, one more, one other
         candidates += [(*true[:width], tuple(range(width - 1)), *true[width + 1:]),
                        (*true[:width], (*range(width), 2 * width), *true[width + 1:]),
@@ -149,8 +151,9 @@ def test_a_shape_compared_before_the_edges_are_read_answers_as_the_read_shape(de
         answer = loaded.has_shape(candidate)
         assert answer is (candidate == true), candidate
         if device.backend == "cuda" and _compiled.fast is not None:  # the lane answers, the edges left unread
-            assert backend.graph_has_shape(handle, len(loaded), candidate) is answer
-            assert (loaded.unread is not None) is (len(candidate) == len(loaded))
+            lane = backend.graph_has_shape(handle, len(loaded), candidate)
+            assert lane is (None if candidate is one else answer)  # (one: left to shape() ==)
+            assert (loaded.unread is not None) is (len(candidate) == len(loaded) and candidate is not one)
         assert answer is (candidate == Topology.read(backend, handle, Topology()).shape())
 
 
@@ -200,6 +203,8 @@ def test_edges_that_carry_data_are_read_as_dependencies(device):
     lane = g._backend.graph_dependencies(g._handle, loaded.handles)
     if _compiled.fast is not None:
         assert lane == ([(), 0], False)
+        assert g._backend.graph_has_shape(g._handle, 2, ((), 0)) is True  # (compared in C, asked with data too)
+        assert g._backend.graph_has_shape(g._handle, 2, ((), ())) is False
     assert loaded._dependencies(g._backend.graph_edges(g._handle)) == ([(), 0], False)
 
 

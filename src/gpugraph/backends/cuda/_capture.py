@@ -272,19 +272,25 @@ class CudaCapturing(CudaRuntime):
             call(drv.graph_destroy, handle)
 
     def _begin_capture(self, stream: CudaStream, mode: Any) -> Any:
-        """Begin a capture on ``stream`` into a graph the driver makes, and return that graph's handle."""
+        """Begin a capture on ``stream`` into a graph the driver makes, and return that graph's handle. (Begun
+        but its graph not told: the capture is ended, its graph destroyed, and the error raised.)"""
         fast = _compiled.fast
         if fast is None:
             call(drv.stream_begin_capture, stream.handle, mode)
-            return self._capture_info(stream)[2]
-        raw = int(stream.handle)
-        err = fast.begin_capture(raw, int(mode))
-        if err:
-            fail("cuStreamBeginCapture", err)
-        err, graph = fast.capture_graph(raw)
-        if err:
-            fail("cuStreamGetCaptureInfo", err)
-        return cu.CUgraph(graph)
+        else:
+            err = fast.begin_capture(int(stream.handle), int(mode))
+            if err:
+                fail("cuStreamBeginCapture", err)
+        try:
+            if fast is None:
+                return self._capture_info(stream)[2]
+            err, graph = fast.capture_graph(int(stream.handle))
+            if err:
+                fail("cuStreamGetCaptureInfo", err)
+            return cu.CUgraph(graph)
+        except BackendError:
+            self._end_unnoted(stream, False)
+            raise
 
     def _end_capture(self, stream: CudaStream) -> tuple[Any, Any]:
         """cuStreamEndCapture: (the driver's result, the graph's handle or None), as cuda-bindings returns them."""

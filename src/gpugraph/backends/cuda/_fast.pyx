@@ -2,8 +2,9 @@
 """gpugraph's compiled CUDA calls: the driver calls of the paths users repeat, made through
 ``cuda.bindings.cydriver`` (as cuda.core makes them) instead of cuda-bindings' Python wrappers.
 
-Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); each call returns the
-``CUresult`` as an int, which the caller turns into gpugraph's error. The GIL is released around each driver
+Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); each plain driver call
+returns the ``CUresult`` as an int (with what it made, as addresses), which the caller turns into gpugraph's
+error; the lanes return True, the new object, or None/False to leave the call to the Python path. The GIL is released around each driver
 call: a launch may wait for room in the stream's queue, which a host function holding the GIL would free.
 The HIP twin of each call is the same call through hip-python's ``chip`` declarations.
 """
@@ -719,7 +720,8 @@ def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
     of its nodes (their creation order, the Topology's positions) and its edges compared in C with ``shape``,
     which gives per node the position of its one dependency (an int), else their sorted positions (a tuple).
     None if the driver refuses a call, lists another number of nodes or an edge end it did not list, or
-    ``shape`` holds something else: the front end then reads the edges."""
+    ``shape`` holds something else (a one-element tuple, a position that is not an int): the front end then
+    compares as ``shape()`` does."""
     cdef size_t listed, edges = 0, size = 16, mask, k, capacity
     cdef Py_ssize_t i, j, e, n, total = 0
     cdef cydriver.CUgraphNode* nodes = NULL
@@ -747,7 +749,10 @@ def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
             d = shape[i]
             if type(d) is int:
                 total += 1
-            elif type(d) is tuple:
+            elif type(d) is tuple and len(<tuple>d) != 1:  # (shape() gives one dependency as an int)
+                for x in <tuple>d:
+                    if type(x) is not int:
+                        return None
                 total += len(<tuple>d)
             else:
                 return None
@@ -864,6 +869,13 @@ def graph_nodes(uintptr_t graph):
             if err != cydriver.CUDA_SUCCESS:
                 return <int>err
             if counted == capacity:  # (exactly as many: all of them)
+                break
+            if counted < capacity:  # (the graph shrank meanwhile: listed once more, that many, and done)
+                count = counted
+                with nogil:
+                    err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, nodes, &count)
+                if err != cydriver.CUDA_SUCCESS:
+                    return <int>err
                 break
             capacity = counted + 1
         listing = []

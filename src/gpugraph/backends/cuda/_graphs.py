@@ -262,7 +262,11 @@ class CudaGraphs(CudaCapturing):
             code, result, node = fast.exec_update(int(exec_.handle), int(graph.handle))
             if not code:
                 return 0, None, None
-            return cu.CUresult(code), cu.CUgraphExecUpdateResult(result), cu.CUgraphNode(node) if node else None
+            try:
+                named: Any = cu.CUgraphExecUpdateResult(result)
+            except ValueError:  # (a result this cuda-bindings does not name: given as the driver's number)
+                named = result
+            return cu.CUresult(code), named, cu.CUgraphNode(node) if node else None
         err, info = drv.graph_exec_update(exec_.handle, graph.handle)
         if info is None:
             return err, None, None

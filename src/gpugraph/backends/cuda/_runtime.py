@@ -269,7 +269,7 @@ class CudaRuntime:
         call(fn, *args)
 
     def _in_context_compiled(self, index: int, api: str, fn: Any, *args: Any) -> None:
-        """The same for a compiled call (``_fast``), which returns the driver's result as an int."""
+        """``_in_context`` for a compiled call (``_fast``), which returns the driver's result as an int."""
         self.contexts.use(index)
         err = fn(*args)
         if err:
