@@ -427,3 +427,55 @@ def test_add_kernel_leaves_the_unusual_to_the_python_path(monkeypatch):
         graph.add_kernel(K.fill, 0, 8, x, 2, 8)
     assert len(graph.nodes) == 4 and node.dependencies == ()
     exe.close()
+
+
+class _Refusing:
+    """The compiled module, but for one call, which answers with the driver's error ``code``."""
+
+    def __init__(self, name: str, answer: object) -> None:
+        self._name, self._answer = name, answer
+
+    def __getattr__(self, name: str) -> object:
+        if name == self._name:
+            return lambda *args: self._answer
+        return getattr(fast, name)
+
+
+INVALID_VALUE = 1  # CUDA_ERROR_INVALID_VALUE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("call", "answer", "api"), [
+    ("graph_nodes", INVALID_VALUE, "cuGraphGetNodes"),
+    ("begin_capture", INVALID_VALUE, "cuStreamBeginCapture"),
+    ("capture_graph", (INVALID_VALUE, 0), "cuStreamGetCaptureInfo"),
+    ("exec_update", (INVALID_VALUE, 0, 0), "cuGraphExecUpdate"),
+])
+def test_a_driver_error_in_a_compiled_call_is_the_error_the_python_path_raises(monkeypatch, call, answer, api):
+    """Each compiled call of the capture's life, the node listing and the update returns the driver's result;
+    the backend raises it as the Python path raises it (a BackendError naming the call and CUDA's error), and
+    a refused begin leaves no capture behind."""
+    from gpugraph._errors import BackendError
+    gpu = gg.Device("cuda")
+    stream, x = gpu.stream(), gpu.zeros(4, np.float32)
+    kernel = gg.Kernel('extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }', "k")
+    graph = gg.Graph(gpu)
+    graph.add_kernel(kernel, 1, 4, x)
+    with graph.instantiate() as exe:
+        monkeypatch.setattr(_compiled, "fast", _Refusing(call, answer))
+        with pytest.raises((BackendError, gg.CaptureError), match=f"{api}.*CUDA_ERROR_INVALID_VALUE") as info:
+            if call == "graph_nodes":
+                gpu._backend.graph_nodes(graph._handle)
+            elif call == "exec_update":
+                exe.update(graph)
+            else:
+                with stream.capture():
+                    stream.launch(kernel, 1, 4, x)
+        monkeypatch.undo()
+        assert isinstance(info.value, gg.GpuGraphError)
+        with stream.capture() as cap:  # (the stream captures again: nothing was left half begun)
+            stream.launch(kernel, 1, 4, x)
+        exe.update(cap.graph)
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))

@@ -122,6 +122,41 @@ def test_a_graph_with_more_edges_than_nodes_is_read_whole(device, stream, width)
         np.testing.assert_array_equal(array.to_numpy(), X0 * (5 if i < width else 2))
 
 
+@pytest.mark.parametrize("width", [1, 3])
+def test_a_shape_compared_before_the_edges_are_read_answers_as_the_read_shape(device, stream, width):
+    """``Topology.has_shape`` on a topology whose edges are unread (the compiled lane on CUDA compares the
+    driver's edges where they are) answers as ``shape() ==`` does: for the graph's own shape, and for shapes
+    that differ in a single dependency, in a node's several (one more, one fewer, one other) or in length.
+    Where the lane answers, the edges stay unread (an update that finds the shapes equal never reads them)."""
+    x, own = K.f32(device, X0), [K.f32(device, X0) for _ in range(2 * width)]
+    g = gg.Graph(device)
+    roots = [g.add_kernel(K.scale, 1, N, own[i], 5.0, N) for i in range(width)]
+    middle = [g.add_kernel(K.scale, 1, N, own[width + i], 2.0, N, after=roots) for i in range(width)]
+    g.add_kernel(K.scale, 1, N, x, 3.0, N, after=middle)
+    g.add_kernel(K.scale, 1, N, x, 3.0, N, after=g.nodes[-1])  # one dependency: kept as an int
+    several = tuple(range(width)) if width > 1 else 0
+    true = (*[()] * width, *[several] * width, tuple(range(width, 2 * width)) if width > 1 else width, 2 * width)
+    last = len(true) - 1
+    candidates = [true, true[:-1], (*true[:-1], last - 2), (*true[:-1], ()), (*true[:-1], (last - 2, last - 1)),
+                  ((0,), *true[1:]) if width == 1 else (0, *true[1:])]
+    candidates.append((*true[:-1], (last - 1,)))  # (one dependency as a tuple: not what shape() gives)
+    if width > 1:  # the middle nodes' several dependencies: one fewer, one more, one other
+        candidates += [(*true[:width], tuple(range(width - 1)), *true[width + 1:]),
+                       (*true[:width], (*range(width), 2 * width), *true[width + 1:]),
+                       (*true[:width], (*range(width - 1), 2 * width), *true[width + 1:])]
+    backend, handle = g._backend, g._handle
+    for candidate in candidates:
+        loaded = Topology.read(backend, handle, Topology())
+        answer = loaded.has_shape(candidate)
+        assert answer is (candidate == true), candidate
+        if device.backend == "cuda" and _compiled.fast is not None:  # the lane answers, the edges left unread
+            lane = backend.graph_has_shape(handle, len(loaded), candidate)
+            odd = any(type(d) is tuple and len(d) == 1 for d in candidate)  # (left to shape() ==)
+            assert lane is (None if odd else answer)
+            assert (loaded.unread is not None) is (len(candidate) == len(loaded) and not odd)
+        assert answer is (candidate == Topology.read(backend, handle, Topology()).shape())
+
+
 def test_a_read_notes_child_graphs_events_and_allocations_as_a_scan_finds_them(device):
     """``Topology.read`` notes the child-graph nodes, the recorded events and the allocations in its one pass
     over the records: the same as ``nested()`` and ``recorded_events()`` find by looking at every record, for
@@ -168,6 +203,8 @@ def test_edges_that_carry_data_are_read_as_dependencies(device):
     lane = g._backend.graph_dependencies(g._handle, loaded.handles)
     if _compiled.fast is not None:
         assert lane == ([(), 0], False)
+        assert g._backend.graph_has_shape(g._handle, 2, ((), 0)) is True  # (compared in C, asked with data too)
+        assert g._backend.graph_has_shape(g._handle, 2, ((), ())) is False
     assert loaded._dependencies(g._backend.graph_edges(g._handle)) == ([(), 0], False)
 
 

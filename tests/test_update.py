@@ -16,6 +16,7 @@ import pytest
 
 import gpugraph as gg
 import kernels as K
+from gpugraph.backends.cuda import _compiled
 
 N = 8
 GRID, BLOCK = K.launch_1d(N, 4)  # 2 blocks of 4 threads
@@ -514,6 +515,53 @@ def test_recapture_with_another_topology_is_refused(device, stream):
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(y1.to_numpy(), X0 * 2)
     np.testing.assert_array_equal(y2.to_numpy(), np.zeros(N))
+
+
+def _captured_fork(device, stream, x, y, z, factor, variant=None):
+    """n0: x *= factor; n1 (a side stream): y *= factor after n0; n2: z *= factor after n0. ``variant``:
+    "missing edge" (n1 after nothing) or "extra edge" (n2 after n0 and n1)."""
+    side, forked, joined = device.stream(), device.event(), device.event()
+    with stream.capture() as cap:
+        if variant == "missing edge":
+            stream.record(forked)
+            side.wait(forked)
+        stream.launch(K.scale, GRID, BLOCK, x, factor, N)
+        if variant != "missing edge":
+            stream.record(forked)
+            side.wait(forked)
+        side.launch(K.scale, GRID, BLOCK, y, factor, N)
+        side.record(joined)
+        if variant == "extra edge":
+            stream.wait(joined)
+        stream.launch(K.scale, GRID, BLOCK, z, factor, N)
+        stream.wait(joined)
+    return cap.graph
+
+
+@pytest.mark.parametrize("variant", ["missing edge", "extra edge"])
+def test_a_recaptured_graph_is_compared_by_its_edges_before_they_are_read(device, stream, variant):
+    """A recaptured graph's edges are compared with the executable graph's shape where they are (on CUDA,
+    in the compiled lane, so an equal graph's edges are never read): an equal one updates, one with an edge
+    missing or added is refused, naming its node, and the executable graph runs as before."""
+    arrays = [K.f32(device, X0) for _ in range(6)]
+    with _captured_fork(device, stream, *arrays[:3], 2.0).instantiate() as exe:
+        same = _captured_fork(device, stream, *arrays[:3], 3.0)
+        exe.update(same)
+        if device.backend == "cuda" and _compiled.fast is not None:
+            assert same._topology.unread is not None  # (compared, never read)
+        K.launch_and_wait(exe, stream)
+        other = _captured_fork(device, stream, *arrays[3:], 5.0, variant)
+        if device.backend == "cuda" and _compiled.fast is not None:  # (the lane itself finds them unequal)
+            backend = other._backend
+            assert backend.graph_has_shape(other._handle, len(other._topology), exe._source_shape()[0]) is False
+        index = 1 if variant == "missing edge" else 2
+        with pytest.raises(gg.GraphUpdateError, match=refused("topology changed", other.nodes[index])):
+            exe.update(other)
+        K.launch_and_wait(exe, stream)
+    for array in arrays[:3]:
+        np.testing.assert_array_equal(array.to_numpy(), X0 * 9)
+    for array in arrays[3:]:
+        np.testing.assert_array_equal(array.to_numpy(), X0)
 
 
 def test_update_compares_with_the_graph_as_it_was_when_instantiated(device, stream):

@@ -281,7 +281,7 @@ class GraphExec:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
         found = self._find_params(graph) if _params.in_use else {}
-        shape = graph_shape(graph)
+        shape = graph_shape(graph, like=self._source_shape())
         refused = self._refusal(graph, shape)
         if refused is None:
             refused = self._apply(graph, shape, found)
@@ -296,7 +296,8 @@ class GraphExec:
         driver would accept an isomorphic graph paired otherwise; and allocation and free nodes, whose
         addresses cannot move, refuse any update. The backend checks the rest (parameters), as
         cuGraphExecUpdate does."""
-        if shape != self._source_shape():
+        source = self._source_shape()
+        if shape is not source and shape != source:
             return "topology changed", None
         # (The source as the executable graph knows it: its layout, once taken, else the graph, unchanged since.)
         if graph._memory or (self._layout.memory if self._layout is not None else self._source._memory):

@@ -138,6 +138,18 @@ class Topology:
                                 for d in self._deps)
         return self._shape
 
+    def has_shape(self, shape: tuple[int | tuple[int, ...], ...]) -> bool:
+        """Whether ``shape()`` equals ``shape``. Edges still unread are compared where they are (the backend's
+        ``graph_has_shape``, which makes no Python object per node) rather than read into dependencies, when the
+        backend can: an update compares a recaptured graph's shape with its executable graph's and, when they
+        are equal, never needs the new graph's edges."""
+        if self.unread is not None and len(shape) == len(self.handles):
+            backend, graph = self.unread
+            answer = backend.graph_has_shape(graph, len(self.handles), shape)
+            if answer is not None:
+                return answer
+        return self.shape() == shape
+
     def nested(self) -> list[int]:
         """The positions of the child-graph nodes, in creation order. Records are only appended, so each is
         looked at once, here, rather than at every ``add`` (``read`` notes those it reads in its own pass:

@@ -128,6 +128,10 @@ class Backend(Protocol):
     def graph_dependencies(self, graph: Handle, nodes: list[Handle]) -> tuple[list[Any], bool] | None:
         """The compiled lane of ``Topology._dependencies(graph_edges(graph))`` for ``nodes`` (the same result), or
         None to leave it to the front end."""
+    def graph_has_shape(self, graph: Handle, count: int, shape: tuple[Any, ...]) -> bool | None:
+        """The compiled lane of ``Topology.has_shape`` for a graph of ``count`` nodes whose edges are unread
+        (whether each node's dependencies, as positions in ``graph_nodes``' order, are those ``shape`` gives), or
+        None to leave it to the front end."""
     def node_params(self, graph: Handle, node: Handle) -> Any: ...
     def graph_clone(self, graph: Handle) -> Handle: ...
     def graph_instantiate(self, graph: Handle, auto_free_on_launch: bool) -> Handle: ...

@@ -383,6 +383,9 @@ class CpuBackend:
     def graph_dependencies(self, graph: CpuGraph, nodes: list[CpuNode]) -> None:
         return None  # (no compiled lane: the front end reads graph_edges)
 
+    def graph_has_shape(self, graph: CpuGraph, count: int, shape: tuple[Any, ...]) -> None:
+        return None  # (no compiled lane: the front end reads graph_edges)
+
     def node_params(self, graph: CpuGraph, node: CpuNode) -> Any:
         return node.params
 

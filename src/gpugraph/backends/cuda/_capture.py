@@ -14,7 +14,7 @@ from ..._nodes import AllocParams, FreeParams, HostParams, KernelParams, MemcpyP
 from ..._params import resolve
 from .._allocation import Allocation
 from . import _compiled
-from ._driver import call, error, listed
+from ._driver import call, error, fail, listed
 from ._launch import Function
 from ._nodes import add_node, address, derive_params, describes
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaStream
@@ -241,8 +241,7 @@ class CudaCapturing(CudaRuntime):
             with self._lock:  # first: a garbage-collected Array freed from now on must wait for the end
                 self._captures.add(capture)
             if graph is None:
-                call(drv.stream_begin_capture, stream.handle, capture.mode)
-                graph = CudaGraph(self._capture_info(stream)[2], stream.index)
+                graph = CudaGraph(self._begin_capture(stream, capture.mode), stream.index)
                 graph.before = set()  # (no node yet; nodes added explicitly meanwhile are noted here)
                 capture.graph, capture.lock = graph, graph.lock
             else:
@@ -268,9 +267,38 @@ class CudaCapturing(CudaRuntime):
         err, status = drv.stream_is_capturing(stream.handle)
         if err or status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
             return
-        err, handle = drv.stream_end_capture(stream.handle)
+        err, handle = self._end_capture(stream)
         if not err and handle is not None and int(handle) and not into:
             call(drv.graph_destroy, handle)
+
+    def _begin_capture(self, stream: CudaStream, mode: Any) -> Any:
+        """Begin a capture on ``stream`` into a graph the driver makes, and return that graph's handle. (Begun
+        but its graph not told: the capture is ended, its graph destroyed, and the error raised.)"""
+        fast = _compiled.fast
+        if fast is None:
+            call(drv.stream_begin_capture, stream.handle, mode)
+        else:
+            err = fast.begin_capture(int(stream.handle), int(mode))
+            if err:
+                fail("cuStreamBeginCapture", err)
+        try:
+            if fast is None:
+                return self._capture_info(stream)[2]
+            err, graph = fast.capture_graph(int(stream.handle))
+            if err:
+                fail("cuStreamGetCaptureInfo", err)
+            return cu.CUgraph(graph)
+        except BackendError:
+            self._end_unnoted(stream, False)
+            raise
+
+    def _end_capture(self, stream: CudaStream) -> tuple[Any, Any]:
+        """cuStreamEndCapture: (the driver's result, the graph's handle or None), as cuda-bindings returns them."""
+        fast = _compiled.fast
+        if fast is None:
+            return drv.stream_end_capture(stream.handle)
+        err, graph = fast.end_capture(int(stream.handle))
+        return cu.CUresult(err), cu.CUgraph(graph) if graph else None
 
     def _capture_info(self, stream: CudaStream) -> tuple:
         return call(drv.stream_get_capture_info, stream.handle)  # (status, id, graph, deps, edge data, count)
@@ -304,8 +332,9 @@ class CudaCapturing(CudaRuntime):
 
     def _pair(self, graph: CudaGraph, pending: list[tuple[Any, Allocation | None]]) -> None:
         params, children, foreign, before = graph.params, graph.children, graph.foreign, graph.before or ()
-        fresh = [n for n in self.graph_nodes(graph)
-                 if n not in params and n not in children and n not in foreign and n not in before]
+        fresh = self.graph_nodes(graph)
+        if params or children or foreign or before:  # (else all are: a capture's first pairing, the common case)
+            fresh = [n for n in fresh if n not in params and n not in children and n not in foreign and n not in before]
         if len(fresh) == len(pending):  # each captured call made one node, in order (the common case)
             paired: Any = zip(fresh, pending)
         else:
@@ -346,7 +375,7 @@ class CudaCapturing(CudaRuntime):
             # finds the capture inactive after it and is made as uncaptured work.
             with capture.lock:
                 try:
-                    err, handle = drv.stream_end_capture(stream.handle)
+                    err, handle = self._end_capture(stream)
                     if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
                         return err, handle  # the capture goes on: it must be ended from the thread that began it
                     capture.active = False
@@ -409,7 +438,13 @@ class CudaCapturing(CudaRuntime):
     # Records of nodes (captured, or of the graphs child-graph nodes embed)
 
     def graph_nodes(self, graph: CudaGraph) -> list[Any]:
-        return listed(drv.graph_get_nodes, graph.handle)
+        fast = _compiled.fast
+        if fast is None:
+            return listed(drv.graph_get_nodes, graph.handle)
+        nodes = fast.graph_nodes(int(graph.handle))
+        if type(nodes) is int:
+            fail("cuGraphGetNodes", nodes)
+        return nodes
 
     def _keep_records(self, graph: CudaGraph, node: Any, params: Any) -> None:
         """Keep the record of a node gpugraph made in a capture's graph without a captured call (the front end

@@ -2,8 +2,9 @@
 """gpugraph's compiled CUDA calls: the driver calls of the paths users repeat, made through
 ``cuda.bindings.cydriver`` (as cuda.core makes them) instead of cuda-bindings' Python wrappers.
 
-Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); each call returns the
-``CUresult`` as an int, which the caller turns into gpugraph's error. The GIL is released around each driver
+Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); each plain driver call
+returns the ``CUresult`` as an int (with what it made, as addresses), which the caller turns into gpugraph's
+error; the lanes return True, the new object, or None/False to leave the call to the Python path. The GIL is released around each driver
 call: a launch may wait for room in the stream's queue, which a host function holding the GIL would free.
 The HIP twin of each call is the same call through hip-python's ``chip`` declarations.
 """
@@ -700,3 +701,207 @@ def graph_dependencies(uintptr_t graph, list handles not None):
         free(table)
         free(first)
         free(ends)
+
+
+# Comparing a graph's edges with a shape (Topology.has_shape's compiled lane): an update compares a recaptured
+# graph's topology with its executable graph's, and when they are equal never needs the new graph's edges as
+# Python objects.
+
+from libc.stdlib cimport qsort
+
+
+cdef int _by_position(const void* a, const void* b) noexcept nogil:
+    cdef Py_ssize_t x = (<const Py_ssize_t*>a)[0], y = (<const Py_ssize_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
+    """``Topology.has_shape`` (which says what it answers) for a graph of ``count`` nodes: the driver's listing
+    of its nodes (their creation order, the Topology's positions) and its edges compared in C with ``shape``,
+    which gives per node the position of its one dependency (an int), else their sorted positions (a tuple).
+    None if the driver refuses a call, lists another number of nodes or an edge end it did not list, or
+    ``shape`` holds something else (a one-element tuple, a position that is not an int): the front end then
+    compares as ``shape()`` does."""
+    cdef size_t listed, edges = 0, size = 16, mask, k, capacity
+    cdef Py_ssize_t i, j, e, n, total = 0
+    cdef cydriver.CUgraphNode* nodes = NULL
+    cdef cydriver.CUgraphNode* ends = NULL
+    cdef cydriver.CUgraphNode* targets
+    cdef _Place* table = NULL
+    cdef Py_ssize_t* start = NULL  # node i's dependencies are got[start[i]:start[i + 1]]
+    cdef Py_ssize_t* got = NULL
+    cdef Py_ssize_t* filled = NULL  # how many of node i's were found so far
+    cdef cydriver.CUresult err
+    if len(shape) != count:
+        return False
+    while size < 2 * <size_t>count:
+        size <<= 1
+    mask = size - 1
+    try:
+        nodes = <cydriver.CUgraphNode*>malloc((count + 1) * sizeof(cydriver.CUgraphNode))
+        table = <_Place*>calloc(size, sizeof(_Place))
+        start = <Py_ssize_t*>malloc((count + 1) * sizeof(Py_ssize_t))
+        filled = <Py_ssize_t*>calloc(count + 1, sizeof(Py_ssize_t))
+        if nodes == NULL or table == NULL or start == NULL or filled == NULL:
+            raise MemoryError()
+        for i in range(count):
+            start[i] = total
+            d = shape[i]
+            if type(d) is int:
+                total += 1
+            elif type(d) is tuple and len(<tuple>d) != 1:  # (shape() gives one dependency as an int)
+                for x in <tuple>d:
+                    if type(x) is not int:
+                        return None
+                total += len(<tuple>d)
+            else:
+                return None
+        start[count] = total
+        got = <Py_ssize_t*>malloc((total + 1) * sizeof(Py_ssize_t))
+        if got == NULL:
+            raise MemoryError()
+        # (Room for one more: a graph with more nodes than the Topology lists answers count + 1.)
+        listed = <size_t>count + 1
+        with nogil:
+            err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, nodes, &listed)
+        if err != cydriver.CUDA_SUCCESS or listed != <size_t>count:
+            return None
+        for i in range(count):
+            k = _slot(<uintptr_t>nodes[i], mask)
+            while table[k].node != 0:
+                k = (k + 1) & mask
+            table[k].node = <uintptr_t>nodes[i]
+            table[k].position = i
+        capacity = <size_t>count + 1
+        _read_edges(graph, &ends, &edges, &capacity, &err)
+        if err != cydriver.CUDA_SUCCESS:
+            return None
+        targets = ends + capacity
+        for e in range(<Py_ssize_t>edges):
+            i = _find(table, mask, <uintptr_t>targets[e])
+            j = _find(table, mask, <uintptr_t>ends[e])
+            if i < 0 or j < 0:
+                return None
+            if start[i] + filled[i] >= start[i + 1]:  # (more dependencies than the shape gives)
+                return False
+            got[start[i] + filled[i]] = j
+            filled[i] += 1
+        for i in range(count):
+            n = start[i + 1] - start[i]
+            if filled[i] != n:
+                return False
+            d = shape[i]
+            if type(d) is int:
+                if got[start[i]] != <Py_ssize_t>d:
+                    return False
+                continue
+            if n > 1:
+                qsort(&got[start[i]], n, sizeof(Py_ssize_t), _by_position)
+            for j in range(n):
+                if got[start[i] + j] != <Py_ssize_t>(<tuple>d)[j]:
+                    return False
+        return True
+    finally:
+        free(nodes)
+        free(table)
+        free(start)
+        free(got)
+        free(filled)
+        free(ends)
+
+
+# A capture's life and a whole-graph update (the seed's recapture + update makes each once per iteration): the
+# driver calls the CUDA backend makes there, each returning the CUresult as an int (and what it made, as an
+# address), which the backend turns into its objects or its error. Through cuda-bindings' wrappers each cost
+# 1-3 µs (a result enum and a tuple made per call, a count call before a listing).
+
+def begin_capture(uintptr_t stream, int mode):
+    """cuStreamBeginCapture (hipStreamBeginCapture)."""
+    cdef cydriver.CUresult err
+    with nogil:
+        err = cydriver.cuStreamBeginCapture(<cydriver.CUstream>stream, <cydriver.CUstreamCaptureMode>mode)
+    return <int>err
+
+
+def capture_graph(uintptr_t stream):
+    """cuStreamGetCaptureInfo (hipStreamGetCaptureInfo_v2): (CUresult, the address of the graph ``stream``
+    captures into)."""
+    cdef cydriver.CUresult err
+    cdef cydriver.CUstreamCaptureStatus status
+    cdef cydriver.CUgraph graph = NULL
+    with nogil:
+        err = cydriver.cuStreamGetCaptureInfo(<cydriver.CUstream>stream, &status, NULL, &graph, NULL, NULL, NULL)
+    return <int>err, <uintptr_t>graph
+
+
+def end_capture(uintptr_t stream):
+    """cuStreamEndCapture (hipStreamEndCapture): (CUresult, the captured graph's address, 0 if none)."""
+    cdef cydriver.CUresult err
+    cdef cydriver.CUgraph graph = NULL
+    with nogil:
+        err = cydriver.cuStreamEndCapture(<cydriver.CUstream>stream, &graph)
+    return <int>err, <uintptr_t>graph
+
+
+def graph_nodes(uintptr_t graph):
+    """cuGraphGetNodes (hipGraphGetNodes): the graph's nodes in creation order, as cuda-bindings' CUgraphNode
+    objects (what the backend's listing returns), read in one call when they fit a first guess; or the
+    CUresult, an int, if the driver refuses."""
+    cdef size_t capacity = 64, count, counted
+    cdef cydriver.CUgraphNode* nodes = NULL
+    cdef cydriver.CUresult err
+    cdef Py_ssize_t i
+    try:
+        while True:
+            free(nodes)
+            nodes = <cydriver.CUgraphNode*>malloc(capacity * sizeof(cydriver.CUgraphNode))
+            if nodes == NULL:
+                raise MemoryError()
+            count = capacity
+            with nogil:
+                err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, nodes, &count)
+            if err != cydriver.CUDA_SUCCESS:
+                return <int>err
+            if count < capacity:  # (fewer than there is room for: all of them; else there may be more)
+                break
+            with nogil:
+                err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, NULL, &counted)
+            if err != cydriver.CUDA_SUCCESS:
+                return <int>err
+            if counted == capacity:  # (exactly as many: all of them)
+                break
+            if counted < capacity:  # (the graph shrank meanwhile: listed once more, that many, and done)
+                count = counted
+                with nogil:
+                    err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, nodes, &count)
+                if err != cydriver.CUDA_SUCCESS:
+                    return <int>err
+                break
+            capacity = counted + 1
+        listing = []
+        for i in range(<Py_ssize_t>count):
+            listing.append(_node_handle_type(<uintptr_t>nodes[i]))
+        return listing
+    finally:
+        free(nodes)
+
+
+def exec_update(uintptr_t graph_exec, uintptr_t graph):
+    """cuGraphExecUpdate (hipGraphExecUpdate): (CUresult, the update result, the address of the node the driver
+    names, 0 if none)."""
+    cdef cydriver.CUresult err
+    cdef cydriver.CUgraphExecUpdateResultInfo info
+    info.result = cydriver.CU_GRAPH_EXEC_UPDATE_SUCCESS
+    info.errorNode = NULL
+    info.errorFromNode = NULL
+    with nogil:
+        err = cydriver.cuGraphExecUpdate(<cydriver.CUgraphExec>graph_exec, <cydriver.CUgraph>graph, &info)
+    return <int>err, <int>info.result, <uintptr_t>info.errorNode
+
+
+def graph_destroy(uintptr_t graph):
+    """cuGraphDestroy (hipGraphDestroy)."""
+    cdef cydriver.CUresult err
+    with nogil:
+        err = cydriver.cuGraphDestroy(<cydriver.CUgraph>graph)
+    return <int>err

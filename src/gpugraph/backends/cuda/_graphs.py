@@ -41,7 +41,12 @@ class CudaGraphs(CudaCapturing):
         return CudaGraph(call(drv.graph_create, 0), index)
 
     def graph_destroy(self, graph: CudaGraph) -> None:
-        self._release(self._in_context, graph.index, drv.graph_destroy, graph.handle)
+        fast = _compiled.fast
+        if fast is None:
+            self._release(self._in_context, graph.index, drv.graph_destroy, graph.handle)
+        else:
+            self._release(self._in_context_compiled, graph.index, "cuGraphDestroy", fast.graph_destroy,
+                          int(graph.handle))
 
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         # The front end keeps the node's record; only a child graph's copy and host keys are kept here.
@@ -111,6 +116,10 @@ class CudaGraphs(CudaCapturing):
     def graph_dependencies(self, graph: CudaGraph, nodes: list[Any]) -> tuple[list[Any], bool] | None:
         fast = _compiled.fast
         return None if fast is None else fast.graph_dependencies(int(graph.handle), nodes)
+
+    def graph_has_shape(self, graph: CudaGraph, count: int, shape: tuple[Any, ...]) -> bool | None:
+        fast = _compiled.fast
+        return None if fast is None else fast.graph_has_shape(int(graph.handle), count, shape)
 
     def node_params(self, graph: CudaGraph, node: Any) -> Any:
         params = graph.params.get(node)
@@ -225,14 +234,13 @@ class CudaGraphs(CudaCapturing):
 
     def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> tuple[str, Any] | None:
         self.contexts.use(exec_.index)
-        err, info = drv.graph_exec_update(exec_.handle, graph.handle)
+        err, result, node = self._exec_update(exec_, graph)
         if err:
             if err != cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
                 raise error("cuGraphExecUpdate", err)
-            if info is None:  # some cuda-bindings releases return no result info with an error
+            if result is None:  # some cuda-bindings releases return no result info with an error
                 return "refused by the CUDA driver", None
-            node = info.errorNode if int(info.errorNode) else None
-            return _UPDATE_REASONS.get(info.result, f"refused by the CUDA driver ({info.result!r})"), node
+            return _UPDATE_REASONS.get(result, f"refused by the CUDA driver ({result!r})"), node
         host_keys: list[int] = []
         self._host_keys(graph, host_keys)
         for key in exec_.own_keys.values():  # the update replaced what setters had set
@@ -244,6 +252,25 @@ class CudaGraphs(CudaCapturing):
         if template is not None:  # forgotten first: an update made again after an interrupt must not destroy it twice
             self.graph_destroy(template)
         return None
+
+    @staticmethod
+    def _exec_update(exec_: CudaExec, graph: CudaGraph) -> tuple[Any, Any, Any]:
+        """cuGraphExecUpdate: (the driver's result, or 0; the update's result, None if the driver gave none; the
+        node it names, or None)."""
+        fast = _compiled.fast
+        if fast is not None:
+            code, result, node = fast.exec_update(int(exec_.handle), int(graph.handle))
+            if not code:
+                return 0, None, None
+            try:
+                named: Any = cu.CUgraphExecUpdateResult(result)
+            except ValueError:  # (a result this cuda-bindings does not name: given as the driver's number)
+                named = result
+            return cu.CUresult(code), named, cu.CUgraphNode(node) if node else None
+        err, info = drv.graph_exec_update(exec_.handle, graph.handle)
+        if info is None:
+            return err, None, None
+        return err, info.result, info.errorNode if int(info.errorNode) else None
 
     def _host_keys(self, graph: CudaGraph, keys: list[int]) -> None:
         """Add the registry keys of a graph's host nodes, child graphs included, to ``keys``."""

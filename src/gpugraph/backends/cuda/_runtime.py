@@ -18,7 +18,7 @@ from ..._memory import Array
 from .. import _exit as at_exit
 from .._allocation import Allocation
 from ._compile import ModuleCache
-from ._driver import Contexts, call, error
+from ._driver import Contexts, call, error, fail
 from ._host import HostCalls
 from ._launch import Function
 from ._nodes import address
@@ -267,6 +267,13 @@ class CudaRuntime:
         """A hot call failed: make the context current (a new thread) and call once more."""
         self.contexts.use(index)
         call(fn, *args)
+
+    def _in_context_compiled(self, index: int, api: str, fn: Any, *args: Any) -> None:
+        """``_in_context`` for a compiled call (``_fast``), which returns the driver's result as an int."""
+        self.contexts.use(index)
+        err = fn(*args)
+        if err:
+            fail(api, err)
 
     def _in_context(self, index: int, fn: Any, *args: Any) -> None:
         """A release from whatever thread the garbage collector runs on: set the device's context first."""
