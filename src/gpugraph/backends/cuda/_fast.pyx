@@ -602,6 +602,25 @@ cdef inline Py_ssize_t _find(_Place* table, size_t mask, uintptr_t node) noexcep
     return -1
 
 
+cdef _Place* _new_table(Py_ssize_t count, size_t* mask) noexcept nogil:
+    """An empty table for ``count`` nodes (at most half full), its size less one in ``mask``; NULL if out of
+    memory."""
+    cdef size_t size = 16
+    while size < 2 * <size_t>count:
+        size <<= 1
+    mask[0] = size - 1
+    return <_Place*>calloc(size, sizeof(_Place))
+
+
+cdef inline void _place(_Place* table, size_t mask, uintptr_t node, Py_ssize_t position) noexcept nogil:
+    """Note that ``node`` is at ``position``."""
+    cdef size_t k = _slot(node, mask)
+    while table[k].node != 0:
+        k = (k + 1) & mask
+    table[k].node = node
+    table[k].position = position
+
+
 cdef int _read_edges(uintptr_t graph, cydriver.CUgraphNode** ends, size_t* edges, size_t* capacity,
                      cydriver.CUresult* err) except -1:
     """The graph's edges into ``ends[0]`` (sources, then targets from ``capacity[0]`` on) and their count into
@@ -649,8 +668,7 @@ def graph_dependencies(uintptr_t graph, list handles not None):
     CUgraphNode objects, from the driver's edges in the driver's order. None if the driver refuses a call: the
     Python path then reads the edges and explains the error."""
     cdef Py_ssize_t count = len(handles), i, j, e
-    cdef size_t edges = 0, size = 16, mask, k, capacity
-    cdef uintptr_t node
+    cdef size_t edges = 0, mask, capacity
     cdef cydriver.CUgraphNode* targets
     cdef _Place* table = NULL
     cdef cydriver.CUgraphNode* ends = NULL
@@ -660,21 +678,13 @@ def graph_dependencies(uintptr_t graph, list handles not None):
     cdef list deps = [()] * count
     if count == 0:
         return deps, False
-    while size < 2 * <size_t>count:
-        size <<= 1
-    mask = size - 1
     try:
-        table = <_Place*>calloc(size, sizeof(_Place))
+        table = _new_table(count, &mask)
         first = <Py_ssize_t*>malloc(count * sizeof(Py_ssize_t))
         if table == NULL or first == NULL:
             raise MemoryError()
         for i in range(count):
-            node = <uintptr_t>int(handles[i])
-            k = _slot(node, mask)
-            while table[k].node != 0:
-                k = (k + 1) & mask
-            table[k].node = node
-            table[k].position = i
+            _place(table, mask, <uintptr_t>int(handles[i]), i)
             first[i] = -1
         # (Room for one more edge than nodes: a chain has one fewer, so most graphs are read in one call.)
         capacity = <size_t>count + 1
@@ -722,7 +732,7 @@ def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
     None if the driver refuses a call, lists another number of nodes or an edge end it did not list, or
     ``shape`` holds something else (a one-element tuple, a position that is not an int): the front end then
     compares as ``shape()`` does."""
-    cdef size_t listed, edges = 0, size = 16, mask, k, capacity
+    cdef size_t listed, edges = 0, mask, capacity
     cdef Py_ssize_t i, j, e, n, total = 0
     cdef cydriver.CUgraphNode* nodes = NULL
     cdef cydriver.CUgraphNode* ends = NULL
@@ -734,12 +744,9 @@ def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
     cdef cydriver.CUresult err
     if len(shape) != count:
         return False
-    while size < 2 * <size_t>count:
-        size <<= 1
-    mask = size - 1
     try:
         nodes = <cydriver.CUgraphNode*>malloc((count + 1) * sizeof(cydriver.CUgraphNode))
-        table = <_Place*>calloc(size, sizeof(_Place))
+        table = _new_table(count, &mask)
         start = <Py_ssize_t*>malloc((count + 1) * sizeof(Py_ssize_t))
         filled = <Py_ssize_t*>calloc(count + 1, sizeof(Py_ssize_t))
         if nodes == NULL or table == NULL or start == NULL or filled == NULL:
@@ -767,11 +774,7 @@ def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
         if err != cydriver.CUDA_SUCCESS or listed != <size_t>count:
             return None
         for i in range(count):
-            k = _slot(<uintptr_t>nodes[i], mask)
-            while table[k].node != 0:
-                k = (k + 1) & mask
-            table[k].node = <uintptr_t>nodes[i]
-            table[k].position = i
+            _place(table, mask, <uintptr_t>nodes[i], i)
         capacity = <size_t>count + 1
         _read_edges(graph, &ends, &edges, &capacity, &err)
         if err != cydriver.CUDA_SUCCESS:
