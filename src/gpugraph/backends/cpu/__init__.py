@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ... import _params
-from ..._errors import GpuGraphError, raise_stream_errors
+from ..._errors import raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams

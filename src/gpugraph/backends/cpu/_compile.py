@@ -87,16 +87,23 @@ def host_options(kernel: Any) -> list[str]:
 
 _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\w+\s*\)\s*|alignas\s*\(\s*\w+\s*\)\s*)*)"
                             r"([A-Za-z_][\w\s:<>,*]*?)\s*\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _SYNCHRONIZES = re.compile(r"\b__syncthreads\w*\b")
 
 
 def host_source(source: str) -> str:
     """``source`` as the host compiler takes it, line for line: each ``extern __shared__`` array (the launch's
-    dynamic shared memory) becomes a pointer to the worker's buffer for it."""
-    def pointer(match: re.Match) -> str:
+    dynamic shared memory) becomes the worker's buffer for it: in a function, a pointer to it; at file scope,
+    a macro reading it (a pointer initialized there would be read once, when the library loads)."""
+    def replaced(match: re.Match) -> str:
         declared, name = " ".join(match[2].split()), match[3]
-        return f"{declared}* const {name} = ({declared}*)::gg::dynamic_shared();" + "\n" * match[0].count("\n")
-    return _EXTERN_SHARED.sub(pointer, source)
+        buffer = f"({declared}*)::gg::dynamic_shared()"
+        before = _COMMENT.sub(" ", source[:match.start()])
+        if before.count("{") > before.count("}"):
+            return f"{declared}* const {name} = {buffer};" + "\n" * match[0].count("\n")
+        line = source.count("\n", 0, match.end()) + 1  # (the #line that follows keeps the user's numbering)
+        return f"\n#define {name} ({buffer})\n#line {line}\n"
+    return _EXTERN_SHARED.sub(replaced, source)
 
 
 def _program(kernel: Any, names: list[str]) -> str:
@@ -143,8 +150,8 @@ def _build(kernel: Any, program: str, command: list[str], library: Path) -> None
         source, built = Path(folder) / _file_name(kernel), Path(folder) / "kernel.so"
         source.write_text(program, encoding="utf-8")
         try:
-            done = subprocess.run([*command, "-x", "c++", str(source), "-o", str(built)], capture_output=True, text=True,
-                                  timeout=600)
+            done = subprocess.run([*command, "-x", "c++", str(source), "-o", str(built)], capture_output=True,
+                                  text=True, timeout=600)
         except (OSError, subprocess.SubprocessError) as error:
             raise KernelCompileError(kernel.name, f"the C++ compiler {command[0]} could not run: {error}") from None
         if done.returncode != 0:
