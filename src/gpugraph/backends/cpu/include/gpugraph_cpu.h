@@ -70,10 +70,10 @@ struct dim3 {
 };
 
 // The launch's built-in variables, per worker thread (fibers set threadIdx as each one resumes).
-inline thread_local uint3 threadIdx;
-inline thread_local uint3 blockIdx;
-inline thread_local dim3 blockDim;
-inline thread_local dim3 gridDim;
+static thread_local uint3 threadIdx;
+static thread_local uint3 blockIdx;
+static thread_local dim3 blockDim;
+static thread_local dim3 gridDim;
 constexpr int warpSize = 32;
 
 #define hipThreadIdx_x (threadIdx.x)
