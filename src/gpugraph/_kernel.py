@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from ._signature import KernelParam, parse_signature
 # gpugraph._interop's kernel_argument, set when that module, which sits above kernels, is imported.
 foreign_array: Callable[[Any, Any, str], Array | None] = None  # type: ignore[assignment]  # (set before any call)
 
+# A kernel's name: an identifier, or a name expression instantiating a template (``axpb<double, 4>``).
+_NAME = re.compile(r"[A-Za-z_]\w*(?:\s*<.*>)?", re.S)
 _MAX_BLOCK_THREADS = 1024
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _MAX_BLOCK = (1024, 1024, 64)
@@ -123,11 +126,12 @@ class Kernel:
 
     Args:
         source: CUDA/HIP C++ source holding the kernel.
-        name: The kernel's name in ``source``.
+        name: The kernel's name in ``source``, or a name expression that instantiates a template kernel
+            (``"axpb<double>"``, as NVRTC takes one).
         options: Extra compiler options (NVRTC/hiprtc), e.g. ``("-use_fast_math",)``; None means none.
-        cpu: Optional Python implementation used by the CPU backend, called as
-            ``cpu(launch, *args)`` with ``launch.grid``/``launch.block`` 3-tuples and array
-            arguments as NumPy views.
+        cpu: Optional Python implementation for the CPU backend, called as ``cpu(launch, *args)`` with
+            ``launch.grid``/``launch.block`` 3-tuples and array arguments as NumPy views. Without it, the
+            CPU backend compiles ``source`` with the machine's C++ compiler (gpugraph.backends.cpu._compile).
 
     Raises:
         TypeError: If ``source``/``name`` are not strings, ``options`` is not None or a sequence of
@@ -138,8 +142,9 @@ class Kernel:
                  cpu: Callable[..., Any] | None = None) -> None:
         if not isinstance(source, str):
             raise TypeError(f"Kernel: source must be a str of CUDA/HIP C++, got {type(source).__name__}")
-        if not isinstance(name, str) or not name.isidentifier():
-            raise TypeError(f"Kernel: name must be the kernel's identifier, got {name!r}")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise TypeError(f"Kernel: name must be the kernel's identifier, or a name expression that instantiates "
+                            f"a template kernel such as 'axpb<double>', got {name!r}")
         options = _options(name, options)
         if cpu is not None and not callable(cpu):
             raise TypeError(f"Kernel {name!r}: cpu must be callable or None, got {type(cpu).__name__}")

@@ -444,8 +444,8 @@ def _parse_param(tokens: list[str], source: _Source) -> KernelParam:
     return KernelParam(name, ctype, depth > 0, dtype, depth)  # type: ignore[arg-type]
 
 
-def _kernel_lists(tokens: list[str], name: str) -> list[list[str]]:
-    """The parameter-list tokens of each ``__global__`` declaration of ``name``."""
+def _kernel_lists(tokens: list[str], name: str) -> list[tuple[int, list[str]]]:
+    """The position of each ``__global__`` declaring ``name``, with its parameter-list tokens."""
     lists = []
     for i, token in enumerate(tokens):
         if token != "__global__":
@@ -454,18 +454,60 @@ def _kernel_lists(tokens: list[str], name: str) -> list[list[str]]:
         while j < len(tokens) and tokens[j] not in (";", "{", "}"):
             if tokens[j] == name and j + 1 < len(tokens) and tokens[j + 1] == "(":
                 end = _matching(tokens, j + 1)
-                lists.append(tokens[j + 2:end])
+                lists.append((i, tokens[j + 2:end]))
                 break
             j = _matching(tokens, j) + 1 if tokens[j] == "(" else j + 1
     return lists
 
 
+def _template_parameters(tokens: list[str], at: int) -> list[str] | None:
+    """The names of the template parameters of the declaration whose ``__global__`` is at ``at``: [] for a
+    function that is not a template, None when a parameter has no name."""
+    j = at - 1
+    while j >= 0 and tokens[j] not in (";", "{", "}"):
+        if tokens[j] == "template" and tokens[j + 1:j + 2] == ["<"]:
+            end = _matching(tokens, j + 1, "<", ">")
+            names = []
+            for part in _split_top_level(tokens[j + 2:end]):
+                part = part[:part.index("=")] if "=" in part else part
+                if len(part) < 2 or not _is_word(part[-1]):
+                    return None
+                names.append(part[-1])
+            return names
+        j -= 1
+    return []
+
+
+def split_name(name: str) -> tuple[str, list[list[str]] | None]:
+    """A kernel's name, or a name expression such as ``axpb<double, 4>`` (as NVRTC takes one): the function's
+    name and the tokens of each template argument (None for a plain name)."""
+    if "<" not in name:
+        return name, None
+    base, _, rest = name.partition("<")
+    tokens = _TOKEN.findall(rest.rpartition(">")[0])
+    return base.strip(), _split_top_level(tokens)
+
+
+def is_template(source: str, name: str, options: Sequence[str] = ()) -> bool:
+    """Whether the ``__global__`` function ``name`` of ``source`` is declared as a template."""
+    tokens = _read_source(source, tuple(options)).tokens
+    return any(_template_parameters(tokens, at) != [] for at, _ in _kernel_lists(tokens, name))
+
+
 def parse_signature(source: str, name: str, options: Sequence[str] = ()) -> tuple[KernelParam, ...] | None:
     """Return the parameters of ``__global__`` function ``name`` in ``source``, or None if gpugraph cannot
-    tell them: not found, declared twice differently, or a macro that may change the parameter count."""
+    tell them: not found, declared twice differently, or a macro that may change the parameter count. ``name``
+    may be a name expression (``axpb<double>``): the template's parameters are then read with its arguments."""
     read = _read_source(source, tuple(options))
+    name, arguments = split_name(name)
     found: list[tuple[KernelParam, ...]] = []
-    for inner in _kernel_lists(read.tokens, name):
+    for at, inner in _kernel_lists(read.tokens, name):
+        if arguments is not None:  # a template's instance: its type parameters replaced by the arguments
+            parameters = _template_parameters(read.tokens, at)
+            if not parameters or len(arguments) > len(parameters):
+                return None
+            given = dict(zip(parameters, arguments))
+            inner = [t for token in inner for t in given.get(token, [token])]
         if any(t.startswith(_UNSAFE) or t == "..." or t in (_OPEN, _ELSE, _CLOSE) for t in inner):
             return None
         if inner in ([], ["void"]):
@@ -501,11 +543,12 @@ def check_compiled(signature: tuple[KernelParam, ...] | None, sizes: Sequence[in
 
 
 def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
-    """The names of the ``__global__`` functions declared in ``source`` (comments and literals ignored)."""
+    """The names of the ``__global__`` functions declared in ``source`` that are not templates (comments and
+    literals ignored): the kernels a module holds without a name expression."""
     tokens = _read_source(source, tuple(options)).tokens
     names = set()
     for i, token in enumerate(tokens):
-        if token != "__global__":
+        if token != "__global__" or _template_parameters(tokens, i) != []:
             continue
         j, name = i + 1, None
         while j < len(tokens) and tokens[j] not in (";", "{", "}"):

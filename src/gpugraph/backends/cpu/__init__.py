@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ... import _params
-from ..._errors import GpuGraphError, raise_stream_errors
+from ..._errors import raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
@@ -27,6 +27,7 @@ from .. import _exit as at_exit
 from .._allocation import Allocation
 from .._exit import exit_timeout
 from ._capture import CpuCapture
+from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuGraph, CpuNode, update_refusal
 from ._memory import AddressSpace, PinnedRegistry, Pool, check_mappable, typed_view
@@ -156,9 +157,8 @@ class CpuBackend:
     # Kernels
 
     def kernel_load(self, index: int, kernel: Any) -> Any:
-        if kernel.cpu is None:
-            raise GpuGraphError(f"{kernel!r} has no CPU implementation: the CPU backend runs kernels through "
-                                f"Kernel(source, {kernel.name!r}, cpu=fn), with fn(launch, *args)")
+        if kernel.cpu is None:  # compiled from its source (raising KernelCompileError here, at the call)
+            load_compiled(kernel)
         return kernel
 
     # Streams and events

@@ -13,13 +13,18 @@ import numpy as np
 from ..._errors import GpuGraphError
 from ..._memory import Array
 from .._allocation import Allocation
+from ._compile import load as load_compiled
 from ._memory import Pool, byte_view, typed_view
 
 _WIDTH_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 def run_kernel(kernel: Any, launch: Any, args: tuple) -> None:
-    kernel.cpu(launch, *[typed_view(a) if type(a) is Array else a for a in args])
+    """Run ``kernel`` over ``launch``'s grid: its Python implementation if it has one, else its compiled source."""
+    if kernel.cpu is None:
+        load_compiled(kernel).launch(launch.grid, launch.block, launch.shared_mem, args)
+    else:
+        kernel.cpu(launch, *[typed_view(a) if type(a) is Array else a for a in args])
 
 
 def run_memcpy(dst: Any, src: Any, nbytes: int) -> None:

@@ -22,15 +22,17 @@ def _nvrtc(fn: Any, *args: Any) -> Any:
 
 
 class ModuleCache:
-    """Loaded modules by (device, source, options); each module holds every kernel of its source."""
+    """Loaded modules by (device, source, options, template instance); each module holds every kernel of its
+    source that is not a template, and the instance it was compiled for."""
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[int, str, tuple[str, ...]], tuple[Any, dict[str, bytes]]] = {}
+        self._modules: dict[tuple[int, str, tuple[str, ...], str | None], tuple[Any, dict[str, bytes]]] = {}
         self._lock = threading.Lock()
 
     def function(self, index: int, device: Any, kernel: Any) -> Any:
         """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
-        key = (index, kernel.source, kernel.options)
+        # (A template's instance is compiled into a module of its own: the source's module lacks it.)
+        key = (index, kernel.source, kernel.options, kernel.name if "<" in kernel.name else None)
         with self._lock:
             if key not in self._modules:
                 self._modules[key] = self._compile(device, kernel)
@@ -39,8 +41,8 @@ class ModuleCache:
         err, function = drv.module_get_function(module, name)
         if err:
             raise KernelCompileError(kernel.name, f"the compiled module has no kernel {kernel.name!r}: no "
-                                                  f"`__global__ void {kernel.name}(...)` in the source (templates "
-                                                  f"need an extern \"C\" wrapper or explicit instantiation)")
+                                                  f"`__global__ void {kernel.name}(...)` in the source (a template "
+                                                  f"kernel is named with its arguments, as in 'axpb<float>')")
         return function
 
     @staticmethod
@@ -50,6 +52,8 @@ class ModuleCache:
         minor = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                      device)
         names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
+        if "<" in kernel.name:  # a name expression: NVRTC instantiates the template it names
+            names.append(kernel.name)
         program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name

@@ -1,0 +1,296 @@
+"""CUDA/HIP kernel source compiled for the CPU backend with the machine's C++ compiler.
+
+A kernel without a Python implementation (``cpu=``) runs here as the GPU runs it: its source is compiled
+against ``include/gpugraph_cpu.h``, which provides the kernel language, into a shared library that this module
+loads and launches with the real grid and block. Blocks run in parallel on worker threads; the threads of a
+block run one after another, as fibers when the source synchronizes (``__syncthreads``), else in a plain loop.
+
+Libraries are cached on disk (``GPUGRAPH_CACHE_DIR``, else the user's cache folder), keyed by the generated
+source, the compiler and its options, so a second process loads instead of compiling.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..._errors import KernelCompileError
+from ..._memory import Array
+from ..._signature import check_compiled, kernel_names
+from ._memory import typed_view
+
+INCLUDE = Path(__file__).with_name("include")
+_FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
+          "-fvisibility=hidden")
+# NVRTC/hiprtc options that only steer GPU code generation: nothing to do on the host.
+_GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device-debug|dopt.*|dw|dlto|"
+                       r"extra-device-vectorization|(arch|gpu-architecture|ftz|prec-div|prec-sqrt|maxrregcount|"
+                       r"relocatable-device-code|rdc|restrict|offload-arch)(=.*)?|fmad=true)$")
+_CODES = {"?": np.bool_, "b": np.int8, "B": np.uint8, "h": np.int16, "H": np.uint16, "i": np.int32,
+          "I": np.uint32, "q": np.int64, "Q": np.uint64, "f": np.float32, "d": np.float64, "e": np.float16}
+DTYPES = {code: np.dtype(t) for code, t in _CODES.items()}  # a parameter's type code -> its dtype
+# Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
+PARALLEL_THREADS = 1 << 15
+WORKERS = os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=1)
+def compiler() -> tuple[str, str] | None:
+    """The C++ compiler (``$CXX``, else g++, clang++ or c++ on the PATH) and its version line, or None."""
+    for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
+        path = shutil.which(name) if name else None
+        if path is not None:
+            try:
+                version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                                         check=True).stdout.splitlines()[0]
+            except (OSError, subprocess.SubprocessError, IndexError):
+                continue
+            return path, version
+    return None
+
+
+def host_options(kernel: Any) -> list[str]:
+    """The kernel's NVRTC/hiprtc options as the host compiler's: macros, include paths and the C++ standard
+    carry over, fast math becomes -ffast-math, options for GPU code generation are dropped, and any other
+    option is refused (its effect could not be the same here)."""
+    out = []
+    for option in kernel.options:
+        if re.fullmatch(r"-[DUI].+", option):
+            out.append(option)
+        elif match := re.fullmatch(r"--(define-macro|undefine-macro|include-path)=(.+)", option):
+            out.append({"define-macro": "-D", "undefine-macro": "-U", "include-path": "-I"}[match[1]] + match[2])
+        elif match := re.fullmatch(r"--?std=(c\+\+\d\d)", option):
+            out.append(f"-std={match[1]}")
+        elif option in ("-use_fast_math", "--use_fast_math", "-ffast-math"):
+            out.append("-ffast-math")
+        elif option in ("-fmad=false", "--fmad=false"):
+            pass  # (the host compiler contracts nothing: -ffp-contract=off)
+        elif not _GPU_ONLY.match(option):
+            raise KernelCompileError(kernel.name, f"the CPU backend has no equivalent of the compiler option "
+                                                  f"{option!r} (it takes -D, -U, -I, -std= and -use_fast_math, "
+                                                  f"and ignores options for GPU code generation)")
+    return out
+
+
+_EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\w+\s*\)\s*|alignas\s*\(\s*\w+\s*\)\s*)*)"
+                            r"([A-Za-z_][\w\s:<>,*]*?)\s*\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_SYNCHRONIZES = re.compile(r"\b__syncthreads\w*\b")
+
+
+def host_source(source: str) -> str:
+    """``source`` as the host compiler takes it, line for line: each ``extern __shared__`` array (the launch's
+    dynamic shared memory) becomes the worker's buffer for it: in a function, a pointer to it; at file scope,
+    a macro reading it (a pointer initialized there would be read once, when the library loads)."""
+    def replaced(match: re.Match) -> str:
+        declared, name = " ".join(match[2].split()), match[3]
+        buffer = f"({declared}*)::gg::dynamic_shared()"
+        before = _COMMENT.sub(" ", source[:match.start()])
+        if before.count("{") > before.count("}"):
+            return f"{declared}* const {name} = {buffer};" + "\n" * match[0].count("\n")
+        line = source.count("\n", 0, match.end()) + 1  # (the #line that follows keeps the user's numbering)
+        return f"\n#define {name} ({buffer})\n#line {line}\n"
+    return _EXTERN_SHARED.sub(replaced, source)
+
+
+def _program(kernel: Any, names: list[str]) -> str:
+    """The translation unit: the header, the kernel's source (its lines numbered as the user's file), and one
+    entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
+    type codes."""
+    synchronizes = "true" if _SYNCHRONIZES.search(kernel.source) else "false"
+    entries = []
+    for i, name in enumerate(names):
+        entries.append(
+            f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
+            f" const char* slots, long long begin, long long end) {{\n"
+            f"    return ::gg::run<&{name}, {synchronizes}>(dims, shared, slots, begin, end);\n}}\n"
+            f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
+            f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
+    return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
+            f'#line 1 "gpugraph-entry-points.cpp"\n' + "".join(entries))
+
+
+def _file_name(kernel: Any) -> str:
+    return re.sub(r"\W", "_", kernel.name.split("<")[0]) + ".cu"
+
+
+def cache_folder() -> Path:
+    """Where compiled kernels are kept: ``$GPUGRAPH_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpugraph``, else
+    ``~/.cache/gpugraph``; each in its ``cpu-kernels`` folder."""
+    root = os.environ.get("GPUGRAPH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gpugraph")
+    return Path(root) / "cpu-kernels"
+
+
+@functools.lru_cache(maxsize=1)
+def _header_digest() -> str:
+    digest = hashlib.sha256()
+    for header in sorted(INCLUDE.rglob("*.h")):
+        digest.update(header.read_bytes())
+    return digest.hexdigest()
+
+
+def _build(kernel: Any, program: str, command: list[str], library: Path) -> None:
+    """Compile ``program`` into ``library`` (written whole, then renamed: a reader never sees half a file)."""
+    library.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=library.parent) as folder:
+        source, built = Path(folder) / _file_name(kernel), Path(folder) / "kernel.so"
+        source.write_text(program, encoding="utf-8")
+        try:
+            done = subprocess.run([*command, "-x", "c++", str(source), "-o", str(built)], capture_output=True,
+                                  text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as error:
+            raise KernelCompileError(kernel.name, f"the C++ compiler {command[0]} could not run: {error}") from None
+        if done.returncode != 0:
+            log = (done.stderr or done.stdout).replace(str(source), _file_name(kernel)).replace(folder + os.sep, "")
+            raise KernelCompileError(kernel.name, log.rstrip())
+        os.replace(built, library)
+
+
+class HostModule:
+    """One compiled source: its library and the kernels it holds, by name."""
+
+    def __init__(self, kernel: Any, names: list[str]) -> None:
+        found = compiler()
+        if found is None:
+            raise KernelCompileError(kernel.name, "the CPU backend compiles kernel source with a C++ compiler, "
+                                                  "and none was found (set CXX, or install g++ or clang++); or "
+                                                  "give the kernel a Python implementation with "
+                                                  "Kernel(source, name, cpu=fn)")
+        path, version = found
+        program = _program(kernel, names)
+        command = [path, *_FLAGS, f"-I{INCLUDE}", *host_options(kernel)]
+        key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
+        library = cache_folder() / f"{key[:32]}.so"
+        if not library.exists():
+            try:
+                _build(kernel, program, command, library)
+            except PermissionError:  # (an unwritable cache: this process's own temporary folder instead)
+                library = Path(tempfile.mkdtemp(prefix="gpugraph-")) / library.name
+                _build(kernel, program, command, library)
+        self.library = ctypes.CDLL(str(library))
+        self.names = names
+
+
+class HostKernel:
+    """One kernel of a HostModule, launched from Python: arguments packed into 8-byte slots, blocks spread
+    over the workers."""
+
+    def __init__(self, module: HostModule, kernel: Any) -> None:
+        index = module.names.index(kernel.name)
+        self.kernel = kernel
+        self._run = getattr(module.library, f"gg_run_{index}")
+        self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong)
+        self._run.restype = ctypes.c_int
+        codes_of = getattr(module.library, f"gg_codes_{index}")
+        codes_of.restype = ctypes.c_char_p
+        self.codes: str = codes_of().decode()
+        if "x" in self.codes:
+            at = self.codes.index("x")
+            raise KernelCompileError(kernel.name, f"parameter {at} is neither a pointer nor a number type (bool, "
+                                                  f"an integer, float, double or __half): the CPU backend cannot "
+                                                  f"pass it")
+        signature = kernel.signature
+        refusal = check_compiled(signature, [8 if c == "P" else DTYPES[c].itemsize for c in self.codes])
+        if refusal is None and signature is not None:
+            for i, (param, code) in enumerate(zip(signature, self.codes)):
+                if param.pointer != (code == "P") or (
+                        not param.pointer and param.dtype is not None and param.dtype != DTYPES[code]):
+                    refusal = (f"gpugraph refuses to load it: parameter {i} ({param}) reads from the source as "
+                               f"{'a pointer' if param.pointer else param.dtype}, but the compiled kernel takes "
+                               f"{'a pointer' if code == 'P' else DTYPES[code]}")
+                    break
+        if refusal is not None:
+            raise KernelCompileError(kernel.name, refusal)
+
+    def _slots(self, args: tuple) -> bytes:
+        """The arguments as the kernel reads them: each in an 8-byte slot, an array as its address."""
+        if len(args) != len(self.codes):
+            raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
+        out = bytearray(8 * len(args))
+        for i, (arg, code) in enumerate(zip(args, self.codes)):
+            if code == "P":
+                if type(arg) is Array:
+                    arg = typed_view(arg)
+                if not isinstance(arg, np.ndarray):
+                    raise TypeError(f"{self.kernel!r} argument {i}: expects a device Array, got {type(arg).__name__}")
+                out[8 * i:8 * i + 8] = arg.ctypes.data.to_bytes(8, "little")
+            else:
+                want = DTYPES[code]
+                value = arg if isinstance(arg, np.generic) else None
+                if value is None or value.dtype != want:
+                    raise TypeError(f"{self.kernel!r} argument {i}: the compiled kernel takes a {want} scalar, "
+                                    f"got {arg!r} ({type(arg).__name__})")
+                data = value.tobytes()
+                out[8 * i:8 * i + len(data)] = data
+        return bytes(out)
+
+    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple) -> None:
+        """Run the kernel over the whole grid; returns when every block has run."""
+        slots = self._slots(args)
+        dims = (ctypes.c_uint * 6)(*grid, *block)
+        blocks = grid[0] * grid[1] * grid[2]
+        chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
+        if chunks == 1:
+            self._check(self._run(dims, shared_mem, slots, 0, blocks))
+            return
+        bounds = [blocks * k // chunks for k in range(chunks + 1)]
+        futures = [_workers().submit(self._run, dims, shared_mem, slots, bounds[k], bounds[k + 1])
+                   for k in range(1, chunks)]
+        try:
+            self._check(self._run(dims, shared_mem, slots, bounds[0], bounds[1]))
+        finally:
+            for future in futures:
+                self._check(future.result())
+
+    def _check(self, status: int) -> None:
+        if status != 0:  # (the entry points return 0: any other status is a bug in gpugraph's header)
+            raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+_modules: dict[tuple[str, tuple[str, ...], str], HostModule] = {}
+_loaded: weakref.WeakKeyDictionary[Any, HostKernel] = weakref.WeakKeyDictionary()  # by Kernel
+
+
+def _workers() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that run a launch's blocks beside the launching thread (ctypes releases the GIL)."""
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(max(WORKERS - 1, 1), thread_name_prefix="gpugraph-cpu-kernel")
+        return _pool
+
+
+def load(kernel: Any) -> HostKernel:
+    """``kernel`` compiled for the host: once per Kernel; its source once per process for its options and
+    template instance, and once per machine with the disk cache."""
+    loaded = _loaded.get(kernel)
+    if loaded is not None:
+        return loaded
+    names = kernel_names(kernel.source, kernel.options)
+    if kernel.name not in names:  # a template's instance, or a name the reader cannot see
+        names = [*names, kernel.name]
+    key = (kernel.source, kernel.options, kernel.name if "<" in kernel.name else "")
+    with _lock:
+        module = _modules.get(key)
+    if module is None or kernel.name not in module.names:
+        module = HostModule(kernel, names)
+        with _lock:
+            _modules[key] = module
+    loaded = _loaded[kernel] = HostKernel(module, kernel)
+    return loaded

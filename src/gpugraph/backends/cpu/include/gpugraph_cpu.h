@@ -1,0 +1,605 @@
+// gpugraph's CPU backend: the CUDA/HIP kernel language for the host's C++ compiler.
+//
+// gpugraph compiles a kernel's source with this header first (backends/cpu/_compile.py). Each block of a
+// launch runs on one worker thread. Its threads run one after another: in a plain loop when the source never
+// synchronizes, else as fibers that switch at each __syncthreads, so that a barrier means what it means on a
+// GPU. Warp-level intrinsics and cooperative groups are refused at compile time, naming themselves.
+#pragma once
+
+#include <math.h>  // (libstdc++'s: the float overloads of sqrt, fabs, ... in the global namespace, as in CUDA)
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#include <ucontext.h>
+
+// Declaration specifiers: the host compiler has one kind of function and memory.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __constant__
+#define __managed__
+#define __grid_constant__
+#define __align__(n) __attribute__((aligned(n)))
+// Shared memory: one copy per worker thread, which runs one block at a time (its fibers share it).
+#define __shared__ static thread_local
+#define __CUDA_ARCH__ 800  // (what a kernel tests to know it is device code; feature tests see an sm_80)
+#define __HIP_DEVICE_COMPILE__ 1
+#define GPUGRAPH_CPU 1
+
+// Vector types, aligned as CUDA aligns them.
+#define GG_VECTOR_TYPES(T, name, a2, a4)                                                                       \
+    struct __attribute__((aligned(sizeof(T)))) name##1 { T x; };                                                \
+    struct __attribute__((aligned(a2))) name##2 { T x, y; };                                                    \
+    struct name##3 { T x, y, z; };                                                                              \
+    struct __attribute__((aligned(a4))) name##4 { T x, y, z, w; };                                              \
+    inline name##1 make_##name##1(T x) { return {x}; }                                                          \
+    inline name##2 make_##name##2(T x, T y) { return {x, y}; }                                                  \
+    inline name##3 make_##name##3(T x, T y, T z) { return {x, y, z}; }                                          \
+    inline name##4 make_##name##4(T x, T y, T z, T w) { return {x, y, z, w}; }
+GG_VECTOR_TYPES(signed char, char, 2, 4)
+GG_VECTOR_TYPES(unsigned char, uchar, 2, 4)
+GG_VECTOR_TYPES(short, short, 4, 8)
+GG_VECTOR_TYPES(unsigned short, ushort, 4, 8)
+GG_VECTOR_TYPES(int, int, 8, 16)
+GG_VECTOR_TYPES(unsigned int, uint, 8, 16)
+GG_VECTOR_TYPES(long, long, 16, 16)
+GG_VECTOR_TYPES(unsigned long, ulong, 16, 16)
+GG_VECTOR_TYPES(long long, longlong, 16, 16)
+GG_VECTOR_TYPES(unsigned long long, ulonglong, 16, 16)
+GG_VECTOR_TYPES(float, float, 8, 16)
+GG_VECTOR_TYPES(double, double, 16, 16)
+#undef GG_VECTOR_TYPES
+
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    constexpr operator uint3() const { return {x, y, z}; }
+};
+
+// The launch's built-in variables, per worker thread (fibers set threadIdx as each one resumes).
+static thread_local uint3 threadIdx;
+static thread_local uint3 blockIdx;
+static thread_local dim3 blockDim;
+static thread_local dim3 gridDim;
+constexpr int warpSize = 32;
+
+#define hipThreadIdx_x (threadIdx.x)
+#define hipThreadIdx_y (threadIdx.y)
+#define hipThreadIdx_z (threadIdx.z)
+#define hipBlockIdx_x (blockIdx.x)
+#define hipBlockIdx_y (blockIdx.y)
+#define hipBlockIdx_z (blockIdx.z)
+#define hipBlockDim_x (blockDim.x)
+#define hipBlockDim_y (blockDim.y)
+#define hipBlockDim_z (blockDim.z)
+#define hipGridDim_x (gridDim.x)
+#define hipGridDim_y (gridDim.y)
+#define hipGridDim_z (gridDim.z)
+#define HIP_KERNEL_NAME(...) __VA_ARGS__
+#define HIP_DYNAMIC_SHARED(type, var) type* var = (type*)::gg::dynamic_shared();
+
+// Half precision, where the compiler has _Float16: stored as IEEE binary16, computed in float and rounded to
+// half after each operation.
+#ifdef __FLT16_MAX__
+struct __half {
+    _Float16 value;
+    __half() = default;
+    constexpr __half(float f) : value(_Float16(f)) {}
+    constexpr __half(double f) : value(_Float16(f)) {}
+    constexpr __half(int i) : value(_Float16(i)) {}
+    constexpr operator float() const { return float(value); }
+};
+typedef __half half;
+struct __half2 { __half x, y; };
+inline __half __float2half(float f) { return __half(f); }
+inline __half __float2half_rn(float f) { return __half(f); }
+inline float __half2float(__half h) { return float(h); }
+inline __half __hadd(__half a, __half b) { return __half(float(a) + float(b)); }
+inline __half __hsub(__half a, __half b) { return __half(float(a) - float(b)); }
+inline __half __hmul(__half a, __half b) { return __half(float(a) * float(b)); }
+inline __half __hdiv(__half a, __half b) { return __half(float(a) / float(b)); }
+inline __half __hneg(__half a) { return __half(-float(a)); }
+inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf(float(a), float(b), float(c))); }
+inline bool __heq(__half a, __half b) { return float(a) == float(b); }
+inline bool __hlt(__half a, __half b) { return float(a) < float(b); }
+inline bool __hgt(__half a, __half b) { return float(a) > float(b); }
+inline __half2 make_half2(__half x, __half y) { return {x, y}; }
+#endif
+
+namespace gg {
+
+// Dynamic shared memory: the launch's shared_mem bytes, one buffer per worker thread.
+inline thread_local std::vector<std::max_align_t> shared_buffer;
+inline void* dynamic_shared() { return shared_buffer.data(); }
+
+// Fibers: the threads of one block that synchronizes, each on its own stack, switched at each barrier.
+// The scheduler resumes every live fiber once per pass; a fiber runs until the next barrier or its end, so
+// when a pass ends every live fiber has reached the same barrier (or ended, as a GPU thread may). On x86-64 a
+// switch saves and loads the callee-saved registers alone (a few nanoseconds); elsewhere it is ucontext's
+// swapcontext, which also saves the signal mask with a system call.
+constexpr size_t kFiberStack = 128 << 10;
+
+#if defined(__x86_64__)
+#define GG_FAST_SWITCH 1
+// gg_fiber_switch(&from, to): saves the callee-saved registers, MXCSR and the x87 control word on the stack,
+// stores the stack pointer in *from, and continues on stack `to` as its own switch left it.
+asm(R"(
+    .text
+    .p2align 4
+    .hidden gg_fiber_switch
+    .globl gg_fiber_switch
+    .type gg_fiber_switch, @function
+gg_fiber_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size gg_fiber_switch, .-gg_fiber_switch
+)");
+extern "C" void gg_fiber_switch(void** from, void* to);
+#endif
+
+struct Fiber {
+#if GG_FAST_SWITCH
+    void* sp = nullptr;
+#else
+    ucontext_t context;
+#endif
+    void* stack = nullptr;
+    uint3 index;
+    bool done = false;
+};
+
+struct Block {
+#if GG_FAST_SWITCH
+    void* home = nullptr;
+#else
+    ucontext_t home;
+#endif
+    std::vector<Fiber> fibers;
+    Fiber* current = nullptr;
+    void (*body)(void*) = nullptr;
+    void* arguments = nullptr;
+    unsigned phase = 0;      // barriers passed so far
+    long long counts[2];     // __syncthreads_count's sums, by the barrier's parity
+    ~Block() {
+        for (Fiber& fiber : fibers) free(fiber.stack);
+    }
+};
+
+inline thread_local Block* block = nullptr;  // the block this worker runs as fibers, else null
+
+inline void to_home(Block* b) {
+#if GG_FAST_SWITCH
+    gg_fiber_switch(&b->current->sp, b->home);
+#else
+    swapcontext(&b->current->context, &b->home);
+#endif
+}
+
+extern "C" inline void gg_fiber_main() {
+    Block* b = block;
+    b->body(b->arguments);
+    b->current->done = true;
+    to_home(b);  // (never resumed)
+    abort();
+}
+
+inline void start_fiber(Block& b, Fiber& f) {
+#if GG_FAST_SWITCH
+    void** sp = reinterpret_cast<void**>((reinterpret_cast<uintptr_t>(f.stack) + kFiberStack) & ~uintptr_t(15));
+    *--sp = nullptr;                                       // (gg_fiber_main starts as if called: rsp % 16 == 8)
+    *--sp = reinterpret_cast<void*>(&gg_fiber_main);       // where the first switch's ret goes
+    for (int r = 0; r < 6; ++r) *--sp = nullptr;           // rbp rbx r12 r13 r14 r15
+    unsigned control[2];
+    asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(control[0]), "=m"(control[1]));
+    *--sp = nullptr;
+    memcpy(sp, control, 8);                                // this thread's floating-point modes
+    f.sp = sp;
+#else
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack;
+    f.context.uc_stack.ss_size = kFiberStack;
+    f.context.uc_link = &b.home;
+    makecontext(&f.context, gg_fiber_main, 0);
+#endif
+}
+
+inline void resume(Block& b, Fiber& f) {
+#if GG_FAST_SWITCH
+    gg_fiber_switch(&b.home, f.sp);
+#else
+    swapcontext(&b.home, &f.context);
+#endif
+}
+
+inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
+    static thread_local Block fibers;
+    Block& b = fibers;
+    if (b.fibers.size() < threads) b.fibers.resize(threads);
+    b.body = body;
+    b.arguments = arguments;
+    b.phase = 0;
+    b.counts[0] = b.counts[1] = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+        Fiber& f = b.fibers[t];
+        if (f.stack == nullptr) {
+            f.stack = malloc(kFiberStack);
+            if (f.stack == nullptr) {
+                fprintf(stderr, "gpugraph: out of memory for a CPU kernel thread's stack\n");
+                abort();
+            }
+        }
+        start_fiber(b, f);
+        f.done = false;
+        f.index = {t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y)};
+    }
+    block = &b;
+    unsigned live = threads;
+    while (live) {
+        for (unsigned t = 0; t < threads; ++t) {
+            Fiber& f = b.fibers[t];
+            if (f.done) continue;
+            b.current = &f;
+            threadIdx = f.index;
+            resume(b, f);
+            if (f.done) --live;
+        }
+        ++b.phase;
+        b.counts[b.phase % 2] = 0;  // (the next barrier's sum; the last one's stays for its readers)
+    }
+    block = nullptr;
+}
+
+inline long long barrier(long long add) {
+    Block* b = block;
+    if (b == nullptr) {
+        fprintf(stderr, "gpugraph: __syncthreads reached in a kernel compiled to run without fibers\n");
+        abort();
+    }
+    unsigned phase = b->phase;
+    b->counts[phase % 2] += add;
+    to_home(b);
+    return b->counts[phase % 2];
+}
+
+// A kernel's parameters, read from 8-byte slots; the type codes gpugraph checks its packing against.
+template <class T> constexpr char code() {
+    if constexpr (std::is_pointer_v<T>) return 'P';
+    else if constexpr (std::is_same_v<T, bool>) return '?';
+    else if constexpr (std::is_same_v<T, float>) return 'f';
+    else if constexpr (std::is_same_v<T, double>) return 'd';
+    else if constexpr (std::is_integral_v<T>) {
+        constexpr bool s = std::is_signed_v<T>;
+        switch (sizeof(T)) {
+            case 1: return s ? 'b' : 'B';
+            case 2: return s ? 'h' : 'H';
+            case 4: return s ? 'i' : 'I';
+            case 8: return s ? 'q' : 'Q';
+        }
+        return 'x';
+    }
+#ifdef __FLT16_MAX__
+    else if constexpr (std::is_same_v<T, __half>) return 'e';
+#endif
+    else return 'x';
+}
+
+template <class F> struct Signature;
+template <class... P> struct Signature<void (*)(P...)> {
+    using Arguments = std::tuple<std::decay_t<P>...>;
+    static constexpr size_t count = sizeof...(P);
+    static constexpr char codes[sizeof...(P) + 1] = {code<std::decay_t<P>>()..., '\0'};
+};
+
+template <class Arguments, size_t... I>
+void unpack(Arguments& arguments, const char* slots, std::index_sequence<I...>) {
+    static_assert(((sizeof(std::tuple_element_t<I, Arguments>) <= 8) && ...),
+                  "gpugraph CPU backend: a kernel parameter larger than 8 bytes");
+    (memcpy(&std::get<I>(arguments), slots + 8 * I, sizeof(std::tuple_element_t<I, Arguments>)), ...);
+}
+
+template <auto F, class Arguments> void call(void* arguments) {
+    std::apply(F, *static_cast<Arguments*>(arguments));
+}
+
+// Runs blocks [begin, end) of the launch (linear block numbers, x fastest). dims: grid x y z, block x y z.
+template <auto F, bool Synchronizes>
+int run(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end) {
+    using S = Signature<decltype(F)>;
+    typename S::Arguments arguments;
+    unpack(arguments, slots, std::make_index_sequence<S::count>{});
+    gridDim = dim3(dims[0], dims[1], dims[2]);
+    blockDim = dim3(dims[3], dims[4], dims[5]);
+    shared_buffer.resize((shared + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
+    const unsigned threads = dims[3] * dims[4] * dims[5];
+    for (long long n = begin; n < end; ++n) {
+        blockIdx = {unsigned(n % dims[0]), unsigned(n / dims[0] % dims[1]), unsigned(n / (dims[0] * dims[1]))};
+        if constexpr (Synchronizes) {
+            run_fibers(threads, call<F, typename S::Arguments>, &arguments);
+        } else {
+            for (unsigned z = 0; z < dims[5]; ++z)
+                for (unsigned y = 0; y < dims[4]; ++y)
+                    for (unsigned x = 0; x < dims[3]; ++x) {
+                        threadIdx = {x, y, z};
+                        std::apply(F, arguments);
+                    }
+        }
+    }
+    fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
+    return 0;
+}
+
+template <class T> inline T bits_as(const void* from) {
+    T to;
+    memcpy(&to, from, sizeof(T));
+    return to;
+}
+
+}  // namespace gg
+
+// Barriers and fences.
+inline void __syncthreads() { gg::barrier(0); }
+inline int __syncthreads_count(int predicate) { return int(gg::barrier(predicate != 0)); }
+inline int __syncthreads_and(int predicate) {
+    return gg::barrier(predicate != 0) == (long long)(blockDim.x * blockDim.y * blockDim.z);
+}
+inline int __syncthreads_or(int predicate) { return gg::barrier(predicate != 0) != 0; }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __trap() { abort(); }
+inline void __nanosleep(unsigned) {}
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline long long clock64() {
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec * 1000000000ll + now.tv_nsec;
+}
+
+// Warp-level intrinsics and cooperative groups: a CPU thread has no warp to exchange values with. Each one is
+// refused when a kernel uses it, by a compile error that names it.
+#define GG_REFUSED(name)                                                                                       \
+    template <class... A> inline unsigned long long name(A...) {                                               \
+        static_assert(sizeof...(A) < 0, "gpugraph CPU backend: " #name " (a warp-level intrinsic) is not "     \
+                      "supported on the CPU; run the kernel on a GPU, or give Kernel(..., cpu=fn)");           \
+        return 0;                                                                                              \
+    }
+GG_REFUSED(__shfl_sync)
+GG_REFUSED(__shfl_up_sync)
+GG_REFUSED(__shfl_down_sync)
+GG_REFUSED(__shfl_xor_sync)
+GG_REFUSED(__shfl)
+GG_REFUSED(__shfl_up)
+GG_REFUSED(__shfl_down)
+GG_REFUSED(__shfl_xor)
+GG_REFUSED(__ballot_sync)
+GG_REFUSED(__ballot)
+GG_REFUSED(__any_sync)
+GG_REFUSED(__all_sync)
+GG_REFUSED(__any)
+GG_REFUSED(__all)
+GG_REFUSED(__activemask)
+GG_REFUSED(__syncwarp)
+GG_REFUSED(__match_any_sync)
+GG_REFUSED(__match_all_sync)
+GG_REFUSED(__reduce_add_sync)
+GG_REFUSED(__reduce_min_sync)
+GG_REFUSED(__reduce_max_sync)
+GG_REFUSED(__reduce_and_sync)
+GG_REFUSED(__reduce_or_sync)
+GG_REFUSED(__reduce_xor_sync)
+#undef GG_REFUSED
+
+// Atomics: relaxed, as CUDA's are; blocks run on several worker threads at once.
+#define GG_ATOMIC_INT(T)                                                                                       \
+    inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); }                       \
+    inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }                       \
+    inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }                     \
+    inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_RELAXED); }                       \
+    inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_RELAXED); }                         \
+    inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_RELAXED); }                       \
+    inline T atomicCAS(T* a, T compare, T v) {                                                                 \
+        __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);                \
+        return compare;                                                                                        \
+    }                                                                                                          \
+    inline T atomicMin(T* a, T v) {                                                                            \
+        T old = __atomic_load_n(a, __ATOMIC_RELAXED);                                                          \
+        while (v < old && !__atomic_compare_exchange_n(a, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { \
+        }                                                                                                      \
+        return old;                                                                                            \
+    }                                                                                                          \
+    inline T atomicMax(T* a, T v) {                                                                            \
+        T old = __atomic_load_n(a, __ATOMIC_RELAXED);                                                          \
+        while (v > old && !__atomic_compare_exchange_n(a, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { \
+        }                                                                                                      \
+        return old;                                                                                            \
+    }
+GG_ATOMIC_INT(int)
+GG_ATOMIC_INT(unsigned int)
+GG_ATOMIC_INT(long long)
+GG_ATOMIC_INT(unsigned long long)
+#undef GG_ATOMIC_INT
+inline unsigned short atomicCAS(unsigned short* a, unsigned short compare, unsigned short v) {
+    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return compare;
+}
+inline unsigned int atomicInc(unsigned int* a, unsigned int limit) {
+    unsigned int old = __atomic_load_n(a, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(a, &old, old >= limit ? 0u : old + 1, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+    return old;
+}
+inline unsigned int atomicDec(unsigned int* a, unsigned int limit) {
+    unsigned int old = __atomic_load_n(a, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(a, &old, (old == 0 || old > limit) ? limit : old - 1, true,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return old;
+}
+#define GG_ATOMIC_REAL(T, I)                                                                                   \
+    inline T atomicAdd(T* a, T v) {                                                                            \
+        I old = __atomic_load_n(reinterpret_cast<I*>(a), __ATOMIC_RELAXED);                                    \
+        for (;;) {                                                                                             \
+            T next = gg::bits_as<T>(&old) + v;                                                                 \
+            I sum = gg::bits_as<I>(&next);                                                                     \
+            if (__atomic_compare_exchange_n(reinterpret_cast<I*>(a), &old, sum, true, __ATOMIC_RELAXED,       \
+                                            __ATOMIC_RELAXED))                                                 \
+                return gg::bits_as<T>(&old);                                                                   \
+        }                                                                                                      \
+    }                                                                                                          \
+    inline T atomicExch(T* a, T v) {                                                                           \
+        I old = __atomic_exchange_n(reinterpret_cast<I*>(a), gg::bits_as<I>(&v), __ATOMIC_RELAXED);          \
+        return gg::bits_as<T>(&old);                                                                           \
+    }
+GG_ATOMIC_REAL(float, unsigned int)
+GG_ATOMIC_REAL(double, unsigned long long)
+#undef GG_ATOMIC_REAL
+
+// min and max as CUDA declares them: integers of mixed signedness compare as the unsigned type; floating
+// values as fmin/fmax do (a NaN loses).
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+inline std::common_type_t<A, B> min(A a, B b) {
+    using C = std::common_type_t<A, B>;
+    if constexpr (std::is_floating_point_v<C>) return std::fmin(C(a), C(b));
+    else return C(a) < C(b) ? C(a) : C(b);
+}
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+inline std::common_type_t<A, B> max(A a, B b) {
+    using C = std::common_type_t<A, B>;
+    if constexpr (std::is_floating_point_v<C>) return std::fmax(C(a), C(b));
+    else return C(a) > C(b) ? C(a) : C(b);
+}
+inline unsigned int umin(unsigned int a, unsigned int b) { return a < b ? a : b; }
+inline unsigned int umax(unsigned int a, unsigned int b) { return a > b ? a : b; }
+inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+
+// Math functions CUDA has beyond C's, and the intrinsics (here the same as the accurate functions).
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+inline double rcbrt(double x) { return 1.0 / cbrt(x); }
+inline float sinpif(float x) { return sinf(float(M_PI) * x); }
+inline float cospif(float x) { return cosf(float(M_PI) * x); }
+inline double sinpi(double x) { return sin(M_PI * x); }
+inline double cospi(double x) { return cos(M_PI * x); }
+inline float fdividef(float a, float b) { return a / b; }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __expf(float x) { return expf(x); }
+inline float __exp10f(float x) { return exp10f(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __log10f(float x) { return log10f(x); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline void __sincosf(float x, float* s, float* c) { sincosf(x, s, c); }
+inline float __powf(float a, float b) { return powf(a, b); }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x == x ? x : 0.0f; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __drcp_rn(double x) { return 1.0 / x; }
+inline double __dsqrt_rn(double x) { return sqrt(x); }
+
+// Conversions and bit casts.
+inline int __float2int_rn(float x) { return int(nearbyintf(x)); }
+inline int __float2int_rz(float x) { return int(x); }
+inline int __float2int_rd(float x) { return int(floorf(x)); }
+inline int __float2int_ru(float x) { return int(ceilf(x)); }
+inline unsigned int __float2uint_rn(float x) { return (unsigned int)nearbyintf(x); }
+inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
+inline int __double2int_rn(double x) { return int(nearbyint(x)); }
+inline long long __double2ll_rn(double x) { return (long long)nearbyint(x); }
+inline float __double2float_rn(double x) { return float(x); }
+inline float __int2float_rn(int x) { return float(x); }
+inline float __uint2float_rn(unsigned int x) { return float(x); }
+inline double __int2double_rn(int x) { return double(x); }
+inline int __float_as_int(float x) { return gg::bits_as<int>(&x); }
+inline unsigned int __float_as_uint(float x) { return gg::bits_as<unsigned int>(&x); }
+inline float __int_as_float(int x) { return gg::bits_as<float>(&x); }
+inline float __uint_as_float(unsigned int x) { return gg::bits_as<float>(&x); }
+inline long long __double_as_longlong(double x) { return gg::bits_as<long long>(&x); }
+inline double __longlong_as_double(long long x) { return gg::bits_as<double>(&x); }
+
+// Integer intrinsics.
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned int)x); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned int __brev(unsigned int x) {
+    unsigned int r = 0;
+    for (int i = 0; i < 32; ++i, x >>= 1) r = (r << 1) | (x & 1u);
+    return r;
+}
+inline unsigned long long __brevll(unsigned long long x) {
+    unsigned long long r = 0;
+    for (int i = 0; i < 64; ++i, x >>= 1) r = (r << 1) | (x & 1ull);
+    return r;
+}
+inline int __mul24(int a, int b) { return int((long long)((a << 8) >> 8) * ((b << 8) >> 8)); }
+inline unsigned int __umul24(unsigned int a, unsigned int b) { return (a & 0xffffffu) * (b & 0xffffffu); }
+inline int __mulhi(int a, int b) { return int(((long long)a * b) >> 32); }
+inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)(((unsigned long long)a * b) >> 32); }
+inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+inline unsigned int __sad(int a, int b, unsigned int c) { return c + (unsigned int)(a > b ? a - b : b - a); }
+inline unsigned int __usad(unsigned int a, unsigned int b, unsigned int c) { return c + (a > b ? a - b : b - a); }
+inline int __hadd(int a, int b) { return int(((long long)a + b) >> 1); }
+inline int __rhadd(int a, int b) { return int(((long long)a + b + 1) >> 1); }
+inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned int shift) {
+    unsigned long long joined = ((unsigned long long)hi << 32) | lo;
+    return (unsigned int)((joined << (shift & 31)) >> 32);
+}
+inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int shift) {
+    unsigned long long joined = ((unsigned long long)hi << 32) | lo;
+    return (unsigned int)(joined >> (shift & 31));
+}
+

@@ -1,0 +1,408 @@
+"""The CUDA/HIP kernel language on every backend: one source, no Python twin. On the CPU backend the source is
+compiled with the machine's C++ compiler (gpugraph.backends.cpu._compile); on CUDA with NVRTC. Each test checks
+the kernel's results against NumPy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+from gpugraph.backends.cpu import _compile
+
+
+def run(stream, kernel, grid, block, *args, shared_mem=0):
+    stream.launch(kernel, grid, block, *args, shared_mem=shared_mem)
+    stream.synchronize()
+
+
+QUALIFIERS = r"""
+__device__ __forceinline__ float twice(float v) { return 2.0f * v; }
+__host__ __device__ inline float plus_one(float v) { return v + 1.0f; }
+extern "C" __global__ void __launch_bounds__(256) apply(const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = plus_one(twice(x[i]));
+}
+"""
+
+
+def test_qualifiers_helpers_and_extern_c(device, stream):
+    n = 1000
+    x = device.asarray(np.linspace(-3, 3, n, dtype=np.float32))
+    y = device.zeros(n, np.float32)
+    run(stream, gg.Kernel(QUALIFIERS, "apply"), (n + 255) // 256, 256, x, y, n)
+    np.testing.assert_array_equal(y.to_numpy(), 2 * x.to_numpy() + 1)
+
+
+TEMPLATES = r"""
+template <typename T>
+__global__ void axpb(T a, const T* x, T b, T* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + b;
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_a_template_kernel_is_named_by_its_name_expression(device, stream, dtype):
+    ctype = {np.float32: "float", np.float64: "double", np.int32: "int"}[dtype]
+    kernel = gg.Kernel(TEMPLATES, f"axpb<{ctype}>")
+    assert [p.dtype for p in kernel.signature] == [np.dtype(dtype), np.dtype(dtype), np.dtype(dtype),
+                                                   np.dtype(dtype), np.dtype(np.uint32)]
+    n = 300
+    x = device.asarray(np.arange(n, dtype=dtype))
+    y = device.zeros(n, dtype)
+    run(stream, kernel, 2, 256, 3, x, 5, y, n)  # (Python ints, typed by the instance's parameters)
+    np.testing.assert_array_equal(y.to_numpy(), 3 * np.arange(n, dtype=dtype) + 5)
+
+
+def test_a_name_that_is_not_an_identifier_or_name_expression_is_refused():
+    with pytest.raises(TypeError, match=r"name expression.*got 'axpb double'"):
+        gg.Kernel(TEMPLATES, "axpb double")
+
+
+BUILTINS = r"""
+__global__ void where(unsigned* out) {
+    dim3 g = gridDim, b = blockDim;
+    unsigned block = blockIdx.x + g.x * (blockIdx.y + g.y * blockIdx.z);
+    unsigned thread = threadIdx.x + b.x * (threadIdx.y + b.y * threadIdx.z);
+    unsigned i = block * (b.x * b.y * b.z) + thread;
+    out[4 * i] = blockIdx.x + 10 * blockIdx.y + 100 * blockIdx.z;
+    out[4 * i + 1] = threadIdx.x + 10 * threadIdx.y + 100 * threadIdx.z;
+    out[4 * i + 2] = warpSize;
+    out[4 * i + 3] = g.x * g.y * g.z * b.x * b.y * b.z;
+}
+"""
+
+
+def test_built_in_variables_in_three_dimensions(device, stream):
+    grid, block = (2, 3, 2), (4, 2, 3)
+    total = 12 * 24
+    out = device.zeros(4 * total, np.uint32)
+    run(stream, gg.Kernel(BUILTINS, "where"), grid, block, out)
+    got = out.to_numpy().reshape(total, 4)
+    expected = []
+    for bz in range(2):
+        for by in range(3):
+            for bx in range(2):
+                for tz in range(3):
+                    for ty in range(2):
+                        for tx in range(4):
+                            expected.append((bx + 10 * by + 100 * bz, tx + 10 * ty + 100 * tz, 32, total))
+    np.testing.assert_array_equal(got, np.array(expected, np.uint32))
+
+
+REDUCE = r"""
+__global__ void block_sums(const float* x, float* sums, int n) {
+    __shared__ float partial[256];
+    unsigned t = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + t;
+    partial[t] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (t < stride) partial[t] += partial[t + stride];
+        __syncthreads();
+    }
+    if (t == 0) sums[blockIdx.x] = partial[0];
+}
+"""
+
+
+def test_a_shared_memory_tree_reduction_with_syncthreads(device, stream):
+    n, block = 10_000, 256
+    grid = (n + block - 1) // block
+    values = np.arange(n, dtype=np.float32) % 7  # (small integers: every order of summing gives the same)
+    x, sums = device.asarray(values), device.zeros(grid, np.float32)
+    run(stream, gg.Kernel(REDUCE, "block_sums"), grid, block, x, sums, n)
+    expected = np.add.reduceat(values, np.arange(0, n, block))
+    np.testing.assert_array_equal(sums.to_numpy(), expected)
+
+
+SYNC_VARIANTS = r"""
+__global__ void votes(const int* flags, int* out) {
+    int f = flags[threadIdx.x];
+    int count = __syncthreads_count(f);
+    int all = __syncthreads_and(f);
+    int any = __syncthreads_or(f);
+    if (threadIdx.x == 0) { out[3 * blockIdx.x] = count; out[3 * blockIdx.x + 1] = all; out[3 * blockIdx.x + 2] = any; }
+}
+"""
+
+
+def test_syncthreads_count_and_or(device, stream):
+    flags = np.zeros(64, np.int32)
+    flags[[3, 9, 40]] = 1
+    out = device.zeros(3, np.int32)
+    run(stream, gg.Kernel(SYNC_VARIANTS, "votes"), 1, 64, device.asarray(flags), out)
+    np.testing.assert_array_equal(out.to_numpy(), [3, 0, 1])
+
+
+DYNAMIC_SHARED = r"""
+extern __shared__ float tile[];
+__global__ void reverse_blocks(const float* x, float* y) {
+    unsigned t = threadIdx.x, base = blockIdx.x * blockDim.x;
+    tile[t] = x[base + t];
+    __syncthreads();
+    y[base + t] = tile[blockDim.x - 1 - t];
+}
+__global__ void reverse_local(const double* x, double* y) {
+    extern __shared__ double slots[];
+    unsigned t = threadIdx.x, base = blockIdx.x * blockDim.x;
+    slots[t] = x[base + t];
+    __syncthreads();
+    y[base + t] = slots[blockDim.x - 1 - t];
+}
+"""
+
+
+@pytest.mark.parametrize("name, dtype", [("reverse_blocks", np.float32), ("reverse_local", np.float64)])
+def test_dynamic_shared_memory_has_the_launch_size(device, stream, name, dtype):
+    blocks, block = 8, 128
+    values = np.arange(blocks * block, dtype=dtype)
+    x, y = device.asarray(values), device.zeros(blocks * block, dtype)
+    run(stream, gg.Kernel(DYNAMIC_SHARED, name), blocks, block, x, y,
+        shared_mem=block * np.dtype(dtype).itemsize)
+    np.testing.assert_array_equal(y.to_numpy(), values.reshape(blocks, block)[:, ::-1].ravel())
+
+
+HISTOGRAM = r"""
+__global__ void histogram(const unsigned char* data, unsigned* bins, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        atomicAdd(&bins[data[i]], 1u);
+}
+"""
+
+
+def test_an_atomics_histogram(device, stream):
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, 200_000, dtype=np.uint8)
+    bins = device.zeros(256, np.uint32)
+    run(stream, gg.Kernel(HISTOGRAM, "histogram"), 64, 256, device.asarray(data), bins, data.size)
+    np.testing.assert_array_equal(bins.to_numpy(), np.bincount(data, minlength=256))
+
+
+ATOMICS = r"""
+__global__ void atomics(int* i, unsigned* u, float* f, double* d, unsigned long long* ull) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;  // 0..511
+    atomicAdd(&i[0], t);
+    atomicSub(&i[1], t);
+    atomicMin(&i[2], t - 100);
+    atomicMax(&i[3], t);
+    atomicAnd(&u[0], ~(1u << (t % 32)));
+    atomicOr(&u[1], 1u << (t % 32));
+    atomicXor(&u[2], 1u << (t % 8));
+    atomicAdd(&f[0], 0.5f);
+    atomicAdd(&d[0], 0.25);
+    atomicAdd(&ull[0], 3ull);
+    if (t == 5) atomicExch(&i[4], 77);
+    atomicCAS(&i[5], 0, t + 1000);  // one thread wins; the value is one of 1000..1511
+    atomicInc(&u[3], 99u);
+    atomicDec(&u[4], 1000u);
+}
+"""
+
+
+def test_each_atomic_operation(device, stream):
+    i = device.asarray(np.array([0, 0, 10**6, -1, 0, 0], np.int32))
+    u = device.asarray(np.array([0xFFFFFFFF, 0, 0, 0, 0], np.uint32))
+    f, d, ull = device.zeros(1, np.float32), device.zeros(1, np.float64), device.zeros(1, np.uint64)
+    run(stream, gg.Kernel(ATOMICS, "atomics"), 2, 256, i, u, f, d, ull)
+    got_i, got_u = i.to_numpy(), u.to_numpy()
+    t = np.arange(512)
+    assert list(got_i[:5]) == [t.sum(), -t.sum(), -100, 511, 77]
+    assert 1000 <= got_i[5] <= 1511
+    assert list(got_u[:3]) == [0, 0xFFFFFFFF, 0]  # (each of the 8 low bits flipped 64 times)
+    assert got_u[3] == 512 % 100 and got_u[4] == (0 - 512) % 1001
+    assert f.to_numpy()[0] == 256.0 and d.to_numpy()[0] == 128.0 and ull.to_numpy()[0] == 1536
+
+
+MATH = r"""
+__global__ void maths(const float* x, float* out, double* dout, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    out[8 * i + 0] = sinf(v);
+    out[8 * i + 1] = __expf(v);
+    out[8 * i + 2] = fmaf(v, 2.0f, 1.0f);
+    out[8 * i + 3] = rsqrtf(v + 4.0f);
+    out[8 * i + 4] = fminf(v, 0.5f) + fmaxf(v, -0.5f);
+    out[8 * i + 5] = sqrtf(fabsf(v)) + floorf(v) + ceilf(v);
+    out[8 * i + 6] = powf(2.0f, v) + logf(v + 4.0f) + tanhf(v);
+    out[8 * i + 7] = min(v, 1.0f) + max(i, 3);
+    dout[i] = sin((double)v) + exp((double)v) + rsqrt((double)v + 4.0);
+}
+"""
+
+
+def test_math_functions_and_intrinsics(device, stream):
+    n = 200
+    v = np.linspace(-3, 3, n, dtype=np.float32)
+    x, out, dout = device.asarray(v), device.zeros(8 * n, np.float32), device.zeros(n, np.float64)
+    run(stream, gg.Kernel(MATH, "maths"), 1, 256, x, out, dout, n)
+    w = v.astype(np.float64)
+    expected = np.stack([np.sin(w), np.exp(w), w * 2 + 1, 1 / np.sqrt(w + 4), np.minimum(w, 0.5) + np.maximum(w, -0.5),
+                         np.sqrt(np.abs(w)) + np.floor(w) + np.ceil(w), 2 ** w + np.log(w + 4) + np.tanh(w),
+                         np.minimum(w, 1) + np.maximum(np.arange(n), 3)], axis=1)
+    np.testing.assert_allclose(out.to_numpy().reshape(n, 8), expected, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(dout.to_numpy(), np.sin(w) + np.exp(w) + 1 / np.sqrt(w + 4), rtol=1e-14)
+
+
+VECTORS = r"""
+__global__ void swizzle(const float4* in, float4* out, int2* pairs, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float4 v = in[i];
+    out[i] = make_float4(v.w, v.z, v.y, v.x);
+    pairs[i] = make_int2(i, -i);
+}
+"""
+
+
+def test_vector_types(device, stream):
+    n = 50
+    values = np.arange(4 * n, dtype=np.float32)
+    x, y, pairs = device.asarray(values), device.zeros(4 * n, np.float32), device.zeros(2 * n, np.int32)
+    kernel = gg.Kernel(VECTORS, "swizzle")
+    run(stream, kernel, 1, 64, x, y, pairs, n)
+    np.testing.assert_array_equal(y.to_numpy(), values.reshape(n, 4)[:, ::-1].ravel())
+    np.testing.assert_array_equal(pairs.to_numpy().reshape(n, 2), np.stack([np.arange(n), -np.arange(n)], 1))
+
+
+HALF = r"""
+#include <cuda_fp16.h>
+__global__ void halves(const __half* x, __half* y, float* f, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = __hadd(x[i], __float2half(0.5f));
+        f[i] = __half2float(x[i]) * 2.0f;
+    }
+}
+"""
+
+
+def test_half_precision(device, stream):
+    if device.backend == "cuda":
+        pytest.skip("NVRTC finds cuda_fp16.h only in the CUDA toolkit's include folder, which the CUDA backend "
+                    "does not pass to it yet")
+    n = 64
+    values = np.linspace(-4, 4, n).astype(np.float16)
+    x, y, f = device.asarray(values), device.zeros(n, np.float16), device.zeros(n, np.float32)
+    run(stream, gg.Kernel(HALF, "halves"), 1, 64, x, y, f, n)
+    np.testing.assert_array_equal(y.to_numpy(), values + np.float16(0.5))
+    np.testing.assert_array_equal(f.to_numpy(), values.astype(np.float32) * 2)
+
+
+PRINTF = r"""
+__global__ void hello(int value) { if (threadIdx.x == 0) printf("hello from the kernel: %d\n", value); }
+"""
+
+
+def test_printf(device, stream, capfd):
+    run(stream, gg.Kernel(PRINTF, "hello"), 1, 4, 7)
+    assert capfd.readouterr().out.count("hello from the kernel: 7") == 1
+
+
+HIP = r"""
+#include <hip/hip_runtime.h>
+template <typename T>
+__global__ void fill(T* x, T value, int n) {
+    int i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
+    if (i < n) x[i] = value + (T)hipGridDim_x;
+}
+"""
+
+
+def test_hip_spellings_on_the_cpu():
+    device = gg.Device("cpu")
+    stream = device.stream()
+    x = device.zeros(100, np.float32)
+    run(stream, gg.Kernel(HIP, "fill<float>"), 2, 64, x, 1.5, 100)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(100, 3.5, np.float32))
+
+
+@pytest.mark.parametrize("intrinsic", ["__shfl_down_sync(0xffffffffu, v, 1)", "__ballot_sync(0xffffffffu, v > 0)"])
+def test_a_warp_intrinsic_is_refused_on_the_cpu_naming_it(intrinsic):
+    source = f"__global__ void warp(float* x) {{ float v = x[threadIdx.x]; x[threadIdx.x] = {intrinsic}; }}"
+    device = gg.Device("cpu")
+    name = intrinsic.split("(")[0]
+    with pytest.raises(gg.KernelCompileError, match=rf"{name} \(a warp-level intrinsic\) is not supported"):
+        device.stream().launch(gg.Kernel(source, "warp"), 1, 32, device.zeros(32, np.float32))
+
+
+def test_cooperative_groups_are_refused_on_the_cpu():
+    source = ("#include <cooperative_groups.h>\n"
+              "__global__ void k(float* x) { x[0] = 1.0f; }")
+    device = gg.Device("cpu")
+    with pytest.raises(gg.KernelCompileError, match="cooperative groups"):
+        device.stream().launch(gg.Kernel(source, "k"), 1, 1, device.zeros(1, np.float32))
+
+
+def test_a_compile_error_points_at_the_line_of_the_source():
+    source = "__global__ void broken(float* x) {\n    x[0] = 1.0f;\n    x[1] = undefined_name;\n}\n"
+    device = gg.Device("cpu")
+    with pytest.raises(gg.KernelCompileError, match=r"broken\.cu:3:\d+: error: .undefined_name") as caught:
+        device.stream().launch(gg.Kernel(source, "broken"), 1, 1, device.zeros(2, np.float32))
+    assert "undefined_name" in caught.value.log
+
+
+def test_no_compiler_is_a_clear_error_that_mentions_cpu(monkeypatch):
+    monkeypatch.setattr(_compile, "compiler", lambda: None)
+    source = "__global__ void lonely(float* x) { x[0] = 2.0f; }  // (a source no other test compiles)"
+    device = gg.Device("cpu")
+    with pytest.raises(gg.KernelCompileError, match=r"(?s)none was found.*cpu=fn"):
+        device.stream().launch(gg.Kernel(source, "lonely"), 1, 1, device.zeros(1, np.float32))
+
+
+def test_an_option_with_no_host_equivalent_is_refused():
+    device = gg.Device("cpu")
+    kernel = gg.Kernel(QUALIFIERS, "apply", options=("--some-nvrtc-option",))
+    with pytest.raises(gg.KernelCompileError, match="no equivalent of the compiler option '--some-nvrtc-option'"):
+        device.stream().launch(kernel, 1, 1, device.zeros(1, np.float32), device.zeros(1, np.float32), 1)
+
+
+def test_a_compiled_kernel_is_cached_on_disk_for_the_next_process(tmp_path):
+    script = (
+        "import numpy as np, gpugraph as gg\n"
+        "d = gg.Device('cpu'); s = d.stream(); x = d.zeros(4, np.float32)\n"
+        "s.launch(gg.Kernel('__global__ void four(float* x) { x[threadIdx.x] = 4.0f; }', 'four'), 1, 4, x)\n"
+        "s.synchronize(); print(x.to_numpy().tolist())\n")
+    env = {**os.environ, "GPUGRAPH_CACHE_DIR": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    libraries = list(tmp_path.rglob("*.so"))
+    assert first.stdout.strip() == "[4.0, 4.0, 4.0, 4.0]" and len(libraries) == 1
+    stamp = libraries[0].stat().st_mtime_ns
+    # A second process, whose compiler fails if it is run: it loads the cached library instead.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "g++").write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && exec {_compile.compiler()[0]} --version\nexit 1\n")
+    (fake / "g++").chmod(0o755)
+    second = subprocess.run([sys.executable, "-c", script], env={**env, "CXX": str(fake / "g++")},
+                            capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "[4.0, 4.0, 4.0, 4.0]"
+    assert [p.stat().st_mtime_ns for p in tmp_path.rglob("*.so")] == [stamp]
+
+
+def test_a_compiled_kernel_in_a_graph_with_a_param_update_and_set_params(device, stream):
+    kernel = gg.Kernel(TEMPLATES, "axpb<float>")
+    n = 64
+    x, y = device.asarray(np.arange(n, dtype=np.float32)), device.zeros(n, np.float32)
+    a = gg.Param(2.0, np.float32)
+    graph = gg.Graph(device)
+    node = graph.add_kernel(kernel, 1, 64, a, x, 1.0, y, n)
+    exe = graph.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(n) + 1)
+    a.value = 3.0
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 3 * np.arange(n) + 1)
+    exe.set_params(node, 5.0, x, -1.0, y, n)
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 5 * np.arange(n) - 1)
