@@ -39,9 +39,8 @@ _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=of
 _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device-debug|dopt.*|dw|dlto|"
                        r"extra-device-vectorization|(arch|gpu-architecture|ftz|prec-div|prec-sqrt|maxrregcount|"
                        r"relocatable-device-code|rdc|restrict|offload-arch)(=.*)?|fmad=true)$")
-_CODES = {"?": np.bool_, "b": np.int8, "B": np.uint8, "h": np.int16, "H": np.uint16, "i": np.int32,
-          "I": np.uint32, "q": np.int64, "Q": np.uint64, "f": np.float32, "d": np.float64, "e": np.float16}
-DTYPES = {code: np.dtype(t) for code, t in _CODES.items()}  # a parameter's type code -> its dtype
+# A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
+DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
 WORKERS = os.cpu_count() or 1
