@@ -238,7 +238,7 @@ def reduction_inputs(name: str, n: int, seed: int) -> np.ndarray:
 
 
 def run_reduction(device: gg.Device, name: str, values: np.ndarray, block: int) -> tuple[np.ndarray, object]:
-    t, _op, identity, np_op, atomic = REDUCTIONS[name]
+    _type, _op, identity, _np_op, atomic = REDUCTIONS[name]
     source, n = reduction_source(name), len(values)
     blocks = (n + block - 1) // block
     stream = device.stream()

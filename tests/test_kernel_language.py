@@ -285,9 +285,6 @@ __global__ void halves(const __half* x, __half* y, float* f, int n) {
 
 
 def test_half_precision(device, stream):
-    if device.backend == "cuda":
-        pytest.skip("NVRTC finds cuda_fp16.h only in the CUDA toolkit's include folder, which the CUDA backend "
-                    "does not pass to it yet")
     n = 64
     values = np.linspace(-4, 4, n).astype(np.float16)
     x, y, f = device.asarray(values), device.zeros(n, np.float16), device.zeros(n, np.float32)
@@ -406,3 +403,138 @@ def test_a_compiled_kernel_in_a_graph_with_a_param_update_and_set_params(device,
     exe.launch(stream)
     stream.synchronize()
     np.testing.assert_array_equal(y.to_numpy(), 5 * np.arange(n) - 1)
+
+
+POINTER_ARRAYS = r"""
+// out[i] = rows[i % rowCount][i]: reads through an array of device addresses.
+__global__ void gather(float* out, float* const* rows, int rowCount, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = rows[i % rowCount][i];
+}
+// Swaps the first two addresses, and writes through each.
+__global__ void swap_and_mark(float** rows) {
+    if (threadIdx.x == 0) {
+        float* first = rows[0];
+        rows[0] = rows[1];
+        rows[1] = first;
+        rows[0][0] = -1.0f;
+        rows[1][1] = -2.0f;
+    }
+}
+"""
+
+
+def test_arrays_of_device_addresses_of_stream_and_graph_allocations(device, stream):
+    """A T** argument holds device addresses (a.ptr): on the CPU backend, those of stream-ordered and graph
+    allocations are translated to their memory when the kernel runs, and the kernel's writes to the array come
+    back as device addresses, as on a GPU."""
+    n = 8
+    gather = gg.Kernel(POINTER_ARRAYS, "gather")
+    swap = gg.Kernel(POINTER_ARRAYS, "swap_and_mark")
+    plain = device.asarray(np.full(n, 1.0, np.float32))
+    out = device.zeros(n, np.float32)
+    first, second = stream.alloc(n, np.float32), stream.alloc(n, np.float32)
+    stream.memset(first, 2.0)
+    stream.memset(second, 3.0)
+    rows = device.asarray(np.array([first.ptr, plain.ptr, second.ptr], np.uint64))
+    stream.launch(gather, 1, 32, out, rows, 3, n)
+    stream.launch(swap, 1, 32, rows)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), [2, 1, 3, 2, 1, 3, 2, 1])
+    np.testing.assert_array_equal(rows.to_numpy(), [plain.ptr, first.ptr, second.ptr])  # swapped, as addresses
+    stream.memcpy(out, first)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy()[:2], [2, -2])
+    np.testing.assert_array_equal(plain.to_numpy()[:2], [-1, 1])
+    stream.free(first)
+    stream.free(second)
+
+    graph = gg.Graph(device)
+    a, b = graph.add_alloc(n, np.float32), graph.add_alloc(n, np.float32)
+    addresses = device.asarray(np.array([a.array.ptr, b.array.ptr], np.uint64))
+    set_a = graph.add_memset(a.array, 4.0, after=a)
+    set_b = graph.add_memset(b.array, 5.0, after=b)
+    read = graph.add_kernel(gather, 1, 32, out, addresses, 2, n, after=(set_a, set_b))
+    graph.add_free(a, after=read)
+    graph.add_free(b, after=read)
+    with graph.instantiate() as exe:
+        for _ in range(2):
+            stream.memset(out, 0.0)
+            exe.launch(stream)
+            stream.synchronize()
+            np.testing.assert_array_equal(out.to_numpy(), [4, 5] * 4)
+
+
+def test_an_address_of_memory_not_allocated_when_the_kernel_runs_is_an_error_on_the_cpu():
+    device = gg.Device("cpu")
+    stream = device.stream()
+    out = device.zeros(4, np.float32)
+    freed = stream.alloc(4, np.float32)
+    rows = device.asarray(np.array([freed.ptr], np.uint64))
+    stream.free(freed)
+    stream.launch(gg.Kernel(POINTER_ARRAYS, "gather"), 1, 32, out, rows, 1, 4)
+    with pytest.raises(gg.GpuGraphError, match=r"argument 1 \(float\*\* rows\): element 0 is 0x[0-9a-f]+, "
+                                               r"the address of the stream allocation at 0x[0-9a-f]+, which is "
+                                               r"not allocated when the kernel runs"):
+        stream.synchronize()
+
+
+STOPPING = r"""
+#ifndef assert
+#include <assert.h>
+#endif
+__global__ void checked(const int* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) assert(x[i] >= 0);
+}
+__global__ void trapping(int* x) {
+    if (threadIdx.x == 3) __trap();
+}
+__global__ void checked_at_a_barrier(int* x) {
+    __shared__ int seen[64];
+    seen[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    assert(seen[(threadIdx.x + 1) % 64] >= 0);
+}
+"""
+STOP_SCRIPT = r"""
+import sys, numpy as np, gpugraph as gg
+sys.path.insert(0, {tests!r})
+from test_kernel_language import STOPPING
+device = gg.Device({backend!r})
+stream = device.stream()
+x = device.asarray(np.array([0, 1, 2, 3, -5] + [0] * 59, np.int32))
+stream.launch(gg.Kernel(STOPPING, {name!r}), 1, 64, *({name!r} == "checked" and (x, 64) or (x,)))
+try:
+    stream.synchronize()
+except gg.BackendError as error:
+    print("STOPPED", error.code)
+    print(error)
+"""
+
+
+@pytest.mark.parametrize("name, code", [("checked", "CUDA_ERROR_ASSERT"), ("trapping", "CUDA_ERROR_LAUNCH_FAILED"),
+                                        ("checked_at_a_barrier", "CUDA_ERROR_ASSERT")])
+def test_a_failed_assert_or_a_trap_stops_the_kernel_with_cudas_error(device, name, code):
+    """CUDA reports a kernel's failed assert (cudaErrorAssert) or __trap() (a launch failure) at the next
+    synchronize; so does the CPU backend, whose message names the block, the thread and the assertion. (A
+    subprocess: on CUDA the context is unusable afterwards.)"""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = STOP_SCRIPT.format(tests=tests, backend=device.backend, name=name)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert f"STOPPED {code}" in done.stdout or f"STOPPED CUresult.{code}" in done.stdout, done.stdout + done.stderr
+    if device.backend == "cpu":
+        where = {"checked": "thread (4, 0, 0): checked.cu:7: void checked(const int*, int): "
+                            "Assertion `x[i] >= 0` failed.",
+                 "trapping": "block (0, 0, 0), thread (3, 0, 0): __trap() called",
+                 "checked_at_a_barrier": "thread (3, 0, 0): checked_at_a_barrier.cu:16: void "
+                                         "checked_at_a_barrier(int*): Assertion `seen[(threadIdx.x + 1) % 64] >= 0` "
+                                         "failed."}[name]
+        assert where in done.stdout, done.stdout
+
+
+def test_assert_is_off_under_ndebug(device, stream):
+    x = device.asarray(np.array([-1], np.int32))
+    run(stream, gg.Kernel(STOPPING, "checked", options=("-DNDEBUG",)), 1, 1, x, 1)

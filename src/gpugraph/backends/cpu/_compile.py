@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from ..._errors import KernelCompileError
+from ..._errors import BackendError, KernelCompileError
 from ..._memory import Array
-from ..._signature import check_compiled, kernel_names
-from ._memory import typed_view
+from ..._signature import ADDRESS_DTYPE, check_compiled, kernel_names
+from ._memory import ADDRESSES, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
 _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
@@ -41,6 +41,9 @@ _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device
                        r"relocatable-device-code|rdc|restrict|offload-arch)(=.*)?|fmad=true)$")
 # A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
+# A stopped kernel's message (longer ones are cut), and CUDA's error for each way to stop (the header's TrapKind).
+_MESSAGE_SIZE = 1024
+_TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED"}
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
 WORKERS = os.cpu_count() or 1
@@ -114,8 +117,8 @@ def _program(kernel: Any, names: list[str]) -> str:
     for i, name in enumerate(names):
         entries.append(
             f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
-            f" const char* slots, long long begin, long long end) {{\n"
-            f"    return ::gg::run<&{name}, {synchronizes}>(dims, shared, slots, begin, end);\n}}\n"
+            f" const char* slots, long long begin, long long end, char* message, unsigned size) {{\n"
+            f"    return ::gg::enter<&{name}, {synchronizes}>(dims, shared, slots, begin, end, message, size);\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
             f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
     return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
@@ -192,7 +195,8 @@ class HostKernel:
         index = module.names.index(kernel.name)
         self.kernel = kernel
         self._run = getattr(module.library, f"gg_run_{index}")
-        self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong)
+        self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong,
+                              ctypes.c_char_p, ctypes.c_uint)
         self._run.restype = ctypes.c_int
         codes_of = getattr(module.library, f"gg_codes_{index}")
         codes_of.restype = ctypes.c_char_p
@@ -215,17 +219,26 @@ class HostKernel:
         if refusal is not None:
             raise KernelCompileError(kernel.name, refusal)
 
-    def _slots(self, args: tuple) -> bytes:
-        """The arguments as the kernel reads them: each in an 8-byte slot, an array as its address."""
+    def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; and, for each
+        array of device addresses that holds stream-ordered or graph allocations, (the array, the translated
+        copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back."""
         if len(args) != len(self.codes):
             raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
         out = bytearray(8 * len(args))
+        translated = []
+        signature = self.kernel.signature
         for i, (arg, code) in enumerate(zip(args, self.codes)):
             if code == "P":
                 if type(arg) is Array:
                     arg = typed_view(arg)
                 if not isinstance(arg, np.ndarray):
                     raise TypeError(f"{self.kernel!r} argument {i}: expects a device Array, got {type(arg).__name__}")
+                if signature is not None and signature[i].depth >= 2 and arg.dtype == ADDRESS_DTYPE:
+                    copy = ADDRESSES.translate(arg.reshape(-1), f"{self.kernel!r} argument {i} ({signature[i]})")
+                    if copy is not None:
+                        translated.append((arg.reshape(-1), copy, copy.copy()))
+                        arg = copy
                 out[8 * i:8 * i + 8] = arg.ctypes.data.to_bytes(8, "little")
             else:
                 want = DTYPES[code]
@@ -235,29 +248,51 @@ class HostKernel:
                                     f"got {arg!r} ({type(arg).__name__})")
                 data = value.tobytes()
                 out[8 * i:8 * i + len(data)] = data
-        return bytes(out)
+        return bytes(out), translated
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple) -> None:
         """Run the kernel over the whole grid; returns when every block has run."""
-        slots = self._slots(args)
+        slots, translated = self._slots(args)
         dims = (ctypes.c_uint * 6)(*grid, *block)
         blocks = grid[0] * grid[1] * grid[2]
         chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
-        if chunks == 1:
-            self._check(self._run(dims, shared_mem, slots, 0, blocks))
-            return
-        bounds = [blocks * k // chunks for k in range(chunks + 1)]
-        futures = [_workers().submit(self._run, dims, shared_mem, slots, bounds[k], bounds[k + 1])
-                   for k in range(1, chunks)]
         try:
-            self._check(self._run(dims, shared_mem, slots, bounds[0], bounds[1]))
+            if chunks == 1:
+                self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks))
+                return
+            bounds = [blocks * k // chunks for k in range(chunks + 1)]
+            futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1])
+                       for k in range(1, chunks)]
+            outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1])]
+            outcomes += [future.result() for future in futures]
+            for outcome in outcomes:
+                self._check(outcome)
         finally:
-            for future in futures:
-                self._check(future.result())
+            for array, copy, sent in translated:
+                _carry_back(array, copy, sent)
 
-    def _check(self, status: int) -> None:
-        if status != 0:  # (the entry points return 0: any other status is a bug in gpugraph's header)
+    def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int) -> tuple[int, bytes]:
+        message = ctypes.create_string_buffer(_MESSAGE_SIZE)
+        return self._run(dims, shared_mem, slots, begin, end, message, _MESSAGE_SIZE), message.value
+
+    def _check(self, outcome: tuple[int, bytes]) -> None:
+        """Raise what stopped the kernel: CUDA's error for it (a failed assert, or a trap's launch failure)."""
+        status, message = outcome
+        if status == 0:
+            return
+        code = _TRAPS.get(status)
+        if code is None:  # (the entry points return 0, 2 or 3: any other status is a bug in gpugraph's header)
             raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
+        raise BackendError("cpu", f"{self.kernel!r}", code, f"the kernel stopped: {message.decode(errors='replace')}")
+
+
+def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
+    """Write into ``array`` (device addresses) the elements the kernel changed in its translated ``copy``, a host
+    address of an allocation's memory as sent turned back into that allocation's device address."""
+    changed = np.flatnonzero(copy != sent)
+    if len(changed):
+        device_address = {int(host): int(device) for host, device in zip(sent, array) if host != device}
+        array[changed] = [device_address.get(int(copy[j]), int(copy[j])) for j in changed]
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None

@@ -6,6 +6,7 @@
 // GPU. Warp-level intrinsics and cooperative groups are refused at compile time, naming themselves.
 #pragma once
 
+#include <assert.h>  // (this folder's: a failed assert stops the kernel, as gg::trap does)
 #include <math.h>  // (libstdc++'s: the float overloads of sqrt, fabs, ... in the global namespace, as in CUDA)
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <string>
 #include <cstddef>
 #include <tuple>
 #include <type_traits>
@@ -121,6 +123,21 @@ inline __half2 make_half2(__half x, __half y) { return {x, y}; }
 
 namespace gg {
 
+// A kernel that calls __trap() or fails an assert stops: the exception unwinds to the launch's entry point,
+// which stops its blocks and returns the message for gpugraph to raise when the stream is synchronized (CUDA
+// reports the kernel's failure there too).
+enum TrapKind { kAssert = 1, kTrap = 2 };  // (the entry point returns 1 + the kind)
+struct Trap {
+    TrapKind kind;
+    std::string message;
+};
+[[noreturn]] inline void trap(TrapKind kind, const std::string& what) {
+    char where[160];
+    snprintf(where, sizeof where, "block (%u, %u, %u), thread (%u, %u, %u): ", blockIdx.x, blockIdx.y, blockIdx.z,
+             threadIdx.x, threadIdx.y, threadIdx.z);
+    throw Trap{kind, where + what};
+}
+
 // Dynamic shared memory: the launch's shared_mem bytes, one buffer per worker thread.
 inline thread_local std::vector<std::max_align_t> shared_buffer;
 inline void* dynamic_shared() { return shared_buffer.data(); }
@@ -192,6 +209,8 @@ struct Block {
     void* arguments = nullptr;
     unsigned phase = 0;      // barriers passed so far
     long long counts[2];     // __syncthreads_count's sums, by the barrier's parity
+    bool trapped = false;    // a fiber stopped the kernel (gg::trap): the block's other fibers are abandoned
+    Trap trap;               // what stopped it
     ~Block() {
         for (Fiber& fiber : fibers) free(fiber.stack);
     }
@@ -209,7 +228,12 @@ inline void to_home(Block* b) {
 
 extern "C" inline void gg_fiber_main() {
     Block* b = block;
-    b->body(b->arguments);
+    try {
+        b->body(b->arguments);
+    } catch (const Trap& trap) {  // (caught on the fiber's own stack: an exception cannot cross a switch)
+        b->trapped = true;
+        b->trap = trap;
+    }
     b->current->done = true;
     to_home(b);  // (never resumed)
     abort();
@@ -251,6 +275,7 @@ inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
     b.arguments = arguments;
     b.phase = 0;
     b.counts[0] = b.counts[1] = 0;
+    b.trapped = false;
     for (unsigned t = 0; t < threads; ++t) {
         Fiber& f = b.fibers[t];
         if (f.stack == nullptr) {
@@ -273,6 +298,10 @@ inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
             b.current = &f;
             threadIdx = f.index;
             resume(b, f);
+            if (b.trapped) {
+                block = nullptr;
+                throw b.trap;
+            }
             if (f.done) --live;
         }
         ++b.phase;
@@ -378,7 +407,7 @@ inline int __syncthreads_or(int predicate) { return gg::barrier(predicate != 0) 
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __trap() { abort(); }
+inline void __trap() { gg::trap(gg::kTrap, "__trap() called"); }
 inline void __nanosleep(unsigned) {}
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline long long clock64() {
@@ -603,3 +632,24 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
     return (unsigned int)(joined >> (shift & 31));
 }
 
+[[noreturn]] inline void gg_assert_failed(const char* expression, const char* file, unsigned line,
+                                          const char* function) {
+    gg::trap(gg::kAssert, std::string(file) + ":" + std::to_string(line) + ": " + function + ": Assertion `" +
+                              expression + "` failed.");
+}
+
+namespace gg {
+// The launch's entry point for kernel F: runs blocks [begin, end) and returns 0, or 1 + the kind of the trap
+// that stopped it, with its message in `message` (`size` bytes).
+template <auto F, bool Synchronizes>
+int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, char* message,
+          unsigned size) {
+    try {
+        return run<F, Synchronizes>(dims, shared, slots, begin, end);
+    } catch (const Trap& trap) {
+        snprintf(message, size, "%s", trap.message.c_str());
+        fflush(stdout);
+        return 1 + trap.kind;
+    }
+}
+}  // namespace gg
