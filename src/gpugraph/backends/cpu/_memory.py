@@ -49,12 +49,14 @@ class AddressSpace:
     def register(self, alloc: Allocation) -> None:
         """Note ``alloc`` at its address (a graph allocation may take the address of a freed one)."""
         with self._lock:
-            if alloc.ptr not in self._allocations:
-                bisect.insort(self._starts, alloc.ptr)
+            known = alloc.ptr in self._allocations
             self._allocations[alloc.ptr] = weakref.ref(alloc)
-            if len(self._starts) > 2 * self._kept + 1024:  # drop collected allocations now and then
-                self._starts = [s for s in self._starts if self._allocations[s]() is not None]
-                self._allocations = {s: self._allocations[s] for s in self._starts}
+            if not known:
+                bisect.insort(self._starts, alloc.ptr)
+            if len(self._allocations) > 2 * self._kept + 1024:  # drop collected allocations now and then
+                # (the starts are rebuilt from the dictionary, its owner: an interrupt may have come between them)
+                self._allocations = {s: r for s, r in self._allocations.items() if r() is not None}
+                self._starts = sorted(self._allocations)
                 self._kept = len(self._starts)
 
     def holding(self, address: int) -> Allocation | None:
