@@ -538,3 +538,33 @@ def test_a_failed_assert_or_a_trap_stops_the_kernel_with_cudas_error(device, nam
 def test_assert_is_off_under_ndebug(device, stream):
     x = device.asarray(np.array([-1], np.int32))
     run(stream, gg.Kernel(STOPPING, "checked", options=("-DNDEBUG",)), 1, 1, x, 1)
+
+
+LARGE = r"""
+__global__ void offsets(unsigned* x, unsigned n, unsigned stop_at) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == stop_at) __trap();
+    if (i < n) x[i] = i * 3u + %d;
+}
+"""
+
+
+@pytest.mark.parametrize("with_openmp", [True, False])
+def test_a_large_launch_spreads_its_blocks_over_the_cores_with_or_without_openmp(monkeypatch, with_openmp):
+    """Launches of 2^15 threads or more run their blocks on every core: in one call with OpenMP, else from
+    Python's worker threads; the results, and a trap in any block, are the same."""
+    if with_openmp and not _compile.openmp(*_compile.compiler()):
+        pytest.skip("this compiler builds no OpenMP code")
+    monkeypatch.setattr(_compile, "openmp", lambda path, version: with_openmp)
+    device = gg.Device("cpu")
+    stream = device.stream()
+    n = 1 << 18
+    x = device.zeros(n, np.uint32)
+    kernel = gg.Kernel(LARGE % (7 if with_openmp else 11), "offsets")  # (a source of its own: compiled here)
+    assert _compile.load(kernel)._parallel is with_openmp
+    run(stream, kernel, n // 256, 256, x, n, n)
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(n, dtype=np.uint32) * 3 + (7 if with_openmp else 11))
+    stream.launch(kernel, n // 256, 256, x, n, n - 5)
+    with pytest.raises(gg.BackendError, match=r"CUDA_ERROR_LAUNCH_FAILED: the kernel stopped: block \(1023, 0, 0\), "
+                                              r"thread \(251, 0, 0\): __trap\(\) called"):
+        stream.synchronize()

@@ -117,8 +117,9 @@ def _program(kernel: Any, names: list[str]) -> str:
     for i, name in enumerate(names):
         entries.append(
             f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
-            f" const char* slots, long long begin, long long end, char* message, unsigned size) {{\n"
-            f"    return ::gg::enter<&{name}, {synchronizes}>(dims, shared, slots, begin, end, message, size);\n}}\n"
+            f" const char* slots, long long begin, long long end, int workers, char* message, unsigned size) {{\n"
+            f"    return ::gg::enter<&{name}, {synchronizes}>(dims, shared, slots, begin, end, workers, message, size);"
+            f"\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
             f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
     return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
@@ -143,6 +144,33 @@ def _header_digest() -> str:
     for header in sorted(INCLUDE.rglob("*.h")):
         digest.update(header.read_bytes())
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def openmp(path: str, version: str) -> bool:
+    """Whether the compiler builds OpenMP code (g++ has libgomp; clang++ may lack libomp). Asked once per
+    compiler version and machine: the answer is kept in the cache folder beside the kernels, keyed as they are by
+    the compiler's version line, not its path."""
+    digest = hashlib.sha256(version.encode()).hexdigest()[:16]
+    answers = [cache_folder() / f"openmp-{digest}.{answer}" for answer in ("yes", "no")]
+    for answer in answers:
+        if answer.exists():
+            return answer is answers[0]
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "probe.cpp"
+        source.write_text('#include <omp.h>\nextern "C" int probe() { return omp_get_max_threads(); }\n')
+        try:
+            done = subprocess.run([path, "-fopenmp", "-fPIC", "-shared", str(source), "-o", str(Path(folder) / "p.so")],
+                                  capture_output=True, timeout=120)
+            found = done.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            found = False
+    try:
+        answers[0 if found else 1].parent.mkdir(parents=True, exist_ok=True)
+        answers[0 if found else 1].touch()
+    except OSError:  # (an unwritable cache: ask again in the next process)
+        pass
+    return found
 
 
 def _build(kernel: Any, program: str, command: list[str], library: Path) -> None:
@@ -174,7 +202,8 @@ class HostModule:
                                                   "Kernel(source, name, cpu=fn)")
         path, version = found
         program = _program(kernel, names)
-        command = [path, *_FLAGS, f"-I{INCLUDE}", *host_options(kernel)]
+        self.parallel = openmp(path, version)  # blocks spread over the cores inside one call, else from Python
+        command = [path, *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}", *host_options(kernel)]
         key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
         library = cache_folder() / f"{key[:32]}.so"
         if not library.exists():
@@ -196,7 +225,8 @@ class HostKernel:
         self.kernel = kernel
         self._run = getattr(module.library, f"gg_run_{index}")
         self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong,
-                              ctypes.c_char_p, ctypes.c_uint)
+                              ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+        self._parallel = module.parallel
         self._run.restype = ctypes.c_int
         codes_of = getattr(module.library, f"gg_codes_{index}")
         codes_of.restype = ctypes.c_char_p
@@ -257,13 +287,13 @@ class HostKernel:
         blocks = grid[0] * grid[1] * grid[2]
         chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
         try:
-            if chunks == 1:
-                self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks))
+            if chunks == 1 or self._parallel:  # (with OpenMP, the call spreads the blocks over the cores itself)
+                self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks, chunks))
                 return
             bounds = [blocks * k // chunks for k in range(chunks + 1)]
-            futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1])
+            futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1], 1)
                        for k in range(1, chunks)]
-            outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1])]
+            outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1], 1)]
             outcomes += [future.result() for future in futures]
             for outcome in outcomes:
                 self._check(outcome)
@@ -271,9 +301,10 @@ class HostKernel:
             for array, copy, sent in translated:
                 _carry_back(array, copy, sent)
 
-    def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int) -> tuple[int, bytes]:
+    def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int,
+                    workers: int) -> tuple[int, bytes]:
         message = ctypes.create_string_buffer(_MESSAGE_SIZE)
-        return self._run(dims, shared_mem, slots, begin, end, message, _MESSAGE_SIZE), message.value
+        return self._run(dims, shared_mem, slots, begin, end, workers, message, _MESSAGE_SIZE), message.value
 
     def _check(self, outcome: tuple[int, bytes]) -> None:
         """Raise what stopped the kernel: CUDA's error for it (a failed assert, or a trap's launch failure)."""

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <cstddef>
 #include <tuple>
@@ -385,7 +386,6 @@ int run(const unsigned* dims, unsigned shared, const char* slots, long long begi
                     }
         }
     }
-    fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
     return 0;
 }
 
@@ -639,17 +639,34 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
 }
 
 namespace gg {
-// The launch's entry point for kernel F: runs blocks [begin, end) and returns 0, or 1 + the kind of the trap
-// that stopped it, with its message in `message` (`size` bytes).
+// The launch's entry point for kernel F: runs blocks [begin, end), spread over `workers` threads where the module
+// is built with OpenMP (libgomp keeps one pool for the process), and returns 0, or 1 + the kind of the first trap
+// that stopped a block, with its message in `message` (`size` bytes).
 template <auto F, bool Synchronizes>
-int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, char* message,
-          unsigned size) {
-    try {
-        return run<F, Synchronizes>(dims, shared, slots, begin, end);
-    } catch (const Trap& trap) {
-        snprintf(message, size, "%s", trap.message.c_str());
-        fflush(stdout);
-        return 1 + trap.kind;
+int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, int workers,
+          char* message, unsigned size) {
+    std::atomic<int> status{0};
+    auto blocks = [&](long long first, long long last) {
+        try {
+            run<F, Synchronizes>(dims, shared, slots, first, last);
+        } catch (const Trap& trap) {  // (no exception may leave an OpenMP region)
+            int none = 0;
+            if (status.compare_exchange_strong(none, 1 + trap.kind)) snprintf(message, size, "%s", trap.message.c_str());
+        }
+    };
+#ifdef _OPENMP
+    if (workers > 1) {
+        // Several pieces per worker, taken as workers come free: blocks of a kernel need not take equal time.
+        const long long pieces = std::min<long long>(end - begin, 8LL * workers);
+#pragma omp parallel for num_threads(workers) schedule(dynamic, 1)
+        for (long long piece = 0; piece < pieces; ++piece)
+            blocks(begin + (end - begin) * piece / pieces, begin + (end - begin) * (piece + 1) / pieces);
+        fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
+        return status.load();
     }
+#endif
+    blocks(begin, end);
+    fflush(stdout);
+    return status.load();
 }
 }  // namespace gg
