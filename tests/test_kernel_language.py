@@ -513,6 +513,7 @@ except gg.BackendError as error:
 """
 
 
+@pytest.mark.stops_a_kernel
 @pytest.mark.parametrize("name, code", [("checked", "CUDA_ERROR_ASSERT"), ("trapping", "CUDA_ERROR_LAUNCH_FAILED"),
                                         ("checked_at_a_barrier", "CUDA_ERROR_ASSERT")])
 def test_a_failed_assert_or_a_trap_stops_the_kernel_with_cudas_error(device, name, code):
