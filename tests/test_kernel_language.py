@@ -562,10 +562,100 @@ def test_a_large_launch_spreads_its_blocks_over_the_cores_with_or_without_openmp
     n = 1 << 18
     x = device.zeros(n, np.uint32)
     kernel = gg.Kernel(LARGE % (7 if with_openmp else 11), "offsets")  # (a source of its own: compiled here)
-    assert _compile.load(kernel)._parallel is with_openmp
+    assert _compile.load(kernel)._module.parallel is with_openmp
     run(stream, kernel, n // 256, 256, x, n, n)
     np.testing.assert_array_equal(x.to_numpy(), np.arange(n, dtype=np.uint32) * 3 + (7 if with_openmp else 11))
     stream.launch(kernel, n // 256, 256, x, n, n - 5)
     with pytest.raises(gg.BackendError, match=r"CUDA_ERROR_LAUNCH_FAILED: the kernel stopped: block \(1023, 0, 0\), "
                                               r"thread \(251, 0, 0\): __trap\(\) called"):
         stream.synchronize()
+
+
+def test_syncthreads_and_is_one_when_every_thread_agrees(device, stream):
+    source = r"""
+    __global__ void all_positive(const int* x, int* out) {
+        int agreed = __syncthreads_and(x[blockIdx.x * blockDim.x + threadIdx.x] > 0);
+        if (threadIdx.x == 0) out[blockIdx.x] = agreed;
+    }"""
+    x = device.asarray(np.array([1] * 64 + [1] * 31 + [0] + [1] * 32, np.int32))
+    out = device.zeros(2, np.int32)
+    run(stream, gg.Kernel(source, "all_positive"), 2, 64, x, out)
+    np.testing.assert_array_equal(out.to_numpy(), [1, 0])
+
+
+def test_syncthreads_from_an_included_header_runs_the_blocks_as_fibers(device, stream, tmp_path):
+    """A barrier the source reaches only through a header (or a macro) still means what it means on a GPU: the
+    kernel's own text never names __syncthreads."""
+    (tmp_path / "reverse.h").write_text(
+        "__device__ void reverse_in_place(float* s) {\n    float v = s[threadIdx.x];\n    __syncthreads();\n"
+        "    s[blockDim.x - 1 - threadIdx.x] = v;\n    __syncthreads();\n}\n")
+    source = r"""
+    #include "reverse.h"
+    __global__ void reverse(float* x) {
+        __shared__ float s[128];
+        s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+        reverse_in_place(s);
+        x[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+    }"""
+    values = np.arange(256, dtype=np.float32)
+    x = device.asarray(values)
+    kernel = gg.Kernel(source, "reverse", options=(f"-I{tmp_path}",))
+    run(stream, kernel, 2, 128, x)
+    np.testing.assert_array_equal(x.to_numpy(), values.reshape(2, 128)[:, ::-1].ravel())
+    if device.backend == "cpu":
+        assert _compile.load(kernel)._module.fibers
+
+
+EXTERN_SHARED_SCOPES = r"""
+// extern __shared__ float not_a_declaration[];
+const char* brace = "{";
+extern "C" {
+extern __shared__ float staged[];
+__global__ void stage(const float* x, float* y) {
+    staged[threadIdx.x] = x[threadIdx.x] * 2.0f;
+    __syncthreads();
+    y[threadIdx.x] = staged[blockDim.x - 1 - threadIdx.x];
+}
+}
+"""
+
+
+def test_extern_shared_in_an_extern_c_block_after_a_brace_in_a_literal(device, stream):
+    x = device.asarray(np.arange(32, dtype=np.float32))
+    y = device.zeros(32, np.float32)
+    run(stream, gg.Kernel(EXTERN_SHARED_SCOPES, "stage"), 1, 32, x, y, shared_mem=32 * 4)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(32, dtype=np.float32)[::-1] * 2)
+
+
+@pytest.mark.parametrize("name", ["stag", "twice"])
+def test_a_name_that_is_no_kernel_is_refused_the_same_way_on_every_backend(device, stream, name):
+    source = EXTERN_SHARED_SCOPES + "__device__ float twice(float v) { return 2.0f * v; }\n"
+    with pytest.raises(gg.KernelCompileError, match=rf"the compiled module has no kernel '{name}': no `__global__ "
+                                                    rf"void {name}\(\.\.\.\)` in the source"):
+        stream.launch(gg.Kernel(source, name), 1, 1, device.zeros(1, np.float32), device.zeros(1, np.float32))
+
+
+def test_cpp14_source_compiles_on_the_cpu(device, stream):
+    x = device.zeros(4, np.float32)
+    run(stream, gg.Kernel("__global__ void four(float* x) { x[threadIdx.x] = 4.0f; }", "four",
+                          options=("-std=c++14",)), 1, 4, x)
+    np.testing.assert_array_equal(x.to_numpy(), [4, 4, 4, 4])
+
+
+def test_a_changed_header_is_compiled_again_in_the_next_process(tmp_path):
+    """The disk cache keys a library by its source and options, and checks the user's headers it read."""
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "value.h").write_text("#define VALUE 1.0f\n")
+    script = (
+        "import numpy as np, gpugraph as gg\n"
+        "d = gg.Device('cpu'); s = d.stream(); x = d.zeros(2, np.float32)\n"
+        "k = gg.Kernel('#include \"value.h\"\\n__global__ void v(float* x) { x[threadIdx.x] = VALUE; }', 'v',\n"
+        f"              options=('-I{include}',))\n"
+        "s.launch(k, 1, 2, x); s.synchronize(); print(x.to_numpy().tolist())\n")
+    env = {**os.environ, "GPUGRAPH_CACHE_DIR": str(tmp_path / "cache")}
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.strip() == "[1.0, 1.0]"
+    (include / "value.h").write_text("#define VALUE 2.0f  // changed\n")
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert second.stdout.strip() == "[2.0, 2.0]"

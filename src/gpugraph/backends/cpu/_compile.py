@@ -15,6 +15,7 @@ import concurrent.futures
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ import numpy as np
 
 from ..._errors import BackendError, KernelCompileError
 from ..._memory import Array
-from ..._signature import ADDRESS_DTYPE, check_compiled, kernel_names
+from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
 from ._memory import ADDRESSES, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
@@ -75,7 +76,8 @@ def host_options(kernel: Any) -> list[str]:
         elif match := re.fullmatch(r"--(define-macro|undefine-macro|include-path)=(.+)", option):
             out.append({"define-macro": "-D", "undefine-macro": "-U", "include-path": "-I"}[match[1]] + match[2])
         elif match := re.fullmatch(r"--?std=(c\+\+\d\d)", option):
-            out.append(f"-std={match[1]}")
+            if match[1] not in ("c++11", "c++14"):  # (gpugraph's header needs C++17, which takes their code)
+                out.append(f"-std={match[1]}")
         elif option in ("-use_fast_math", "--use_fast_math", "-ffast-math"):
             out.append("-ffast-math")
         elif option in ("-fmad=false", "--fmad=false"):
@@ -89,19 +91,46 @@ def host_options(kernel: Any) -> list[str]:
 
 _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\w+\s*\)\s*|alignas\s*\(\s*\w+\s*\)\s*)*)"
                             r"([A-Za-z_][\w\s:<>,*]*?)\s*\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_SYNCHRONIZES = re.compile(r"\b__syncthreads\w*\b")
+# The tokens that decide where a declaration is: comments and literals (skipped whole), brackets, words, the rest.
+_SCOPE_TOKEN = re.compile(r"""//[^\n]*|/\*.*?\*/|R"([^(\s]*)\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
+                          r"|[{}()\[\]]|[A-Za-z_]\w*|\S", re.S)
+# What may stand between a function's parameter list and its body.
+_AFTER_PARAMETERS = {")", "]", "const", "noexcept", "override", "final", "mutable", "volatile"}
+
+
+def _scope_at(source: str, at: int) -> str:
+    """Where position ``at`` of ``source`` lies: "text" (in a comment or a literal), "function" (in a function's
+    body, at any depth) or "file" (at file scope, in a namespace or an ``extern "C"`` block included)."""
+    stack: list[bool] = []  # for each open brace: whether it opens a function's body
+    previous = ""
+    for token in _SCOPE_TOKEN.finditer(source):
+        if token.start() >= at:
+            break
+        text = token[0]
+        if token.end() > at:  # (a match begins a word: only a comment or a literal can hold it)
+            return "text"
+        if text[:2] in ("//", "/*"):
+            continue
+        if text == "{":
+            stack.append(previous in _AFTER_PARAMETERS)
+        elif text == "}" and stack:
+            stack.pop()
+        previous = text
+    return "function" if any(stack) else "file"
 
 
 def host_source(source: str) -> str:
     """``source`` as the host compiler takes it, line for line: each ``extern __shared__`` array (the launch's
     dynamic shared memory) becomes the worker's buffer for it: in a function, a pointer to it; at file scope,
-    a macro reading it (a pointer initialized there would be read once, when the library loads)."""
+    a macro reading it (a pointer initialized there would be read once, when the library loads). One in a
+    comment or a literal stays as it is."""
     def replaced(match: re.Match) -> str:
         declared, name = " ".join(match[2].split()), match[3]
         buffer = f"({declared}*)::gg::dynamic_shared()"
-        before = _COMMENT.sub(" ", source[:match.start()])
-        if before.count("{") > before.count("}"):
+        scope = _scope_at(source, match.start())
+        if scope == "text":
+            return match[0]
+        if scope == "function":
             return f"{declared}* const {name} = {buffer};" + "\n" * match[0].count("\n")
         line = source.count("\n", 0, match.end()) + 1  # (the #line that follows keeps the user's numbering)
         return f"\n#define {name} ({buffer})\n#line {line}\n"
@@ -111,14 +140,14 @@ def host_source(source: str) -> str:
 def _program(kernel: Any, names: list[str]) -> str:
     """The translation unit: the header, the kernel's source (its lines numbered as the user's file), and one
     entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
-    type codes."""
-    synchronizes = "true" if _SYNCHRONIZES.search(kernel.source) else "false"
-    entries = []
+    type codes; ``gg_uses_barriers`` says whether the blocks run as fibers."""
+    entries = ['extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
+               '    return ::gg::uses_barriers();\n}\n']
     for i, name in enumerate(names):
         entries.append(
             f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
             f" const char* slots, long long begin, long long end, int workers, char* message, unsigned size) {{\n"
-            f"    return ::gg::enter<&{name}, {synchronizes}>(dims, shared, slots, begin, end, workers, message, size);"
+            f"    return ::gg::enter<&{name}>(dims, shared, slots, begin, end, workers, message, size);"
             f"\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
             f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
@@ -179,15 +208,45 @@ def _build(kernel: Any, program: str, command: list[str], library: Path) -> None
     with tempfile.TemporaryDirectory(dir=library.parent) as folder:
         source, built = Path(folder) / _file_name(kernel), Path(folder) / "kernel.so"
         source.write_text(program, encoding="utf-8")
+        dependencies = Path(folder) / "kernel.d"
         try:
-            done = subprocess.run([*command, "-x", "c++", str(source), "-o", str(built)], capture_output=True,
-                                  text=True, timeout=600)
+            done = subprocess.run([*command, "-MMD", "-MF", str(dependencies), "-x", "c++", str(source), "-o",
+                                   str(built)], capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.SubprocessError) as error:
             raise KernelCompileError(kernel.name, f"the C++ compiler {command[0]} could not run: {error}") from None
         if done.returncode != 0:
             log = (done.stderr or done.stdout).replace(str(source), _file_name(kernel)).replace(folder + os.sep, "")
+            if "gpugraph-entry-points.cpp" in log and ("not declared" in log or "undeclared identifier" in log):
+                # (the user's source compiled: the name names nothing in it)
+                raise KernelCompileError.no_kernel(kernel.name, log.rstrip())
             raise KernelCompileError(kernel.name, log.rstrip())
-        os.replace(built, library)
+        headers = _headers(dependencies.read_text(), source)
+        library.with_suffix(".headers").write_text(json.dumps([[h, *_stamp(h)] for h in headers]))
+        os.replace(built, library)  # (after its headers' list: a library found has one)
+
+
+def _headers(make_rule: str, source: Path) -> list[str]:
+    """The headers of the user's that a build read (the compiler's -MMD rule, which leaves out the system's), less
+    gpugraph's own, which the cache key covers."""
+    targets = make_rule.replace("\\\n", " ").split(":", 1)[1]
+    paths = [p.replace("\\ ", " ") for p in re.split(r"(?<!\\)\s+", targets.strip()) if p]
+    own = INCLUDE.resolve()
+    return [os.path.abspath(p) for p in paths if Path(p) != source and not Path(p).resolve().is_relative_to(own)]
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    status = os.stat(path)
+    return status.st_mtime_ns, status.st_size
+
+
+def _fresh(library: Path) -> bool:
+    """Whether ``library`` was built and the user's headers it read are as they were then (a header changed
+    since, or gone, means compiling again)."""
+    try:
+        headers = json.loads(library.with_suffix(".headers").read_text())
+        return library.exists() and all(tuple(_stamp(path)) == (mtime, size) for path, mtime, size in headers)
+    except (OSError, ValueError):
+        return False
 
 
 class HostModule:
@@ -206,14 +265,15 @@ class HostModule:
         command = [path, *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}", *host_options(kernel)]
         key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
         library = cache_folder() / f"{key[:32]}.so"
-        if not library.exists():
+        if not _fresh(library):
             try:
                 _build(kernel, program, command, library)
-            except PermissionError:  # (an unwritable cache: this process's own temporary folder instead)
+            except OSError:  # (an unwritable or read-only cache: this process's own temporary folder instead)
                 library = Path(tempfile.mkdtemp(prefix="gpugraph-")) / library.name
                 _build(kernel, program, command, library)
         self.library = ctypes.CDLL(str(library))
         self.names = names
+        self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
 
 
 class HostKernel:
@@ -226,7 +286,7 @@ class HostKernel:
         self._run = getattr(module.library, f"gg_run_{index}")
         self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong,
                               ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
-        self._parallel = module.parallel
+        self._module = module
         self._run.restype = ctypes.c_int
         codes_of = getattr(module.library, f"gg_codes_{index}")
         codes_of.restype = ctypes.c_char_p
@@ -287,7 +347,7 @@ class HostKernel:
         blocks = grid[0] * grid[1] * grid[2]
         chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
         try:
-            if chunks == 1 or self._parallel:  # (with OpenMP, the call spreads the blocks over the cores itself)
+            if chunks == 1 or self._module.parallel:  # (with OpenMP, the call spreads the blocks over the cores itself)
                 self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks, chunks))
                 return
             bounds = [blocks * k // chunks for k in range(chunks + 1)]
@@ -348,6 +408,8 @@ def load(kernel: Any) -> HostKernel:
     if loaded is not None:
         return loaded
     names = kernel_names(kernel.source, kernel.options)
+    if is_device_function(kernel.source, kernel.name, kernel.options):  # (CUDA's module has no such kernel)
+        raise KernelCompileError.no_kernel(kernel.name)
     if kernel.name not in names:  # a template's instance, or a name the reader cannot see
         names = [*names, kernel.name]
     key = (kernel.source, kernel.options, kernel.name if "<" in kernel.name else "")

@@ -52,9 +52,7 @@ class ModuleCache:
         name = lowered.get(kernel.name, kernel.name.encode())  # not found by name: extern "C" made by a macro
         err, function = drv.module_get_function(module, name)
         if err:
-            raise KernelCompileError(kernel.name, f"the compiled module has no kernel {kernel.name!r}: no "
-                                                  f"`__global__ void {kernel.name}(...)` in the source (a template "
-                                                  f"kernel is named with its arguments, as in 'axpb<float>')")
+            raise KernelCompileError.no_kernel(kernel.name)
         return function
 
     @staticmethod

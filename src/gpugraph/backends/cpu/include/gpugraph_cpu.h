@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <sys/mman.h>
 #include <ucontext.h>
 
 // Declaration specifiers: the host compiler has one kind of function and memory.
@@ -149,6 +150,15 @@ inline void* dynamic_shared() { return shared_buffer.data(); }
 // switch saves and loads the callee-saved registers alone (a few nanoseconds); elsewhere it is ucontext's
 // swapcontext, which also saves the signal mask with a system call.
 constexpr size_t kFiberStack = 128 << 10;
+constexpr size_t kGuard = 64 << 10;  // below each stack, unmapped: an overflow faults instead of overwriting
+
+// A fiber's stack, mapped with its guard below it (as the memory's first kGuard bytes); null if it cannot be.
+inline void* map_stack() {
+    void* memory = mmap(nullptr, kGuard + kFiberStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return nullptr;
+    mprotect(memory, kGuard, PROT_NONE);
+    return static_cast<char*>(memory) + kGuard;
+}
 
 #if defined(__x86_64__)
 #define GG_FAST_SWITCH 1
@@ -213,7 +223,8 @@ struct Block {
     bool trapped = false;    // a fiber stopped the kernel (gg::trap): the block's other fibers are abandoned
     Trap trap;               // what stopped it
     ~Block() {
-        for (Fiber& fiber : fibers) free(fiber.stack);
+        for (Fiber& fiber : fibers)
+            if (fiber.stack != nullptr) munmap(static_cast<char*>(fiber.stack) - kGuard, kGuard + kFiberStack);
     }
 };
 
@@ -280,11 +291,8 @@ inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
     for (unsigned t = 0; t < threads; ++t) {
         Fiber& f = b.fibers[t];
         if (f.stack == nullptr) {
-            f.stack = malloc(kFiberStack);
-            if (f.stack == nullptr) {
-                fprintf(stderr, "gpugraph: out of memory for a CPU kernel thread's stack\n");
-                abort();
-            }
+            f.stack = map_stack();
+            if (f.stack == nullptr) trap(kTrap, "out of memory for the stacks of the block's threads");
         }
         start_fiber(b, f);
         f.done = false;
@@ -311,12 +319,25 @@ inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
     block = nullptr;
 }
 
-inline long long barrier(long long add) {
+// Whether the library calls a barrier anywhere, through a header or a macro too: the __syncthreads forms are
+// templates, so a call instantiates BarrierMark's member, whose initializer runs when the library loads; gpugraph
+// then runs its kernels' blocks as fibers (gg_uses_barriers).
+inline bool& uses_barriers() {
+    static bool used = false;
+    return used;
+}
+struct BarrierUse {
+    BarrierUse() { uses_barriers() = true; }
+};
+template <int> struct BarrierMark {
+    static BarrierUse mark;
+};
+template <int N> BarrierUse BarrierMark<N>::mark;
+
+template <int N = 0> long long barrier(long long add) {
+    (void)&BarrierMark<N>::mark;
     Block* b = block;
-    if (b == nullptr) {
-        fprintf(stderr, "gpugraph: __syncthreads reached in a kernel compiled to run without fibers\n");
-        abort();
-    }
+    if (b == nullptr) trap(kTrap, "__syncthreads reached outside fibers (a bug in gpugraph's CPU backend)");
     unsigned phase = b->phase;
     b->counts[phase % 2] += add;
     to_home(b);
@@ -398,12 +419,12 @@ template <class T> inline T bits_as(const void* from) {
 }  // namespace gg
 
 // Barriers and fences.
-inline void __syncthreads() { gg::barrier(0); }
-inline int __syncthreads_count(int predicate) { return int(gg::barrier(predicate != 0)); }
-inline int __syncthreads_and(int predicate) {
-    return gg::barrier(predicate != 0) == (long long)(blockDim.x * blockDim.y * blockDim.z);
+template <int N = 0> void __syncthreads() { gg::barrier<N>(0); }
+template <int N = 0> int __syncthreads_count(int predicate) { return int(gg::barrier<N>(predicate != 0)); }
+template <int N = 0> int __syncthreads_and(int predicate) {
+    return gg::barrier<N>(predicate != 0) == (long long)(blockDim.x * blockDim.y * blockDim.z);
 }
-inline int __syncthreads_or(int predicate) { return gg::barrier(predicate != 0) != 0; }
+template <int N = 0> int __syncthreads_or(int predicate) { return gg::barrier<N>(predicate != 0) != 0; }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -642,13 +663,17 @@ namespace gg {
 // The launch's entry point for kernel F: runs blocks [begin, end), spread over `workers` threads where the module
 // is built with OpenMP (libgomp keeps one pool for the process), and returns 0, or 1 + the kind of the first trap
 // that stopped a block, with its message in `message` (`size` bytes).
-template <auto F, bool Synchronizes>
+template <auto F>
 int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, int workers,
           char* message, unsigned size) {
     std::atomic<int> status{0};
+    const bool fibers = uses_barriers();
     auto blocks = [&](long long first, long long last) {
         try {
-            run<F, Synchronizes>(dims, shared, slots, first, last);
+            if (fibers)
+                run<F, true>(dims, shared, slots, first, last);
+            else
+                run<F, false>(dims, shared, slots, first, last);
         } catch (const Trap& trap) {  // (no exception may leave an OpenMP region)
             int none = 0;
             if (status.compare_exchange_strong(none, 1 + trap.kind)) snprintf(message, size, "%s", trap.message.c_str());
