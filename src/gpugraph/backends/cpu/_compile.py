@@ -3,7 +3,8 @@
 A kernel without a Python implementation (``cpu=``) runs here as the GPU runs it: its source is compiled
 against ``include/gpugraph_cpu.h``, which provides the kernel language, into a shared library that this module
 loads and launches with the real grid and block. Blocks run in parallel on worker threads; the threads of a
-block run one after another, as fibers when the source synchronizes (``__syncthreads``), else in a plain loop.
+block run one after another, as fibers when the library calls a barrier (``__syncthreads``), else in a plain
+loop.
 
 Libraries are cached on disk (``GPUGRAPH_CACHE_DIR``, else the user's cache folder), keyed by the generated
 source, the compiler and its options, so a second process loads instead of compiling.
