@@ -310,6 +310,13 @@ __global__ void fill(T* x, T value, int n) {
     int i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
     if (i < n) x[i] = value + (T)hipGridDim_x;
 }
+// HIP's dynamic shared memory, and a kernel named through HIP_KERNEL_NAME (as hipLaunchKernelGGL takes it).
+__global__ void HIP_KERNEL_NAME(mirror)(float* x) {
+    HIP_DYNAMIC_SHARED(float, staged)
+    staged[hipThreadIdx_x] = x[hipThreadIdx_x];
+    __syncthreads();
+    x[hipThreadIdx_x] = staged[hipBlockDim_x - 1 - hipThreadIdx_x];
+}
 """
 
 
@@ -319,6 +326,9 @@ def test_hip_spellings_on_the_cpu():
     x = device.zeros(100, np.float32)
     run(stream, gg.Kernel(HIP, "fill<float>"), 2, 64, x, 1.5, 100)
     np.testing.assert_array_equal(x.to_numpy(), np.full(100, 3.5, np.float32))
+    y = device.asarray(np.arange(64, dtype=np.float32))
+    run(stream, gg.Kernel(HIP, "mirror"), 1, 64, y, shared_mem=64 * 4)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(64, dtype=np.float32)[::-1])
 
 
 @pytest.mark.parametrize("intrinsic", ["__shfl_down_sync(0xffffffffu, v, 1)", "__ballot_sync(0xffffffffu, v > 0)"])
