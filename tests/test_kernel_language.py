@@ -285,9 +285,6 @@ __global__ void halves(const __half* x, __half* y, float* f, int n) {
 
 
 def test_half_precision(device, stream):
-    if device.backend == "cuda":
-        pytest.skip("NVRTC finds cuda_fp16.h only in the CUDA toolkit's include folder, which the CUDA backend "
-                    "does not pass to it yet")
     n = 64
     values = np.linspace(-4, 4, n).astype(np.float16)
     x, y, f = device.asarray(values), device.zeros(n, np.float16), device.zeros(n, np.float32)
@@ -313,6 +310,13 @@ __global__ void fill(T* x, T value, int n) {
     int i = hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;
     if (i < n) x[i] = value + (T)hipGridDim_x;
 }
+// HIP's dynamic shared memory, and a kernel named through HIP_KERNEL_NAME (as hipLaunchKernelGGL takes it).
+__global__ void HIP_KERNEL_NAME(mirror)(float* x) {
+    HIP_DYNAMIC_SHARED(float, staged)
+    staged[hipThreadIdx_x] = x[hipThreadIdx_x];
+    __syncthreads();
+    x[hipThreadIdx_x] = staged[hipBlockDim_x - 1 - hipThreadIdx_x];
+}
 """
 
 
@@ -322,6 +326,9 @@ def test_hip_spellings_on_the_cpu():
     x = device.zeros(100, np.float32)
     run(stream, gg.Kernel(HIP, "fill<float>"), 2, 64, x, 1.5, 100)
     np.testing.assert_array_equal(x.to_numpy(), np.full(100, 3.5, np.float32))
+    y = device.asarray(np.arange(64, dtype=np.float32))
+    run(stream, gg.Kernel(HIP, "mirror"), 1, 64, y, shared_mem=64 * 4)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(64, dtype=np.float32)[::-1])
 
 
 @pytest.mark.parametrize("intrinsic", ["__shfl_down_sync(0xffffffffu, v, 1)", "__ballot_sync(0xffffffffu, v > 0)"])
@@ -406,3 +413,259 @@ def test_a_compiled_kernel_in_a_graph_with_a_param_update_and_set_params(device,
     exe.launch(stream)
     stream.synchronize()
     np.testing.assert_array_equal(y.to_numpy(), 5 * np.arange(n) - 1)
+
+
+POINTER_ARRAYS = r"""
+// out[i] = rows[i % rowCount][i]: reads through an array of device addresses.
+__global__ void gather(float* out, float* const* rows, int rowCount, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = rows[i % rowCount][i];
+}
+// Swaps the first two addresses, and writes through each.
+__global__ void swap_and_mark(float** rows) {
+    if (threadIdx.x == 0) {
+        float* first = rows[0];
+        rows[0] = rows[1];
+        rows[1] = first;
+        rows[0][0] = -1.0f;
+        rows[1][1] = -2.0f;
+    }
+}
+"""
+
+
+def test_arrays_of_device_addresses_of_stream_and_graph_allocations(device, stream):
+    """A T** argument holds device addresses (a.ptr): on the CPU backend, those of stream-ordered and graph
+    allocations are translated to their memory when the kernel runs, and the kernel's writes to the array come
+    back as device addresses, as on a GPU."""
+    n = 8
+    gather = gg.Kernel(POINTER_ARRAYS, "gather")
+    swap = gg.Kernel(POINTER_ARRAYS, "swap_and_mark")
+    plain = device.asarray(np.full(n, 1.0, np.float32))
+    out = device.zeros(n, np.float32)
+    first, second = stream.alloc(n, np.float32), stream.alloc(n, np.float32)
+    stream.memset(first, 2.0)
+    stream.memset(second, 3.0)
+    rows = device.asarray(np.array([first.ptr, plain.ptr, second.ptr], np.uint64))
+    stream.launch(gather, 1, 32, out, rows, 3, n)
+    stream.launch(swap, 1, 32, rows)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), [2, 1, 3, 2, 1, 3, 2, 1])
+    np.testing.assert_array_equal(rows.to_numpy(), [plain.ptr, first.ptr, second.ptr])  # swapped, as addresses
+    stream.memcpy(out, first)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy()[:2], [2, -2])
+    np.testing.assert_array_equal(plain.to_numpy()[:2], [-1, 1])
+    stream.free(first)
+    stream.free(second)
+
+    graph = gg.Graph(device)
+    a, b = graph.add_alloc(n, np.float32), graph.add_alloc(n, np.float32)
+    addresses = device.asarray(np.array([a.array.ptr, b.array.ptr], np.uint64))
+    set_a = graph.add_memset(a.array, 4.0, after=a)
+    set_b = graph.add_memset(b.array, 5.0, after=b)
+    read = graph.add_kernel(gather, 1, 32, out, addresses, 2, n, after=(set_a, set_b))
+    graph.add_free(a, after=read)
+    graph.add_free(b, after=read)
+    with graph.instantiate() as exe:
+        for _ in range(2):
+            stream.memset(out, 0.0)
+            exe.launch(stream)
+            stream.synchronize()
+            np.testing.assert_array_equal(out.to_numpy(), [4, 5] * 4)
+
+
+def test_an_address_of_memory_not_allocated_when_the_kernel_runs_is_an_error_on_the_cpu():
+    device = gg.Device("cpu")
+    stream = device.stream()
+    out = device.zeros(4, np.float32)
+    freed = stream.alloc(4, np.float32)
+    rows = device.asarray(np.array([freed.ptr], np.uint64))
+    stream.free(freed)
+    stream.launch(gg.Kernel(POINTER_ARRAYS, "gather"), 1, 32, out, rows, 1, 4)
+    with pytest.raises(gg.GpuGraphError, match=r"argument 1 \(float\*\* rows\): element 0 is 0x[0-9a-f]+, "
+                                               r"the address of the stream allocation at 0x[0-9a-f]+, which is "
+                                               r"not allocated when the kernel runs"):
+        stream.synchronize()
+
+
+STOPPING = r"""
+#ifndef assert
+#include <assert.h>
+#endif
+__global__ void checked(const int* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) assert(x[i] >= 0);
+}
+__global__ void trapping(int* x) {
+    if (threadIdx.x == 3) __trap();
+}
+__global__ void checked_at_a_barrier(int* x) {
+    __shared__ int seen[64];
+    seen[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    assert(seen[(threadIdx.x + 1) % 64] >= 0);
+}
+"""
+STOP_SCRIPT = r"""
+import sys, numpy as np, gpugraph as gg
+sys.path.insert(0, {tests!r})
+from test_kernel_language import STOPPING
+device = gg.Device({backend!r})
+stream = device.stream()
+x = device.asarray(np.array([0, 1, 2, 3, -5] + [0] * 59, np.int32))
+stream.launch(gg.Kernel(STOPPING, {name!r}), 1, 64, *({name!r} == "checked" and (x, 64) or (x,)))
+try:
+    stream.synchronize()
+except gg.BackendError as error:
+    print("STOPPED", error.code)
+    print(error)
+"""
+
+
+@pytest.mark.stops_a_kernel
+@pytest.mark.parametrize("name, code", [("checked", "CUDA_ERROR_ASSERT"), ("trapping", "CUDA_ERROR_LAUNCH_FAILED"),
+                                        ("checked_at_a_barrier", "CUDA_ERROR_ASSERT")])
+def test_a_failed_assert_or_a_trap_stops_the_kernel_with_cudas_error(device, name, code):
+    """CUDA reports a kernel's failed assert (cudaErrorAssert) or __trap() (a launch failure) at the next
+    synchronize; so does the CPU backend, whose message names the block, the thread and the assertion. (A
+    subprocess: on CUDA the context is unusable afterwards.)"""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = STOP_SCRIPT.format(tests=tests, backend=device.backend, name=name)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert f"STOPPED {code}" in done.stdout or f"STOPPED CUresult.{code}" in done.stdout, done.stdout + done.stderr
+    if device.backend == "cpu":
+        where = {"checked": "thread (4, 0, 0): checked.cu:7: void checked(const int*, int): "
+                            "Assertion `x[i] >= 0` failed.",
+                 "trapping": "block (0, 0, 0), thread (3, 0, 0): __trap() called",
+                 "checked_at_a_barrier": "thread (3, 0, 0): checked_at_a_barrier.cu:16: void "
+                                         "checked_at_a_barrier(int*): Assertion `seen[(threadIdx.x + 1) % 64] >= 0` "
+                                         "failed."}[name]
+        assert where in done.stdout, done.stdout
+
+
+def test_assert_is_off_under_ndebug(device, stream):
+    x = device.asarray(np.array([-1], np.int32))
+    run(stream, gg.Kernel(STOPPING, "checked", options=("-DNDEBUG",)), 1, 1, x, 1)
+
+
+LARGE = r"""
+__global__ void offsets(unsigned* x, unsigned n, unsigned stop_at) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == stop_at) __trap();
+    if (i < n) x[i] = i * 3u + %d;
+}
+"""
+
+
+@pytest.mark.parametrize("with_openmp", [True, False])
+def test_a_large_launch_spreads_its_blocks_over_the_cores_with_or_without_openmp(monkeypatch, with_openmp):
+    """Launches of 2^15 threads or more run their blocks on every core: in one call with OpenMP, else from
+    Python's worker threads; the results, and a trap in any block, are the same."""
+    if with_openmp and not _compile.openmp(*_compile.compiler()):
+        pytest.skip("this compiler builds no OpenMP code")
+    monkeypatch.setattr(_compile, "openmp", lambda path, version: with_openmp)
+    device = gg.Device("cpu")
+    stream = device.stream()
+    n = 1 << 18
+    x = device.zeros(n, np.uint32)
+    kernel = gg.Kernel(LARGE % (7 if with_openmp else 11), "offsets")  # (a source of its own: compiled here)
+    assert _compile.load(kernel)._module.parallel is with_openmp
+    run(stream, kernel, n // 256, 256, x, n, n)
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(n, dtype=np.uint32) * 3 + (7 if with_openmp else 11))
+    stream.launch(kernel, n // 256, 256, x, n, n - 5)
+    with pytest.raises(gg.BackendError, match=r"CUDA_ERROR_LAUNCH_FAILED: the kernel stopped: block \(1023, 0, 0\), "
+                                              r"thread \(251, 0, 0\): __trap\(\) called"):
+        stream.synchronize()
+
+
+def test_syncthreads_and_is_one_when_every_thread_agrees(device, stream):
+    source = r"""
+    __global__ void all_positive(const int* x, int* out) {
+        int agreed = __syncthreads_and(x[blockIdx.x * blockDim.x + threadIdx.x] > 0);
+        if (threadIdx.x == 0) out[blockIdx.x] = agreed;
+    }"""
+    x = device.asarray(np.array([1] * 64 + [1] * 31 + [0] + [1] * 32, np.int32))
+    out = device.zeros(2, np.int32)
+    run(stream, gg.Kernel(source, "all_positive"), 2, 64, x, out)
+    np.testing.assert_array_equal(out.to_numpy(), [1, 0])
+
+
+def test_syncthreads_from_an_included_header_runs_the_blocks_as_fibers(device, stream, tmp_path):
+    """A barrier the source reaches only through a header (or a macro) still means what it means on a GPU: the
+    kernel's own text never names __syncthreads."""
+    (tmp_path / "reverse.h").write_text(
+        "__device__ void reverse_in_place(float* s) {\n    float v = s[threadIdx.x];\n    __syncthreads();\n"
+        "    s[blockDim.x - 1 - threadIdx.x] = v;\n    __syncthreads();\n}\n")
+    source = r"""
+    #include "reverse.h"
+    __global__ void reverse(float* x) {
+        __shared__ float s[128];
+        s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+        reverse_in_place(s);
+        x[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+    }"""
+    values = np.arange(256, dtype=np.float32)
+    x = device.asarray(values)
+    kernel = gg.Kernel(source, "reverse", options=(f"-I{tmp_path}",))
+    run(stream, kernel, 2, 128, x)
+    np.testing.assert_array_equal(x.to_numpy(), values.reshape(2, 128)[:, ::-1].ravel())
+    if device.backend == "cpu":
+        assert _compile.load(kernel)._module.fibers
+
+
+EXTERN_SHARED_SCOPES = r"""
+// extern __shared__ float not_a_declaration[];
+const char* brace = "{";
+extern "C" {
+extern __shared__ float staged[];
+__global__ void stage(const float* x, float* y) {
+    staged[threadIdx.x] = x[threadIdx.x] * 2.0f;
+    __syncthreads();
+    y[threadIdx.x] = staged[blockDim.x - 1 - threadIdx.x];
+}
+}
+"""
+
+
+def test_extern_shared_in_an_extern_c_block_after_a_brace_in_a_literal(device, stream):
+    x = device.asarray(np.arange(32, dtype=np.float32))
+    y = device.zeros(32, np.float32)
+    run(stream, gg.Kernel(EXTERN_SHARED_SCOPES, "stage"), 1, 32, x, y, shared_mem=32 * 4)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(32, dtype=np.float32)[::-1] * 2)
+
+
+@pytest.mark.parametrize("name", ["stag", "twice"])
+def test_a_name_that_is_no_kernel_is_refused_the_same_way_on_every_backend(device, stream, name):
+    source = EXTERN_SHARED_SCOPES + "__device__ float twice(float v) { return 2.0f * v; }\n"
+    with pytest.raises(gg.KernelCompileError, match=rf"the compiled module has no kernel '{name}': no `__global__ "
+                                                    rf"void {name}\(\.\.\.\)` in the source"):
+        stream.launch(gg.Kernel(source, name), 1, 1, device.zeros(1, np.float32), device.zeros(1, np.float32))
+
+
+def test_cpp14_source_compiles_on_the_cpu(device, stream):
+    x = device.zeros(4, np.float32)
+    run(stream, gg.Kernel("__global__ void four(float* x) { x[threadIdx.x] = 4.0f; }", "four",
+                          options=("-std=c++14",)), 1, 4, x)
+    np.testing.assert_array_equal(x.to_numpy(), [4, 4, 4, 4])
+
+
+def test_a_changed_header_is_compiled_again_in_the_next_process(tmp_path):
+    """The disk cache keys a library by its source and options, and checks the user's headers it read."""
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "value.h").write_text("#define VALUE 1.0f\n")
+    script = (
+        "import numpy as np, gpugraph as gg\n"
+        "d = gg.Device('cpu'); s = d.stream(); x = d.zeros(2, np.float32)\n"
+        "k = gg.Kernel('#include \"value.h\"\\n__global__ void v(float* x) { x[threadIdx.x] = VALUE; }', 'v',\n"
+        f"              options=('-I{include}',))\n"
+        "s.launch(k, 1, 2, x); s.synchronize(); print(x.to_numpy().tolist())\n")
+    env = {**os.environ, "GPUGRAPH_CACHE_DIR": str(tmp_path / "cache")}
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.strip() == "[1.0, 1.0]"
+    (include / "value.h").write_text("#define VALUE 2.0f  // changed\n")
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert second.stdout.strip() == "[2.0, 2.0]"

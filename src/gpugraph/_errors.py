@@ -73,6 +73,13 @@ class KernelCompileError(GpuGraphError):
         self.log = log
         super().__init__(f"kernel {kernel_name!r} failed to compile:\n{log}")
 
+    @classmethod
+    def no_kernel(cls, kernel_name: str, log: str = "") -> KernelCompileError:
+        """The error for a name that names no kernel of the source, on every backend."""
+        return cls(kernel_name, f"the compiled module has no kernel {kernel_name!r}: no `__global__ void "
+                                f"{kernel_name}(...)` in the source (a template kernel is named with its arguments, "
+                                f"as in 'axpb<float>')" + (f"\n{log}" if log else ""))
+
 
 class StreamErrors(GpuGraphError):
     """A device synchronize found errors on several streams (host functions or CPU kernels that raised).

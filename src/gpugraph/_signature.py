@@ -560,3 +560,19 @@ def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
         if name is not None:
             names.add(name)
     return sorted(names)
+
+
+def is_device_function(source: str, name: str, options: Sequence[str] = ()) -> bool:
+    """Whether ``source`` declares ``name`` as a ``__device__`` function and never as a ``__global__`` one: a
+    function a GPU cannot launch (NVRTC's module has no kernel of that name), so no backend launches it."""
+    tokens = _read_source(source, tuple(options)).tokens
+    if _kernel_lists(tokens, name):
+        return False
+    for i, token in enumerate(tokens):
+        if token == name and i + 1 < len(tokens) and tokens[i + 1] == "(":
+            j = i - 1
+            while j >= 0 and tokens[j] not in (";", "{", "}"):
+                if tokens[j] == "__device__":
+                    return True
+                j -= 1
+    return False

@@ -36,22 +36,9 @@ extern "C" __global__ void combine(float* y, const float* k1, const float* k2, c
 """
 
 
-def _rhs(launch: Any, k: np.ndarray, y: np.ndarray, r: np.ndarray, n: Any) -> None:
-    k[:n] = r[:n] * y[:n] * (np.float32(1) - y[:n])
-
-
-def _axpy(launch: Any, out: np.ndarray, y: np.ndarray, k: np.ndarray, h: Any, n: Any) -> None:
-    out[:n] = y[:n] + h * k[:n]
-
-
-def _combine(launch: Any, y: np.ndarray, k1: np.ndarray, k2: np.ndarray, k3: np.ndarray, k4: np.ndarray,
-             h6: Any, n: Any) -> None:
-    y[:n] += h6 * (k1[:n] + np.float32(2) * k2[:n] + np.float32(2) * k3[:n] + k4[:n])
-
-
-RHS = Kernel(SOURCE, "rhs", cpu=_rhs)
-AXPY = Kernel(SOURCE, "axpy", cpu=_axpy)
-COMBINE = Kernel(SOURCE, "combine", cpu=_combine)
+RHS = Kernel(SOURCE, "rhs")
+AXPY = Kernel(SOURCE, "axpy")
+COMBINE = Kernel(SOURCE, "combine")
 
 
 def initial() -> tuple[np.ndarray, np.ndarray]:

@@ -35,21 +35,8 @@ __global__ void kernelB(double* arrayA, double* arrayB, size_t size){
 """
 
 
-def _covered(launch: gg.LaunchConfig, size: int) -> int:
-    return min(int(size), launch.grid[0] * launch.block[0])
-
-
-def _kernel_a(launch, array_a, size):
-    array_a[:_covered(launch, size)] += 1.0
-
-
-def _kernel_b(launch, array_a, array_b, size):
-    n = _covered(launch, size)
-    array_b[:n] += array_a[:n] + 3.0
-
-
-kernelA = gg.Kernel(SOURCE, "kernelA", cpu=_kernel_a)
-kernelB = gg.Kernel(SOURCE, "kernelB", cpu=_kernel_b)
+kernelA = gg.Kernel(SOURCE, "kernelA")
+kernelB = gg.Kernel(SOURCE, "kernelB")
 
 ITERATIONS = 50
 THREADS_PER_BLOCK = 1024

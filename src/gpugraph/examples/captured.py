@@ -71,15 +71,6 @@ THREADS = 256
 TILE = 16  # matmul blocks are TILE x TILE threads
 
 
-def _covered(launch: gg.LaunchConfig, n: int) -> int:
-    """Elements a 1-D launch covers: its threads, capped by the bounds check."""
-    return min(int(n), launch.grid[0] * launch.block[0])
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    return a.reshape(-1)
-
-
 def hash_u32(h: np.ndarray) -> np.ndarray:
     """The kernels' integer hash, on uint32 arrays (wrapping arithmetic, as in C)."""
     h = np.asarray(h, dtype=np.uint32).copy()
@@ -98,44 +89,12 @@ def random_values(seed: int, salt: int, n: int) -> np.ndarray:
     return (bits >> np.uint32(8)).astype(np.float32) * np.float32(1.0 / 16777216.0)
 
 
-def _increment(launch, o, n):
-    _flat(o)[:_covered(launch, n)] += 1
-
-
-def _fill_random(launch, x, seed, salt, n):
-    m = _covered(launch, n)
-    _flat(x)[:m] = random_values(seed, salt, m)
-
-
-def _sin(launch, x, n):
-    m = _covered(launch, n)
-    _flat(x)[:m] = np.sin(_flat(x)[:m])
-
-
-def _cos(launch, x, n):
-    m = _covered(launch, n)
-    _flat(x)[:m] = np.cos(_flat(x)[:m])
-
-
-def _matmul(launch, c, a, b, n):
-    n = int(n)
-    rows = min(n, launch.grid[1] * launch.block[1])
-    cols = min(n, launch.grid[0] * launch.block[0])
-    a, b, c = (_flat(v)[:n * n].reshape(n, n) for v in (a, b, c))
-    c[:rows, :cols] = a[:rows] @ b[:, :cols]
-
-
-def _add_plus_one(launch, o, c, n):
-    m = _covered(launch, n)
-    _flat(o)[:m] += _flat(c)[:m] + np.float32(1.0)
-
-
-increment = gg.Kernel(SOURCE, "increment", cpu=_increment)
-fill_random = gg.Kernel(SOURCE, "fill_random", cpu=_fill_random)
-sin_inplace = gg.Kernel(SOURCE, "sin_inplace", cpu=_sin)
-cos_inplace = gg.Kernel(SOURCE, "cos_inplace", cpu=_cos)
-matmul = gg.Kernel(SOURCE, "matmul", cpu=_matmul)
-add_plus_one = gg.Kernel(SOURCE, "add_plus_one", cpu=_add_plus_one)
+increment = gg.Kernel(SOURCE, "increment")
+fill_random = gg.Kernel(SOURCE, "fill_random")
+sin_inplace = gg.Kernel(SOURCE, "sin_inplace")
+cos_inplace = gg.Kernel(SOURCE, "cos_inplace")
+matmul = gg.Kernel(SOURCE, "matmul")
+add_plus_one = gg.Kernel(SOURCE, "add_plus_one")
 
 
 def blocks(n: int) -> int:

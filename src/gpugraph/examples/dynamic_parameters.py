@@ -41,12 +41,7 @@ __global__ void scale(float* out, const float* in, float f, int n){
 """
 
 
-def _scale(launch, out, in_, f, n):
-    m = min(int(n), launch.grid[0] * launch.block[0])
-    out[:m] = f * in_[:m]  # f is a float32 NumPy scalar: a float32 product, as on the GPU
-
-
-scale = gg.Kernel(SOURCE, "scale", cpu=_scale)
+scale = gg.Kernel(SOURCE, "scale")
 
 N = 32
 BLOCKS, THREADS = 1, 256

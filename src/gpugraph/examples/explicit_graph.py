@@ -29,27 +29,9 @@ __global__ void kernelC(double* arrayA, const int* arrayB, size_t size){
 """
 
 
-def _threads(launch: gg.LaunchConfig, size: int) -> int:
-    """How many elements a 1-D launch covers: its threads, capped by the bounds check."""
-    return min(int(size), launch.grid[0] * launch.block[0])
-
-
-def _kernel_a(launch, array_a, size):
-    array_a[:_threads(launch, size)] *= 2.0
-
-
-def _kernel_b(launch, array_b, size):
-    array_b[:_threads(launch, size)] = 3
-
-
-def _kernel_c(launch, array_a, array_b, size):
-    n = _threads(launch, size)
-    array_a[:n] += array_b[:n]
-
-
-kernelA = gg.Kernel(SOURCE, "kernelA", cpu=_kernel_a)
-kernelB = gg.Kernel(SOURCE, "kernelB", cpu=_kernel_b)
-kernelC = gg.Kernel(SOURCE, "kernelC", cpu=_kernel_c)
+kernelA = gg.Kernel(SOURCE, "kernelA")
+kernelB = gg.Kernel(SOURCE, "kernelB")
+kernelC = gg.Kernel(SOURCE, "kernelC")
 
 NUM_BLOCKS = 1024
 THREADS_PER_BLOCK = 1024

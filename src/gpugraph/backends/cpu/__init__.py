@@ -30,7 +30,7 @@ from ._capture import CpuCapture
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuGraph, CpuNode, update_refusal
-from ._memory import AddressSpace, PinnedRegistry, Pool, check_mappable, typed_view
+from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
@@ -43,7 +43,6 @@ class CpuBackend:
     dlpack_device_type = 1  # kDLCPU: its memory is host memory
 
     def __init__(self) -> None:
-        self._addresses = AddressSpace()
         self._graph_pool = Pool()
         self._stream_pool = Pool(release_threshold=0)  # CUDA's default pool: all unused memory, at synchronize
         self._pinned = PinnedRegistry()
@@ -151,8 +150,10 @@ class CpuBackend:
         """An allocation at ``ptr`` (a freed graph allocation's, which CUDA reuses), else at a new address."""
         check_mappable(nbytes, f"{origin}-ordered" if origin == "stream" else origin)
         if ptr is None:
-            ptr = self._addresses.reserve(nbytes)
-        return Allocation(ptr, nbytes, origin, index, pool=pool)
+            ptr = ADDRESSES.reserve(nbytes)
+        alloc = Allocation(ptr, nbytes, origin, index, pool=pool)
+        ADDRESSES.register(alloc)
+        return alloc
 
     # Kernels
 

@@ -3,7 +3,8 @@
 A kernel without a Python implementation (``cpu=``) runs here as the GPU runs it: its source is compiled
 against ``include/gpugraph_cpu.h``, which provides the kernel language, into a shared library that this module
 loads and launches with the real grid and block. Blocks run in parallel on worker threads; the threads of a
-block run one after another, as fibers when the source synchronizes (``__syncthreads``), else in a plain loop.
+block run one after another, as fibers when the library calls a barrier (``__syncthreads``), else in a plain
+loop.
 
 Libraries are cached on disk (``GPUGRAPH_CACHE_DIR``, else the user's cache folder), keyed by the generated
 source, the compiler and its options, so a second process loads instead of compiling.
@@ -15,6 +16,7 @@ import concurrent.futures
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -27,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ..._errors import KernelCompileError
+from ..._errors import BackendError, KernelCompileError
 from ..._memory import Array
-from ..._signature import check_compiled, kernel_names
-from ._memory import typed_view
+from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
+from ._memory import ADDRESSES, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
 _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
@@ -41,6 +43,9 @@ _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device
                        r"relocatable-device-code|rdc|restrict|offload-arch)(=.*)?|fmad=true)$")
 # A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
+# A stopped kernel's message (longer ones are cut), and CUDA's error for each way to stop (the header's TrapKind).
+_MESSAGE_SIZE = 1024
+_TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED"}
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
 WORKERS = os.cpu_count() or 1
@@ -72,7 +77,8 @@ def host_options(kernel: Any) -> list[str]:
         elif match := re.fullmatch(r"--(define-macro|undefine-macro|include-path)=(.+)", option):
             out.append({"define-macro": "-D", "undefine-macro": "-U", "include-path": "-I"}[match[1]] + match[2])
         elif match := re.fullmatch(r"--?std=(c\+\+\d\d)", option):
-            out.append(f"-std={match[1]}")
+            if match[1] not in ("c++11", "c++14"):  # (gpugraph's header needs C++17, which takes their code)
+                out.append(f"-std={match[1]}")
         elif option in ("-use_fast_math", "--use_fast_math", "-ffast-math"):
             out.append("-ffast-math")
         elif option in ("-fmad=false", "--fmad=false"):
@@ -86,19 +92,46 @@ def host_options(kernel: Any) -> list[str]:
 
 _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\w+\s*\)\s*|alignas\s*\(\s*\w+\s*\)\s*)*)"
                             r"([A-Za-z_][\w\s:<>,*]*?)\s*\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_SYNCHRONIZES = re.compile(r"\b__syncthreads\w*\b")
+# The tokens that decide where a declaration is: comments and literals (skipped whole), brackets, words, the rest.
+_SCOPE_TOKEN = re.compile(r"""//[^\n]*|/\*.*?\*/|R"([^(\s]*)\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
+                          r"|[{}()\[\]]|[A-Za-z_]\w*|\S", re.S)
+# What may stand between a function's parameter list and its body.
+_AFTER_PARAMETERS = {")", "]", "const", "noexcept", "override", "final", "mutable", "volatile"}
+
+
+def _scope_at(source: str, at: int) -> str:
+    """Where position ``at`` of ``source`` lies: "text" (in a comment or a literal), "function" (in a function's
+    body, at any depth) or "file" (at file scope, in a namespace or an ``extern "C"`` block included)."""
+    stack: list[bool] = []  # for each open brace: whether it opens a function's body
+    previous = ""
+    for token in _SCOPE_TOKEN.finditer(source):
+        if token.start() >= at:
+            break
+        text = token[0]
+        if token.end() > at:  # (a match begins a word: only a comment or a literal can hold it)
+            return "text"
+        if text[:2] in ("//", "/*"):
+            continue
+        if text == "{":
+            stack.append(previous in _AFTER_PARAMETERS)
+        elif text == "}" and stack:
+            stack.pop()
+        previous = text
+    return "function" if any(stack) else "file"
 
 
 def host_source(source: str) -> str:
     """``source`` as the host compiler takes it, line for line: each ``extern __shared__`` array (the launch's
     dynamic shared memory) becomes the worker's buffer for it: in a function, a pointer to it; at file scope,
-    a macro reading it (a pointer initialized there would be read once, when the library loads)."""
+    a macro reading it (a pointer initialized there would be read once, when the library loads). One in a
+    comment or a literal stays as it is."""
     def replaced(match: re.Match) -> str:
         declared, name = " ".join(match[2].split()), match[3]
         buffer = f"({declared}*)::gg::dynamic_shared()"
-        before = _COMMENT.sub(" ", source[:match.start()])
-        if before.count("{") > before.count("}"):
+        scope = _scope_at(source, match.start())
+        if scope == "text":
+            return match[0]
+        if scope == "function":
             return f"{declared}* const {name} = {buffer};" + "\n" * match[0].count("\n")
         line = source.count("\n", 0, match.end()) + 1  # (the #line that follows keeps the user's numbering)
         return f"\n#define {name} ({buffer})\n#line {line}\n"
@@ -108,14 +141,15 @@ def host_source(source: str) -> str:
 def _program(kernel: Any, names: list[str]) -> str:
     """The translation unit: the header, the kernel's source (its lines numbered as the user's file), and one
     entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
-    type codes."""
-    synchronizes = "true" if _SYNCHRONIZES.search(kernel.source) else "false"
-    entries = []
+    type codes; ``gg_uses_barriers`` says whether the blocks run as fibers."""
+    entries = ['extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
+               '    return ::gg::uses_barriers();\n}\n']
     for i, name in enumerate(names):
         entries.append(
             f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
-            f" const char* slots, long long begin, long long end) {{\n"
-            f"    return ::gg::run<&{name}, {synchronizes}>(dims, shared, slots, begin, end);\n}}\n"
+            f" const char* slots, long long begin, long long end, int workers, char* message, unsigned size) {{\n"
+            f"    return ::gg::enter<&{name}>(dims, shared, slots, begin, end, workers, message, size);"
+            f"\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
             f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
     return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
@@ -142,21 +176,78 @@ def _header_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def openmp(path: str, version: str) -> bool:
+    """Whether the compiler builds OpenMP code (g++ has libgomp; clang++ may lack libomp). Asked once per
+    compiler version and machine: the answer is kept in the cache folder beside the kernels, keyed as they are by
+    the compiler's version line, not its path."""
+    digest = hashlib.sha256(version.encode()).hexdigest()[:16]
+    answers = [cache_folder() / f"openmp-{digest}.{answer}" for answer in ("yes", "no")]
+    for answer in answers:
+        if answer.exists():
+            return answer is answers[0]
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "probe.cpp"
+        source.write_text('#include <omp.h>\nextern "C" int probe() { return omp_get_max_threads(); }\n')
+        try:
+            done = subprocess.run([path, "-fopenmp", "-fPIC", "-shared", str(source), "-o", str(Path(folder) / "p.so")],
+                                  capture_output=True, timeout=120)
+            found = done.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            found = False
+    try:
+        answers[0 if found else 1].parent.mkdir(parents=True, exist_ok=True)
+        answers[0 if found else 1].touch()
+    except OSError:  # (an unwritable cache: ask again in the next process)
+        pass
+    return found
+
+
 def _build(kernel: Any, program: str, command: list[str], library: Path) -> None:
     """Compile ``program`` into ``library`` (written whole, then renamed: a reader never sees half a file)."""
     library.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=library.parent) as folder:
         source, built = Path(folder) / _file_name(kernel), Path(folder) / "kernel.so"
         source.write_text(program, encoding="utf-8")
+        dependencies = Path(folder) / "kernel.d"
         try:
-            done = subprocess.run([*command, "-x", "c++", str(source), "-o", str(built)], capture_output=True,
-                                  text=True, timeout=600)
+            done = subprocess.run([*command, "-MMD", "-MF", str(dependencies), "-x", "c++", str(source), "-o",
+                                   str(built)], capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.SubprocessError) as error:
             raise KernelCompileError(kernel.name, f"the C++ compiler {command[0]} could not run: {error}") from None
         if done.returncode != 0:
             log = (done.stderr or done.stdout).replace(str(source), _file_name(kernel)).replace(folder + os.sep, "")
+            if "gpugraph-entry-points.cpp" in log and ("not declared" in log or "undeclared identifier" in log):
+                # (the user's source compiled: the name names nothing in it)
+                raise KernelCompileError.no_kernel(kernel.name, log.rstrip())
             raise KernelCompileError(kernel.name, log.rstrip())
-        os.replace(built, library)
+        headers = _headers(dependencies.read_text(), source)
+        library.with_suffix(".headers").write_text(json.dumps([[h, *_stamp(h)] for h in headers]))
+        os.replace(built, library)  # (after its headers' list: a library found has one)
+
+
+def _headers(make_rule: str, source: Path) -> list[str]:
+    """The headers of the user's that a build read (the compiler's -MMD rule, which leaves out the system's), less
+    gpugraph's own, which the cache key covers."""
+    targets = make_rule.replace("\\\n", " ").split(":", 1)[1]
+    paths = [p.replace("\\ ", " ") for p in re.split(r"(?<!\\)\s+", targets.strip()) if p]
+    own = INCLUDE.resolve()
+    return [os.path.abspath(p) for p in paths if Path(p) != source and not Path(p).resolve().is_relative_to(own)]
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    status = os.stat(path)
+    return status.st_mtime_ns, status.st_size
+
+
+def _fresh(library: Path) -> bool:
+    """Whether ``library`` was built and the user's headers it read are as they were then (a header changed
+    since, or gone, means compiling again)."""
+    try:
+        headers = json.loads(library.with_suffix(".headers").read_text())
+        return library.exists() and all(tuple(_stamp(path)) == (mtime, size) for path, mtime, size in headers)
+    except (OSError, ValueError):
+        return False
 
 
 class HostModule:
@@ -171,17 +262,19 @@ class HostModule:
                                                   "Kernel(source, name, cpu=fn)")
         path, version = found
         program = _program(kernel, names)
-        command = [path, *_FLAGS, f"-I{INCLUDE}", *host_options(kernel)]
+        self.parallel = openmp(path, version)  # blocks spread over the cores inside one call, else from Python
+        command = [path, *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}", *host_options(kernel)]
         key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
         library = cache_folder() / f"{key[:32]}.so"
-        if not library.exists():
+        if not _fresh(library):
             try:
                 _build(kernel, program, command, library)
-            except PermissionError:  # (an unwritable cache: this process's own temporary folder instead)
+            except OSError:  # (an unwritable or read-only cache: this process's own temporary folder instead)
                 library = Path(tempfile.mkdtemp(prefix="gpugraph-")) / library.name
                 _build(kernel, program, command, library)
         self.library = ctypes.CDLL(str(library))
         self.names = names
+        self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
 
 
 class HostKernel:
@@ -192,7 +285,9 @@ class HostKernel:
         index = module.names.index(kernel.name)
         self.kernel = kernel
         self._run = getattr(module.library, f"gg_run_{index}")
-        self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong)
+        self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong,
+                              ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+        self._module = module
         self._run.restype = ctypes.c_int
         codes_of = getattr(module.library, f"gg_codes_{index}")
         codes_of.restype = ctypes.c_char_p
@@ -215,17 +310,26 @@ class HostKernel:
         if refusal is not None:
             raise KernelCompileError(kernel.name, refusal)
 
-    def _slots(self, args: tuple) -> bytes:
-        """The arguments as the kernel reads them: each in an 8-byte slot, an array as its address."""
+    def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; and, for each
+        array of device addresses that holds stream-ordered or graph allocations, (the array, the translated
+        copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back."""
         if len(args) != len(self.codes):
             raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
         out = bytearray(8 * len(args))
+        translated = []
+        signature = self.kernel.signature
         for i, (arg, code) in enumerate(zip(args, self.codes)):
             if code == "P":
                 if type(arg) is Array:
                     arg = typed_view(arg)
                 if not isinstance(arg, np.ndarray):
                     raise TypeError(f"{self.kernel!r} argument {i}: expects a device Array, got {type(arg).__name__}")
+                if signature is not None and signature[i].depth >= 2 and arg.dtype == ADDRESS_DTYPE:
+                    copy = ADDRESSES.translate(arg.reshape(-1), f"{self.kernel!r} argument {i} ({signature[i]})")
+                    if copy is not None:
+                        translated.append((arg.reshape(-1), copy, copy.copy()))
+                        arg = copy
                 out[8 * i:8 * i + 8] = arg.ctypes.data.to_bytes(8, "little")
             else:
                 want = DTYPES[code]
@@ -235,29 +339,52 @@ class HostKernel:
                                     f"got {arg!r} ({type(arg).__name__})")
                 data = value.tobytes()
                 out[8 * i:8 * i + len(data)] = data
-        return bytes(out)
+        return bytes(out), translated
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple) -> None:
         """Run the kernel over the whole grid; returns when every block has run."""
-        slots = self._slots(args)
+        slots, translated = self._slots(args)
         dims = (ctypes.c_uint * 6)(*grid, *block)
         blocks = grid[0] * grid[1] * grid[2]
         chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
-        if chunks == 1:
-            self._check(self._run(dims, shared_mem, slots, 0, blocks))
-            return
-        bounds = [blocks * k // chunks for k in range(chunks + 1)]
-        futures = [_workers().submit(self._run, dims, shared_mem, slots, bounds[k], bounds[k + 1])
-                   for k in range(1, chunks)]
         try:
-            self._check(self._run(dims, shared_mem, slots, bounds[0], bounds[1]))
+            if chunks == 1 or self._module.parallel:  # (with OpenMP, the call spreads the blocks over the cores itself)
+                self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks, chunks))
+                return
+            bounds = [blocks * k // chunks for k in range(chunks + 1)]
+            futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1], 1)
+                       for k in range(1, chunks)]
+            outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1], 1)]
+            outcomes += [future.result() for future in futures]
+            for outcome in outcomes:
+                self._check(outcome)
         finally:
-            for future in futures:
-                self._check(future.result())
+            for array, copy, sent in translated:
+                _carry_back(array, copy, sent)
 
-    def _check(self, status: int) -> None:
-        if status != 0:  # (the entry points return 0: any other status is a bug in gpugraph's header)
+    def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int,
+                    workers: int) -> tuple[int, bytes]:
+        message = ctypes.create_string_buffer(_MESSAGE_SIZE)
+        return self._run(dims, shared_mem, slots, begin, end, workers, message, _MESSAGE_SIZE), message.value
+
+    def _check(self, outcome: tuple[int, bytes]) -> None:
+        """Raise what stopped the kernel: CUDA's error for it (a failed assert, or a trap's launch failure)."""
+        status, message = outcome
+        if status == 0:
+            return
+        code = _TRAPS.get(status)
+        if code is None:  # (the entry points return 0, 2 or 3: any other status is a bug in gpugraph's header)
             raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
+        raise BackendError("cpu", f"{self.kernel!r}", code, f"the kernel stopped: {message.decode(errors='replace')}")
+
+
+def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
+    """Write into ``array`` (device addresses) the elements the kernel changed in its translated ``copy``, a host
+    address of an allocation's memory as sent turned back into that allocation's device address."""
+    changed = np.flatnonzero(copy != sent)
+    if len(changed):
+        device_address = {int(host): int(device) for host, device in zip(sent, array) if host != device}
+        array[changed] = [device_address.get(int(copy[j]), int(copy[j])) for j in changed]
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -282,6 +409,8 @@ def load(kernel: Any) -> HostKernel:
     if loaded is not None:
         return loaded
     names = kernel_names(kernel.source, kernel.options)
+    if is_device_function(kernel.source, kernel.name, kernel.options):  # (CUDA's module has no such kernel)
+        raise KernelCompileError.no_kernel(kernel.name)
     if kernel.name not in names:  # a template's instance, or a name the reader cannot see
         names = [*names, kernel.name]
     key = (kernel.source, kernel.options, kernel.name if "<" in kernel.name else "")

@@ -3,6 +3,7 @@ stream-ordered and graph allocations, so that a use outside an allocation's life
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import threading
@@ -28,17 +29,64 @@ def span(nbytes: int) -> int:
 
 
 class AddressSpace:
-    """Hands out the fixed addresses of stream-ordered and graph allocations."""
+    """Hands out the fixed addresses of stream-ordered and graph allocations, and finds the allocation an
+    address lies in: a kernel compiled for the CPU that reads such addresses from an array of device addresses
+    (a ``T**`` parameter) gets them as the host addresses their memory has when it runs (``translate``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = VIRTUAL_BASE
+        self._starts: list[int] = []  # sorted: the addresses of allocations made, some perhaps collected
+        self._allocations: dict[int, weakref.ref[Allocation]] = {}
+        self._kept = 0  # entries after the last pruning
 
     def reserve(self, nbytes: int) -> int:
         with self._lock:
             ptr = self._next
             self._next += span(nbytes)
             return ptr
+
+    def register(self, alloc: Allocation) -> None:
+        """Note ``alloc`` at its address (a graph allocation may take the address of a freed one)."""
+        with self._lock:
+            known = alloc.ptr in self._allocations
+            self._allocations[alloc.ptr] = weakref.ref(alloc)
+            if not known:
+                bisect.insort(self._starts, alloc.ptr)
+            if len(self._allocations) > 2 * self._kept + 1024:  # drop collected allocations now and then
+                # (the starts are rebuilt from the dictionary, its owner: an interrupt may have come between them)
+                self._allocations = {s: r for s, r in self._allocations.items() if r() is not None}
+                self._starts = sorted(self._allocations)
+                self._kept = len(self._starts)
+
+    def holding(self, address: int) -> Allocation | None:
+        """The allocation whose range (its end included, as C++ pointer arithmetic allows) holds ``address``."""
+        with self._lock:
+            i = bisect.bisect_right(self._starts, address) - 1
+            ref = self._allocations.get(self._starts[i]) if i >= 0 else None
+        alloc = ref() if ref is not None else None
+        return alloc if alloc is not None and address - alloc.ptr <= alloc.nbytes else None
+
+    def translate(self, addresses: np.ndarray, what: str) -> np.ndarray | None:
+        """A copy of the uint64 ``addresses`` with each address of a stream-ordered or graph allocation replaced
+        by the host address of its memory now; None when none is such an address. Raises when one lies in
+        memory that is not allocated now (what CUDA would read as an illegal address)."""
+        virtual = np.flatnonzero((addresses >= VIRTUAL_BASE) & (addresses < self._next))
+        if not len(virtual):
+            return None
+        out = addresses.copy()
+        for j in virtual:
+            address = int(addresses[j])
+            alloc = self.holding(address)
+            if alloc is None or alloc.buffer is None:
+                raise GpuGraphError(f"{what}: element {j} is {address:#x}, the address of "
+                                    f"{alloc.owner if alloc is not None else 'no allocation'}, which is not "
+                                    f"allocated when the kernel runs")
+            out[j] = alloc.buffer.ctypes.data + (address - alloc.ptr)
+        return out
+
+
+ADDRESSES = AddressSpace()  # one per process: an address names one allocation on every CPU device, as in CUDA
 
 
 class PinnedRegistry:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -19,6 +20,17 @@ def _nvrtc(fn: Any, *args: Any) -> Any:
     if result[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise BackendError("cuda", fn.__name__, repr(result[0]))
     return result[1] if len(result) == 2 else None
+
+
+@functools.lru_cache(maxsize=1)
+def toolkit_include() -> str | None:
+    """The CUDA toolkit's include folder (the cuda-toolkit wheels' or $CUDA_HOME's), which holds the headers
+    kernels include beyond NVRTC's built-in ones (cuda_fp16.h, cuda_bf16.h, ...); None where none is found."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError:  # (cuda-bindings 13 depends on cuda-pathfinder; an older install may lack it)
+        return None
+    return find_nvidia_header_directory("cudart")
 
 
 class ModuleCache:
@@ -40,9 +52,7 @@ class ModuleCache:
         name = lowered.get(kernel.name, kernel.name.encode())  # not found by name: extern "C" made by a macro
         err, function = drv.module_get_function(module, name)
         if err:
-            raise KernelCompileError(kernel.name, f"the compiled module has no kernel {kernel.name!r}: no "
-                                                  f"`__global__ void {kernel.name}(...)` in the source (a template "
-                                                  f"kernel is named with its arguments, as in 'axpb<float>')")
+            raise KernelCompileError.no_kernel(kernel.name)
         return function
 
     @staticmethod
@@ -58,8 +68,10 @@ class ModuleCache:
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name
                 _nvrtc(nvrtc.nvrtcAddNameExpression, program, name.encode())
+            include = toolkit_include()
             options = [f"--gpu-architecture=sm_{major}{minor}".encode(), b"-default-device",
-                       *(o.encode() for o in kernel.options)]
+                       *(o.encode() for o in kernel.options),
+                       *([f"--include-path={include}".encode()] if include else [])]
             (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
             if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
                 size = _nvrtc(nvrtc.nvrtcGetProgramLogSize, program)

@@ -6,6 +6,7 @@
 // GPU. Warp-level intrinsics and cooperative groups are refused at compile time, naming themselves.
 #pragma once
 
+#include <assert.h>  // (this folder's: a failed assert stops the kernel, as gg::trap does)
 #include <math.h>  // (libstdc++'s: the float overloads of sqrt, fabs, ... in the global namespace, as in CUDA)
 #include <stdint.h>
 #include <stdio.h>
@@ -14,11 +15,14 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 #include <cstddef>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <sys/mman.h>
 #include <ucontext.h>
 
 // Declaration specifiers: the host compiler has one kind of function and memory.
@@ -121,6 +125,21 @@ inline __half2 make_half2(__half x, __half y) { return {x, y}; }
 
 namespace gg {
 
+// A kernel that calls __trap() or fails an assert stops: the exception unwinds to the launch's entry point,
+// which stops its blocks and returns the message for gpugraph to raise when the stream is synchronized (CUDA
+// reports the kernel's failure there too).
+enum TrapKind { kAssert = 1, kTrap = 2 };  // (the entry point returns 1 + the kind)
+struct Trap {
+    TrapKind kind;
+    std::string message;
+};
+[[noreturn]] inline void trap(TrapKind kind, const std::string& what) {
+    char where[160];
+    snprintf(where, sizeof where, "block (%u, %u, %u), thread (%u, %u, %u): ", blockIdx.x, blockIdx.y, blockIdx.z,
+             threadIdx.x, threadIdx.y, threadIdx.z);
+    throw Trap{kind, where + what};
+}
+
 // Dynamic shared memory: the launch's shared_mem bytes, one buffer per worker thread.
 inline thread_local std::vector<std::max_align_t> shared_buffer;
 inline void* dynamic_shared() { return shared_buffer.data(); }
@@ -131,6 +150,15 @@ inline void* dynamic_shared() { return shared_buffer.data(); }
 // switch saves and loads the callee-saved registers alone (a few nanoseconds); elsewhere it is ucontext's
 // swapcontext, which also saves the signal mask with a system call.
 constexpr size_t kFiberStack = 128 << 10;
+constexpr size_t kGuard = 64 << 10;  // below each stack, unmapped: an overflow faults instead of overwriting
+
+// A fiber's stack, mapped with its guard below it (as the memory's first kGuard bytes); null if it cannot be.
+inline void* map_stack() {
+    void* memory = mmap(nullptr, kGuard + kFiberStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return nullptr;
+    mprotect(memory, kGuard, PROT_NONE);
+    return static_cast<char*>(memory) + kGuard;
+}
 
 #if defined(__x86_64__)
 #define GG_FAST_SWITCH 1
@@ -192,8 +220,11 @@ struct Block {
     void* arguments = nullptr;
     unsigned phase = 0;      // barriers passed so far
     long long counts[2];     // __syncthreads_count's sums, by the barrier's parity
+    bool trapped = false;    // a fiber stopped the kernel (gg::trap): the block's other fibers are abandoned
+    Trap trap;               // what stopped it
     ~Block() {
-        for (Fiber& fiber : fibers) free(fiber.stack);
+        for (Fiber& fiber : fibers)
+            if (fiber.stack != nullptr) munmap(static_cast<char*>(fiber.stack) - kGuard, kGuard + kFiberStack);
     }
 };
 
@@ -209,7 +240,12 @@ inline void to_home(Block* b) {
 
 extern "C" inline void gg_fiber_main() {
     Block* b = block;
-    b->body(b->arguments);
+    try {
+        b->body(b->arguments);
+    } catch (const Trap& trap) {  // (caught on the fiber's own stack: an exception cannot cross a switch)
+        b->trapped = true;
+        b->trap = trap;
+    }
     b->current->done = true;
     to_home(b);  // (never resumed)
     abort();
@@ -251,14 +287,12 @@ inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
     b.arguments = arguments;
     b.phase = 0;
     b.counts[0] = b.counts[1] = 0;
+    b.trapped = false;
     for (unsigned t = 0; t < threads; ++t) {
         Fiber& f = b.fibers[t];
         if (f.stack == nullptr) {
-            f.stack = malloc(kFiberStack);
-            if (f.stack == nullptr) {
-                fprintf(stderr, "gpugraph: out of memory for a CPU kernel thread's stack\n");
-                abort();
-            }
+            f.stack = map_stack();
+            if (f.stack == nullptr) trap(kTrap, "out of memory for the stacks of the block's threads");
         }
         start_fiber(b, f);
         f.done = false;
@@ -273,6 +307,10 @@ inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
             b.current = &f;
             threadIdx = f.index;
             resume(b, f);
+            if (b.trapped) {
+                block = nullptr;
+                throw b.trap;
+            }
             if (f.done) --live;
         }
         ++b.phase;
@@ -281,12 +319,25 @@ inline void run_fibers(unsigned threads, void (*body)(void*), void* arguments) {
     block = nullptr;
 }
 
-inline long long barrier(long long add) {
+// Whether the library calls a barrier anywhere, through a header or a macro too: the __syncthreads forms are
+// templates, so a call instantiates BarrierMark's member, whose initializer runs when the library loads; gpugraph
+// then runs its kernels' blocks as fibers (gg_uses_barriers).
+inline bool& uses_barriers() {
+    static bool used = false;
+    return used;
+}
+struct BarrierUse {
+    BarrierUse() { uses_barriers() = true; }
+};
+template <int> struct BarrierMark {
+    static BarrierUse mark;
+};
+template <int N> BarrierUse BarrierMark<N>::mark;
+
+template <int N = 0> long long barrier(long long add) {
+    (void)&BarrierMark<N>::mark;
     Block* b = block;
-    if (b == nullptr) {
-        fprintf(stderr, "gpugraph: __syncthreads reached in a kernel compiled to run without fibers\n");
-        abort();
-    }
+    if (b == nullptr) trap(kTrap, "__syncthreads reached outside fibers (a bug in gpugraph's CPU backend)");
     unsigned phase = b->phase;
     b->counts[phase % 2] += add;
     to_home(b);
@@ -356,7 +407,6 @@ int run(const unsigned* dims, unsigned shared, const char* slots, long long begi
                     }
         }
     }
-    fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
     return 0;
 }
 
@@ -369,16 +419,16 @@ template <class T> inline T bits_as(const void* from) {
 }  // namespace gg
 
 // Barriers and fences.
-inline void __syncthreads() { gg::barrier(0); }
-inline int __syncthreads_count(int predicate) { return int(gg::barrier(predicate != 0)); }
-inline int __syncthreads_and(int predicate) {
-    return gg::barrier(predicate != 0) == (long long)(blockDim.x * blockDim.y * blockDim.z);
+template <int N = 0> void __syncthreads() { gg::barrier<N>(0); }
+template <int N = 0> int __syncthreads_count(int predicate) { return int(gg::barrier<N>(predicate != 0)); }
+template <int N = 0> int __syncthreads_and(int predicate) {
+    return gg::barrier<N>(predicate != 0) == (long long)(blockDim.x * blockDim.y * blockDim.z);
 }
-inline int __syncthreads_or(int predicate) { return gg::barrier(predicate != 0) != 0; }
+template <int N = 0> int __syncthreads_or(int predicate) { return gg::barrier<N>(predicate != 0) != 0; }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __trap() { abort(); }
+inline void __trap() { gg::trap(gg::kTrap, "__trap() called"); }
 inline void __nanosleep(unsigned) {}
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline long long clock64() {
@@ -603,3 +653,45 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
     return (unsigned int)(joined >> (shift & 31));
 }
 
+[[noreturn]] inline void gg_assert_failed(const char* expression, const char* file, unsigned line,
+                                          const char* function) {
+    gg::trap(gg::kAssert, std::string(file) + ":" + std::to_string(line) + ": " + function + ": Assertion `" +
+                              expression + "` failed.");
+}
+
+namespace gg {
+// The launch's entry point for kernel F: runs blocks [begin, end), spread over `workers` threads where the module
+// is built with OpenMP (libgomp keeps one pool for the process), and returns 0, or 1 + the kind of the first trap
+// that stopped a block, with its message in `message` (`size` bytes).
+template <auto F>
+int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, int workers,
+          char* message, unsigned size) {
+    std::atomic<int> status{0};
+    const bool fibers = uses_barriers();
+    auto blocks = [&](long long first, long long last) {
+        try {
+            if (fibers)
+                run<F, true>(dims, shared, slots, first, last);
+            else
+                run<F, false>(dims, shared, slots, first, last);
+        } catch (const Trap& trap) {  // (no exception may leave an OpenMP region)
+            int none = 0;
+            if (status.compare_exchange_strong(none, 1 + trap.kind)) snprintf(message, size, "%s", trap.message.c_str());
+        }
+    };
+#ifdef _OPENMP
+    if (workers > 1) {
+        // Several pieces per worker, taken as workers come free: blocks of a kernel need not take equal time.
+        const long long pieces = std::min<long long>(end - begin, 8LL * workers);
+#pragma omp parallel for num_threads(workers) schedule(dynamic, 1)
+        for (long long piece = 0; piece < pieces; ++piece)
+            blocks(begin + (end - begin) * piece / pieces, begin + (end - begin) * (piece + 1) / pieces);
+        fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
+        return status.load();
+    }
+#endif
+    blocks(begin, end);
+    fflush(stdout);
+    return status.load();
+}
+}  // namespace gg
