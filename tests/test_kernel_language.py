@@ -669,3 +669,37 @@ def test_a_changed_header_is_compiled_again_in_the_next_process(tmp_path):
     (include / "value.h").write_text("#define VALUE 2.0f  // changed\n")
     second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert second.stdout.strip() == "[2.0, 2.0]"
+
+
+DIVIDE = r"""
+__global__ void divide(const int* d, int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 1000 / d[i];
+}
+__global__ void divide_at_a_barrier(const int* d, int* out) {
+    __shared__ int s[64];
+    s[threadIdx.x] = d[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = 1000 / s[63 - threadIdx.x];
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["divide", "divide_at_a_barrier"])
+def test_an_integer_division_by_zero_stops_the_kernel_on_the_cpu(name):
+    """A GPU gives an unspecified value; the CPU's divide instruction faults, and the fault stops the kernel with
+    an error at the next synchronize instead of ending the process. The device goes on working."""
+    device = gg.Device("cpu")
+    stream = device.stream()
+    d = device.asarray(np.array([5] * 10 + [0] + [4] * 53, np.int32))
+    out = device.zeros(64, np.int32)
+    kernel = gg.Kernel(DIVIDE, name)
+    args = (d, out, 64) if name == "divide" else (d, out)
+    stream.launch(kernel, 1, 64, *args)
+    thread = 10 if name == "divide" else 53
+    with pytest.raises(gg.BackendError, match=rf"CUDA_ERROR_LAUNCH_FAILED: the kernel stopped: block \(0, 0, 0\), "
+                                              rf"thread \({thread}, 0, 0\): integer division by zero or overflow"):
+        stream.synchronize()
+    stream.memcpy(d, np.full(64, 8, np.int32))
+    run(stream, kernel, 1, 64, *args)
+    np.testing.assert_array_equal(out.to_numpy(), np.full(64, 125))

@@ -36,7 +36,7 @@ from ._memory import ADDRESSES, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
 _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
-          "-fvisibility=hidden")
+          "-fvisibility=hidden", "-fnon-call-exceptions")
 # NVRTC/hiprtc options that only steer GPU code generation: nothing to do on the host.
 _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device-debug|dopt.*|dw|dlto|"
                        r"extra-device-vectorization|(arch|gpu-architecture|ftz|prec-div|prec-sqrt|maxrregcount|"

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -139,6 +140,30 @@ struct Trap {
              threadIdx.x, threadIdx.y, threadIdx.z);
     throw Trap{kind, where + what};
 }
+
+// An integer division by zero (or INT_MIN / -1) gives an unspecified value on a GPU; on the CPU the instruction
+// faults. While this library runs a kernel on a thread, the fault is a trap that stops the kernel (the library is
+// built with -fnon-call-exceptions, so it can be thrown from the signal's handler); otherwise the handler that was
+// there before is called. SA_NODEFER: a handler left by an exception would leave SIGFPE blocked.
+static thread_local bool running_kernel = false;
+static struct sigaction previous_sigfpe;
+static void on_sigfpe(int signal, siginfo_t* info, void* context) {
+    if (running_kernel) trap(kTrap, "integer division by zero or overflow (a GPU gives an unspecified value)");
+    if (previous_sigfpe.sa_flags & SA_SIGINFO) {
+        if (previous_sigfpe.sa_sigaction != nullptr) previous_sigfpe.sa_sigaction(signal, info, context);
+    } else if (previous_sigfpe.sa_handler != SIG_IGN && previous_sigfpe.sa_handler != SIG_DFL) {
+        previous_sigfpe.sa_handler(signal);
+    } else {
+        sigaction(SIGFPE, &previous_sigfpe, nullptr);  // (the instruction faults again, with the default action)
+    }
+}
+[[maybe_unused]] static const bool sigfpe_handled = [] {
+    struct sigaction action = {};
+    action.sa_sigaction = on_sigfpe;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGFPE, &action, &previous_sigfpe) == 0;
+}();
 
 // Dynamic shared memory: the launch's shared_mem bytes, one buffer per worker thread.
 inline thread_local std::vector<std::max_align_t> shared_buffer;
@@ -669,6 +694,7 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
     std::atomic<int> status{0};
     const bool fibers = uses_barriers();
     auto blocks = [&](long long first, long long last) {
+        running_kernel = true;
         try {
             if (fibers)
                 run<F, true>(dims, shared, slots, first, last);
@@ -678,6 +704,7 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
             int none = 0;
             if (status.compare_exchange_strong(none, 1 + trap.kind)) snprintf(message, size, "%s", trap.message.c_str());
         }
+        running_kernel = false;
     };
 #ifdef _OPENMP
     if (workers > 1) {
