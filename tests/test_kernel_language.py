@@ -703,3 +703,17 @@ def test_an_integer_division_by_zero_stops_the_kernel_on_the_cpu(name):
     stream.memcpy(d, np.full(64, 8, np.int32))
     run(stream, kernel, 1, 64, *args)
     np.testing.assert_array_equal(out.to_numpy(), np.full(64, 125))
+
+
+def test_fast_math_keeps_nan_and_infinity_on_every_backend(device, stream):
+    """CUDA's -use_fast_math approximates but still honours NaN and infinity; so does the CPU backend (which
+    keeps IEEE's exact results: -ffast-math would fold isnan away)."""
+    source = r"""
+    __global__ void classify(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = isnan(x[i]) ? 1.0f : (isinf(x[i]) ? 2.0f : 0.0f);
+    }"""
+    x = device.asarray(np.array([np.nan, np.inf, -np.inf, 1.5], np.float32))
+    y = device.zeros(4, np.float32)
+    run(stream, gg.Kernel(source, "classify", options=("-use_fast_math",)), 1, 32, x, y, 4)
+    np.testing.assert_array_equal(y.to_numpy(), [1, 2, 2, 0])

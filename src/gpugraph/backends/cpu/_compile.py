@@ -68,7 +68,7 @@ def compiler() -> tuple[str, str] | None:
 
 def host_options(kernel: Any) -> list[str]:
     """The kernel's NVRTC/hiprtc options as the host compiler's: macros, include paths and the C++ standard
-    carry over, fast math becomes -ffast-math, options for GPU code generation are dropped, and any other
+    carry over, options for GPU code generation (fast math among them) are dropped, and any other
     option is refused (its effect could not be the same here)."""
     out = []
     for option in kernel.options:
@@ -79,14 +79,14 @@ def host_options(kernel: Any) -> list[str]:
         elif match := re.fullmatch(r"--?std=(c\+\+\d\d)", option):
             if match[1] not in ("c++11", "c++14"):  # (gpugraph's header needs C++17, which takes their code)
                 out.append(f"-std={match[1]}")
-        elif option in ("-use_fast_math", "--use_fast_math", "-ffast-math"):
-            out.append("-ffast-math")
+        elif option in ("-use_fast_math", "--use_fast_math"):
+            pass  # (CUDA's fast math approximates; it still honours NaN and infinity, which -ffast-math would not)
         elif option in ("-fmad=false", "--fmad=false"):
             pass  # (the host compiler contracts nothing: -ffp-contract=off)
         elif not _GPU_ONLY.match(option):
             raise KernelCompileError(kernel.name, f"the CPU backend has no equivalent of the compiler option "
-                                                  f"{option!r} (it takes -D, -U, -I, -std= and -use_fast_math, "
-                                                  f"and ignores options for GPU code generation)")
+                                                  f"{option!r} (it takes -D, -U, -I and -std=, and ignores options "
+                                                  f"for GPU code generation, -use_fast_math among them)")
     return out
 
 
