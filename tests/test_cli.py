@@ -15,6 +15,9 @@ import pytest
 import gpugraph as gg
 from gpugraph import bench
 from gpugraph.__main__ import main
+from gpugraph.backends.cpu import configured_devices
+
+CPU_DEVICES = configured_devices()  # cpu:0 .. cpu:CPU_DEVICES-1 exist
 
 SRC = str(pathlib.Path(gg.__file__).resolve().parents[1])
 
@@ -56,8 +59,8 @@ UNAVAILABLE = next(name for name in gg.backends.BACKEND_ORDER if name not in gg.
     (["demo", "--bogus"], r"^python -m gpugraph: error: unrecognized arguments: --bogus"),
     (["demo", "--backend", "gpu"], r"^python -m gpugraph demo: error: --backend gpu: Device: expected 'cuda', "
                                    r"'hip' or 'cpu', optionally with ':index', got 'gpu'$"),
-    (["demo", "--backend", "cpu:1"], r"^python -m gpugraph demo: error: --backend cpu:1: this machine has 1 cpu "
-                                     r"device\(s\)$"),
+    (["demo", "--backend", f"cpu:{CPU_DEVICES}"], rf"^python -m gpugraph demo: error: --backend cpu:{CPU_DEVICES}: "
+                                                  rf"this machine has {CPU_DEVICES} cpu device\(s\)$"),
     (["demo", "--backend", f"{UNAVAILABLE}:0"], rf"^python -m gpugraph demo: error: --backend {UNAVAILABLE}:0: "
                                                 rf"(?!{UNAVAILABLE}:)\S"),
     (["bench", "--backend", "gpu"], r"^python -m gpugraph bench: error: --backend gpu: Device: expected "),
@@ -80,7 +83,7 @@ def test_mistake_is_one_line_and_status_2(capsys, argv, message):
 @pytest.mark.parametrize("command", [["demo"], ["bench", "--workload", "rk4"], ["info"]])
 @pytest.mark.parametrize("value, reason", [
     ("nonsense", r"Device: expected 'cuda', 'hip' or 'cpu', optionally with ':index', got 'nonsense'$"),
-    ("cpu:7", r"this machine has 1 cpu device\(s\)$"),
+    (f"cpu:{CPU_DEVICES + 3}", rf"this machine has {CPU_DEVICES} cpu device\(s\)$"),
 ])
 def test_environment_mistake_is_one_line_and_status_2(capsys, monkeypatch, command, value, reason):
     monkeypatch.setenv("GPUGRAPH_BACKEND", value)
@@ -107,9 +110,10 @@ def test_cuda_named_where_cuda_is_missing():
 
 
 def test_module_mistake_and_version():
-    done = run_module(["demo", "--backend", "cpu:1"])
+    done = run_module(["demo", "--backend", f"cpu:{CPU_DEVICES}"])
     assert (done.returncode, done.stdout) == (2, "")
-    assert one_line(done.stderr) == "python -m gpugraph demo: error: --backend cpu:1: this machine has 1 cpu device(s)"
+    assert one_line(done.stderr) == (f"python -m gpugraph demo: error: --backend cpu:{CPU_DEVICES}: this machine has "
+                                     f"{CPU_DEVICES} cpu device(s)")
     done = run_module(["--version"])
     assert (done.returncode, done.stdout, done.stderr) == (0, f"gpugraph {gg.__version__}\n", "")
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ... import _params
-from ..._errors import raise_stream_errors
+from ..._errors import BackendUnavailableError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
@@ -34,6 +34,23 @@ from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
+# How many devices the CPU backend offers (cpu:0 .. cpu:N-1), so that programs and tests for several devices run
+# without GPUs; $GPUGRAPH_CPU_DEVICES sets another number.
+DEVICES = 4
+MAX_DEVICES = 64
+
+
+def configured_devices() -> int:
+    """The number of CPU devices: $GPUGRAPH_CPU_DEVICES (1 to MAX_DEVICES), else DEVICES."""
+    text = os.environ.get("GPUGRAPH_CPU_DEVICES", "").strip()
+    if not text:
+        return DEVICES
+    count = int(text) if text.isdigit() else 0
+    if not 1 <= count <= MAX_DEVICES:
+        raise BackendUnavailableError(f"cpu: $GPUGRAPH_CPU_DEVICES must be a whole number from 1 to {MAX_DEVICES}, "
+                                      f"got {text!r}")
+    return count
+
 
 class CpuBackend:
     """Implements ``gpugraph.backends._protocol.Backend`` on the host."""
@@ -43,14 +60,17 @@ class CpuBackend:
     dlpack_device_type = 1  # kDLCPU: its memory is host memory
 
     def __init__(self) -> None:
-        self._graph_pool = Pool()
-        self._stream_pool = Pool(release_threshold=0)  # CUDA's default pool: all unused memory, at synchronize
+        self._count = configured_devices()
+        # Per device, as CUDA keeps them: the graph pool, and the default pool of stream-ordered allocations,
+        # which releases all unused memory at a synchronize.
+        self._graph_pools = [Pool() for _ in range(self._count)]
+        self._stream_pools = [Pool(release_threshold=0) for _ in range(self._count)]
         self._pinned = PinnedRegistry()
         # Every stream in creation order, destroyed ones included until their work has run and their error
         # (if any) has been reported: a device synchronize waits for them, as CUDA's does.
         self._streams: dict[CpuStream, None] = {}
         self._destroyed = 0  # about how many of them are destroyed (only decides when to prune)
-        self._default_stream: CpuStream | None = None
+        self._default_streams: list[CpuStream | None] = [None] * self._count  # each device's legacy stream
         self._lock = threading.Lock()
         self._executor: BranchPool | None = None
         atexit.register(self._finish_at_exit)
@@ -65,7 +85,7 @@ class CpuBackend:
     # Devices
 
     def device_count(self) -> int:
-        return 1
+        return self._count
 
     def device_name(self, index: int) -> str:
         return f"CPU reference device ({os.cpu_count()} cores)"
@@ -73,13 +93,15 @@ class CpuBackend:
     def device_synchronize(self, index: int) -> None:
         errors = []
         for stream in list(self._streams):
+            if stream.index != index:
+                continue
             stream.wait_idle()
             error = stream.take_error()
             if error is not None:
                 errors.append(error)
             if stream.exited:  # destroyed, its work done and its error taken: forgotten
                 self._streams.pop(stream, None)
-        self._stream_pool.release()
+        self._stream_pools[index].release()
         raise_stream_errors(errors)
 
     def _finish_at_exit(self) -> None:
@@ -141,10 +163,10 @@ class CpuBackend:
                           buffer=np.frombuffer(raw, np.uint8))  # type: ignore[arg-type]
 
     def graph_memory(self, index: int) -> dict[str, int]:
-        return self._graph_pool.usage()
+        return self._graph_pools[index].usage()
 
     def graph_memory_trim(self, index: int) -> None:
-        self._graph_pool.trim()
+        self._graph_pools[index].trim()
 
     def _new_allocation(self, index: int, nbytes: int, pool: Pool, origin: str, ptr: int | None = None) -> Allocation:
         """An allocation at ``ptr`` (a freed graph allocation's, which CUDA reuses), else at a new address."""
@@ -174,16 +196,18 @@ class CpuBackend:
         return stream
 
     def stream_default(self, index: int) -> CpuStream:
-        if self._default_stream is None:
-            self._default_stream = self.stream_create(index, False, 0)
-        return self._default_stream
+        stream = self._default_streams[index]
+        if stream is None:
+            stream = self._default_streams[index] = self.stream_create(index, False, 0)
+        return stream
 
     def _implicit_order(self, stream: CpuStream) -> None:
-        """CUDA's legacy default stream: its work waits for the earlier work of every blocking stream,
-        and a blocking stream's work waits for the legacy stream's earlier work."""
-        legacy = self._default_stream
+        """CUDA's legacy default stream: its work waits for the earlier work of every blocking stream of its
+        device, and a blocking stream's work waits for its device's legacy stream's earlier work."""
+        legacy = self._default_streams[stream.index]
         if stream is legacy:
-            earlier = [s for s in list(self._streams) if s is not legacy and not s.non_blocking and not s.query()]
+            earlier = [s for s in list(self._streams)
+                       if s is not legacy and s.index == stream.index and not s.non_blocking and not s.query()]
         else:
             earlier = [legacy] if legacy is not None and not legacy.query() else []
         for other in earlier:
@@ -209,7 +233,7 @@ class CpuBackend:
         try:
             stream.synchronize()
         finally:
-            self._stream_pool.release()  # as CUDA's pool does at a synchronize, above its release threshold
+            self._stream_pools[stream.index].release()  # as CUDA's pool does at a synchronize, above its threshold
 
     def stream_launcher(self, stream: CpuStream, device: Any) -> None:
         return None  # (no compiled path: every launch takes stream_launch)
@@ -257,10 +281,10 @@ class CpuBackend:
             with capture.lock:
                 if capture.active:  # (else ended meanwhile, on another thread: allocated as uncaptured)
                     ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
-                    alloc = self._new_allocation(stream.index, nbytes, self._graph_pool, "graph", ptr)
+                    alloc = self._new_allocation(stream.index, nbytes, self._graph_pools[stream.index], "graph", ptr)
                     capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
                     return alloc.ptr, alloc
-        alloc = self._new_allocation(stream.index, nbytes, self._stream_pool, "stream")
+        alloc = self._new_allocation(stream.index, nbytes, self._stream_pools[stream.index], "stream")
         alloc.live = True
         stream.submit(map_allocation, (alloc,))
         return alloc.ptr, alloc
@@ -327,7 +351,8 @@ class CpuBackend:
         refuse_in_host_function("Event.synchronize")
         if event.latest is not None:
             event.latest.flag.wait()
-        self._stream_pool.release()
+        for pool in self._stream_pools:  # (an event does not say its device: every pool, as cheap as one)
+            pool.release()
 
     def event_query(self, event: CpuEvent) -> bool:
         return event.latest is None or event.latest.flag.is_set()
@@ -349,7 +374,7 @@ class CpuBackend:
         return graph.add(params, deps)
 
     def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:
-        alloc = self._new_allocation(graph.index, nbytes, self._graph_pool, "graph",
+        alloc = self._new_allocation(graph.index, nbytes, self._graph_pools[graph.index], "graph",
                                      graph.reusable_address(nbytes, deps))
         node = graph.add(AllocParams(nbytes, alloc.ptr), deps, alloc)
         return node, alloc.ptr, alloc
