@@ -717,3 +717,28 @@ def test_fast_math_keeps_nan_and_infinity_on_every_backend(device, stream):
     y = device.zeros(4, np.float32)
     run(stream, gg.Kernel(source, "classify", options=("-use_fast_math",)), 1, 32, x, y, 4)
     np.testing.assert_array_equal(y.to_numpy(), [1, 2, 2, 0])
+
+
+@pytest.mark.parametrize("call", ["atomicAdd((long long*)p, 1LL)", "atomicSub((unsigned long long*)p, 1ull)",
+                                  "atomicExch((double*)p, 1.0)", "atomicCAS((long long*)p, 1LL, 2LL)"])
+def test_an_atomic_overload_cuda_lacks_fails_to_compile_on_every_backend(device, stream, call):
+    """The CPU header declares CUDA's atomic overloads and no others, so a kernel that compiles on the CPU
+    compiles for a GPU too."""
+    source = f"__global__ void k(void* p) {{ if (threadIdx.x == 0) {call}; }}"
+    with pytest.raises(gg.KernelCompileError, match="atomic"):
+        stream.launch(gg.Kernel(source, "k"), 1, 1, device.zeros(1, np.uint64))
+
+
+def test_long_long_atomics(device, stream):
+    source = r"""
+    __global__ void extremes(const long long* x, long long* lo, long long* hi, long long* bits, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) { atomicMin(lo, x[i]); atomicMax(hi, x[i]); atomicXor(bits, x[i]); }
+    }"""
+    values = np.random.default_rng(3).integers(-2**62, 2**62, 1000, dtype=np.int64)
+    lo = device.asarray(np.array([np.iinfo(np.int64).max], np.int64))
+    hi = device.asarray(np.array([np.iinfo(np.int64).min], np.int64))
+    bits = device.zeros(1, np.int64)
+    run(stream, gg.Kernel(source, "extremes"), 4, 256, device.asarray(values), lo, hi, bits, 1000)
+    assert lo.to_numpy()[0] == values.min() and hi.to_numpy()[0] == values.max()
+    assert bits.to_numpy()[0] == np.bitwise_xor.reduce(values)

@@ -496,18 +496,11 @@ GG_REFUSED(__reduce_or_sync)
 GG_REFUSED(__reduce_xor_sync)
 #undef GG_REFUSED
 
-// Atomics: relaxed, as CUDA's are; blocks run on several worker threads at once.
-#define GG_ATOMIC_INT(T)                                                                                       \
-    inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); }                       \
-    inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }                       \
-    inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }                     \
-    inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_RELAXED); }                       \
-    inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_RELAXED); }                         \
-    inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_RELAXED); }                       \
-    inline T atomicCAS(T* a, T compare, T v) {                                                                 \
-        __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);                \
-        return compare;                                                                                        \
-    }                                                                                                          \
+// Atomics: relaxed, as CUDA's are; blocks run on several worker threads at once. The overloads are CUDA's, no
+// more, so that a kernel that compiles here compiles for a GPU (NVRTC 13 on an H200, 2026-11-23): atomicSub takes
+// 32-bit integers only; a long long has atomicMin, atomicMax, atomicAnd, atomicOr and atomicXor; a double has
+// atomicAdd only.
+#define GG_ATOMIC_MIN_MAX(T)                                                                                   \
     inline T atomicMin(T* a, T v) {                                                                            \
         T old = __atomic_load_n(a, __ATOMIC_RELAXED);                                                          \
         while (v < old && !__atomic_compare_exchange_n(a, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { \
@@ -520,11 +513,28 @@ GG_REFUSED(__reduce_xor_sync)
         }                                                                                                      \
         return old;                                                                                            \
     }
+#define GG_ATOMIC_BITS(T)                                                                                      \
+    GG_ATOMIC_MIN_MAX(T)                                                                                       \
+    inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_RELAXED); }                       \
+    inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_RELAXED); }                         \
+    inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_RELAXED); }
+#define GG_ATOMIC_INT(T)                                                                                       \
+    GG_ATOMIC_BITS(T)                                                                                          \
+    inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); }                       \
+    inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }                     \
+    inline T atomicCAS(T* a, T compare, T v) {                                                                 \
+        __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);                \
+        return compare;                                                                                        \
+    }
 GG_ATOMIC_INT(int)
 GG_ATOMIC_INT(unsigned int)
-GG_ATOMIC_INT(long long)
 GG_ATOMIC_INT(unsigned long long)
+GG_ATOMIC_BITS(long long)
 #undef GG_ATOMIC_INT
+#undef GG_ATOMIC_BITS
+#undef GG_ATOMIC_MIN_MAX
+inline int atomicSub(int* a, int v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }
+inline unsigned int atomicSub(unsigned int* a, unsigned int v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }
 inline unsigned short atomicCAS(unsigned short* a, unsigned short compare, unsigned short v) {
     __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;
@@ -553,13 +563,14 @@ inline unsigned int atomicDec(unsigned int* a, unsigned int limit) {
                                             __ATOMIC_RELAXED))                                                 \
                 return gg::bits_as<T>(&old);                                                                   \
         }                                                                                                      \
-    }                                                                                                          \
-    inline T atomicExch(T* a, T v) {                                                                           \
-        I old = __atomic_exchange_n(reinterpret_cast<I*>(a), gg::bits_as<I>(&v), __ATOMIC_RELAXED);          \
-        return gg::bits_as<T>(&old);                                                                           \
     }
 GG_ATOMIC_REAL(float, unsigned int)
 GG_ATOMIC_REAL(double, unsigned long long)
+inline float atomicExch(float* a, float v) {
+    unsigned int old = __atomic_exchange_n(reinterpret_cast<unsigned int*>(a), gg::bits_as<unsigned int>(&v),
+                                           __ATOMIC_RELAXED);
+    return gg::bits_as<float>(&old);
+}
 #undef GG_ATOMIC_REAL
 
 // min and max as CUDA declares them: integers of mixed signedness compare as the unsigned type; floating
