@@ -43,8 +43,7 @@ _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device
                        r"relocatable-device-code|rdc|restrict|offload-arch)(=.*)?|fmad=true)$")
 # A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
-# A stopped kernel's message (longer ones are cut), and CUDA's error for each way to stop (the header's TrapKind).
-_MESSAGE_SIZE = 1024
+# CUDA's error for each way a kernel stops (the entry point's status: 1 + the header's TrapKind).
 _TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED"}
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
@@ -141,15 +140,17 @@ def host_source(source: str) -> str:
 def _program(kernel: Any, names: list[str]) -> str:
     """The translation unit: the header, the kernel's source (its lines numbered as the user's file), and one
     entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
-    type codes; ``gg_uses_barriers`` says whether the blocks run as fibers."""
+    type codes; ``gg_uses_barriers`` says whether the blocks run as fibers, ``gg_stop_message`` what stopped the
+    calling thread's last launch."""
     entries = ['extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
-               '    return ::gg::uses_barriers();\n}\n']
+               '    return ::gg::uses_barriers();\n}\n'
+               'extern "C" __attribute__((visibility("default"))) const char* gg_stop_message() {\n'
+               '    return ::gg::last_stop.c_str();\n}\n']
     for i, name in enumerate(names):
         entries.append(
             f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
-            f" const char* slots, long long begin, long long end, int workers, char* message, unsigned size) {{\n"
-            f"    return ::gg::enter<&{name}>(dims, shared, slots, begin, end, workers, message, size);"
-            f"\n}}\n"
+            f" const char* slots, long long begin, long long end, int workers) {{\n"
+            f"    return ::gg::enter<&{name}>(dims, shared, slots, begin, end, workers);\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
             f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
     return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
@@ -275,6 +276,8 @@ class HostModule:
         self.library = ctypes.CDLL(str(library))
         self.names = names
         self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
+        self.stop_message = self.library.gg_stop_message
+        self.stop_message.restype = ctypes.c_char_p
 
 
 class HostKernel:
@@ -286,7 +289,7 @@ class HostKernel:
         self.kernel = kernel
         self._run = getattr(module.library, f"gg_run_{index}")
         self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong,
-                              ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+                              ctypes.c_int)
         self._module = module
         self._run.restype = ctypes.c_int
         codes_of = getattr(module.library, f"gg_codes_{index}")
@@ -309,6 +312,8 @@ class HostKernel:
                     break
         if refusal is not None:
             raise KernelCompileError(kernel.name, refusal)
+        # The parameters that take arrays of device addresses (T**), whose addresses a launch translates.
+        self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
     def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
         """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; and, for each
@@ -318,15 +323,15 @@ class HostKernel:
             raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
         out = bytearray(8 * len(args))
         translated = []
-        signature = self.kernel.signature
         for i, (arg, code) in enumerate(zip(args, self.codes)):
             if code == "P":
                 if type(arg) is Array:
                     arg = typed_view(arg)
                 if not isinstance(arg, np.ndarray):
                     raise TypeError(f"{self.kernel!r} argument {i}: expects a device Array, got {type(arg).__name__}")
-                if signature is not None and signature[i].depth >= 2 and arg.dtype == ADDRESS_DTYPE:
-                    copy = ADDRESSES.translate(arg.reshape(-1), f"{self.kernel!r} argument {i} ({signature[i]})")
+                if i in self._address_params and arg.dtype == ADDRESS_DTYPE:
+                    what = f"{self.kernel!r} argument {i} ({self.kernel.signature[i]})"
+                    copy = ADDRESSES.translate(arg.reshape(-1), what)
                     if copy is not None:
                         translated.append((arg.reshape(-1), copy, copy.copy()))
                         arg = copy
@@ -364,8 +369,10 @@ class HostKernel:
 
     def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int,
                     workers: int) -> tuple[int, bytes]:
-        message = ctypes.create_string_buffer(_MESSAGE_SIZE)
-        return self._run(dims, shared_mem, slots, begin, end, workers, message, _MESSAGE_SIZE), message.value
+        """Run blocks [begin, end); the status, and the message of a trap that stopped them (read on this thread,
+        which the library keeps it for)."""
+        status = self._run(dims, shared_mem, slots, begin, end, workers)
+        return status, (self._module.stop_message() if status else b"")
 
     def _check(self, outcome: tuple[int, bytes]) -> None:
         """Raise what stopped the kernel: CUDA's error for it (a failed assert, or a trap's launch failure)."""

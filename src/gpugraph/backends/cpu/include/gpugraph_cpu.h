@@ -696,13 +696,16 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
 }
 
 namespace gg {
+// What stopped the calling thread's last launch (the library's gg_stop_message reads it).
+inline thread_local std::string last_stop;
+
 // The launch's entry point for kernel F: runs blocks [begin, end), spread over `workers` threads where the module
 // is built with OpenMP (libgomp keeps one pool for the process), and returns 0, or 1 + the kind of the first trap
-// that stopped a block, with its message in `message` (`size` bytes).
+// that stopped a block, with its message in last_stop.
 template <auto F>
-int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, int workers,
-          char* message, unsigned size) {
+int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, int workers) {
     std::atomic<int> status{0};
+    std::string message;  // (written once, by the block whose trap sets the status)
     const bool fibers = uses_barriers();
     auto blocks = [&](long long first, long long last) {
         running_kernel = true;
@@ -713,7 +716,7 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
                 run<F, false>(dims, shared, slots, first, last);
         } catch (const Trap& trap) {  // (no exception may leave an OpenMP region)
             int none = 0;
-            if (status.compare_exchange_strong(none, 1 + trap.kind)) snprintf(message, size, "%s", trap.message.c_str());
+            if (status.compare_exchange_strong(none, 1 + trap.kind)) message = trap.message;
         }
         running_kernel = false;
     };
@@ -724,12 +727,11 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
 #pragma omp parallel for num_threads(workers) schedule(dynamic, 1)
         for (long long piece = 0; piece < pieces; ++piece)
             blocks(begin + (end - begin) * piece / pieces, begin + (end - begin) * (piece + 1) / pieces);
-        fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
-        return status.load();
-    }
+    } else
 #endif
-    blocks(begin, end);
-    fflush(stdout);
+        blocks(begin, end);
+    fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
+    if (status.load() != 0) last_stop = message;
     return status.load();
 }
 }  // namespace gg
