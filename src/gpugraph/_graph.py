@@ -494,8 +494,8 @@ class Graph:
         See also: cudaGraphAddMemcpyNode1D.
         """
         nbytes = memcpy_nbytes(dst, src, nbytes, "add_memcpy", node=True)
-        self.device._check_same_device(dst, "add_memcpy(dst)")
-        self.device._check_same_device(src, "add_memcpy(src)")
+        self.device._check_same_backend(dst, "add_memcpy(dst)")
+        self.device._check_same_backend(src, "add_memcpy(src)")
         check_pinned(self.device, dst, nbytes, "add_memcpy(dst)")
         check_pinned(self.device, src, nbytes, "add_memcpy(src)")
         return self._add(MemcpyParams(dst, src, nbytes), after, "add_memcpy")
@@ -506,7 +506,7 @@ class Graph:
         See also: cudaGraphAddMemsetNode.
         """
         pattern, element_size, units = memset_pattern(dst, value, count, "add_memset", node=True)
-        self.device._check_same_device(dst, "add_memset(dst)")
+        self.device._check_same_backend(dst, "add_memset(dst)")  # (the node runs on dst's device)
         return self._add(MemsetParams(dst, value, pattern, element_size, units), after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
@@ -563,7 +563,7 @@ class Graph:
         """Add a node waiting for ``event``'s last record. See also: cudaGraphAddEventWaitNode."""
         if not isinstance(event, Event):
             raise TypeError(f"add_event_wait(event): expected an Event, got {type(event).__name__}")
-        self.device._check_same_device(event, "add_event_wait(event)")
+        self.device._check_same_backend(event, "add_event_wait(event)")
         return self._add(EventWaitParams(event), after, "add_event_wait")
 
     def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:

@@ -216,7 +216,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
                 return value
             if type(value) is Array:
                 if value.device is not device:
-                    raise ValueError(f"{where}: the Array is on {value.device}, the launch on {device}")
+                    device._reach(value, where)
                 # NumPy's builtin dtypes are singletons: identity settles the common case cheaply.
                 if want is not None and value.dtype is not want and value.dtype != want:
                     raise TypeError(f"{where}: expects {want} data{addresses}, got an Array of {value.dtype}")
@@ -282,7 +282,7 @@ def _own_type(value: np.generic, where: str) -> np.generic:
 def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any:
     """Arguments of a kernel whose signature gpugraph could not read must carry their own type."""
     if type(value) is Array and value.device is not device:
-        raise ValueError(f"{kernel!r} argument {index}: the Array is on {value.device}, the launch on {device}")
+        device._reach(value, f"{kernel!r} argument {index}")
     if type(value) is Array:
         return value
     if isinstance(value, np.generic):

@@ -71,6 +71,7 @@ class CpuBackend:
         self._streams: dict[CpuStream, None] = {}
         self._destroyed = 0  # about how many of them are destroyed (only decides when to prune)
         self._default_streams: list[CpuStream | None] = [None] * self._count  # each device's legacy stream
+        self._peers: set[tuple[int, int]] = set()  # (device, peer) pairs whose access enable_peer_access enabled
         self._lock = threading.Lock()
         self._executor: BranchPool | None = None
         atexit.register(self._finish_at_exit)
@@ -89,6 +90,16 @@ class CpuBackend:
 
     def device_name(self, index: int) -> str:
         return f"CPU reference device ({os.cpu_count()} cores)"
+
+    def device_can_access_peer(self, index: int, peer: int) -> bool:
+        return True  # (all host memory: the rule that access be enabled first is kept all the same)
+
+    def peer_access(self, index: int, peer: int) -> bool:
+        return (index, peer) in self._peers
+
+    def enable_peer_access(self, index: int, peer: int) -> None:
+        with self._lock:
+            self._peers.add((index, peer))
 
     def device_synchronize(self, index: int) -> None:
         errors = []

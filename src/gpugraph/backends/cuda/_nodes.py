@@ -48,17 +48,28 @@ def address(operand: Any) -> int:
     return int(operand)
 
 
-def memcpy3d(dst: Any, src: Any, nbytes: int) -> Any:
-    """A 1-D copy as CUDA_MEMCPY3D, with host or device memory types from the operands."""
+def device_index(operand: Any, default: int) -> int:
+    """The index of the device whose memory ``operand`` is (an Array's), else ``default``."""
+    return operand.device.index if type(operand) is Array else default
+
+
+def _device_memory_type(operand: Any, index: int) -> Any:
+    # Memory of another device than the node's context is named by its unified address: the driver finds its
+    # device (a copy between devices, as cudaMemcpyDefault makes one).
+    return _MEMORY.CU_MEMORYTYPE_DEVICE if device_index(operand, index) == index else _MEMORY.CU_MEMORYTYPE_UNIFIED
+
+
+def memcpy3d(dst: Any, src: Any, nbytes: int, index: int) -> Any:
+    """A 1-D copy as CUDA_MEMCPY3D, run in device ``index``'s context, with memory types from the operands."""
     p = cu.CUDA_MEMCPY3D()
     if isinstance(src, np.ndarray):
         p.srcMemoryType, p.srcHost = _MEMORY.CU_MEMORYTYPE_HOST, address(src)
     else:
-        p.srcMemoryType, p.srcDevice = _MEMORY.CU_MEMORYTYPE_DEVICE, address(src)
+        p.srcMemoryType, p.srcDevice = _device_memory_type(src, index), address(src)
     if isinstance(dst, np.ndarray):
         p.dstMemoryType, p.dstHost = _MEMORY.CU_MEMORYTYPE_HOST, address(dst)
     else:
-        p.dstMemoryType, p.dstDevice = _MEMORY.CU_MEMORYTYPE_DEVICE, address(dst)
+        p.dstMemoryType, p.dstDevice = _device_memory_type(dst, index), address(dst)
     p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
     return p
 
@@ -135,12 +146,12 @@ class _Memcpy(_Kind):
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         ctx = backend.contexts.get(graph.index)
-        p = memcpy3d(params.dst, params.src, params.nbytes)
+        p = memcpy3d(params.dst, params.src, params.nbytes, graph.index)
         return call(drv.graph_add_memcpy_node, graph.handle, deps, len(deps), p, ctx)
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         ctx = backend.contexts.get(exec_.index)
-        p = memcpy3d(params.dst, params.src, params.nbytes)
+        p = memcpy3d(params.dst, params.src, params.nbytes, exec_.index)
         call(drv.graph_exec_memcpy_node_set_params, exec_.handle, node, p, ctx)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
@@ -160,12 +171,12 @@ class _Memset(_Kind):
     node_type = _T.CU_GRAPH_NODE_TYPE_MEMSET
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-        ctx = backend.contexts.get(graph.index)
+        ctx = backend.contexts.get(device_index(params.dst, graph.index))  # (it runs on dst's device)
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
         return call(drv.graph_add_memset_node, graph.handle, deps, len(deps), p, ctx)
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
-        ctx = backend.contexts.get(exec_.index)
+        ctx = backend.contexts.get(device_index(params.dst, exec_.index))
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
         call(drv.graph_exec_memset_node_set_params, exec_.handle, node, p, ctx)
 
