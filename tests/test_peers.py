@@ -211,14 +211,93 @@ def test_an_event_of_another_device_cannot_be_recorded(pair):
         first.stream().record(second.event())
 
 
-def test_a_capture_cannot_take_in_a_stream_of_another_device_yet(pair):
+# Graphs across devices
+
+
+def test_a_kernel_node_on_another_device(pair):
+    first, second = pair
+    here = second.asarray(counting())
+    graph = gg.Graph(first)
+    node = graph.add_kernel(SCALE, 1, N, here, 2.0, N, device=second)
+    assert node.params.device == second.index
+    stream = first.stream()
+    with graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+        np.testing.assert_array_equal(here.to_numpy(), counting() * 2)
+        other = second.asarray(counting())
+        exe.set_params(node, other, 3.0, N)  # the node stays on its device
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(other.to_numpy(), counting() * 3)
+    np.testing.assert_array_equal(here.to_numpy(), counting() * 2)
+
+
+def test_add_kernel_device_is_checked(pair):
+    first, second = pair
+    x = first.zeros(4, np.float32)
+    graph = gg.Graph(first)
+    with pytest.raises(TypeError, match=r"add_kernel\(device\): expected a Device or None, got str"):
+        graph.add_kernel(SCALE, 1, 4, x, 2.0, 4, device=str(second))
+    others = [b for b in available_backends() if b != first.backend]
+    if others:
+        with pytest.raises(ValueError, match=r"add_kernel\(device\): .* another backend"):
+            graph.add_kernel(SCALE, 1, 4, x, 2.0, 4, device=gg.Device(others[0]))
+    assert len(graph) == 0
+
+
+def test_an_update_cannot_move_a_kernel_to_another_device(pair):
+    first, second = pair
+    x = first.zeros(4, np.float32)
+    y = second.zeros(4, np.float32)
+    old, new = gg.Graph(first), gg.Graph(first)
+    old.add_kernel(SCALE, 1, 4, x, 2.0, 4)
+    new.add_kernel(SCALE, 1, 4, y, 2.0, 4, device=second)
+    with old.instantiate() as exe:
+        with pytest.raises(gg.GraphUpdateError, match=r"device changed.*ran on device 0, got one on device"):
+            exe.update(new)
+
+
+def test_a_capture_forks_onto_a_stream_of_another_device_and_joins_back(pair):
+    first, second = pair
+    a = first.asarray(counting())
+    b = second.asarray(counting())
+    stream, other = first.stream(), second.stream()
+    with stream.capture() as cap:
+        stream.launch(SCALE, 1, N, a, 2.0, N)
+        other.wait(stream.record())  # the second device's stream joins the capture
+        assert other.is_capturing
+        other.launch(SCALE, 1, N, b, 3.0, N)
+        other.memcpy(a, b)  # into the first device's memory, after both kernels
+        stream.wait(other.record())  # and back
+    kernels = [n for n in cap.graph.nodes if n.kind is gg.NodeKind.KERNEL]
+    assert sorted(n.params.device for n in kernels) == sorted([first.index, second.index])
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(b.to_numpy(), counting() * 3)
+    np.testing.assert_array_equal(a.to_numpy(), counting() * 3)
+
+
+def test_a_device_taking_part_in_a_capture_cannot_be_synchronized(pair):
     first, second = pair
     stream, other = first.stream(), second.stream()
-    x = first.zeros(4, np.float32)
+    x = second.zeros(4, np.float32)
+    with pytest.raises(gg.CaptureError, match=rf"{second} has a capturing stream"):
+        with stream.capture():
+            other.wait(stream.record())
+            other.memset(x, 1.0)
+            stream.wait(other.record())
+            second.synchronize()
+
+
+def test_graph_memory_of_another_device_is_refused_to_kernels(pair):
+    first, second = pair
+    graph = gg.Graph(first)
+    stream = second.stream()
     with stream.capture() as cap:
-        fork = stream.record()
-        with pytest.raises(ValueError, match=rf"recorded in a capture of {first}; a stream of {second} cannot join"):
-            other.wait(fork)
-        stream.memset(x, 1.0)
-    assert [n.kind for n in cap.graph.nodes] == [gg.NodeKind.MEMSET]
-    assert not other.is_capturing
+        tmp = stream.alloc(N, np.float32)
+        with pytest.raises(ValueError, match=rf"graph memory of {second}, which kernels on {first} cannot use"):
+            graph.add_kernel(SCALE, 1, N, tmp, 2.0, N)
+        stream.free(tmp)
+    assert len(cap.graph) == 2

@@ -218,6 +218,11 @@ class Device:
         device = value.device
         if device.backend != self.backend:
             raise ValueError(f"{what}: the Array is on {device}, the launch on {self}")
+        if value._alloc.origin == "graph":
+            # (Its access is fixed when its allocation node is made, from the pool's access then; gpugraph does
+            # not set it for other devices yet, so CUDA would fault.)
+            raise ValueError(f"{what}: the Array is graph memory of {device}, which kernels on {self} cannot use "
+                             f"(graph allocations are reachable from their own device only, for now); copy it")
         self._enable_peer_access(device, f"{what} (an Array of {device} used on {self})")
 
     # Memory
@@ -277,6 +282,10 @@ class Device:
             function = self._backend.kernel_load(self.index, kernel)
             kernel._functions[self] = function
         return function
+
+    def _sibling(self, index: int) -> Device:
+        """The device of this backend at ``index`` (this one, for its own)."""
+        return self if index == self.index else Device(f"{self.backend}:{index}")
 
     def _check_same_device(self, value: Any, what: str) -> None:
         device = getattr(value, "device", None)

@@ -404,9 +404,6 @@ class Stream:
             raise TypeError(f"wait(event): expected an Event, got {type(event).__name__}")
         self.device._check_same_backend(event, "wait(event)")  # (an event of any device of the backend)
         capture = event._capture if event._capture is not None and event._capture.active else None
-        if capture is not None and capture.stream.device is not self.device:
-            raise ValueError(f"Stream.wait: {event!r} was recorded in a capture of {capture.stream.device}; a stream "
-                             f"of {self.device} cannot join it (captures across devices are not supported yet)")
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.wait", forking=capture is not None)
         if capture is not None and self._capture is not None and capture is not self._capture:

@@ -257,7 +257,7 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
         if capture is not None:
-            if capture.record(stream, KernelParams(function, grid, block, shared_mem, args)):
+            if capture.record(stream, KernelParams(function, grid, block, shared_mem, args, stream.index)):
                 return
             if _params.in_use:  # ended meanwhile (on another thread): run uncaptured, the Params' values now
                 args = tuple([resolve(a) for a in args])

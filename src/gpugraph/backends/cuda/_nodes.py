@@ -116,7 +116,7 @@ class _Kernel(_Kind):
     node_type = _T.CU_GRAPH_NODE_TYPE_KERNEL
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-        function = backend.function(graph.index, params.kernel)
+        function = backend.function(params.device, params.kernel)  # (loaded in its device's context: it runs there)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             # (Kept, then returned after the block: an interrupt as the call returns then lands inside the
@@ -125,19 +125,22 @@ class _Kernel(_Kind):
         return node
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
-        function = backend.function(exec_.index, params.kernel)
+        function = backend.function(params.device, params.kernel)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             call(drv.graph_exec_kernel_node_set_params, exec_.handle, node, p)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         p = call(drv.graph_kernel_node_get_params, node)
-        kernel = backend.kernel_of(p.func) or ForeignKernel(_function_name(p.func))
+        kernel, index = backend.kernel_of(p.func)
+        if kernel is None:
+            kernel, index = ForeignKernel(_function_name(p.func)), backend.context_device(p.ctx, graph.index)
         return KernelParams(kernel, (p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ),
-                            p.sharedMemBytes, ())
+                            p.sharedMemBytes, (), index)
 
     def describes(self, record: Any, derived: Any) -> bool:
-        return record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
+        return (record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
+                and record.device == derived.device)
 
 
 class _Memcpy(_Kind):
@@ -342,7 +345,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     and argument buffer, of which a patch rewrites only the Param slots before setting the node."""
     if not isinstance(params, KernelParams) or params.kernel.signature is None:
         return lambda: set_exec_node(backend, exec_, node, params)
-    function = backend.function(exec_.index, params.kernel)
+    function = backend.function(params.device, params.kernel)
     prepared = function.new_node_params(params.grid, params.block, params.shared_mem)
     with function.lock:  # the slots' formats are read from the layout this pack made, before another can
         function.pack(tuple([resolve(a) for a in params.args]))

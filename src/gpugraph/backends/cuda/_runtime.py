@@ -42,7 +42,7 @@ class CudaRuntime:
         self.host = HostCalls()
         self._modules = ModuleCache()
         self._functions: dict[tuple[int, Any], Function] = {}
-        self._kernels_by_handle: dict[int, Any] = {}
+        self._kernels_by_handle: dict[int, tuple[Any, int]] = {}  # CUfunction -> (Kernel, device index)
         self._peers: set[tuple[int, int]] = set()  # (device, peer) pairs whose access enable_peer_access enabled
         self._peer_lock = threading.Lock()
         # The captures begun and not yet ended: frees of plain memory wait until there is none. A set, so that
@@ -280,14 +280,23 @@ class CudaRuntime:
             self.contexts.use(index)
             handle = self._modules.function(index, self.contexts.devices[index], kernel)
             function = self._functions[key] = Function(handle, kernel)
-            self._kernels_by_handle[int(handle)] = kernel
+            self._kernels_by_handle[int(handle)] = (kernel, index)
         return function
 
     def function(self, index: int, kernel: Any) -> Function:
         return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)
 
-    def kernel_of(self, handle: Any) -> Any:
-        return self._kernels_by_handle.get(int(handle))
+    def kernel_of(self, handle: Any) -> tuple[Any, int | None]:
+        """The Kernel whose CUfunction ``handle`` is and the index of the device it was loaded on, else
+        (None, None): a function another library loaded."""
+        return self._kernels_by_handle.get(int(handle), (None, None))
+
+    def context_device(self, ctx: Any, default: int) -> int:
+        """The index of the device whose primary context ``ctx`` is; ``default`` for any other context."""
+        for index in self.contexts.retained():
+            if int(self.contexts.get(index)) == int(ctx):
+                return index
+        return default
 
     def _retry_in_context(self, fn: Any, index: int, *args: Any) -> None:
         """A hot call failed: make the context current (a new thread) and call once more."""
