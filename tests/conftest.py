@@ -1,7 +1,8 @@
 """Fixtures shared by the behaviour tests: every test that takes ``device`` runs once per available backend.
 
 ``device`` is a ``gg.Device`` of one backend (ids are backend names), ``backend`` its name and ``stream``
-a fresh stream on it. Tests marked ``gpu`` are skipped, with the reason, where no GPU backend is present.
+a fresh stream on it; ``pair`` is two devices of one backend. Tests marked ``gpu`` are skipped, with the
+reason, where no GPU backend is present.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import pytest
 
 import gpugraph as gg
+import gpugraph.backends
 import kernels as K
 
 BACKENDS = gg.available_backends()
@@ -53,6 +55,15 @@ def _shared_kernels_loaded() -> None:
 def device(request: pytest.FixtureRequest) -> gg.Device:
     """The device of one available backend."""
     return gg.Device(request.param)
+
+
+@pytest.fixture(params=BACKENDS, ids=BACKENDS)
+def pair(request: pytest.FixtureRequest) -> tuple[gg.Device, gg.Device]:
+    """Two devices of one backend, its first and its last (skipped where the backend has one)."""
+    count = gg.backends.get_backend(request.param).device_count()
+    if count < 2:
+        pytest.skip(f"{request.param} has {count} device here; these tests need two")
+    return gg.Device(f"{request.param}:0"), gg.Device(f"{request.param}:{count - 1}")
 
 
 @pytest.fixture

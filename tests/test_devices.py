@@ -24,15 +24,6 @@ __global__ void scale(float* x, float f, int n) {
 }""", "scale")
 
 
-@pytest.fixture(params=gg.available_backends())
-def pair(request: pytest.FixtureRequest) -> tuple[gg.Device, gg.Device]:
-    """Two devices of one backend: its first and its last."""
-    count = get_backend(request.param).device_count()
-    if count < 2:
-        pytest.skip(f"{request.param} has {count} device here; these tests need two")
-    return gg.Device(f"{request.param}:0"), gg.Device(f"{request.param}:{count - 1}")
-
-
 def test_the_cpu_backend_offers_several_devices():
     count = get_backend("cpu").device_count()
     assert count == int(os.environ.get("GPUGRAPH_CPU_DEVICES") or DEVICES) >= 2
@@ -111,15 +102,6 @@ def test_each_device_has_its_own_legacy_default_stream(pair):
     finally:
         release.set()
     first.default_stream.synchronize()
-
-
-def test_an_array_of_another_device_is_refused_at_the_call(pair):
-    first, second = pair
-    x = first.zeros(4, np.float32)
-    with pytest.raises(ValueError, match=rf"{second}"):
-        second.stream().launch(SCALE, 1, 4, x, 2.0, 4)
-    with pytest.raises(ValueError, match=rf"{second}"):
-        gg.Graph(second).add_kernel(SCALE, 1, 4, x, 2.0, 4)
 
 
 @pytest.mark.parametrize("value", ["0", str(MAX_DEVICES + 1), "two", "-1"])

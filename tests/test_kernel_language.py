@@ -4,6 +4,7 @@ the kernel's results against NumPy."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -249,6 +250,98 @@ def test_math_functions_and_intrinsics(device, stream):
                          np.minimum(w, 1) + np.maximum(np.arange(n), 3)], axis=1)
     np.testing.assert_allclose(out.to_numpy().reshape(n, 8), expected, rtol=2e-6, atol=2e-6)
     np.testing.assert_allclose(dout.to_numpy(), np.sin(w) + np.exp(w) + 1 / np.sqrt(w + 4), rtol=1e-14)
+
+
+SPECIAL = r"""
+__global__ void special(const double* x, double* out, float* fout, long long* ints, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = x[i];
+    double s, c;
+    sincospi(v, &s, &c);
+    double* o = out + 10 * i;
+    o[0] = erfinv(v); o[1] = erfcinv(1.0 - v); o[2] = normcdf(3.0 * v); o[3] = normcdfinv(0.5 * (v + 1.0));
+    o[4] = erfcx(4.0 * v); o[5] = cyl_bessel_i0(5.0 * v); o[6] = cyl_bessel_i1(5.0 * v);
+    o[7] = norm3d(v, 2.0, 3.0) * rnorm4d(v, 1.0, 2.0, 2.0); o[8] = rhypot(v, 1.0); o[9] = s * s + c * c;
+    float* f = fout + 4 * i;
+    f[0] = erfinvf((float)v); f[1] = normcdff(3.0f * (float)v); f[2] = __frsqrt_rn(4.0f + (float)v);
+    f[3] = __ll2float_rn(1ll << 40);
+    long long* k = ints + 5 * i;
+    double big = 1.0e6 * v;
+    k[0] = __double2ll_rz(big); k[1] = __double2ll_rd(big); k[2] = __double2ll_ru(big);
+    k[3] = __float2ll_rn((float)big);
+    k[4] = __hiloint2double(__double2hiint(v), __double2loint(v)) == v;
+}
+"""
+
+
+def test_special_functions_and_conversions(device, stream):
+    n = 101
+    v = np.linspace(-0.995, 0.995, n)
+    x, out = device.asarray(v), device.zeros(10 * n, np.float64)
+    fout, ints = device.zeros(4 * n, np.float32), device.zeros(5 * n, np.int64)
+    run(stream, gg.Kernel(SPECIAL, "special"), 1, 128, x, out, fout, ints, n)
+    o, f, k = out.to_numpy().reshape(n, 10), fout.to_numpy().reshape(n, 4), ints.to_numpy().reshape(n, 5)
+    erf, erfc = np.vectorize(math.erf), np.vectorize(math.erfc)
+    np.testing.assert_allclose(erf(o[:, 0]), v, rtol=1e-14)
+    np.testing.assert_allclose(o[:, 1], o[:, 0], rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(o[:, 2], 0.5 * erfc(-3 * v / math.sqrt(2)), rtol=1e-14)
+    np.testing.assert_allclose(0.5 * erfc(-o[:, 3] / math.sqrt(2)), 0.5 * (v + 1), rtol=1e-13)
+    np.testing.assert_allclose(o[:, 4], np.exp((4 * v) ** 2) * erfc(4 * v), rtol=1e-12)
+    np.testing.assert_allclose(o[:, 5], np.i0(5 * v), rtol=1e-13)
+    i1 = sum((5 * v / 2) ** (2 * m + 1) / (math.factorial(m) * math.factorial(m + 1)) for m in range(40))
+    np.testing.assert_allclose(o[:, 6], i1, rtol=1e-13)
+    np.testing.assert_allclose(o[:, 7], np.sqrt(v * v + 13) / np.sqrt(v * v + 9), rtol=1e-14)
+    np.testing.assert_allclose(o[:, 8], 1 / np.hypot(v, 1), rtol=1e-14)
+    np.testing.assert_allclose(o[:, 9], 1.0, rtol=1e-15)
+    np.testing.assert_allclose(erf(f[:, 0].astype(np.float64)), v, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(f[:, 1], 0.5 * erfc(-3 * v / math.sqrt(2)), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(f[:, 2], 1 / np.sqrt(4 + v.astype(np.float32)), rtol=2e-7)
+    assert (f[:, 3] == 2.0 ** 40).all()
+    big = 1.0e6 * v
+    np.testing.assert_array_equal(k[:, 0], np.trunc(big))
+    np.testing.assert_array_equal(k[:, 1], np.floor(big))
+    np.testing.assert_array_equal(k[:, 2], np.ceil(big))
+    np.testing.assert_array_equal(k[:, 3], np.rint(big.astype(np.float32)))
+    assert (k[:, 4] == 1).all()
+
+
+@pytest.mark.parametrize("call", ["__fadd_rz(v, 1.0f)", "__dmul_ru((double)v, 2.0)", "__int2float_rd(3)"])
+def test_an_intrinsic_with_a_set_rounding_direction_is_refused_on_the_cpu_naming_it(call):
+    source = f"__global__ void k(float* x) {{ float v = x[0]; x[0] = (float){call}; }}"
+    device = gg.Device("cpu")
+    name = call.split("(")[0]
+    with pytest.raises(gg.KernelCompileError, match=rf"{name} \(an intrinsic with a set rounding direction\)"):
+        device.stream().launch(gg.Kernel(source, "k"), 1, 1, device.zeros(1, np.float32))
+
+
+def test_more_dynamic_shared_memory_than_48_kib_is_refused_on_every_backend(device, stream):
+    x = device.zeros(4, np.float32)
+    kernel = gg.Kernel("__global__ void k(float* x) { extern __shared__ float s[]; s[0] = 1.0f; x[0] = s[0]; }", "k")
+    with pytest.raises(ValueError, match=r"shared_mem: 49153 bytes is more than the 49152 bytes \(48 KiB\)"):
+        stream.launch(kernel, 1, 1, x, shared_mem=48 * 1024 + 1)
+    with pytest.raises(ValueError, match=r"more than the 49152 bytes"):
+        gg.Graph(device).add_kernel(kernel, 1, 1, x, shared_mem=48 * 1024 + 1)
+    run(stream, kernel, 1, 1, x, shared_mem=48 * 1024)  # the most: runs
+    assert x.to_numpy()[0] == 1.0
+
+
+def test_a_thread_may_use_as_much_local_memory_as_on_a_gpu(device, stream):
+    """A GPU thread may have 512 KiB of local memory; on the CPU a block that synchronizes runs its threads
+    as fibers, whose stacks hold it."""
+    source = r"""
+    __global__ void local(float* out) {
+        float scratch[100 * 1024];  // 400 KiB
+        for (int i = 0; i < 100 * 1024; ++i) scratch[i] = threadIdx.x + i;
+        __syncthreads();
+        float sum = 0.0f;
+        for (int i = 0; i < 100 * 1024; i += 1024) sum += scratch[i];
+        out[threadIdx.x] = sum;
+    }"""
+    out = device.zeros(4, np.float32)
+    run(stream, gg.Kernel(source, "local"), 1, 4, out)
+    want = [sum(float(t + i) for i in range(0, 100 * 1024, 1024)) for t in range(4)]
+    np.testing.assert_allclose(out.to_numpy(), want, rtol=1e-6)
 
 
 VECTORS = r"""

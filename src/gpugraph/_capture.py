@@ -131,7 +131,7 @@ def forbid_device_sync(api: str, device: Any) -> None:
     """Refuse waiting for a whole device while one of its streams captures."""
     if not _active:
         return
-    offended = [c for c in list(_active) if c.stream.device is device]
+    offended = [c for c in list(_active) if any(s.device is device for s in c.streams)]
     if offended:
         raise invalidate(offended, api, f"{device} has a capturing stream, which runs nothing, so the "
                                          f"device cannot be waited for")
@@ -372,7 +372,7 @@ class Capture:
         """Make the capturing stream wait for every forked stream, as a clean end of capture needs."""
         backend, origin = self.stream._backend, self.stream
         for stream in self._unjoined_streams():
-            event = backend.event_create(origin.device.index, False)
+            event = backend.event_create(stream.device.index, False)  # (recorded on its own device's stream)
             backend.event_record(event, stream._handle, self._handle)
             backend.stream_wait_event(origin._handle, event, self._handle)
             backend.event_destroy(event)

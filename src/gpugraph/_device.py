@@ -163,6 +163,68 @@ class Device:
             refuse_in_host_function("Device.event")
         return Event(self, timing)
 
+    # Peers
+
+    def can_access_peer(self, peer: Device) -> bool:
+        """Whether the hardware lets kernels on this device read and write ``peer``'s memory.
+
+        Raises:
+            TypeError: If ``peer`` is not a Device.
+            ValueError: If ``peer`` is this device or a device of another backend.
+
+        See also: cudaDeviceCanAccessPeer.
+        """
+        self._check_peer(peer, "can_access_peer")
+        return self._backend.device_can_access_peer(self.index, peer.index)
+
+    def enable_peer_access(self, peer: Device) -> None:
+        """Let kernels on this device read and write ``peer``'s memory: its Arrays, and its stream-ordered and
+        graph allocations. One direction (``peer.enable_peer_access(self)`` is the other); enabling it again
+        does nothing. A launch or kernel node on this device given an Array of ``peer`` enables it by itself.
+
+        Raises:
+            TypeError: If ``peer`` is not a Device.
+            ValueError: If ``peer`` is this device or a device of another backend, or the hardware allows no
+                access between them (``can_access_peer``): copy the data with ``Stream.memcpy`` instead.
+            CaptureError: If a capture that forbids unsafe calls runs (as for an allocation; enable access
+                before capturing).
+
+        See also: cudaDeviceEnablePeerAccess, cudaMemPoolSetAccess.
+        """
+        self._check_peer(peer, "enable_peer_access")
+        self._enable_peer_access(peer, "enable_peer_access")
+
+    def _enable_peer_access(self, peer: Device, what: str) -> None:
+        backend, index = self._backend, self.index
+        if backend.peer_access(index, peer.index):
+            return
+        if not backend.device_can_access_peer(index, peer.index):
+            raise ValueError(f"{what}: {self} cannot access memory of {peer}: the hardware allows no peer access "
+                             f"between them (cudaDeviceCanAccessPeer); copy the data with Stream.memcpy instead")
+        _capture.forbid_unsafe(f"{what} (enabling peer access from {self} to {peer})")
+        backend.enable_peer_access(index, peer.index)
+
+    def _check_peer(self, peer: Any, what: str) -> None:
+        if not isinstance(peer, Device):
+            raise TypeError(f"{what}(peer): expected a Device, got {type(peer).__name__}")
+        if peer is self:
+            raise ValueError(f"{what}(peer): {peer} is this device, which always accesses its own memory")
+        if peer.backend != self.backend:
+            raise ValueError(f"{what}(peer): {peer} is a device of another backend than {self}")
+
+    def _reach(self, value: Any, what: str) -> None:
+        """Let work on this device use ``value`` (an Array of another device): refused for a device of another
+        backend, else peer access is enabled where it is not yet (ValueError where the hardware allows none)."""
+        device = value.device
+        if device.backend != self.backend:
+            raise ValueError(f"{what}: the Array is on {device}, the launch on {self}")
+        if value._alloc.origin == "graph":
+            # (Its access is fixed when its allocation node is made, from the pool's access then; gpugraph does
+            # not set it for other devices yet, so CUDA would fault.)
+            raise ValueError(f"{what}: the Array is graph memory of {device}, which kernels on {self} cannot use "
+                             f"(graph allocations are reachable from their own device only, for now); copy it")
+        self._enable_peer_access(device, f"{what} (an Array of {device} used on {self})")
+
     # Memory
 
     def empty(self, shape: Any, dtype: Any = np.float32) -> Array:
@@ -221,7 +283,17 @@ class Device:
             kernel._functions[self] = function
         return function
 
+    def _sibling(self, index: int) -> Device:
+        """The device of this backend at ``index`` (this one, for its own)."""
+        return self if index == self.index else Device(f"{self.backend}:{index}")
+
     def _check_same_device(self, value: Any, what: str) -> None:
         device = getattr(value, "device", None)
         if isinstance(device, Device) and device is not self:
             raise ValueError(f"{what}: {value!r} belongs to {device}, not {self}")
+
+    def _check_same_backend(self, value: Any, what: str) -> None:
+        """Refuse an operand (Array, Event) of another backend's device; any device of this backend will do."""
+        device = getattr(value, "device", None)
+        if isinstance(device, Device) and device.backend != self.backend:
+            raise ValueError(f"{what}: {value!r} belongs to {device}, a device of another backend than {self}")

@@ -387,14 +387,15 @@ class GraphExec:
         else:
             new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
         shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
+        device = self.device._sibling(old.device)  # the node's device, where its kernel runs
         if kernel is not old.kernel:  # it checks the arguments it is given, or the current ones
-            self.device._load_kernel(kernel)
-            args = kernel.convert_args(args or old.args, self.device, typed=True)
+            device._load_kernel(kernel)
+            args = kernel.convert_args(args or old.args, device, typed=True)
         elif args:
-            args = kernel.convert_args(args, self.device, typed=True)
+            args = kernel.convert_args(args, device, typed=True)
         else:
             args = old.args
-        self._set(i, KernelParams(kernel, new_grid, new_block, shared, args), node)
+        self._set(i, KernelParams(kernel, new_grid, new_block, shared, args, old.device), node)
 
     @_serialized
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:

@@ -466,22 +466,33 @@ class Graph:
     # Adding nodes
 
     def add_kernel(self, kernel: Kernel, grid: Any, block: Any, *args: Any, shared_mem: int = 0,
-                   after: Any = ()) -> Node:
+                   after: Any = (), device: Device | None = None) -> Node:
         """Add a kernel launch node. See ``Stream.launch`` for the arguments.
+
+        ``device``: the device the kernel runs on, any of the graph's backend (None: the graph's); Arrays of
+        other devices than that one need peer access, as for a launch.
 
         See also: cudaGraphAddKernelNode.
         """
         fast = self._fast  # (a typical node, which the compiled lane may add whole)
-        if fast is not None and type(kernel) is Kernel and type(shared_mem) is int and not shared_mem:
+        if (fast is not None and device is None and type(kernel) is Kernel and type(shared_mem) is int
+                and not shared_mem):
             node = fast.add_kernel(self, kernel, grid, block, args, after)
             if node is not None:
                 return node
         if type(kernel) is not Kernel:
             raise TypeError(f"add_kernel(kernel): expected a Kernel, got {type(kernel).__name__}")
+        if device is None:
+            device = self.device
+        elif not isinstance(device, Device):
+            raise TypeError(f"add_kernel(device): expected a Device or None, got {type(device).__name__}")
+        elif device.backend != self.device.backend:
+            raise ValueError(f"add_kernel(device): {device} is a device of another backend than the graph's "
+                             f"({self.device})")
         grid, block = launch_dims(grid, block)
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem),
-                              kernel.convert_args(args, self.device, typed=True))
-        self.device._load_kernel(kernel)
+                              kernel.convert_args(args, device, typed=True), device.index)
+        device._load_kernel(kernel)
         return self._add(params, after, "add_kernel")
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:
@@ -494,8 +505,8 @@ class Graph:
         See also: cudaGraphAddMemcpyNode1D.
         """
         nbytes = memcpy_nbytes(dst, src, nbytes, "add_memcpy", node=True)
-        self.device._check_same_device(dst, "add_memcpy(dst)")
-        self.device._check_same_device(src, "add_memcpy(src)")
+        self.device._check_same_backend(dst, "add_memcpy(dst)")
+        self.device._check_same_backend(src, "add_memcpy(src)")
         check_pinned(self.device, dst, nbytes, "add_memcpy(dst)")
         check_pinned(self.device, src, nbytes, "add_memcpy(src)")
         return self._add(MemcpyParams(dst, src, nbytes), after, "add_memcpy")
@@ -506,7 +517,7 @@ class Graph:
         See also: cudaGraphAddMemsetNode.
         """
         pattern, element_size, units = memset_pattern(dst, value, count, "add_memset", node=True)
-        self.device._check_same_device(dst, "add_memset(dst)")
+        self.device._check_same_backend(dst, "add_memset(dst)")  # (the node runs on dst's device)
         return self._add(MemsetParams(dst, value, pattern, element_size, units), after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
@@ -563,7 +574,7 @@ class Graph:
         """Add a node waiting for ``event``'s last record. See also: cudaGraphAddEventWaitNode."""
         if not isinstance(event, Event):
             raise TypeError(f"add_event_wait(event): expected an Event, got {type(event).__name__}")
-        self.device._check_same_device(event, "add_event_wait(event)")
+        self.device._check_same_backend(event, "add_event_wait(event)")
         return self._add(EventWaitParams(event), after, "add_event_wait")
 
     def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:

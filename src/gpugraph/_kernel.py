@@ -98,12 +98,21 @@ def launch_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int,
     return g, b
 
 
+# The dynamic shared memory a launch may ask for without opting in to more (cudaFuncSetAttribute's
+# MaxDynamicSharedMemorySize, which gpugraph does not offer yet): CUDA refuses more, so the CPU backend does too.
+MAX_DYNAMIC_SHARED_MEM = 48 * 1024
+
+
 def check_shared_mem(shared_mem: Any) -> int:
-    """Return ``shared_mem`` as a non-negative int or raise naming what was got."""
-    if type(shared_mem) is int and shared_mem >= 0:  # (the common case first: a hot path)
+    """Return ``shared_mem`` as an int from 0 to ``MAX_DYNAMIC_SHARED_MEM`` or raise naming what was got."""
+    if type(shared_mem) is int and 0 <= shared_mem <= MAX_DYNAMIC_SHARED_MEM:  # (the common case first: a hot path)
         return shared_mem
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
         raise ValueError(f"shared_mem: expected a non-negative int, got {shared_mem!r}")
+    if shared_mem > MAX_DYNAMIC_SHARED_MEM:
+        raise ValueError(f"shared_mem: {int(shared_mem)} bytes is more than the {MAX_DYNAMIC_SHARED_MEM} bytes "
+                         f"(48 KiB) of dynamic shared memory a launch may have without opting in to more, which "
+                         f"gpugraph does not offer yet (CUDA refuses it: CUDA_ERROR_INVALID_VALUE)")
     return int(shared_mem)
 
 
@@ -216,7 +225,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
                 return value
             if type(value) is Array:
                 if value.device is not device:
-                    raise ValueError(f"{where}: the Array is on {value.device}, the launch on {device}")
+                    device._reach(value, where)
                 # NumPy's builtin dtypes are singletons: identity settles the common case cheaply.
                 if want is not None and value.dtype is not want and value.dtype != want:
                     raise TypeError(f"{where}: expects {want} data{addresses}, got an Array of {value.dtype}")
@@ -282,7 +291,7 @@ def _own_type(value: np.generic, where: str) -> np.generic:
 def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any:
     """Arguments of a kernel whose signature gpugraph could not read must carry their own type."""
     if type(value) is Array and value.device is not device:
-        raise ValueError(f"{kernel!r} argument {index}: the Array is on {value.device}, the launch on {device}")
+        device._reach(value, f"{kernel!r} argument {index}")
     if type(value) is Array:
         return value
     if isinstance(value, np.generic):

@@ -41,10 +41,11 @@ class _KernelFields(NamedTuple):
     block: tuple[int, int, int]
     shared_mem: int
     args: tuple
+    device: int  # the index of the device the kernel runs on, among its backend's
 
 
 class KernelParams(_KernelFields):
-    """A kernel launch: the kernel, its launch shape and its converted arguments.
+    """A kernel launch: the kernel, its launch shape, its converted arguments and the device it runs on.
 
     A named tuple rather than a frozen dataclass like the other records: it is made at every captured
     launch and kernel node, and a tuple is made three times faster. The fields are on a base class

@@ -285,8 +285,8 @@ class Stream:
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memcpy")
         nbytes = memcpy_nbytes(dst, src, nbytes)
-        self.device._check_same_device(dst, "memcpy(dst)")
-        self.device._check_same_device(src, "memcpy(src)")
+        self.device._check_same_backend(dst, "memcpy(dst)")  # (any device: a copy between devices needs no access)
+        self.device._check_same_backend(src, "memcpy(src)")
         if self._capture is not None:
             if not nbytes:
                 return  # CUDA captures no node for a zero-byte copy
@@ -402,7 +402,7 @@ class Stream:
         """
         if not isinstance(event, Event):
             raise TypeError(f"wait(event): expected an Event, got {type(event).__name__}")
-        self.device._check_same_device(event, "wait(event)")
+        self.device._check_same_backend(event, "wait(event)")  # (an event of any device of the backend)
         capture = event._capture if event._capture is not None and event._capture.active else None
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.wait", forking=capture is not None)

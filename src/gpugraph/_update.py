@@ -6,7 +6,8 @@ in the same order). The update is refused, naming the node of the new graph and 
 * the node count differs, or a paired node depends on other nodes ("topology changed");
 * a paired node is of another kind ("node kind changed");
 * a copy's source or destination moves between host and device memory ("memory kind changed");
-* a copy's or memset's device memory is on another device ("device changed");
+* a copy's or memset's device memory is on another device, or a kernel runs on another device ("device
+  changed");
 * the graph holds allocation or free nodes, whose fixed addresses an update cannot move
   ("unsupported node kind");
 * a child graph breaks any of these rules inside it.
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import GraphUpdateError
-from ._nodes import MEMORY_KINDS, MemcpyParams, MemsetParams, NodeKind
+from ._nodes import MEMORY_KINDS, KernelParams, MemcpyParams, MemsetParams, NodeKind
 
 
 class GraphLayout:
@@ -90,6 +91,8 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
                 return "device changed", f"{side} was on {_device(was)}, got {_device(now)}"
     elif isinstance(old, MemsetParams) and _device(old.dst) is not _device(new.dst):
         return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"
+    elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
+        return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
     return None
 
 

@@ -30,6 +30,13 @@ class Backend(Protocol):
     def device_count(self) -> int: ...
     def device_name(self, index: int) -> str: ...
     def device_synchronize(self, index: int) -> None: ...
+    def device_can_access_peer(self, index: int, peer: int) -> bool:
+        """Whether the hardware lets kernels on device ``index`` access memory of device ``peer``."""
+    def peer_access(self, index: int, peer: int) -> bool:
+        """Whether gpugraph has enabled that access (``enable_peer_access``)."""
+    def enable_peer_access(self, index: int, peer: int) -> None:
+        """Let kernels on device ``index`` access all memory of device ``peer``: its allocations, and the
+        stream-ordered and graph allocations of its memory pool (one direction; done once)."""
 
     # Memory
     def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Handle]: ...

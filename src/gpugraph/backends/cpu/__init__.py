@@ -71,6 +71,7 @@ class CpuBackend:
         self._streams: dict[CpuStream, None] = {}
         self._destroyed = 0  # about how many of them are destroyed (only decides when to prune)
         self._default_streams: list[CpuStream | None] = [None] * self._count  # each device's legacy stream
+        self._peers: set[tuple[int, int]] = set()  # (device, peer) pairs whose access enable_peer_access enabled
         self._lock = threading.Lock()
         self._executor: BranchPool | None = None
         atexit.register(self._finish_at_exit)
@@ -89,6 +90,16 @@ class CpuBackend:
 
     def device_name(self, index: int) -> str:
         return f"CPU reference device ({os.cpu_count()} cores)"
+
+    def device_can_access_peer(self, index: int, peer: int) -> bool:
+        return True  # (all host memory: the rule that access be enabled first is kept all the same)
+
+    def peer_access(self, index: int, peer: int) -> bool:
+        return (index, peer) in self._peers
+
+    def enable_peer_access(self, index: int, peer: int) -> None:
+        with self._lock:
+            self._peers.add((index, peer))
 
     def device_synchronize(self, index: int) -> None:
         errors = []
@@ -246,7 +257,7 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
         if capture is not None:
-            if capture.record(stream, KernelParams(function, grid, block, shared_mem, args)):
+            if capture.record(stream, KernelParams(function, grid, block, shared_mem, args, stream.index)):
                 return
             if _params.in_use:  # ended meanwhile (on another thread): run uncaptured, the Params' values now
                 args = tuple([resolve(a) for a in args])

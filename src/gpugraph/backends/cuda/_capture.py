@@ -94,7 +94,8 @@ class CudaCapturing(CudaRuntime):
             with capture.lock:  # (a with statement: no interrupt between taking the lock and its release's try)
                 if capture.active:
                     self._launch_kernel(stream, function, grid, block, shared_mem, packed)
-                    capture.graph.pending.append((KernelParams(function.kernel, grid, block, shared_mem, args), None))
+                    capture.graph.pending.append((KernelParams(function.kernel, grid, block, shared_mem, args,
+                                                                stream.index), None))
                     return
             args = packed  # the capture ended meanwhile, on another thread: the launch runs uncaptured
         self._launch_kernel(stream, function, grid, block, shared_mem, args)

@@ -292,7 +292,8 @@ cdef class Launcher:
         typed = PyTuple_New(len(args))
         if _write_args(function, self.device, args, slots, pointers, typed) < 0:
             return False
-        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed)), None)
+        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device.index)),
+                  None)
         lock = capture.lock
         if lock is None:
             return False
@@ -458,6 +459,9 @@ cdef class Exec:
             if type(old) is not _kernel_params_type or index in exe._params._records:
                 return False
             kernel, grid, block, shared_mem = (<tuple>old)[0], (<tuple>old)[1], (<tuple>old)[2], (<tuple>old)[3]
+            device_index = (<tuple>old)[5]
+            if device_index != self.device.index:  # (a node of another device: the Python path finds its function)
+                return False
             functions = getattr(kernel, "_functions", None)  # (none for a kernel another library launched)
             if type(functions) is not dict:
                 return False
@@ -474,7 +478,7 @@ cdef class Exec:
             params.kernelParams = pointers
             params.extra = NULL
             node_handle = int(exe._handles[index])
-            record = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, typed))
+            record = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, typed, device_index))
             exe._changed = True  # (first, as in the Python path: an interrupted call may have changed it)
             with nogil:
                 err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
@@ -556,7 +560,7 @@ cdef class Builder:
             params.sharedMemBytes = 0
             params.kernelParams = pointers
             params.extra = NULL
-            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed))
+            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device.index))
             graph._version += 1
             graph._stale = True
             with nogil:

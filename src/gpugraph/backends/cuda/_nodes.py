@@ -48,17 +48,28 @@ def address(operand: Any) -> int:
     return int(operand)
 
 
-def memcpy3d(dst: Any, src: Any, nbytes: int) -> Any:
-    """A 1-D copy as CUDA_MEMCPY3D, with host or device memory types from the operands."""
+def device_index(operand: Any, default: int) -> int:
+    """The index of the device whose memory ``operand`` is (an Array's), else ``default``."""
+    return operand.device.index if type(operand) is Array else default
+
+
+def _device_memory_type(operand: Any, index: int) -> Any:
+    # Memory of another device than the node's context is named by its unified address: the driver finds its
+    # device (a copy between devices, as cudaMemcpyDefault makes one).
+    return _MEMORY.CU_MEMORYTYPE_DEVICE if device_index(operand, index) == index else _MEMORY.CU_MEMORYTYPE_UNIFIED
+
+
+def memcpy3d(dst: Any, src: Any, nbytes: int, index: int) -> Any:
+    """A 1-D copy as CUDA_MEMCPY3D, run in device ``index``'s context, with memory types from the operands."""
     p = cu.CUDA_MEMCPY3D()
     if isinstance(src, np.ndarray):
         p.srcMemoryType, p.srcHost = _MEMORY.CU_MEMORYTYPE_HOST, address(src)
     else:
-        p.srcMemoryType, p.srcDevice = _MEMORY.CU_MEMORYTYPE_DEVICE, address(src)
+        p.srcMemoryType, p.srcDevice = _device_memory_type(src, index), address(src)
     if isinstance(dst, np.ndarray):
         p.dstMemoryType, p.dstHost = _MEMORY.CU_MEMORYTYPE_HOST, address(dst)
     else:
-        p.dstMemoryType, p.dstDevice = _MEMORY.CU_MEMORYTYPE_DEVICE, address(dst)
+        p.dstMemoryType, p.dstDevice = _device_memory_type(dst, index), address(dst)
     p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
     return p
 
@@ -105,7 +116,7 @@ class _Kernel(_Kind):
     node_type = _T.CU_GRAPH_NODE_TYPE_KERNEL
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-        function = backend.function(graph.index, params.kernel)
+        function = backend.function(params.device, params.kernel)  # (loaded in its device's context: it runs there)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             # (Kept, then returned after the block: an interrupt as the call returns then lands inside the
@@ -114,19 +125,22 @@ class _Kernel(_Kind):
         return node
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
-        function = backend.function(exec_.index, params.kernel)
+        function = backend.function(params.device, params.kernel)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             call(drv.graph_exec_kernel_node_set_params, exec_.handle, node, p)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         p = call(drv.graph_kernel_node_get_params, node)
-        kernel = backend.kernel_of(p.func) or ForeignKernel(_function_name(p.func))
+        kernel, index = backend.kernel_of(p.func)
+        if kernel is None:
+            kernel, index = ForeignKernel(_function_name(p.func)), backend.context_device(p.ctx, graph.index)
         return KernelParams(kernel, (p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ),
-                            p.sharedMemBytes, ())
+                            p.sharedMemBytes, (), index)
 
     def describes(self, record: Any, derived: Any) -> bool:
-        return record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
+        return (record.kernel is derived.kernel and record.grid == derived.grid and record.block == derived.block
+                and record.device == derived.device)
 
 
 class _Memcpy(_Kind):
@@ -135,12 +149,12 @@ class _Memcpy(_Kind):
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         ctx = backend.contexts.get(graph.index)
-        p = memcpy3d(params.dst, params.src, params.nbytes)
+        p = memcpy3d(params.dst, params.src, params.nbytes, graph.index)
         return call(drv.graph_add_memcpy_node, graph.handle, deps, len(deps), p, ctx)
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         ctx = backend.contexts.get(exec_.index)
-        p = memcpy3d(params.dst, params.src, params.nbytes)
+        p = memcpy3d(params.dst, params.src, params.nbytes, exec_.index)
         call(drv.graph_exec_memcpy_node_set_params, exec_.handle, node, p, ctx)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
@@ -160,12 +174,12 @@ class _Memset(_Kind):
     node_type = _T.CU_GRAPH_NODE_TYPE_MEMSET
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-        ctx = backend.contexts.get(graph.index)
+        ctx = backend.contexts.get(device_index(params.dst, graph.index))  # (it runs on dst's device)
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
         return call(drv.graph_add_memset_node, graph.handle, deps, len(deps), p, ctx)
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
-        ctx = backend.contexts.get(exec_.index)
+        ctx = backend.contexts.get(device_index(params.dst, exec_.index))
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
         call(drv.graph_exec_memset_node_set_params, exec_.handle, node, p, ctx)
 
@@ -331,7 +345,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     and argument buffer, of which a patch rewrites only the Param slots before setting the node."""
     if not isinstance(params, KernelParams) or params.kernel.signature is None:
         return lambda: set_exec_node(backend, exec_, node, params)
-    function = backend.function(exec_.index, params.kernel)
+    function = backend.function(params.device, params.kernel)
     prepared = function.new_node_params(params.grid, params.block, params.shared_mem)
     with function.lock:  # the slots' formats are read from the layout this pack made, before another can
         function.pack(tuple([resolve(a) for a in params.args]))

@@ -42,7 +42,9 @@ class CudaRuntime:
         self.host = HostCalls()
         self._modules = ModuleCache()
         self._functions: dict[tuple[int, Any], Function] = {}
-        self._kernels_by_handle: dict[int, Any] = {}
+        self._kernels_by_handle: dict[int, tuple[Any, int]] = {}  # CUfunction -> (Kernel, device index)
+        self._peers: set[tuple[int, int]] = set()  # (device, peer) pairs whose access enable_peer_access enabled
+        self._peer_lock = threading.Lock()
         # The captures begun and not yet ended: frees of plain memory wait until there is none. A set, so that
         # forgetting a capture twice (an end interrupted and finished again) is harmless.
         self._captures: set[CudaCapture] = set()
@@ -76,6 +78,30 @@ class CudaRuntime:
         errors = self.host.errors
         raise_stream_errors([errors.pop(stream) for stream in list(errors)
                              if stream is None or stream.index == index])
+
+    def device_can_access_peer(self, index: int, peer: int) -> bool:
+        devices = self.contexts.devices
+        return bool(call(drv.device_can_access_peer, devices[index], devices[peer]))
+
+    def peer_access(self, index: int, peer: int) -> bool:
+        return (index, peer) in self._peers
+
+    def enable_peer_access(self, index: int, peer: int) -> None:
+        with self._peer_lock:
+            if (index, peer) in self._peers:
+                return
+            self.contexts.use(index)
+            (err,) = drv.ctx_enable_peer_access(self.contexts.get(peer), 0)
+            if err and err != cu.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:  # (another library enabled it)
+                raise error("cuCtxEnablePeerAccess", err)
+            # The peer's memory pool too: cuMemAllocAsync draws on it, and a captured allocation's access is the
+            # pool's as the capture records it.
+            access = cu.CUmemAccessDesc()
+            access.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            access.location.id = index
+            access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            call(drv.mem_pool_set_access, call(drv.device_get_mem_pool, self.contexts.devices[peer]), [access], 1)
+            self._peers.add((index, peer))
 
     def _synchronize(self, fn: Any, *args: Any) -> None:
         """A synchronize call; the errors it raises are noted, so that the exit does not report them again
@@ -254,14 +280,23 @@ class CudaRuntime:
             self.contexts.use(index)
             handle = self._modules.function(index, self.contexts.devices[index], kernel)
             function = self._functions[key] = Function(handle, kernel)
-            self._kernels_by_handle[int(handle)] = kernel
+            self._kernels_by_handle[int(handle)] = (kernel, index)
         return function
 
     def function(self, index: int, kernel: Any) -> Function:
         return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)
 
-    def kernel_of(self, handle: Any) -> Any:
-        return self._kernels_by_handle.get(int(handle))
+    def kernel_of(self, handle: Any) -> tuple[Any, int | None]:
+        """The Kernel whose CUfunction ``handle`` is and the index of the device it was loaded on, else
+        (None, None): a function another library loaded."""
+        return self._kernels_by_handle.get(int(handle), (None, None))
+
+    def context_device(self, ctx: Any, default: int) -> int:
+        """The index of the device whose primary context ``ctx`` is; ``default`` for any other context."""
+        for index in self.contexts.retained():
+            if int(self.contexts.get(index)) == int(ctx):
+                return index
+        return default
 
     def _retry_in_context(self, fn: Any, index: int, *args: Any) -> None:
         """A hot call failed: make the context current (a new thread) and call once more."""

@@ -24,6 +24,10 @@ CUDA = {
     "device_primary_ctx_retain": "cuDevicePrimaryCtxRetain",
     "ctx_set_current": "cuCtxSetCurrent",
     "ctx_synchronize": "cuCtxSynchronize",  # HIP: hipDeviceSynchronize
+    "device_can_access_peer": "cuDeviceCanAccessPeer",
+    "ctx_enable_peer_access": "cuCtxEnablePeerAccess",  # HIP: hipDeviceEnablePeerAccess
+    "device_get_mem_pool": "cuDeviceGetMemPool",
+    "mem_pool_set_access": "cuMemPoolSetAccess",
     # Memory
     "mem_alloc": "cuMemAlloc",
     "mem_free": "cuMemFree",

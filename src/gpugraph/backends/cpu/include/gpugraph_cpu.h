@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>  // (std::hypot of three, std::cyl_bessel_i)
 #include <atomic>
 #include <string>
 #include <cstddef>
@@ -174,12 +175,15 @@ inline void* dynamic_shared() { return shared_buffer.data(); }
 // when a pass ends every live fiber has reached the same barrier (or ended, as a GPU thread may). On x86-64 a
 // switch saves and loads the callee-saved registers alone (a few nanoseconds); elsewhere it is ucontext's
 // swapcontext, which also saves the signal mask with a system call.
-constexpr size_t kFiberStack = 128 << 10;
+// 1 MiB: more than the 512 KiB of local memory a GPU thread may have, so any kernel a GPU runs fits. Reserved
+// without backing (MAP_NORESERVE): pages are taken as a fiber touches them.
+constexpr size_t kFiberStack = 1 << 20;
 constexpr size_t kGuard = 64 << 10;  // below each stack, unmapped: an overflow faults instead of overwriting
 
 // A fiber's stack, mapped with its guard below it (as the memory's first kGuard bytes); null if it cannot be.
 inline void* map_stack() {
-    void* memory = mmap(nullptr, kGuard + kFiberStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* memory = mmap(nullptr, kGuard + kFiberStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
     if (memory == MAP_FAILED) return nullptr;
     mprotect(memory, kGuard, PROT_NONE);
     return static_cast<char*>(memory) + kGuard;
@@ -630,16 +634,108 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __ddiv_rn(double a, double b) { return a / b; }
 inline double __drcp_rn(double x) { return 1.0 / x; }
 inline double __dsqrt_rn(double x) { return sqrt(x); }
+inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+inline float rhypotf(float a, float b) { return 1.0f / hypotf(a, b); }
+inline double rhypot(double a, double b) { return 1.0 / hypot(a, b); }
+inline float norm3df(float a, float b, float c) { return float(std::hypot(double(a), double(b), double(c))); }
+inline double norm3d(double a, double b, double c) { return std::hypot(a, b, c); }
+inline float rnorm3df(float a, float b, float c) { return 1.0f / norm3df(a, b, c); }
+inline double rnorm3d(double a, double b, double c) { return 1.0 / norm3d(a, b, c); }
+inline double norm4d(double a, double b, double c, double d) { return std::hypot(std::hypot(a, b), std::hypot(c, d)); }
+inline float norm4df(float a, float b, float c, float d) { return float(norm4d(a, b, c, d)); }
+inline double rnorm4d(double a, double b, double c, double d) { return 1.0 / norm4d(a, b, c, d); }
+inline float rnorm4df(float a, float b, float c, float d) { return float(rnorm4d(a, b, c, d)); }
+inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+inline void sincospi(double x, double* s, double* c) { *s = sinpi(x); *c = cospi(x); }
+inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
+inline float normcdff(float x) { return float(normcdf(x)); }
+inline double cyl_bessel_i0(double x) { return std::cyl_bessel_i(0.0, fabs(x)); }
+inline float cyl_bessel_i0f(float x) { return float(cyl_bessel_i0(x)); }
+inline double cyl_bessel_i1(double x) { return x < 0 ? -std::cyl_bessel_i(1.0, -x) : std::cyl_bessel_i(1.0, x); }
+inline float cyl_bessel_i1f(float x) { return float(cyl_bessel_i1(x)); }
+
+namespace gg {
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+// erfc(x) * exp(x * x) for x > 2, by its continued fraction (Lentz): no overflow, and no error from rounding x * x.
+inline double erfcx_fraction(double x) {
+    double f = x, c = x, d = 0.0;
+    for (int k = 1; k < 400; ++k) {
+        double a = 0.5 * k;
+        d = x + a * d; d = d == 0.0 ? 1e-300 : 1.0 / d;
+        c = x + a / c; if (c == 0.0) c = 1e-300;
+        double delta = c * d;
+        f *= delta;
+        if (fabs(delta - 1.0) < 1e-16) break;
+    }
+    return 0.5 * kTwoOverSqrtPi / f;
+}
+// The x with erfc(x) == y, 0 < y < 2: Newton's method on log(erfc) from a first guess (accurate in both tails).
+inline double erfc_inverse(double y) {
+    if (y <= 0.0) return y == 0.0 ? INFINITY : NAN;
+    if (y >= 2.0) return y == 2.0 ? -INFINITY : NAN;
+    if (y > 1.0) return -erfc_inverse(2.0 - y);
+    double t = sqrt(-log(y / 2.0)), x = y > 0.5 ? (1.0 - y) * 0.886226925452758 : t - (log(t) + 0.5723649429247001) / (2.0 * t);
+    for (int i = 0; i < 60; ++i) {
+        double e = x > 2.0 ? erfcx_fraction(x) : erfc(x) * exp(x * x);  // erfc(x) = e * exp(-x*x)
+        double step = (log(e) - x * x - log(y)) / (-kTwoOverSqrtPi / e);  // d log(erfc)/dx = -2/sqrt(pi)/erfcx
+        x -= step;
+        if (fabs(step) <= 1e-16 * fabs(x)) break;
+    }
+    return x;
+}
+}  // namespace gg
+inline double erfcx(double x) { return x > 2.0 ? gg::erfcx_fraction(x) : exp(x * x) * erfc(x); }
+inline float erfcxf(float x) { return float(erfcx(x)); }
+inline double erfcinv(double y) { return gg::erfc_inverse(y); }
+inline float erfcinvf(float y) { return float(erfcinv(y)); }
+inline double erfinv(double y) {
+    if (!(fabs(y) <= 1.0)) return NAN;
+    if (y == 0.0) return y;  // (keeps the sign of a zero)
+    return y > 0 ? gg::erfc_inverse(1.0 - y) : -gg::erfc_inverse(1.0 + y);
+}
+inline float erfinvf(float y) { return float(erfinv(y)); }
+inline double normcdfinv(double p) { return -M_SQRT2 * erfcinv(2.0 * p); }
+inline float normcdfinvf(float p) { return float(normcdfinv(p)); }
+
+// The intrinsics that round in a set direction (_rz, _ru, _rd): refused by name, like the warp intrinsics (the
+// host's rounding mode is the process's; those of conversions to integers are exact and given below).
+#define GG_DIRECTED(name)                                                                                      \
+    template <class... A> inline double name(A...) {                                                           \
+        static_assert(sizeof...(A) < 0, "gpugraph CPU backend: " #name " (an intrinsic with a set rounding "   \
+                      "direction) is not supported on the CPU; use the _rn form, or give Kernel(..., cpu=fn)"); \
+        return 0;                                                                                              \
+    }
+#define GG_DIRECTED3(name) GG_DIRECTED(name##_rz) GG_DIRECTED(name##_ru) GG_DIRECTED(name##_rd)
+GG_DIRECTED3(__fadd) GG_DIRECTED3(__fsub) GG_DIRECTED3(__fmul) GG_DIRECTED3(__fdiv) GG_DIRECTED3(__frcp)
+GG_DIRECTED3(__fsqrt) GG_DIRECTED3(__fmaf) GG_DIRECTED3(__dadd) GG_DIRECTED3(__dsub) GG_DIRECTED3(__dmul)
+GG_DIRECTED3(__ddiv) GG_DIRECTED3(__drcp) GG_DIRECTED3(__dsqrt) GG_DIRECTED3(__fma) GG_DIRECTED3(__double2float)
+GG_DIRECTED3(__int2float) GG_DIRECTED3(__uint2float) GG_DIRECTED3(__ll2float) GG_DIRECTED3(__ull2float)
+GG_DIRECTED3(__ll2double) GG_DIRECTED3(__ull2double)
+#undef GG_DIRECTED3
+#undef GG_DIRECTED
 
 // Conversions and bit casts.
-inline int __float2int_rn(float x) { return int(nearbyintf(x)); }
-inline int __float2int_rz(float x) { return int(x); }
-inline int __float2int_rd(float x) { return int(floorf(x)); }
-inline int __float2int_ru(float x) { return int(ceilf(x)); }
-inline unsigned int __float2uint_rn(float x) { return (unsigned int)nearbyintf(x); }
-inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
-inline int __double2int_rn(double x) { return int(nearbyint(x)); }
-inline long long __double2ll_rn(double x) { return (long long)nearbyint(x); }
+// To integers in the four directions: rn (to nearest, ties to even), rz (toward zero), rd (down), ru (up).
+#define GG_TO_INTEGER(from, F, to, T)                                                                          \
+    inline T __##from##2##to##_rn(F x) { return (T)nearbyint(x); }                                           \
+    inline T __##from##2##to##_rz(F x) { return (T)trunc(x); }                                                \
+    inline T __##from##2##to##_rd(F x) { return (T)floor(x); }                                                \
+    inline T __##from##2##to##_ru(F x) { return (T)ceil(x); }
+GG_TO_INTEGER(float, float, int, int) GG_TO_INTEGER(float, float, uint, unsigned int)
+GG_TO_INTEGER(float, float, ll, long long) GG_TO_INTEGER(float, float, ull, unsigned long long)
+GG_TO_INTEGER(double, double, int, int) GG_TO_INTEGER(double, double, uint, unsigned int)
+GG_TO_INTEGER(double, double, ll, long long) GG_TO_INTEGER(double, double, ull, unsigned long long)
+#undef GG_TO_INTEGER
+inline float __ll2float_rn(long long x) { return float(x); }
+inline float __ull2float_rn(unsigned long long x) { return float(x); }
+inline double __ll2double_rn(long long x) { return double(x); }
+inline double __ull2double_rn(unsigned long long x) { return double(x); }
+inline int __double2hiint(double x) { return int(gg::bits_as<unsigned long long>(&x) >> 32); }
+inline int __double2loint(double x) { return int(gg::bits_as<unsigned long long>(&x) & 0xffffffffu); }
+inline double __hiloint2double(int hi, int lo) {
+    unsigned long long bits = ((unsigned long long)(unsigned int)hi << 32) | (unsigned int)lo;
+    return gg::bits_as<double>(&bits);
+}
 inline float __double2float_rn(double x) { return float(x); }
 inline float __int2float_rn(int x) { return float(x); }
 inline float __uint2float_rn(unsigned int x) { return float(x); }
