@@ -179,8 +179,9 @@ class Device:
 
     def enable_peer_access(self, peer: Device) -> None:
         """Let kernels on this device read and write ``peer``'s memory: its Arrays and its stream-ordered
-        allocations (not its graph allocations yet). One direction (``peer.enable_peer_access(self)`` is the other); enabling it again
-        does nothing. A launch or kernel node on this device given an Array of ``peer`` enables it by itself.
+        allocations (not its graph allocations yet). One direction (``peer.enable_peer_access(self)`` is the
+        other); enabling it again does nothing. A launch or kernel node on this device given an Array of
+        ``peer`` enables it by itself.
 
         Raises:
             TypeError: If ``peer`` is not a Device.

@@ -35,8 +35,8 @@ class Backend(Protocol):
     def peer_access(self, index: int, peer: int) -> bool:
         """Whether gpugraph has enabled that access (``enable_peer_access``)."""
     def enable_peer_access(self, index: int, peer: int) -> None:
-        """Let kernels on device ``index`` access memory of device ``peer``: its allocations, and the allocations of
-        its memory pool made from then on (one direction; done once)."""
+        """Let kernels on device ``index`` access memory of device ``peer``: its allocations, and those of its memory
+        pool (one direction; done once)."""
 
     # Memory
     def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Handle]: ...
