@@ -163,15 +163,21 @@ def test_graph_copy_and_memset_nodes_between_devices(pair):
     np.testing.assert_array_equal(c.to_numpy(), want)
 
 
+def held_fill(stream: gg.Stream, y: gg.Array, value: float, event: gg.Event | None = None) -> tuple:
+    """Enqueue on ``stream`` a fill of ``y`` held until the returned gate is set, then a record of ``event`` (a new
+    one if None): (the gate, the event)."""
+    release = threading.Event()
+    stream.host(release.wait, 30)
+    stream.memset(y, value)
+    return release, stream.record(event)
+
+
 def test_a_stream_waits_for_an_event_of_another_device(pair):
     first, second = pair
-    release = threading.Event()
     y = second.zeros(N, np.float32)
     x = first.zeros(N, np.float32)
-    producer, consumer = second.stream(), first.stream()
-    producer.host(release.wait, 30)
-    producer.memset(y, 7.0)
-    done = producer.record()
+    consumer = first.stream()
+    release, done = held_fill(second.stream(), y, 7.0)
     consumer.wait(done)
     consumer.memcpy(x, y)
     try:
@@ -184,17 +190,13 @@ def test_a_stream_waits_for_an_event_of_another_device(pair):
 
 def test_a_graph_waits_for_an_event_of_another_device(pair):
     first, second = pair
-    release = threading.Event()
     y = second.zeros(N, np.float32)
     x = first.zeros(N, np.float32)
-    producer = second.stream()
     event = second.event()
     graph = gg.Graph(first)
     graph.add_memcpy(x, y, after=graph.add_event_wait(event))
     with graph.instantiate() as exe:
-        producer.host(release.wait, 30)
-        producer.memset(y, 3.0)
-        producer.record(event)
+        release, _ = held_fill(second.stream(), y, 3.0, event)
         stream = first.stream()
         exe.launch(stream)
         try:
