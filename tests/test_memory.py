@@ -69,6 +69,18 @@ def test_asarray_copies_the_data(device):
     np.testing.assert_array_equal(a.to_numpy(), [0, 1, 2, 3])
 
 
+def test_asarray_is_done_for_work_queued_next_on_any_stream(device):
+    """Device.asarray is synchronous: a copy queued at once on a non-blocking stream reads its data (a pageable
+    upload's DMA may land after cuMemcpy returns, and such a stream is not ordered after it)."""
+    stream = device.stream(non_blocking=True)
+    values = np.arange(1 << 24, dtype=np.float32)  # 64 MiB: a DMA long enough to be seen unfinished
+    for _ in range(3):
+        out = device.pinned(values.shape, values.dtype)
+        stream.memcpy(out, device.asarray(values))
+        stream.synchronize()
+        np.testing.assert_array_equal(out, values)
+
+
 def test_to_numpy_returns_an_independent_copy(device):
     a = device.asarray(np.arange(3, dtype=np.float32))
     out = a.to_numpy()

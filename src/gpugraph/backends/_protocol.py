@@ -44,7 +44,9 @@ class Backend(Protocol):
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray: ...
     def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
         """Whether host memory ``[ptr, ptr + nbytes)`` is page-locked (graph and captured copies need it)."""
-    def copy(self, dst: Any, src: Any, nbytes: int) -> None: ...
+    def copy(self, dst: Any, src: Any, nbytes: int) -> None:
+        """Copy ``nbytes`` from ``src`` to ``dst`` (Arrays or host arrays), done when it returns: work queued after it
+        on any stream sees the data."""
     def data_address(self, array: Any) -> int: ...
     def export_memory(self, array: Any) -> tuple[int, Any]:
         """``array``'s memory for another library (DLPack): its address and an object that keeps that memory

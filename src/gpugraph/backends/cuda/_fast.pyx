@@ -258,11 +258,11 @@ cdef class Launcher:
     """
 
     cdef uintptr_t stream
-    cdef object device
+    cdef object device, device_index  # (its index, read once: records of captured nodes name it)
 
     def __init__(self, uintptr_t stream, object device):
         self.stream = stream
-        self.device = device
+        self.device, self.device_index = device, device.index
 
     cdef cydriver.CUresult _launch(self, uintptr_t handle, unsigned int grid_x, unsigned int block_x,
                                    void** pointers) noexcept:
@@ -292,7 +292,7 @@ cdef class Launcher:
         typed = PyTuple_New(len(args))
         if _write_args(function, self.device, args, slots, pointers, typed) < 0:
             return False
-        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device.index)),
+        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device_index)),
                   None)
         lock = capture.lock
         if lock is None:
@@ -388,11 +388,11 @@ cdef class Exec:
     """
 
     cdef uintptr_t exec_, context
-    cdef object device, backend_exec, on_error
+    cdef object device, device_index, backend_exec, on_error
 
     def __init__(self, uintptr_t exec_, uintptr_t context, device, backend_exec, on_error):
         self.exec_, self.context, self.device, self.backend_exec = exec_, context, device, backend_exec
-        self.on_error = on_error
+        self.device_index, self.on_error = device.index, on_error
 
     def launch(self, exe, stream):
         """cuGraphLaunch (hipGraphLaunch) of the graph on ``stream`` (a Stream), uncaptured, after patching the
@@ -460,7 +460,7 @@ cdef class Exec:
                 return False
             kernel, grid, block, shared_mem = (<tuple>old)[0], (<tuple>old)[1], (<tuple>old)[2], (<tuple>old)[3]
             device_index = (<tuple>old)[5]
-            if device_index != self.device.index:  # (a node of another device: the Python path finds its function)
+            if device_index != self.device_index:  # (a node of another device: the Python path finds its function)
                 return False
             functions = getattr(kernel, "_functions", None)  # (none for a kernel another library launched)
             if type(functions) is not dict:
@@ -506,11 +506,11 @@ cdef class Builder:
     """
 
     cdef uintptr_t graph, context
-    cdef object device, backend_graph, on_error
+    cdef object device, device_index, backend_graph, on_error
 
     def __init__(self, uintptr_t graph, uintptr_t context, device, backend_graph, on_error):
         self.graph, self.context, self.device, self.backend_graph = graph, context, device, backend_graph
-        self.on_error = on_error
+        self.device_index, self.on_error = device.index, on_error
 
     def add_kernel(self, graph, kernel, grid, block, tuple args, after):
         cdef uint64_t slots[MAX_SLOTS]
@@ -560,7 +560,7 @@ cdef class Builder:
             params.sharedMemBytes = 0
             params.kernelParams = pointers
             params.extra = NULL
-            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device.index))
+            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device_index))
             graph._version += 1
             graph._stale = True
             with nogil:

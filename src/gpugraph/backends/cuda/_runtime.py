@@ -31,6 +31,7 @@ _DEVICE_MEMORY = (int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE), int(cu.CUmemorytype
 INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
 _INVALID_VALUE = cu.CUresult.CUDA_ERROR_INVALID_VALUE
 _OUT_OF_MEMORY = cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+_LEGACY = cu.CUstream(cu.CU_STREAM_LEGACY)
 
 
 class CudaRuntime:
@@ -237,7 +238,10 @@ class CudaRuntime:
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         check_allocated(dst, src)
         self.contexts.use(_index(dst, src))
-        call(drv.memcpy, address(dst), address(src), nbytes)
+        # cuMemcpy returns before a copy from pageable host memory or between device memories is done, and a
+        # non-blocking stream is not ordered after it: wait for it, so the copy is synchronous as documented.
+        call(drv.memcpy_async, address(dst), address(src), nbytes, _LEGACY)
+        call(drv.stream_synchronize, _LEGACY)
 
     def data_address(self, array: Any) -> int:
         return array.ptr

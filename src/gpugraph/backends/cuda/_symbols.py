@@ -35,7 +35,6 @@ CUDA = {
     "mem_free_async": "cuMemFreeAsync",
     "mem_host_alloc": "cuMemHostAlloc",
     "mem_free_host": "cuMemFreeHost",
-    "memcpy": "cuMemcpy",
     "memcpy_async": "cuMemcpyAsync",
     "memset_d8_async": "cuMemsetD8Async",
     "memset_d16_async": "cuMemsetD16Async",
