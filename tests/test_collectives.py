@@ -33,7 +33,7 @@ __global__ void axpy(float* y, const float* x, float a, int n) {
 def devices(request: pytest.FixtureRequest) -> list[gg.Device]:
     """Every device of one backend: the ranks of a communicator group."""
     if request.param != "cpu" and importlib.util.find_spec("nccl") is None:
-        pytest.skip(f"{request.param}: collectives need nccl4py (pip install 'gpugraph[nccl]')")
+        pytest.skip(f"{request.param}: collectives need nccl4py (pip install '.[nccl]' in a gpugraph checkout)")
     count = gg.backends.get_backend(request.param).device_count()
     return [gg.Device(f"{request.param}:{i}") for i in range(count)]
 

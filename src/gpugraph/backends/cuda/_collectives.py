@@ -16,7 +16,7 @@ _nccl: Any = None  # nccl.bindings.nccl, imported by the first communicator
 _DTYPES: dict[str, Any] = {}  # NumPy dtype name -> ncclDataType_t, filled with _nccl
 _OPS: dict[str, Any] = {}  # reduction -> ncclRedOp_t
 _HOW_TO_GET = ("cuda: collectives need NCCL and NVIDIA's Python bindings for it (nccl4py): pip install "
-               "'gpugraph[nccl]' (or nccl4py and nvidia-nccl-cu13)")
+               "\".[nccl]\" in a gpugraph checkout (or nccl4py and nvidia-nccl-cu13)")
 
 
 def _bindings() -> Any:
