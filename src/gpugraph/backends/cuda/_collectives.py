@@ -36,11 +36,11 @@ def _bindings() -> Any:
 
 
 class CudaComm:
-    """One rank's ncclComm_t, its device, and whether it was aborted or destroyed."""
+    """One rank's ncclComm_t (the bindings' Comm), its device, and whether it was aborted or destroyed."""
 
     __slots__ = ("handle", "index", "state")
 
-    def __init__(self, handle: int, index: int) -> None:
+    def __init__(self, handle: Any, index: int) -> None:
         self.handle, self.index, self.state = handle, index, "open"
 
 
@@ -65,7 +65,7 @@ class CudaCollectives:
         for index in indices:
             self.contexts.use(index)  # (NCCL uses each device's primary context, which gpugraph's are)
         handles = _call("ncclCommInitAll", nccl.comm_init_all, len(indices), list(indices))
-        return [CudaComm(int(h), index) for h, index in zip(handles, indices)]
+        return [CudaComm(h, index) for h, index in zip(handles, indices)]
 
     def comm_enqueue(self, comm: CudaComm, kind: str, send: Any, recv: Any, count: int, dtype: Any,
                      op: str | None, root: int, stream: CudaStream, capture: Any) -> None:
