@@ -296,3 +296,32 @@ def test_ranks_that_call_different_collectives_are_told(several):
                                                      r"differ \(rank 0: all_reduce\(count=12, dtype=float32, "
                                                      r"op=sum, root=-1\); rank 1: all_reduce\(.*op=max"):
             s.synchronize()
+
+
+def test_a_graph_with_more_ranks_than_pool_threads_completes(monkeypatch):
+    """The CPU executor's graph runs ask the pool for at most POOL_THREADS helpers; a part waiting for the other
+    ranks lends its place, so more ranks than threads still meet (before: the rest never ran; here, a timeout)."""
+    from gpugraph.backends.cpu import _executor
+
+    monkeypatch.setattr(_executor, "POOL_THREADS", 1)
+    devices = [gg.Device(f"cpu:{i}") for i in range(gg.backends.get_backend("cpu").device_count())]
+    comms = gg.communicators(devices, timeout=10)
+    streams = [d.stream() for d in devices]
+    xs = [d.asarray(values(r)) for r, d in enumerate(devices)]
+    lead = streams[0]
+    with lead.capture() as cap:
+        fork = lead.record()
+        for s in streams[1:]:
+            s.wait(fork)
+        with gg.collective_group():
+            for c, s, x in zip(comms, streams, xs):
+                c.all_reduce(x, x, stream=s)
+        for s in streams[1:]:
+            lead.wait(s.record())
+    with cap.graph.instantiate() as exe:
+        exe.launch(lead)
+        lead.synchronize()
+    for x in xs:
+        np.testing.assert_array_equal(x.to_numpy(), np.sum([values(r) for r in range(len(devices))], axis=0))
+    for c in comms:
+        c.close()

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import CollectiveError
+from ._executor import lending
 from ._memory import typed_view
 
 _REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum, "avg": np.add}
@@ -65,16 +66,17 @@ class Clique:
     def _wait(self, rank: int, kind: str, number: int, ready: Any, waiting_for: Any) -> None:
         """Wait (holding cond) until ``ready()``, the clique's abort or the timeout, which aborts it."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while not ready():
-            self._refuse(rank, kind)
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                why = (f"rank {rank}'s {kind} (collective #{number} of the communicator) waited {self.timeout:g} s "
-                       f"for {waiting_for()}")
-                self.aborted = why
-                self.cond.notify_all()
-                raise CollectiveError(f"cpu: {why}; the communicator is aborted", rank=rank, collective=kind)
-            self.cond.wait(left)
+        with lending():  # (in a graph launch's branch: the other ranks' branches may need this thread's place)
+            while not ready():
+                self._refuse(rank, kind)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    why = (f"rank {rank}'s {kind} (collective #{number} of the communicator) waited "
+                           f"{self.timeout:g} s for {waiting_for()}")
+                    self.aborted = why
+                    self.cond.notify_all()
+                    raise CollectiveError(f"cpu: {why}; the communicator is aborted", rank=rank, collective=kind)
+                self.cond.wait(left)
 
     def collective(self, part: _Part) -> None:
         """Run one rank's part: meet the others, then the last to come computes every result."""
