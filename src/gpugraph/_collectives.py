@@ -10,23 +10,26 @@ of several ranks are made inside ``collective_group()`` (ncclGroupStart/End), on
 
 ``timeout``: a rank whose part waits longer than this for the other ranks aborts the communicator (NCCL's
 ncclCommAbort); the error, raised at the next synchronize of that rank's stream, names the rank and the
-collective. A communicator aborted or closed refuses new calls.
+collective (on the CPU backend; CUDA refuses ``timeout`` until its watchdog is built). A communicator aborted
+or closed refuses new calls.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from . import _capture
 from ._device import Device
 from ._errors import CollectiveError
+from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._memory import Array
-from ._stream import Stream
+from ._stream import Event, Stream
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
@@ -36,7 +39,22 @@ DTYPES = tuple(np.dtype(t) for t in ("int8", "uint8", "int32", "uint32", "int64"
                                       "float64"))
 REDUCTIONS = ("sum", "prod", "max", "min", "avg")
 
-_groups = threading.local()  # depth: how many collective_group blocks this thread is inside
+_groups = threading.local()  # .depth: the collective_group blocks this thread is in; .calls: the calls buffered
+
+
+class _Call(NamedTuple):
+    """A rank's checked call, kept until its group ends; ``capture``: its stream's Capture when it was made."""
+
+    comm: Communicator
+    where: str
+    stream: Stream
+    capture: Any
+    kind: str
+    send: Array
+    recv: Array
+    n: int  # the element count NCCL is given
+    op: str | None
+    root: int
 
 
 def _group_depth() -> int:
@@ -45,39 +63,65 @@ def _group_depth() -> int:
 
 @contextlib.contextmanager
 def collective_group() -> Iterator[None]:
-    """Make the collectives called inside one group (ncclGroupStart/ncclGroupEnd): their parts are enqueued
-    when the outermost block ends, so one thread may drive every rank of a communicator group. Blocks nest."""
-    from .backends import loaded_backends  # (the backends in use: a group is started in each)
-
-    _groups.depth = _group_depth() + 1
-    started: list[Any] = []
+    """Make the collectives called inside one group (ncclGroupStart/ncclGroupEnd), so that one thread may drive
+    every rank of a communicator group. Each call is checked when made; the group's calls are enqueued (or
+    captured) when the outermost block ends, after any other work enqueued inside it, as NCCL enqueues them.
+    A block left by an exception enqueues none of them. Blocks nest."""
+    depth = _group_depth()
+    if depth == 0:
+        _groups.calls, _groups.broken = [], None
+    _groups.depth = depth + 1
     try:
-        for backend in loaded_backends():
-            backend.comm_group_start()
-            started.append(backend)
         yield
+    except BaseException as exc:
+        _groups.broken = _groups.broken or exc
+        raise
     finally:
-        _groups.depth -= 1
-        errors = []
-        for backend in reversed(started):
-            try:
-                backend.comm_group_end()
-            except Exception as exc:  # noqa: BLE001 - each backend's group is ended; the first error is raised
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        _groups.depth = depth
+    if depth == 0:
+        calls, broken, _groups.calls, _groups.broken = _groups.calls, _groups.broken, [], None
+        if broken is not None:  # an inner block's exception, which an outer one caught
+            raise CollectiveError(f"collective_group: an inner block was left by {type(broken).__name__}: "
+                                  f"{broken}; none of the group's {len(calls)} calls was enqueued",
+                                  rank=-1, collective="collective_group")
+        _submit(calls)
+
+
+def _submit(calls: list[_Call]) -> None:
+    """Enqueue (or capture) ``calls``, each backend's in one of its groups, once every call's stream is still
+    in the capture it was in when the call was made (else none is enqueued)."""
+    for c in calls:
+        if c.stream._capture is not c.capture:
+            now = "captures" if c.stream._capture is not None else "no longer captures"
+            raise CollectiveError(f"{c.where}: {c.stream} {now} as it did when rank {c.comm.rank} called it; the "
+                                  f"group ended after that, so none of its {len(calls)} calls was enqueued",
+                                  rank=c.comm.rank, collective=c.kind)
+    for backend in {id(c.comm._backend): c.comm._backend for c in calls}.values():
+        mine = [c for c in calls if c.comm._backend is backend]
+        backend.comm_group_start()
+        try:
+            for c in mine:
+                backend.comm_enqueue(c.comm._handle, c.kind, c.send, c.recv, c.n, c.send.dtype, c.op, c.root,
+                                     c.stream._handle, c.stream._capture_handle())
+        finally:
+            backend.comm_group_end()
+        for c in mine:
+            c.comm._enqueued(c.stream, c.capture)
 
 
 class Communicator:
     """One rank of a communicator group (ncclComm_t): made by ``communicators``; closed by ``close`` or a
     ``with`` block, or aborted by ``abort`` or a timeout."""
 
-    __slots__ = ("device", "rank", "size", "timeout", "_backend", "_handle", "_state", "_group", "__weakref__")
+    __slots__ = ("device", "rank", "size", "timeout", "_backend", "_handle", "_state", "_group", "_last", "_graphs",
+                 "__weakref__")
 
     def __init__(self, device: Device, rank: int, size: int, timeout: float | None, handle: Any,
                  group: list[Communicator]) -> None:
         self.device, self.rank, self.size, self.timeout = device, rank, size, timeout
         self._backend, self._handle, self._state, self._group = device._backend, handle, "open", group
+        self._last: dict[Stream, Event] = {}  # per stream, an event after this rank's last part enqueued there
+        self._graphs: weakref.WeakSet[Any] = weakref.WeakSet()  # the graphs its parts were captured into
 
     def __repr__(self) -> str:
         return f"Communicator(rank {self.rank} of {self.size}, device={self.device}, {self._state})"
@@ -96,17 +140,47 @@ class Communicator:
         return self._state == "aborted"
 
     def close(self) -> None:
-        """Wait for this rank's queued collectives and free the communicator (ncclCommDestroy). Idempotent."""
-        if self._state != "closed":
-            self._state = "closed"
+        """Refuse new calls, wait for the parts this rank enqueued on streams, and free the communicator
+        (ncclCommDestroy), or, while graphs its parts were captured into live, once the last of them goes:
+        their launches keep working until then. Idempotent."""
+        if HOST_THREADS:
+            refuse_in_host_function("Communicator.close")
+        if self._state == "closed":
+            return
+        for event in self._last.values():
+            event.synchronize()
+        self._last.clear()
+        aborted, self._state = self._state == "aborted", "closed"
+        graphs = list(self._graphs)
+        if aborted or not graphs:
             self._backend.comm_destroy(self._handle)
+            return
+        left = [len(graphs)]
+        backend, handle = self._backend, self._handle
+
+        def gone() -> None:  # (a finalizer: called once per graph, from the collector)
+            left[0] -= 1
+            if not left[0]:
+                backend.comm_destroy(handle)
+
+        for graph in graphs:
+            weakref.finalize(graph, gone).atexit = False  # (at exit the process frees it)
 
     def abort(self) -> None:
-        """Stop this rank's collectives now, queued ones included, and free the communicator (ncclCommAbort):
-        the way out of a collective whose peers never come."""
-        if self._state != "closed":
-            self._state = "aborted"
-            self._backend.comm_abort(self._handle)
+        """Stop the collectives of every rank of this group now, queued ones included (ncclCommAbort on each):
+        the way out of a collective whose peers never come. A part stopped this way raises CollectiveError at
+        its stream's next synchronize; the communicators refuse new calls."""
+        for comm in self._group:
+            if comm._state == "open":
+                comm._state = "aborted"
+                comm._backend.comm_abort(comm._handle)
+
+    def _enqueued(self, stream: Stream, capture: Any) -> None:
+        """Note a part just enqueued on ``stream`` (for ``close`` to wait for) or captured (its graph)."""
+        if capture is None:
+            self._last[stream] = stream.record()
+        else:
+            self._graphs.add(capture.graph)
 
     # The collectives
 
@@ -124,6 +198,8 @@ class Communicator:
         root = self._rank_arg(where, "root", root)
         self._check_array(where, "recv", recv)
         if self.rank == root:
+            if send is None:
+                raise ValueError(f"{where}: rank {root} is the root, so it needs a send Array, got None")
             count = self._same_sizes(where, send, recv, 1)
         elif send is not None:
             self._check_array(where, "send", send)
@@ -220,10 +296,15 @@ class Communicator:
                                   f"drives, so its calls go inside gpugraph.collective_group() (NCCL: one thread "
                                   f"driving several ranks would wait in the first rank's call for the others)",
                                   rank=self.rank, collective=kind)
+        if HOST_THREADS:
+            refuse_in_host_function(where)
         if stream._capture is not None or stream.legacy or _capture.function_captures:
             stream._guard(where)
-        self._backend.comm_enqueue(self._handle, kind, send, recv, count, send.dtype, op, root, stream._handle,
-                                   stream._capture_handle())
+        call = _Call(self, where, stream, stream._capture, kind, send, recv, count, op, root)
+        if _group_depth():
+            _groups.calls.append(call)
+        else:
+            _submit([call])
 
 
 def _reduction(where: str, op: Any, dtype: np.dtype) -> str:
@@ -238,6 +319,8 @@ def communicators(devices: Sequence[Device], *, timeout: float | None = None) ->
     """One Communicator per device, ranks in the order given, for collectives among devices this process
     drives (ncclCommInitAll). ``timeout`` (seconds, or None for none): how long a rank's part of a collective
     may wait for the others before the communicator is aborted."""
+    if isinstance(devices, Device) or not isinstance(devices, (list, tuple)):
+        raise TypeError(f"communicators(devices): expected a list or tuple of Devices, got {type(devices).__name__}")
     devices = list(devices)
     if not devices or not all(isinstance(d, Device) for d in devices):
         got = ", ".join(type(d).__name__ for d in devices) or "nothing"
@@ -248,8 +331,9 @@ def communicators(devices: Sequence[Device], *, timeout: float | None = None) ->
             raise ValueError(f"communicators(devices): {d} is of another backend than {devices[0]}")
     if len({d.index for d in devices}) != len(devices):
         raise ValueError(f"communicators(devices): each device may be one rank only, got {devices}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not timeout > 0):
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise TypeError(f"communicators(timeout): expected seconds (a number) or None, got {type(timeout).__name__}")
+    if timeout is not None and not timeout > 0:
         raise ValueError(f"communicators(timeout): expected seconds > 0 or None, got {timeout!r}")
     if _group_depth():
         raise CollectiveError("communicators: cannot be made inside collective_group() (NCCL would make them when "

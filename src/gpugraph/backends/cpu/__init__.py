@@ -307,7 +307,7 @@ class CpuBackend:
         comm.closed = True
 
     def comm_group_start(self) -> None:
-        pass  # each part is a task on its rank's stream worker: none waits in the call that makes it
+        pass  # each part is a task on its rank's stream worker: none waits in the call that enqueues it
 
     def comm_group_end(self) -> None:
         pass

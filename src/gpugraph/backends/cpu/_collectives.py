@@ -71,8 +71,8 @@ class Clique:
                 self._refuse(rank, kind)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    why = (f"rank {rank}'s {kind} (collective #{number} of the communicator) waited "
-                           f"{self.timeout:g} s for {waiting_for()}")
+                    what = f"{kind} (collective #{number} of the communicator)" if number >= 0 else kind
+                    why = f"rank {rank}'s {what} waited {self.timeout:g} s for {waiting_for()}"
                     self.aborted = why
                     self.cond.notify_all()
                     raise CollectiveError(f"cpu: {why}; the communicator is aborted", rank=rank, collective=kind)
@@ -100,9 +100,7 @@ class Clique:
                                                                          rank=p.rank, collective=p.kind)
                 self.cond.notify_all()
             else:
-                self._wait(part.rank, part.kind, number, lambda: part.done,
-                           lambda: "ranks " + ", ".join(str(r) for r in range(self.size) if r not in parts)
-                           + " to join")
+                self._wait(part.rank, part.kind, number, lambda: part.done, lambda: _absent(self.size, parts))
         if part.error is not None:
             raise part.error
 
@@ -123,6 +121,11 @@ class Clique:
         out[...] = data
 
 
+def _absent(size: int, parts: dict[int, _Part]) -> str:
+    missing = [str(r) for r in range(size) if r not in parts]
+    return ("rank " if len(missing) == 1 else "ranks ") + ", ".join(missing) + " to join"
+
+
 def _disagreement(parts: dict[int, _Part], number: int) -> str | None:
     """Why the ranks' parts are not one collective (NCCL's behaviour then is undefined), else None."""
     signatures = {rank: p.signature() for rank, p in parts.items()}
@@ -139,11 +142,11 @@ def _compute(parts: dict[int, _Part]) -> None:
     kind, n, size = first.kind, first.count, len(ranks)
     inputs = [p.send.copy() for p in ranks]  # all read before any is written
     if kind in ("all_reduce", "reduce", "reduce_scatter"):
+        if first.op == "avg":  # as NCCL does for floating point: each input times 1/size, then the sum
+            inputs = [x * first.dtype.type(1.0 / size) for x in inputs]
         total = inputs[0]
         for x in inputs[1:]:
             total = _REDUCE[str(first.op)](total, x)
-        if first.op == "avg":
-            total = total / size
         total = total.astype(first.dtype, copy=False)
         if kind == "all_reduce":
             for p in ranks:

@@ -6,7 +6,6 @@ work is captured as the graph's nodes, which the front end reads back as it read
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from ..._errors import BackendError, BackendUnavailableError
@@ -55,7 +54,6 @@ class CudaCollectives:
     """The communicator calls of the backend protocol (mixed into CudaBackend; ``contexts`` is the runtime's)."""
 
     contexts: Any
-    _groups = threading.local()  # this thread's open collective_group blocks: whether each started NCCL's
 
     def comm_init_all(self, indices: list[int], timeout: float | None) -> list[CudaComm]:
         nccl = _bindings()
@@ -104,12 +102,7 @@ class CudaCollectives:
             _call("ncclCommDestroy", _nccl.comm_destroy, comm.handle)
 
     def comm_group_start(self) -> None:
-        started = _nccl is not None  # (no communicator yet: none can be called in this group)
-        if started:
-            _call("ncclGroupStart", _nccl.group_start)
-        self._groups.__dict__.setdefault("started", []).append(started)
+        _call("ncclGroupStart", _bindings().group_start)
 
     def comm_group_end(self) -> None:
-        if self._groups.started.pop():
-            _call("ncclGroupEnd", _nccl.group_end)
-
+        _call("ncclGroupEnd", _nccl.group_end)
