@@ -27,9 +27,9 @@ PROGRAMS = {
                     "evictions=0)",
                     "[ 1.  1. 20. 30.]"]),
     # The guide launches its explicit graph twice (hx: 1 -> 2 -> 4), the second time without waiting.
-    "docs/guide.md": (11, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\ns.synchronize()\n"
+    "docs/guide.md": (12, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\ns.synchronize()\n"
                      "assert (hx == 4.0).all(), hx[:4]\n",
-                 ["host step", "digraph gpugraph {"]),
+                 ["host step", "digraph gpugraph {", "[1.5 1.5]", "[6. 6.]"]),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpugraph
-from gpugraph.examples import explicit_graph
+from gpugraph.examples import data_parallel, explicit_graph
 
 
 def test_explicit_graph_validates(device):
@@ -57,3 +58,14 @@ def test_demo_command_line():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "explicit_graph" in proc.stdout
     assert "yes" in proc.stdout
+
+
+def test_data_parallel_steps_eager_and_graphed_match_numpy(device):
+    """The issue-15 example: every device of the backend trains on its shard; eager and graphed steps both
+    match NumPy's."""
+    if device.backend != "cpu" and importlib.util.find_spec("nccl") is None:
+        pytest.skip(f"{device.backend}: collectives need nccl4py (pip install '.[nccl]' in a gpugraph checkout)")
+    result = data_parallel.run(device, steps=5)
+    assert result.validated, result.detail
+    count = device._backend.device_count()
+    assert result.detail.startswith(f"{count} devices, 5 steps eager and as graph launches")

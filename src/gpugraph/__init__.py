@@ -6,12 +6,14 @@ CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules
 
 from ._capture import Capture
 from ._captured import CapturedFunction, CapturedStats, captured
+from ._collectives import Communicator, collective_group, communicators
 from ._current import current_stream, use_stream
 from ._device import Device, GraphMemoryUsage
 from ._errors import (
     BackendError,
     BackendUnavailableError,
     CaptureError,
+    CollectiveError,
     GpuGraphError,
     GraphError,
     GraphUpdateError,
@@ -52,6 +54,8 @@ __all__ = [
     "CapturedFunction",
     "CapturedStats",
     "ChildGraphParams",
+    "CollectiveError",
+    "Communicator",
     "Device",
     "EmptyParams",
     "Event",
@@ -78,6 +82,8 @@ __all__ = [
     "StreamErrors",
     "available_backends",
     "captured",
+    "collective_group",
+    "communicators",
     "current_stream",
     "from_cuda_array_interface",
     "from_dlpack",

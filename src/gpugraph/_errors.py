@@ -81,6 +81,19 @@ class KernelCompileError(GpuGraphError):
                                 f"as in 'axpb<float>')" + (f"\n{log}" if log else ""))
 
 
+class CollectiveError(GpuGraphError):
+    """A collective could not be made or did not complete (a timeout, an abort, ranks that disagree).
+
+    Attributes:
+        rank: The rank whose call or part failed (-1 for none).
+        collective: The collective, e.g. ``"all_reduce"``.
+    """
+
+    def __init__(self, message: str, *, rank: int, collective: str) -> None:
+        super().__init__(message)
+        self.rank, self.collective = rank, collective
+
+
 class StreamErrors(GpuGraphError):
     """A device synchronize found errors on several streams (host functions or CPU kernels that raised).
 

@@ -52,6 +52,11 @@ def get_backend(name: str) -> Backend:
         return backend
 
 
+def loaded_backends() -> list[Backend]:
+    """The backends loaded so far (those any Device, Stream or Array can belong to)."""
+    return list(_loaded.values())
+
+
 def available_backends() -> list[str]:
     """Names of the backends usable here, best first; ``"cpu"`` is always among them."""
     names = []

@@ -27,6 +27,7 @@ from .. import _exit as at_exit
 from .._allocation import Allocation
 from .._exit import exit_timeout
 from ._capture import CpuCapture
+from ._collectives import CpuComm, init_all, part_task
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuGraph, CpuNode, update_refusal
@@ -284,6 +285,32 @@ class CpuBackend:
         if capture is not None and capture.record(stream, HostParams(fn, args)):
             return
         stream.submit(fn, args)
+
+    # Communicators (emulated: _collectives)
+
+    def comm_init_all(self, indices: list[int], timeout: float | None) -> list[CpuComm]:
+        return init_all(indices, timeout)
+
+    def comm_enqueue(self, comm: CpuComm, kind: str, send: Any, recv: Any, count: int, dtype: Any, op: str | None,
+                     root: int, stream: CpuStream, capture: CpuCapture | None) -> None:
+        fn, args = part_task(comm, kind, send, recv, count, dtype, op, root)
+        self.stream_host(stream, fn, args, capture)
+
+    def comm_abort(self, comm: CpuComm) -> None:
+        comm.closed = True
+        comm.clique.abort(f"rank {comm.rank} called abort")
+
+    def comm_aborted(self, comm: CpuComm) -> bool:
+        return comm.clique.aborted is not None
+
+    def comm_destroy(self, comm: CpuComm) -> None:
+        comm.closed = True
+
+    def comm_group_start(self) -> None:
+        pass  # each part is a task on its rank's stream worker: none waits in the call that enqueues it
+
+    def comm_group_end(self) -> None:
+        pass
 
     def stream_alloc(self, stream: CpuStream, nbytes: int, capture: CpuCapture | None) -> tuple[int, Allocation]:
         if HOST_THREADS:

@@ -12,10 +12,11 @@ setters and updates publish a new plan with one assignment, so a launch runs the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import suppress
 from itertools import count
@@ -41,6 +42,7 @@ from .._graph_memory import GraphMemoryRules
 from ._graphs import CpuGraph, CpuNode
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, static_arg, static_operand, unmap_allocation
 from ._streams import Completion
+from ._streams import lending as branch_lending
 
 Step = tuple[Callable[..., Any], tuple]
 # At most this many threads help one run of a graph (the pool has as many): independent branches beyond
@@ -334,6 +336,17 @@ def _nothing() -> None:
 _NOOP: Step = (_nothing, ())
 
 
+_running = threading.local()  # .run: the _ParallelRun this thread last ran chains of (drive or _help)
+
+
+def lending() -> contextlib.AbstractContextManager[None]:
+    """For a step that blocks until other steps run (a collective's part waiting for the other ranks'): lets
+    the graph run that this thread serves, and its pool, have one thread more meanwhile, so that a graph with
+    more such branches than the pool has threads still completes. Off a graph run it does nothing."""
+    run = getattr(_running, "run", None)
+    return contextlib.nullcontext() if run is None else run.lending()
+
+
 class _ParallelRun:
     """One run of a graph with several chains, in time and memory linear in chains and edges.
 
@@ -359,10 +372,18 @@ class _ParallelRun:
         self.helpers = 0  # helper tasks asked for that have not returned
         self.unstarted = 0  # of those, the ones not running yet: each will take a ready chain
         self.waiting = False  # whether the driving thread waits (or is about to) for a ready chain
+        self.lent = 0  # this run's threads blocked in ``lending``: as many more helpers may be asked for
         self.wake = threading.Lock()  # released to wake the driving thread
         self.wake.acquire()
 
     def drive(self) -> None:
+        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
+        try:
+            self._drive()
+        finally:
+            _running.run = previous
+
+    def _drive(self) -> None:
         chain = self._take()
         self._ask_helpers()
         while chain is not None:
@@ -379,6 +400,13 @@ class _ParallelRun:
             raise self.errors[0]
 
     def _help(self) -> None:
+        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
+        try:
+            self._help_run()
+        finally:
+            _running.run = previous
+
+    def _help_run(self) -> None:
         with self.lock:
             self.unstarted -= 1
         while True:
@@ -418,9 +446,22 @@ class _ParallelRun:
         if ready:  # more than this thread takes: wake the driving thread, or ask for help
             if self.waiting:
                 self._wake()
-            if self.helpers < POOL_THREADS:
+            if self.helpers < POOL_THREADS + self.lent:
                 self._ask_helpers()
         return following
+
+    @contextlib.contextmanager
+    def lending(self) -> Iterator[None]:
+        """While this run's thread blocks for work only its other branches can do, one more helper may run."""
+        with self.lock:
+            self.lent += 1
+        try:
+            with branch_lending():
+                self._ask_helpers()
+                yield
+        finally:
+            with self.lock:
+                self.lent -= 1
 
     def _wake(self) -> None:
         with suppress(RuntimeError):  # released already, and not taken since
@@ -430,7 +471,7 @@ class _ParallelRun:
         """Ask for one helper per ready chain no thread is about to take (helpers not started yet, the
         driving thread if it waits), within the pool's size."""
         with self.lock:
-            extra = min(len(self.ready) - self.unstarted - self.waiting, POOL_THREADS - self.helpers)
+            extra = min(len(self.ready) - self.unstarted - self.waiting, POOL_THREADS + self.lent - self.helpers)
             if extra <= 0:
                 return
             self.helpers += extra

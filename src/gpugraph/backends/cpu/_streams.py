@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
 
@@ -165,6 +166,15 @@ class CpuStream:
         self._tasks.put(None)
 
 
+_pool_of_thread = threading.local()  # .pool: the BranchPool whose thread this is
+
+
+def lending() -> contextlib.AbstractContextManager[None]:
+    """``BranchPool.lending`` of the pool whose thread calls it; nothing to do on any other thread."""
+    pool = getattr(_pool_of_thread, "pool", None)
+    return contextlib.nullcontext() if pool is None else pool.lending()
+
+
 class BranchPool(Executor):
     """Daemon threads that run graph branches, marked as host-function threads while they run one.
 
@@ -189,8 +199,24 @@ class BranchPool(Executor):
                     threading.Thread(target=self._work, daemon=True, name=f"{self._name}_{self._threads}").start()
         return future
 
+    @contextlib.contextmanager
+    def lending(self) -> Iterator[None]:
+        """While a branch blocks for work only other branches can do (a collective's part waiting for the other
+        ranks' parts), the pool may have one thread more, so that the branches it waits for still get one."""
+        with self._lock:
+            self._workers += 1
+            if not self._tasks.empty() and self._threads < self._workers:  # queued, held back by the cap
+                self._threads += 1
+                threading.Thread(target=self._work, daemon=True, name=f"{self._name}_{self._threads}").start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._workers -= 1
+
     def _work(self) -> None:
         get, ident, mark, unmark = self._tasks.get, threading.get_ident(), HOST_THREADS.add, HOST_THREADS.discard
+        _pool_of_thread.pool = self
         while True:
             future, fn, args, kwargs = get()
             if future.set_running_or_notify_cancel():

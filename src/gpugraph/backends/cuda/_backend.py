@@ -6,12 +6,14 @@ cuModuleLaunchKernel/hipModuleLaunchKernel, ...).
 
 from __future__ import annotations
 
+from ._collectives import CudaCollectives
 from ._graphs import CudaGraphs
 
 
-class CudaBackend(CudaGraphs):
+class CudaBackend(CudaGraphs, CudaCollectives):
     """Implements ``gpugraph.backends._protocol.Backend`` on NVIDIA GPUs, in three layers, each built on the one
-    below: the runtime (``_runtime``), streams, events and capture (``_capture``), graphs (``_graphs``)."""
+    below: the runtime (``_runtime``), streams, events and capture (``_capture``), graphs (``_graphs``); and
+    communicators (``_collectives``), on NCCL."""
 
     name = "cuda"
     speaks_cuda = True
