@@ -125,6 +125,26 @@ def test_send_and_recv_around_a_ring(several):
         np.testing.assert_array_equal(g, inputs[(r - 1) % size])
 
 
+def capture_over(streams, body) -> gg.Graph:
+    """A graph over every rank's stream: the first forks onto the others, ``body()`` enqueues, all join back."""
+    lead = streams[0]
+    with lead.capture() as cap:
+        fork = lead.record()
+        for s in streams[1:]:
+            s.wait(fork)
+        body()
+        for s in streams[1:]:
+            lead.wait(s.record())
+    return cap.graph
+
+
+def all_reduce_each(comms, streams, xs, op="sum"):
+    """Every rank's in-place all-reduce, in one group."""
+    with gg.collective_group():
+        for c, s, x in zip(comms, streams, xs):
+            c.all_reduce(x, x, op=op, stream=s)
+
+
 def data_parallel_step(comms, streams, grads, weights, shards, lr):
     """Each rank: its gradient from its shard, all-reduced to the mean, then weights -= lr * mean."""
     for s, g, x in zip(streams, grads, shards):
@@ -145,14 +165,8 @@ def test_a_data_parallel_step_captured_over_every_device_into_one_graph(devices)
     weights = [d.zeros(N, np.float32) for d in devices]
     grads = [d.empty(N, np.float32) for d in devices]
     lead = streams[0]
-    with lead.capture() as cap:
-        fork = lead.record()
-        for s in streams[1:]:
-            s.wait(fork)
-        data_parallel_step(comms, streams, grads, weights, shards, lr)
-        for s in streams[1:]:
-            lead.wait(s.record())
-    with cap.graph.instantiate() as exe:
+    graph = capture_over(streams, lambda: data_parallel_step(comms, streams, grads, weights, shards, lr))
+    with graph.instantiate() as exe:
         for _ in range(steps):
             exe.launch(lead)
         lead.synchronize()
@@ -312,16 +326,7 @@ def test_a_graph_with_more_ranks_than_pool_threads_completes(monkeypatch):
     streams = [d.stream() for d in devices]
     xs = [d.asarray(values(r)) for r, d in enumerate(devices)]
     lead = streams[0]
-    with lead.capture() as cap:
-        fork = lead.record()
-        for s in streams[1:]:
-            s.wait(fork)
-        with gg.collective_group():
-            for c, s, x in zip(comms, streams, xs):
-                c.all_reduce(x, x, stream=s)
-        for s in streams[1:]:
-            lead.wait(s.record())
-    with cap.graph.instantiate() as exe:
+    with capture_over(streams, lambda: all_reduce_each(comms, streams, xs)).instantiate() as exe:
         exe.launch(lead)
         lead.synchronize()
     for x in xs:
@@ -376,18 +381,8 @@ def test_close_waits_for_queued_parts_and_spares_the_graphs_that_use_them(device
     streams = [d.stream() for d in devices]
     xs = [d.asarray(values(r)) for r, d in enumerate(devices)]
     lead = streams[0]
-    with lead.capture() as cap:
-        fork = lead.record()
-        for s in streams[1:]:
-            s.wait(fork)
-        with gg.collective_group():
-            for c, s, x in zip(comms, streams, xs):
-                c.all_reduce(x, x, op="max", stream=s)
-        for s in streams[1:]:
-            lead.wait(s.record())
-    with gg.collective_group():
-        for c, s, x in zip(comms, streams, xs):
-            c.all_reduce(x, x, op="sum", stream=s)
+    graph = capture_over(streams, lambda: all_reduce_each(comms, streams, xs, op="max"))
+    all_reduce_each(comms, streams, xs, op="sum")
     for c in comms:
         c.close()  # waits for the sums just enqueued; the graph keeps the communicators until it goes
     total = np.sum([values(r) for r in range(len(devices))], axis=0)
@@ -395,7 +390,7 @@ def test_close_waits_for_queued_parts_and_spares_the_graphs_that_use_them(device
         np.testing.assert_array_equal(x.to_numpy(), total)
     with pytest.raises(gg.CollectiveError, match=r"^Communicator.all_reduce: rank 0's communicator is closed$"):
         comms[0].all_reduce(xs[0], xs[0], stream=lead)
-    with cap.graph.instantiate() as exe:  # a graph captured before close still launches
+    with graph.instantiate() as exe:  # a graph captured before close still launches
         exe.launch(lead)
         lead.synchronize()
     for x in xs:
