@@ -297,14 +297,13 @@ class CpuBackend:
         self.stream_host(stream, fn, args, capture)
 
     def comm_abort(self, comm: CpuComm) -> None:
-        comm.closed = True
         comm.clique.abort(f"rank {comm.rank} called abort")
 
     def comm_aborted(self, comm: CpuComm) -> bool:
         return comm.clique.aborted is not None
 
     def comm_destroy(self, comm: CpuComm) -> None:
-        comm.closed = True
+        pass  # nothing to free: the clique goes with its last rank's parts
 
     def comm_group_start(self) -> None:
         pass  # each part is a task on its rank's stream worker: none waits in the call that enqueues it

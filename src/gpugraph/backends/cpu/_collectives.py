@@ -166,12 +166,12 @@ def _compute(parts: dict[int, _Part]) -> None:
 
 
 class CpuComm:
-    """One rank: its clique, rank and device, and whether it is still usable."""
+    """One rank: its clique, rank and device (the front end keeps whether it is open)."""
 
-    __slots__ = ("clique", "rank", "index", "closed")
+    __slots__ = ("clique", "rank", "index")
 
     def __init__(self, clique: Clique, rank: int, index: int) -> None:
-        self.clique, self.rank, self.index, self.closed = clique, rank, index, False
+        self.clique, self.rank, self.index = clique, rank, index
 
 
 def init_all(indices: list[int], timeout: float | None) -> list[CpuComm]:
