@@ -60,6 +60,16 @@ def test_demo_command_line():
     assert "yes" in proc.stdout
 
 
+def test_data_parallel_over_processes_matches_numpy(device):
+    """The same steps with each rank in a process of its own (a unique id; one device per process)."""
+    if device.backend != "cpu" and importlib.util.find_spec("nccl") is None:
+        pytest.skip(f"{device.backend}: collectives need nccl4py (pip install '.[nccl]' in a gpugraph checkout)")
+    processes = min(2, device._backend.device_count())
+    result = data_parallel.run_processes(device.backend, processes, steps=5)
+    assert result.validated, result.detail
+    assert result.detail.startswith(f"{processes} processes, one device each, 5 steps eager and as graph launches")
+
+
 def test_data_parallel_steps_eager_and_graphed_match_numpy(device):
     """The issue-15 example: every device of the backend trains on its shard; eager and graphed steps both
     match NumPy's."""

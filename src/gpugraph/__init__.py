@@ -6,7 +6,14 @@ CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules
 
 from ._capture import Capture
 from ._captured import CapturedFunction, CapturedStats, captured
-from ._collectives import Communicator, collective_group, communicators
+from ._collectives import (
+    Communicator,
+    UniqueId,
+    collective_group,
+    communicator,
+    communicators,
+    unique_id,
+)
 from ._current import current_stream, use_stream
 from ._device import Device, GraphMemoryUsage
 from ._errors import (
@@ -80,12 +87,15 @@ __all__ = [
     "Param",
     "Stream",
     "StreamErrors",
+    "UniqueId",
     "available_backends",
     "captured",
     "collective_group",
+    "communicator",
     "communicators",
     "current_stream",
     "from_cuda_array_interface",
     "from_dlpack",
+    "unique_id",
     "use_stream",
 ]

@@ -2,7 +2,11 @@
 send and receive they enqueue on streams or record into captures (NCCL's model, ncclComm_t).
 
 A communicator is one rank of a group of devices that run collectives together. ``communicators(devices)``
-makes the group for devices this process drives (ncclCommInitAll): one Communicator per device. Each call on a
+makes the group for devices this process drives (ncclCommInitAll): one Communicator per device. A group over
+several processes (one device each, say, as torchrun or mpirun start them) is made from a ``unique_id()`` that
+one process makes and passes to the others by any channel (``bytes(uid)``/``UniqueId.from_bytes``, or pickle):
+each process then calls ``communicator(device, rank=, size=, unique_id=)`` (ncclGetUniqueId,
+ncclCommInitRank). Each call on a
 Communicator is that rank's part of a collective: every rank must make the same calls in the same order, each
 on a stream of its own device, and the collective completes when all ranks' parts have run. Since one thread
 that drives several ranks would otherwise wait in the first rank's call for the others, the calls of a group
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import _capture
+from . import _capture, backends
 from ._device import Device
 from ._errors import CollectiveError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -315,6 +319,86 @@ def _reduction(where: str, op: Any, dtype: np.dtype) -> str:
     return op
 
 
+class UniqueId(NamedTuple):
+    """The id of a communicator group over several processes (ncclUniqueId), made by ``unique_id``: its
+    backend and that backend's bytes. Picklable; ``bytes(uid)`` and ``UniqueId.from_bytes`` carry it over any
+    byte channel (a file, a socket, an MPI broadcast)."""
+
+    backend: str
+    data: bytes
+
+    def __bytes__(self) -> bytes:
+        return self.backend.encode() + b":" + self.data
+
+    def __repr__(self) -> str:
+        return f"UniqueId({self.backend}, {self.data[:8].hex()}...)"
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> UniqueId:
+        """The UniqueId that ``bytes(uid)`` gave."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"UniqueId.from_bytes: expected bytes, got {type(data).__name__}")
+        backend, colon, rest = bytes(data).partition(b":")
+        if not colon or backend.decode(errors="replace") not in backends.BACKEND_ORDER:
+            raise ValueError(f"UniqueId.from_bytes: not the bytes of a gpugraph UniqueId (they start with a "
+                             f"backend's name and ':'), got {bytes(data[:16])!r}...")
+        return cls(backend.decode(), rest)
+
+
+def unique_id(backend: str) -> UniqueId:
+    """A new id for a communicator group over several processes (ncclGetUniqueId), on ``backend`` ("cuda" or
+    "cpu"). The process that makes it keeps its group's rendezvous (NCCL's bootstrap root; the CPU backend's
+    hub, reachable on this host only): it must live until every rank has joined, and on the CPU backend until
+    the group is closed."""
+    if not isinstance(backend, str):
+        raise TypeError(f"unique_id(backend): expected a backend's name (str), got {type(backend).__name__}")
+    _capture.forbid_unsafe("unique_id")
+    return UniqueId(backend, backends.get_backend(backend).comm_unique_id())
+
+
+def communicator(device: Device, *, rank: int, size: int, unique_id: UniqueId,
+                 timeout: float | None = None) -> Communicator:
+    """Rank ``rank`` of the ``size`` ranks of the group ``unique_id`` names, on ``device`` (ncclCommInitRank):
+    every rank calls it, each in its own process (or thread), and it returns once all have. ``timeout``: as
+    for ``communicators`` (and it bounds the wait for the other ranks to join)."""
+    where = "communicator"
+    if not isinstance(device, Device):
+        raise TypeError(f"{where}(device): expected a Device, got {type(device).__name__}")
+    for name, value in (("rank", rank), ("size", size)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{where}({name}): expected an int, got {type(value).__name__}")
+    if size < 1:
+        raise ValueError(f"{where}(size): expected 1 rank or more, got {size}")
+    if not 0 <= rank < size:
+        raise ValueError(f"{where}(rank): ranks are 0..{size - 1}, got {rank}")
+    if not isinstance(unique_id, UniqueId):
+        raise TypeError(f"{where}(unique_id): expected a UniqueId (from unique_id()), got "
+                        f"{type(unique_id).__name__}")
+    if unique_id.backend != device.backend:
+        raise ValueError(f"{where}(unique_id): the id is of the {unique_id.backend} backend, {device} of "
+                         f"{device.backend}")
+    _check_timeout(where, timeout)
+    _refuse_in_group(where)
+    _capture.forbid_unsafe(where)
+    handle = device._backend.comm_init_rank(device.index, int(rank), int(size), unique_id.data, timeout)
+    group: list[Communicator] = []
+    group.append(Communicator(device, int(rank), int(size), timeout, handle, group))
+    return group[0]
+
+
+def _check_timeout(where: str, timeout: Any) -> None:
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise TypeError(f"{where}(timeout): expected seconds (a number) or None, got {type(timeout).__name__}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"{where}(timeout): expected seconds > 0 or None, got {timeout!r}")
+
+
+def _refuse_in_group(where: str) -> None:
+    if _group_depth():
+        raise CollectiveError(f"{where}: cannot be made inside collective_group() (NCCL would make it when the "
+                              f"group ends)", rank=-1, collective=where)
+
+
 def communicators(devices: Sequence[Device], *, timeout: float | None = None) -> list[Communicator]:
     """One Communicator per device, ranks in the order given, for collectives among devices this process
     drives (ncclCommInitAll). ``timeout`` (seconds, or None for none): how long a rank's part of a collective
@@ -331,13 +415,8 @@ def communicators(devices: Sequence[Device], *, timeout: float | None = None) ->
             raise ValueError(f"communicators(devices): {d} is of another backend than {devices[0]}")
     if len({d.index for d in devices}) != len(devices):
         raise ValueError(f"communicators(devices): each device may be one rank only, got {devices}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-        raise TypeError(f"communicators(timeout): expected seconds (a number) or None, got {type(timeout).__name__}")
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"communicators(timeout): expected seconds > 0 or None, got {timeout!r}")
-    if _group_depth():
-        raise CollectiveError("communicators: cannot be made inside collective_group() (NCCL would make them when "
-                              "the group ends)", rank=-1, collective="communicators")
+    _check_timeout("communicators", timeout)
+    _refuse_in_group("communicators")
     _capture.forbid_unsafe("communicators")
     handles = devices[0]._backend.comm_init_all([d.index for d in devices], timeout)
     group: list[Communicator] = []

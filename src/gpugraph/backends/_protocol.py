@@ -123,6 +123,11 @@ class Backend(Protocol):
     # Communicators (gpugraph._collectives checks every argument before these)
     def comm_init_all(self, indices: list[int], timeout: float | None) -> list[Handle]:
         """One communicator per device ``indices[rank]`` (ncclCommInitAll); ``timeout``: see communicators."""
+    def comm_unique_id(self) -> bytes:
+        """A new id for a communicator group of several processes (ncclGetUniqueId)."""
+    def comm_init_rank(self, index: int, rank: int, size: int, unique_id: bytes, timeout: float | None) -> Handle:
+        """Rank ``rank`` of ``size`` of the group ``unique_id`` names, on device ``index`` (ncclCommInitRank):
+        returns once every rank has joined."""
     def comm_enqueue(self, comm: Handle, kind: str, send: Any, recv: Any, count: int, dtype: Any, op: str | None,
                      root: int, stream: Handle, capture: Handle | None) -> None:
         """Enqueue (or capture) rank ``comm``'s part of collective ``kind`` (all_reduce, broadcast, reduce,

@@ -3,7 +3,10 @@ least-squares loss on its shard of the data, the gradients are all-reduced to th
 applies the same update to its copy of the weights. The steps run eagerly, then as one graph launch per
 step (captured once over all devices), and both are checked against the same steps in NumPy.
 
-    python -m gpugraph.examples.data_parallel [--backend cpu|cuda] [--steps N]
+    python -m gpugraph.examples.data_parallel [--backend cpu|cuda] [--steps N] [--processes N]
+
+``--processes N`` runs the same steps over N processes, one device each (rank r on device r), as torchrun or
+mpirun would start them: this process makes the group's unique id and gives it to each rank's process.
 
 On CUDA it needs nccl4py (``pip install ".[nccl]"`` in a gpugraph checkout); the CPU backend's 4 devices need nothing.
 """
@@ -11,6 +14,8 @@ On CUDA it needs nccl4py (``pip install ".[nccl]"`` in a gpugraph checkout); the
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+from typing import Any
 
 import numpy as np
 
@@ -122,12 +127,69 @@ def run(device: gg.Device, steps: int = 20) -> Result:
     return timed("data_parallel", body)
 
 
+def train_rank(comm: gg.Communicator, shard: tuple[np.ndarray, np.ndarray], steps: int) -> list[np.ndarray]:
+    """One process's rank: its steps eagerly, then as one graph launch per step; the weights of each."""
+    x, y = shard
+    eager = [Replica(comm, x, y)]
+    for _ in range(steps):
+        step(eager)
+    eager[0].stream.synchronize()  # (one communicator's collectives run in one order on every rank: eager first)
+    graphed = [Replica(comm, x, y)]
+    with capture_step(graphed).instantiate() as exe:
+        for _ in range(steps):
+            exe.launch(graphed[0].stream)
+        graphed[0].stream.synchronize()
+    return [eager[0].w.to_numpy(), graphed[0].w.to_numpy()]
+
+
+def rank_process(rank: int, size: int, backend: str, uid: gg.UniqueId, steps: int, results: Any) -> None:
+    """The body of rank ``rank``'s process: join the group on device ``rank``, train, report the weights."""
+    try:
+        device = gg.Device(f"{backend}:{rank}")
+        with gg.communicator(device, rank=rank, size=size, unique_id=uid) as comm:
+            results.put((rank, train_rank(comm, make_shards(size)[rank], steps)))
+    except Exception as exc:  # noqa: BLE001 - reported by the parent process, which names the rank
+        results.put((rank, f"{type(exc).__name__}: {exc}"))
+
+
+def run_processes(backend: str, processes: int, steps: int = 20) -> Result:
+    """Train as ``run`` does, with each rank in its own process (started here with multiprocessing's spawn)."""
+    def body() -> tuple[bool, str]:
+        uid = gg.unique_id(backend)  # (this process keeps the group's rendezvous until the ranks are done)
+        context = multiprocessing.get_context("spawn")
+        results = context.Queue()
+        ranks = [context.Process(target=rank_process, args=(r, processes, backend, uid, steps, results))
+                 for r in range(processes)]
+        for p in ranks:
+            p.start()
+        try:
+            got = dict(results.get(timeout=600) for _ in ranks)
+        finally:
+            for p in ranks:
+                p.join(60)
+                if p.is_alive():
+                    p.kill()
+        failed = [f"rank {r}: {w}" for r, w in sorted(got.items()) if isinstance(w, str)]
+        if failed:
+            return False, "; ".join(failed)
+        expected = numpy_steps(make_shards(processes), steps)
+        worst = max(float(np.max(np.abs(w - expected))) for weights in got.values() for w in weights)
+        return worst < 1e-4, (f"{processes} processes, one device each, {steps} steps eager and as graph launches; "
+                              f"largest difference from NumPy {worst:.2e}")
+    return timed("data_parallel", body)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default=None, help="cpu or cuda (default: the best present)")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--processes", type=int, default=0, help="ranks in processes of their own (one device each)")
     options = parser.parse_args()
-    result = run(gg.Device(options.backend) if options.backend else gg.Device(), options.steps)
+    device = gg.Device(options.backend) if options.backend else gg.Device()
+    if options.processes:
+        result = run_processes(device.backend, options.processes, options.steps)
+    else:
+        result = run(device, options.steps)
     print(("Validation passed. " if result.validated else "Validation failed! ") + result.detail)
     raise SystemExit(0 if result.validated else 1)
 

@@ -31,6 +31,7 @@ from ._collectives import CpuComm, init_all, part_task
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuGraph, CpuNode, update_refusal
+from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
@@ -291,6 +292,12 @@ class CpuBackend:
     def comm_init_all(self, indices: list[int], timeout: float | None) -> list[CpuComm]:
         return init_all(indices, timeout)
 
+    def comm_unique_id(self) -> bytes:
+        return unique_id()
+
+    def comm_init_rank(self, index: int, rank: int, size: int, unique_id: bytes, timeout: float | None) -> CpuComm:
+        return CpuComm(RemoteClique(unique_id, rank, size, timeout), rank, index)
+
     def comm_enqueue(self, comm: CpuComm, kind: str, send: Any, recv: Any, count: int, dtype: Any, op: str | None,
                      root: int, stream: CpuStream, capture: CpuCapture | None) -> None:
         fn, args = part_task(comm, kind, send, recv, count, dtype, op, root)
@@ -303,7 +310,8 @@ class CpuBackend:
         return comm.clique.aborted is not None
 
     def comm_destroy(self, comm: CpuComm) -> None:
-        pass  # nothing to free: the clique goes with its last rank's parts
+        if isinstance(comm.clique, RemoteClique):
+            comm.clique.close()  # (an in-process clique goes with its last rank's parts: nothing to free)
 
     def comm_group_start(self) -> None:
         pass  # each part is a task on its rank's stream worker: none waits in the call that enqueues it

@@ -5,7 +5,7 @@ Clique: the n-th part each rank runs belongs to the n-th collective, whichever s
 it, as NCCL's operations on one communicator are matched by their order. The last part to arrive checks that
 every rank called the same collective, computes every rank's result from inputs read before any is written
 (so a buffer may be both send and recv), and releases the others. A send leaves a copy in the pair's
-mailbox and goes on; a receive waits for it. A part that waits longer than the communicator's timeout
+mailbox and goes on; a receive waits for it. A part that waits longer than its rank's timeout
 aborts the clique: every waiting part and every later call fails, naming the rank and the collective.
 """
 
@@ -14,13 +14,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Container
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..._errors import CollectiveError
 from ._executor import lending
 from ._memory import typed_view
+
+if TYPE_CHECKING:
+    from ._hub import RemoteClique
 
 _REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum, "avg": np.add}
 
@@ -45,7 +49,8 @@ class Clique:
     """Where the parts of the ranks of one ``communicators`` call meet."""
 
     def __init__(self, size: int, timeout: float | None) -> None:
-        self.size, self.timeout = size, timeout
+        self.size = size
+        self.timeouts = [timeout] * size  # per rank (ranks of several processes each set their own)
         self.cond = threading.Condition()
         self.arrived = [0] * size  # how many collective parts each rank has run
         self.pending: dict[int, dict[int, _Part]] = {}  # collective number -> rank -> its part
@@ -65,14 +70,15 @@ class Clique:
 
     def _wait(self, rank: int, kind: str, number: int, ready: Any, waiting_for: Any) -> None:
         """Wait (holding cond) until ``ready()``, the clique's abort or the timeout, which aborts it."""
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        timeout = self.timeouts[rank]
+        deadline = None if timeout is None else time.monotonic() + timeout
         with lending():  # (in a graph launch's branch: the other ranks' branches may need this thread's place)
             while not ready():
                 self._refuse(rank, kind)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     what = f"{kind} (collective #{number} of the communicator)" if number >= 0 else kind
-                    why = f"rank {rank}'s {what} waited {self.timeout:g} s for {waiting_for()}"
+                    why = f"rank {rank}'s {what} waited {timeout:g} s for {waiting_for()}"
                     self.aborted = why
                     self.cond.notify_all()
                     raise CollectiveError(f"cpu: {why}; the communicator is aborted", rank=rank, collective=kind)
@@ -121,8 +127,8 @@ class Clique:
         out[...] = data
 
 
-def _absent(size: int, parts: dict[int, _Part]) -> str:
-    missing = [str(r) for r in range(size) if r not in parts]
+def _absent(size: int, present: Container[int]) -> str:
+    missing = [str(r) for r in range(size) if r not in present]
     return ("rank " if len(missing) == 1 else "ranks ") + ", ".join(missing) + " to join"
 
 
@@ -166,11 +172,12 @@ def _compute(parts: dict[int, _Part]) -> None:
 
 
 class CpuComm:
-    """One rank: its clique, rank and device (the front end keeps whether it is open)."""
+    """One rank: its clique (a RemoteClique for a group of several processes), rank and device (the front end
+    keeps whether it is open)."""
 
     __slots__ = ("clique", "rank", "index")
 
-    def __init__(self, clique: Clique, rank: int, index: int) -> None:
+    def __init__(self, clique: Clique | RemoteClique, rank: int, index: int) -> None:
         self.clique, self.rank, self.index = clique, rank, index
 
 

@@ -14,6 +14,7 @@ from ._objects import CudaStream
 _nccl: Any = None  # nccl.bindings.nccl, imported by the first communicator
 _DTYPES: dict[str, Any] = {}  # NumPy dtype name -> ncclDataType_t, filled with _nccl
 _OPS: dict[str, Any] = {}  # reduction -> ncclRedOp_t
+_UNIQUE_ID_BYTES = 128  # sizeof(ncclUniqueId)
 _HOW_TO_GET = ("cuda: collectives need NCCL and NVIDIA's Python bindings for it (nccl4py): pip install "
                "\".[nccl]\" in a gpugraph checkout (or nccl4py and nvidia-nccl-cu13)")
 
@@ -64,6 +65,21 @@ class CudaCollectives:
             self.contexts.use(index)  # (NCCL uses each device's primary context, which gpugraph's are)
         handles = _call("ncclCommInitAll", nccl.comm_init_all, len(indices), list(indices))
         return [CudaComm(h, index) for h, index in zip(handles, indices)]
+
+    def comm_unique_id(self) -> bytes:
+        return bytes(_call("ncclGetUniqueId", _bindings().get_unique_id))
+
+    def comm_init_rank(self, index: int, rank: int, size: int, unique_id: bytes, timeout: float | None) -> CudaComm:
+        nccl = _bindings()
+        if timeout is not None:
+            raise NotImplementedError("cuda: communicator(timeout=...) is not built yet: the watchdog that aborts "
+                                      "a waiting NCCL communicator comes next (issue 15)")
+        if len(unique_id) != _UNIQUE_ID_BYTES:
+            raise ValueError(f"communicator(unique_id): not a cuda unique id ({len(unique_id)} bytes, NCCL's have "
+                             f"{_UNIQUE_ID_BYTES})")
+        self.contexts.use(index)
+        handle = _call("ncclCommInitRank", nccl.comm_init_rank_scalable, size, rank, 1, bytearray(unique_id), 0)
+        return CudaComm(handle, index)
 
     def comm_enqueue(self, comm: CudaComm, kind: str, send: Any, recv: Any, count: int, dtype: Any,
                      op: str | None, root: int, stream: CudaStream, capture: Any) -> None:
