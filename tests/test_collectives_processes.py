@@ -174,6 +174,8 @@ def test_communicator_checks_its_arguments(backend):
         gg.communicator(device, rank=0, size=1, unique_id=uid, timeout=0)
     with gg.collective_group(), pytest.raises(gg.CollectiveError, match=r"^communicator: cannot be made inside "):
         gg.communicator(device, rank=0, size=1, unique_id=uid)
+    with pytest.raises(TypeError, match=r"^communicator\(unique_id\): its data must be bytes, got str$"):
+        gg.communicator(device, rank=0, size=1, unique_id=gg.UniqueId(backend, "x" * 18))
     with pytest.raises(ValueError, match=rf"^communicator\(unique_id\): not a {backend} unique id \(3 bytes"):
         gg.communicator(device, rank=0, size=1, unique_id=gg.UniqueId(backend, b"abc"))
 
@@ -265,6 +267,23 @@ def test_an_abort_in_one_process_stops_a_collective_waiting_in_another():
     finally:
         if child.is_alive():
             child.kill()
+
+
+def test_a_stranger_at_the_hub_leaves_the_group_working():
+    """A connection with the wrong key (or none that completes its handshake) is turned away; ranks still join."""
+    from multiprocessing import AuthenticationError
+    from multiprocessing.connection import Client
+
+    uid = gg.unique_id("cpu")
+    port = int.from_bytes(uid.data[:2], "big")
+    with pytest.raises(AuthenticationError):
+        Client(("127.0.0.1", port), authkey=b"not the key")
+    with gg.communicator(gg.Device("cpu:0"), rank=0, size=1, unique_id=uid) as comm:
+        stream = comm.device.stream()
+        x = comm.device.asarray(np.arange(N, dtype=np.float32))
+        comm.all_reduce(x, x, stream=stream)
+        stream.synchronize()
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(N, dtype=np.float32))
 
 
 def test_a_rank_that_cannot_reach_the_hub_says_so():

@@ -374,6 +374,8 @@ def communicator(device: Device, *, rank: int, size: int, unique_id: UniqueId,
     if not isinstance(unique_id, UniqueId):
         raise TypeError(f"{where}(unique_id): expected a UniqueId (from unique_id()), got "
                         f"{type(unique_id).__name__}")
+    if not isinstance(unique_id.data, bytes):
+        raise TypeError(f"{where}(unique_id): its data must be bytes, got {type(unique_id.data).__name__}")
     if unique_id.backend != device.backend:
         raise ValueError(f"{where}(unique_id): the id is of the {unique_id.backend} backend, {device} of "
                          f"{device.backend}")

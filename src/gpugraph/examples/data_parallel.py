@@ -187,6 +187,10 @@ def main() -> None:
     options = parser.parse_args()
     device = gg.Device(options.backend) if options.backend else gg.Device()
     if options.processes:
+        count = device._backend.device_count()
+        if not 1 <= options.processes <= count:
+            parser.error(f"--processes: one device per process, and {device.backend} has {count}; got "
+                         f"{options.processes}")
         result = run_processes(device.backend, options.processes, options.steps)
     else:
         result = run(device, options.steps)

@@ -14,6 +14,7 @@ import contextlib
 import secrets
 import struct
 import threading
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
@@ -51,7 +52,7 @@ class _Hub:
         while True:
             try:
                 conn = self.listener.accept()
-            except OSError:  # (a client that failed the key's handshake, or the listener closed)
+            except (OSError, EOFError, AuthenticationError):  # (a client that failed the key's handshake)
                 continue
             threading.Thread(target=self._serve, args=(conn,), name="gpugraph-cpu-hub-rank", daemon=True).start()
 
@@ -75,15 +76,15 @@ class _Hub:
             if self.clique is None:
                 self.clique = Clique(size, timeout)
             clique = self.clique
-        error = None
-        if size != clique.size:
-            error = f"rank {rank} was made with size {size}, the group has {clique.size}"
-        elif rank in self.joined:
-            error = f"rank {rank} joined twice"
-        if error is not None:
-            conn.send(("error", error, None))
-            return
         with clique.cond:
+            error = None
+            if size != clique.size:
+                error = f"cpu: rank {rank} was made with size {size}, the group has {clique.size}"
+            elif rank in self.joined:
+                error = f"cpu: rank {rank} joined twice"
+            if error is not None:
+                conn.send(("error", error, None))
+                return
             clique.timeouts[rank] = timeout
             self.joined.add(rank)
             clique.cond.notify_all()
@@ -112,6 +113,9 @@ class _Hub:
                 conn.send(("ok", _run(clique, rank, message)))
             except CollectiveError as exc:
                 conn.send(("error", str(exc), clique.aborted))
+            except Exception as exc:  # noqa: BLE001 - given to the rank, which raises it (the thread goes on)
+                conn.send(("error", f"cpu: rank {rank}'s {message[0]} failed in the hub: {type(exc).__name__}: "
+                                    f"{exc}", clique.aborted))
 
 
 def _run(clique: Clique, rank: int, message: tuple) -> Any:
@@ -144,13 +148,17 @@ class RemoteClique:
         self.idle: list[Connection] = []  # connections free for the next part (one per part running at once)
         self.lock = threading.Lock()
         self.main = self._connect("communicator")
-        self.main.send(("join", rank, size, timeout))
-        self._answer(self.main, "communicator")
+        try:
+            self.main.send(("join", rank, size, timeout))
+            self._answer(self.main, "communicator")
+        except BaseException:
+            self.main.close()
+            raise
 
     def _connect(self, kind: str) -> Connection:
         try:
             return Client((_HOST, self.port), authkey=self.key)
-        except OSError as exc:  # (refused or the key wrong: the process that made the id is gone)
+        except (OSError, EOFError, AuthenticationError) as exc:  # (refused, or another process took the port)
             raise CollectiveError(f"cpu: rank {self.rank}'s {kind}: cannot reach the hub of the unique id at "
                                   f"{_HOST}:{self.port} (the process that made the id must live while the group "
                                   f"does, on this host): {exc}", rank=self.rank, collective=kind) from None
