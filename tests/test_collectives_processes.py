@@ -7,12 +7,13 @@ so with one GPU the group has one rank."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import multiprocessing
 import os
 import pickle
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -201,13 +202,24 @@ def rank_that_dies(rank: int, size: int, results: Any, uid_bytes: bytes) -> None
     os._exit(0)
 
 
-def test_a_rank_whose_process_dies_stops_the_others_with_an_error():
-    uid = gg.unique_id("cpu")
+@contextlib.contextmanager
+def rank_1_of_2(target: Callable[..., None], uid: gg.UniqueId) -> Iterator[tuple[Any, Any]]:
+    """Rank 1 of a group of 2 in a process of its own, running ``target(1, 2, results, bytes(uid))``: yields
+    the process and its results queue; killed at the end if still alive."""
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    child = context.Process(target=rank_that_dies, args=(1, 2, results, bytes(uid)))
+    child = context.Process(target=target, args=(1, 2, results, bytes(uid)))
     child.start()
     try:
+        yield child, results
+    finally:
+        if child.is_alive():
+            child.kill()
+
+
+def test_a_rank_whose_process_dies_stops_the_others_with_an_error():
+    uid = gg.unique_id("cpu")
+    with rank_1_of_2(rank_that_dies, uid) as (child, results):
         device = gg.Device("cpu:0")
         comm = gg.communicator(device, rank=0, size=2, unique_id=uid)
         assert results.get(timeout=WAIT) == (1, "joined")
@@ -224,9 +236,6 @@ def test_a_rank_whose_process_dies_stops_the_others_with_an_error():
         with pytest.raises(gg.CollectiveError, match=r"^Communicator.all_reduce: rank 0's communicator is aborted$"):
             comm.all_reduce(x, x, stream=stream)
         comm.close()
-    finally:
-        if child.is_alive():
-            child.kill()
 
 
 def rank_that_waits(rank: int, size: int, results: Any, uid_bytes: bytes) -> None:
@@ -250,11 +259,7 @@ def rank_that_waits(rank: int, size: int, results: Any, uid_bytes: bytes) -> Non
 
 def test_an_abort_in_one_process_stops_a_collective_waiting_in_another():
     uid = gg.unique_id("cpu")
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    child = context.Process(target=rank_that_waits, args=(1, 2, results, bytes(uid)))
-    child.start()
-    try:
+    with rank_1_of_2(rank_that_waits, uid) as (child, results):
         comm = gg.communicator(gg.Device("cpu:0"), rank=0, size=2, unique_id=uid)
         assert results.get(timeout=WAIT) == (1, "waiting")
         comm.abort()
@@ -264,9 +269,6 @@ def test_an_abort_in_one_process_stops_a_collective_waiting_in_another():
         assert "rank 1's all_reduce: the communicator was aborted (rank 0 called abort)" in message, message
         child.join(WAIT)
         comm.close()
-    finally:
-        if child.is_alive():
-            child.kill()
 
 
 def test_a_stranger_at_the_hub_leaves_the_group_working():

@@ -99,6 +99,22 @@ def make_shards(size: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]
     return shards
 
 
+def train(comms: list[gg.Communicator], shards: list[tuple[np.ndarray, np.ndarray]], steps: int) -> list[np.ndarray]:
+    """The steps on the ranks ``comms`` (this process's), eagerly, then as one graph launch per step: the weights
+    each replica ends with, eager ones first."""
+    eager = [Replica(c, x, y) for c, (x, y) in zip(comms, shards)]
+    for _ in range(steps):
+        step(eager)
+    for r in eager:  # (one communicator's collectives run in one order on every rank: eager first)
+        r.stream.synchronize()
+    graphed = [Replica(c, x, y) for c, (x, y) in zip(comms, shards)]
+    with capture_step(graphed).instantiate() as exe:
+        for _ in range(steps):
+            exe.launch(graphed[0].stream)
+        graphed[0].stream.synchronize()
+    return [r.w.to_numpy() for r in eager + graphed]
+
+
 def run(device: gg.Device, steps: int = 20) -> Result:
     """Train eagerly and with one graph launch per step on every device of ``device``'s backend."""
     def body() -> tuple[bool, str]:
@@ -107,17 +123,7 @@ def run(device: gg.Device, steps: int = 20) -> Result:
         expected = numpy_steps(shards, steps)
         comms = gg.communicators(devices)
         try:
-            eager = [Replica(c, x, y) for c, (x, y) in zip(comms, shards)]
-            for _ in range(steps):
-                step(eager)
-            for r in eager:  # (one communicator's collectives run in one order on every rank: eager first)
-                r.stream.synchronize()
-            graphed = [Replica(c, x, y) for c, (x, y) in zip(comms, shards)]
-            with capture_step(graphed).instantiate() as exe:
-                for _ in range(steps):
-                    exe.launch(graphed[0].stream)
-                graphed[0].stream.synchronize()
-            errors = [float(np.max(np.abs(r.w.to_numpy() - expected))) for r in eager + graphed]
+            errors = [float(np.max(np.abs(w - expected))) for w in train(comms, shards, steps)]
         finally:
             for c in comms:
                 c.close()
@@ -127,27 +133,12 @@ def run(device: gg.Device, steps: int = 20) -> Result:
     return timed("data_parallel", body)
 
 
-def train_rank(comm: gg.Communicator, shard: tuple[np.ndarray, np.ndarray], steps: int) -> list[np.ndarray]:
-    """One process's rank: its steps eagerly, then as one graph launch per step; the weights of each."""
-    x, y = shard
-    eager = [Replica(comm, x, y)]
-    for _ in range(steps):
-        step(eager)
-    eager[0].stream.synchronize()  # (one communicator's collectives run in one order on every rank: eager first)
-    graphed = [Replica(comm, x, y)]
-    with capture_step(graphed).instantiate() as exe:
-        for _ in range(steps):
-            exe.launch(graphed[0].stream)
-        graphed[0].stream.synchronize()
-    return [eager[0].w.to_numpy(), graphed[0].w.to_numpy()]
-
-
 def rank_process(rank: int, size: int, backend: str, uid: gg.UniqueId, steps: int, results: Any) -> None:
     """The body of rank ``rank``'s process: join the group on device ``rank``, train, report the weights."""
     try:
         device = gg.Device(f"{backend}:{rank}")
         with gg.communicator(device, rank=rank, size=size, unique_id=uid) as comm:
-            results.put((rank, train_rank(comm, make_shards(size)[rank], steps)))
+            results.put((rank, train([comm], make_shards(size)[rank:rank + 1], steps)))
     except Exception as exc:  # noqa: BLE001 - reported by the parent process, which names the rank
         results.put((rank, f"{type(exc).__name__}: {exc}"))
 

@@ -26,7 +26,7 @@ from ._executor import lending
 
 _HOST = "127.0.0.1"
 _ID = struct.Struct("!H16s")  # the hub's port and key
-_hubs: list[_Hub] = []  # the hubs this process made (each lives while the process does, as NCCL's root does)
+_hubs: list[_Hub] = []  # the hubs this process made (each lives while the process does: none is shut down yet)
 
 
 def unique_id() -> bytes:

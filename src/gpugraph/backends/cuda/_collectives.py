@@ -51,6 +51,12 @@ def _call(api: str, fn: Any, *args: Any) -> Any:
         raise BackendError("cuda", api, exc, "NCCL") from None
 
 
+def _refuse_timeout(where: str, timeout: float | None) -> None:
+    if timeout is not None:
+        raise NotImplementedError(f"cuda: {where}(timeout=...) is not built yet: the watchdog that aborts a "
+                                  f"waiting NCCL communicator comes next (issue 15)")
+
+
 class CudaCollectives:
     """The communicator calls of the backend protocol (mixed into CudaBackend; ``contexts`` is the runtime's)."""
 
@@ -58,9 +64,7 @@ class CudaCollectives:
 
     def comm_init_all(self, indices: list[int], timeout: float | None) -> list[CudaComm]:
         nccl = _bindings()
-        if timeout is not None:
-            raise NotImplementedError("cuda: communicators(timeout=...) is not built yet: the watchdog that aborts "
-                                      "a waiting NCCL communicator comes next (issue 15)")
+        _refuse_timeout("communicators", timeout)
         for index in indices:
             self.contexts.use(index)  # (NCCL uses each device's primary context, which gpugraph's are)
         handles = _call("ncclCommInitAll", nccl.comm_init_all, len(indices), list(indices))
@@ -71,9 +75,7 @@ class CudaCollectives:
 
     def comm_init_rank(self, index: int, rank: int, size: int, unique_id: bytes, timeout: float | None) -> CudaComm:
         nccl = _bindings()
-        if timeout is not None:
-            raise NotImplementedError("cuda: communicator(timeout=...) is not built yet: the watchdog that aborts "
-                                      "a waiting NCCL communicator comes next (issue 15)")
+        _refuse_timeout("communicator", timeout)
         if len(unique_id) != _UNIQUE_ID_BYTES:
             raise ValueError(f"communicator(unique_id): not a cuda unique id ({len(unique_id)} bytes, NCCL's have "
                              f"{_UNIQUE_ID_BYTES})")
