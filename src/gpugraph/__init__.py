@@ -14,6 +14,7 @@ from ._collectives import (
     communicators,
     unique_id,
 )
+from ._conditions import Condition
 from ._current import current_stream, use_stream
 from ._device import Device, GraphMemoryUsage
 from ._errors import (
@@ -35,6 +36,7 @@ from ._memory import Array
 from ._nodes import (
     AllocParams,
     ChildGraphParams,
+    ConditionalParams,
     EmptyParams,
     EventRecordParams,
     EventWaitParams,
@@ -63,6 +65,8 @@ __all__ = [
     "ChildGraphParams",
     "CollectiveError",
     "Communicator",
+    "Condition",
+    "ConditionalParams",
     "Device",
     "EmptyParams",
     "Event",

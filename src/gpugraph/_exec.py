@@ -46,7 +46,14 @@ def _takes_params(graph: Any) -> bool:
             return True
         if record.kind is NodeKind.GRAPH and _takes_params(graph._child(handle)):
             return True
+        if record.kind is NodeKind.CONDITIONAL and _takes_params_in_bodies(graph, handle):
+            return True
     return False
+
+
+def _takes_params_in_bodies(graph: Any, handle: Any) -> bool:
+    """Whether a kernel node in a body of the conditional node ``handle`` of ``graph`` takes a Param."""
+    return any(map(_takes_params, graph._body_graphs(graph._node(handle))))
 
 
 def _refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
@@ -152,6 +159,9 @@ class GraphExec:
                     found[i] = record
             elif record.kind is NodeKind.GRAPH:
                 _refuse_child_params(graph._child(handle), graph, handle)
+            elif record.kind is NodeKind.CONDITIONAL and _takes_params_in_bodies(graph, handle):
+                raise GraphError(f"a Param is used inside a body of {graph._node(handle)!r}; Params are patched only "
+                                 f"in kernel nodes of the graph itself")
         return found
 
     # Launching
@@ -231,6 +241,9 @@ class GraphExec:
         if self.graph._memory:
             raise _capture.invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
                               "cannot be launched into a capture (it would become a child graph)")
+        if self._layout is not None and self._layout.bodies:
+            raise _capture.invalidate([stream._capture], "GraphExec.launch", "a graph with conditional nodes "
+                              "cannot be launched into a capture (it would become a child graph, which CUDA refuses)")
         if self._source._version != self._source_version:
             raise _capture.invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")

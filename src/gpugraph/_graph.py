@@ -14,7 +14,10 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from . import _capture
+from ._conditions import Condition, condition_args
 from ._device import Device
 from ._dot import to_dot
 from ._errors import GraphError
@@ -24,8 +27,10 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
 from ._nesting import nesting_refusal
 from ._nodes import (
+    BODY_KINDS,
     MEMORY_KINDS,
     ChildGraphParams,
+    ConditionalParams,
     EmptyParams,
     EventRecordParams,
     EventWaitParams,
@@ -66,6 +71,18 @@ class Node:
         graph = self.graph
         i = graph._index(self)  # (first: it may read the graph again, replacing its Topology)
         return graph._topology.records[i]
+
+    @property
+    def bodies(self) -> tuple[Graph, ...]:
+        """A conditional node's bodies, in the order of ``Graph.add_if`` (then, else), ``add_while`` (the body) or
+        ``add_switch`` (body ``n`` for value ``n``): Graphs that belong to the node, to be filled with nodes.
+
+        Raises:
+            GraphError: If this is not a conditional node.
+        """
+        if self.kind is not NodeKind.CONDITIONAL:
+            raise GraphError(f"{self!r}.bodies: only conditional nodes have bodies (got a {self.kind.value} node)")
+        return self.graph._bodies[self._handle]
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
@@ -109,7 +126,7 @@ class Graph:
     """
 
     __slots__ = ("device", "_backend", "_handle", "_fast", "_topology", "_nodes", "_children", "_owner",
-                 "_owner_node",
+                 "_owner_node", "_bodies", "_conditions",
                  "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
                  "__weakref__")
 
@@ -134,8 +151,10 @@ class Graph:
         # The Node objects handed out, by backend handle: made when first asked for (a captured graph
         # nobody queries has none), kept so that a node is always the same object.
         self._nodes: dict[Any, Node] = {}
-        self._owner = owner  # the graph whose node embeds this one, for borrowed child graphs
-        self._owner_node: Any = None  # the handle of that node
+        self._owner = owner  # the graph whose node embeds this one: borrowed child graphs, conditional bodies
+        self._owner_node: Any = None  # the handle of that node (None for a conditional node's body)
+        self._bodies: dict[Any, tuple[Graph, ...]] = {}  # conditional node handle -> its bodies
+        self._conditions: list[Condition] = []  # the Conditions this graph made, in order
         # Child-graph node handle -> the Graph over the graph it embeds, while one is in use: one at a time,
         # so that a node is one object and changes take turns under one lock (held weakly: a child Graph
         # holds its owner alive, not the other way round).
@@ -457,7 +476,8 @@ class Graph:
             positions = self._begin_change(deps, what)
             backend = self._backend
             handle = backend.graph_add_node(self._handle, params, [node._handle for node in deps])
-            if params.kind is NodeKind.GRAPH:  # the node embeds a copy: its record names the copy
+            if params.kind is NodeKind.GRAPH or params.kind is NodeKind.CONDITIONAL:
+                # (the node embeds a copy, or has bodies of its own: its record names those)
                 params = backend.node_params(self._handle, handle)
             node = self._adopt(handle, params, positions)
             self._end_change()
@@ -489,9 +509,17 @@ class Graph:
         elif device.backend != self.device.backend:
             raise ValueError(f"add_kernel(device): {device} is a device of another backend than the graph's "
                              f"({self.device})")
+        if device is not self.device and self._in_body():
+            raise GraphError(f"add_kernel(device={device}): {self!r} is the body of a conditional node, whose nodes "
+                             f"all run on its graph's device ({self.device})")
         grid, block = launch_dims(grid, block)
-        params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem),
-                              kernel.convert_args(args, device, typed=True), device.index)
+        converted = kernel.convert_args(args, device, typed=True)
+        conditions = condition_args(converted)
+        if conditions:
+            for condition in conditions:
+                self._check_condition(condition, f"add_kernel({kernel!r})")
+            converted = tuple(np.uint64(a._value) if type(a) is Condition else a for a in converted)
+        params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
         device._load_kernel(kernel)
         return self._add(params, after, "add_kernel")
 
@@ -525,6 +553,7 @@ class Graph:
 
         See also: cudaGraphAddHostNode.
         """
+        self._refuse_in_body("add_host", "host")
         if not callable(fn):
             raise TypeError(f"add_host(fn): expected a callable, got {type(fn).__name__}")
         return self._add(HostParams(fn, args), after, "add_host")
@@ -550,6 +579,14 @@ class Graph:
             raise GraphError("add_child: a graph cannot contain itself")
         if graph._memory:
             raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
+        if graph._holds(NodeKind.CONDITIONAL):
+            raise GraphError(f"add_child: {graph!r} holds conditional nodes; a graph with conditional nodes cannot "
+                             f"be used as a child graph (CUDA refuses it)")
+        if self._in_body():
+            refused = graph._holds_other_than(BODY_KINDS)
+            if refused is not None:
+                raise GraphError(f"add_child: {self!r} is the body of a conditional node, which cannot hold "
+                                 f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
         with self._lock:  # (the errors of after= first)
             self._locate(self._deps(after, "add_child"), "add_child")
         refusal = nesting_refusal(self, graph)
@@ -563,10 +600,143 @@ class Graph:
                                                           self._topology.records[i].graph)
         return node
 
+    # Conditional nodes
+
+    def condition(self, default: int = 0, reset: bool = True) -> Condition:
+        """A new Condition for a conditional node of this graph or of one of its bodies; kernels of the graph set
+        its value on the device (``cudaGraphSetConditional``).
+
+        Args:
+            default: The value each launch starts with when ``reset`` (an unsigned 32-bit int).
+            reset: Start each launch with ``default``; when False, a kernel must set the value before the
+                conditional node reads it (CUDA leaves it undefined at a launch's start).
+
+        See also: cudaGraphConditionalHandleCreate (cudaGraphCondAssignDefault for ``reset``).
+        """
+        if not isinstance(default, (int, np.integer)) or isinstance(default, bool):
+            raise TypeError(f"condition(default): expected an int, got {default!r} ({type(default).__name__})")
+        if not 0 <= default < 2**32:
+            raise ValueError(f"condition(default): a condition's value is an unsigned 32-bit int; got {default}")
+        if type(reset) is not bool:
+            raise TypeError(f"condition(reset): expected a bool, got {reset!r} ({type(reset).__name__})")
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.condition")
+        with self._lock:
+            handle, value = self._backend.graph_condition(self._handle, int(default), reset)
+            condition = Condition(self, int(default), reset, handle, value)
+            self._conditions.append(condition)
+        return condition
+
+    def add_if(self, condition: Condition, has_else: bool = False, after: Any = ()) -> Node:
+        """Add a node that runs its first body when ``condition``'s value is not 0 and, with ``has_else``, its
+        second when it is 0. Fill the bodies through ``node.bodies``.
+
+        See also: cudaGraphAddNode with cudaGraphCondTypeIf (size 2 for an else: CUDA 12.8).
+        """
+        if type(has_else) is not bool:
+            raise TypeError(f"add_if(has_else): expected a bool, got {has_else!r} ({type(has_else).__name__})")
+        return self._add_conditional("if", condition, 2 if has_else else 1, after)
+
+    def add_while(self, condition: Condition, after: Any = ()) -> Node:
+        """Add a node that runs its body again and again while ``condition``'s value is not 0, checked before
+        each run: a kernel of the body (or before the node) sets it to 0 to stop. Fill the body through
+        ``node.bodies[0]``.
+
+        See also: cudaGraphAddNode with cudaGraphCondTypeWhile.
+        """
+        return self._add_conditional("while", condition, 1, after)
+
+    def add_switch(self, condition: Condition, count: int, after: Any = ()) -> Node:
+        """Add a node with ``count`` bodies that runs body ``n`` when ``condition``'s value is ``n`` (none when it is
+        ``count`` or more). Fill the bodies through ``node.bodies``.
+
+        See also: cudaGraphAddNode with cudaGraphCondTypeSwitch (CUDA 12.8).
+        """
+        if type(count) is not int or count < 1:
+            raise ValueError(f"add_switch(count): expected a positive int, got {count!r}")
+        return self._add_conditional("switch", condition, count, after)
+
+    def _add_conditional(self, kind: str, condition: Any, count: int, after: Any) -> Node:
+        what = f"add_{kind}"
+        if type(condition) is not Condition:
+            raise TypeError(f"{what}(condition): expected a Condition (Graph.condition), "
+                            f"got {type(condition).__name__}")
+        self._check_condition(condition, what)
+        if condition._node is not None:
+            raise GraphError(f"{what}: {condition!r} is read by {condition._node!r} already; a condition belongs to "
+                             f"one conditional node (make another with Graph.condition)")
+        node = self._add(ConditionalParams(kind, condition, (None,) * count), after, what)
+        condition._node = node
+        self._body_graphs(node)
+        return node
+
+    def _body_graphs(self, node: Node) -> tuple[Graph, ...]:
+        """The Graphs over the bodies of the conditional node ``node`` (made when first asked for)."""
+        bodies = self._bodies.get(node._handle)
+        if bodies is None:
+            with self._lock:
+                bodies = self._bodies.get(node._handle)
+                if bodies is None:
+                    record = self._current().records[self._index(node)]
+                    bodies = tuple(Graph._wrap(self.device, handle, owner=self, topology=Topology())
+                                   for handle in record.bodies)
+                    self._bodies[node._handle] = bodies
+        return bodies
+
+    def _check_condition(self, condition: Condition, what: str) -> None:
+        """Refuse ``condition`` unless it was made by this graph or by a graph this one is a body of."""
+        graph: Graph | None = self
+        while graph is not None:
+            if graph is condition.graph:
+                return
+            graph = graph._owner
+        raise GraphError(f"{what}: {condition!r} was made by {condition.graph!r}; only its nodes and those of its "
+                         f"bodies may use it, and {self!r} is none of them")
+
+    def _in_body(self) -> bool:
+        """Whether this graph is a conditional node's body."""
+        return self._owner is not None and self._owner_node is None
+
+    def _refuse_in_body(self, what: str, kind: str) -> None:
+        if self._in_body():
+            raise GraphError(f"{what}: {self!r} is the body of a conditional node, which cannot hold {kind} nodes "
+                             f"(CUDA refuses them there)")
+
+    def _holds(self, kind: NodeKind) -> bool:
+        """Whether the graph has a node of ``kind`` (its child graphs' and bodies' nodes are not looked at)."""
+        return any(record.kind is kind for record in self._current().records)
+
+    def _holds_other_than(self, kinds: frozenset) -> NodeKind | None:
+        """The kind of a node of the graph, or of its child graphs, that is not among ``kinds``, or None."""
+        topology = self._current()
+        for i, record in enumerate(topology.records):
+            if record.kind not in kinds:
+                return record.kind
+            if record.kind is NodeKind.GRAPH:
+                inner = self._child(topology.handles[i])._holds_other_than(kinds)
+                if inner is not None:
+                    return inner
+        return None
+
+    def _check_conditional_instantiate(self) -> None:
+        """The rules CUDA applies at the instantiation of a graph with conditional nodes."""
+        if len(self._live_execs):
+            raise GraphError("instantiate: a graph with conditional nodes may have only one executable graph at a "
+                             "time (CUDA refuses another); close the other one first")
+        pending = [self]
+        for graph in pending:
+            for condition in graph._conditions:
+                if condition._node is None:
+                    raise GraphError(f"instantiate: {condition!r}, made by {graph!r}, is read by no conditional "
+                                     f"node (CUDA refuses a graph with an unused condition)")
+            for bodies in graph._bodies.values():
+                pending.extend(bodies)
+
     def add_event_record(self, event: Event, after: Any = ()) -> Node:
         """Add a node recording ``event``. See also: cudaGraphAddEventRecordNode."""
         if not isinstance(event, Event):
             raise TypeError(f"add_event_record(event): expected an Event, got {type(event).__name__}")
+        self._refuse_in_body("add_event_record", "event record")
         self.device._check_same_device(event, "add_event_record(event)")
         return self._add(EventRecordParams(event), after, "add_event_record")
 
@@ -574,6 +744,7 @@ class Graph:
         """Add a node waiting for ``event``'s last record. See also: cudaGraphAddEventWaitNode."""
         if not isinstance(event, Event):
             raise TypeError(f"add_event_wait(event): expected an Event, got {type(event).__name__}")
+        self._refuse_in_body("add_event_wait", "event wait")
         self.device._check_same_backend(event, "add_event_wait(event)")
         return self._add(EventWaitParams(event), after, "add_event_wait")
 
@@ -648,6 +819,7 @@ class Graph:
         raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
 
     def _check_memory_allowed(self, what: str) -> None:
+        self._refuse_in_body(what, "allocation or free")
         if self._owner is not None:
             raise GraphError(f"{what}: this graph is embedded in a child-graph node; "
                              f"child graphs cannot hold allocation or free nodes")
@@ -752,6 +924,9 @@ class Graph:
             refuse_in_host_function("Graph.clone")
         if self._memory:
             raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
+        if self._holds(NodeKind.CONDITIONAL):
+            raise GraphError(f"clone: {self!r} holds conditional nodes; a graph with conditional nodes cannot be "
+                             f"cloned (CUDA refuses it); build it again instead")
         # The copy is described from this graph (creation order, which a clone keeps), not read node by node.
         backend, topology = self._backend, self._current()
         handle = backend.graph_clone(self._handle)
@@ -794,6 +969,9 @@ class Graph:
 
         See also: cudaGraphInstantiateWithFlags.
         """
+        if self._in_body():
+            raise GraphError(f"instantiate: this graph is a body of a conditional node of {self._owner!r}; it "
+                             f"belongs to that node and cannot be instantiated alone (CUDA refuses it)")
         if self._owner is not None:
             raise GraphError(f"instantiate: this graph is the one embedded in a child-graph node of {self._owner!r}; "
                              f"it belongs to that node and cannot be instantiated (CUDA refuses it); "
@@ -801,12 +979,17 @@ class Graph:
         if self._memory and len(self._live_execs):
             raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
                              "executable graph at a time; close the other one first")
+        conditional = self._holds(NodeKind.CONDITIONAL)
+        if conditional:
+            self._check_conditional_instantiate()
         if HOST_THREADS:
             refuse_in_host_function("Graph.instantiate")
         _capture.forbid_unsafe("Graph.instantiate", _capture.INSTANTIATE_RULE)
         exe = GraphExec(self, auto_free_on_launch, Graph)
-        if self._memory:
+        if self._memory or conditional:
             self._live_execs.add(exe)
+        if conditional:  # (its bodies may change later: the executable graph keeps what they are now)
+            exe._read_layout()
         if upload is not None:
             try:
                 exe.upload(upload)

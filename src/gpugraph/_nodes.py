@@ -26,6 +26,7 @@ class NodeKind(enum.Enum):
     EVENT_WAIT = "event_wait"
     MEM_ALLOC = "mem_alloc"
     MEM_FREE = "mem_free"
+    CONDITIONAL = "conditional"
 
 
 # (A tuple: ``in`` finds a member by identity first, where a set would call Enum's Python-level __hash__; this
@@ -33,6 +34,9 @@ class NodeKind(enum.Enum):
 MEMORY_KINDS = (NodeKind.MEM_ALLOC, NodeKind.MEM_FREE)
 # CUDA allows enabling and disabling only these kinds on an executable graph.
 TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
+# The kinds a conditional node's body may hold (CUDA refuses the others there: host, event and memory nodes).
+BODY_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.EMPTY, NodeKind.GRAPH,
+                        NodeKind.CONDITIONAL})
 
 
 class _KernelFields(NamedTuple):
@@ -167,3 +171,23 @@ class FreeParams:
 
     def label(self) -> str:
         return f"free {self.ptr:#x}"
+
+
+@dataclass(frozen=True)
+class ConditionalParams:
+    """A conditional node: its bodies run as ``condition``'s value says when the node runs, set on the device by
+    ``cudaGraphSetConditional`` in kernels of the graph.
+
+    ``type``: "if" (body 0 runs if the value is not 0; a second body, the else, if it is 0), "while" (body 0
+    runs again and again while the value is not 0, checked before each run) or "switch" (body ``n`` runs when
+    the value is ``n``; none when it is ``len(bodies)`` or more). ``bodies``: the backend graphs of the node's
+    bodies, which belong to the node (filled through ``Node.bodies``).
+    """
+
+    kind: ClassVar[NodeKind] = NodeKind.CONDITIONAL
+    type: str
+    condition: Any
+    bodies: tuple
+
+    def label(self) -> str:
+        return f"{self.type} ({len(self.bodies)} bod{'y' if len(self.bodies) == 1 else 'ies'})"

@@ -25,6 +25,7 @@ _NAMED = {
     "int32_t": np.int32, "uint32_t": np.uint32, "int64_t": np.int64, "uint64_t": np.uint64,
     "size_t": np.uint64, "ptrdiff_t": np.int64, "ssize_t": np.int64, "intptr_t": np.int64,
     "uintptr_t": np.uint64, "__half": np.float16, "half": np.float16,
+    "cudaGraphConditionalHandle": np.uint64, "CUgraphConditionalHandle": np.uint64,
 }
 # The C keywords that combine into a builtin arithmetic type ("long unsigned int", "signed char", ...).
 _SPECIFIERS = {"signed", "unsigned", "short", "long", "int", "char", "float", "double", "bool", "void"}

@@ -10,7 +10,8 @@ in the same order). The update is refused, naming the node of the new graph and 
   changed");
 * the graph holds allocation or free nodes, whose fixed addresses an update cannot move
   ("unsupported node kind");
-* a child graph breaks any of these rules inside it.
+* a conditional node changes type or body count ("parameters changed");
+* a child graph or a conditional node's body breaks any of these rules inside it.
 
 Kernel nodes may change function, launch shape and arguments; host nodes their callable and arguments;
 event nodes their event; memsets their value and size.
@@ -24,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from ._errors import GraphUpdateError
-from ._nodes import MEMORY_KINDS, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ._nodes import MEMORY_KINDS, ConditionalParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 
 
 class GraphLayout:
     """What an update compares: a graph's nodes in creation order, their kinds, dependencies and parameters."""
 
-    __slots__ = ("graph", "handles", "index", "kinds", "deps", "params", "children", "memory", "_shape")
+    __slots__ = ("graph", "handles", "index", "kinds", "deps", "params", "children", "bodies", "memory", "_shape")
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
@@ -43,8 +44,11 @@ class GraphLayout:
         self.deps = [frozenset(deps) for deps in topology.deps]
         self.children = {i: GraphLayout(graph._child(self.handles[i])) for i, kind in enumerate(self.kinds)
                          if kind is NodeKind.GRAPH}
+        self.bodies = {i: tuple(GraphLayout(body) for body in graph._body_graphs(graph._node(self.handles[i])))
+                       for i, kind in enumerate(self.kinds) if kind is NodeKind.CONDITIONAL}
         self.memory = topology.memory  # whether any node allocates or frees
-        self._shape = (topology.shape(), tuple(child.shape() for _, child in sorted(self.children.items())))
+        self._shape = (topology.shape(), tuple(child.shape() for _, child in sorted(self.children.items())),
+                       tuple(tuple(body.shape() for body in bodies) for _, bodies in sorted(self.bodies.items())))
 
     def __len__(self) -> int:
         return len(self.handles)
@@ -65,10 +69,13 @@ def graph_shape(graph: Any, like: tuple[Any, ...] | None = None) -> tuple[Any, .
     than a GraphLayout (no parameters). ``like``: a shape the caller compares with: returned itself when the
     graph's equals it (``Topology.has_shape``, which may not need to read the graph's edges)."""
     topology = graph._current()
-    if like is not None and not like[1] and not topology.nested() and topology.has_shape(like[0]):
+    if like is not None and not like[1] and not like[2] and not topology.nested() and not graph._bodies \
+            and topology.has_shape(like[0]):
         return like
     handles = topology.handles
-    return topology.shape(), tuple(graph_shape(graph._child(handles[i])) for i in topology.nested())
+    bodies = [bodies for _, bodies in sorted((topology.position[h], b) for h, b in graph._bodies.items())]
+    return (topology.shape(), tuple(graph_shape(graph._child(handles[i])) for i in topology.nested()),
+            tuple(tuple(graph_shape(body) for body in group) for group in bodies))
 
 
 def _memory_kind(operand: Any) -> str:
@@ -93,6 +100,9 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
         return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"
     elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
         return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
+    elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):
+        return "parameters changed", (f"the conditional node was {old.type} with {len(old.bodies)} bodies, got "
+                                      f"{new.type} with {len(new.bodies)}")
     return None
 
 
@@ -119,3 +129,6 @@ def check_update(old: GraphLayout, new: GraphLayout) -> None:
             raise GraphUpdateError(refusal[0], new.node(i), refusal[1])
         if now is NodeKind.GRAPH:
             check_update(old.children[i], new.children[i])
+        elif now is NodeKind.CONDITIONAL:
+            for was_body, body in zip(old.bodies[i], new.bodies[i]):
+                check_update(was_body, body)

@@ -30,7 +30,7 @@ from ._capture import CpuCapture
 from ._collectives import CpuComm, init_all, part_task
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
-from ._graphs import CpuGraph, CpuNode, update_refusal
+from ._graphs import CpuCondition, CpuGraph, CpuNode, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
@@ -417,6 +417,10 @@ class CpuBackend:
 
     def graph_add_node(self, graph: CpuGraph, params: Any, deps: Sequence[CpuNode]) -> CpuNode:
         return graph.add(params, deps)
+
+    def graph_condition(self, graph: CpuGraph, default: int, reset: bool) -> tuple[CpuCondition, int]:
+        condition = CpuCondition(default, reset)
+        return condition, condition.cell.ctypes.data
 
     def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:
         alloc = self._new_allocation(graph.index, nbytes, self._graph_pools[graph.index], "graph",

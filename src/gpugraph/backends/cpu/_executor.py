@@ -27,6 +27,7 @@ from ..._kernel import LaunchConfig
 from ..._nodes import (
     AllocParams,
     ChildGraphParams,
+    ConditionalParams,
     EmptyParams,
     EventRecordParams,
     EventWaitParams,
@@ -39,7 +40,7 @@ from ..._nodes import (
 )
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
-from ._graphs import CpuGraph, CpuNode
+from ._graphs import CpuGraph, CpuNode, copied
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, static_arg, static_operand, unmap_allocation
 from ._streams import Completion
 from ._streams import lending as branch_lending
@@ -87,21 +88,22 @@ class _Plan:
     of one executable graph never overlap, so one slot per node suffices.
     """
 
-    __slots__ = ("chains", "steps", "roots", "where", "records", "waits")
+    __slots__ = ("chains", "steps", "roots", "where", "records", "waits", "resets")
 
     def __init__(self, chains: list[_Chain], steps: list[list[Step]], where: dict[CpuNode, tuple[int, int]],
-                 records: list[tuple[Any, list]], waits: list[tuple[Any, list]]) -> None:
+                 records: list[tuple[Any, list]], waits: list[tuple[Any, list]], resets: list[Any]) -> None:
         self.chains = chains
         self.steps = steps
         self.roots = [c for c in chains if not c.preds]
         self.where = where  # node -> its chain's index and step position
         self.records = records  # (event, slot): every event-record node's, child graphs' included
         self.waits = waits  # (event, slot): every event-wait node's
+        self.resets = resets  # the CpuConditions (of conditional nodes, in bodies too) that each launch resets
 
     def with_steps(self, steps: list[list[Step]]) -> _Plan:
         plan = _Plan.__new__(_Plan)
         plan.chains, plan.steps, plan.roots, plan.where = self.chains, steps, self.roots, self.where
-        plan.records, plan.waits = self.records, self.waits
+        plan.records, plan.waits, plan.resets = self.records, self.waits, self.resets
         return plan
 
 
@@ -157,7 +159,7 @@ class CpuExec:
         for chain in chains:
             for pred in chain.preds:
                 pred.successors.append(chain)
-        return _Plan(chains, steps, where, records, waits)
+        return _Plan(chains, steps, where, records, waits, _resets(order))
 
     def _compile(self, p: Any, alloc: Any, records: list[tuple[Any, list]],
                  waits: list[tuple[Any, list]]) -> Step | None:
@@ -193,9 +195,7 @@ class CpuExec:
         template = old.clone()
         moved = template.clone_of  # node of the old copy -> node of the new one
         for original, params in changes.items():
-            if isinstance(params, ChildGraphParams):
-                params = ChildGraphParams(params.graph.clone())
-            moved[old.clone_of[original]].params = params
+            moved[old.clone_of[original]].params = copied(params)
         template.clone_of = {original: moved[node] for original, node in old.clone_of.items()}
         disabled = {moved[node] for node in self.disabled}
         plan = self._make_plan(topological_order(template), disabled)
@@ -268,6 +268,8 @@ class CpuExec:
                 slot[0] = completion
             for (_, slot), completion in zip(plan.waits, bound):
                 slot[0] = completion
+            for condition in plan.resets:  # (cudaGraphCondAssignDefault: at the start of each launch)
+                condition.cell[0] = condition.default
             self.run(plan)
         finally:
             done.set()
@@ -513,6 +515,46 @@ def _child_step(p: ChildGraphParams, alloc: Any, pool: Any, records: Records, wa
     return child.run, ()
 
 
+def _resets(nodes: list[CpuNode]) -> list[Any]:
+    """The conditions with ``reset`` that conditional nodes among ``nodes``, or in their bodies, read."""
+    found = []
+    for node in nodes:
+        p = node.params
+        if isinstance(p, ConditionalParams):
+            if p.condition._handle.reset:
+                found.append(p.condition._handle)
+            for body in p.bodies:
+                found.extend(_resets(body.nodes))
+    return found
+
+
+def _conditional_step(p: ConditionalParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+    # (Bodies hold no event nodes: nothing to add to records or waits.)
+    return _RUN_CONDITIONAL[p.type], (p.condition._handle.cell, [CpuExec(body, False, pool) for body in p.bodies])
+
+
+def _run_if(cell: Any, bodies: list[CpuExec]) -> None:
+    if cell[0]:
+        bodies[0].run()
+    elif len(bodies) > 1:
+        bodies[1].run()
+
+
+def _run_while(cell: Any, bodies: list[CpuExec]) -> None:
+    body = bodies[0]
+    while cell[0]:
+        body.run()
+
+
+def _run_switch(cell: Any, bodies: list[CpuExec]) -> None:
+    value = int(cell[0])
+    if value < len(bodies):
+        bodies[value].run()
+
+
+_RUN_CONDITIONAL = {"if": _run_if, "while": _run_while, "switch": _run_switch}
+
+
 def _record_step(p: EventRecordParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
     slot: list[Completion | None] = [None]
     records.append((p.event._handle, slot))
@@ -538,6 +580,7 @@ _KINDS: dict[type, _Kind] = {
     AllocParams: _Kind(lambda p, alloc, *_: (map_allocation, (alloc,)), False),
     FreeParams: _Kind(lambda p, alloc, *_: (unmap_allocation, (alloc,)), False),
     EmptyParams: _Kind(lambda *_: None, False),
+    ConditionalParams: _Kind(_conditional_step, False),
 }
 
 

@@ -5,9 +5,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
+import numpy as np
+
+from ..._nodes import AllocParams, ChildGraphParams, ConditionalParams, FreeParams, NodeKind
 from ..._update import node_refusal
 from ._memory import span
+
+
+class CpuCondition:
+    """A condition's value (``cell[0]``), which kernels set through its address (gpugraph_cpu.h's
+    cudaGraphSetConditional), and the value it takes at each launch when ``reset``."""
+
+    __slots__ = ("cell", "default", "reset")
+
+    def __init__(self, default: int, reset: bool) -> None:
+        self.cell = np.array([default], dtype=np.uint32)
+        self.default = default
+        self.reset = reset
+
+
+def copied(params: Any) -> Any:
+    """``params`` as a node that embeds graphs keeps them: a child graph's copy, a conditional node's bodies'
+    copies (a graph's nodes own their graphs)."""
+    if isinstance(params, ChildGraphParams):
+        return ChildGraphParams(params.graph.clone())
+    if isinstance(params, ConditionalParams):
+        return ConditionalParams(params.type, params.condition, tuple(body.clone() for body in params.bodies))
+    return params
 
 
 class CpuNode:
@@ -38,6 +62,9 @@ class CpuGraph:
         if isinstance(params, ChildGraphParams):
             # Like CUDA, the node embeds a copy of the child graph taken now.
             params = ChildGraphParams(params.graph.clone())
+        elif isinstance(params, ConditionalParams):  # its bodies: new graphs of its own
+            bodies = tuple(CpuGraph(self.index) for _ in params.bodies)
+            params = ConditionalParams(params.type, params.condition, bodies)
         node = CpuNode(params, deps, alloc)
         self.nodes.append(node)
         return node
@@ -72,10 +99,7 @@ class CpuGraph:
         copy = CpuGraph(self.index)
         mapping: dict[CpuNode, CpuNode] = {}
         for node in self.nodes:
-            params = node.params
-            if isinstance(params, ChildGraphParams):
-                params = ChildGraphParams(params.graph.clone())
-            mapping[node] = CpuNode(params, (), node.alloc)
+            mapping[node] = CpuNode(copied(node.params), (), node.alloc)
             copy.nodes.append(mapping[node])
         # Edges are wired after every node exists: add_dependency may point from a later node to an earlier one.
         for node in self.nodes:
@@ -101,4 +125,9 @@ def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode]) -> tu
             inside = update_refusal(was.graph.nodes, now.graph.nodes)
             if inside is not None:
                 return inside[0], node
+        elif now.kind is NodeKind.CONDITIONAL:
+            for was_body, body in zip(was.bodies, now.bodies):
+                inside = update_refusal(was_body.nodes, body.nodes)
+                if inside is not None:
+                    return inside[0], node
     return None

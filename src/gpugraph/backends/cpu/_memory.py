@@ -36,9 +36,11 @@ class AddressSpace:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = VIRTUAL_BASE
-        self._starts: list[int] = []  # sorted: the addresses of allocations made, some perhaps collected
+        self._starts: list[int] = []  # sorted: the addresses of allocations made, perhaps with stale ones
         self._allocations: dict[int, weakref.ref[Allocation]] = {}
-        self._kept = 0  # entries after the last pruning
+        # (address, reference) of allocations collected since the last pruning: the references' callbacks note
+        # them, on any thread, perhaps while this thread holds the lock, so they only append here.
+        self._dead: deque[tuple[int, weakref.ref[Allocation]]] = deque()
 
     def reserve(self, nbytes: int) -> int:
         with self._lock:
@@ -48,16 +50,28 @@ class AddressSpace:
 
     def register(self, alloc: Allocation) -> None:
         """Note ``alloc`` at its address (a graph allocation may take the address of a freed one)."""
+        ptr, dead = alloc.ptr, self._dead
+        ref = weakref.ref(alloc, lambda ref: dead.append((ptr, ref)))
         with self._lock:
-            known = alloc.ptr in self._allocations
-            self._allocations[alloc.ptr] = weakref.ref(alloc)
+            self._prune()
+            known = ptr in self._allocations
+            self._allocations[ptr] = ref
             if not known:
-                bisect.insort(self._starts, alloc.ptr)
-            if len(self._allocations) > 2 * self._kept + 1024:  # drop collected allocations now and then
-                # (the starts are rebuilt from the dictionary, its owner: an interrupt may have come between them)
-                self._allocations = {s: r for s, r in self._allocations.items() if r() is not None}
-                self._starts = sorted(self._allocations)
-                self._kept = len(self._starts)
+                bisect.insort(self._starts, ptr)
+
+    def _prune(self) -> None:
+        """Drop the collected allocations (under the lock). Each is dropped, then taken off the list: an
+        interrupt anywhere leaves it to be dropped again, to the same end."""
+        dead, allocations, starts = self._dead, self._allocations, self._starts
+        while dead:
+            ptr, ref = dead[0]
+            if allocations.get(ptr) is ref:  # (else an allocation made at the address since holds it)
+                del allocations[ptr]
+            if ptr not in allocations:
+                i = bisect.bisect_left(starts, ptr)
+                if i < len(starts) and starts[i] == ptr:
+                    del starts[i]
+            dead.popleft()
 
     def holding(self, address: int) -> Allocation | None:
         """The allocation whose range (its end included, as C++ pointer arithmetic allows) holds ``address``."""

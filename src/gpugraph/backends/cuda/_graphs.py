@@ -61,6 +61,13 @@ class CudaGraphs(CudaCapturing):
                 graph.before.add(node)
         return node
 
+    def graph_condition(self, graph: CudaGraph, default: int, reset: bool) -> tuple[Any, int]:
+        self.contexts.use(graph.index)
+        flags = cu.CU_GRAPH_COND_ASSIGN_DEFAULT if reset else 0
+        handle = call(cu.cuGraphConditionalHandleCreate, graph.handle, self.contexts.get(graph.index), default,
+                      int(flags))
+        return handle, int(handle)
+
     def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, Allocation]:
         self.contexts.use(graph.index)
         p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()

@@ -19,6 +19,7 @@ from ..._memory import Array
 from ..._nodes import (
     AllocParams,
     ChildGraphParams,
+    ConditionalParams,
     EmptyParams,
     EventRecordParams,
     EventWaitParams,
@@ -304,10 +305,34 @@ class _Free(_Kind):
         return FreeParams(int(call(drv.graph_mem_free_node_get_params, node)))
 
 
+class _Conditional(_Kind):
+    """A conditional node (CUDA 12.3: IF and WHILE; 12.8: IF with an else body, SWITCH). The driver has no
+    getter for it before CUDA 13.2, so its record, with its bodies, is kept in ``graph.params``."""
+
+    record = ConditionalParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    types: ClassVar[dict[str, Any]] = {"if": cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF,
+                                       "while": cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE,
+                                       "switch": cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_SWITCH}
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        p = cu.CUgraphNodeParams()
+        p.type = self.node_type
+        p.conditional.handle = params.condition._handle
+        p.conditional.type = self.types[params.type]
+        p.conditional.size = len(params.bodies)
+        p.conditional.ctx = backend.contexts.get(graph.index)
+        node = call(cu.cuGraphAddNode, graph.handle, deps, None, len(deps), p)
+        # (The driver owns the bodies, which go with the node: copied out of its array, never destroyed here.)
+        bodies = tuple(CudaGraph(cu.CUgraph(int(body)), graph.index) for body in p.conditional.phGraph_out)
+        graph.params[node] = ConditionalParams(params.type, params.condition, bodies)
+        return node
+
+
 _KERNEL = _Kernel()
 _UNKNOWN = _Kind()
 _KINDS = (_KERNEL, _Memcpy(), _Memset(), _Host(), _Empty(), _ChildGraph(), _EventRecord(), _EventWait(), _Alloc(),
-          _Free())
+          _Free(), _Conditional())
 _BY_RECORD: dict[Any, _Kind] = {kind.record: kind for kind in _KINDS}
 _BY_NODE_TYPE: dict[Any, _Kind] = {kind.node_type: kind for kind in _KINDS}
 

@@ -577,6 +577,15 @@ inline float atomicExch(float* a, float v) {
 }
 #undef GG_ATOMIC_REAL
 
+// Conditional nodes: a handle is what gpugraph passes for a gg.Condition, the address of the value the
+// executable graph's conditional node reads (one per condition: CUDA lets one executable graph of a graph
+// with conditional nodes live at a time). extern "C", as the CUDA runtime declares it, so that a source that
+// declares it itself (for NVRTC, which has no CUDA header) compiles here too.
+typedef unsigned long long cudaGraphConditionalHandle;
+extern "C" inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value) {
+    __atomic_store_n(reinterpret_cast<unsigned int*>(handle), value, __ATOMIC_RELAXED);
+}
+
 // min and max as CUDA declares them: integers of mixed signedness compare as the unsigned type; floating
 // values as fmin/fmax do (a NaN loses).
 template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>

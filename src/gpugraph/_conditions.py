@@ -1,0 +1,39 @@
+"""Conditions: the values that conditional nodes read, set on the device by kernels of the graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Condition:
+    """The value a conditional node of a graph reads (CUDA's conditional handle), made by ``Graph.condition``.
+
+    Pass it to a kernel of the graph (or of one of its bodies) for a ``cudaGraphConditionalHandle`` parameter;
+    the kernel sets the value with ``cudaGraphSetConditional(handle, value)``. Give it to exactly one
+    conditional node (``Graph.add_if``, ``add_while``, ``add_switch``) of the graph that made it or of one of
+    that graph's bodies.
+
+    Attributes:
+        graph: The Graph that made it.
+        default: The value it takes at the start of each launch when ``reset`` is True.
+        reset: Whether each launch starts with ``default``; when False, a kernel of the graph must set the
+            value before the conditional node reads it (CUDA leaves it undefined at each launch).
+    """
+
+    __slots__ = ("graph", "default", "reset", "_handle", "_value", "_node", "__weakref__")
+
+    def __init__(self, graph: Any, default: int, reset: bool, handle: Any, value: int) -> None:
+        self.graph = graph
+        self.default = default
+        self.reset = reset
+        self._handle = handle  # the backend's
+        self._value = value  # what kernels are passed for it (CUDA's handle; the CPU backend's value address)
+        self._node: Any = None  # the conditional node that reads it, once given to one
+
+    def __repr__(self) -> str:
+        return f"Condition(default={self.default}, reset={self.reset})"
+
+
+def condition_args(args: tuple) -> list[Condition]:
+    """The Conditions among a kernel's arguments."""
+    return [a for a in args if type(a) is Condition]

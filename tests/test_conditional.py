@@ -1,0 +1,245 @@
+"""Conditional nodes (IF, IF/ELSE, WHILE, SWITCH) in explicit graphs, on every backend: the bodies run as the
+condition's value says, which kernels of the graph set on the device (cudaGraphSetConditional)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+
+# One kernel source for every backend: the CPU backend's header declares cudaGraphSetConditional as the CUDA
+# runtime does; for NVRTC, which has no CUDA header, the source declares it itself as CUDA users do.
+SOURCE = r"""
+extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
+
+// Adds 1 to x[0] and counts n[0] down; the condition says whether it is still above 0.
+extern "C" __global__ void count_down(float* x, unsigned int* n, unsigned long long handle) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        x[0] += 1.0f;
+        n[0] -= 1;
+        cudaGraphSetConditional(handle, n[0] > 0);
+    }
+}
+
+extern "C" __global__ void set_condition(unsigned long long handle, const unsigned int* value) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) cudaGraphSetConditional(handle, value[0]);
+}
+
+extern "C" __global__ void add(float* x, float value) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) x[0] += value;
+}
+"""
+COUNT_DOWN = gg.Kernel(SOURCE, "count_down")
+SET = gg.Kernel(SOURCE, "set_condition")
+ADD = gg.Kernel(SOURCE, "add")
+
+
+def run(graph: gg.Graph, launches: int = 1) -> None:
+    stream = graph.device.stream()
+    with graph.instantiate() as exe:
+        for _ in range(launches):
+            exe.launch(stream)
+        stream.synchronize()
+
+
+def value_of(device: gg.Device, value: int) -> gg.Array:
+    return device.asarray(np.array([value], np.uint32))
+
+
+@pytest.mark.parametrize("value, expected", [(1, 10.0), (7, 10.0), (0, 0.0)])
+def test_if_runs_its_body_when_the_value_is_not_zero(device, value, expected):
+    x, graph = device.zeros(1, np.float32), gg.Graph(device)
+    condition = graph.condition()
+    setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, value))
+    node = graph.add_if(condition, after=setter)
+    node.bodies[0].add_kernel(ADD, 1, 1, x, 10.0)
+    run(graph)
+    assert x.to_numpy()[0] == expected
+    assert node.kind is gg.NodeKind.CONDITIONAL and len(node.bodies) == 1
+    assert node.params.type == "if" and node.params.condition is condition
+
+
+@pytest.mark.parametrize("value, expected", [(1, 10.0), (0, 20.0)])
+def test_if_else_runs_the_second_body_when_the_value_is_zero(device, value, expected):
+    x, graph = device.zeros(1, np.float32), gg.Graph(device)
+    condition = graph.condition()
+    setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, value))
+    then, otherwise = graph.add_if(condition, has_else=True, after=setter).bodies
+    then.add_kernel(ADD, 1, 1, x, 10.0)
+    otherwise.add_kernel(ADD, 1, 1, x, 20.0)
+    run(graph)
+    assert x.to_numpy()[0] == expected
+
+
+def test_while_runs_until_its_body_sets_the_value_to_zero(device):
+    """A body that sets its own condition: five runs of the body, in one launch."""
+    x, n, graph = device.zeros(1, np.float32), value_of(device, 5), gg.Graph(device)
+    condition = graph.condition(default=1)
+    graph.add_while(condition).bodies[0].add_kernel(COUNT_DOWN, 1, 1, x, n, condition)
+    run(graph)
+    assert x.to_numpy()[0] == 5.0 and n.to_numpy()[0] == 0
+
+
+def test_while_checks_the_value_before_the_first_run(device):
+    x, graph = device.zeros(1, np.float32), gg.Graph(device)
+    condition = graph.condition(default=0)
+    graph.add_while(condition).bodies[0].add_kernel(COUNT_DOWN, 1, 1, x, value_of(device, 5), condition)
+    run(graph)
+    assert x.to_numpy()[0] == 0.0
+
+
+@pytest.mark.parametrize("value", [0, 1, 2, 3, 100])
+def test_switch_runs_the_body_of_the_value_and_none_past_the_last(device, value):
+    x, graph = device.zeros(1, np.float32), gg.Graph(device)
+    condition = graph.condition()
+    setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, value))
+    node = graph.add_switch(condition, 3, after=setter)
+    for i, body in enumerate(node.bodies):
+        body.add_kernel(ADD, 1, 1, x, 10.0 ** i)
+    run(graph)
+    assert x.to_numpy()[0] == (10.0 ** value if value < 3 else 0.0)
+
+
+def test_nested_while_holding_an_if(device):
+    """A WHILE whose body counts down and runs an IF on a second condition; both made by the outer graph."""
+    x, y, n, graph = device.zeros(1, np.float32), device.zeros(1, np.float32), value_of(device, 4), gg.Graph(device)
+    loop, check = graph.condition(default=1), graph.condition()
+    body = graph.add_while(loop).bodies[0]
+    step = body.add_kernel(COUNT_DOWN, 1, 1, x, n, loop)
+    inner = body.add_kernel(SET, 1, 1, check, n, after=step)  # the IF runs while n is not 0 after the step
+    body.add_if(check, after=inner).bodies[0].add_kernel(ADD, 1, 1, y, 1.0)
+    run(graph)
+    assert x.to_numpy()[0] == 4.0 and y.to_numpy()[0] == 3.0
+
+
+def test_reset_starts_each_launch_with_the_default(device):
+    """reset=True: each launch starts the loop again though the last body left the value at 0. (Without reset,
+    CUDA leaves the value undefined at a launch's start: no test may count on what the CPU backend keeps.)"""
+    x, n, graph = device.zeros(1, np.float32), value_of(device, 2), gg.Graph(device)
+    condition = graph.condition(default=1, reset=True)
+    graph.add_while(condition).bodies[0].add_kernel(COUNT_DOWN, 1, 1, x, n, condition)
+    stream, two = device.stream(), value_of(device, 2)
+    with graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.memcpy(n, two)
+        exe.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 4.0
+
+
+def test_a_kernel_may_set_a_condition_without_reset_before_the_node_reads_it(device):
+    x, graph = device.zeros(1, np.float32), gg.Graph(device)
+    condition = graph.condition(default=0, reset=False)
+    setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, 1))
+    graph.add_if(condition, after=setter).bodies[0].add_kernel(ADD, 1, 1, x, 1.0)
+    run(graph, launches=3)
+    assert x.to_numpy()[0] == 3.0
+
+
+def test_update_takes_the_bodies_of_a_graph_of_the_same_shape(device):
+    x = device.zeros(1, np.float32)
+
+    def build(amount):
+        graph = gg.Graph(device)
+        condition = graph.condition(default=1)
+        setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, 1))
+        graph.add_if(condition, after=setter).bodies[0].add_kernel(ADD, 1, 1, x, amount)
+        return graph
+
+    stream = device.stream()
+    with build(1.0).instantiate() as exe:
+        exe.update(build(5.0))
+        exe.launch(stream)
+        stream.synchronize()
+        assert x.to_numpy()[0] == 5.0
+        other = gg.Graph(device)
+        condition = other.condition(default=1)
+        other.add_kernel(SET, 1, 1, condition, value_of(device, 1))
+        other.add_while(condition)  # a WHILE where an IF was (and an edge less)
+        with pytest.raises(gg.GraphUpdateError):
+            exe.update(other)
+
+
+# Refusals: the same on every backend, at the call that breaks CUDA's rule.
+
+
+def test_bodies_refuse_host_event_and_memory_nodes(device):
+    graph = gg.Graph(device)
+    body = graph.add_while(graph.condition()).bodies[0]
+    event = device.event()
+    for call in (lambda: body.add_host(print), lambda: body.add_event_record(event),
+                 lambda: body.add_event_wait(event), lambda: body.add_alloc(4, np.float32)):
+        with pytest.raises(gg.GraphError, match="body of a conditional node"):
+            call()
+    child = gg.Graph(device)
+    child.add_host(print)
+    with pytest.raises(gg.GraphError, match="cannot hold host nodes"):
+        body.add_child(child)
+    with pytest.raises(gg.GraphError, match="cannot be instantiated alone"):
+        body.instantiate()
+
+
+def test_a_condition_belongs_to_one_node_of_its_graph(device):
+    graph, other = gg.Graph(device), gg.Graph(device)
+    condition = graph.condition()
+    with pytest.raises(gg.GraphError, match="was made by"):
+        other.add_if(condition)
+    with pytest.raises(gg.GraphError, match="was made by"):
+        other.add_kernel(SET, 1, 1, condition, value_of(device, 1))
+    graph.add_if(condition)
+    with pytest.raises(gg.GraphError, match="belongs to one conditional node"):
+        graph.add_while(condition)
+    with pytest.raises(TypeError, match="stream launch or a capture cannot take one"):
+        device.stream().launch(SET, 1, 1, condition, value_of(device, 1))
+    with pytest.raises(TypeError, match="cudaGraphConditionalHandle"):
+        graph.add_kernel(ADD, 1, 1, device.zeros(1, np.float32), condition)
+    with pytest.raises(TypeError, match="expected a Condition"):
+        graph.add_if(1)
+
+
+def test_condition_arguments_are_checked(device):
+    graph = gg.Graph(device)
+    with pytest.raises(ValueError, match="unsigned 32-bit"):
+        graph.condition(default=-1)
+    with pytest.raises(TypeError, match="expected an int"):
+        graph.condition(default=1.5)
+    with pytest.raises(TypeError, match="expected a bool"):
+        graph.condition(reset=1)
+    with pytest.raises(ValueError, match="positive int"):
+        graph.add_switch(graph.condition(), 0)
+    with pytest.raises(gg.GraphError, match="only conditional nodes have bodies"):
+        _ = graph.add_empty().bodies
+
+
+def test_graphs_with_conditional_nodes_are_not_cloned_nested_or_instantiated_twice(device):
+    graph = gg.Graph(device)
+    unused = graph.condition()
+    graph.add_while(graph.condition())
+    with pytest.raises(gg.GraphError, match="read by no conditional node"):
+        graph.instantiate()
+    graph.add_if(unused)
+    with pytest.raises(gg.GraphError, match="cannot be cloned"):
+        graph.clone()
+    with pytest.raises(gg.GraphError, match="cannot be used as a child graph"):
+        gg.Graph(device).add_child(graph)
+    with graph.instantiate():
+        with pytest.raises(gg.GraphError, match="only one executable graph"):
+            graph.instantiate()
+    graph.instantiate().close()  # once the first is closed
+
+
+def test_a_graph_with_conditional_nodes_is_not_launched_into_a_capture(device):
+    graph = gg.Graph(device)
+    graph.add_while(graph.condition())
+    stream = device.stream()
+    with graph.instantiate() as exe:
+        with pytest.raises(gg.CaptureError, match="conditional nodes"), stream.capture():
+            exe.launch(stream)
+
+
+def test_conditional_nodes_cannot_be_turned_off(device):
+    graph = gg.Graph(device)
+    node = graph.add_while(graph.condition())
+    with graph.instantiate() as exe, pytest.raises(gg.GraphError):
+        exe.set_enabled(node, False)
