@@ -245,9 +245,6 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
 
     def to_scalar(value: Any, device: Any) -> Any:
         kind = type(value)
-        if kind is Condition:
-            raise TypeError(f"{where}: a Condition is passed only to kernel nodes of its graph (Graph.add_kernel); "
-                            f"a stream launch or a capture cannot take one")
         # The common case first: a Python number in range for a parameter of known type stays a Python number
         # (backends write it as the C type: CUDA packs it, the CPU backend converts it). Everything else
         # (floats for integers, inf, nan, out of range) takes the rules of _scalars.to_c.
@@ -255,6 +252,9 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
             if (kind is int or not integral) and low <= value <= high:
                 return value
             return to_c(value, dtype, ctype, where)
+        if kind is Condition:
+            raise TypeError(f"{where}: a Condition is passed only to kernel nodes of its graph (Graph.add_kernel); "
+                            f"a stream launch or a capture cannot take one")
         if kind is Param:
             if value.is_array:
                 raise TypeError(f"{where}: expects a C {ctype} scalar, got {value!r}")
@@ -276,13 +276,13 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
 
     def to_typed_scalar(value: Any, device: Any) -> Any:
         kind = type(value)
+        if (kind is float or kind is int) and (kind is int or not integral) and low <= value <= high:
+            return make(value)  # (the common case, as in to_scalar)
         if kind is Condition:  # (kept: the graph checks it is one of its own, then passes its handle)
             if dtype != np.uint64:
                 raise TypeError(f"{where}: a Condition is passed for a cudaGraphConditionalHandle (unsigned long "
                                 f"long) parameter, not a C {ctype}")
             return value
-        if (kind is float or kind is int) and (kind is int or not integral) and low <= value <= high:
-            return make(value)  # (the common case, as in to_scalar)
         value = to_scalar(value, device)
         kind = type(value)
         return make(value) if kind is float or kind is int else value

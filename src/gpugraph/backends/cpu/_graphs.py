@@ -59,12 +59,11 @@ class CpuGraph:
         self.clone_of: dict[CpuNode, CpuNode] = {}  # original node -> node of this clone
 
     def add(self, params: Any, deps: Sequence[CpuNode], alloc: Any = None) -> CpuNode:
-        if isinstance(params, ChildGraphParams):
-            # Like CUDA, the node embeds a copy of the child graph taken now.
-            params = ChildGraphParams(params.graph.clone())
-        elif isinstance(params, ConditionalParams):  # its bodies: new graphs of its own
+        if isinstance(params, ConditionalParams):  # its bodies: new graphs of its own
             bodies = tuple(CpuGraph(self.index) for _ in params.bodies)
             params = ConditionalParams(params.type, params.condition, bodies)
+        else:  # like CUDA, a child-graph node embeds a copy of the child graph taken now
+            params = copied(params)
         node = CpuNode(params, deps, alloc)
         self.nodes.append(node)
         return node
