@@ -446,7 +446,9 @@ def _parse_param(tokens: list[str], source: _Source) -> KernelParam:
 
 
 def _kernel_lists(tokens: list[str], name: str) -> list[tuple[int, list[str]]]:
-    """The position of each ``__global__`` declaring ``name``, with its parameter-list tokens."""
+    """The position of each ``__global__`` declaring ``name``, with its parameter-list tokens. A qualified name
+    (``ns::name``) is looked for by its last part, in any namespace."""
+    name = unqualified(name)
     lists = []
     for i, token in enumerate(tokens):
         if token != "__global__":
@@ -477,6 +479,11 @@ def _template_parameters(tokens: list[str], at: int) -> list[str] | None:
             return names
         j -= 1
     return []
+
+
+def unqualified(name: str) -> str:
+    """``name`` without the namespaces that qualify it (``ns::axpb`` -> ``axpb``)."""
+    return name.rpartition("::")[2].strip()
 
 
 def split_name(name: str) -> tuple[str, list[list[str]] | None]:
@@ -545,10 +552,24 @@ def check_compiled(signature: tuple[KernelParam, ...] | None, sizes: Sequence[in
 
 def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
     """The names of the ``__global__`` functions declared in ``source`` that are not templates (comments and
-    literals ignored): the kernels a module holds without a name expression."""
+    literals ignored), qualified by the namespaces they are declared in: the kernels a module holds without a
+    name expression."""
     tokens = _read_source(source, tuple(options)).tokens
     names = set()
+    spaces: list[tuple[str, int]] = []  # the namespaces open at this token: (its name, "" if none; brace depth)
+    depth = 0
     for i, token in enumerate(tokens):
+        if token == "{":
+            depth += 1
+            j = i - 1  # a namespace's brace: `namespace [a[::b]] {`
+            while j >= 0 and (_is_word(tokens[j]) or tokens[j] == "::") and tokens[j] != "namespace":
+                j -= 1
+            if j >= 0 and tokens[j] == "namespace":
+                spaces.append(("".join(tokens[j + 1:i]), depth))
+        elif token == "}":
+            if spaces and spaces[-1][1] == depth:
+                spaces.pop()
+            depth -= 1
         if token != "__global__" or _template_parameters(tokens, i) != []:
             continue
         j, name = i + 1, None
@@ -559,7 +580,7 @@ def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
             else:
                 j += 1
         if name is not None:
-            names.add(name)
+            names.add("::".join([space for space, _ in spaces if space] + [name]))
     return sorted(names)
 
 
@@ -569,6 +590,7 @@ def is_device_function(source: str, name: str, options: Sequence[str] = ()) -> b
     tokens = _read_source(source, tuple(options)).tokens
     if _kernel_lists(tokens, name):
         return False
+    name = unqualified(name)
     for i, token in enumerate(tokens):
         if token == name and i + 1 < len(tokens) and tokens[i + 1] == "(":
             j = i - 1

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import weakref
@@ -32,11 +33,14 @@ import numpy as np
 from ..._errors import BackendError, KernelCompileError
 from ..._memory import Array
 from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
+from . import _elf
 from ._memory import ADDRESSES, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
 _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
-          "-fvisibility=hidden", "-fnon-call-exceptions")
+          "-fvisibility=hidden", "-fnon-call-exceptions",
+          # (a kernel declared and never defined is a link error, not a library that fails to load)
+          *(("-Wl,-z,defs",) if sys.platform.startswith("linux") else ()))
 # NVRTC/hiprtc options that only steer GPU code generation: nothing to do on the host.
 _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device-debug|dopt.*|dw|dlto|"
                        r"extra-device-vectorization|(arch|gpu-architecture|ftz|prec-div|prec-sqrt|maxrregcount|"
@@ -45,6 +49,8 @@ _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
 # CUDA's error for each way a kernel stops (the entry point's status: 1 + the header's TrapKind).
 _TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED"}
+# The static shared memory a kernel may declare: CUDA's compiler refuses more (ptxas: "uses too much shared data").
+MAX_STATIC_SHARED_MEM = 48 * 1024
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
 WORKERS = os.cpu_count() or 1
@@ -52,9 +58,11 @@ WORKERS = os.cpu_count() or 1
 
 @functools.lru_cache(maxsize=1)
 def compiler() -> tuple[str, str] | None:
-    """The C++ compiler (``$CXX``, else g++, clang++ or c++ on the PATH) and its version line, or None."""
-    for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
-        path = shutil.which(name) if name else None
+    """The C++ compiler and its version line, or None: ``$CXX`` where it is set (and only it: a CXX that does
+    not run is no reason to take another), else g++, clang++ or c++ on the PATH."""
+    chosen = os.environ.get("CXX")
+    for name in [chosen] if chosen else ["g++", "clang++", "c++"]:
+        path = shutil.which(name)
         if path is not None:
             try:
                 version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
@@ -71,10 +79,9 @@ def host_options(kernel: Any) -> list[str]:
     option is refused (its effect could not be the same here)."""
     out = []
     for option in kernel.options:
-        if re.fullmatch(r"-[DUI].+", option):
-            out.append(option)
-        elif match := re.fullmatch(r"--(define-macro|undefine-macro|include-path)=(.+)", option):
-            out.append({"define-macro": "-D", "undefine-macro": "-U", "include-path": "-I"}[match[1]] + match[2])
+        if match := re.fullmatch(r"-([DUI])(.+)|--(define-macro|undefine-macro|include-path)=(.+)", option):
+            flag = match[1] or {"define-macro": "D", "undefine-macro": "U", "include-path": "I"}[match[3]]
+            out.append(f"-{flag}{match[2] or match[4]}")
         elif match := re.fullmatch(r"--?std=(c\+\+\d\d)", option):
             if match[1] not in ("c++11", "c++14"):  # (gpugraph's header needs C++17, which takes their code)
                 out.append(f"-std={match[1]}")
@@ -140,8 +147,8 @@ def host_source(source: str) -> str:
 def _program(kernel: Any, names: list[str]) -> str:
     """The translation unit: the header, the kernel's source (its lines numbered as the user's file), and one
     entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
-    type codes; ``gg_uses_barriers`` says whether the blocks run as fibers, ``gg_stop_message`` what stopped the
-    calling thread's last launch."""
+    type codes, ``gg_address_<i>`` its address (for its shared variables' sizes); ``gg_uses_barriers`` says
+    whether the blocks run as fibers, ``gg_stop_message`` what stopped the calling thread's last launch."""
     entries = ['extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
                '    return ::gg::uses_barriers();\n}\n'
                'extern "C" __attribute__((visibility("default"))) const char* gg_stop_message() {\n'
@@ -152,7 +159,9 @@ def _program(kernel: Any, names: list[str]) -> str:
             f" const char* slots, long long begin, long long end, int workers) {{\n"
             f"    return ::gg::enter<&{name}>(dims, shared, slots, begin, end, workers);\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
-            f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
+            f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n"
+            f'extern "C" __attribute__((visibility("default"))) const void* gg_address_{i}() {{\n'
+            f"    return reinterpret_cast<const void*>(&{name});\n}}\n")
     return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
             f'#line 1 "gpugraph-entry-points.cpp"\n' + "".join(entries))
 
@@ -218,7 +227,9 @@ def _build(kernel: Any, program: str, command: list[str], library: Path) -> None
             raise KernelCompileError(kernel.name, f"the C++ compiler {command[0]} could not run: {error}") from None
         if done.returncode != 0:
             log = (done.stderr or done.stdout).replace(str(source), _file_name(kernel)).replace(folder + os.sep, "")
-            if "gpugraph-entry-points.cpp" in log and ("not declared" in log or "undeclared identifier" in log):
+            errors = [line for line in log.splitlines() if re.search(r"\berror\b", line)]
+            if errors and all(line.startswith("gpugraph-entry-points.cpp:") for line in errors) and (
+                    "not declared" in log or "undeclared identifier" in log or "no member named" in log):
                 # (the user's source compiled: the name names nothing in it)
                 raise KernelCompileError.no_kernel(kernel.name, log.rstrip())
             raise KernelCompileError(kernel.name, log.rstrip())
@@ -257,27 +268,51 @@ class HostModule:
     def __init__(self, kernel: Any, names: list[str]) -> None:
         found = compiler()
         if found is None:
-            raise KernelCompileError(kernel.name, "the CPU backend compiles kernel source with a C++ compiler, "
-                                                  "and none was found (set CXX, or install g++ or clang++); or "
-                                                  "give the kernel a Python implementation with "
-                                                  "Kernel(source, name, cpu=fn)")
+            chosen = os.environ.get("CXX")
+            missing = (f"CXX={chosen!r} names none that runs (`{chosen} --version` failed or it is not on the PATH)"
+                       if chosen else "none was found (set CXX, or install g++ or clang++)")
+            raise KernelCompileError(kernel.name, f"the CPU backend compiles kernel source with a C++ compiler, and "
+                                                  f"{missing}; or give the kernel a Python implementation with "
+                                                  f"Kernel(source, name, cpu=fn)")
         path, version = found
         program = _program(kernel, names)
         self.parallel = openmp(path, version)  # blocks spread over the cores inside one call, else from Python
         command = [path, *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}", *host_options(kernel)]
         key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
         library = cache_folder() / f"{key[:32]}.so"
-        if not _fresh(library):
+        if _fresh(library):
+            self._load(library)
+        else:
             try:
                 _build(kernel, program, command, library)
-            except OSError:  # (an unwritable or read-only cache: this process's own temporary folder instead)
-                library = Path(tempfile.mkdtemp(prefix="gpugraph-")) / library.name
-                _build(kernel, program, command, library)
-        self.library = ctypes.CDLL(str(library))
+                self._load(library)
+            except OSError:  # (an unwritable or read-only cache: a temporary folder, removed once loaded)
+                with tempfile.TemporaryDirectory(prefix="gpugraph-") as folder:
+                    library = Path(folder) / library.name
+                    _build(kernel, program, command, library)
+                    self._load(library)
         self.names = names
         self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
         self.stop_message = self.library.gg_stop_message
         self.stop_message.restype = ctypes.c_char_p
+
+    def _load(self, library: Path) -> None:
+        """Load ``library`` and read its symbol table (for the sizes of shared variables), from where the load
+        placed it: ``_base`` is added to a symbol's value to give its address in this process."""
+        self.library = ctypes.CDLL(str(library))
+        self._symbols = _elf.symbols(library)
+        anchor = next((s.value for s in self._symbols or () if s.name == "gg_uses_barriers"), None)
+        loaded_at = ctypes.cast(self.library.gg_uses_barriers, ctypes.c_void_p).value
+        self._base = None if anchor is None or loaded_at is None else loaded_at - anchor
+
+    def static_shared(self, index: int) -> int:
+        """The bytes of ``__shared__`` variables that kernel ``index`` declares in its body (0 where the library's
+        symbols cannot tell; those of the functions it calls are not counted)."""
+        if self._symbols is None or self._base is None:
+            return 0
+        address_of = getattr(self.library, f"gg_address_{index}")
+        address_of.restype = ctypes.c_void_p
+        return _elf.static_shared_size(self._symbols, address_of() - self._base)
 
 
 class HostKernel:
@@ -312,6 +347,12 @@ class HostKernel:
                     break
         if refusal is not None:
             raise KernelCompileError(kernel.name, refusal)
+        self.static_shared = module.static_shared(index)
+        if self.static_shared > MAX_STATIC_SHARED_MEM:
+            raise KernelCompileError(kernel.name, f"it declares {self.static_shared} bytes of __shared__ variables, "
+                                                  f"more than the {MAX_STATIC_SHARED_MEM} bytes (48 KiB) of static "
+                                                  f"shared memory CUDA allows a kernel (its compiler refuses it too: "
+                                                  f"\"uses too much shared data\")")
         # The parameters that take arrays of device addresses (T**), whose addresses a launch translates.
         self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
@@ -396,7 +437,8 @@ def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _lock = threading.Lock()
-_modules: dict[tuple[str, tuple[str, ...], str], HostModule] = {}
+_modules: dict[tuple, Any] = {}  # by (source, options, template instance[, kernel]): a HostModule or _ONE_AT_A_TIME
+_ONE_AT_A_TIME = object()  # the mark of a source whose kernels do not compile together
 _loaded: weakref.WeakKeyDictionary[Any, HostKernel] = weakref.WeakKeyDictionary()  # by Kernel
 
 
@@ -423,9 +465,24 @@ def load(kernel: Any) -> HostKernel:
     key = (kernel.source, kernel.options, kernel.name if "<" in kernel.name else "")
     with _lock:
         module = _modules.get(key)
-    if module is None or kernel.name not in module.names:
-        module = HostModule(kernel, names)
+    if module is None or (module is not _ONE_AT_A_TIME and kernel.name not in module.names):
+        try:
+            module = HostModule(kernel, names)
+        except KernelCompileError:
+            if names == [kernel.name]:
+                raise
+            # Another name the reader found may not compile as a kernel of its own (one in an `#if 0` branch, one
+            # declared and never defined): this source's kernels are compiled one at a time instead.
+            module = _ONE_AT_A_TIME
         with _lock:
             _modules[key] = module
-    loaded = _loaded[kernel] = HostKernel(module, kernel)
+    if module is _ONE_AT_A_TIME:
+        own_key = (*key, kernel.name)
+        with _lock:
+            module = _modules.get(own_key)
+        if module is None:
+            module = HostModule(kernel, [kernel.name])  # (raising this kernel's own error, if any)
+            with _lock:
+                _modules[own_key] = module
+    loaded = _loaded[kernel] = HostKernel(module, kernel)  # type: ignore[arg-type]  # (a HostModule here)
     return loaded

@@ -33,21 +33,38 @@ def toolkit_include() -> str | None:
     return find_nvidia_header_directory("cudart")
 
 
+_ONE_AT_A_TIME = object()  # the mark of a source whose kernels do not compile together
+
+
 class ModuleCache:
     """Loaded modules by (device, source, options, template instance); each module holds every kernel of its
-    source that is not a template, and the instance it was compiled for."""
+    source that is not a template, and the instance it was compiled for. A source where some name the reader
+    finds is no kernel NVRTC can name (one in an ``#if 0`` branch) is compiled one kernel at a time instead."""
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[int, str, tuple[str, ...], str | None], tuple[Any, dict[str, bytes]]] = {}
+        self._modules: dict[tuple, Any] = {}
         self._lock = threading.Lock()
 
     def function(self, index: int, device: Any, kernel: Any) -> Any:
         """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
         # (A template's instance is compiled into a module of its own: the source's module lacks it.)
-        key = (index, kernel.source, kernel.options, kernel.name if "<" in kernel.name else None)
+        key: tuple = (index, kernel.source, kernel.options, kernel.name if "<" in kernel.name else None)
+        names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
+        if "<" in kernel.name:  # a name expression: NVRTC instantiates the template it names
+            names.append(kernel.name)
         with self._lock:
             if key not in self._modules:
-                self._modules[key] = self._compile(device, kernel)
+                try:
+                    self._modules[key] = self._compile(device, kernel, names)
+                except KernelCompileError:
+                    if len(names) <= 1:
+                        raise
+                    self._modules[key] = _ONE_AT_A_TIME
+            if self._modules[key] is _ONE_AT_A_TIME:
+                key = (*key, kernel.name)
+                if key not in self._modules:  # (raising this kernel's own error, if any)
+                    own = [kernel.name] if kernel.name in names else []
+                    self._modules[key] = self._compile(device, kernel, own)
             module, lowered = self._modules[key]
         name = lowered.get(kernel.name, kernel.name.encode())  # not found by name: extern "C" made by a macro
         err, function = drv.module_get_function(module, name)
@@ -56,14 +73,11 @@ class ModuleCache:
         return function
 
     @staticmethod
-    def _compile(device: Any, kernel: Any) -> tuple[Any, dict[str, bytes]]:
+    def _compile(device: Any, kernel: Any, names: list[str]) -> tuple[Any, dict[str, bytes]]:
         major = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
                      device)
         minor = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                      device)
-        names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
-        if "<" in kernel.name:  # a name expression: NVRTC instantiates the template it names
-            names.append(kernel.name)
         program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name

@@ -287,6 +287,10 @@ class CudaRuntime:
             self._kernels_by_handle[int(handle)] = (kernel, index)
         return function
 
+    def kernel_static_shared(self, index: int, kernel: Any) -> int:
+        handle = self.kernel_load(index, kernel).handle
+        return call(cu.cuFuncGetAttribute, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, handle)
+
     def function(self, index: int, kernel: Any) -> Function:
         return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)
 
