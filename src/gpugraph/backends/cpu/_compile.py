@@ -262,6 +262,10 @@ def _fresh(library: Path) -> bool:
         return False
 
 
+class _SourceRefused(KernelCompileError):
+    """A refusal of a whole source, which compiling its kernels one at a time would not change."""
+
+
 class HostModule:
     """One compiled source: its library and the kernels it holds, by name."""
 
@@ -292,6 +296,15 @@ class HostModule:
                     _build(kernel, program, command, library)
                     self._load(library)
         self.names = names
+        # Each kernel's static shared memory. One past CUDA's limit refuses the whole source, as CUDA's compiler
+        # does (it compiles every kernel of a module): no kernel of it may run here either.
+        self.static_shared = [self._static_shared(index) for index in range(len(names))]
+        for name, size in zip(names, self.static_shared):
+            if size > MAX_STATIC_SHARED_MEM:
+                raise _SourceRefused(kernel.name, f"kernel {name!r} of this source declares {size} bytes of "
+                                                  f"__shared__ variables, more than the {MAX_STATIC_SHARED_MEM} bytes "
+                                                  f"(48 KiB) of static shared memory CUDA allows a kernel (its "
+                                                  f"compiler refuses the source: \"uses too much shared data\")")
         self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
         self.stop_message = self.library.gg_stop_message
         self.stop_message.restype = ctypes.c_char_p
@@ -305,7 +318,7 @@ class HostModule:
         loaded_at = ctypes.cast(self.library.gg_uses_barriers, ctypes.c_void_p).value
         self._base = None if anchor is None or loaded_at is None else loaded_at - anchor
 
-    def static_shared(self, index: int) -> int:
+    def _static_shared(self, index: int) -> int:
         """The bytes of ``__shared__`` variables that kernel ``index`` declares in its body (0 where the library's
         symbols cannot tell; those of the functions it calls are not counted)."""
         if self._symbols is None or self._base is None:
@@ -347,12 +360,7 @@ class HostKernel:
                     break
         if refusal is not None:
             raise KernelCompileError(kernel.name, refusal)
-        self.static_shared = module.static_shared(index)
-        if self.static_shared > MAX_STATIC_SHARED_MEM:
-            raise KernelCompileError(kernel.name, f"it declares {self.static_shared} bytes of __shared__ variables, "
-                                                  f"more than the {MAX_STATIC_SHARED_MEM} bytes (48 KiB) of static "
-                                                  f"shared memory CUDA allows a kernel (its compiler refuses it too: "
-                                                  f"\"uses too much shared data\")")
+        self.static_shared = module.static_shared[index]
         # The parameters that take arrays of device addresses (T**), whose addresses a launch translates.
         self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
@@ -468,6 +476,8 @@ def load(kernel: Any) -> HostKernel:
     if module is None or (module is not _ONE_AT_A_TIME and kernel.name not in module.names):
         try:
             module = HostModule(kernel, names)
+        except _SourceRefused:
+            raise
         except KernelCompileError:
             if names == [kernel.name]:
                 raise

@@ -783,11 +783,12 @@ GG_DIRECTED3(__ll2double) GG_DIRECTED3(__ull2double)
 
 // Conversions and bit casts.
 // To integers in the four directions: rn (to nearest, ties to even), rz (toward zero), rd (down), ru (up). As on a
-// GPU, a value beyond the type's range gives its nearest end, and NaN gives 0 (a C++ cast of such a value is
-// undefined: on x86 it gives the lowest value).
+// GPU (PTX's cvt; an H200, 2026-11-24), a value beyond the type's range gives its nearest end, and NaN gives 0 from
+// a float to a 32-bit integer, else the value with only the top bit set (a C++ cast of such a value is undefined:
+// on x86 it gives the lowest value).
 namespace gg {
 template <class T, class F> inline T saturated(F rounded) {
-    if (rounded != rounded) return T(0);
+    if (rounded != rounded) return sizeof(T) == 4 && sizeof(F) == 4 ? T(0) : T(1ull << (8 * sizeof(T) - 1));
     if (rounded <= F(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
     if (rounded >= F(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
     return T(rounded);
