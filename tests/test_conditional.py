@@ -259,6 +259,6 @@ def test_a_driver_older_than_conditional_nodes_need_is_named_at_the_call(monkeyp
         graph.add_if(condition, has_else=True)
     with pytest.raises(gg.BackendError, match=r"a SWITCH node .* needs a driver of CUDA 12\.8"):
         graph.add_switch(condition, 3)
-    assert graph.nodes == []  # (nothing half-made)
+    assert len(graph.nodes) == 0  # (nothing half-made)
     graph.add_while(condition)
     assert len(graph.nodes) == 1
