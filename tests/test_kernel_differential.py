@@ -328,3 +328,30 @@ def test_cpu_and_cuda_math_functions_agree_within_cudas_error_bounds(function):
         results.append(y.to_numpy())
     worst = int(ulps(results[0], results[1]).max())
     assert worst <= MATH_FUNCTIONS[function] + 1, (function, worst)
+
+
+# Double-precision functions, CUDA's documented maximum error in ulps.
+DOUBLE_FUNCTIONS = {"sin": 2, "cos": 2, "exp": 1, "log": 1, "tanh": 2, "erf": 2, "sinpi": 2, "cbrt": 1}
+
+
+@needs_cuda
+@pytest.mark.parametrize("function", sorted(DOUBLE_FUNCTIONS))
+def test_cpu_and_cuda_double_functions_agree_within_cudas_error_bounds(function):
+    source = f"__global__ void f(const double* x, double* y, int n) {{ int i = blockIdx.x * blockDim.x + " \
+             f"threadIdx.x; if (i < n) y[i] = {function}(x[i]); }}"
+    rng = np.random.default_rng(12)
+    n = 1 << 16
+    x = rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-6, 4, n)
+    if function == "log":
+        x = np.abs(x)
+    results = []
+    for backend in ("cpu", "cuda"):
+        device = gg.Device(backend)
+        y = device.zeros(n, np.float64)
+        stream = device.stream()
+        stream.launch(gg.Kernel(source, "f"), n // 256, 256, device.asarray(x), y, n)
+        stream.synchronize()
+        results.append(y.to_numpy())
+    ordered = [np.where(v.view(np.int64) < 0, np.int64(-2**63) - v.view(np.int64), v.view(np.int64)) for v in results]
+    worst = int(np.abs(ordered[0] - ordered[1]).max())
+    assert worst <= DOUBLE_FUNCTIONS[function] + 1, (function, worst)

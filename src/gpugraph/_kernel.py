@@ -101,19 +101,20 @@ def launch_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int,
     return g, b
 
 
-# The dynamic shared memory a launch may ask for without opting in to more (cudaFuncSetAttribute's
-# MaxDynamicSharedMemorySize, which gpugraph does not offer yet): CUDA refuses more, so the CPU backend does too.
-MAX_DYNAMIC_SHARED_MEM = 48 * 1024
+# The shared memory a launch may use without opting in to more (cudaFuncSetAttribute's MaxDynamicSharedMemorySize,
+# which gpugraph does not offer yet): a kernel's static shared memory (its compiler refuses more), and its static
+# and the launch's dynamic shared memory together (the launch fails beyond it). The CPU backend refuses the same.
+SHARED_MEM_LIMIT = 48 * 1024
 
 
 def check_shared_mem(shared_mem: Any) -> int:
-    """Return ``shared_mem`` as an int from 0 to ``MAX_DYNAMIC_SHARED_MEM`` or raise naming what was got."""
-    if type(shared_mem) is int and 0 <= shared_mem <= MAX_DYNAMIC_SHARED_MEM:  # (the common case first: a hot path)
+    """Return ``shared_mem`` as an int from 0 to ``SHARED_MEM_LIMIT`` or raise naming what was got."""
+    if type(shared_mem) is int and 0 <= shared_mem <= SHARED_MEM_LIMIT:  # (the common case first: a hot path)
         return shared_mem
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
         raise ValueError(f"shared_mem: expected a non-negative int, got {shared_mem!r}")
-    if shared_mem > MAX_DYNAMIC_SHARED_MEM:
-        raise ValueError(f"shared_mem: {int(shared_mem)} bytes is more than the {MAX_DYNAMIC_SHARED_MEM} bytes "
+    if shared_mem > SHARED_MEM_LIMIT:
+        raise ValueError(f"shared_mem: {int(shared_mem)} bytes is more than the {SHARED_MEM_LIMIT} bytes "
                          f"(48 KiB) of dynamic shared memory a launch may have without opting in to more, which "
                          f"gpugraph does not offer yet (CUDA refuses it: CUDA_ERROR_INVALID_VALUE)")
     return int(shared_mem)
@@ -122,11 +123,18 @@ def check_shared_mem(shared_mem: Any) -> int:
 def check_total_shared_mem(kernel: Any, static: int, shared_mem: int) -> None:
     """Refuse a launch of ``kernel``, whose ``__shared__`` variables take ``static`` bytes, with ``shared_mem`` bytes
     of dynamic shared memory where the two together pass the 48 KiB a launch may use without opting in to more."""
-    if static + shared_mem > MAX_DYNAMIC_SHARED_MEM:
+    if static + shared_mem > SHARED_MEM_LIMIT:
         raise ValueError(f"shared_mem: {kernel!r} declares {static} bytes of __shared__ variables, which with "
-                         f"{shared_mem} bytes of dynamic shared memory pass the {MAX_DYNAMIC_SHARED_MEM} bytes "
+                         f"{shared_mem} bytes of dynamic shared memory pass the {SHARED_MEM_LIMIT} bytes "
                          f"(48 KiB) a launch may use without opting in to more, which gpugraph does not offer yet "
                          f"(CUDA refuses it: CUDA_ERROR_INVALID_VALUE)")
+
+
+def _normalized(name: str) -> str:
+    """A kernel name as the signature reader lists it: no space around ``::`` and no leading ``::`` (a template's
+    arguments are left as written, as NVRTC takes them)."""
+    base, bracket, arguments = name.partition("<")
+    return re.sub(r"\s*::\s*", "::", base.strip()).removeprefix("::") + bracket + arguments
 
 
 def _options(name: str, options: Any) -> tuple[str, ...]:
@@ -176,6 +184,7 @@ class Kernel:
             raise TypeError(f"Kernel: name must be the kernel's identifier (qualified by its namespaces or not), or "
                             f"a name expression that instantiates a template kernel such as 'axpb<double>', got "
                             f"{name!r}")
+        name = _normalized(name)
         options = _options(name, options)
         if cpu is not None and not callable(cpu):
             raise TypeError(f"Kernel {name!r}: cpu must be callable or None, got {type(cpu).__name__}")

@@ -155,25 +155,47 @@ def _macro_definitions(text: str, options: Sequence[str]) -> tuple[dict[str, lis
         else:
             undefine(value)
 
-    lines, depth = [], 0
+    # Each open #if: its state ("dead": a branch of `#if 0` the compiler skips, which the reader drops too; "live":
+    # the branch of `#if 1`, after which the others are dead; "open": a condition the reader does not evaluate,
+    # marked in the tokens) and whether it was marked open.
+    lines: list[str] = []
+    regions: list[list] = []
+    depth = 0
     for line in text.split("\n"):
         match = _DIRECTIVE.match(line)
+        dead = any(state == "dead" for state, _ in regions)
         if match is None:
-            lines.append(line)
+            lines.append("" if dead else line)
             continue
         directive, rest = match.groups()
+        literal = rest.split("//")[0].strip() if directive in ("if", "elif") else None
         if directive in ("if", "ifdef", "ifndef"):
-            depth += 1
-            lines.append(_OPEN)
-        elif directive in ("elif", "else", "elifdef", "elifndef"):
-            lines.append(_ELSE)
-        elif directive == "endif":
-            depth = max(depth - 1, 0)
-            lines.append(_CLOSE)
+            state = {"0": "dead", "false": "dead", "1": "live", "true": "live"}.get(literal or "", "open")
+            marked = state == "open" and not dead
+            regions.append([state, marked])
+            depth += marked
+            lines.append(_OPEN if marked else "")
+        elif directive in ("elif", "else", "elifdef", "elifndef") and regions:
+            region = regions[-1]
+            if region[0] == "live":
+                region[0] = "dead"
+            elif region[0] == "dead" and not region[1]:  # (after `#if 0`: this branch is the compiler's choice)
+                region[0] = "live" if directive == "else" else "open"
+            outer_dead = any(state == "dead" for state, _ in regions[:-1])
+            if region[0] == "open" and not outer_dead:
+                lines.append(_ELSE if region[1] else _OPEN)
+                depth += not region[1]
+                region[1] = True
+            else:
+                lines.append("")
+        elif directive == "endif" and regions:
+            _, marked = regions.pop()
+            depth = max(depth - marked, 0)
+            lines.append(_CLOSE if marked else "")
         else:
-            if directive == "define":
+            if directive == "define" and not dead:
                 define(rest, depth > 0)
-            elif directive == "undef":
+            elif directive == "undef" and not dead:
                 undefine(rest.strip())
             lines.append("")
     for name in functions:

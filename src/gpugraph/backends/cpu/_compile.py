@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import BackendError, KernelCompileError
+from ..._kernel import SHARED_MEM_LIMIT
 from ..._memory import Array
 from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
 from . import _elf
@@ -49,8 +51,6 @@ _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
 # CUDA's error for each way a kernel stops (the entry point's status: 1 + the header's TrapKind).
 _TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED"}
-# The static shared memory a kernel may declare: CUDA's compiler refuses more (ptxas: "uses too much shared data").
-MAX_STATIC_SHARED_MEM = 48 * 1024
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
 WORKERS = os.cpu_count() or 1
@@ -61,15 +61,15 @@ def compiler() -> tuple[str, str] | None:
     """The C++ compiler and its version line, or None: ``$CXX`` where it is set (and only it: a CXX that does
     not run is no reason to take another), else g++, clang++ or c++ on the PATH."""
     chosen = os.environ.get("CXX")
-    for name in [chosen] if chosen else ["g++", "clang++", "c++"]:
-        path = shutil.which(name)
+    for words in [shlex.split(chosen)] if chosen else [["g++"], ["clang++"], ["c++"]]:
+        path = shutil.which(words[0]) if words else None
         if path is not None:
             try:
-                version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                version = subprocess.run([path, *words[1:], "--version"], capture_output=True, text=True, timeout=60,
                                          check=True).stdout.splitlines()[0]
             except (OSError, subprocess.SubprocessError, IndexError):
                 continue
-            return path, version
+            return shlex.join([path, *words[1:]]), version  # (a command: CXX may carry options, as in make)
     return None
 
 
@@ -149,21 +149,47 @@ def _program(kernel: Any, names: list[str]) -> str:
     entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
     type codes, ``gg_address_<i>`` its address (for its shared variables' sizes); ``gg_uses_barriers`` says
     whether the blocks run as fibers, ``gg_stop_message`` what stopped the calling thread's last launch."""
-    entries = ['extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
-               '    return ::gg::uses_barriers();\n}\n'
-               'extern "C" __attribute__((visibility("default"))) const char* gg_stop_message() {\n'
-               '    return ::gg::last_stop.c_str();\n}\n']
-    for i, name in enumerate(names):
-        entries.append(
-            f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
+    return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
+            f'#line 1 {_ENTRY_FILE}\n' + _PRELUDE + "".join(_entry(i, name) for i, name in enumerate(names)))
+
+
+_ENTRY_FILE = '"gpugraph-entry-points.cpp"'
+_PRELUDE = ('extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
+            '    return ::gg::uses_barriers();\n}\n'
+            'extern "C" __attribute__((visibility("default"))) const char* gg_stop_message() {\n'
+            '    return ::gg::last_stop.c_str();\n}\n')
+
+
+def _entry(i: int, name: str) -> str:
+    """The entry points of kernel ``i`` (of the same number of lines for every kernel: _failing_names counts on
+    it)."""
+    return (f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
             f" const char* slots, long long begin, long long end, int workers) {{\n"
             f"    return ::gg::enter<&{name}>(dims, shared, slots, begin, end, workers);\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
             f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const void* gg_address_{i}() {{\n'
             f"    return reinterpret_cast<const void*>(&{name});\n}}\n")
-    return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
-            f'#line 1 "gpugraph-entry-points.cpp"\n' + "".join(entries))
+
+
+def _failing_names(log: str, names: list[str]) -> set[str] | None:
+    """The names whose entry points ``log`` (a failed build's) reports errors in: errors in the entry points'
+    lines, or the linker's undefined references from them. None where the log has an error elsewhere (the
+    user's source does not compile: no subset of names would)."""
+    first, size = _PRELUDE.count("\n") + 1, _entry(0, "k").count("\n")
+    failing = set()
+    for line in log.splitlines():
+        if match := re.match(r"gpugraph-entry-points\.cpp:(\d+):(?:\d+:)? (?:fatal )?error", line):
+            index = (int(match[1]) - first) // size
+        elif match := re.search(r"in function `gg_(?:run|codes|address)_(\d+)'", line):
+            index = int(match[1])
+        elif re.search(r"\berror\b", line) and "gpugraph-entry-points.cpp" not in line and "ld returned" not in line:
+            return None
+        else:
+            continue
+        if 0 <= index < len(names):
+            failing.add(names[index])
+    return failing
 
 
 def _file_name(kernel: Any) -> str:
@@ -200,8 +226,8 @@ def openmp(path: str, version: str) -> bool:
         source = Path(folder) / "probe.cpp"
         source.write_text('#include <omp.h>\nextern "C" int probe() { return omp_get_max_threads(); }\n')
         try:
-            done = subprocess.run([path, "-fopenmp", "-fPIC", "-shared", str(source), "-o", str(Path(folder) / "p.so")],
-                                  capture_output=True, timeout=120)
+            done = subprocess.run([*shlex.split(path), "-fopenmp", "-fPIC", "-shared", str(source), "-o",
+                                   str(Path(folder) / "p.so")], capture_output=True, timeout=120)
             found = done.returncode == 0
         except (OSError, subprocess.SubprocessError):
             found = False
@@ -228,10 +254,14 @@ def _build(kernel: Any, program: str, command: list[str], library: Path) -> None
         if done.returncode != 0:
             log = (done.stderr or done.stdout).replace(str(source), _file_name(kernel)).replace(folder + os.sep, "")
             errors = [line for line in log.splitlines() if re.search(r"\berror\b", line)]
-            if errors and all(line.startswith("gpugraph-entry-points.cpp:") for line in errors) and (
-                    "not declared" in log or "undeclared identifier" in log or "no member named" in log):
+            if errors and all(line.startswith("gpugraph-entry-points.cpp:") for line in errors) and any(
+                    marker in log for marker in ("not declared", "undeclared identifier", "no member named",
+                                                 "is not a member of")):
                 # (the user's source compiled: the name names nothing in it)
                 raise KernelCompileError.no_kernel(kernel.name, log.rstrip())
+            if re.search(rf"undefined reference to `{re.escape(kernel.name.split('<')[0].lstrip(':'))}[(<']", log):
+                raise KernelCompileError(kernel.name, f"the kernel is declared in the source but never defined (the "
+                                                      f"linker finds no body for it)\n{log.rstrip()}")
             raise KernelCompileError(kernel.name, log.rstrip())
         headers = _headers(dependencies.read_text(), source)
         library.with_suffix(".headers").write_text(json.dumps([[h, *_stamp(h)] for h in headers]))
@@ -262,10 +292,6 @@ def _fresh(library: Path) -> bool:
         return False
 
 
-class _SourceRefused(KernelCompileError):
-    """A refusal of a whole source, which compiling its kernels one at a time would not change."""
-
-
 class HostModule:
     """One compiled source: its library and the kernels it holds, by name."""
 
@@ -281,7 +307,8 @@ class HostModule:
         path, version = found
         program = _program(kernel, names)
         self.parallel = openmp(path, version)  # blocks spread over the cores inside one call, else from Python
-        command = [path, *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}", *host_options(kernel)]
+        command = [*shlex.split(path), *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}",
+                   *host_options(kernel)]
         key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
         library = cache_folder() / f"{key[:32]}.so"
         if _fresh(library):
@@ -299,12 +326,10 @@ class HostModule:
         # Each kernel's static shared memory. One past CUDA's limit refuses the whole source, as CUDA's compiler
         # does (it compiles every kernel of a module): no kernel of it may run here either.
         self.static_shared = [self._static_shared(index) for index in range(len(names))]
-        for name, size in zip(names, self.static_shared):
-            if size > MAX_STATIC_SHARED_MEM:
-                raise _SourceRefused(kernel.name, f"kernel {name!r} of this source declares {size} bytes of "
-                                                  f"__shared__ variables, more than the {MAX_STATIC_SHARED_MEM} bytes "
-                                                  f"(48 KiB) of static shared memory CUDA allows a kernel (its "
-                                                  f"compiler refuses the source: \"uses too much shared data\")")
+        self.refusal = next((f"kernel {name!r} of this source declares {size} bytes of __shared__ variables, more "
+                             f"than the {SHARED_MEM_LIMIT} bytes of static shared memory CUDA allows a kernel (its "
+                             f"compiler refuses the source: \"uses too much shared data\")"
+                             for name, size in zip(names, self.static_shared) if size > SHARED_MEM_LIMIT), None)
         self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
         self.stop_message = self.library.gg_stop_message
         self.stop_message.restype = ctypes.c_char_p
@@ -319,8 +344,9 @@ class HostModule:
         self._base = None if anchor is None or loaded_at is None else loaded_at - anchor
 
     def _static_shared(self, index: int) -> int:
-        """The bytes of ``__shared__`` variables that kernel ``index`` declares in its body (0 where the library's
-        symbols cannot tell; those of the functions it calls are not counted)."""
+        """The bytes of ``__shared__`` variables of kernel ``index``: those declared in its body (its lambdas'
+        included) and every one at file scope (0 where the library's symbols cannot tell, as on a platform other
+        than ELF's; those of the ``__device__`` functions it calls are not counted)."""
         if self._symbols is None or self._base is None:
             return 0
         address_of = getattr(self.library, f"gg_address_{index}")
@@ -345,9 +371,10 @@ class HostKernel:
         self.codes: str = codes_of().decode()
         if "x" in self.codes:
             at = self.codes.index("x")
-            raise KernelCompileError(kernel.name, f"parameter {at} is neither a pointer nor a number type (bool, "
-                                                  f"an integer, float, double or __half): the CPU backend cannot "
-                                                  f"pass it")
+            what = f"parameter {at}" + (f" ({kernel.signature[at]})" if kernel.signature else "")
+            raise KernelCompileError(kernel.name, f"{what} is neither a pointer nor a number type (bool, an "
+                                                  f"integer, float, double or __half): the CPU backend cannot pass "
+                                                  f"it (a struct by value, say)")
         signature = kernel.signature
         refusal = check_compiled(signature, [8 if c == "P" else DTYPES[c].itemsize for c in self.codes])
         if refusal is None and signature is not None:
@@ -445,8 +472,7 @@ def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _lock = threading.Lock()
-_modules: dict[tuple, Any] = {}  # by (source, options, template instance[, kernel]): a HostModule or _ONE_AT_A_TIME
-_ONE_AT_A_TIME = object()  # the mark of a source whose kernels do not compile together
+_modules: dict[tuple[str, tuple[str, ...], str], HostModule] = {}  # by (source, options, template instance)
 _loaded: weakref.WeakKeyDictionary[Any, HostKernel] = weakref.WeakKeyDictionary()  # by Kernel
 
 
@@ -473,26 +499,26 @@ def load(kernel: Any) -> HostKernel:
     key = (kernel.source, kernel.options, kernel.name if "<" in kernel.name else "")
     with _lock:
         module = _modules.get(key)
-    if module is None or (module is not _ONE_AT_A_TIME and kernel.name not in module.names):
-        try:
-            module = HostModule(kernel, names)
-        except _SourceRefused:
-            raise
-        except KernelCompileError:
-            if names == [kernel.name]:
-                raise
-            # Another name the reader found may not compile as a kernel of its own (one in an `#if 0` branch, one
-            # declared and never defined): this source's kernels are compiled one at a time instead.
-            module = _ONE_AT_A_TIME
+    if module is None or kernel.name not in module.names:
+        module = _module(kernel, names)  # (a failure leaves the source's module as it was)
         with _lock:
             _modules[key] = module
-    if module is _ONE_AT_A_TIME:
-        own_key = (*key, kernel.name)
-        with _lock:
-            module = _modules.get(own_key)
-        if module is None:
-            module = HostModule(kernel, [kernel.name])  # (raising this kernel's own error, if any)
-            with _lock:
-                _modules[own_key] = module
-    loaded = _loaded[kernel] = HostKernel(module, kernel)  # type: ignore[arg-type]  # (a HostModule here)
+    if module.refusal is not None:
+        raise KernelCompileError(kernel.name, module.refusal)
+    loaded = _loaded[kernel] = HostKernel(module, kernel)
     return loaded
+
+
+def _module(kernel: Any, names: list[str]) -> HostModule:
+    """The source's kernels ``names`` (``kernel``'s among them) compiled into one library; where some of them do
+    not compile as kernels (one declared and never defined, one the reader finds that the compiler does not),
+    the others, so that the source's kernels still share one library and its ``__device__`` variables."""
+    try:
+        return HostModule(kernel, names)
+    except KernelCompileError as error:
+        failing = _failing_names(error.log, names)
+        if not failing or kernel.name in failing or len(names) == 1:
+            if failing and kernel.name in failing and len(names) > 1:
+                HostModule(kernel, [kernel.name])  # (its own error, without the other names')
+            raise
+        return HostModule(kernel, [name for name in names if name not in failing])

@@ -15,6 +15,7 @@ _SYMTAB = 2  # section type SHT_SYMTAB
 class Symbol(NamedTuple):
     name: str
     kind: int
+    local: bool
     value: int
     size: int
 
@@ -35,17 +36,20 @@ def symbols(path: Path) -> list[Symbol] | None:
         out = []
         for name_at, info, _, _, value, length in struct.iter_unpack("<IBBHQQ", data[offset:offset + size]):
             end = data.index(b"\0", names_at + name_at)
-            out.append(Symbol(data[names_at + name_at:end].decode(errors="replace"), info & 0xF, value, length))
+            name = data[names_at + name_at:end].decode(errors="replace")
+            out.append(Symbol(name, info & 0xF, info >> 4 == 0, value, length))
         return out
     return None
 
 
 def static_shared_size(table: list[Symbol], function: int) -> int:
-    """The bytes of the ``__shared__`` variables declared in the function at address ``function`` (the library's
-    own): its local static thread_local objects, whose names the C++ ABI makes from its own."""
+    """The bytes of the ``__shared__`` variables of the function at address ``function`` (the library's own): its
+    local static thread_local objects and its lambdas' (whose names the C++ ABI makes from its own), and the
+    thread_local objects at file scope that are not gpugraph's (its header's are local or in namespace gg)."""
     name = next((s.name for s in table if s.kind == FUNC and s.value == function and s.name), None)
     if name is None:
         return 0
     encoding = name[2:] if name.startswith("_Z") else f"{len(name)}{name}"  # (extern "C": the plain name)
-    prefix = f"_ZZ{encoding}E"
-    return sum(s.size for s in table if s.kind == TLS and s.name.startswith(prefix))
+    own = (f"_ZZ{encoding}E", f"_ZZZ{encoding}E")
+    return sum(s.size for s in table if s.kind == TLS and (
+        s.name.startswith(own) or (not s.local and not s.name.startswith(("_ZZ", "_ZN2gg", "_ZGV", "_ZTH", "_ZTW")))))

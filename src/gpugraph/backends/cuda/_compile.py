@@ -33,13 +33,10 @@ def toolkit_include() -> str | None:
     return find_nvidia_header_directory("cudart")
 
 
-_ONE_AT_A_TIME = object()  # the mark of a source whose kernels do not compile together
-
-
 class ModuleCache:
     """Loaded modules by (device, source, options, template instance); each module holds every kernel of its
-    source that is not a template, and the instance it was compiled for. A source where some name the reader
-    finds is no kernel NVRTC can name (one in an ``#if 0`` branch) is compiled one kernel at a time instead."""
+    source that is not a template, and the instance it was compiled for: where some name the reader finds is no
+    kernel NVRTC can name (one under an ``#ifdef`` the reader does not evaluate), every other one."""
 
     def __init__(self) -> None:
         self._modules: dict[tuple, Any] = {}
@@ -53,24 +50,53 @@ class ModuleCache:
         if "<" in kernel.name:  # a name expression: NVRTC instantiates the template it names
             names.append(kernel.name)
         with self._lock:
-            if key not in self._modules:
-                try:
-                    self._modules[key] = self._compile(device, kernel, names)
-                except KernelCompileError:
-                    if len(names) <= 1:
-                        raise
-                    self._modules[key] = _ONE_AT_A_TIME
-            if self._modules[key] is _ONE_AT_A_TIME:
-                key = (*key, kernel.name)
-                if key not in self._modules:  # (raising this kernel's own error, if any)
-                    own = [kernel.name] if kernel.name in names else []
-                    self._modules[key] = self._compile(device, kernel, own)
+            if key not in self._modules or (kernel.name in names and kernel.name not in self._modules[key][1]):
+                self._modules[key] = self._compile_names(device, kernel, names)
             module, lowered = self._modules[key]
         name = lowered.get(kernel.name, kernel.name.encode())  # not found by name: extern "C" made by a macro
         err, function = drv.module_get_function(module, name)
+        if err and kernel.name not in lowered:
+            # A name the reader does not list (one `using namespace` makes visible): NVRTC may name it yet, in a
+            # module of its own (the CPU backend's entry point takes such a name too).
+            key = (*key, kernel.name)
+            with self._lock:
+                if key not in self._modules:
+                    try:
+                        self._modules[key] = self._compile(device, kernel, [kernel.name])
+                    except KernelCompileError:
+                        self._modules[key] = None
+                found = self._modules[key]
+            if found is not None:
+                err, function = drv.module_get_function(found[0], found[1][kernel.name])
         if err:
             raise KernelCompileError.no_kernel(kernel.name)
         return function
+
+    def _compile_names(self, device: Any, kernel: Any, names: list[str]) -> tuple[Any, dict[str, bytes]]:
+        """The module of ``kernel``'s source with the name expressions ``names``; where NVRTC cannot name some of
+        them, the module of the others (found by compiling each alone, once per process), so that the source's
+        kernels share one module and its ``__device__`` variables."""
+        try:
+            return self._compile(device, kernel, names)
+        except KernelCompileError:
+            if len(names) <= 1:
+                raise
+            self._unload(self._compile(device, kernel, []))  # (the source itself does not compile: its error)
+            good = [name for name in names if self._compiles(device, kernel, name)]
+            if kernel.name in names and kernel.name not in good:
+                return self._compile(device, kernel, [kernel.name])  # (its own error)
+            return self._compile(device, kernel, good)
+
+    def _compiles(self, device: Any, kernel: Any, name: str) -> bool:
+        try:
+            self._unload(self._compile(device, kernel, [name]))
+        except KernelCompileError:
+            return False
+        return True
+
+    @staticmethod
+    def _unload(compiled: tuple[Any, dict[str, bytes]]) -> None:
+        call(cu.cuModuleUnload, compiled[0])
 
     @staticmethod
     def _compile(device: Any, kernel: Any, names: list[str]) -> tuple[Any, dict[str, bytes]]:

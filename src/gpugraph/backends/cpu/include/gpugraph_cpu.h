@@ -142,7 +142,8 @@ inline __half __hsub(__half a, __half b) { return __half(float(a) - float(b)); }
 inline __half __hmul(__half a, __half b) { return __half(float(a) * float(b)); }
 inline __half __hdiv(__half a, __half b) { return __half(float(a) / float(b)); }
 inline __half __hneg(__half a) { return __half(-float(a)); }
-inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf(float(a), float(b), float(c))); }
+// (in double: the product is exact and 53 bits leave no double rounding, so the result is rounded once, as a GPU rounds it)
+inline __half __hfma(__half a, __half b, __half c) { return __half(fma(double(a), double(b), double(c))); }
 inline bool __heq(__half a, __half b) { return float(a) == float(b); }
 inline bool __hlt(__half a, __half b) { return float(a) < float(b); }
 inline bool __hgt(__half a, __half b) { return float(a) > float(b); }
