@@ -330,8 +330,11 @@ def test_cpu_and_cuda_math_functions_agree_within_cudas_error_bounds(function):
     assert worst <= MATH_FUNCTIONS[function] + 1, (function, worst)
 
 
-# Double-precision functions, CUDA's documented maximum error in ulps.
-DOUBLE_FUNCTIONS = {"sin": 2, "cos": 2, "exp": 1, "log": 1, "tanh": 2, "erf": 2, "sinpi": 2, "cbrt": 1}
+# Double-precision functions: CUDA's documented maximum error in ulps, and the host's (glibc's libm-test-ulps for
+# x86_64; for sinpi, gpugraph's header computing sin(pi t) after an exact reduction). cbrt measured 3 ulp apart on
+# an H200's host (2026-11-24): glibc's cbrt is within 4.
+DOUBLE_FUNCTIONS = {"sin": (2, 1), "cos": (2, 1), "exp": (1, 1), "log": (1, 1), "tanh": (2, 3), "erf": (2, 1),
+                    "sinpi": (2, 2), "cbrt": (1, 4)}
 
 
 @needs_cuda
@@ -354,4 +357,4 @@ def test_cpu_and_cuda_double_functions_agree_within_cudas_error_bounds(function)
         results.append(y.to_numpy())
     ordered = [np.where(v.view(np.int64) < 0, np.int64(-2**63) - v.view(np.int64), v.view(np.int64)) for v in results]
     worst = int(np.abs(ordered[0] - ordered[1]).max())
-    assert worst <= DOUBLE_FUNCTIONS[function] + 1, (function, worst)
+    assert worst <= sum(DOUBLE_FUNCTIONS[function]), (function, worst)
