@@ -243,3 +243,22 @@ def test_conditional_nodes_cannot_be_turned_off(device):
     node = graph.add_while(graph.condition())
     with graph.instantiate() as exe, pytest.raises(gg.GraphError):
         exe.set_enabled(node, False)
+
+
+@pytest.mark.skipif("cuda" not in gg.available_backends(), reason="the CUDA driver's version")
+def test_a_driver_older_than_conditional_nodes_need_is_named_at_the_call(monkeypatch):
+    from gpugraph.backends.cuda import _driver
+    graph = gg.Graph(gg.Device("cuda"))
+    monkeypatch.setattr(_driver, "driver_version", lambda: 12020)
+    with pytest.raises(gg.BackendError, match=r"Graph\.condition\) needs a driver of CUDA 12\.3 or newer; this driver "
+                                              r"is CUDA 12\.2 \(cuDriverGetVersion: 12020\)"):
+        graph.condition()
+    monkeypatch.setattr(_driver, "driver_version", lambda: 12050)
+    condition = graph.condition()
+    with pytest.raises(gg.BackendError, match=r"an IF node with an else body .* needs a driver of CUDA 12\.8"):
+        graph.add_if(condition, has_else=True)
+    with pytest.raises(gg.BackendError, match=r"a SWITCH node .* needs a driver of CUDA 12\.8"):
+        graph.add_switch(condition, 3)
+    assert len(graph.nodes) == 0  # (nothing half-made)
+    graph.add_while(condition)
+    assert len(graph.nodes) == 1

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpugraph
-from gpugraph.examples import data_parallel, explicit_graph
+from gpugraph.examples import conditional_solver, data_parallel, explicit_graph
 
 
 def test_explicit_graph_validates(device):
@@ -79,3 +79,21 @@ def test_data_parallel_steps_eager_and_graphed_match_numpy(device):
     assert result.validated, result.detail
     count = device._backend.device_count()
     assert result.detail.startswith(f"{count} devices, 5 steps eager and as graph launches")
+
+
+def test_the_conditional_solver_converges_in_one_launch_as_numpy_does(device):
+    result = conditional_solver.run(device)
+    assert result.validated, result.detail
+    assert result.detail.startswith("460 sweeps in one launch (NumPy: 460)")
+
+
+def test_the_host_driven_solver_sweeps_as_numpy_does_until_a_read_back_meets_the_tolerance(device, stream):
+    n = 512
+    problem = conditional_solver.Problem(device, n)
+    sweeps, busy = conditional_solver.solve_from_host(problem, stream, every=10)
+    x, counted, change = problem.result()
+    _, needed = conditional_solver.reference(n)
+    assert counted == sweeps and sweeps % 20 == 0 and needed <= sweeps < needed + 20 and busy > 0
+    assert change <= conditional_solver.TOLERANCE
+    # The same sweeps in NumPy (a tolerance of 0: it stops at the limit) give the same x, bit for bit.
+    np.testing.assert_array_equal(x, conditional_solver.reference(n, tolerance=0.0, limit=sweeps)[0])

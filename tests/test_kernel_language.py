@@ -449,6 +449,7 @@ def test_a_compile_error_points_at_the_line_of_the_source():
 
 def test_no_compiler_is_a_clear_error_that_mentions_cpu(monkeypatch):
     monkeypatch.setattr(_compile, "compiler", lambda: None)
+    monkeypatch.delenv("CXX", raising=False)
     source = "__global__ void lonely(float* x) { x[0] = 2.0f; }  // (a source no other test compiles)"
     device = gg.Device("cpu")
     with pytest.raises(gg.KernelCompileError, match=r"(?s)none was found.*cpu=fn"):
@@ -816,7 +817,10 @@ def test_an_atomic_overload_cuda_lacks_fails_to_compile_on_every_backend(device,
     """The CPU header declares CUDA's atomic overloads and no others, so a kernel that compiles on the CPU
     compiles for a GPU too."""
     source = f"__global__ void k(void* p) {{ if (threadIdx.x == 0) {call}; }}"
-    with pytest.raises(gg.KernelCompileError, match="atomic"):
+    # (NVRTC: no instance of overloaded function; g++: no matching function, or an invalid conversion to the
+    # argument of the one overload of that name; clang++: no matching function)
+    with pytest.raises(gg.KernelCompileError, match=r"(?s)error: (no instance of overloaded function|no matching "
+                                                    r"function for call to|invalid conversion from).*atomic"):
         stream.launch(gg.Kernel(source, "k"), 1, 1, device.zeros(1, np.uint64))
 
 
@@ -833,3 +837,345 @@ def test_long_long_atomics(device, stream):
     run(stream, gg.Kernel(source, "extremes"), 4, 256, device.asarray(values), lo, hi, bits, 1000)
     assert lo.to_numpy()[0] == values.min() and hi.to_numpy()[0] == values.max()
     assert bits.to_numpy()[0] == np.bitwise_xor.reduce(values)
+
+
+MIXED = r"""
+#if 0
+__global__ void switched_off(float* x) { x[0] = 1.0f; }
+#endif
+__global__ void declared_only(float* x);
+struct Pair { double a, b; };
+__global__ void by_value(Pair p, float* x) { x[0] = float(p.a + p.b); }
+__global__ void working(float* x) { x[threadIdx.x] = 5.0f; }
+"""
+
+
+def test_a_kernel_that_cannot_be_named_breaks_no_other_kernel_of_its_source(device, stream):
+    """A __global__ in an `#if 0` branch, one declared and never defined, and one taking a 16-byte struct: the
+    other kernels of the source still compile and run, and the named one gets its own error."""
+    x = device.zeros(4, np.float32)
+    run(stream, gg.Kernel(MIXED, "working"), 1, 4, x)
+    np.testing.assert_array_equal(x.to_numpy(), [5, 5, 5, 5])
+    for name in ("switched_off", "declared_only"):
+        with pytest.raises(gg.KernelCompileError, match=name):
+            stream.launch(gg.Kernel(MIXED, name), 1, 1, x)
+
+
+def test_a_struct_parameter_of_16_bytes_is_refused_when_loaded_on_the_cpu():
+    device = gg.Device("cpu")
+    with pytest.raises(gg.KernelCompileError, match=r"parameter 0 \(Pair p\) is neither a pointer nor a number type"):
+        device.stream().launch(gg.Kernel(MIXED, "by_value"), 1, 1, np.float64(1), device.zeros(1, np.float32))
+
+
+def test_a_compile_error_is_not_hidden_behind_no_kernel(device, stream):
+    """A name the source lacks, in a source that does not compile: the compiler's errors, not "no kernel"."""
+    source = "__global__ void k(float* x) { x[0] = not_declared_anywhere; }"
+    with pytest.raises(gg.KernelCompileError, match="not_declared_anywhere") as caught:
+        stream.launch(gg.Kernel(source, "missing"), 1, 1, device.zeros(1, np.float32))
+    assert "has no kernel" not in str(caught.value)
+
+
+NAMESPACED = r"""
+namespace ops { namespace inner {
+__global__ void fill(float* x, float v) { x[threadIdx.x] = v; }
+template <class T> __global__ void fill_as(T* x, T v) { x[threadIdx.x] = v; }
+} }
+namespace { __global__ void hidden(float* x) { x[threadIdx.x] = 7.0f; } }
+"""
+
+
+@pytest.mark.parametrize(("name", "args", "expected"), [("ops::inner::fill", (2.0,), 2.0),
+                                                         ("ops::inner::fill_as<float>", (3.0,), 3.0),
+                                                         ("hidden", (), 7.0)])
+def test_a_kernel_in_a_namespace_is_named_as_cpp_names_it(device, stream, name, args, expected):
+    x = device.zeros(4, np.float32)
+    run(stream, gg.Kernel(NAMESPACED, name), 1, 4, x, *args)
+    np.testing.assert_array_equal(x.to_numpy(), [expected] * 4)
+
+
+STATIC_SHARED = r"""
+__global__ void reverse(const int* x, int* y) {
+    static __shared__ int staged[64];
+    __shared__ int last;
+    staged[threadIdx.x] = x[threadIdx.x];
+    if (threadIdx.x == 0) last = x[63];
+    __syncthreads();
+    y[threadIdx.x] = staged[63 - threadIdx.x] + last;
+}
+__global__ void large(float* x, int n) {
+    __shared__ float staged[10000];  // 40000 bytes
+    extern __shared__ float extra[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) staged[i] = float(i);
+    __syncthreads();
+    if (threadIdx.x == 0) { extra[0] = staged[n - 1]; x[0] = extra[0]; }
+}
+"""
+TOO_LARGE = STATIC_SHARED + r"""
+__global__ void too_large(float* x) {
+    __shared__ float staged[13000];  // 52000 bytes
+    staged[threadIdx.x] = 1.0f;
+    __syncthreads();
+    x[threadIdx.x] = staged[(threadIdx.x + 1) % blockDim.x];
+}
+"""
+
+
+def test_static_shared_memory_as_cuda_writes_it(device, stream):
+    x = device.asarray(np.arange(64, dtype=np.int32))
+    y = device.zeros(64, np.int32)
+    run(stream, gg.Kernel(STATIC_SHARED, "reverse"), 1, 64, x, y)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(64)[::-1] + 63)
+
+
+def test_static_shared_memory_beyond_48_kib_is_refused_on_every_backend(device, stream):
+    """CUDA's compiler refuses the whole source: the other kernels of it are refused too."""
+    with pytest.raises(gg.KernelCompileError, match="too much shared data"):
+        stream.launch(gg.Kernel(TOO_LARGE, "too_large"), 1, 32, device.zeros(32, np.float32))
+    with pytest.raises(gg.KernelCompileError, match="too much shared data"):
+        stream.launch(gg.Kernel(TOO_LARGE, "reverse"), 1, 64, device.zeros(64, np.int32), device.zeros(64, np.int32))
+
+
+def test_static_and_dynamic_shared_memory_beyond_48_kib_is_refused_at_the_call(device, stream):
+    kernel = gg.Kernel(STATIC_SHARED, "large")
+    x = device.zeros(1, np.float32)
+    run(stream, kernel, 1, 128, x, 10000, shared_mem=48 * 1024 - 40000)  # the most it may add: runs
+    assert x.to_numpy()[0] == 9999.0
+    refused = r"declares 40000 bytes of __shared__ variables, which with 9153 bytes of dynamic shared memory pass"
+    with pytest.raises(ValueError, match=refused):
+        stream.launch(kernel, 1, 128, x, 10000, shared_mem=48 * 1024 - 40000 + 1)
+    graph = gg.Graph(device)
+    with pytest.raises(ValueError, match=refused):
+        graph.add_kernel(kernel, 1, 128, x, 10000, shared_mem=48 * 1024 - 40000 + 1)
+    node = graph.add_kernel(kernel, 1, 128, x, 10000)
+    with graph.instantiate() as exe:
+        with pytest.raises(ValueError, match=refused):
+            exe.set_params(node, shared_mem=48 * 1024 - 40000 + 1)
+
+
+HALF_ARITHMETIC = r"""
+#include <cuda_fp16.h>
+__global__ void mul_add(const __half* a, const __half* b, __half* y, __half* total, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        __half p = a[i] * b[i];
+        p += a[i];
+        y[i] = -p / b[i] - a[i];
+        if (a[i] > b[i]) atomicAdd(total, __float2half(1.0f));
+    }
+}
+"""
+
+
+def test_half_arithmetic_rounds_after_each_operation_as_on_a_gpu(device, stream):
+    n = 256
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-8, 8, n).astype(np.float16)
+    b = rng.uniform(0.5, 4, n).astype(np.float16)
+    y, total = device.zeros(n, np.float16), device.zeros(1, np.float16)
+    # (-fmad=false: NVRTC would fuse the multiply and the add, half's too, rounding once; the CPU never fuses)
+    kernel = gg.Kernel(HALF_ARITHMETIC, "mul_add", options=("-fmad=false",))
+    run(stream, kernel, 1, n, device.asarray(a), device.asarray(b), y, total, n)
+    p = a * b + a  # (NumPy's float16 arithmetic rounds after each operation, as a GPU's does)
+    np.testing.assert_array_equal(y.to_numpy(), -p / b - a)
+    assert total.to_numpy()[0] == np.count_nonzero(a > b)
+
+
+CONVERSIONS = r"""
+template <class F>
+__global__ void convert(const F* x, int* rn, unsigned* rz, long long* rd, unsigned long long* ru, int n) {
+    int i = threadIdx.x;
+    if (i < n) {
+        if constexpr (sizeof(F) == 4) {
+            rn[i] = __float2int_rn(x[i]); rz[i] = __float2uint_rz(x[i]);
+            rd[i] = __float2ll_rd(x[i]); ru[i] = __float2ull_ru(x[i]);
+        } else {
+            rn[i] = __double2int_rn(x[i]); rz[i] = __double2uint_rz(x[i]);
+            rd[i] = __double2ll_rd(x[i]); ru[i] = __double2ull_ru(x[i]);
+        }
+    }
+}
+__global__ void pi_times(const double* x, double* s, double* c, float* sf, float* cf, int n) {
+    int i = threadIdx.x;
+    if (i < n) {
+        sincospi(x[i], &s[i], &c[i]);
+        sf[i] = sinpif(float(x[i]));
+        cf[i] = cospif(float(x[i]));
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("ctype", ["float", "double"])
+def test_conversions_to_integers_saturate_and_give_nan_the_gpus_value(device, stream, ctype):
+    """As PTX's cvt gives them on an H200: the nearest end of the range; NaN gives 0 from a float to 32 bits, else
+    the value with only the top bit set."""
+    x = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.5, -2.5, 1e20, -1e20, 0.5], np.float32 if ctype == "float"
+                 else np.float64)
+    n = len(x)
+    outs = [device.zeros(n, t) for t in (np.int32, np.uint32, np.int64, np.uint64)]
+    run(stream, gg.Kernel(CONVERSIONS, f"convert<{ctype}>"), 1, 32, device.asarray(x), *outs, n)
+    i32, u32, i64, u64 = (np.iinfo(t) for t in (np.int32, np.uint32, np.int64, np.uint64))
+    nan32 = (0, 0) if ctype == "float" else (i32.min, 2**31)
+    np.testing.assert_array_equal(outs[0].to_numpy(), [nan32[0], i32.max, i32.min, i32.max, i32.min, 2, -2, i32.max,
+                                                       i32.min, 0])
+    np.testing.assert_array_equal(outs[1].to_numpy(), [nan32[1], u32.max, 0, 3000000000, 0, 2, 0, u32.max, 0, 0])
+    np.testing.assert_array_equal(outs[2].to_numpy(), [i64.min, i64.max, i64.min, 3000000000, -3000000000, 2, -3,
+                                                       i64.max, i64.min, 0])
+    np.testing.assert_array_equal(outs[3].to_numpy(), [2**63, u64.max, 0, 3000000000, 0, 3, 0, u64.max, 0, 1])
+
+
+def test_sinpi_and_cospi_reduce_their_argument_exactly(device, stream):
+    """sin(pi x) for large x, exact at integers and half-integers (signed zeros as on a GPU)."""
+    x = np.array([3e9, -3e9, 2.0**52 + 1, 1e15 + 0.5, 0.5, -0.5, 1.0, -1.0, 0.25, 1.0 / 3, 12345.75, -0.0], np.float64)
+    n = len(x)
+    s, c = device.zeros(n, np.float64), device.zeros(n, np.float64)
+    sf, cf = device.zeros(n, np.float32), device.zeros(n, np.float32)
+    run(stream, gg.Kernel(CONVERSIONS, "pi_times"), 1, 32, device.asarray(x), s, c, sf, cf, n)
+    s, c = s.to_numpy(), c.to_numpy()
+    reduced = np.remainder(x, 2.0)  # (exact), so NumPy's sin(pi r) is the reference
+    np.testing.assert_allclose(s, np.sin(np.pi * reduced), rtol=0, atol=4e-16)
+    np.testing.assert_allclose(c, np.cos(np.pi * reduced), rtol=0, atol=4e-16)
+    # Integers: a zero sine with x's sign; half-integers: a +0 cosine and a sine of exactly 1 or -1.
+    integers, halves = [0, 1, 2, 6, 7, 11], [3, 4, 5]
+    assert list(s[integers]) == [0.0] * 6
+    assert [math.copysign(1, v) for v in s[integers]] == [1, -1, 1, 1, -1, -1]
+    assert list(c[halves]) == [0.0] * 3 and all(math.copysign(1, v) == 1 for v in c[halves])
+    assert list(s[[4, 5]]) == [1.0, -1.0] and list(c[[6, 7]]) == [-1.0, -1.0]
+    xf = x.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(sf.to_numpy(), np.sin(np.pi * np.remainder(xf, 2.0)), rtol=0, atol=2e-7)
+    np.testing.assert_allclose(cf.to_numpy(), np.cos(np.pi * np.remainder(xf, 2.0)), rtol=0, atol=2e-7)
+
+
+def test_a_relative_include_path_names_the_folder_it_named_when_the_kernel_was_made(device, stream, tmp_path,
+                                                                                      monkeypatch):
+    """Two folders with a header of one name: a kernel made in each reads its own, on every backend and cache."""
+    source = '#include "value.h"\n__global__ void v(float* x) { x[threadIdx.x] = VALUE; }'
+    kernels = []
+    for value in (1, 2):
+        folder = tmp_path / f"project{value}"
+        (folder / "include").mkdir(parents=True)
+        (folder / "include" / "value.h").write_text(f"#define VALUE {value}.0f\n")
+        monkeypatch.chdir(folder)
+        kernels.append(gg.Kernel(source, "v", options=("-Iinclude",)))
+    assert kernels[0].options == (f"-I{tmp_path / 'project1' / 'include'}",)
+    for value, kernel in zip((1, 2), kernels):
+        x = device.zeros(2, np.float32)
+        run(stream, kernel, 1, 2, x)
+        np.testing.assert_array_equal(x.to_numpy(), [value, value])
+
+
+def test_a_kernel_without_barriers_runs_as_a_plain_loop_and_one_with_them_as_fibers():
+    device = gg.Device("cpu")
+    plain = _compile.load(gg.Kernel(QUALIFIERS, "apply"))
+    fibers = _compile.load(gg.Kernel(STATIC_SHARED, "reverse"))
+    assert (plain._module.fibers, fibers._module.fibers) == (False, True)
+    x = device.asarray(np.arange(64, dtype=np.int32))
+    y = device.zeros(64, np.int32)
+    run(device.stream(), gg.Kernel(STATIC_SHARED, "reverse"), 1, 64, x, y)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(64)[::-1] + 63)
+
+
+def test_a_cxx_that_does_not_run_is_a_clear_error_not_another_compiler(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("GPUGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    _compile.compiler.cache_clear()
+    try:
+        source = "__global__ void lonely_cxx(float* x) { x[0] = 2.0f; }"
+        device = gg.Device("cpu")
+        with pytest.raises(gg.KernelCompileError, match=r"(?s)CXX='.*no-such-compiler' names none that runs.*cpu=fn"):
+            device.stream().launch(gg.Kernel(source, "lonely_cxx"), 1, 1, device.zeros(1, np.float32))
+    finally:
+        monkeypatch.delenv("CXX")
+        _compile.compiler.cache_clear()
+
+
+def test_an_unwritable_cache_compiles_into_a_temporary_folder_that_is_removed(monkeypatch, tmp_path):
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("GPUGRAPH_CACHE_DIR", str(tmp_path / "not-a-folder"))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(_compile.tempfile, "tempdir", str(temporary))
+    device = gg.Device("cpu")
+    x = device.zeros(1, np.float32)
+    run(device.stream(), gg.Kernel("__global__ void nowhere(float* x) { x[0] = 3.0f; }", "nowhere"), 1, 1, x)
+    assert x.to_numpy()[0] == 3.0
+    assert list(temporary.iterdir()) == []
+
+
+SHARED_STATE = r"""
+__device__ int counter;
+__global__ void never_defined(int* x);
+__global__ void bump() { atomicAdd(&counter, 1); }
+__global__ void fetch(int* out) { out[0] = counter; }
+"""
+
+
+def test_the_kernels_of_a_source_share_its_device_variables_beside_one_that_does_not_compile(device, stream):
+    """A kernel declared and never defined, and a misspelt name asked for in between: the others still compile
+    into one module, so that they share `counter`."""
+    run(stream, gg.Kernel(SHARED_STATE, "bump"), 1, 5)
+    with pytest.raises(gg.KernelCompileError, match="fetchh"):
+        stream.launch(gg.Kernel(SHARED_STATE, "fetchh"), 1, 1, device.zeros(1, np.int32))
+    out = device.zeros(1, np.int32)
+    run(stream, gg.Kernel(SHARED_STATE, "fetch"), 1, 1, out)
+    assert out.to_numpy()[0] == 5
+
+
+def test_a_kernel_declared_and_never_defined_is_named_so_on_the_cpu():
+    device = gg.Device("cpu")
+    with pytest.raises(gg.KernelCompileError, match="the kernel is declared in the source but never defined"):
+        device.stream().launch(gg.Kernel(SHARED_STATE, "never_defined"), 1, 1, device.zeros(1, np.int32))
+
+
+@pytest.mark.parametrize("name", ["ops :: inner :: fill", "::ops::inner::fill"])
+def test_a_qualified_name_is_normalized_as_the_reader_lists_it(device, stream, name):
+    kernel = gg.Kernel(NAMESPACED, name)
+    assert kernel.name == "ops::inner::fill"
+    x = device.zeros(4, np.float32)
+    run(stream, kernel, 1, 4, x, 6.0)
+    np.testing.assert_array_equal(x.to_numpy(), [6.0] * 4)
+
+
+def test_a_missing_name_in_a_namespace_is_no_kernel_on_every_backend(device, stream):
+    with pytest.raises(gg.KernelCompileError, match=r"the compiled module has no kernel 'ops::inner::missing'"):
+        stream.launch(gg.Kernel(NAMESPACED, "ops::inner::missing"), 1, 1, device.zeros(1, np.float32))
+
+
+FILE_SCOPE_SHARED = r"""
+__shared__ float staged[13000];  // 52000 bytes at file scope
+__global__ void uses_it(float* x) {
+    staged[threadIdx.x] = 1.0f;
+    __syncthreads();
+    x[threadIdx.x] = staged[(threadIdx.x + 1) % blockDim.x];
+}
+__global__ void in_a_lambda(float* x) {
+    auto stage = [&]() { __shared__ float inner[13000]; inner[threadIdx.x] = 2.0f; __syncthreads(); return inner[0]; };
+    x[threadIdx.x] = stage();
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["uses_it", "in_a_lambda"])
+def test_shared_memory_at_file_scope_or_in_a_lambda_counts_on_every_backend(device, stream, name):
+    with pytest.raises(gg.KernelCompileError, match="too much shared data"):
+        stream.launch(gg.Kernel(FILE_SCOPE_SHARED, name), 1, 32, device.zeros(32, np.float32))
+
+
+HFMA = r"""
+#include <cuda_fp16.h>
+__global__ void hfma(const __half* a, const __half* b, const __half* c, __half* y) {
+    y[threadIdx.x] = __hfma(a[threadIdx.x], b[threadIdx.x], c[threadIdx.x]);
+}
+"""
+
+
+def test_hfma_rounds_once_as_on_a_gpu(device, stream):
+    # a * b + c = 1 + 2^-10 + 2^-11 - 2^-31: rounded once to half, 1 + 2^-10; rounded to float first, a tie that
+    # half's rounding takes to even, 1 + 2^-9.
+    a = np.array([2.0**-11 * (1 + 2.0**-10)], np.float16)
+    b = np.array([1 - 2.0**-10], np.float16)
+    c = np.array([1 + 2.0**-10], np.float16)
+    y = device.zeros(1, np.float16)
+    run(stream, gg.Kernel(HFMA, "hfma"), 1, 1, device.asarray(a), device.asarray(b), device.asarray(c), y)
+    exact = a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)
+    assert y.to_numpy()[0] == exact.astype(np.float16)[0]

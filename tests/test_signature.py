@@ -59,7 +59,7 @@ def test_typedefs_at_file_scope_are_resolved(source, expected):
 
 @pytest.mark.parametrize("source", [
     "#ifdef D\ntypedef double real;\n#else\ntypedef float real;\n#endif\n__global__ void k(real* p, real x){}",
-    "#if 1\ntypedef float real;\n#endif\n__global__ void k(real* p, real x){}",
+    "#if X\ntypedef float real;\n#endif\n__global__ void k(real* p, real x){}",
     "typedef double real; typedef float real; __global__ void k(real* p, real x){}",
     "namespace a { typedef double real; }\ntypedef float real;\n__global__ void k(real* p, real x){}",
     "struct S { typedef double real; }; __global__ void k(real* p, real x){}",
@@ -325,3 +325,13 @@ def test_numpy_scalars_for_an_unknown_type_are_checked_against_the_compiled_kern
     stream.launch(k, 1, 1, out, np.int32(5))
     stream.synchronize()
     assert out.to_numpy()[0] == 5
+
+
+def test_the_branches_of_if_0_and_if_1_the_compiler_skips_are_not_read():
+    source = ("#if 0\n__global__ void a(float* x) {}\ntypedef double real;\n#else\n"
+              "__global__ void b(float* x) {}\n#endif\n"
+              "#if 1\ntypedef float real;\n__global__ void c(real* x) {}\n#else\n"
+              "__global__ void d(float* x) {}\n#endif\n"
+              "#ifdef FOO\n__global__ void e(float* x) {}\n#endif\n")
+    assert kernel_names(source) == ["b", "c", "e"]
+    assert [p.dtype for p in parse_signature(source, "c")] == [np.dtype(np.float32)]

@@ -13,6 +13,7 @@ import numpy as np
 from . import _capture
 from ._errors import BackendUnavailableError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
 from .backends import BACKEND_ORDER, available_backends, get_backend
@@ -283,6 +284,12 @@ class Device:
             function = self._backend.kernel_load(self.index, kernel)
             kernel._functions[self] = function
         return function
+
+    def _check_shared(self, kernel: Any, shared_mem: int) -> None:
+        """Refuse ``shared_mem`` bytes of dynamic shared memory that pass a launch's limit with ``kernel``'s static
+        shared memory on this device (the common launch, with none, asks nothing)."""
+        if shared_mem:
+            check_total_shared_mem(kernel, self._backend.kernel_static_shared(self.index, kernel), shared_mem)
 
     def _sibling(self, index: int) -> Device:
         """The device of this backend at ``index`` (this one, for its own)."""

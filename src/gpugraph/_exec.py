@@ -408,6 +408,7 @@ class GraphExec:
             args = kernel.convert_args(args, device, typed=True)
         else:
             args = old.args
+        device._check_shared(kernel, shared)
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args, old.device), node)
 
     @_serialized

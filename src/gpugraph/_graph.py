@@ -521,6 +521,7 @@ class Graph:
             converted = tuple(np.uint64(a._value) if type(a) is Condition else a for a in converted)
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
         device._load_kernel(kernel)
+        device._check_shared(kernel, params.shared_mem)
         return self._add(params, after, "add_kernel")
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ from ._signature import KernelParam, parse_signature
 # gpugraph._interop's kernel_argument, set when that module, which sits above kernels, is imported.
 foreign_array: Callable[[Any, Any, str], Array | None] = None  # type: ignore[assignment]  # (set before any call)
 
-# A kernel's name: an identifier, or a name expression instantiating a template (``axpb<double, 4>``).
-_NAME = re.compile(r"[A-Za-z_]\w*(?:\s*<.*>)?", re.S)
+# A kernel's name: an identifier, qualified by namespaces or not, or a name expression instantiating a template
+# (``axpb<double, 4>``, ``ns::axpb<float>``).
+_NAME = re.compile(r"(?:::\s*)?(?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*(?:\s*<.*>)?", re.S)
 _MAX_BLOCK_THREADS = 1024
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _MAX_BLOCK = (1024, 1024, 64)
@@ -99,26 +101,46 @@ def launch_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int,
     return g, b
 
 
-# The dynamic shared memory a launch may ask for without opting in to more (cudaFuncSetAttribute's
-# MaxDynamicSharedMemorySize, which gpugraph does not offer yet): CUDA refuses more, so the CPU backend does too.
-MAX_DYNAMIC_SHARED_MEM = 48 * 1024
+# The shared memory a launch may use without opting in to more (cudaFuncSetAttribute's MaxDynamicSharedMemorySize,
+# which gpugraph does not offer yet): a kernel's static shared memory (its compiler refuses more), and its static
+# and the launch's dynamic shared memory together (the launch fails beyond it). The CPU backend refuses the same.
+SHARED_MEM_LIMIT = 48 * 1024
 
 
 def check_shared_mem(shared_mem: Any) -> int:
-    """Return ``shared_mem`` as an int from 0 to ``MAX_DYNAMIC_SHARED_MEM`` or raise naming what was got."""
-    if type(shared_mem) is int and 0 <= shared_mem <= MAX_DYNAMIC_SHARED_MEM:  # (the common case first: a hot path)
+    """Return ``shared_mem`` as an int from 0 to ``SHARED_MEM_LIMIT`` or raise naming what was got."""
+    if type(shared_mem) is int and 0 <= shared_mem <= SHARED_MEM_LIMIT:  # (the common case first: a hot path)
         return shared_mem
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
         raise ValueError(f"shared_mem: expected a non-negative int, got {shared_mem!r}")
-    if shared_mem > MAX_DYNAMIC_SHARED_MEM:
-        raise ValueError(f"shared_mem: {int(shared_mem)} bytes is more than the {MAX_DYNAMIC_SHARED_MEM} bytes "
+    if shared_mem > SHARED_MEM_LIMIT:
+        raise ValueError(f"shared_mem: {int(shared_mem)} bytes is more than the {SHARED_MEM_LIMIT} bytes "
                          f"(48 KiB) of dynamic shared memory a launch may have without opting in to more, which "
                          f"gpugraph does not offer yet (CUDA refuses it: CUDA_ERROR_INVALID_VALUE)")
     return int(shared_mem)
 
 
+def check_total_shared_mem(kernel: Any, static: int, shared_mem: int) -> None:
+    """Refuse a launch of ``kernel``, whose ``__shared__`` variables take ``static`` bytes, with ``shared_mem`` bytes
+    of dynamic shared memory where the two together pass the 48 KiB a launch may use without opting in to more."""
+    if static + shared_mem > SHARED_MEM_LIMIT:
+        raise ValueError(f"shared_mem: {kernel!r} declares {static} bytes of __shared__ variables, which with "
+                         f"{shared_mem} bytes of dynamic shared memory pass the {SHARED_MEM_LIMIT} bytes "
+                         f"(48 KiB) a launch may use without opting in to more, which gpugraph does not offer yet "
+                         f"(CUDA refuses it: CUDA_ERROR_INVALID_VALUE)")
+
+
+def _normalized(name: str) -> str:
+    """A kernel name as the signature reader lists it: no space around ``::`` and no leading ``::`` (a template's
+    arguments are left as written, as NVRTC takes them)."""
+    base, bracket, arguments = name.partition("<")
+    return re.sub(r"\s*::\s*", "::", base.strip()).removeprefix("::") + bracket + arguments
+
+
 def _options(name: str, options: Any) -> tuple[str, ...]:
-    """Compiler options as a tuple of str (None: none), or raise naming what was got."""
+    """Compiler options as a tuple of str (None: none), or raise naming what was got. An include path is made
+    absolute here: the kernel then means the same source wherever it is compiled later, and the caches that key
+    a compiled module by its options never take one folder's headers for another's."""
     if options is None:
         return ()
     try:
@@ -128,7 +150,13 @@ def _options(name: str, options: Any) -> tuple[str, ...]:
     if result is None or not all(isinstance(o, str) for o in result):
         raise TypeError(f"Kernel {name!r}: options must be a sequence of str such as ('-use_fast_math',), "
                         f"or None, got {options!r}")
-    return result
+    return tuple(_absolute_include(option) for option in result)
+
+
+def _absolute_include(option: str) -> str:
+    if match := re.fullmatch(r"(-I|--include-path=)(.+)", option):
+        return match[1] + os.path.abspath(match[2])
+    return option
 
 
 class Kernel:
@@ -153,8 +181,10 @@ class Kernel:
         if not isinstance(source, str):
             raise TypeError(f"Kernel: source must be a str of CUDA/HIP C++, got {type(source).__name__}")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise TypeError(f"Kernel: name must be the kernel's identifier, or a name expression that instantiates "
-                            f"a template kernel such as 'axpb<double>', got {name!r}")
+            raise TypeError(f"Kernel: name must be the kernel's identifier (qualified by its namespaces or not), or "
+                            f"a name expression that instantiates a template kernel such as 'axpb<double>', got "
+                            f"{name!r}")
+        name = _normalized(name)
         options = _options(name, options)
         if cpu is not None and not callable(cpu):
             raise TypeError(f"Kernel {name!r}: cpu must be callable or None, got {type(cpu).__name__}")

@@ -155,25 +155,47 @@ def _macro_definitions(text: str, options: Sequence[str]) -> tuple[dict[str, lis
         else:
             undefine(value)
 
-    lines, depth = [], 0
+    # Each open #if: its state ("dead": a branch of `#if 0` the compiler skips, which the reader drops too; "live":
+    # the branch of `#if 1`, after which the others are dead; "open": a condition the reader does not evaluate,
+    # marked in the tokens) and whether it was marked open.
+    lines: list[str] = []
+    regions: list[list] = []
+    depth = 0
     for line in text.split("\n"):
         match = _DIRECTIVE.match(line)
+        dead = any(state == "dead" for state, _ in regions)
         if match is None:
-            lines.append(line)
+            lines.append("" if dead else line)
             continue
         directive, rest = match.groups()
+        literal = rest.split("//")[0].strip() if directive in ("if", "elif") else None
         if directive in ("if", "ifdef", "ifndef"):
-            depth += 1
-            lines.append(_OPEN)
-        elif directive in ("elif", "else", "elifdef", "elifndef"):
-            lines.append(_ELSE)
-        elif directive == "endif":
-            depth = max(depth - 1, 0)
-            lines.append(_CLOSE)
+            state = {"0": "dead", "false": "dead", "1": "live", "true": "live"}.get(literal or "", "open")
+            marked = state == "open" and not dead
+            regions.append([state, marked])
+            depth += marked
+            lines.append(_OPEN if marked else "")
+        elif directive in ("elif", "else", "elifdef", "elifndef") and regions:
+            region = regions[-1]
+            if region[0] == "live":
+                region[0] = "dead"
+            elif region[0] == "dead" and not region[1]:  # (after `#if 0`: this branch is the compiler's choice)
+                region[0] = "live" if directive == "else" else "open"
+            outer_dead = any(state == "dead" for state, _ in regions[:-1])
+            if region[0] == "open" and not outer_dead:
+                lines.append(_ELSE if region[1] else _OPEN)
+                depth += not region[1]
+                region[1] = True
+            else:
+                lines.append("")
+        elif directive == "endif" and regions:
+            _, marked = regions.pop()
+            depth = max(depth - marked, 0)
+            lines.append(_CLOSE if marked else "")
         else:
-            if directive == "define":
+            if directive == "define" and not dead:
                 define(rest, depth > 0)
-            elif directive == "undef":
+            elif directive == "undef" and not dead:
                 undefine(rest.strip())
             lines.append("")
     for name in functions:
@@ -446,7 +468,9 @@ def _parse_param(tokens: list[str], source: _Source) -> KernelParam:
 
 
 def _kernel_lists(tokens: list[str], name: str) -> list[tuple[int, list[str]]]:
-    """The position of each ``__global__`` declaring ``name``, with its parameter-list tokens."""
+    """The position of each ``__global__`` declaring ``name``, with its parameter-list tokens. A qualified name
+    (``ns::name``) is looked for by its last part, in any namespace."""
+    name = unqualified(name)
     lists = []
     for i, token in enumerate(tokens):
         if token != "__global__":
@@ -477,6 +501,11 @@ def _template_parameters(tokens: list[str], at: int) -> list[str] | None:
             return names
         j -= 1
     return []
+
+
+def unqualified(name: str) -> str:
+    """``name`` without the namespaces that qualify it (``ns::axpb`` -> ``axpb``)."""
+    return name.rpartition("::")[2].strip()
 
 
 def split_name(name: str) -> tuple[str, list[list[str]] | None]:
@@ -545,10 +574,24 @@ def check_compiled(signature: tuple[KernelParam, ...] | None, sizes: Sequence[in
 
 def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
     """The names of the ``__global__`` functions declared in ``source`` that are not templates (comments and
-    literals ignored): the kernels a module holds without a name expression."""
+    literals ignored), qualified by the namespaces they are declared in: the kernels a module holds without a
+    name expression."""
     tokens = _read_source(source, tuple(options)).tokens
     names = set()
+    spaces: list[tuple[str, int]] = []  # the namespaces open at this token: (its name, "" if none; brace depth)
+    depth = 0
     for i, token in enumerate(tokens):
+        if token == "{":
+            depth += 1
+            j = i - 1  # a namespace's brace: `namespace [a[::b]] {`
+            while j >= 0 and (_is_word(tokens[j]) or tokens[j] == "::") and tokens[j] != "namespace":
+                j -= 1
+            if j >= 0 and tokens[j] == "namespace":
+                spaces.append(("".join(tokens[j + 1:i]), depth))
+        elif token == "}":
+            if spaces and spaces[-1][1] == depth:
+                spaces.pop()
+            depth -= 1
         if token != "__global__" or _template_parameters(tokens, i) != []:
             continue
         j, name = i + 1, None
@@ -559,7 +602,7 @@ def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
             else:
                 j += 1
         if name is not None:
-            names.add(name)
+            names.add("::".join([space for space, _ in spaces if space] + [name]))
     return sorted(names)
 
 
@@ -569,6 +612,7 @@ def is_device_function(source: str, name: str, options: Sequence[str] = ()) -> b
     tokens = _read_source(source, tuple(options)).tokens
     if _kernel_lists(tokens, name):
         return False
+    name = unqualified(name)
     for i, token in enumerate(tokens):
         if token == name and i + 1 < len(tokens) and tokens[i + 1] == "(":
             j = i - 1

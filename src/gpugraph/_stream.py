@@ -271,6 +271,8 @@ class Stream:
             if _params.in_use:
                 args = tuple([resolve(a) for a in args])
         function = kernel._functions.get(device) or device._load_kernel(kernel)
+        if shared_mem:
+            device._check_shared(kernel, shared_mem)
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
                                     None if capture is None else capture._handle)
 

@@ -60,6 +60,10 @@ class Backend(Protocol):
 
     # Kernels
     def kernel_load(self, index: int, kernel: Any) -> Handle: ...
+    def kernel_static_shared(self, index: int, kernel: Any) -> int:
+        """The bytes of static shared memory (``__shared__`` variables) of ``kernel`` on device ``index``,
+        loading it on first use."""
+        ...
 
     # Streams and events
     def stream_create(self, index: int, non_blocking: bool, priority: int) -> Handle: ...

@@ -72,24 +72,29 @@ def floor(device: Any, seed_iterations: int = 4000, runs: int = FLOOR_RUNS) -> d
 
 def _floor_program(device: Any) -> str | None:
     """The C++ program, compiled once per process with nvcc for this GPU, or None without nvcc."""
-    if "program" in _floor_cache:
-        return _floor_cache["program"]
+    if "program" not in _floor_cache:
+        _floor_cache["program"] = _nvcc(device, "floor.cu")
+    return _floor_cache["program"]
+
+
+def _nvcc(device: Any, source: str) -> str | None:
+    """The C++ program ``source`` (beside this module) compiled with nvcc for this GPU, in a folder removed at
+    exit; None without nvcc."""
     nvcc = shutil.which("nvcc")
-    program = None
-    if nvcc is not None:
-        from cuda.bindings import driver as cu
-        device_handle = device._backend.contexts.devices[device.index]
-        major = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                        device_handle)[1]
-        minor = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                        device_handle)[1]
-        source = os.path.join(os.path.dirname(__file__), "floor.cu")
-        folder = tempfile.mkdtemp(prefix="gpugraph-floor-")
-        atexit.register(shutil.rmtree, folder, True)
-        program = os.path.join(folder, "floor")
-        subprocess.run([nvcc, "-O2", f"-arch=sm_{major}{minor}", "-o", program, source], check=True,
-                       capture_output=True)
-    _floor_cache["program"] = program
+    if nvcc is None:
+        return None
+    from cuda.bindings import driver as cu
+    device_handle = device._backend.contexts.devices[device.index]
+    major = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                    device_handle)[1]
+    minor = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                    device_handle)[1]
+    folder = tempfile.mkdtemp(prefix="gpugraph-floor-")
+    atexit.register(shutil.rmtree, folder, True)
+    program = os.path.join(folder, source.removesuffix(".cu"))
+    subprocess.run([nvcc, "-O2", f"-arch=sm_{major}{minor}", "-o", program, os.path.join(os.path.dirname(__file__),
+                                                                                        source)],
+                   check=True, capture_output=True)
     return program
 
 
@@ -471,6 +476,91 @@ def dynamic(device: Any, options: Options) -> list[Row]:
                                   ("captured", "seed_combined", "≤ 1.25")):
             rows += _vs_floor("dynamic", f"gpugraph {name}", by_figure[f"gpugraph {name}"], figures[key], target)
     return rows
+
+
+SOLVER_N, SOLVER_DIAGONAL, SOLVER_EVERY = 4096, 2.01, (1, 10, 100)
+
+
+@workload("solver", "GPU: a Jacobi solver to a tolerance: one launch of a WHILE node, host-driven graphs, C++")
+def solver(device: Any, options: Options) -> list[Row]:
+    """Time to converge and host time per sweep of gpugraph.examples.conditional_solver (n = 4096, d = 2.01):
+    its WHILE graph, the host-driven graph read back every k launches, and the C++ program's WHILE graph."""
+    if not _cuda(device):
+        return []
+    from ..examples import conditional_solver as example
+    problem, stream = example.Problem(device, SOLVER_N), device.stream()
+    want_x, want_sweeps = example.reference(SOLVER_N, SOLVER_DIAGONAL)
+
+    def reset() -> None:
+        for array in (problem.x, problem.y, problem.state):
+            stream.memset(array, 0)
+        stream.synchronize()
+
+    program = _solver_program(device)
+
+    def floor_run() -> dict[str, float] | None:  # (one run of the C++ program, of 3 solves: their median)
+        if program is None:
+            return None
+        figures = json.loads(subprocess.run([program, str(SOLVER_N), repr(SOLVER_DIAGONAL), repr(example.TOLERANCE),
+                                             str(example.LIMIT), "3"], check=True, capture_output=True,
+                                            text=True).stdout)
+        if figures["sweeps"] != want_sweeps:
+            raise ValidationError(f"solver: the C++ program made {figures['sweeps']} sweeps (NumPy: {want_sweeps})")
+        return figures
+
+    # Each of ours is followed by a run of the C++ program, and the ratio is taken pair by pair: the GPU's speed
+    # drifts over a bench, by 13% between two runs of this workload on an H200 (2026-11-24).
+    converge, host, floors = [], [], []
+    with example.build(problem, SOLVER_DIAGONAL).instantiate() as exe:
+        for repeat in range(options.warmup + options.repeats):
+            reset()
+            with gc_held():
+                start = time.perf_counter()
+                exe.launch(stream)
+                launched = time.perf_counter()
+                stream.synchronize()
+                end = time.perf_counter()
+            x, sweeps, _ = problem.result()
+            if sweeps != want_sweeps or not np.array_equal(x, want_x):
+                raise ValidationError(f"solver: the WHILE graph made {sweeps} sweeps (NumPy: {want_sweeps}) or "
+                                      f"its x differs from NumPy's")
+            if repeat >= options.warmup:
+                converge.append((end - start) * 1e3)
+                host.append((launched - start) * 1e6 / want_sweeps)
+                figures = floor_run()
+                if figures is not None:
+                    floors.append(figures)
+    ours = Row.of("solver", "gpugraph WHILE node: time to converge", "ms", converge)
+    rows = [ours, Row.of("solver", "gpugraph WHILE node: host time per sweep", "µs/sweep", host)]
+    for every in SOLVER_EVERY:
+        times, busy = [], []
+        for _ in range(options.repeats):
+            reset()
+            with gc_held():
+                start = time.perf_counter()
+                sweeps, seconds = example.solve_from_host(problem, stream, every, SOLVER_DIAGONAL)
+                times.append((time.perf_counter() - start) * 1e3)
+            busy.append(seconds * 1e6 / sweeps)
+            if example.residual(problem.x.to_numpy(), SOLVER_DIAGONAL) > 1e-8:
+                raise ValidationError(f"solver: the host-driven solve (every {every}) did not converge")
+        driven = Row.of("solver", f"host-driven, read back every {every}: time to converge", "ms", times)
+        rows += [driven, Row.of("solver", f"host-driven, read back every {every}: host time per sweep", "µs/sweep",
+                                busy),
+                 Row.of("solver", f"host-driven every {every} / WHILE node", "×", [driven.median / ours.median])]
+    if floors:
+        rows += [Row.of("solver", "C++ WHILE node: time to converge (floor)", "ms", [f["converge_ms"] for f in floors]),
+                 Row.of("solver", "C++ WHILE node: host time per sweep (floor)", "µs/sweep",
+                        [f["launch_us"] / want_sweeps for f in floors]),
+                 Row.of("solver", "gpugraph WHILE node: time to converge / C++", "×",
+                        [mine / f["converge_ms"] for mine, f in zip(converge, floors)], "≤ 1.05")]
+    return rows
+
+
+def _solver_program(device: Any) -> str | None:
+    """floor_solver.cu compiled once per process with nvcc, or None without nvcc."""
+    if "solver" not in _floor_cache:
+        _floor_cache["solver"] = _nvcc(device, "floor_solver.cu")
+    return _floor_cache["solver"]
 
 
 @workload("memory", "GPU: Python-side bytes per node of a 10,000-node graph; 100,000 graphs made and dropped")

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-EXAMPLES = ("explicit_graph", "capture_graph", "async_streams", "dynamic_parameters", "captured")
+EXAMPLES = ("explicit_graph", "capture_graph", "async_streams", "dynamic_parameters", "captured", "conditional_solver")
 
 
 @dataclass(frozen=True)

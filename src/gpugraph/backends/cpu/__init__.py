@@ -197,6 +197,9 @@ class CpuBackend:
             load_compiled(kernel)
         return kernel
 
+    def kernel_static_shared(self, index: int, kernel: Any) -> int:
+        return 0 if kernel.cpu is not None else load_compiled(kernel).static_shared
+
     # Streams and events
 
     def stream_create(self, index: int, non_blocking: bool, priority: int) -> CpuStream:

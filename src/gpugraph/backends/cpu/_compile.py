@@ -19,8 +19,10 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import weakref
@@ -30,13 +32,17 @@ from typing import Any
 import numpy as np
 
 from ..._errors import BackendError, KernelCompileError
+from ..._kernel import SHARED_MEM_LIMIT
 from ..._memory import Array
 from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
+from . import _elf
 from ._memory import ADDRESSES, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
 _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
-          "-fvisibility=hidden", "-fnon-call-exceptions")
+          "-fvisibility=hidden", "-fnon-call-exceptions",
+          # (a kernel declared and never defined is a link error, not a library that fails to load)
+          *(("-Wl,-z,defs",) if sys.platform.startswith("linux") else ()))
 # NVRTC/hiprtc options that only steer GPU code generation: nothing to do on the host.
 _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device-debug|dopt.*|dw|dlto|"
                        r"extra-device-vectorization|(arch|gpu-architecture|ftz|prec-div|prec-sqrt|maxrregcount|"
@@ -52,16 +58,18 @@ WORKERS = os.cpu_count() or 1
 
 @functools.lru_cache(maxsize=1)
 def compiler() -> tuple[str, str] | None:
-    """The C++ compiler (``$CXX``, else g++, clang++ or c++ on the PATH) and its version line, or None."""
-    for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
-        path = shutil.which(name) if name else None
+    """The C++ compiler and its version line, or None: ``$CXX`` where it is set (and only it: a CXX that does
+    not run is no reason to take another), else g++, clang++ or c++ on the PATH."""
+    chosen = os.environ.get("CXX")
+    for words in [shlex.split(chosen)] if chosen else [["g++"], ["clang++"], ["c++"]]:
+        path = shutil.which(words[0]) if words else None
         if path is not None:
             try:
-                version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                version = subprocess.run([path, *words[1:], "--version"], capture_output=True, text=True, timeout=60,
                                          check=True).stdout.splitlines()[0]
             except (OSError, subprocess.SubprocessError, IndexError):
                 continue
-            return path, version
+            return shlex.join([path, *words[1:]]), version  # (a command: CXX may carry options, as in make)
     return None
 
 
@@ -71,10 +79,9 @@ def host_options(kernel: Any) -> list[str]:
     option is refused (its effect could not be the same here)."""
     out = []
     for option in kernel.options:
-        if re.fullmatch(r"-[DUI].+", option):
-            out.append(option)
-        elif match := re.fullmatch(r"--(define-macro|undefine-macro|include-path)=(.+)", option):
-            out.append({"define-macro": "-D", "undefine-macro": "-U", "include-path": "-I"}[match[1]] + match[2])
+        if match := re.fullmatch(r"-([DUI])(.+)|--(define-macro|undefine-macro|include-path)=(.+)", option):
+            flag = match[1] or {"define-macro": "D", "undefine-macro": "U", "include-path": "I"}[match[3]]
+            out.append(f"-{flag}{match[2] or match[4]}")
         elif match := re.fullmatch(r"--?std=(c\+\+\d\d)", option):
             if match[1] not in ("c++11", "c++14"):  # (gpugraph's header needs C++17, which takes their code)
                 out.append(f"-std={match[1]}")
@@ -140,21 +147,49 @@ def host_source(source: str) -> str:
 def _program(kernel: Any, names: list[str]) -> str:
     """The translation unit: the header, the kernel's source (its lines numbered as the user's file), and one
     entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
-    type codes; ``gg_uses_barriers`` says whether the blocks run as fibers, ``gg_stop_message`` what stopped the
-    calling thread's last launch."""
-    entries = ['extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
-               '    return ::gg::uses_barriers();\n}\n'
-               'extern "C" __attribute__((visibility("default"))) const char* gg_stop_message() {\n'
-               '    return ::gg::last_stop.c_str();\n}\n']
-    for i, name in enumerate(names):
-        entries.append(
-            f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
+    type codes, ``gg_address_<i>`` its address (for its shared variables' sizes); ``gg_uses_barriers`` says
+    whether the blocks run as fibers, ``gg_stop_message`` what stopped the calling thread's last launch."""
+    return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
+            f'#line 1 {_ENTRY_FILE}\n' + _PRELUDE + "".join(_entry(i, name) for i, name in enumerate(names)))
+
+
+_ENTRY_FILE = '"gpugraph-entry-points.cpp"'
+_PRELUDE = ('extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
+            '    return ::gg::uses_barriers();\n}\n'
+            'extern "C" __attribute__((visibility("default"))) const char* gg_stop_message() {\n'
+            '    return ::gg::last_stop.c_str();\n}\n')
+
+
+def _entry(i: int, name: str) -> str:
+    """The entry points of kernel ``i`` (of the same number of lines for every kernel: _failing_names counts on
+    it)."""
+    return (f'extern "C" __attribute__((visibility("default"))) int gg_run_{i}(const unsigned* dims, unsigned shared,'
             f" const char* slots, long long begin, long long end, int workers) {{\n"
             f"    return ::gg::enter<&{name}>(dims, shared, slots, begin, end, workers);\n}}\n"
             f'extern "C" __attribute__((visibility("default"))) const char* gg_codes_{i}() {{\n'
-            f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n")
-    return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
-            f'#line 1 "gpugraph-entry-points.cpp"\n' + "".join(entries))
+            f"    return ::gg::Signature<decltype(&{name})>::codes;\n}}\n"
+            f'extern "C" __attribute__((visibility("default"))) const void* gg_address_{i}() {{\n'
+            f"    return reinterpret_cast<const void*>(&{name});\n}}\n")
+
+
+def _failing_names(log: str, names: list[str]) -> set[str] | None:
+    """The names whose entry points ``log`` (a failed build's) reports errors in: errors in the entry points'
+    lines, or the linker's undefined references from them. None where the log has an error elsewhere (the
+    user's source does not compile: no subset of names would)."""
+    first, size = _PRELUDE.count("\n") + 1, _entry(0, "k").count("\n")
+    failing = set()
+    for line in log.splitlines():
+        if match := re.match(r"gpugraph-entry-points\.cpp:(\d+):(?:\d+:)? (?:fatal )?error", line):
+            index = (int(match[1]) - first) // size
+        elif match := re.search(r"in function `gg_(?:run|codes|address)_(\d+)'", line):
+            index = int(match[1])
+        elif re.search(r"\berror\b", line) and "gpugraph-entry-points.cpp" not in line and "ld returned" not in line:
+            return None
+        else:
+            continue
+        if 0 <= index < len(names):
+            failing.add(names[index])
+    return failing
 
 
 def _file_name(kernel: Any) -> str:
@@ -191,8 +226,8 @@ def openmp(path: str, version: str) -> bool:
         source = Path(folder) / "probe.cpp"
         source.write_text('#include <omp.h>\nextern "C" int probe() { return omp_get_max_threads(); }\n')
         try:
-            done = subprocess.run([path, "-fopenmp", "-fPIC", "-shared", str(source), "-o", str(Path(folder) / "p.so")],
-                                  capture_output=True, timeout=120)
+            done = subprocess.run([*shlex.split(path), "-fopenmp", "-fPIC", "-shared", str(source), "-o",
+                                   str(Path(folder) / "p.so")], capture_output=True, timeout=120)
             found = done.returncode == 0
         except (OSError, subprocess.SubprocessError):
             found = False
@@ -218,9 +253,15 @@ def _build(kernel: Any, program: str, command: list[str], library: Path) -> None
             raise KernelCompileError(kernel.name, f"the C++ compiler {command[0]} could not run: {error}") from None
         if done.returncode != 0:
             log = (done.stderr or done.stdout).replace(str(source), _file_name(kernel)).replace(folder + os.sep, "")
-            if "gpugraph-entry-points.cpp" in log and ("not declared" in log or "undeclared identifier" in log):
+            errors = [line for line in log.splitlines() if re.search(r"\berror\b", line)]
+            if errors and all(line.startswith("gpugraph-entry-points.cpp:") for line in errors) and any(
+                    marker in log for marker in ("not declared", "undeclared identifier", "no member named",
+                                                 "is not a member of")):
                 # (the user's source compiled: the name names nothing in it)
                 raise KernelCompileError.no_kernel(kernel.name, log.rstrip())
+            if re.search(rf"undefined reference to `{re.escape(kernel.name.split('<')[0].lstrip(':'))}[(<']", log):
+                raise KernelCompileError(kernel.name, f"the kernel is declared in the source but never defined (the "
+                                                      f"linker finds no body for it)\n{log.rstrip()}")
             raise KernelCompileError(kernel.name, log.rstrip())
         headers = _headers(dependencies.read_text(), source)
         library.with_suffix(".headers").write_text(json.dumps([[h, *_stamp(h)] for h in headers]))
@@ -257,27 +298,60 @@ class HostModule:
     def __init__(self, kernel: Any, names: list[str]) -> None:
         found = compiler()
         if found is None:
-            raise KernelCompileError(kernel.name, "the CPU backend compiles kernel source with a C++ compiler, "
-                                                  "and none was found (set CXX, or install g++ or clang++); or "
-                                                  "give the kernel a Python implementation with "
-                                                  "Kernel(source, name, cpu=fn)")
+            chosen = os.environ.get("CXX")
+            missing = (f"CXX={chosen!r} names none that runs (`{chosen} --version` failed or it is not on the PATH)"
+                       if chosen else "none was found (set CXX, or install g++ or clang++)")
+            raise KernelCompileError(kernel.name, f"the CPU backend compiles kernel source with a C++ compiler, and "
+                                                  f"{missing}; or give the kernel a Python implementation with "
+                                                  f"Kernel(source, name, cpu=fn)")
         path, version = found
         program = _program(kernel, names)
         self.parallel = openmp(path, version)  # blocks spread over the cores inside one call, else from Python
-        command = [path, *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}", *host_options(kernel)]
+        command = [*shlex.split(path), *_FLAGS, *(["-fopenmp"] if self.parallel else []), f"-I{INCLUDE}",
+                   *host_options(kernel)]
         key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
         library = cache_folder() / f"{key[:32]}.so"
-        if not _fresh(library):
+        if _fresh(library):
+            self._load(library)
+        else:
             try:
                 _build(kernel, program, command, library)
-            except OSError:  # (an unwritable or read-only cache: this process's own temporary folder instead)
-                library = Path(tempfile.mkdtemp(prefix="gpugraph-")) / library.name
-                _build(kernel, program, command, library)
-        self.library = ctypes.CDLL(str(library))
+                self._load(library)
+            except OSError:  # (an unwritable or read-only cache: a temporary folder, removed once loaded)
+                with tempfile.TemporaryDirectory(prefix="gpugraph-") as folder:
+                    library = Path(folder) / library.name
+                    _build(kernel, program, command, library)
+                    self._load(library)
         self.names = names
+        # Each kernel's static shared memory. One past CUDA's limit refuses the whole source, as CUDA's compiler
+        # does (it compiles every kernel of a module): no kernel of it may run here either.
+        self.static_shared = [self._static_shared(index) for index in range(len(names))]
+        self.refusal = next((f"kernel {name!r} of this source declares {size} bytes of __shared__ variables, more "
+                             f"than the {SHARED_MEM_LIMIT} bytes of static shared memory CUDA allows a kernel (its "
+                             f"compiler refuses the source: \"uses too much shared data\")"
+                             for name, size in zip(names, self.static_shared) if size > SHARED_MEM_LIMIT), None)
         self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
         self.stop_message = self.library.gg_stop_message
         self.stop_message.restype = ctypes.c_char_p
+
+    def _load(self, library: Path) -> None:
+        """Load ``library`` and read its symbol table (for the sizes of shared variables), from where the load
+        placed it: ``_base`` is added to a symbol's value to give its address in this process."""
+        self.library = ctypes.CDLL(str(library))
+        self._symbols = _elf.symbols(library)
+        anchor = next((s.value for s in self._symbols or () if s.name == "gg_uses_barriers"), None)
+        loaded_at = ctypes.cast(self.library.gg_uses_barriers, ctypes.c_void_p).value
+        self._base = None if anchor is None or loaded_at is None else loaded_at - anchor
+
+    def _static_shared(self, index: int) -> int:
+        """The bytes of ``__shared__`` variables of kernel ``index``: those declared in its body (its lambdas'
+        included) and every one at file scope (0 where the library's symbols cannot tell, as on a platform other
+        than ELF's; those of the ``__device__`` functions it calls are not counted)."""
+        if self._symbols is None or self._base is None:
+            return 0
+        address_of = getattr(self.library, f"gg_address_{index}")
+        address_of.restype = ctypes.c_void_p
+        return _elf.static_shared_size(self._symbols, address_of() - self._base)
 
 
 class HostKernel:
@@ -297,9 +371,10 @@ class HostKernel:
         self.codes: str = codes_of().decode()
         if "x" in self.codes:
             at = self.codes.index("x")
-            raise KernelCompileError(kernel.name, f"parameter {at} is neither a pointer nor a number type (bool, "
-                                                  f"an integer, float, double or __half): the CPU backend cannot "
-                                                  f"pass it")
+            what = f"parameter {at}" + (f" ({kernel.signature[at]})" if kernel.signature else "")
+            raise KernelCompileError(kernel.name, f"{what} is neither a pointer nor a number type (bool, an "
+                                                  f"integer, float, double or __half): the CPU backend cannot pass "
+                                                  f"it (a struct by value, say)")
         signature = kernel.signature
         refusal = check_compiled(signature, [8 if c == "P" else DTYPES[c].itemsize for c in self.codes])
         if refusal is None and signature is not None:
@@ -312,6 +387,7 @@ class HostKernel:
                     break
         if refusal is not None:
             raise KernelCompileError(kernel.name, refusal)
+        self.static_shared = module.static_shared[index]
         # The parameters that take arrays of device addresses (T**), whose addresses a launch translates.
         self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
@@ -396,7 +472,7 @@ def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _lock = threading.Lock()
-_modules: dict[tuple[str, tuple[str, ...], str], HostModule] = {}
+_modules: dict[tuple[str, tuple[str, ...], str], HostModule] = {}  # by (source, options, template instance)
 _loaded: weakref.WeakKeyDictionary[Any, HostKernel] = weakref.WeakKeyDictionary()  # by Kernel
 
 
@@ -424,8 +500,25 @@ def load(kernel: Any) -> HostKernel:
     with _lock:
         module = _modules.get(key)
     if module is None or kernel.name not in module.names:
-        module = HostModule(kernel, names)
+        module = _module(kernel, names)  # (a failure leaves the source's module as it was)
         with _lock:
             _modules[key] = module
+    if module.refusal is not None:
+        raise KernelCompileError(kernel.name, module.refusal)
     loaded = _loaded[kernel] = HostKernel(module, kernel)
     return loaded
+
+
+def _module(kernel: Any, names: list[str]) -> HostModule:
+    """The source's kernels ``names`` (``kernel``'s among them) compiled into one library; where some of them do
+    not compile as kernels (one declared and never defined, one the reader finds that the compiler does not),
+    the others, so that the source's kernels still share one library and its ``__device__`` variables."""
+    try:
+        return HostModule(kernel, names)
+    except KernelCompileError as error:
+        failing = _failing_names(error.log, names)
+        if not failing or kernel.name in failing or len(names) == 1:
+            if failing and kernel.name in failing and len(names) > 1:
+                HostModule(kernel, [kernel.name])  # (its own error, without the other names')
+            raise
+        return HostModule(kernel, [name for name in names if name not in failing])

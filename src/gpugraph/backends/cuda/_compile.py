@@ -35,35 +35,75 @@ def toolkit_include() -> str | None:
 
 class ModuleCache:
     """Loaded modules by (device, source, options, template instance); each module holds every kernel of its
-    source that is not a template, and the instance it was compiled for."""
+    source that is not a template, and the instance it was compiled for: where some name the reader finds is no
+    kernel NVRTC can name (one under an ``#ifdef`` the reader does not evaluate), every other one."""
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[int, str, tuple[str, ...], str | None], tuple[Any, dict[str, bytes]]] = {}
+        self._modules: dict[tuple, Any] = {}
         self._lock = threading.Lock()
 
     def function(self, index: int, device: Any, kernel: Any) -> Any:
         """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
         # (A template's instance is compiled into a module of its own: the source's module lacks it.)
-        key = (index, kernel.source, kernel.options, kernel.name if "<" in kernel.name else None)
+        key: tuple = (index, kernel.source, kernel.options, kernel.name if "<" in kernel.name else None)
+        names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
+        if "<" in kernel.name:  # a name expression: NVRTC instantiates the template it names
+            names.append(kernel.name)
         with self._lock:
-            if key not in self._modules:
-                self._modules[key] = self._compile(device, kernel)
+            if key not in self._modules or (kernel.name in names and kernel.name not in self._modules[key][1]):
+                self._modules[key] = self._compile_names(device, kernel, names)
             module, lowered = self._modules[key]
         name = lowered.get(kernel.name, kernel.name.encode())  # not found by name: extern "C" made by a macro
         err, function = drv.module_get_function(module, name)
+        if err and kernel.name not in lowered:
+            # A name the reader does not list (one `using namespace` makes visible): NVRTC may name it yet, in a
+            # module of its own (the CPU backend's entry point takes such a name too).
+            key = (*key, kernel.name)
+            with self._lock:
+                if key not in self._modules:
+                    try:
+                        self._modules[key] = self._compile(device, kernel, [kernel.name])
+                    except KernelCompileError:
+                        self._modules[key] = None
+                found = self._modules[key]
+            if found is not None:
+                err, function = drv.module_get_function(found[0], found[1][kernel.name])
         if err:
             raise KernelCompileError.no_kernel(kernel.name)
         return function
 
+    def _compile_names(self, device: Any, kernel: Any, names: list[str]) -> tuple[Any, dict[str, bytes]]:
+        """The module of ``kernel``'s source with the name expressions ``names``; where NVRTC cannot name some of
+        them, the module of the others (found by compiling each alone, once per process), so that the source's
+        kernels share one module and its ``__device__`` variables."""
+        try:
+            return self._compile(device, kernel, names)
+        except KernelCompileError:
+            if len(names) <= 1:
+                raise
+            self._unload(self._compile(device, kernel, []))  # (the source itself does not compile: its error)
+            good = [name for name in names if self._compiles(device, kernel, name)]
+            if kernel.name in names and kernel.name not in good:
+                return self._compile(device, kernel, [kernel.name])  # (its own error)
+            return self._compile(device, kernel, good)
+
+    def _compiles(self, device: Any, kernel: Any, name: str) -> bool:
+        try:
+            self._unload(self._compile(device, kernel, [name]))
+        except KernelCompileError:
+            return False
+        return True
+
     @staticmethod
-    def _compile(device: Any, kernel: Any) -> tuple[Any, dict[str, bytes]]:
+    def _unload(compiled: tuple[Any, dict[str, bytes]]) -> None:
+        call(cu.cuModuleUnload, compiled[0])
+
+    @staticmethod
+    def _compile(device: Any, kernel: Any, names: list[str]) -> tuple[Any, dict[str, bytes]]:
         major = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
                      device)
         minor = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                      device)
-        names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
-        if "<" in kernel.name:  # a name expression: NVRTC instantiates the template it names
-            names.append(kernel.name)
         program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name

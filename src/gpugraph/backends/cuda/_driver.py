@@ -78,3 +78,18 @@ class Contexts:
         if getattr(self._local, "ctx", None) is not ctx:
             call(drv.ctx_set_current, ctx)
             self._local.ctx = ctx
+
+
+def driver_version() -> int:
+    """The driver's CUDA version as cuDriverGetVersion gives it (12030 for CUDA 12.3)."""
+    return call(cu.cuDriverGetVersion)
+
+
+def require_driver(version: int, what: str, api: str) -> None:
+    """Raise, naming ``what`` and the CUDA version it needs, where the driver is older than ``version``."""
+    have = driver_version()
+    if have < version:
+        raise BackendError("cuda", api, "CUDA_ERROR_NOT_SUPPORTED",
+                           f"{what} needs a driver of CUDA {version // 1000}.{version % 1000 // 10} or newer; this "
+                           f"driver is CUDA {have // 1000}.{have % 1000 // 10} (cuDriverGetVersion: {have}): update "
+                           f"the NVIDIA driver")

@@ -13,7 +13,7 @@ from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
 from ._capture import CudaCapturing
-from ._driver import call, error, fail
+from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, allocate
@@ -62,6 +62,8 @@ class CudaGraphs(CudaCapturing):
         return node
 
     def graph_condition(self, graph: CudaGraph, default: int, reset: bool) -> tuple[Any, int]:
+        require_driver(12030, "a conditional node's condition (Graph.condition)",
+                               "cuGraphConditionalHandleCreate")
         self.contexts.use(graph.index)
         flags = cu.CU_GRAPH_COND_ASSIGN_DEFAULT if reset else 0
         handle = call(cu.cuGraphConditionalHandleCreate, graph.handle, self.contexts.get(graph.index), default,

@@ -31,7 +31,7 @@ from ..._nodes import (
 )
 from ..._params import Param, resolve
 from . import _compiled
-from ._driver import call, error, fail
+from ._driver import call, error, fail, require_driver
 from ._objects import CudaGraph, ForeignKernel
 from ._symbols import drv
 
@@ -316,6 +316,9 @@ class _Conditional(_Kind):
                                        "switch": cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_SWITCH}
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        if params.type == "switch" or len(params.bodies) == 2:
+            require_driver(12080, "a SWITCH node (Graph.add_switch)" if params.type == "switch" else
+                           "an IF node with an else body (Graph.add_if(has_else=True))", "cuGraphAddNode")
         p = cu.CUgraphNodeParams()
         p.type = self.node_type
         p.conditional.handle = params.condition._handle

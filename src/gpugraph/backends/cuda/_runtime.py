@@ -43,6 +43,7 @@ class CudaRuntime:
         self.host = HostCalls()
         self._modules = ModuleCache()
         self._functions: dict[tuple[int, Any], Function] = {}
+        self._static_shared: dict[tuple[int, Any], int] = {}  # by (device, Kernel): read once
         self._kernels_by_handle: dict[int, tuple[Any, int]] = {}  # CUfunction -> (Kernel, device index)
         self._peers: set[tuple[int, int]] = set()  # (device, peer) pairs whose access enable_peer_access enabled
         self._peer_lock = threading.Lock()
@@ -286,6 +287,14 @@ class CudaRuntime:
             function = self._functions[key] = Function(handle, kernel)
             self._kernels_by_handle[int(handle)] = (kernel, index)
         return function
+
+    def kernel_static_shared(self, index: int, kernel: Any) -> int:
+        size = self._static_shared.get((index, kernel))
+        if size is None:
+            handle = self.kernel_load(index, kernel).handle
+            size = self._static_shared[(index, kernel)] = call(
+                cu.cuFuncGetAttribute, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, handle)
+        return size
 
     def function(self, index: int, kernel: Any) -> Function:
         return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)

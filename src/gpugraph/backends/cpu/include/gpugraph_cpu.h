@@ -19,6 +19,7 @@
 #include <atomic>
 #include <string>
 #include <cstddef>
+#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -38,8 +39,9 @@
 #define __managed__
 #define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))
-// Shared memory: one copy per worker thread, which runs one block at a time (its fibers share it).
-#define __shared__ static thread_local
+// Shared memory: one copy per worker thread, which runs one block at a time (its fibers share it). In a
+// function, thread_local alone is static, so `static __shared__` means the same.
+#define __shared__ thread_local
 #define __CUDA_ARCH__ 800  // (what a kernel tests to know it is device code; feature tests see an sm_80)
 #define __HIP_DEVICE_COMPILE__ 1
 #define GPUGRAPH_CPU 1
@@ -109,6 +111,28 @@ struct __half {
     constexpr operator float() const { return float(value); }
 };
 typedef __half half;
+// The operators of cuda_fp16.hpp: each result is rounded to half, as a GPU's half arithmetic rounds it. (Float
+// computes +, -, *, / of two halves exactly enough that rounding its result to half is correctly rounded.)
+inline __half operator+(__half a, __half b) { return __half(float(a) + float(b)); }
+inline __half operator-(__half a, __half b) { return __half(float(a) - float(b)); }
+inline __half operator*(__half a, __half b) { return __half(float(a) * float(b)); }
+inline __half operator/(__half a, __half b) { return __half(float(a) / float(b)); }
+inline __half operator-(__half a) { return __half(-float(a)); }
+inline __half operator+(__half a) { return a; }
+inline __half& operator+=(__half& a, __half b) { return a = a + b; }
+inline __half& operator-=(__half& a, __half b) { return a = a - b; }
+inline __half& operator*=(__half& a, __half b) { return a = a * b; }
+inline __half& operator/=(__half& a, __half b) { return a = a / b; }
+inline __half& operator++(__half& a) { return a += __half(1.0f); }
+inline __half& operator--(__half& a) { return a -= __half(1.0f); }
+inline __half operator++(__half& a, int) { __half old = a; ++a; return old; }
+inline __half operator--(__half& a, int) { __half old = a; --a; return old; }
+inline bool operator==(__half a, __half b) { return float(a) == float(b); }
+inline bool operator!=(__half a, __half b) { return float(a) != float(b); }
+inline bool operator<(__half a, __half b) { return float(a) < float(b); }
+inline bool operator>(__half a, __half b) { return float(a) > float(b); }
+inline bool operator<=(__half a, __half b) { return float(a) <= float(b); }
+inline bool operator>=(__half a, __half b) { return float(a) >= float(b); }
 struct __half2 { __half x, y; };
 inline __half __float2half(float f) { return __half(f); }
 inline __half __float2half_rn(float f) { return __half(f); }
@@ -118,7 +142,8 @@ inline __half __hsub(__half a, __half b) { return __half(float(a) - float(b)); }
 inline __half __hmul(__half a, __half b) { return __half(float(a) * float(b)); }
 inline __half __hdiv(__half a, __half b) { return __half(float(a) / float(b)); }
 inline __half __hneg(__half a) { return __half(-float(a)); }
-inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf(float(a), float(b), float(c))); }
+// (in double: the product is exact and 53 bits leave no double rounding, so the result is rounded once, as a GPU rounds it)
+inline __half __hfma(__half a, __half b, __half c) { return __half(fma(double(a), double(b), double(c))); }
 inline bool __heq(__half a, __half b) { return float(a) == float(b); }
 inline bool __hlt(__half a, __half b) { return float(a) < float(b); }
 inline bool __hgt(__half a, __half b) { return float(a) > float(b); }
@@ -404,9 +429,12 @@ template <class... P> struct Signature<void (*)(P...)> {
 
 template <class Arguments, size_t... I>
 void unpack(Arguments& arguments, const char* slots, std::index_sequence<I...>) {
-    static_assert(((sizeof(std::tuple_element_t<I, Arguments>) <= 8) && ...),
-                  "gpugraph CPU backend: a kernel parameter larger than 8 bytes");
-    (memcpy(&std::get<I>(arguments), slots + 8 * I, sizeof(std::tuple_element_t<I, Arguments>)), ...);
+    // (A parameter of more than 8 bytes has the type code 'x': gpugraph refuses the kernel when it loads, before
+    // any launch; it must still compile, so as not to break the other kernels of its source.)
+    ((sizeof(std::tuple_element_t<I, Arguments>) <= 8
+          ? (void)memcpy(&std::get<I>(arguments), slots + 8 * I, std::min<size_t>(8, sizeof(std::tuple_element_t<I, Arguments>)))
+          : (void)0),
+     ...);
 }
 
 template <auto F, class Arguments> void call(void* arguments) {
@@ -570,6 +598,9 @@ inline unsigned int atomicDec(unsigned int* a, unsigned int limit) {
     }
 GG_ATOMIC_REAL(float, unsigned int)
 GG_ATOMIC_REAL(double, unsigned long long)
+#ifdef __FLT16_MAX__
+GG_ATOMIC_REAL(__half, unsigned short)
+#endif
 inline float atomicExch(float* a, float v) {
     unsigned int old = __atomic_exchange_n(reinterpret_cast<unsigned int*>(a), gg::bits_as<unsigned int>(&v),
                                            __ATOMIC_RELAXED);
@@ -612,10 +643,33 @@ inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
 inline double rcbrt(double x) { return 1.0 / cbrt(x); }
-inline float sinpif(float x) { return sinf(float(M_PI) * x); }
-inline float cospif(float x) { return cosf(float(M_PI) * x); }
-inline double sinpi(double x) { return sin(M_PI * x); }
-inline double cospi(double x) { return cos(M_PI * x); }
+namespace gg {
+// sin(pi x) and cos(pi x) with x reduced exactly, as CUDA's sinpi and cospi are: x = n/2 + t with |t| <= 1/4 (no
+// rounding: remainder and halves are exact), then sin and cos of pi t in the quadrant n. Integers give a zero sine
+// with x's sign, half-integers a +0 cosine, as on a GPU.
+inline void sincospi(double x, double* s, double* c) {
+    if (!std::isfinite(x)) {
+        *s = *c = x - x;  // (NaN, as sin and cos of infinity)
+        return;
+    }
+    const double r = remainder(x, 2.0), n = nearbyint(2.0 * r), t = r - 0.5 * n;
+    const double st = sin(M_PI * t), ct = cos(M_PI * t);
+    switch (int(n) & 3) {
+        case 0: *s = st; *c = ct; break;
+        case 1: *s = ct; *c = -st; break;
+        case 2: *s = -st; *c = -ct; break;
+        default: *s = -ct; *c = st; break;
+    }
+    if (t == 0.0) {
+        if ((int(n) & 1) == 0) *s = copysign(0.0, x);
+        else *c = 0.0;
+    }
+}
+}  // namespace gg
+inline double sinpi(double x) { double s, c; gg::sincospi(x, &s, &c); return s; }
+inline double cospi(double x) { double s, c; gg::sincospi(x, &s, &c); return c; }
+inline float sinpif(float x) { return float(sinpi(x)); }  // (in double: rounded once, to float)
+inline float cospif(float x) { return float(cospi(x)); }
 inline float fdividef(float a, float b) { return a / b; }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __expf(float x) { return expf(x); }
@@ -654,8 +708,13 @@ inline double norm4d(double a, double b, double c, double d) { return std::hypot
 inline float norm4df(float a, float b, float c, float d) { return float(norm4d(a, b, c, d)); }
 inline double rnorm4d(double a, double b, double c, double d) { return 1.0 / norm4d(a, b, c, d); }
 inline float rnorm4df(float a, float b, float c, float d) { return float(rnorm4d(a, b, c, d)); }
-inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
-inline void sincospi(double x, double* s, double* c) { *s = sinpi(x); *c = cospi(x); }
+inline void sincospi(double x, double* s, double* c) { gg::sincospi(x, s, c); }
+inline void sincospif(float x, float* s, float* c) {
+    double ds, dc;
+    gg::sincospi(x, &ds, &dc);
+    *s = float(ds);
+    *c = float(dc);
+}
 inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
 inline float normcdff(float x) { return float(normcdf(x)); }
 inline double cyl_bessel_i0(double x) { return std::cyl_bessel_i(0.0, fabs(x)); }
@@ -724,12 +783,23 @@ GG_DIRECTED3(__ll2double) GG_DIRECTED3(__ull2double)
 #undef GG_DIRECTED
 
 // Conversions and bit casts.
-// To integers in the four directions: rn (to nearest, ties to even), rz (toward zero), rd (down), ru (up).
+// To integers in the four directions: rn (to nearest, ties to even), rz (toward zero), rd (down), ru (up). As on a
+// GPU (PTX's cvt; an H200, 2026-11-24), a value beyond the type's range gives its nearest end, and NaN gives 0 from
+// a float to a 32-bit integer, else the value with only the top bit set (a C++ cast of such a value is undefined:
+// on x86 it gives the lowest value).
+namespace gg {
+template <class T, class F> inline T saturated(F rounded) {
+    if (rounded != rounded) return sizeof(T) == 4 && sizeof(F) == 4 ? T(0) : T(1ull << (8 * sizeof(T) - 1));
+    if (rounded <= F(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    if (rounded >= F(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return T(rounded);
+}
+}  // namespace gg
 #define GG_TO_INTEGER(from, F, to, T)                                                                          \
-    inline T __##from##2##to##_rn(F x) { return (T)nearbyint(x); }                                           \
-    inline T __##from##2##to##_rz(F x) { return (T)trunc(x); }                                                \
-    inline T __##from##2##to##_rd(F x) { return (T)floor(x); }                                                \
-    inline T __##from##2##to##_ru(F x) { return (T)ceil(x); }
+    inline T __##from##2##to##_rn(F x) { return gg::saturated<T>(nearbyint(x)); }                            \
+    inline T __##from##2##to##_rz(F x) { return gg::saturated<T>(trunc(x)); }                                 \
+    inline T __##from##2##to##_rd(F x) { return gg::saturated<T>(floor(x)); }                                 \
+    inline T __##from##2##to##_ru(F x) { return gg::saturated<T>(ceil(x)); }
 GG_TO_INTEGER(float, float, int, int) GG_TO_INTEGER(float, float, uint, unsigned int)
 GG_TO_INTEGER(float, float, ll, long long) GG_TO_INTEGER(float, float, ull, unsigned long long)
 GG_TO_INTEGER(double, double, int, int) GG_TO_INTEGER(double, double, uint, unsigned int)
