@@ -291,7 +291,7 @@ def test_an_if_node_in_a_capture_reached_through_the_current_stream(device):
     stream = device.stream()
 
     def work(value: gg.Array) -> None:
-        current = gg.current_stream()
+        current = gg.current_stream(device)
         condition = current.active_capture.condition()
         current.launch(SET, 1, 1, condition, value)
         then, otherwise = current.active_capture.add_if(condition, has_else=True).bodies
@@ -312,7 +312,7 @@ def test_a_captured_function_with_a_while_node_runs_it_at_every_call(device):
 
     @gg.captured
     def count(x, n):
-        capture = gg.current_stream().active_capture
+        capture = gg.current_stream(x.device).active_capture
         condition = capture.condition(default=1)
         capture.add_while(condition).bodies[0].add_kernel(COUNT_DOWN, 1, 1, x, n, condition)
 
