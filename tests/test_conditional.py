@@ -142,7 +142,9 @@ def test_update_takes_the_bodies_of_a_graph_of_the_same_shape(device):
 
     def build(amount):
         graph = gg.Graph(device)
-        condition = graph.condition(default=1)
+        # (default 0: only the new graph's setter, which sets the new graph's condition, makes the body run. The
+        # executable graph's node reads that condition after the update, on CUDA too: H200, 2026-11-24.)
+        condition = graph.condition(default=0)
         setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, 1))
         graph.add_if(condition, after=setter).bodies[0].add_kernel(ADD, 1, 1, x, amount)
         return graph
@@ -262,3 +264,107 @@ def test_a_driver_older_than_conditional_nodes_need_is_named_at_the_call(monkeyp
     assert len(graph.nodes) == 0  # (nothing half-made)
     graph.add_while(condition)
     assert len(graph.nodes) == 1
+
+
+def test_a_while_node_added_at_a_captures_frontier_between_captured_kernels(device):
+    """The combined approach: captured work, a WHILE node at the frontier (its body filled explicitly), and
+    captured work after it, which depends on it."""
+    x, n = device.zeros(1, np.float32), value_of(device, 4)
+    stream = device.stream()
+    with stream.capture() as cap:
+        stream.launch(ADD, 1, 1, x, 100.0)
+        condition = cap.condition(default=1)
+        loop = cap.add_while(condition)
+        loop.bodies[0].add_kernel(COUNT_DOWN, 1, 1, x, n, condition)
+        stream.launch(ADD, 1, 1, x, 0.5)
+    graph = cap.graph
+    nodes = graph.nodes
+    assert [node.kind for node in nodes].count(gg.NodeKind.CONDITIONAL) == 1
+    last = next(node for node in nodes if node.kind is gg.NodeKind.KERNEL and node.params.args[1] == 0.5)
+    assert loop in last.dependencies
+    run(graph)
+    assert x.to_numpy()[0] == 104.5
+
+
+def test_an_if_node_in_a_capture_reached_through_the_current_stream(device):
+    x, one = device.zeros(1, np.float32), value_of(device, 1)
+    stream = device.stream()
+
+    def work(value: gg.Array) -> None:
+        current = gg.current_stream(device)
+        condition = current.active_capture.condition()
+        current.launch(SET, 1, 1, condition, value)
+        then, otherwise = current.active_capture.add_if(condition, has_else=True).bodies
+        then.add_kernel(ADD, 1, 1, x, 1.0)
+        otherwise.add_kernel(ADD, 1, 1, x, 2.0)
+
+    with gg.use_stream(stream), stream.capture() as cap:
+        work(one)
+    assert stream.active_capture is None
+    run(cap.graph, launches=3)
+    assert x.to_numpy()[0] == 3.0
+
+
+def test_a_captured_function_with_a_while_node_runs_it_at_every_call(device):
+    """@captured captures the WHILE node with the function's work; a new key captures again and updates the
+    cached executable graph, whose WHILE node then reads the new graph's condition."""
+    stream = device.stream()
+
+    @gg.captured
+    def count(x, n):
+        capture = gg.current_stream(x.device).active_capture
+        condition = capture.condition(default=1)
+        capture.add_while(condition).bodies[0].add_kernel(COUNT_DOWN, 1, 1, x, n, condition)
+
+    with gg.use_stream(stream):
+        for steps in (3, 5):
+            x, n = device.zeros(1, np.float32), value_of(device, steps)
+            count(x, n)
+            stream.synchronize()
+            assert x.to_numpy()[0] == steps
+    assert count.stats.captures == 2 and count.stats.updates == 1 and count.stats.instantiations == 1
+
+
+def test_update_from_a_graph_with_conditions_and_its_own_executable_graph_is_refused(device):
+    def build():
+        graph = gg.Graph(device)
+        condition = graph.condition(default=1)
+        graph.add_if(condition).bodies[0].add_kernel(ADD, 1, 1, device.zeros(1, np.float32), 1.0)
+        return graph
+
+    first, second = build(), build()
+    with first.instantiate() as exe, second.instantiate():
+        with pytest.raises(gg.GraphUpdateError, match=r"has conditional nodes and an executable graph of its own"):
+            exe.update(second)
+    with first.instantiate() as exe:  # (once the other is closed: taken)
+        exe.update(second)
+
+
+def test_a_body_filled_by_stream_capture(device):
+    """A WHILE body captured from a stream (capture into the body graph, cudaStreamBeginCaptureToGraph)."""
+    x, n = device.zeros(1, np.float32), value_of(device, 3)
+    graph = gg.Graph(device)
+    condition = graph.condition(default=1)
+    body = graph.add_while(condition).bodies[0]
+    stream = device.stream()
+    with stream.capture(into=body):
+        stream.launch(COUNT_DOWN, 1, 1, x, n, condition)
+        stream.launch(ADD, 1, 1, x, 10.0)
+    assert len(body.nodes) == 2
+    run(graph)
+    assert x.to_numpy()[0] == 33.0
+
+
+@pytest.mark.parametrize("work", ["host", "alloc"])
+def test_a_captured_body_refuses_host_and_memory_work_at_the_call(device, work):
+    graph = gg.Graph(device)
+    body = graph.add_while(graph.condition()).bodies[0]
+    stream = device.stream()
+    with pytest.raises(gg.GraphError, match=rf"Stream\.{work}: .* is the body of a conditional node, which cannot "
+                                            rf"hold .* nodes"):
+        with stream.capture(into=body):
+            if work == "host":
+                stream.host(print, "never")
+            else:
+                stream.alloc(4, np.float32)
+    assert len(body.nodes) == 0 and not stream.is_capturing

@@ -460,6 +460,32 @@ class Capture:
         """Add an empty node at the frontier and advance it (see ``Graph.add_empty``)."""
         return self._append("add_empty", self.graph.add_empty)
 
+    # Conditional nodes: added at the frontier as explicit nodes (as CUDA's captures add them, with
+    # cudaStreamGetCaptureInfo, cudaGraphAddNode and cudaStreamUpdateCaptureDependencies); their bodies are
+    # filled through ``node.bodies``.
+
+    def condition(self, default: int = 0, reset: bool = True) -> Any:
+        """A new Condition of the graph being captured (see ``Graph.condition``)."""
+        self._check_active("condition")
+        return self.graph.condition(default, reset)
+
+    def add_if(self, condition: Any, has_else: bool = False) -> Any:
+        """Add an IF node at the frontier and advance it (see ``Graph.add_if``)."""
+        return self._append("add_if", self.graph.add_if, condition, has_else)
+
+    def add_while(self, condition: Any) -> Any:
+        """Add a WHILE node at the frontier and advance it (see ``Graph.add_while``)."""
+        return self._append("add_while", self.graph.add_while, condition)
+
+    def add_switch(self, condition: Any, count: int) -> Any:
+        """Add a SWITCH node at the frontier and advance it (see ``Graph.add_switch``)."""
+        return self._append("add_switch", self.graph.add_switch, condition, count)
+
+    def _refuse_in_body(self, api: str, kind: str) -> None:
+        """Refuse work that would add a node of ``kind`` to the conditional node's body this captures into."""
+        if self._into is not None:
+            self._into._refuse_in_body(api, kind)
+
     def _check_active(self, api: str) -> None:
         if not self.active:
             raise CaptureError(f"Capture.{api}: the capture is not running (use it inside the with block)",

@@ -293,6 +293,12 @@ class GraphExec:
         if graph.device is not self.device:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
+        if graph._conditions and any(exe is not self for exe in graph._live_execs):
+            # (Its conditions would then drive two executable graphs: CUDA lets one executable graph of a graph
+            # with conditional nodes live at a time, and the CPU backend keeps one value per condition.)
+            raise GraphUpdateError("parameters changed", None, f"{graph!r} has conditional nodes and an executable "
+                                                               f"graph of its own; close that one first (one "
+                                                               f"executable graph of such a graph may live at a time)")
         found = self._find_params(graph) if _params.in_use else {}
         shape = graph_shape(graph, like=self._source_shape())
         refused = self._refusal(graph, shape)

@@ -8,7 +8,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from . import _capture, _params
+from ._conditions import Condition, condition_args
 from ._errors import CaptureError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
@@ -209,6 +212,14 @@ class Stream:
                                    api="Stream.is_capturing", stream=first.stream, mode=first.mode)
         return self._capture is not None
 
+    @property
+    def active_capture(self) -> Any:
+        """The Capture this stream records into (its own, or one it joined through an event), else None: how a
+        function that enqueues on ``current_stream()`` reaches the capture's explicit nodes (``add_while``, ...)
+        when ``@captured`` or a caller captures it.
+        """
+        return self._capture
+
     def _capture_handle(self) -> Any:
         """The backend's record of the capture this stream takes part in (passed with its calls), else None."""
         capture = self._capture
@@ -266,6 +277,10 @@ class Stream:
         device = self.device
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
             args = kernel.convert_args(args, device, typed=True)
+            if condition_args(args):  # (a Condition of the graph being captured: its handle's value)
+                for condition in condition_args(args):
+                    capture.graph._check_condition(condition, f"launch({kernel!r})")
+                args = tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
         else:
             args = kernel.convert_args(args, device)
             if _params.in_use:
@@ -320,6 +335,8 @@ class Stream:
             raise TypeError(f"host(fn): expected a callable, got {type(fn).__name__}")
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.host")
+            if self._capture is not None:
+                self._capture._refuse_in_body("Stream.host", "host")
         self._backend.stream_host(self._handle, fn, args, self._capture_handle())
 
     def alloc(self, shape: Any, dtype: Any) -> Array:
@@ -329,6 +346,8 @@ class Stream:
         """
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.alloc")
+            if self._capture is not None:
+                self._capture._refuse_in_body("Stream.alloc", "memory allocation")
         if self._capture is None and _capture._active:
             _capture.forbid_unsafe("Stream.alloc", _ALLOC_RULE)
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
@@ -349,6 +368,8 @@ class Stream:
             raise TypeError(f"free(array): expected an Array, got {type(array).__name__}")
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.free")
+            if self._capture is not None:
+                self._capture._refuse_in_body("Stream.free", "memory free")
         if self._capture is None and _capture._active:
             _capture.forbid_unsafe("Stream.free", _ALLOC_RULE)
         self.device._check_same_device(array, "free(array)")
