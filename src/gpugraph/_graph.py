@@ -279,6 +279,17 @@ class Graph:
                     if i is not None:
                         node._i, kept[handle] = i, node
                 self._nodes = kept
+            if self._bodies:  # a dropped conditional node's bodies and condition go with it
+                position = self._topology.position
+                for handle in [h for h in self._bodies if h not in position]:
+                    del self._bodies[handle]
+                graph: Graph | None = self
+                while graph is not None:
+                    for condition in graph._conditions:
+                        node = condition._node
+                        if node is not None and node.graph is self and node._handle not in position:
+                            condition._node = None  # (unused now: an instantiate names it)
+                    graph = graph._owner
             self._stale = self._recording > 0  # last: an interrupted re-read is made again
 
     def _refresh(self) -> None:
