@@ -474,3 +474,23 @@ def test_a_condition_made_by_a_body_takes_its_default_once_per_launch(device):
     body.add_if(inner, after=step).bodies[0].add_kernel(COUNT_DOWN, 1, 1, y, m, inner)
     run(graph)
     assert (x.to_numpy()[0], y.to_numpy()[0]) == (3.0, 1.0)
+
+
+def test_bodies_refuse_params_frees_and_a_capture_free_at_the_call(device):
+    graph = gg.Graph(device)
+    body = graph.add_while(graph.condition()).bodies[0]
+    x = device.zeros(1, np.float32)
+    with pytest.raises(gg.GraphError, match=r"is the body of a conditional node, and a Param is patched"):
+        body.add_kernel(ADD, 1, 1, x, gg.Param(1.0))
+    outside = gg.Graph(device)
+    alloc = outside.add_alloc(4, np.float32)
+    with pytest.raises(gg.GraphError, match="body of a conditional node"):
+        body.add_free(alloc.array)
+    stream = device.stream()
+    array = stream.alloc(4, np.float32)
+    with pytest.raises(gg.GraphError, match=r"Stream\.free: .* cannot hold memory free nodes"):
+        with stream.capture(into=body):
+            stream.free(array)
+    stream.free(array)
+    stream.synchronize()
+    assert len(body.nodes) == 0

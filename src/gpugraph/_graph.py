@@ -40,6 +40,7 @@ from ._nodes import (
     MemsetParams,
     NodeKind,
 )
+from ._params import Param
 from ._stream import Event
 from ._topology import Topology
 
@@ -525,6 +526,10 @@ class Graph:
                              f"all run on its graph's device ({self.device})")
         grid, block = launch_dims(grid, block)
         converted = kernel.convert_args(args, device, typed=True)
+        if self._in_body() and any(type(a) is Param for a in converted):
+            raise GraphError(f"add_kernel({kernel!r}): {self!r} is the body of a conditional node, and a Param is "
+                             f"patched by an executable graph's setters, which take no node of a body (CUDA's); "
+                             f"pass the value, or change the body with exe.update")
         conditions = condition_args(converted)
         if conditions:
             for condition in conditions:
