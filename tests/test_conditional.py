@@ -129,6 +129,8 @@ def test_reset_starts_each_launch_with_the_default(device):
 
 
 def test_a_kernel_may_set_a_condition_without_reset_before_the_node_reads_it(device):
+    """The contract of reset=False: the value is undefined at a launch's start (CUDA's), so a kernel sets it
+    before the node reads it; what reset=True does is tested above (the default at each launch)."""
     x, graph = device.zeros(1, np.float32), gg.Graph(device)
     condition = graph.condition(default=0, reset=False)
     setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, 1))
@@ -155,12 +157,18 @@ def test_update_takes_the_bodies_of_a_graph_of_the_same_shape(device):
         exe.launch(stream)
         stream.synchronize()
         assert x.to_numpy()[0] == 5.0
-        other = gg.Graph(device)
-        condition = other.condition(default=1)
-        other.add_kernel(SET, 1, 1, condition, value_of(device, 1))
-        other.add_while(condition)  # a WHILE where an IF was (and an edge less)
-        with pytest.raises(gg.GraphUpdateError):
-            exe.update(other)
+        for kind in ("while", "if-else"):  # a WHILE where an IF was; an IF with an else body (one body more)
+            other = gg.Graph(device)
+            condition = other.condition(default=1)
+            setter = other.add_kernel(SET, 1, 1, condition, value_of(device, 1))
+            if kind == "while":
+                other.add_while(condition, after=setter)
+            else:
+                other.add_if(condition, has_else=True, after=setter)
+            with pytest.raises(gg.GraphUpdateError, match=r"parameters changed.*the conditional node was if with 1 "
+                                                          r"bodies, got " + ("while with 1" if kind == "while" else
+                                                                             "if with 2")):
+                exe.update(other)
 
 
 # Refusals: the same on every backend, at the call that breaks CUDA's rule.
@@ -192,7 +200,7 @@ def test_a_condition_belongs_to_one_node_of_its_graph(device):
     graph.add_if(condition)
     with pytest.raises(gg.GraphError, match="belongs to one conditional node"):
         graph.add_while(condition)
-    with pytest.raises(TypeError, match="stream launch or a capture cannot take one"):
+    with pytest.raises(TypeError, match="stream launch outside a capture cannot take one"):
         device.stream().launch(SET, 1, 1, condition, value_of(device, 1))
     with pytest.raises(TypeError, match="cudaGraphConditionalHandle"):
         graph.add_kernel(ADD, 1, 1, device.zeros(1, np.float32), condition)
@@ -243,7 +251,8 @@ def test_a_graph_with_conditional_nodes_is_not_launched_into_a_capture(device):
 def test_conditional_nodes_cannot_be_turned_off(device):
     graph = gg.Graph(device)
     node = graph.add_while(graph.condition())
-    with graph.instantiate() as exe, pytest.raises(gg.GraphError):
+    with graph.instantiate() as exe, pytest.raises(gg.GraphError, match=r"set_enabled\(.*\): the node is a "
+                                                                          r"conditional node"):
         exe.set_enabled(node, False)
 
 
@@ -368,3 +377,120 @@ def test_a_captured_body_refuses_host_and_memory_work_at_the_call(device, work):
             else:
                 stream.alloc(4, np.float32)
     assert len(body.nodes) == 0 and not stream.is_capturing
+
+
+# What the review of issue 16 found (session 14): each fixed, on every backend.
+
+
+def test_set_params_takes_a_condition_of_the_graph(device):
+    x, n, graph = device.zeros(1, np.float32), value_of(device, 1), gg.Graph(device)
+    condition = graph.condition(default=1)
+    setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, 0))
+    graph.add_if(condition, after=setter).bodies[0].add_kernel(ADD, 1, 1, x, 1.0)
+    other = gg.Graph(device).condition()
+    stream = device.stream()
+    with graph.instantiate() as exe:
+        exe.set_params(setter, condition, n)  # (the same condition, another value: the body runs)
+        exe.launch(stream)
+        stream.synchronize()
+        assert x.to_numpy()[0] == 1.0
+        with pytest.raises(gg.GraphError, match=r"set_params\(Kernel\('set_condition'\)\): Condition.* was made by"):
+            exe.set_params(setter, other, n)
+
+
+def test_setters_name_the_rule_for_a_node_inside_a_body(device):
+    x, graph = device.zeros(1, np.float32), gg.Graph(device)
+    inner = graph.add_while(graph.condition()).bodies[0].add_kernel(ADD, 1, 1, x, 1.0)
+    with graph.instantiate() as exe, pytest.raises(gg.GraphError, match=r"is in a body of a conditional node"):
+        exe.set_params(inner, x, 2.0)
+
+
+def _if_graph(device, x, amount=1.0):
+    graph = gg.Graph(device)
+    condition = graph.condition(default=0)
+    setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, 1))
+    graph.add_if(condition, after=setter).bodies[0].add_kernel(ADD, 1, 1, x, amount)
+    return graph
+
+
+def test_after_an_update_a_conditional_executable_graph_is_still_refused_in_a_capture(device):
+    x = device.zeros(1, np.float32)
+    stream = device.stream()
+    with _if_graph(device, x).instantiate() as exe:
+        exe.update(_if_graph(device, x, 5.0))
+        with pytest.raises(gg.CaptureError, match="a graph with conditional nodes cannot be launched into a capture"):
+            with stream.capture():
+                exe.launch(stream)
+
+
+def test_the_graph_an_update_took_counts_the_executable_graph_as_its_own(device):
+    x = device.zeros(1, np.float32)
+    first, second = _if_graph(device, x), _if_graph(device, x, 5.0)
+    with first.instantiate() as exe:
+        exe.update(second)
+        with pytest.raises(gg.GraphError, match="may have only one executable graph at a time"):
+            second.instantiate()
+    second.instantiate().close()  # (once it is closed: taken)
+
+
+def test_an_executable_graph_launched_into_a_captured_body_follows_the_body_rules(device):
+    holder = gg.Graph(device)
+    holder.add_host(print, "never")
+    graph = gg.Graph(device)
+    body = graph.add_while(graph.condition()).bodies[0]
+    stream = device.stream()
+    with holder.instantiate() as exe:
+        with pytest.raises(gg.CaptureError, match=r"fills the body of a conditional node, which cannot hold host"):
+            with stream.capture(into=body):
+                exe.launch(stream)
+    assert len(body.nodes) == 0
+
+
+def test_a_discarded_capture_takes_its_conditional_node_and_bodies_with_it(device):
+    x = device.zeros(1, np.float32)
+    graph = _if_graph(device, x)
+    stream = device.stream()
+    with pytest.raises(RuntimeError, match="discard"):
+        with stream.capture(into=graph) as cap:
+            condition = cap.condition()
+            cap.add_while(condition).bodies[0].add_kernel(ADD, 1, 1, x, 1.0)
+            raise RuntimeError("discard")
+    assert [node.kind for node in graph.nodes].count(gg.NodeKind.CONDITIONAL) == 1
+    with pytest.raises(gg.GraphError, match=r"is read by no conditional node"):
+        graph.instantiate()  # (the condition the capture made stays, unused: CUDA keeps a handle too)
+    with _if_graph(device, x).instantiate() as exe:
+        exe.update(graph)  # (the same shape as the graph it has left: taken; before, a KeyError)
+
+
+def test_a_condition_made_by_a_body_takes_its_default_once_per_launch(device):
+    """A body's own condition, reset: its default is applied at the launch, not at each run of the body (an IF
+    in a WHILE body that turns itself off runs once in three runs of the body; the same on an H200)."""
+    x, y, n, m = device.zeros(1, np.float32), device.zeros(1, np.float32), value_of(device, 3), value_of(device, 1)
+    graph = gg.Graph(device)
+    outer = graph.condition(default=1)
+    body = graph.add_while(outer).bodies[0]
+    step = body.add_kernel(COUNT_DOWN, 1, 1, x, n, outer)
+    inner = body.condition(default=1)
+    body.add_if(inner, after=step).bodies[0].add_kernel(COUNT_DOWN, 1, 1, y, m, inner)
+    run(graph)
+    assert (x.to_numpy()[0], y.to_numpy()[0]) == (3.0, 1.0)
+
+
+def test_bodies_refuse_params_frees_and_a_capture_free_at_the_call(device):
+    graph = gg.Graph(device)
+    body = graph.add_while(graph.condition()).bodies[0]
+    x = device.zeros(1, np.float32)
+    with pytest.raises(gg.GraphError, match=r"is the body of a conditional node, and a Param is patched"):
+        body.add_kernel(ADD, 1, 1, x, gg.Param(1.0))
+    outside = gg.Graph(device)
+    alloc = outside.add_alloc(4, np.float32)
+    with pytest.raises(gg.GraphError, match="body of a conditional node"):
+        body.add_free(alloc.array)
+    stream = device.stream()
+    array = stream.alloc(4, np.float32)
+    with pytest.raises(gg.GraphError, match=r"Stream\.free: .* cannot hold memory free nodes"):
+        with stream.capture(into=body):
+            stream.free(array)
+    stream.free(array)
+    stream.synchronize()
+    assert len(body.nodes) == 0

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _capture, _params
+from ._conditions import Condition, condition_args
 from ._errors import GraphError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import check_pinned, memcpy_nbytes, memset_pattern
 from ._nesting import nesting_refusal
 from ._nodes import (
+    BODY_KINDS,
     ChildGraphParams,
     EventRecordParams,
     EventWaitParams,
@@ -241,9 +243,16 @@ class GraphExec:
         if self.graph._memory:
             raise _capture.invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
                               "cannot be launched into a capture (it would become a child graph)")
-        if self._layout is not None and self._layout.bodies:
+        if self._read_layout().bodies:  # (as instantiated or last updated)
             raise _capture.invalidate([stream._capture], "GraphExec.launch", "a graph with conditional nodes "
                               "cannot be launched into a capture (it would become a child graph, which CUDA refuses)")
+        into = stream._capture._into
+        if into is not None and into._in_body():
+            kind = self._source._holds_other_than(BODY_KINDS)
+            if kind is not None:
+                raise _capture.invalidate([stream._capture], "GraphExec.launch", f"the capture fills the body of a "
+                                  f"conditional node, which cannot hold {kind.name.lower()} nodes, and the graph "
+                                  f"launched into it (as a child graph) has one")
         if self._source._version != self._source_version:
             raise _capture.invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")
@@ -350,6 +359,8 @@ class GraphExec:
         """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
         self._source, self._source_version = graph, graph._version
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
+        if graph._holds(NodeKind.CONDITIONAL):  # its conditions drive this executable graph now: its one live one
+            graph._live_execs.add(self)
         self._recorded_events = None
         graph._watch(self)
         self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
@@ -362,6 +373,11 @@ class GraphExec:
             self._read_layout()
         index = self._indices.get(getattr(node, "_handle", None))
         if index is None or getattr(node, "graph", None) not in (self.graph, self._source):
+            graph = getattr(node, "graph", None)
+            if graph is not None and graph._in_body():  # (CUDA's exec setters take no node of a body either)
+                raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
+                                 f"setters change the nodes of its graph's top level only (change a body with "
+                                 f"exe.update)")
             raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
                              f"from (or last updated with)")
         if node.kind not in kinds:
@@ -414,6 +430,10 @@ class GraphExec:
             args = kernel.convert_args(args, device, typed=True)
         else:
             args = old.args
+        if condition_args(args):  # (a Condition of the graph: its handle's value, as Graph.add_kernel takes it)
+            for condition in condition_args(args):
+                self._source._check_condition(condition, f"set_params({kernel!r})")
+            args = tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
         device._check_shared(kernel, shared)
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args, old.device), node)
 
@@ -504,6 +524,7 @@ class GraphExec:
                 self._handle = None
                 self._finalizer()
                 self.graph._live_execs.discard(self)
+                self._source._live_execs.discard(self)  # (an update's graph, if it has conditional nodes)
 
     @property
     def closed(self) -> bool:

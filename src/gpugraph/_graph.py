@@ -40,6 +40,7 @@ from ._nodes import (
     MemsetParams,
     NodeKind,
 )
+from ._params import Param
 from ._stream import Event
 from ._topology import Topology
 
@@ -279,6 +280,17 @@ class Graph:
                     if i is not None:
                         node._i, kept[handle] = i, node
                 self._nodes = kept
+            if self._bodies:  # a dropped conditional node's bodies and condition go with it
+                position = self._topology.position
+                for handle in [h for h in self._bodies if h not in position]:
+                    del self._bodies[handle]
+                graph: Graph | None = self
+                while graph is not None:
+                    for condition in graph._conditions:
+                        node = condition._node
+                        if node is not None and node.graph is self and node._handle not in position:
+                            condition._node = None  # (unused now: an instantiate names it)
+                    graph = graph._owner
             self._stale = self._recording > 0  # last: an interrupted re-read is made again
 
     def _refresh(self) -> None:
@@ -514,6 +526,10 @@ class Graph:
                              f"all run on its graph's device ({self.device})")
         grid, block = launch_dims(grid, block)
         converted = kernel.convert_args(args, device, typed=True)
+        if self._in_body() and any(type(a) is Param for a in converted):
+            raise GraphError(f"add_kernel({kernel!r}): {self!r} is the body of a conditional node, and a Param is "
+                             f"patched by an executable graph's setters, which take no node of a body (CUDA's); "
+                             f"pass the value, or change the body with exe.update")
         conditions = condition_args(converted)
         if conditions:
             for condition in conditions:

@@ -283,8 +283,9 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
                 return value
             return to_c(value, dtype, ctype, where)
         if kind is Condition:
-            raise TypeError(f"{where}: a Condition is passed only to kernel nodes of its graph (Graph.add_kernel); "
-                            f"a stream launch or a capture cannot take one")
+            raise TypeError(f"{where}: a Condition is passed only to kernels of its graph (Graph.add_kernel, or a "
+                            f"launch on a stream capturing into that graph); a stream launch outside a capture "
+                            f"cannot take one")
         if kind is Param:
             if value.is_array:
                 raise TypeError(f"{where}: expects a C {ctype} scalar, got {value!r}")

@@ -3,6 +3,8 @@
 It solves A x = b for A = tridiag(-1, d, -1) with b = 1. Each run of the WHILE node's body makes two Jacobi
 sweeps (x -> y -> x), each recording the largest change of any element, and a one-thread kernel then sets the
 loop's condition: go on while that change is above the tolerance and fewer sweeps than the limit were made.
+The change is the residual: a sweep from x gives y = (b + x[i-1] + x[i+1]) / d, so b - A x = d (y - x), and
+the largest change is the residual ||b - A x||∞ of the iterate the sweep started from, divided by d.
 The host launches once and synchronizes once; the result must equal NumPy's Jacobi iteration, element for
 element, after the same number of sweeps, and solve the system.
 
