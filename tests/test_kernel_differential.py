@@ -302,34 +302,6 @@ def test_cpu_and_cuda_agree_on_random_reductions(case):
 # Functions": ulps, full range), the host's libm being within 1 ulp: the two backends may be this far apart + 1.
 MATH_FUNCTIONS = {"sinf": 2, "cosf": 2, "tanf": 4, "expf": 2, "exp2f": 2, "logf": 1, "log2f": 1, "log1pf": 1,
                   "tanhf": 2, "atanf": 2, "erff": 2, "cbrtf": 1, "sinpif": 1, "cospif": 1, "rsqrtf": 2}
-
-
-@needs_cuda
-@pytest.mark.parametrize("function", sorted(MATH_FUNCTIONS))
-def test_cpu_and_cuda_math_functions_agree_within_cudas_error_bounds(function):
-    """Beyond the correctly rounded operations of the random kernels: each function on 2^16 inputs spread over
-    signs and magnitudes, the CPU backend's result within CUDA's documented error of the GPU's."""
-    source = f"__global__ void f(const float* x, float* y, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x;" \
-             f" if (i < n) y[i] = {function}(x[i]); }}"
-    rng = np.random.default_rng(11)
-    n = 1 << 16
-    x = (rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-6, 4, n)).astype(np.float32)
-    if function in ("logf", "log2f", "rsqrtf", "cbrtf"):
-        x = np.abs(x)
-    if function == "log1pf":
-        x = np.maximum(x, np.float32(-0.999))
-    results = []
-    for backend in ("cpu", "cuda"):
-        device = gg.Device(backend)
-        y = device.zeros(n, np.float32)
-        stream = device.stream()
-        stream.launch(gg.Kernel(source, "f"), n // 256, 256, device.asarray(x), y, n)
-        stream.synchronize()
-        results.append(y.to_numpy())
-    worst = int(ulps(results[0], results[1]).max())
-    assert worst <= MATH_FUNCTIONS[function] + 1, (function, worst)
-
-
 # Double-precision functions: CUDA's documented maximum error in ulps, and the host's (glibc's libm-test-ulps for
 # x86_64; for sinpi, gpugraph's header computing sin(pi t) after an exact reduction). cbrt measured 3 ulp apart on
 # an H200's host (2026-11-24): glibc's cbrt is within 4.
@@ -337,24 +309,50 @@ DOUBLE_FUNCTIONS = {"sin": (2, 1), "cos": (2, 1), "exp": (1, 1), "log": (1, 1), 
                     "sinpi": (2, 2), "cbrt": (1, 4)}
 
 
-@needs_cuda
-@pytest.mark.parametrize("function", sorted(DOUBLE_FUNCTIONS))
-def test_cpu_and_cuda_double_functions_agree_within_cudas_error_bounds(function):
-    source = f"__global__ void f(const double* x, double* y, int n) {{ int i = blockIdx.x * blockDim.x + " \
-             f"threadIdx.x; if (i < n) y[i] = {function}(x[i]); }}"
-    rng = np.random.default_rng(12)
-    n = 1 << 16
-    x = rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-6, 4, n)
-    if function == "log":
-        x = np.abs(x)
+def on_cpu_and_cuda(function: str, x: np.ndarray) -> list[np.ndarray]:
+    """``function`` applied to each element of ``x`` by a kernel, on the CPU backend and on CUDA."""
+    ctype = "float" if x.dtype == np.float32 else "double"
+    source = (f"__global__ void f(const {ctype}* x, {ctype}* y, int n) {{ int i = blockIdx.x * blockDim.x + "
+              f"threadIdx.x; if (i < n) y[i] = {function}(x[i]); }}")
     results = []
     for backend in ("cpu", "cuda"):
         device = gg.Device(backend)
-        y = device.zeros(n, np.float64)
+        y = device.zeros(len(x), x.dtype)
         stream = device.stream()
-        stream.launch(gg.Kernel(source, "f"), n // 256, 256, device.asarray(x), y, n)
+        stream.launch(gg.Kernel(source, "f"), len(x) // 256, 256, device.asarray(x), y, len(x))
         stream.synchronize()
         results.append(y.to_numpy())
+    return results
+
+
+def spread(seed: int) -> np.ndarray:
+    """2^16 values over both signs and magnitudes from 1e-6 to 1e4."""
+    rng = np.random.default_rng(seed)
+    return rng.choice([-1.0, 1.0], 1 << 16) * 10.0 ** rng.uniform(-6, 4, 1 << 16)
+
+
+@needs_cuda
+@pytest.mark.parametrize("function", sorted(MATH_FUNCTIONS))
+def test_cpu_and_cuda_math_functions_agree_within_cudas_error_bounds(function):
+    """Beyond the correctly rounded operations of the random kernels: each function on 2^16 inputs spread over
+    signs and magnitudes, the CPU backend's result within CUDA's documented error of the GPU's."""
+    x = spread(11).astype(np.float32)
+    if function in ("logf", "log2f", "rsqrtf", "cbrtf"):
+        x = np.abs(x)
+    if function == "log1pf":
+        x = np.maximum(x, np.float32(-0.999))
+    on_cpu, on_cuda = on_cpu_and_cuda(function, x)
+    worst = int(ulps(on_cpu, on_cuda).max())
+    assert worst <= MATH_FUNCTIONS[function] + 1, (function, worst)
+
+
+@needs_cuda
+@pytest.mark.parametrize("function", sorted(DOUBLE_FUNCTIONS))
+def test_cpu_and_cuda_double_functions_agree_within_cudas_error_bounds(function):
+    x = spread(12)
+    if function == "log":
+        x = np.abs(x)
+    results = on_cpu_and_cuda(function, x)
     ordered = [np.where(v.view(np.int64) < 0, np.int64(-2**63) - v.view(np.int64), v.view(np.int64)) for v in results]
     worst = int(np.abs(ordered[0] - ordered[1]).max())
     assert worst <= sum(DOUBLE_FUNCTIONS[function]), (function, worst)
