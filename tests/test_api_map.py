@@ -1,0 +1,46 @@
+"""docs/api-map.md: every HIP graph and stream-capture function once, and every gpugraph call it names real."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import gpugraph as gg
+
+MAP = Path(__file__).resolve().parents[1] / "docs" / "api-map.md"
+# The names a reference may start with: the package, or one of its public classes.
+_REFERENCE = re.compile(r"`((?:gg|Graph|GraphExec|Stream|Device|Event|Node|Capture|Condition|Kernel|Param|Array)"
+                        r"(?:\.[A-Za-z_]\w*)+)`")
+
+
+def rows() -> list[list[str]]:
+    return [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in MAP.read_text().splitlines() if line.startswith("| `")]
+
+
+def test_every_hip_function_is_mapped_once():
+    hip = [row[0].strip("`") for row in rows() if row[0].startswith("`hip")]
+    assert len(hip) == 112 and len(set(hip)) == len(hip)
+    assert {"hipGraphAddKernelNode", "hipGraphExecUpdate", "hipStreamBeginCaptureToGraph", "hipUserObjectCreate",
+            "hipGraphDebugDotPrint", "hipGraphLaunch_spt"} <= set(hip)
+
+
+def test_every_gpugraph_call_the_map_names_exists():
+    named = {match for row in rows() for cell in row[2:] for match in _REFERENCE.findall(cell)}
+    assert len(named) > 40
+    missing = []
+    for reference in sorted(named):
+        first, *rest = reference.split(".")
+        value = gg if first == "gg" else getattr(gg, first)
+        for part in rest:
+            if not hasattr(value, part) and part not in getattr(value, "__annotations__", {}):  # (an attribute
+                missing.append(reference)                                                    # set per instance)
+                break
+            value = getattr(value, part, None)
+    assert missing == []
+
+
+def test_each_row_has_a_gpugraph_answer():
+    for row in rows():
+        answer = row[-2] if row[0].startswith("`hip") else row[1]
+        assert answer and (_REFERENCE.search(answer) or answer.startswith(("not yet", "a kernel's call"))), row
