@@ -254,12 +254,28 @@ def test_set_enabled_kernel_node(device, stream):
     x = K.f32(device, X0)
     g, node = scale_graph(device, x)
     with g.instantiate() as exe:
+        assert exe.is_enabled(node)
         exe.set_enabled(node, False)
+        assert not exe.is_enabled(node)
         K.launch_and_wait(exe, stream, times=2)
         np.testing.assert_array_equal(x.to_numpy(), X0)
         exe.set_enabled(node, True)
+        assert exe.is_enabled(node)
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
+
+
+def test_is_enabled_follows_set_enabled_per_executable_graph_and_through_an_update(device, stream):
+    x = K.f32(device, X0)
+    g, node = scale_graph(device, x)
+    with g.instantiate() as exe1, g.instantiate() as exe2:
+        exe1.set_enabled(node, False)
+        assert (exe1.is_enabled(node), exe2.is_enabled(node)) == (False, True)
+        other, _ = scale_graph(device, x)
+        exe1.update(other)  # (an update keeps a node off, as CUDA's does)
+        assert not exe1.is_enabled(other.nodes[0])
+    with pytest.raises(gg.GraphError, match="this GraphExec is closed"):
+        exe1.is_enabled(node)
 
 
 def test_set_enabled_memcpy_node(device, stream):
@@ -327,6 +343,8 @@ def test_set_enabled_is_refused_on_other_node_kinds(device, stream, kind):
                                                 rf"node, not a (kernel|memcpy|memset) or (kernel|memcpy|memset) "
                                                 rf"or (kernel|memcpy|memset) node$"):
             exe.set_enabled(node, False)
+        with pytest.raises(gg.GraphError, match=rf"^is_enabled\({re.escape(repr(node))}\): the node is a {kind} node"):
+            exe.is_enabled(node)
         K.launch_and_wait(exe, stream)
 
 

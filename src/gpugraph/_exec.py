@@ -490,6 +490,15 @@ class GraphExec:
         self._set(i, kind(event), node)
 
     @_serialized
+    def is_enabled(self, node: Any) -> bool:
+        """Whether a kernel, memcpy or memset node is on in this executable graph (``set_enabled``). The executable
+        graph keeps the answer itself, so it is the same on every backend and needs no driver call.
+
+        See also: cudaGraphNodeGetEnabled.
+        """
+        return self._index(node, (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET), "is_enabled") not in \
+            self._disabled
+
     def set_enabled(self, node: Any, enabled: bool) -> None:
         """Turn a kernel, memcpy or memset node off (it does nothing) or back on; ``enabled`` is a bool.
 
