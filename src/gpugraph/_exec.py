@@ -499,6 +499,7 @@ class GraphExec:
         return self._index(node, (NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET), "is_enabled") not in \
             self._disabled
 
+    @_serialized
     def set_enabled(self, node: Any, enabled: bool) -> None:
         """Turn a kernel, memcpy or memset node off (it does nothing) or back on; ``enabled`` is a bool.
 
