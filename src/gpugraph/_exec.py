@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _capture, _params
-from ._conditions import Condition, condition_args
 from ._errors import GraphError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
@@ -359,7 +358,7 @@ class GraphExec:
         """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
         self._source, self._source_version = graph, graph._version
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
-        if graph._holds(NodeKind.CONDITIONAL):  # its conditions drive this executable graph now: its one live one
+        if graph._bodies:  # (it has conditional nodes) its conditions drive this executable graph now: its one live one
             graph._live_execs.add(self)
         self._recorded_events = None
         graph._watch(self)
@@ -430,10 +429,7 @@ class GraphExec:
             args = kernel.convert_args(args, device, typed=True)
         else:
             args = old.args
-        if condition_args(args):  # (a Condition of the graph: its handle's value, as Graph.add_kernel takes it)
-            for condition in condition_args(args):
-                self._source._check_condition(condition, f"set_params({kernel!r})")
-            args = tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
+        args = self._source._condition_values(args, f"set_params({kernel!r})")  # (as Graph.add_kernel takes them)
         device._check_shared(kernel, shared)
         self._set(i, KernelParams(kernel, new_grid, new_block, shared, args, old.device), node)
 

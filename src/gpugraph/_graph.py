@@ -530,11 +530,7 @@ class Graph:
             raise GraphError(f"add_kernel({kernel!r}): {self!r} is the body of a conditional node, and a Param is "
                              f"patched by an executable graph's setters, which take no node of a body (CUDA's); "
                              f"pass the value, or change the body with exe.update")
-        conditions = condition_args(converted)
-        if conditions:
-            for condition in conditions:
-                self._check_condition(condition, f"add_kernel({kernel!r})")
-            converted = tuple(np.uint64(a._value) if type(a) is Condition else a for a in converted)
+        converted = self._condition_values(converted, f"add_kernel({kernel!r})")
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
         device._load_kernel(kernel)
         device._check_shared(kernel, params.shared_mem)
@@ -699,6 +695,16 @@ class Graph:
                                    for handle in record.bodies)
                     self._bodies[node._handle] = bodies
         return bodies
+
+    def _condition_values(self, args: tuple, what: str) -> tuple:
+        """A kernel node's ``args`` with each Condition among them (checked: this graph's, or one of a graph it is
+        a body of) replaced by the value its kernel is passed (the backend's handle); ``args`` when none is."""
+        conditions = condition_args(args)
+        if not conditions:
+            return args
+        for condition in conditions:
+            self._check_condition(condition, what)
+        return tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
 
     def _check_condition(self, condition: Condition, what: str) -> None:
         """Refuse ``condition`` unless it was made by this graph or by a graph this one is a body of."""

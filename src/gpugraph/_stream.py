@@ -8,10 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from . import _capture, _params
-from ._conditions import Condition, condition_args
 from ._errors import CaptureError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
@@ -277,10 +274,7 @@ class Stream:
         device = self.device
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
             args = kernel.convert_args(args, device, typed=True)
-            if condition_args(args):  # (a Condition of the graph being captured: its handle's value)
-                for condition in condition_args(args):
-                    capture.graph._check_condition(condition, f"launch({kernel!r})")
-                args = tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
+            args = capture.graph._condition_values(args, f"launch({kernel!r})")  # (as a kernel node takes them)
         else:
             args = kernel.convert_args(args, device)
             if _params.in_use:
