@@ -24,7 +24,7 @@ from ._errors import GraphError
 from ._exec import GraphExec
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
+from ._memory import Array, normalize_dtype, normalize_shape
 from ._nesting import nesting_refusal
 from ._nodes import (
     BODY_KINDS,
@@ -32,15 +32,13 @@ from ._nodes import (
     ChildGraphParams,
     ConditionalParams,
     EmptyParams,
-    EventRecordParams,
-    EventWaitParams,
-    HostParams,
     KernelParams,
-    MemcpyParams,
-    MemsetParams,
     NodeKind,
+    Removed,
+    why_gone,
 )
 from ._params import Param
+from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._stream import Event
 from ._topology import Topology
 
@@ -61,7 +59,7 @@ class Node:
         self._handle = handle
         self._i = i  # its position in the graph's Topology (kept current by Graph._load)
         self._number = number
-        self._record = record  # (records never change once added) for repr, which never fails
+        self._record = record  # (the latest: the graph's setters replace it) for repr, which never fails
         self._array: Array | None = None
 
     @property
@@ -128,8 +126,8 @@ class Graph:
 
     __slots__ = ("device", "_backend", "_handle", "_fast", "_topology", "_nodes", "_children", "_owner",
                  "_owner_node", "_bodies", "_conditions",
-                 "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
-                 "__weakref__")
+                 "_recording", "_stale", "_lock", "_live_execs", "_execs", "_clone_of", "_cloned", "_version",
+                 "_watchers", "_dead", "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
         device = Device() if device is None else device
@@ -166,6 +164,11 @@ class Graph:
         # sharing a graph see one order of nodes, the backend's.
         self._lock = threading.RLock()
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
+        # Every executable graph made from this graph, or updated from it: told when a node is removed.
+        self._execs: weakref.WeakSet = weakref.WeakSet()
+        # Why the graph can no longer be used, or None: it was embedded in a node that was removed (the backend
+        # graph went with it).
+        self._dead: str | None = None
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
         # That graph's nodes when it was cloned -> their copies here (handles): a copy keeps creation order.
         self._cloned: dict[Any, Any] = {}
@@ -197,14 +200,18 @@ class Graph:
             refuse_in_host_function("changing a Graph (add_*, dependencies, removals)")
         if self._stale and not self._recording:
             self._load()
+        self._tell_watchers()
+        if self._topology.unread is not None:  # last: read before the backend graph changes
+            self._topology.read_edges()
+
+    def _tell_watchers(self) -> None:
+        """The graph is about to change: executable graphs made from it read what they need of it first."""
         if self._watchers:
             watchers, self._watchers = self._watchers, {}
             for ref in list(watchers.values()):  # a collection may remove entries meanwhile
                 exe = ref()
                 if exe is not None:
                     exe._before_change(self)
-        if self._topology.unread is not None:  # last: read before the backend graph changes
-            self._topology.read_edges()
 
     def _begin_change(self, deps: list[Node] | None = None, what: str = "") -> list[int]:
         """Before a change of the backend graph (under the graph's lock): the graph counts as unread until
@@ -218,6 +225,11 @@ class Graph:
         self._changing()
         if deps and self._topology is not topology:
             positions = self._locate(deps, what)
+        owner = self._owner
+        while owner is not None:  # what the graphs embedding this one run changes too (read as it is, first)
+            owner._version += 1
+            owner._tell_watchers()
+            owner = owner._owner
         self._stale = True
         if self._owner is not None:
             self._owner._keep_child(self._owner_node, None)
@@ -269,6 +281,8 @@ class Graph:
     def _load(self) -> None:
         """Read the backend graph (one listing of its nodes; parameter records only of nodes new to gpugraph;
         its edges when first needed). Nodes it no longer has (a discarded capture's) are dropped."""
+        if self._dead is not None:
+            raise GraphError(self._dead)
         with self._lock:
             self._topology = Topology.read(self._backend, self._handle, self._topology)
             if self._owner is not None:  # the graph embedding this one keeps its Topology: the new one now
@@ -324,7 +338,7 @@ class Graph:
         if i is None and self._stale:  # a node a capture recorded since the graph was last read
             i = self._current().position.get(handle)
         if i is None:
-            raise GraphError(f"{self!r} has no such node any more (the capture that added it was discarded)")
+            raise GraphError(f"{self!r} has no such node any more ({why_gone(handle)})")
         return i
 
     def _known(self, node: Node) -> int | None:
@@ -367,8 +381,8 @@ class Graph:
             if i is None:
                 i = topology.position.get(node._handle)
                 if i is None:
-                    raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
-                                     f"added it was discarded)")
+                    raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph "
+                                     f"({why_gone(node._handle)})")
             positions.append(i)
         return positions
 
@@ -463,8 +477,7 @@ class Graph:
             if node._handle in handles:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
             if not self._has(node):  # (each node's errors in turn; checked again under the lock: _locate)
-                raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
-                                 f"added it was discarded)")
+                raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph ({why_gone(node._handle)})")
             nodes.append(node)
             handles.append(node._handle)
         return nodes
@@ -526,12 +539,9 @@ class Graph:
                              f"all run on its graph's device ({self.device})")
         grid, block = launch_dims(grid, block)
         converted = kernel.convert_args(args, device, typed=True)
-        if self._in_body() and any(type(a) is Param for a in converted):
-            raise GraphError(f"add_kernel({kernel!r}): {self!r} is the body of a conditional node, and a Param is "
-                             f"patched by an executable graph's setters, which take no node of a body (CUDA's); "
-                             f"pass the value, or change the body with exe.update")
         converted = self._condition_values(converted, f"add_kernel({kernel!r})")
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
+        self._refuse_body_params(params, "add_kernel")
         device._load_kernel(kernel)
         device._check_shared(kernel, params.shared_mem)
         return self._add(params, after, "add_kernel")
@@ -545,21 +555,14 @@ class Graph:
 
         See also: cudaGraphAddMemcpyNode1D.
         """
-        nbytes = memcpy_nbytes(dst, src, nbytes, "add_memcpy", node=True)
-        self.device._check_same_backend(dst, "add_memcpy(dst)")
-        self.device._check_same_backend(src, "add_memcpy(src)")
-        check_pinned(self.device, dst, nbytes, "add_memcpy(dst)")
-        check_pinned(self.device, src, nbytes, "add_memcpy(src)")
-        return self._add(MemcpyParams(dst, src, nbytes), after, "add_memcpy")
+        return self._add(memcpy_record(self.device, dst, src, nbytes, "add_memcpy"), after, "add_memcpy")
 
     def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = ()) -> Node:
         """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``.
 
         See also: cudaGraphAddMemsetNode.
         """
-        pattern, element_size, units = memset_pattern(dst, value, count, "add_memset", node=True)
-        self.device._check_same_backend(dst, "add_memset(dst)")  # (the node runs on dst's device)
-        return self._add(MemsetParams(dst, value, pattern, element_size, units), after, "add_memset")
+        return self._add(memset_record(self.device, dst, value, count, "add_memset"), after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
         """Add a node calling ``fn(*args)`` on the host; the graph keeps ``fn`` and ``args`` alive.
@@ -567,9 +570,7 @@ class Graph:
         See also: cudaGraphAddHostNode.
         """
         self._refuse_in_body("add_host", "host")
-        if not callable(fn):
-            raise TypeError(f"add_host(fn): expected a callable, got {type(fn).__name__}")
-        return self._add(HostParams(fn, args), after, "add_host")
+        return self._add(host_record(fn, args, "add_host"), after, "add_host")
 
     def add_empty(self, after: Any = ()) -> Node:
         """Add a node that does nothing: a join point. See also: cudaGraphAddEmptyNode."""
@@ -706,6 +707,12 @@ class Graph:
             self._check_condition(condition, what)
         return tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
 
+    def _refuse_body_params(self, record: KernelParams, what: str) -> None:
+        if self._in_body() and any(type(a) is Param for a in record.args):
+            raise GraphError(f"{what}({record.kernel!r}): {self!r} is the body of a conditional node, and a Param is "
+                             f"patched by an executable graph's setters, which take no node of a body (CUDA's); "
+                             f"pass the value, or change the body with exe.update")
+
     def _check_condition(self, condition: Condition, what: str) -> None:
         """Refuse ``condition`` unless it was made by this graph or by a graph this one is a body of."""
         graph: Graph | None = self
@@ -757,19 +764,15 @@ class Graph:
 
     def add_event_record(self, event: Event, after: Any = ()) -> Node:
         """Add a node recording ``event``. See also: cudaGraphAddEventRecordNode."""
-        if not isinstance(event, Event):
-            raise TypeError(f"add_event_record(event): expected an Event, got {type(event).__name__}")
+        record = event_record(self.device, NodeKind.EVENT_RECORD, event, "add_event_record")
         self._refuse_in_body("add_event_record", "event record")
-        self.device._check_same_device(event, "add_event_record(event)")
-        return self._add(EventRecordParams(event), after, "add_event_record")
+        return self._add(record, after, "add_event_record")
 
     def add_event_wait(self, event: Event, after: Any = ()) -> Node:
         """Add a node waiting for ``event``'s last record. See also: cudaGraphAddEventWaitNode."""
-        if not isinstance(event, Event):
-            raise TypeError(f"add_event_wait(event): expected an Event, got {type(event).__name__}")
+        record = event_record(self.device, NodeKind.EVENT_WAIT, event, "add_event_wait")
         self._refuse_in_body("add_event_wait", "event wait")
-        self.device._check_same_backend(event, "add_event_wait(event)")
-        return self._add(EventWaitParams(event), after, "add_event_wait")
+        return self._add(record, after, "add_event_wait")
 
     def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
         """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
@@ -864,8 +867,7 @@ class Graph:
             if node.graph is not self:
                 raise GraphError(f"{what}: {node!r} belongs to another graph")
             if not self._has(node):
-                raise GraphError(f"{what}: {node!r} is no longer in this graph (the capture that added it was "
-                                 f"discarded)")
+                raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
 
     def _change_edge(self, a: Node, b: Node, add: bool) -> None:
         """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
@@ -907,6 +909,140 @@ class Graph:
         if source not in topology.deps_of(target):
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._change_edge(a, b, add=False)
+
+    # Changing and removing nodes
+
+    def _own_node(self, node: Any, kinds: tuple[NodeKind, ...] | None, what: str) -> int:
+        """The position of ``node``, checked to be a Node of this graph, still in it, of one of ``kinds`` (None: of any
+        kind), at a time the graph's nodes may change."""
+        if not isinstance(node, Node):
+            raise TypeError(f"{what}(node): expected a Node, got {type(node).__name__}")
+        if node.graph is not self:
+            raise GraphError(f"{what}: {node!r} belongs to another graph")
+        if not self._has(node):
+            raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
+        if kinds is not None and node.kind not in kinds:
+            names = " or ".join(k.value for k in kinds)
+            raise GraphError(f"{what}({node!r}): the node is a {node.kind.value} node, not a {names} node")
+        if self._recording:
+            raise GraphError(f"{what}: a capture records into this graph (Stream.capture(into=...)); change its "
+                             f"nodes once the capture has ended")
+        return self._index(node)
+
+    def remove_node(self, node: Node) -> None:
+        """Remove ``node`` and its edges: nodes that waited for it no longer do.
+
+        Executable graphs made earlier keep the node; their setters refuse it from now on (CUDA's address an
+        executable graph's nodes through the graph's). A child-graph node's embedded graph and a conditional node's
+        bodies go with it: Graphs over them can no longer be used, and the conditional node's Condition is read by
+        no node (an instantiate refuses it until another node reads it).
+
+        Raises:
+            GraphError: If the graph has allocation or free nodes (CUDA refuses it), a capture records into it, or
+                an executable graph made from it patches the node's Params through it.
+
+        See also: cudaGraphDestroyNode.
+        """
+        self._own_node(node, None, "remove_node")
+        if self._memory:
+            raise GraphError(f"remove_node({node!r}): nodes of a graph with allocation or free nodes cannot be "
+                             f"removed (CUDA refuses it)")
+        handle = node._handle
+        for exe in list(self._execs):
+            if exe._patches(self, handle):
+                raise GraphError(f"remove_node({node!r}): {exe!r}, made from this graph, patches the node's Params "
+                                 f"through it; close that executable graph first")
+        with self._lock:
+            self._begin_change()
+            i = self._index(node)
+            for exe in list(self._execs):  # first: an interrupt from here on leaves them refusing the node
+                exe._node_removed(self, handle)
+            self._backend.graph_destroy_node(self._handle, handle)
+            node._handle = Removed()
+            self._forget(handle, i)
+            self._end_change()
+
+    def _forget(self, handle: Any, i: int) -> None:
+        """Drop what the graph keeps of the node ``handle`` at position ``i``, which the backend has removed."""
+        record = self._topology.records[i]
+        self._topology.remove(i)
+        self._nodes.pop(handle, None)
+        for other in self._nodes.values():
+            if other._i > i:
+                other._i -= 1
+        if record.kind is NodeKind.GRAPH and self._children is not None:
+            child = self._children.pop(handle, None)
+            if child is not None:
+                child._die()
+        elif record.kind is NodeKind.CONDITIONAL:
+            for body in self._bodies.pop(handle, ()):
+                body._die()
+            record.condition._node = None
+        if self._cloned:  # (a clone's node: the original's counterpart of it has none now)
+            self._cloned = {original: copy for original, copy in self._cloned.items() if copy != handle}
+
+    def _die(self) -> None:
+        """The backend graph under this Graph went with the node that embedded it: every later use is refused."""
+        self._dead = (f"this graph (of {self.device}) was embedded in a node that was removed from its graph "
+                      f"(remove_node), and went with it; it can no longer be used")
+        self._stale = True  # (every reading goes through _load, which refuses it)
+        for graph in [*(self._children.values() if self._children is not None else ()),
+                      *(body for bodies in self._bodies.values() for body in bodies)]:
+            graph._die()
+
+    def _set_record(self, node: Node, record: Any) -> None:
+        """Give ``node`` (checked by ``_own_node``) the parameter record ``record``, in the backend and the Topology."""
+        with self._lock:
+            self._begin_change()
+            i = self._index(node)
+            self._backend.graph_set_node(self._handle, node._handle, record)
+            self._topology.set_record(i, record)
+            node._record = record
+            self._end_change()
+
+    def set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None, shared_mem: int | None = None,
+                   kernel: Kernel | None = None) -> None:
+        """Change a kernel node's arguments (all of them, or none to keep them), launch shape, shared memory or
+        kernel, with the rules of ``add_kernel``. Executable graphs made earlier keep what they were made with.
+
+        See also: cudaGraphKernelNodeSetParams.
+        """
+        i = self._own_node(node, (NodeKind.KERNEL,), "set_params")
+        old = self._topology.records[i]
+        record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device), self,
+                               "set_params")
+        self._refuse_body_params(record, "set_params")
+        self._set_record(node, record)
+
+    def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None) -> None:
+        """Change a copy node, with the rules of ``add_memcpy``. See also: cudaGraphMemcpyNodeSetParams."""
+        self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
+        self._set_record(node, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"))
+
+    def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None) -> None:
+        """Change a memset node, with the rules of ``add_memset``; ``dst`` is on the device of the memory the node
+        set (a memset node runs there). See also: cudaGraphMemsetNodeSetParams."""
+        i = self._own_node(node, (NodeKind.MEMSET,), "set_memset")
+        record = memset_record(self.device, dst, value, count, "set_memset")
+        was, now = getattr(self._topology.records[i].dst, "device", None), getattr(dst, "device", None)
+        if isinstance(was, Device) and isinstance(now, Device) and was is not now:
+            raise GraphError(f"set_memset({node!r}): the node sets memory of {was}, where it runs, and dst is on "
+                             f"{now}; add a memset node for that memory instead")
+        self._set_record(node, record)
+
+    def set_host(self, node: Node, fn: Callable[..., Any], *args: Any) -> None:
+        """Change a host node's callable and arguments. See also: cudaGraphHostNodeSetParams."""
+        self._own_node(node, (NodeKind.HOST,), "set_host")
+        self._set_record(node, host_record(fn, args, "set_host"))
+
+    def set_event(self, node: Node, event: Event) -> None:
+        """Change the event of an event record or wait node, with the rules of ``add_event_record`` and
+        ``add_event_wait``.
+
+        See also: cudaGraphEventRecordNodeSetEvent, cudaGraphEventWaitNodeSetEvent.
+        """
+        self._own_node(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
+        self._set_record(node, event_record(self.device, node.kind, event, "set_event"))
 
     # Queries
 
@@ -1022,6 +1158,8 @@ class Graph:
         return exe
 
     def __repr__(self) -> str:
+        if self._dead is not None:
+            return f"Graph(device={self.device}, removed with the node that embedded it)"
         return f"Graph(device={self.device}, nodes={len(self)})"
 
 

@@ -444,6 +444,9 @@ class CpuBackend:
             dependent.deps.remove(node)
         graph.nodes.remove(node)
 
+    def graph_set_node(self, graph: CpuGraph, node: CpuNode, params: Any) -> None:
+        node.params = params  # (an executable graph runs a copy of the graph: CpuExec.template)
+
     def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
         dst.deps.append(src)
         src.dependents.append(dst)

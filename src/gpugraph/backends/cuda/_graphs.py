@@ -14,7 +14,7 @@ from .._graph_memory import GraphMemoryRules
 from . import _compiled
 from ._capture import CudaCapturing
 from ._driver import call, error, fail, require_driver
-from ._nodes import add_node, derive_params, param_patcher, set_exec_node
+from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, allocate
 from ._symbols import drv
@@ -108,6 +108,14 @@ class CudaGraphs(CudaCapturing):
         if graph.before is not None:
             graph.before.discard(node)
         call(drv.graph_destroy_node, node)
+
+    def graph_set_node(self, graph: CudaGraph, node: Any, params: Any) -> None:
+        self.contexts.use(graph.index)
+        if graph.pending:  # (the records of captured nodes are paired first: this one's is replaced below)
+            self._settle(graph)
+        set_graph_node(self, graph, node, params)
+        if node in graph.params:
+            graph.params[node] = params
 
     def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
         call(drv.graph_add_dependencies, graph.handle, [src], [dst], None, 1)

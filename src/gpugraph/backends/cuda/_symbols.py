@@ -103,6 +103,12 @@ CUDA = {
     "graph_event_wait_node_get_event": "cuGraphEventWaitNodeGetEvent",
     "graph_mem_alloc_node_get_params": "cuGraphMemAllocNodeGetParams",
     "graph_mem_free_node_get_params": "cuGraphMemFreeNodeGetParams",
+    "graph_kernel_node_set_params": "cuGraphKernelNodeSetParams",
+    "graph_memcpy_node_set_params": "cuGraphMemcpyNodeSetParams",
+    "graph_memset_node_set_params": "cuGraphMemsetNodeSetParams",
+    "graph_host_node_set_params": "cuGraphHostNodeSetParams",
+    "graph_event_record_node_set_event": "cuGraphEventRecordNodeSetEvent",
+    "graph_event_wait_node_set_event": "cuGraphEventWaitNodeSetEvent",
     # Executable graphs
     "graph_instantiate": "cuGraphInstantiate",
     "graph_exec_destroy": "cuGraphExecDestroy",
