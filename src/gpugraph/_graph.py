@@ -585,22 +585,7 @@ class Graph:
 
         See also: cudaGraphAddChildGraphNode.
         """
-        if not isinstance(graph, Graph):
-            raise TypeError(f"add_child(graph): expected a Graph, got {type(graph).__name__}")
-        if graph.device is not self.device:
-            raise GraphError(f"add_child: the child graph is on {graph.device}, this graph on {self.device}")
-        if graph is self:
-            raise GraphError("add_child: a graph cannot contain itself")
-        if graph._memory:
-            raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
-        if graph._holds(NodeKind.CONDITIONAL):
-            raise GraphError(f"add_child: {graph!r} holds conditional nodes; a graph with conditional nodes cannot "
-                             f"be used as a child graph (CUDA refuses it)")
-        if self._in_body():
-            refused = graph._holds_other_than(BODY_KINDS)
-            if refused is not None:
-                raise GraphError(f"add_child: {self!r} is the body of a conditional node, which cannot hold "
-                                 f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
+        self._check_child(graph, "add_child")
         with self._lock:  # (the errors of after= first)
             self._locate(self._deps(after, "add_child"), "add_child")
         refusal = nesting_refusal(self, graph)
@@ -613,6 +598,26 @@ class Graph:
             self._topology.children[i] = Topology.copy_of(graph._current(), self._backend,
                                                           self._topology.records[i].graph)
         return node
+
+    def _check_child(self, graph: Any, what: str) -> None:
+        """Refuse ``graph`` as the graph a child-graph node of this graph embeds a copy of (but for the nesting
+        limit: ``nesting_refusal``)."""
+        if not isinstance(graph, Graph):
+            raise TypeError(f"{what}(graph): expected a Graph, got {type(graph).__name__}")
+        if graph.device is not self.device:
+            raise GraphError(f"{what}: the child graph is on {graph.device}, this graph on {self.device}")
+        if graph is self:
+            raise GraphError(f"{what}: a graph cannot contain itself")
+        if graph._memory:
+            raise GraphError(f"{what}: a graph with allocation or free nodes cannot be used as a child graph")
+        if graph._holds(NodeKind.CONDITIONAL):
+            raise GraphError(f"{what}: {graph!r} holds conditional nodes; a graph with conditional nodes cannot "
+                             f"be used as a child graph (CUDA refuses it)")
+        if self._in_body():
+            refused = graph._holds_other_than(BODY_KINDS)
+            if refused is not None:
+                raise GraphError(f"{what}: {self!r} is the body of a conditional node, which cannot hold "
+                                 f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
 
     # Conditional nodes
 
@@ -973,22 +978,24 @@ class Graph:
         if record.kind is NodeKind.GRAPH and self._children is not None:
             child = self._children.pop(handle, None)
             if child is not None:
-                child._die()
+                child._die("was embedded in a node that was removed from its graph (remove_node)")
         elif record.kind is NodeKind.CONDITIONAL:
             for body in self._bodies.pop(handle, ()):
-                body._die()
+                body._die("was a body of a conditional node that was removed from its graph (remove_node)")
             record.condition._node = None
         if self._cloned:  # (a clone's node: the original's counterpart of it has none now)
-            self._cloned = {original: copy for original, copy in self._cloned.items() if copy != handle}
+            gone = Removed()
+            self._cloned = {original: gone if type(copy) is not Removed and copy == handle else copy
+                            for original, copy in self._cloned.items()}
 
-    def _die(self) -> None:
-        """The backend graph under this Graph went with the node that embedded it: every later use is refused."""
-        self._dead = (f"this graph (of {self.device}) was embedded in a node that was removed from its graph "
-                      f"(remove_node), and went with it; it can no longer be used")
+    def _die(self, why: str) -> None:
+        """The backend graph under this Graph went with the node that embedded it (``why``: how); every later use is
+        refused."""
+        self._dead = f"this graph (of {self.device}) {why}, and went with it; it can no longer be used"
         self._stale = True  # (every reading goes through _load, which refuses it)
         for graph in [*(self._children.values() if self._children is not None else ()),
                       *(body for bodies in self._bodies.values() for body in bodies)]:
-            graph._die()
+            graph._die(why)
 
     def _set_record(self, node: Node, record: Any) -> None:
         """Give ``node`` (checked by ``_own_node``) the parameter record ``record``, in the backend and the Topology."""
@@ -1044,6 +1051,30 @@ class Graph:
         self._own_node(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
         self._set_record(node, event_record(self.device, node.kind, event, "set_event"))
 
+    def set_child_graph(self, node: Node, graph: Graph) -> None:
+        """Make a child-graph node embed a copy of ``graph``, taken now (of any topology), with the rules of
+        ``add_child``. A Graph over the copy it embedded before (``node.params.graph``) can no longer be used.
+
+        See also: cudaGraphNodeSetParams (a child-graph node's parameters).
+        """
+        self._own_node(node, (NodeKind.GRAPH,), "set_child_graph")
+        self._check_child(graph, "set_child_graph")
+        refusal = nesting_refusal(self, graph)
+        if refusal is not None:
+            raise GraphError(f"set_child_graph: {refusal}")
+        with self._lock:
+            self._begin_change()
+            i, backend = self._index(node), self._backend
+            backend.graph_set_node(self._handle, node._handle, ChildGraphParams(graph._handle))
+            record = backend.node_params(self._handle, node._handle)  # (the copy the node embeds now)
+            self._topology.set_record(i, record)
+            self._topology.children[i] = Topology.copy_of(graph._current(), backend, record.graph)
+            node._record = record
+            old = self._children.pop(node._handle, None) if self._children is not None else None
+            if old is not None:
+                old._die("was embedded in a child-graph node that set_child_graph gave another graph")
+            self._end_change()
+
     # Queries
 
     @property
@@ -1098,8 +1129,8 @@ class Graph:
         """The node of this clone that corresponds to ``node`` of the original graph.
 
         Raises:
-            GraphError: If this graph is not a clone, ``node`` is not a node of the original, or it was
-                added to the original after the clone was made (it has no counterpart here).
+            GraphError: If this graph is not a clone, ``node`` is not a node of the original, it was added to
+                the original after the clone was made (it has no counterpart here), or either node was removed.
 
         See also: cudaGraphNodeFindInClone.
         """
@@ -1108,7 +1139,11 @@ class Graph:
             raise GraphError("find: this graph is not a clone")
         if not isinstance(node, Node) or node.graph is not original:
             raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
+        if type(node._handle) is Removed:
+            raise GraphError(f"find: {node!r} was removed from the graph this one was cloned from (remove_node)")
         copy = self._cloned.get(node._handle)
+        if type(copy) is Removed:
+            raise GraphError(f"find: the counterpart of {node!r} in this clone was removed (remove_node)")
         if copy is None:
             raise GraphError(f"find: {node!r} was added to the original graph after this clone was made, "
                              f"so the clone has no counterpart of it")
@@ -1139,7 +1174,7 @@ class Graph:
             raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
                              "executable graph at a time; close the other one first")
         conditional = self._holds(NodeKind.CONDITIONAL)
-        if conditional:
+        if conditional or self._conditions:  # (CUDA refuses an unused condition with no conditional node too)
             self._check_conditional_instantiate()
         if HOST_THREADS:
             refuse_in_host_function("Graph.instantiate")

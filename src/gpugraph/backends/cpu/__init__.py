@@ -30,7 +30,7 @@ from ._capture import CpuCapture
 from ._collectives import CpuComm, init_all, part_task
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
-from ._graphs import CpuCondition, CpuGraph, CpuNode, update_refusal
+from ._graphs import CpuCondition, CpuGraph, CpuNode, copied, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
@@ -445,7 +445,7 @@ class CpuBackend:
         graph.nodes.remove(node)
 
     def graph_set_node(self, graph: CpuGraph, node: CpuNode, params: Any) -> None:
-        node.params = params  # (an executable graph runs a copy of the graph: CpuExec.template)
+        node.params = copied(params)  # (an executable graph runs a copy of the graph: CpuExec.template)
 
     def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
         dst.deps.append(src)

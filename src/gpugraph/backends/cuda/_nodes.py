@@ -263,6 +263,15 @@ class _ChildGraph(_Kind):
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         return call(drv.graph_add_child_graph_node, graph.handle, deps, len(deps), params.graph.handle)
 
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        require_driver(12020, "a child-graph node's graph, set (Graph.set_child_graph)", "cuGraphNodeSetParams")
+        p = cu.CUgraphNodeParams()
+        p.type = self.node_type
+        p.graph.graph = params.graph.handle
+        call(drv.graph_node_set_params, node, p)
+        # The node embeds a new copy (measured on the H200, driver 580): kept with its records, as an add keeps it.
+        graph.children[node] = backend._embedded(params.graph, call(drv.graph_child_graph_node_get_graph, node))
+
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         call(drv.graph_exec_child_graph_node_set_params, exec_.handle, node, params.graph.handle)
         keys: list[int] = []
