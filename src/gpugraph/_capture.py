@@ -400,6 +400,19 @@ class Capture:
     # The combined approach
 
     @property
+    def id(self) -> int:
+        """The capture's id, unique among this process's captures (cudaStreamGetCaptureInfo's ``id_out``); it stays
+        readable after the capture has ended.
+
+        Raises:
+            CaptureError: If the capture has not begun (``with stream.capture() as cap`` begins it).
+        """
+        if self._handle is None or not (self.active or self._outcome is not None):
+            raise CaptureError("Capture.id: the capture has not begun", api="Capture.id", stream=self.stream,
+                               mode=self.mode, where=_where())
+        return self.stream._backend.capture_id(self._handle)
+
+    @property
     def dependencies(self) -> tuple[Any, ...]:
         """The capture frontier of the stream: the nodes the next captured work will depend on.
 

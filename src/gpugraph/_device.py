@@ -271,6 +271,11 @@ class Device:
         """The graph memory pool's figures (cudaDeviceGetGraphMemAttribute)."""
         return GraphMemoryUsage(**self._backend.graph_memory(self.index))
 
+    def reset_graph_memory_high(self) -> None:
+        """Start the graph memory pool's high watermarks (``used_high``, ``reserved_high``) again from the figures
+        now. See also: cudaDeviceSetGraphMemAttribute (cudaGraphMemAttrUsedMemHigh, ...ReservedMemHigh)."""
+        self._backend.graph_memory_reset_high(self.index)
+
     def trim_graph_memory(self) -> None:
         """Return pool memory that no graph allocation uses (cudaDeviceGraphMemTrim)."""
         self._backend.graph_memory_trim(self.index)

@@ -57,6 +57,8 @@ class Backend(Protocol):
         device ``index``."""
     def graph_memory(self, index: int) -> dict[str, int]: ...
     def graph_memory_trim(self, index: int) -> None: ...
+    def graph_memory_reset_high(self, index: int) -> None:
+        """Start the pool's high watermarks again from its figures now."""
 
     # Kernels
     def kernel_load(self, index: int, kernel: Any) -> Handle: ...
@@ -108,6 +110,8 @@ class Backend(Protocol):
     # stop a begin or an end at any point: ``capture_active`` then still says whether the backend records
     # into the capture, and the front end aborts or completes it; an abort of an inactive capture does nothing.
     def capture_create(self, stream: Handle, mode: str, graph: Handle | None) -> Handle: ...
+    def capture_id(self, capture: Handle) -> int:
+        """The capture's id, unique among the process's captures (cudaStreamGetCaptureInfo's), once begun."""
     def capture_begin(self, capture: Handle, deps: Sequence[Handle]) -> Handle:
         """Begin recording the stream's work into the capture's graph (a new one, or ``graph`` after ``deps``);
         returns the graph."""

@@ -181,6 +181,9 @@ class CpuBackend:
     def graph_memory_trim(self, index: int) -> None:
         self._graph_pools[index].trim()
 
+    def graph_memory_reset_high(self, index: int) -> None:
+        self._graph_pools[index].reset_high()
+
     def _new_allocation(self, index: int, nbytes: int, pool: Pool, origin: str, ptr: int | None = None) -> Allocation:
         """An allocation at ``ptr`` (a freed graph allocation's, which CUDA reuses), else at a new address."""
         check_mappable(nbytes, f"{origin}-ordered" if origin == "stream" else origin)
@@ -355,6 +358,9 @@ class CpuBackend:
         return True
 
     # Capture
+
+    def capture_id(self, capture: CpuCapture) -> int:
+        return capture.id
 
     def capture_create(self, stream: CpuStream, mode: str, graph: CpuGraph | None) -> CpuCapture:
         return CpuCapture(CpuGraph(stream.index) if graph is None else graph, stream)

@@ -272,6 +272,12 @@ class CudaRuntime:
                 "used_high": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH),
                 "reserved_high": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)}
 
+    def graph_memory_reset_high(self, index: int) -> None:
+        self.contexts.use(index)
+        device = self.contexts.devices[index]
+        for attr in (_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, _ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH):
+            call(drv.device_set_graph_mem_attribute, device, attr, cu.cuuint64_t(0))  # (0: reset, the only value)
+
     def graph_memory_trim(self, index: int) -> None:
         self.contexts.use(index)
         call(drv.device_graph_mem_trim, self.contexts.devices[index])

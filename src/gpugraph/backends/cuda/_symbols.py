@@ -42,6 +42,7 @@ CUDA = {
     "pointer_get_attribute": "cuPointerGetAttribute",
     "device_get_graph_mem_attribute": "cuDeviceGetGraphMemAttribute",
     "device_graph_mem_trim": "cuDeviceGraphMemTrim",
+    "device_set_graph_mem_attribute": "cuDeviceSetGraphMemAttribute",
     # Modules and kernels
     "module_load_data": "cuModuleLoadData",
     "module_get_function": "cuModuleGetFunction",
