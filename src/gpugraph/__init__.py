@@ -17,6 +17,7 @@ from ._collectives import (
 from ._conditions import Condition
 from ._current import current_stream, use_stream
 from ._device import Device, GraphMemoryUsage
+from ._dot import DOT_FLAGS
 from ._errors import (
     BackendError,
     BackendUnavailableError,
@@ -54,6 +55,7 @@ from .backends import available_backends
 __version__ = "0.1.0"
 
 __all__ = [
+    "DOT_FLAGS",
     "AllocParams",
     "Array",
     "BackendError",

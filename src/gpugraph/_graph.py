@@ -9,6 +9,7 @@ that breaks them.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -19,7 +20,7 @@ import numpy as np
 from . import _capture
 from ._conditions import Condition, condition_args
 from ._device import Device
-from ._dot import to_dot
+from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
 from ._exec import GraphExec
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -1152,6 +1153,28 @@ class Graph:
     def to_dot(self) -> str:
         """The graph in Graphviz DOT format."""
         return to_dot(self)
+
+    def debug_dot_print(self, path: str | os.PathLike[str], flags: Iterable[str] = ()) -> None:
+        """Write the backend's own DOT description of the graph to the file ``path``: the driver's on CUDA, with what
+        ``flags`` (names of ``gpugraph.DOT_FLAGS``: "verbose", "kernel_node_params", ...) add; gpugraph's
+        ``to_dot`` on the CPU backend, which has no driver (the flags are checked and add nothing there).
+
+        See also: cudaGraphDebugDotPrint.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"debug_dot_print(path): expected a str or path, got {type(path).__name__}")
+        if isinstance(flags, str):
+            raise TypeError(f"debug_dot_print(flags): expected an iterable of flag names, got the str {flags!r}")
+        flags = tuple(flags)
+        unknown = [flag for flag in flags if flag not in DOT_FLAGS]
+        if unknown:
+            raise ValueError(f"debug_dot_print(flags): unknown flag {unknown[0]!r}; the flags are "
+                             f"{', '.join(DOT_FLAGS)}")
+        path = os.fspath(path)
+        self._current()  # (refuses a graph that went with its node)
+        if not self._backend.graph_debug_dot(self._handle, path, flags):
+            with open(path, "w") as file:
+                file.write(to_dot(self))
 
     def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False) -> Any:
         """Create an executable graph.

@@ -476,6 +476,9 @@ class CpuBackend:
     def node_params(self, graph: CpuGraph, node: CpuNode) -> Any:
         return node.params
 
+    def graph_debug_dot(self, graph: CpuGraph, path: str, flags: tuple[str, ...]) -> bool:
+        return False  # (no driver: the front end writes gpugraph's DOT)
+
     def graph_clone(self, graph: CpuGraph) -> CpuGraph:
         return graph.clone()
 

@@ -148,6 +148,13 @@ class CudaGraphs(CudaCapturing):
         child = graph.children.get(node)
         return ChildGraphParams(child) if child is not None else derive_params(self, graph, node)
 
+    def graph_debug_dot(self, graph: CudaGraph, path: str, flags: tuple[str, ...]) -> bool:
+        bits = 0
+        for flag in flags:  # (a flag this cuda-bindings does not name adds nothing)
+            bits |= int(getattr(cu.CUgraphDebugDot_flags, f"CU_GRAPH_DEBUG_DOT_FLAGS_{flag.upper()}", 0))
+        call(drv.graph_debug_dot_print, graph.handle, path.encode(), bits)
+        return True
+
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)
         self._settle(graph)

@@ -105,6 +105,7 @@ CUDA = {
     "graph_mem_alloc_node_get_params": "cuGraphMemAllocNodeGetParams",
     "graph_mem_free_node_get_params": "cuGraphMemFreeNodeGetParams",
     "graph_node_set_params": "cuGraphNodeSetParams",
+    "graph_debug_dot_print": "cuGraphDebugDotPrint",
     "graph_kernel_node_set_params": "cuGraphKernelNodeSetParams",
     "graph_memcpy_node_set_params": "cuGraphMemcpyNodeSetParams",
     "graph_memset_node_set_params": "cuGraphMemsetNodeSetParams",
