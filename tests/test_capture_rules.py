@@ -703,3 +703,51 @@ def test_a_capture_object_is_entered_once(device, stream):
         with cap:
             pass
     assert not stream.is_capturing
+
+
+@pytest.mark.parametrize("thread_mode", ["thread_local", "relaxed"])
+def test_a_thread_not_in_global_mode_ignores_other_threads_global_captures(device, thread_mode):
+    """hipThreadExchangeStreamCaptureMode: the calling thread's mode says which captures forbid its unsafe calls."""
+    stream = device.stream()
+    started, release = threading.Event(), threading.Event()
+    box: list[Any] = []
+
+    def capture_in_thread():
+        try:
+            with stream.capture(mode="global") as cap:
+                started.set()
+                release.wait(30)
+            box.append(cap)
+        except Exception as exc:  # noqa: BLE001
+            box.append(exc)
+
+    thread = threading.Thread(target=capture_in_thread)
+    thread.start()
+    try:
+        assert started.wait(30)
+        with gg.thread_capture_mode(thread_mode):
+            y = device.asarray(np.arange(4, dtype=np.float32))  # allowed: this thread ignores the global capture
+        assert gg.exchange_capture_mode("global") == "global"  # (the block put the old mode back)
+    finally:
+        release.set()
+        thread.join(30)
+    assert isinstance(box[0], gg.Capture), box
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(4, dtype=np.float32))
+
+
+def test_a_relaxed_thread_may_make_unsafe_calls_in_its_own_capture(device, stream):
+    with stream.capture(mode="thread_local") as cap:
+        previous = gg.exchange_capture_mode("relaxed")
+        try:
+            y = device.zeros(4, np.float32)  # a synchronous allocation, forbidden in the thread_local mode
+        finally:
+            assert gg.exchange_capture_mode(previous) == "relaxed"
+        stream.memset(y, 2.0)
+    assert cap.error is None and len(cap.graph) == 1
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), np.full(4, 2.0, np.float32))
+    with pytest.raises(ValueError, match=r"exchange_capture_mode\(mode\): expected one of global, thread_local, "
+                                         r"relaxed, got 'loose'"):
+        gg.exchange_capture_mode("loose")

@@ -4,7 +4,7 @@ Build graphs by stream capture or explicitly, instantiate them once and launch t
 CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
 """
 
-from ._capture import Capture
+from ._capture import Capture, exchange_capture_mode, thread_capture_mode
 from ._captured import CapturedFunction, CapturedStats, captured
 from ._collectives import (
     Communicator,
@@ -100,8 +100,10 @@ __all__ = [
     "communicator",
     "communicators",
     "current_stream",
+    "exchange_capture_mode",
     "from_cuda_array_interface",
     "from_dlpack",
+    "thread_capture_mode",
     "unique_id",
     "use_stream",
 ]

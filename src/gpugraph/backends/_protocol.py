@@ -110,6 +110,8 @@ class Backend(Protocol):
     # stop a begin or an end at any point: ``capture_active`` then still says whether the backend records
     # into the capture, and the front end aborts or completes it; an abort of an inactive capture does nothing.
     def capture_create(self, stream: Handle, mode: str, graph: Handle | None) -> Handle: ...
+    def thread_capture_mode(self, mode: str) -> None:
+        """Set the calling thread's capture interaction mode in the driver (cudaThreadExchangeStreamCaptureMode)."""
     def capture_id(self, capture: Handle) -> int:
         """The capture's id, unique among the process's captures (cudaStreamGetCaptureInfo's), once begun."""
     def capture_begin(self, capture: Handle, deps: Sequence[Handle]) -> Handle:

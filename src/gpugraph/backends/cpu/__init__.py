@@ -359,6 +359,9 @@ class CpuBackend:
 
     # Capture
 
+    def thread_capture_mode(self, mode: str) -> None:
+        pass  # (no driver: the front end's rules are all there is)
+
     def capture_id(self, capture: CpuCapture) -> int:
         return capture.id
 

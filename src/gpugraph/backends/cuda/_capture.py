@@ -232,6 +232,9 @@ class CudaCapturing(CudaRuntime):
 
     # Capture
 
+    def thread_capture_mode(self, mode: str) -> None:
+        call(drv.thread_exchange_stream_capture_mode, _MODES[mode])
+
     def capture_id(self, capture: CudaCapture) -> int:
         return capture.id
 

@@ -71,6 +71,7 @@ CUDA = {
     "stream_end_capture": "cuStreamEndCapture",
     "stream_is_capturing": "cuStreamIsCapturing",
     "stream_get_capture_info": "cuStreamGetCaptureInfo",
+    "thread_exchange_stream_capture_mode": "cuThreadExchangeStreamCaptureMode",
     "stream_update_capture_dependencies": "cuStreamUpdateCaptureDependencies",
     # Graphs
     "graph_create": "cuGraphCreate",
