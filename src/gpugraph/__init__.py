@@ -50,6 +50,7 @@ from ._nodes import (
 )
 from ._params import Param
 from ._stream import Event, Stream
+from ._user_objects import UserObject
 from .backends import available_backends
 
 __version__ = "0.1.0"
@@ -94,6 +95,7 @@ __all__ = [
     "Stream",
     "StreamErrors",
     "UniqueId",
+    "UserObject",
     "available_backends",
     "captured",
     "collective_group",

@@ -42,6 +42,7 @@ from ._params import Param
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._stream import Event
 from ._topology import Topology
+from ._user_objects import UserObject, count_of
 
 
 class Node:
@@ -128,7 +129,7 @@ class Graph:
     __slots__ = ("device", "_backend", "_handle", "_fast", "_topology", "_nodes", "_children", "_owner",
                  "_owner_node", "_bodies", "_conditions",
                  "_recording", "_stale", "_lock", "_live_execs", "_execs", "_clone_of", "_cloned", "_version",
-                 "_watchers", "_dead", "__weakref__")
+                 "_watchers", "_dead", "_user_objects", "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
         device = Device() if device is None else device
@@ -170,6 +171,7 @@ class Graph:
         # Why the graph can no longer be used, or None: it was embedded in a node that was removed (the backend
         # graph went with it).
         self._dead: str | None = None
+        self._user_objects: dict[UserObject, int] = {}  # the references this graph holds (retain_user_object)
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
         # That graph's nodes when it was cloned -> their copies here (handles): a copy keeps creation order.
         self._cloned: dict[Any, Any] = {}
@@ -1076,6 +1078,67 @@ class Graph:
                 old._die("was embedded in a child-graph node that set_child_graph gave another graph")
             self._end_change()
 
+    # User objects
+
+    def retain_user_object(self, obj: UserObject, count: int = 1, move: bool = False) -> None:
+        """Let the graph hold ``count`` references to ``obj``: new ones, or, with ``move``, the caller's. Its clones,
+        child-graph nodes embedding it and executable graphs made from it hold them too, until their work is done.
+
+        Raises:
+            GraphError: If ``obj`` is of another backend, or the caller holds no reference (fewer than ``count``
+                with ``move``).
+
+        See also: cudaGraphRetainUserObject (cudaGraphUserObjectMove).
+        """
+        if type(obj) is not UserObject:
+            raise TypeError(f"retain_user_object(obj): expected a UserObject (Device.user_object), got "
+                            f"{type(obj).__name__}")
+        count = count_of(count, "retain_user_object")
+        if type(move) is not bool:
+            raise TypeError(f"retain_user_object(move): expected a bool, got {move!r} ({type(move).__name__})")
+        if obj._backend is not self._backend:
+            raise GraphError(f"retain_user_object: {obj!r} is of another backend than {self!r}")
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.retain_user_object")
+        self._current()  # (refuses a graph that went with its node)
+        with obj._lock, self._lock:
+            if move:
+                obj._give(count, "retain_user_object")
+            else:
+                obj._check_held("retain_user_object")
+            try:
+                self._backend.graph_retain_user_object(self._handle, obj._handle, count, move)
+            except BaseException:
+                if move:
+                    obj._held[0] += count  # (refused: the caller keeps them)
+                raise
+            self._user_objects[obj] = self._user_objects.get(obj, 0) + count
+
+    def release_user_object(self, obj: UserObject, count: int = 1) -> None:
+        """Release ``count`` of the references the graph holds to ``obj`` (its copies and executable graphs keep
+        theirs).
+
+        Raises:
+            GraphError: If the graph holds fewer than ``count``.
+
+        See also: cudaGraphReleaseUserObject.
+        """
+        if type(obj) is not UserObject:
+            raise TypeError(f"release_user_object(obj): expected a UserObject, got {type(obj).__name__}")
+        count = count_of(count, "release_user_object")
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.release_user_object")
+        self._current()
+        with self._lock:
+            held = self._user_objects.get(obj, 0)
+            if count > held:
+                raise GraphError(f"release_user_object({obj!r}, {count}): the graph holds {held} reference(s)")
+            self._backend.graph_release_user_object(self._handle, obj._handle, count)
+            if held == count:
+                del self._user_objects[obj]
+            else:
+                self._user_objects[obj] = held - count
+
     # Queries
 
     @property
@@ -1123,6 +1186,7 @@ class Graph:
         handle = backend.graph_clone(self._handle)
         copy = Graph._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
         copy._clone_of = weakref.ref(self)
+        copy._user_objects = dict(self._user_objects)  # (the backend's clone holds references of its own)
         copy._cloned = dict(zip(topology.handles, copy._topology.handles))
         return copy
 

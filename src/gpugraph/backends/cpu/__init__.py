@@ -30,7 +30,7 @@ from ._capture import CpuCapture
 from ._collectives import CpuComm, init_all, part_task
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
-from ._graphs import CpuCondition, CpuGraph, CpuNode, copied, update_refusal
+from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
@@ -421,6 +421,25 @@ class CpuBackend:
 
     # Graphs
 
+    # User objects
+
+    def user_object_create(self, destroy: Any, count: int) -> CpuUserObject:
+        return CpuUserObject(destroy, count)
+
+    def user_object_retain(self, obj: CpuUserObject, count: int) -> None:
+        obj.retain(count)
+
+    def user_object_release(self, obj: CpuUserObject, count: int) -> None:
+        obj.release(count)
+
+    def graph_retain_user_object(self, graph: CpuGraph, obj: CpuUserObject, count: int, move: bool) -> None:
+        if not move:
+            obj.retain(count)
+        graph.hold(obj, count)
+
+    def graph_release_user_object(self, graph: CpuGraph, obj: CpuUserObject, count: int) -> None:
+        graph.let_go(obj, count)
+
     def graph_create(self, index: int) -> CpuGraph:
         return CpuGraph(index)
 
@@ -516,6 +535,7 @@ class CpuBackend:
         refused = update_refusal(originals, graph.nodes)
         if refused is None:
             exec_.update(graph, originals)
+            exec_.template.replace_references(graph)  # the new graph's references replace the old (as on CUDA)
         return refused
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:

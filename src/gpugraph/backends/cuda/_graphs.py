@@ -34,6 +34,26 @@ _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topolog
 class CudaGraphs(CudaCapturing):
     """Graphs built node by node, and executable graphs: instantiate, launch, update and the setters."""
 
+    # User objects
+
+    def user_object_create(self, destroy: Any, count: int) -> Any:
+        key = self.host.register(destroy, (), None, True)  # (one-shot: the driver calls it once, on its thread)
+        return call(drv.user_object_create, key, self.host.fn, count,
+                    cu.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+
+    def user_object_retain(self, obj: Any, count: int) -> None:
+        call(drv.user_object_retain, obj, count)
+
+    def user_object_release(self, obj: Any, count: int) -> None:
+        call(drv.user_object_release, obj, count)
+
+    def graph_retain_user_object(self, graph: CudaGraph, obj: Any, count: int, move: bool) -> None:
+        flags = cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE if move else 0
+        call(drv.graph_retain_user_object, graph.handle, obj, count, int(flags))
+
+    def graph_release_user_object(self, graph: CudaGraph, obj: Any, count: int) -> None:
+        call(drv.graph_release_user_object, graph.handle, obj, count)
+
     # Graphs
 
     def graph_create(self, index: int) -> CudaGraph:

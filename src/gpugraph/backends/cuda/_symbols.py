@@ -84,7 +84,10 @@ CUDA = {
     "graph_destroy_node": "cuGraphDestroyNode",
     "graph_node_get_type": "cuGraphNodeGetType",
     "user_object_create": "cuUserObjectCreate",
+    "user_object_retain": "cuUserObjectRetain",
+    "user_object_release": "cuUserObjectRelease",
     "graph_retain_user_object": "cuGraphRetainUserObject",
+    "graph_release_user_object": "cuGraphReleaseUserObject",
     # Nodes: add, read back
     "graph_add_kernel_node": "cuGraphAddKernelNode",
     "graph_add_memcpy_node": "cuGraphAddMemcpyNode",
