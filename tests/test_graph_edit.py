@@ -365,3 +365,60 @@ def test_set_child_graph_embeds_a_copy_of_another_graph(device, stream):
         g.set_child_graph(node, memory)
     with pytest.raises(gg.GraphError, match="not a graph node"):
         g.set_child_graph(g.add_empty(), second)
+
+
+def test_an_update_refuses_params_at_the_place_of_a_removed_node(device, stream):
+    g, x, (_fill, _a, b, c) = chain(device)
+    with g.instantiate() as exe:
+        g.remove_node(c)
+        y = device.zeros(4, np.int32)
+        late = g.add_kernel(K.fill, 1, 4, y, gg.Param(5), 4)  # at c's place, taking a Param
+        g.add_dependency(b, late)  # (c's edge: the same shape as the executable graph's)
+        with pytest.raises(gg.GraphUpdateError, match=r"takes Params, and the node at its place .* was removed"):
+            exe.update(g)
+        with pytest.raises(gg.GraphError, match="not a node of the graph this executable graph was made from"):
+            exe.set_params(late, y, 6, 4)  # added after: not the removed node's (whatever its handle)
+        K.launch_and_wait(exe, stream)  # unchanged by the refusals
+        np.testing.assert_array_equal(x.to_numpy(), np.full(4, 3.0))
+
+
+def test_find_never_pairs_a_node_added_after_the_clone(device):
+    g, _, (_fill, _a, b, c) = chain(device)
+    copy = g.clone()
+    for _ in range(8):  # (the CUDA driver gives a new node the handle of the one removed just before)
+        g.remove_node(c)
+        c = g.add_kernel(K.inc, 1, 4, device.zeros(4, np.float64), 4, after=b)
+        with pytest.raises(gg.GraphError, match="was added to the original graph after this clone was made"):
+            copy.find(c)
+    assert copy.find(b).kind is NodeKind.KERNEL
+
+
+def test_setters_keep_a_node_on_its_device(pair, stream):
+    first, second = pair
+    g = gg.Graph(first)
+    x, y = first.zeros(4, np.int32), second.zeros(4, np.int32)
+    memset = g.add_memset(x, 1)
+    with pytest.raises(gg.GraphError, match=r"the node sets memory of .*:0, where it runs, and dst is on"):
+        g.set_memset(memset, y, 1)
+    record = g.add_event_record(first.event())
+    with pytest.raises(ValueError, match=r"set_event\(event\): .* belongs to .*, not"):
+        g.set_event(record, second.event())
+    child = gg.Graph(first)
+    child.add_empty()
+    node = g.add_child(child)
+    with pytest.raises(gg.GraphError, match="set_child_graph: the child graph is on"):
+        g.set_child_graph(node, gg.Graph(second))
+
+
+def test_a_captured_function_cannot_edit_the_graph_its_capture_records(device):
+    x = device.zeros(4, np.float64)
+
+    @gg.captured
+    def step(x):
+        gg.current_stream(device).launch(K.inc, 1, 4, x, 4)
+        cap = gg.current_stream(device).active_capture
+        cap.graph.remove_node(cap.graph.nodes[0])
+
+    with pytest.raises(gg.GraphError, match="a capture records into this graph"):
+        step(x)
+    assert step.stats.replays == 0

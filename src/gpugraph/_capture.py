@@ -102,10 +102,16 @@ def exchange_capture_mode(mode: str) -> str:
     """
     if not isinstance(mode, str) or mode not in MODES:
         raise ValueError(f"exchange_capture_mode(mode): expected one of {', '.join(MODES)}, got {mode!r}")
-    from .backends import loaded_backends  # (below captures; imported here, as this module imports nothing above)
+    # (Below captures; imported here, as this module imports nothing above it.)
+    from ._host_threads import HOST_THREADS, refuse_in_host_function
+    from .backends import available_backends, get_backend
 
-    for backend in loaded_backends():  # the driver judges the calls too: it must hold the same mode
-        backend.thread_capture_mode(mode)
+    if HOST_THREADS:
+        refuse_in_host_function("exchange_capture_mode")
+    # Every backend's driver judges the thread's calls too, so it holds the same mode (a backend is loaded for it
+    # now rather than later, when this thread's mode would not reach it).
+    for name in available_backends():
+        get_backend(name).thread_capture_mode(mode)
     previous: str = getattr(_thread, "mode", "global")
     _thread.mode = mode
     return previous

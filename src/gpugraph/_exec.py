@@ -320,6 +320,11 @@ class GraphExec:
                                                                f"graph of its own; close that one first (one "
                                                                f"executable graph of such a graph may live at a time)")
         found = self._find_params(graph) if _params.in_use else {}
+        patched_gone = sorted(self._gone.intersection(found))
+        if patched_gone:  # (its Params would be patched through the node removed there)
+            raise GraphUpdateError("parameters changed", graph._node(graph._current().handles[patched_gone[0]]),
+                                   "the node takes Params, and the node at its place in the graph this executable "
+                                   "graph was made from was removed (remove_node): Params are patched through it")
         shape = graph_shape(graph, like=self._source_shape())
         refused = self._refusal(graph, shape)
         if refused is None:
@@ -394,7 +399,8 @@ class GraphExec:
                 if not graph._has(node):
                     raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
                                      f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
-                if self._gone:
+                place = self._layout.index.get(node._handle) if self._layout is not None else None
+                if place is not None and place in self._gone:
                     raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
                                      f"made from was removed from that graph (remove_node), and the executable graph's "
                                      f"nodes are addressed through that graph's (CUDA's)")

@@ -24,6 +24,7 @@ from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
 from ._exec import GraphExec
 from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._interrupts import without_interrupts
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._nesting import nesting_refusal
@@ -43,6 +44,37 @@ from ._records import event_record, host_record, kernel_record, memcpy_record, m
 from ._stream import Event
 from ._topology import Topology
 from ._user_objects import UserObject, count_of
+
+
+class _ChainLock:
+    """The locks of a graph and of the graphs embedding it, taken outermost first: the order in which a change of an
+    embedded graph, which tells the graphs embedding it, and a reading of an owner, which reads what it embeds,
+    both take them."""
+
+    __slots__ = ("_locks",)
+
+    def __init__(self, graph: Graph) -> None:
+        locks = []
+        owner: Graph | None = graph
+        while owner is not None:
+            locks.append(owner._lock)
+            owner = owner._owner
+        self._locks = locks[::-1]
+
+    def __enter__(self) -> None:
+        taken = []
+        try:
+            for lock in self._locks:
+                lock.acquire()
+                taken.append(lock)
+        except BaseException:
+            for lock in reversed(taken):
+                lock.release()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
 
 
 class Node:
@@ -173,7 +205,7 @@ class Graph:
         self._dead: str | None = None
         self._user_objects: dict[UserObject, int] = {}  # the references this graph holds (retain_user_object)
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
-        # That graph's nodes when it was cloned -> their copies here (handles): a copy keeps creation order.
+        # The numbers of that graph's nodes when it was cloned -> their copies here (handles; Removed once removed).
         self._cloned: dict[Any, Any] = {}
         self._version = 0  # counts changes: what an executable graph made earlier no longer matches
         # Executable graphs to tell before the graph changes, by id; a collected one leaves by itself.
@@ -215,6 +247,10 @@ class Graph:
                 exe = ref()
                 if exe is not None:
                     exe._before_change(self)
+
+    def _locked(self) -> Any:
+        """The lock a change of the graph holds: its own, and those of the graphs embedding it (``_ChainLock``)."""
+        return self._lock if self._owner is None else _ChainLock(self)
 
     def _begin_change(self, deps: list[Node] | None = None, what: str = "") -> list[int]:
         """Before a change of the backend graph (under the graph's lock): the graph counts as unread until
@@ -500,7 +536,7 @@ class Graph:
         The compiled lane of add_kernel (cuda._fast.Builder) makes the same change in its common case, with the
         conditions of ``_changing``, ``_begin_change``, ``_locate`` and ``_end_change``: keep them in step."""
         deps = self._deps(after, what)
-        with self._lock:
+        with self._locked():
             positions = self._begin_change(deps, what)
             backend = self._backend
             handle = backend.graph_add_node(self._handle, params, [node._handle for node in deps])
@@ -790,7 +826,7 @@ class Graph:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
-        with self._lock:
+        with self._locked():
             positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
@@ -827,7 +863,7 @@ class Graph:
         if alloc_node is not None and not self._reaches(alloc_node, deps):
             raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
                              f"pass after= that node or one that follows it")
-        with self._lock:
+        with self._locked():
             positions = self._begin_change(deps, "add_free")
             backend = self._backend
             handle = backend.graph_add_free(self._handle, alloc, [node._handle for node in deps])
@@ -879,7 +915,7 @@ class Graph:
 
     def _change_edge(self, a: Node, b: Node, add: bool) -> None:
         """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
-        with self._lock:
+        with self._locked():
             self._begin_change()
             source, target = self._index(a), self._index(b)
             if add:
@@ -951,23 +987,27 @@ class Graph:
 
         See also: cudaGraphDestroyNode.
         """
-        self._own_node(node, None, "remove_node")
-        if self._memory:
-            raise GraphError(f"remove_node({node!r}): nodes of a graph with allocation or free nodes cannot be "
-                             f"removed (CUDA refuses it)")
-        handle = node._handle
-        for exe in list(self._execs):
-            if exe._patches(self, handle):
-                raise GraphError(f"remove_node({node!r}): {exe!r}, made from this graph, patches the node's Params "
-                                 f"through it; close that executable graph first")
-        with self._lock:
+        with self._locked():  # (checked under it: another thread's change would move the node)
+            self._own_node(node, None, "remove_node")
+            if self._memory:
+                raise GraphError(f"remove_node({node!r}): nodes of a graph with allocation or free nodes cannot be "
+                                 f"removed (CUDA refuses it)")
+            handle = node._handle
+            for exe in list(self._execs):
+                if exe._patches(self, handle):
+                    raise GraphError(f"remove_node({node!r}): {exe!r}, made from this graph, patches the node's "
+                                     f"Params through it; close that executable graph first")
             self._begin_change()
             i = self._index(node)
-            for exe in list(self._execs):  # first: an interrupt from here on leaves them refusing the node
-                exe._node_removed(self, handle)
-            self._backend.graph_destroy_node(self._handle, handle)
-            node._handle = Removed()
-            self._forget(handle, i)
+
+            def remove() -> None:  # (whole or not at all: the backend may give its handle to the next node)
+                self._backend.graph_destroy_node(self._handle, handle)
+                for exe in list(self._execs):
+                    exe._node_removed(self, handle)
+                node._handle = Removed()
+                self._forget(handle, i)
+
+            without_interrupts(remove)
             self._end_change()
 
     def _forget(self, handle: Any, i: int) -> None:
@@ -988,8 +1028,8 @@ class Graph:
             record.condition._node = None
         if self._cloned:  # (a clone's node: the original's counterpart of it has none now)
             gone = Removed()
-            self._cloned = {original: gone if type(copy) is not Removed and copy == handle else copy
-                            for original, copy in self._cloned.items()}
+            self._cloned = {number: gone if type(copy) is not Removed and copy == handle else copy
+                            for number, copy in self._cloned.items()}
 
     def _die(self, why: str) -> None:
         """The backend graph under this Graph went with the node that embedded it (``why``: how); every later use is
@@ -1001,14 +1041,18 @@ class Graph:
             graph._die(why)
 
     def _set_record(self, node: Node, record: Any) -> None:
-        """Give ``node`` (checked by ``_own_node``) the parameter record ``record``, in the backend and the Topology."""
-        with self._lock:
-            self._begin_change()
-            i = self._index(node)
+        """Give ``node`` (checked by ``_own_node``, under ``_locked``) the parameter record ``record``, in the backend
+        and the Topology."""
+        self._begin_change()
+        i = self._index(node)
+
+        def set_record() -> None:  # (whole or not at all: a reading again would keep the old record)
             self._backend.graph_set_node(self._handle, node._handle, record)
             self._topology.set_record(i, record)
             node._record = record
-            self._end_change()
+
+        without_interrupts(set_record)
+        self._end_change()
 
     def set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None, shared_mem: int | None = None,
                    kernel: Kernel | None = None) -> None:
@@ -1017,33 +1061,39 @@ class Graph:
 
         See also: cudaGraphKernelNodeSetParams.
         """
-        i = self._own_node(node, (NodeKind.KERNEL,), "set_params")
-        old = self._topology.records[i]
-        record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device), self,
-                               "set_params")
-        self._refuse_body_params(record, "set_params")
-        self._set_record(node, record)
+        with self._locked():
+            i = self._own_node(node, (NodeKind.KERNEL,), "set_params")
+            old = self._topology.records[i]
+            record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device), self,
+                                   "set_params")
+            self._refuse_body_params(record, "set_params")
+            self._set_record(node, record)
 
     def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Change a copy node, with the rules of ``add_memcpy``. See also: cudaGraphMemcpyNodeSetParams."""
-        self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
-        self._set_record(node, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"))
+        record = memcpy_record(self.device, dst, src, nbytes, "set_memcpy")
+        with self._locked():
+            self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
+            self._set_record(node, record)
 
     def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None) -> None:
         """Change a memset node, with the rules of ``add_memset``; ``dst`` is on the device of the memory the node
         set (a memset node runs there). See also: cudaGraphMemsetNodeSetParams."""
-        i = self._own_node(node, (NodeKind.MEMSET,), "set_memset")
         record = memset_record(self.device, dst, value, count, "set_memset")
-        was, now = getattr(self._topology.records[i].dst, "device", None), getattr(dst, "device", None)
-        if isinstance(was, Device) and isinstance(now, Device) and was is not now:
-            raise GraphError(f"set_memset({node!r}): the node sets memory of {was}, where it runs, and dst is on "
-                             f"{now}; add a memset node for that memory instead")
-        self._set_record(node, record)
+        with self._locked():
+            i = self._own_node(node, (NodeKind.MEMSET,), "set_memset")
+            was, now = getattr(self._topology.records[i].dst, "device", None), getattr(dst, "device", None)
+            if isinstance(was, Device) and isinstance(now, Device) and was is not now:
+                raise GraphError(f"set_memset({node!r}): the node sets memory of {was}, where it runs, and dst is on "
+                                 f"{now}; add a memset node for that memory instead")
+            self._set_record(node, record)
 
     def set_host(self, node: Node, fn: Callable[..., Any], *args: Any) -> None:
         """Change a host node's callable and arguments. See also: cudaGraphHostNodeSetParams."""
-        self._own_node(node, (NodeKind.HOST,), "set_host")
-        self._set_record(node, host_record(fn, args, "set_host"))
+        record = host_record(fn, args, "set_host")
+        with self._locked():
+            self._own_node(node, (NodeKind.HOST,), "set_host")
+            self._set_record(node, record)
 
     def set_event(self, node: Node, event: Event) -> None:
         """Change the event of an event record or wait node, with the rules of ``add_event_record`` and
@@ -1051,8 +1101,9 @@ class Graph:
 
         See also: cudaGraphEventRecordNodeSetEvent, cudaGraphEventWaitNodeSetEvent.
         """
-        self._own_node(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
-        self._set_record(node, event_record(self.device, node.kind, event, "set_event"))
+        with self._locked():
+            self._own_node(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
+            self._set_record(node, event_record(self.device, node.kind, event, "set_event"))
 
     def set_child_graph(self, node: Node, graph: Graph) -> None:
         """Make a child-graph node embed a copy of ``graph``, taken now (of any topology), with the rules of
@@ -1060,22 +1111,26 @@ class Graph:
 
         See also: cudaGraphNodeSetParams (a child-graph node's parameters).
         """
-        self._own_node(node, (NodeKind.GRAPH,), "set_child_graph")
         self._check_child(graph, "set_child_graph")
         refusal = nesting_refusal(self, graph)
         if refusal is not None:
             raise GraphError(f"set_child_graph: {refusal}")
-        with self._lock:
+        with self._locked():
+            self._own_node(node, (NodeKind.GRAPH,), "set_child_graph")
             self._begin_change()
             i, backend = self._index(node), self._backend
-            backend.graph_set_node(self._handle, node._handle, ChildGraphParams(graph._handle))
-            record = backend.node_params(self._handle, node._handle)  # (the copy the node embeds now)
-            self._topology.set_record(i, record)
-            self._topology.children[i] = Topology.copy_of(graph._current(), backend, record.graph)
-            node._record = record
-            old = self._children.pop(node._handle, None) if self._children is not None else None
-            if old is not None:
-                old._die("was embedded in a child-graph node that set_child_graph gave another graph")
+
+            def set_child() -> None:  # (whole or not at all: the node embeds a new copy)
+                backend.graph_set_node(self._handle, node._handle, ChildGraphParams(graph._handle))
+                record = backend.node_params(self._handle, node._handle)  # (the copy the node embeds now)
+                self._topology.set_record(i, record)
+                self._topology.children[i] = Topology.copy_of(graph._current(), backend, record.graph)
+                node._record = record
+                old = self._children.pop(node._handle, None) if self._children is not None else None
+                if old is not None:
+                    old._die("was embedded in a child-graph node that set_child_graph gave another graph")
+
+            without_interrupts(set_child)
             self._end_change()
 
     # User objects
@@ -1108,9 +1163,9 @@ class Graph:
                 obj._check_held("retain_user_object")
             try:
                 self._backend.graph_retain_user_object(self._handle, obj._handle, count, move)
-            except BaseException:
+            except Exception:  # (refused: the caller keeps them; an interrupt may come after the driver took them)
                 if move:
-                    obj._held[0] += count  # (refused: the caller keeps them)
+                    obj._held[0] += count
                 raise
             self._user_objects[obj] = self._user_objects.get(obj, 0) + count
 
@@ -1187,7 +1242,8 @@ class Graph:
         copy = Graph._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
         copy._clone_of = weakref.ref(self)
         copy._user_objects = dict(self._user_objects)  # (the backend's clone holds references of its own)
-        copy._cloned = dict(zip(topology.handles, copy._topology.handles))
+        # (By node number, which no later node takes, where a handle may be: the backend reuses a removed node's.)
+        copy._cloned = dict(zip(map(topology.number, range(len(topology))), copy._topology.handles))
         return copy
 
     def find(self, node: Node) -> Node:
@@ -1206,7 +1262,7 @@ class Graph:
             raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
         if type(node._handle) is Removed:
             raise GraphError(f"find: {node!r} was removed from the graph this one was cloned from (remove_node)")
-        copy = self._cloned.get(node._handle)
+        copy = self._cloned.get(node._number)
         if type(copy) is Removed:
             raise GraphError(f"find: the counterpart of {node!r} in this clone was removed (remove_node)")
         if copy is None:
@@ -1250,6 +1306,8 @@ class Graph:
 
         See also: cudaGraphInstantiateWithFlags.
         """
+        if self._dead is not None:
+            raise GraphError(f"instantiate: {self._dead}")
         if self._in_body():
             raise GraphError(f"instantiate: this graph is a body of a conditional node of {self._owner!r}; it "
                              f"belongs to that node and cannot be instantiated alone (CUDA refuses it)")

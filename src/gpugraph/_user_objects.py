@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._errors import GraphError
+from ._host_threads import HOST_THREADS, refuse_in_host_function
 
 
 def count_of(count: Any, what: str) -> int:
@@ -50,6 +51,8 @@ class UserObject:
         """(Made by ``Device.user_object``.)"""
         if not callable(destroy):
             raise TypeError(f"user_object(destroy): expected a callable, got {type(destroy).__name__}")
+        if HOST_THREADS:
+            refuse_in_host_function("Device.user_object")
         count = count_of(count, "user_object")
 
         def run() -> None:
@@ -77,6 +80,8 @@ class UserObject:
             GraphError: If the caller holds none (the object may be gone).
         """
         count = count_of(count, "UserObject.retain")
+        if HOST_THREADS:
+            refuse_in_host_function("UserObject.retain")
         with self._lock:
             self._check_held("UserObject.retain")
             self._backend.user_object_retain(self._handle, count)
@@ -89,11 +94,17 @@ class UserObject:
             GraphError: If the caller holds fewer than ``count``.
         """
         count = count_of(count, "UserObject.release")
+        if HOST_THREADS:
+            refuse_in_host_function("UserObject.release")
         with self._lock:
             if count > self._held[0]:
                 raise GraphError(f"UserObject.release({count}): the caller holds {self._held[0]} reference(s)")
-            self._held[0] -= count
-            self._backend.user_object_release(self._handle, count)
+            self._held[0] -= count  # (first: an interrupt after it leaves a reference unreleased, never one too many)
+            try:
+                self._backend.user_object_release(self._handle, count)
+            except Exception:
+                self._held[0] += count
+                raise
 
     def _check_held(self, what: str) -> None:
         if not self._held[0]:

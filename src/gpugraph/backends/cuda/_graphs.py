@@ -45,7 +45,8 @@ class CudaGraphs(CudaCapturing):
         call(drv.user_object_retain, obj, count)
 
     def user_object_release(self, obj: Any, count: int) -> None:
-        call(drv.user_object_release, obj, count)
+        # (As a collected object's release: it waits where the driver refuses calls, a destructor's thread)
+        self._release(call, drv.user_object_release, obj, count)
 
     def graph_retain_user_object(self, graph: CudaGraph, obj: Any, count: int, move: bool) -> None:
         flags = cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE if move else 0
@@ -170,8 +171,11 @@ class CudaGraphs(CudaCapturing):
 
     def graph_debug_dot(self, graph: CudaGraph, path: str, flags: tuple[str, ...]) -> bool:
         bits = 0
-        for flag in flags:  # (a flag this cuda-bindings does not name adds nothing)
-            bits |= int(getattr(cu.CUgraphDebugDot_flags, f"CU_GRAPH_DEBUG_DOT_FLAGS_{flag.upper()}", 0))
+        for flag in flags:
+            bit = getattr(cu.CUgraphDebugDot_flags, f"CU_GRAPH_DEBUG_DOT_FLAGS_{flag.upper()}", None)
+            if bit is None:
+                raise ValueError(f"debug_dot_print(flags): this cuda-bindings ({cu.__name__}) has no flag {flag!r}")
+            bits |= int(bit)
         call(drv.graph_debug_dot_print, graph.handle, path.encode(), bits)
         return True
 
