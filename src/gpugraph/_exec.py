@@ -399,8 +399,9 @@ class GraphExec:
                 if not graph._has(node):
                     raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
                                      f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
-                place = self._layout.index.get(node._handle) if self._layout is not None else None
-                if place is not None and place in self._gone:
+                layout = self._layout
+                place = layout.index.get(node._handle) if layout is not None else None
+                if place is not None and place in self._gone and layout.numbers[place] == node._number:
                     raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
                                      f"made from was removed from that graph (remove_node), and the executable graph's "
                                      f"nodes are addressed through that graph's (CUDA's)")
