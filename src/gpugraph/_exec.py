@@ -401,7 +401,8 @@ class GraphExec:
                                      f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
                 layout = self._layout
                 place = layout.index.get(node._handle) if layout is not None else None
-                if place is not None and place in self._gone and layout.numbers[place] == node._number:
+                if (layout is not None and place is not None and place in self._gone
+                        and layout.numbers[place] == node._number):
                     raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
                                      f"made from was removed from that graph (remove_node), and the executable graph's "
                                      f"nodes are addressed through that graph's (CUDA's)")
