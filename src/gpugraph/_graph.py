@@ -908,10 +908,14 @@ class Graph:
         for name, node in (("from", a), ("to", b)):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}: expected Nodes, got {type(node).__name__} for '{name}'")
-            if node.graph is not self:
-                raise GraphError(f"{what}: {node!r} belongs to another graph")
-            if not self._has(node):
-                raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
+            self._check_in_graph(node, what)
+
+    def _check_in_graph(self, node: Node, what: str) -> None:
+        """Refuse ``node`` (a Node) unless it is one of this graph's and still in it."""
+        if node.graph is not self:
+            raise GraphError(f"{what}: {node!r} belongs to another graph")
+        if not self._has(node):
+            raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
 
     def _change_edge(self, a: Node, b: Node, add: bool) -> None:
         """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
@@ -961,10 +965,7 @@ class Graph:
         kind), at a time the graph's nodes may change."""
         if not isinstance(node, Node):
             raise TypeError(f"{what}(node): expected a Node, got {type(node).__name__}")
-        if node.graph is not self:
-            raise GraphError(f"{what}: {node!r} belongs to another graph")
-        if not self._has(node):
-            raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
+        self._check_in_graph(node, what)
         if kinds is not None and node.kind not in kinds:
             names = " or ".join(k.value for k in kinds)
             raise GraphError(f"{what}({node!r}): the node is a {node.kind.value} node, not a {names} node")
