@@ -200,20 +200,26 @@ def test_event_record_node_then_stream_wait(device, stream):
 def test_event_wait_node_waits_for_another_stream(device, stream):
     event = device.event()
     other = device.stream()
-    gate, seen = threading.Event(), []
+    gate, order = threading.Event(), []
+
+    def held_by_the_gate():
+        order.append("gate waited for")
+        order.append("gate opened" if gate.wait(10) else "gate timed out")
+
     g = gg.Graph(device)
     w = g.add_event_wait(event)
-    g.add_host(lambda: seen.append(gate.is_set()), after=w)
+    g.add_host(lambda: order.append(f"host node (gate {'open' if gate.is_set() else 'shut'})"), after=w)
     assert w.kind is NodeKind.EVENT_WAIT and w.params == gg.EventWaitParams(event)
     try:
-        other.host(gate.wait, 10)
+        other.host(held_by_the_gate)
         other.record(event)
         threading.Timer(0.05, gate.set).start()
         run(g, stream)
     finally:
         gate.set()
     other.synchronize()
-    assert seen == [True]
+    # (Each step is named, so that a failure says which came first.)
+    assert order == ["gate waited for", "gate opened", "host node (gate open)"]
 
 
 def test_alloc_and_free_nodes(device, stream):
