@@ -9,8 +9,8 @@ import gpugraph as gg
 
 MAP = Path(__file__).resolve().parents[1] / "docs" / "api-map.md"
 # The names a reference may start with: the package, or one of its public classes.
-_REFERENCE = re.compile(r"`((?:gg|Graph|GraphExec|Stream|Device|Event|Node|Capture|Condition|Kernel|Param|Array)"
-                        r"(?:\.[A-Za-z_]\w*)+)`")
+_REFERENCE = re.compile(r"`((?:gg|Graph|GraphExec|Stream|Device|Event|Node|Capture|Condition|Kernel|Param|Array"
+                        r"|UserObject)(?:\.[A-Za-z_]\w*)+)`")
 
 
 def rows() -> list[list[str]]:

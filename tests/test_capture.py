@@ -652,3 +652,18 @@ def test_launching_a_graph_with_memory_nodes_into_a_capture_is_refused(device, s
         assert not stream.is_capturing
         exe.launch(stream)  # outside a capture it runs
         stream.synchronize()
+
+
+def test_each_capture_has_an_id_of_its_own(device, stream):
+    """hipStreamGetCaptureInfo's id: unique among the process's captures, readable during and after the capture."""
+    other = device.stream()
+    cap = stream.capture()
+    with pytest.raises(gg.CaptureError, match=r"Capture\.id: the capture has not begun"):
+        _ = cap.id
+    with cap, other.capture() as second:
+        first_id = cap.id
+        assert isinstance(first_id, int) and first_id > 0 and second.id != first_id
+    assert cap.id == first_id
+    with stream.capture() as third:
+        pass
+    assert third.id not in (first_id, second.id)

@@ -137,31 +137,39 @@ def test_refused_call_raises_capture_error_at_once(device, stream, mode, thread)
             assert str(error).startswith(f"Device.synchronize: {device_rule(device)}")
 
 
-def test_thread_local_capture_in_another_thread_does_not_restrict_this_one(device):
-    stream = device.stream()
+@contextlib.contextmanager
+def capture_in_thread(stream: gg.Stream, mode: str, work: Callable[[], Any] = lambda: None):
+    """Hold a capture of ``stream`` in ``mode``, begun on another thread (which does ``work`` in it), open for the
+    block; yields the list that gets the ended Capture, or the exception that ended it."""
     started, release = threading.Event(), threading.Event()
     box: list[Any] = []
 
-    def capture_in_thread():
+    def run():
         try:
-            with stream.capture(mode="thread_local") as cap:
-                stream.memset(x, 1.0)
+            with stream.capture(mode=mode) as cap:
+                work()
                 started.set()
                 release.wait(30)
             box.append(cap)
         except Exception as exc:  # noqa: BLE001
             box.append(exc)
 
-    x = device.zeros(N, np.float32)
-    thread = threading.Thread(target=capture_in_thread)
+    thread = threading.Thread(target=run)
     thread.start()
     try:
         assert started.wait(30)
-        assert stream.is_capturing
-        y = device.asarray(np.arange(4, dtype=np.float32))  # allowed: the capture is another thread's
+        yield box
     finally:
         release.set()
         thread.join(30)
+
+
+def test_thread_local_capture_in_another_thread_does_not_restrict_this_one(device):
+    stream = device.stream()
+    x = device.zeros(N, np.float32)
+    with capture_in_thread(stream, "thread_local", lambda: stream.memset(x, 1.0)) as box:
+        assert stream.is_capturing
+        y = device.asarray(np.arange(4, dtype=np.float32))  # allowed: the capture is another thread's
     assert isinstance(box[0], gg.Capture), box
     assert len(box[0].graph) == 1
     np.testing.assert_array_equal(y.to_numpy(), np.arange(4, dtype=np.float32))
@@ -169,27 +177,9 @@ def test_thread_local_capture_in_another_thread_does_not_restrict_this_one(devic
 
 def test_global_capture_in_another_thread_restricts_this_one(device):
     stream = device.stream()
-    started, release = threading.Event(), threading.Event()
-    box: list[Any] = []
-
-    def capture_in_thread():
-        try:
-            with stream.capture(mode="global"):
-                started.set()
-                release.wait(30)
-            box.append("ended")
-        except Exception as exc:  # noqa: BLE001
-            box.append(exc)
-
-    thread = threading.Thread(target=capture_in_thread)
-    thread.start()
-    try:
-        assert started.wait(30)
+    with capture_in_thread(stream, "global") as box:
         with pytest.raises(gg.CaptureError, match=capture_message("Device.empty", UNSAFE_RULE, stream, "global")):
             device.empty(4)
-    finally:
-        release.set()
-        thread.join(30)
     assert isinstance(box[0], gg.CaptureError) and box[0].api == "Device.empty"
 
 
@@ -703,3 +693,33 @@ def test_a_capture_object_is_entered_once(device, stream):
         with cap:
             pass
     assert not stream.is_capturing
+
+
+@pytest.mark.parametrize("thread_mode", ["thread_local", "relaxed"])
+def test_a_thread_not_in_global_mode_ignores_other_threads_global_captures(device, thread_mode):
+    """hipThreadExchangeStreamCaptureMode: the calling thread's mode says which captures forbid its unsafe calls."""
+    stream = device.stream()
+    with capture_in_thread(stream, "global") as box:
+        with gg.thread_capture_mode(thread_mode):
+            y = device.asarray(np.arange(4, dtype=np.float32))  # allowed: this thread ignores the global capture
+        assert gg.exchange_capture_mode("global") == "global"  # (the block put the old mode back)
+    assert isinstance(box[0], gg.Capture), box
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(4, dtype=np.float32))
+
+
+def test_a_relaxed_thread_may_make_unsafe_calls_in_its_own_capture(device, stream):
+    with stream.capture(mode="thread_local") as cap:
+        previous = gg.exchange_capture_mode("relaxed")
+        try:
+            y = device.zeros(4, np.float32)  # a synchronous allocation, forbidden in the thread_local mode
+        finally:
+            assert gg.exchange_capture_mode(previous) == "relaxed"
+        stream.memset(y, 2.0)
+    assert cap.error is None and len(cap.graph) == 1
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), np.full(4, 2.0, np.float32))
+    with pytest.raises(ValueError, match=r"exchange_capture_mode\(mode\): expected one of global, thread_local, "
+                                         r"relaxed, got 'loose'"):
+        gg.exchange_capture_mode("loose")

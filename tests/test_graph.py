@@ -200,20 +200,26 @@ def test_event_record_node_then_stream_wait(device, stream):
 def test_event_wait_node_waits_for_another_stream(device, stream):
     event = device.event()
     other = device.stream()
-    gate, seen = threading.Event(), []
+    gate, order = threading.Event(), []
+
+    def held_by_the_gate():
+        order.append("gate waited for")
+        order.append("gate opened" if gate.wait(10) else "gate timed out")
+
     g = gg.Graph(device)
     w = g.add_event_wait(event)
-    g.add_host(lambda: seen.append(gate.is_set()), after=w)
+    g.add_host(lambda: order.append(f"host node (gate {'open' if gate.is_set() else 'shut'})"), after=w)
     assert w.kind is NodeKind.EVENT_WAIT and w.params == gg.EventWaitParams(event)
     try:
-        other.host(gate.wait, 10)
+        other.host(held_by_the_gate)
         other.record(event)
         threading.Timer(0.05, gate.set).start()
         run(g, stream)
     finally:
         gate.set()
     other.synchronize()
-    assert seen == [True]
+    # (Each step is named, so that a failure says which came first.)
+    assert order == ["gate waited for", "gate opened", "host node (gate open)"]
 
 
 def test_alloc_and_free_nodes(device, stream):
@@ -522,3 +528,25 @@ def test_event_record_inside_a_child_graph(device):
         stream.synchronize()
     assert event.done
     np.testing.assert_array_equal(x.to_numpy(), np.full(4, 3.0, np.float32))
+
+
+def test_debug_dot_print_writes_the_backends_own_description(device, tmp_path, backend):
+    """hipGraphDebugDotPrint: the driver's DOT on CUDA (with its flags), gpugraph's own on the CPU backend."""
+    g = gg.Graph(device)
+    x = device.zeros(4, np.int32)
+    g.add_kernel(K.fill, 1, 4, x, 3, 4, after=g.add_empty())
+    path = tmp_path / "graph.dot"
+    g.debug_dot_print(path, flags=("verbose", "kernel_node_params"))
+    text = path.read_text()
+    assert text.lstrip().startswith("digraph") and text.count("->") == 1
+    if backend == "cpu":
+        assert text == g.to_dot()
+    else:
+        assert "fill" in text  # (the verbose kernel parameters name the function)
+    with pytest.raises(ValueError, match="unknown flag 'loud'; the flags are verbose, "):
+        g.debug_dot_print(path, flags=("loud",))
+    with pytest.raises(TypeError, match=r"expected an iterable of flag names, got the str 'verbose'"):
+        g.debug_dot_print(path, flags="verbose")
+    with pytest.raises(TypeError, match=r"debug_dot_print\(path\): expected a str or path, got int"):
+        g.debug_dot_print(3)
+    assert "DOT_FLAGS" in gg.__all__ and "handles" in gg.DOT_FLAGS

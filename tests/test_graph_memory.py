@@ -250,3 +250,23 @@ def test_a_release_deferred_by_a_host_function_is_never_lost(gpu_device):
     assert ran == ["first"]
     backend._flush_releases()
     assert ran == ["first", "second"]
+
+
+def test_the_high_watermarks_start_again_from_the_figures_now(device, stream):
+    """hipDeviceSetGraphMemAttribute: resetting the high watermarks, once the pool is trimmed, makes them the
+    current figures (0); a launch that allocates raises them again."""
+    nbytes = 32 << 20
+    g = gg.Graph(device)
+    alloc = g.add_alloc(nbytes // 4, np.float32)
+    g.add_free(alloc, after=g.add_memset(alloc.array, 1.0, after=alloc))
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    device.trim_graph_memory()
+    assert device.graph_memory().reserved_high >= nbytes
+    device.reset_graph_memory_high()
+    usage = device.graph_memory()
+    assert (usage.used_high, usage.reserved_high) == (usage.used, usage.reserved)
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    assert device.graph_memory().reserved_high >= nbytes
+    device.trim_graph_memory()

@@ -149,3 +149,33 @@ def test_memory_dropped_on_a_thread_python_did_not_start_is_freed_at_the_next_sy
     device.synchronize()
     assert _waiting_releases(device) == 0
     assert [str(u.exc_value) for u in unraisable] == []
+
+
+class _Cycle:
+    """Garbage only the cyclic collector frees."""
+
+
+def test_a_collection_on_a_thread_that_queued_work_waits_for_does_not_wait_for_that_work(device):
+    """cuMemFree waits for the device's queued work. A garbage collection runs on whatever thread allocates, so
+    memory it frees waits for the next synchronize: freed there, the collection below would wait for the host
+    function, which waits for the collecting thread (until the gate's timeout)."""
+    stream = device.stream()
+    gate, opened = threading.Event(), []
+    garbage = _Cycle()
+    garbage.cycle, garbage.array, garbage.pinned = garbage, device.zeros(1 << 16, np.float32), device.pinned(8, np.int8)
+    stream.host(lambda: opened.append(gate.wait(10)))
+    del garbage
+
+    def collect_then_open() -> None:
+        try:
+            gc.collect()
+        finally:
+            gate.set()
+
+    collector = threading.Thread(target=collect_then_open)
+    collector.start()
+    collector.join(20)
+    stream.synchronize()
+    assert opened == [True]
+    device.synchronize()
+    assert _waiting_releases(device) == 0  # the frees that waited ran at the synchronize

@@ -97,11 +97,13 @@ def test_value_set_while_a_launch_waits_does_not_change_that_launch(device, stre
     x = K.f32(device, X0)
     alpha = gg.Param(2.0)
     snapshots: list = []
-    host = np.zeros(N, np.float32)
+    opened: list = []  # [True] once the gate opens; [False] if it timed out, as when a call waited for the launch
+    # (Page-locked: a copy to pageable memory returns only once done, which would wait for the gate here.)
+    host = K.pinned(device, np.zeros(N, np.float32))
     g = gg.Graph(device)
     g.add_kernel(K.scale, GRID, BLOCK, x, alpha, N)
     with g.instantiate() as exe:
-        stream.host(gate.wait, 10)
+        stream.host(lambda: opened.append(gate.wait(10)))
         exe.launch(stream)  # enqueued with 2.0, still waiting behind the gate
         stream.memcpy(host, x)
         stream.host(lambda: snapshots.append(host.copy()))
@@ -111,6 +113,7 @@ def test_value_set_while_a_launch_waits_does_not_change_that_launch(device, stre
         finally:
             gate.set()
         stream.synchronize()
+    assert opened == [True]
     np.testing.assert_array_equal(snapshots[0], X0 * 2)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 6)
 

@@ -4,7 +4,7 @@ Build graphs by stream capture or explicitly, instantiate them once and launch t
 CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
 """
 
-from ._capture import Capture
+from ._capture import Capture, exchange_capture_mode, thread_capture_mode
 from ._captured import CapturedFunction, CapturedStats, captured
 from ._collectives import (
     Communicator,
@@ -17,6 +17,7 @@ from ._collectives import (
 from ._conditions import Condition
 from ._current import current_stream, use_stream
 from ._device import Device, GraphMemoryUsage
+from ._dot import DOT_FLAGS
 from ._errors import (
     BackendError,
     BackendUnavailableError,
@@ -49,11 +50,13 @@ from ._nodes import (
 )
 from ._params import Param
 from ._stream import Event, Stream
+from ._user_objects import UserObject
 from .backends import available_backends
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DOT_FLAGS",
     "AllocParams",
     "Array",
     "BackendError",
@@ -92,14 +95,17 @@ __all__ = [
     "Stream",
     "StreamErrors",
     "UniqueId",
+    "UserObject",
     "available_backends",
     "captured",
     "collective_group",
     "communicator",
     "communicators",
     "current_stream",
+    "exchange_capture_mode",
     "from_cuda_array_interface",
     "from_dlpack",
+    "thread_capture_mode",
     "unique_id",
     "use_stream",
 ]

@@ -87,13 +87,58 @@ INSTANTIATE_RULE = ("instantiating a graph is forbidden while a 'global' capture
                     "'thread_local' one")
 
 
+_thread = threading.local()  # ``mode``: the thread's capture interaction mode, when not "global"
+
+
+def exchange_capture_mode(mode: str) -> str:
+    """Set the calling thread's capture interaction mode and return the one it replaces ("global" at first).
+
+    It says which running captures forbid this thread's potentially unsafe calls (synchronous allocations,
+    copies and waits, instantiating): "global", its own captures but relaxed ones, and every thread's global
+    captures; "thread_local", its own captures but relaxed ones; "relaxed", none. A library that must make such a
+    call while its caller may be capturing sets "relaxed" around it and puts the old mode back.
+
+    See also: cudaThreadExchangeStreamCaptureMode.
+    """
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"exchange_capture_mode(mode): expected one of {', '.join(MODES)}, got {mode!r}")
+    # (Below captures; imported here, as this module imports nothing above it.)
+    from ._host_threads import HOST_THREADS, refuse_in_host_function
+    from .backends import available_backends, get_backend
+
+    if HOST_THREADS:
+        refuse_in_host_function("exchange_capture_mode")
+    # Every backend's driver judges the thread's calls too, so it holds the same mode (a backend is loaded for it
+    # now rather than later, when this thread's mode would not reach it).
+    for name in available_backends():
+        get_backend(name).thread_capture_mode(mode)
+    previous: str = getattr(_thread, "mode", "global")
+    _thread.mode = mode
+    return previous
+
+
+@contextlib.contextmanager
+def thread_capture_mode(mode: str) -> Iterator[None]:
+    """The calling thread's capture interaction mode is ``mode`` for the block (``exchange_capture_mode``), then
+    what it was."""
+    previous = exchange_capture_mode(mode)
+    try:
+        yield
+    finally:
+        exchange_capture_mode(previous)
+
+
 def forbid_unsafe(api: str, rule: str = _UNSAFE) -> None:
-    """Refuse a 'potentially unsafe' call (synchronous allocation, copy or wait) that a running capture forbids."""
+    """Refuse a 'potentially unsafe' call (synchronous allocation, copy or wait) that a running capture forbids to
+    this thread (its interaction mode: ``exchange_capture_mode``)."""
     if not _active:
         return
+    mode = getattr(_thread, "mode", "global")
+    if mode == "relaxed":
+        return
     me = threading.get_ident()
-    offended = [c for c in list(_active)
-                if (c.thread == me and c.mode != "relaxed") or (c.thread != me and c.mode == "global")]
+    offended = [c for c in list(_active) if (c.thread == me and c.mode != "relaxed")
+                or (mode == "global" and c.thread != me and c.mode == "global")]
     if offended:
         raise invalidate(offended, api, rule)
 
@@ -398,6 +443,19 @@ class Capture:
         self._outcome = "discarded"
 
     # The combined approach
+
+    @property
+    def id(self) -> int:
+        """The capture's id, unique among this process's captures (cudaStreamGetCaptureInfo's ``id_out``); it stays
+        readable after the capture has ended.
+
+        Raises:
+            CaptureError: If the capture has not begun (``with stream.capture() as cap`` begins it).
+        """
+        if self._handle is None or not (self.active or self._outcome is not None):
+            raise CaptureError("Capture.id: the capture has not begun", api="Capture.id", stream=self.stream,
+                               mode=self.mode, where=_where())
+        return self.stream._backend.capture_id(self._handle)
 
     @property
     def dependencies(self) -> tuple[Any, ...]:

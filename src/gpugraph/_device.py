@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
+from ._user_objects import UserObject
 from .backends import BACKEND_ORDER, available_backends, get_backend
 from .backends._protocol import Backend
 
@@ -270,6 +272,16 @@ class Device:
     def graph_memory(self) -> GraphMemoryUsage:
         """The graph memory pool's figures (cudaDeviceGetGraphMemAttribute)."""
         return GraphMemoryUsage(**self._backend.graph_memory(self.index))
+
+    def user_object(self, destroy: Callable[[], Any], count: int = 1) -> UserObject:
+        """A UserObject of this device's backend: ``destroy()`` runs once its ``count`` references (the caller's) and
+        those graphs take are all released. See also: cudaUserObjectCreate."""
+        return UserObject(self._backend, destroy, count)
+
+    def reset_graph_memory_high(self) -> None:
+        """Start the graph memory pool's high watermarks (``used_high``, ``reserved_high``) again from the figures
+        now. See also: cudaDeviceSetGraphMemAttribute (cudaGraphMemAttrUsedMemHigh, ...ReservedMemHigh)."""
+        self._backend.graph_memory_reset_high(self.index)
 
     def trim_graph_memory(self) -> None:
         """Return pool memory that no graph allocation uses (cudaDeviceGraphMemTrim)."""

@@ -13,21 +13,11 @@ import numpy as np
 from . import _capture, _params
 from ._errors import GraphError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
-from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import check_pinned, memcpy_nbytes, memset_pattern
+from ._kernel import Kernel
 from ._nesting import nesting_refusal
-from ._nodes import (
-    BODY_KINDS,
-    ChildGraphParams,
-    EventRecordParams,
-    EventWaitParams,
-    HostParams,
-    KernelParams,
-    MemcpyParams,
-    MemsetParams,
-    NodeKind,
-)
+from ._nodes import BODY_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
+from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._stream import Event, Stream
 from ._topology import Topology
 from ._update import GraphLayout, check_update, graph_shape, node_refusal
@@ -97,8 +87,8 @@ class GraphExec:
     """
 
     __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
-                 "_handles", "_indices", "_params", "_changed", "_disabled", "_source", "_source_version", "_shape",
-                 "_recorded_events", "_lock", "__weakref__")
+                 "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
+                 "_shape", "_recorded_events", "_lock", "__weakref__")
 
     def __init__(self, graph: Any, auto_free_on_launch: bool, graph_type: Any) -> None:
         """(Made by ``Graph.instantiate``, which passes its class: graphs updated from are of it.)"""
@@ -117,6 +107,9 @@ class GraphExec:
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
         # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
         self._disabled: set[int] = set()
+        # Positions of nodes removed from the graph it was made from (Graph.remove_node): the backend addresses its
+        # nodes through that graph's, so setters refuse them.
+        self._gone: set[int] = set()
         # The backend addresses nodes by the handles of the graph the exec was instantiated from, by
         # position in creation order: those are noted now. What setters and updates compare against (the
         # layout) is taken when first needed, or just before the graph changes (Graph._changing),
@@ -128,6 +121,7 @@ class GraphExec:
         self._shape: Any = None  # the source's graph_shape, once known
         self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
         graph._watch(self)
+        graph._execs.add(self)
         if _params.in_use:
             self._params.adopt(self._find_params(graph))
 
@@ -137,6 +131,8 @@ class GraphExec:
             self._indices = self._layout.index
             if self._source is not self.graph:  # the nodes of the graph it was made from still count
                 self._indices = {**{h: i for i, h in enumerate(self._handles)}, **self._indices}
+            if self._gone:
+                self._indices = {h: i for h, i in self._indices.items() if i not in self._gone}
         return self._layout
 
     def _source_shape(self) -> Any:
@@ -148,6 +144,22 @@ class GraphExec:
         """``graph`` is about to change: read its layout now if this exec still needs it."""
         if self._source is graph and self._layout is None and self._handle is not None:
             self._read_layout()
+
+    def _patches(self, graph: Any, handle: Any) -> bool:
+        """Whether this executable graph patches Params through the node ``handle`` of ``graph``."""
+        if self._handle is None or graph is not self.graph:
+            return False
+        return any(self._handles[i] == handle for i in self._params._records)
+
+    def _node_removed(self, graph: Any, handle: Any) -> None:
+        """The node ``handle`` of ``graph`` (made from, or updated from) is being removed: setters refuse it from now
+        on, and, for a node of the graph it was made from, any node at its place in a graph updated from too."""
+        if self._handle is None:
+            return
+        self._read_layout()
+        if graph is self.graph:
+            self._gone.update(i for i, h in enumerate(self._handles) if h == handle)
+        self._indices = {h: i for h, i in self._indices.items() if h != handle and i not in self._gone}
 
     @staticmethod
     def _find_params(graph: Any) -> dict[int, KernelParams]:
@@ -308,6 +320,11 @@ class GraphExec:
                                                                f"graph of its own; close that one first (one "
                                                                f"executable graph of such a graph may live at a time)")
         found = self._find_params(graph) if _params.in_use else {}
+        patched_gone = sorted(self._gone.intersection(found))
+        if patched_gone:  # (its Params would be patched through the node removed there)
+            raise GraphUpdateError("parameters changed", graph._node(graph._current().handles[patched_gone[0]]),
+                                   "the node takes Params, and the node at its place in the graph this executable "
+                                   "graph was made from was removed (remove_node): Params are patched through it")
         shape = graph_shape(graph, like=self._source_shape())
         refused = self._refusal(graph, shape)
         if refused is None:
@@ -360,6 +377,7 @@ class GraphExec:
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
         if graph._bodies:  # (it has conditional nodes) its conditions drive this executable graph now: its one live one
             graph._live_execs.add(self)
+        graph._execs.add(self)
         self._recorded_events = None
         graph._watch(self)
         self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
@@ -377,6 +395,17 @@ class GraphExec:
                 raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
                                  f"setters change the nodes of its graph's top level only (change a body with "
                                  f"exe.update)")
+            if graph in (self.graph, self._source):
+                if not graph._has(node):
+                    raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
+                                     f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
+                layout = self._layout
+                place = layout.index.get(node._handle) if layout is not None else None
+                if (layout is not None and place is not None and place in self._gone
+                        and layout.numbers[place] == node._number):
+                    raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
+                                     f"made from was removed from that graph (remove_node), and the executable graph's "
+                                     f"nodes are addressed through that graph's (CUDA's)")
             raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
                              f"from (or last updated with)")
         if node.kind not in kinds:
@@ -413,49 +442,26 @@ class GraphExec:
                     shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         i = self._index(node, _KERNEL, "set_params")
         old = self._read_layout().params[i]
-        kernel = old.kernel if kernel is None else kernel
-        if type(kernel) is not Kernel:
-            raise TypeError(f"set_params(kernel): expected a Kernel, got {type(kernel).__name__}")
-        if grid is None and block is None:
-            new_grid, new_block = old.grid, old.block
-        else:
-            new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
-        shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
-        device = self.device._sibling(old.device)  # the node's device, where its kernel runs
-        if kernel is not old.kernel:  # it checks the arguments it is given, or the current ones
-            device._load_kernel(kernel)
-            args = kernel.convert_args(args or old.args, device, typed=True)
-        elif args:
-            args = kernel.convert_args(args, device, typed=True)
-        else:
-            args = old.args
-        args = self._source._condition_values(args, f"set_params({kernel!r})")  # (as Graph.add_kernel takes them)
-        device._check_shared(kernel, shared)
-        self._set(i, KernelParams(kernel, new_grid, new_block, shared, args, old.device), node)
+        self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
+                                   self._source, "set_params"), node)
 
     @_serialized
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
         """Change a copy node (the rules of ``Graph.add_memcpy``). See also: cudaGraphExecMemcpyNodeSetParams."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
-        nbytes = memcpy_nbytes(dst, src, nbytes, "set_memcpy", node=True)
-        check_pinned(self.device, dst, nbytes, "set_memcpy(dst)")
-        check_pinned(self.device, src, nbytes, "set_memcpy(src)")
-        self._set(i, MemcpyParams(dst, src, nbytes), node)
+        self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"), node)
 
     @_serialized
     def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None) -> None:
         """Change a memset node. See also: cudaGraphExecMemsetNodeSetParams."""
         i = self._index(node, (NodeKind.MEMSET,), "set_memset")
-        pattern, element_size, units = memset_pattern(dst, value, count, "set_memset", node=True)
-        self._set(i, MemsetParams(dst, value, pattern, element_size, units), node)
+        self._set(i, memset_record(self.device, dst, value, count, "set_memset"), node)
 
     @_serialized
     def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:
         """Change a host node's callable and arguments. See also: cudaGraphExecHostNodeSetParams."""
         i = self._index(node, (NodeKind.HOST,), "set_host")
-        if not callable(fn):
-            raise TypeError(f"set_host(fn): expected a callable, got {type(fn).__name__}")
-        self._set(i, HostParams(fn, args), node)
+        self._set(i, host_record(fn, args, "set_host"), node)
 
     @_serialized
     def set_child_graph(self, node: Any, graph: Any) -> None:
@@ -480,10 +486,7 @@ class GraphExec:
         See also: cudaGraphExecEventRecordNodeSetEvent, cudaGraphExecEventWaitNodeSetEvent.
         """
         i = self._index(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
-        if not isinstance(event, Event):
-            raise TypeError(f"set_event(event): expected an Event, got {type(event).__name__}")
-        kind = EventRecordParams if node.kind is NodeKind.EVENT_RECORD else EventWaitParams
-        self._set(i, kind(event), node)
+        self._set(i, event_record(self.device, node.kind, event, "set_event"), node)
 
     @_serialized
     def is_enabled(self, node: Any) -> bool:

@@ -9,6 +9,7 @@ that breaks them.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -19,12 +20,13 @@ import numpy as np
 from . import _capture
 from ._conditions import Condition, condition_args
 from ._device import Device
-from ._dot import to_dot
+from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
 from ._exec import GraphExec
 from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._interrupts import without_interrupts
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
+from ._memory import Array, normalize_dtype, normalize_shape
 from ._nesting import nesting_refusal
 from ._nodes import (
     BODY_KINDS,
@@ -32,17 +34,47 @@ from ._nodes import (
     ChildGraphParams,
     ConditionalParams,
     EmptyParams,
-    EventRecordParams,
-    EventWaitParams,
-    HostParams,
     KernelParams,
-    MemcpyParams,
-    MemsetParams,
     NodeKind,
+    Removed,
+    why_gone,
 )
 from ._params import Param
+from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._stream import Event
 from ._topology import Topology
+from ._user_objects import UserObject, count_of
+
+
+class _ChainLock:
+    """The locks of a graph and of the graphs embedding it, taken outermost first: the order in which a change of an
+    embedded graph, which tells the graphs embedding it, and a reading of an owner, which reads what it embeds,
+    both take them."""
+
+    __slots__ = ("_locks",)
+
+    def __init__(self, graph: Graph) -> None:
+        locks = []
+        owner: Graph | None = graph
+        while owner is not None:
+            locks.append(owner._lock)
+            owner = owner._owner
+        self._locks = locks[::-1]
+
+    def __enter__(self) -> None:
+        taken = []
+        try:
+            for lock in self._locks:
+                lock.acquire()
+                taken.append(lock)
+        except BaseException:
+            for lock in reversed(taken):
+                lock.release()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
 
 
 class Node:
@@ -61,7 +93,7 @@ class Node:
         self._handle = handle
         self._i = i  # its position in the graph's Topology (kept current by Graph._load)
         self._number = number
-        self._record = record  # (records never change once added) for repr, which never fails
+        self._record = record  # (the latest: the graph's setters replace it) for repr, which never fails
         self._array: Array | None = None
 
     @property
@@ -128,8 +160,8 @@ class Graph:
 
     __slots__ = ("device", "_backend", "_handle", "_fast", "_topology", "_nodes", "_children", "_owner",
                  "_owner_node", "_bodies", "_conditions",
-                 "_recording", "_stale", "_lock", "_live_execs", "_clone_of", "_cloned", "_version", "_watchers",
-                 "__weakref__")
+                 "_recording", "_stale", "_lock", "_live_execs", "_execs", "_clone_of", "_cloned", "_version",
+                 "_watchers", "_dead", "_user_objects", "__weakref__")
 
     def __init__(self, device: Any = None) -> None:
         device = Device() if device is None else device
@@ -166,8 +198,14 @@ class Graph:
         # sharing a graph see one order of nodes, the backend's.
         self._lock = threading.RLock()
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
+        # Every executable graph made from this graph, or updated from it: told when a node is removed.
+        self._execs: weakref.WeakSet = weakref.WeakSet()
+        # Why the graph can no longer be used, or None: it was embedded in a node that was removed (the backend
+        # graph went with it).
+        self._dead: str | None = None
+        self._user_objects: dict[UserObject, int] = {}  # the references this graph holds (retain_user_object)
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
-        # That graph's nodes when it was cloned -> their copies here (handles): a copy keeps creation order.
+        # The numbers of that graph's nodes when it was cloned -> their copies here (handles; Removed once removed).
         self._cloned: dict[Any, Any] = {}
         self._version = 0  # counts changes: what an executable graph made earlier no longer matches
         # Executable graphs to tell before the graph changes, by id; a collected one leaves by itself.
@@ -197,14 +235,22 @@ class Graph:
             refuse_in_host_function("changing a Graph (add_*, dependencies, removals)")
         if self._stale and not self._recording:
             self._load()
+        self._tell_watchers()
+        if self._topology.unread is not None:  # last: read before the backend graph changes
+            self._topology.read_edges()
+
+    def _tell_watchers(self) -> None:
+        """The graph is about to change: executable graphs made from it read what they need of it first."""
         if self._watchers:
             watchers, self._watchers = self._watchers, {}
             for ref in list(watchers.values()):  # a collection may remove entries meanwhile
                 exe = ref()
                 if exe is not None:
                     exe._before_change(self)
-        if self._topology.unread is not None:  # last: read before the backend graph changes
-            self._topology.read_edges()
+
+    def _locked(self) -> Any:
+        """The lock a change of the graph holds: its own, and those of the graphs embedding it (``_ChainLock``)."""
+        return self._lock if self._owner is None else _ChainLock(self)
 
     def _begin_change(self, deps: list[Node] | None = None, what: str = "") -> list[int]:
         """Before a change of the backend graph (under the graph's lock): the graph counts as unread until
@@ -218,6 +264,11 @@ class Graph:
         self._changing()
         if deps and self._topology is not topology:
             positions = self._locate(deps, what)
+        owner = self._owner
+        while owner is not None:  # what the graphs embedding this one run changes too (read as it is, first)
+            owner._version += 1
+            owner._tell_watchers()
+            owner = owner._owner
         self._stale = True
         if self._owner is not None:
             self._owner._keep_child(self._owner_node, None)
@@ -269,6 +320,8 @@ class Graph:
     def _load(self) -> None:
         """Read the backend graph (one listing of its nodes; parameter records only of nodes new to gpugraph;
         its edges when first needed). Nodes it no longer has (a discarded capture's) are dropped."""
+        if self._dead is not None:
+            raise GraphError(self._dead)
         with self._lock:
             self._topology = Topology.read(self._backend, self._handle, self._topology)
             if self._owner is not None:  # the graph embedding this one keeps its Topology: the new one now
@@ -324,7 +377,7 @@ class Graph:
         if i is None and self._stale:  # a node a capture recorded since the graph was last read
             i = self._current().position.get(handle)
         if i is None:
-            raise GraphError(f"{self!r} has no such node any more (the capture that added it was discarded)")
+            raise GraphError(f"{self!r} has no such node any more ({why_gone(handle)})")
         return i
 
     def _known(self, node: Node) -> int | None:
@@ -367,8 +420,8 @@ class Graph:
             if i is None:
                 i = topology.position.get(node._handle)
                 if i is None:
-                    raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
-                                     f"added it was discarded)")
+                    raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph "
+                                     f"({why_gone(node._handle)})")
             positions.append(i)
         return positions
 
@@ -463,8 +516,7 @@ class Graph:
             if node._handle in handles:
                 raise GraphError(f"{what}(after=...): {node!r} is listed twice")
             if not self._has(node):  # (each node's errors in turn; checked again under the lock: _locate)
-                raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph (the capture that "
-                                 f"added it was discarded)")
+                raise GraphError(f"{what}(after=...): {node!r} is no longer in this graph ({why_gone(node._handle)})")
             nodes.append(node)
             handles.append(node._handle)
         return nodes
@@ -484,7 +536,7 @@ class Graph:
         The compiled lane of add_kernel (cuda._fast.Builder) makes the same change in its common case, with the
         conditions of ``_changing``, ``_begin_change``, ``_locate`` and ``_end_change``: keep them in step."""
         deps = self._deps(after, what)
-        with self._lock:
+        with self._locked():
             positions = self._begin_change(deps, what)
             backend = self._backend
             handle = backend.graph_add_node(self._handle, params, [node._handle for node in deps])
@@ -526,12 +578,9 @@ class Graph:
                              f"all run on its graph's device ({self.device})")
         grid, block = launch_dims(grid, block)
         converted = kernel.convert_args(args, device, typed=True)
-        if self._in_body() and any(type(a) is Param for a in converted):
-            raise GraphError(f"add_kernel({kernel!r}): {self!r} is the body of a conditional node, and a Param is "
-                             f"patched by an executable graph's setters, which take no node of a body (CUDA's); "
-                             f"pass the value, or change the body with exe.update")
         converted = self._condition_values(converted, f"add_kernel({kernel!r})")
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
+        self._refuse_body_params(params, "add_kernel")
         device._load_kernel(kernel)
         device._check_shared(kernel, params.shared_mem)
         return self._add(params, after, "add_kernel")
@@ -545,21 +594,14 @@ class Graph:
 
         See also: cudaGraphAddMemcpyNode1D.
         """
-        nbytes = memcpy_nbytes(dst, src, nbytes, "add_memcpy", node=True)
-        self.device._check_same_backend(dst, "add_memcpy(dst)")
-        self.device._check_same_backend(src, "add_memcpy(src)")
-        check_pinned(self.device, dst, nbytes, "add_memcpy(dst)")
-        check_pinned(self.device, src, nbytes, "add_memcpy(src)")
-        return self._add(MemcpyParams(dst, src, nbytes), after, "add_memcpy")
+        return self._add(memcpy_record(self.device, dst, src, nbytes, "add_memcpy"), after, "add_memcpy")
 
     def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = ()) -> Node:
         """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``.
 
         See also: cudaGraphAddMemsetNode.
         """
-        pattern, element_size, units = memset_pattern(dst, value, count, "add_memset", node=True)
-        self.device._check_same_backend(dst, "add_memset(dst)")  # (the node runs on dst's device)
-        return self._add(MemsetParams(dst, value, pattern, element_size, units), after, "add_memset")
+        return self._add(memset_record(self.device, dst, value, count, "add_memset"), after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
         """Add a node calling ``fn(*args)`` on the host; the graph keeps ``fn`` and ``args`` alive.
@@ -567,9 +609,7 @@ class Graph:
         See also: cudaGraphAddHostNode.
         """
         self._refuse_in_body("add_host", "host")
-        if not callable(fn):
-            raise TypeError(f"add_host(fn): expected a callable, got {type(fn).__name__}")
-        return self._add(HostParams(fn, args), after, "add_host")
+        return self._add(host_record(fn, args, "add_host"), after, "add_host")
 
     def add_empty(self, after: Any = ()) -> Node:
         """Add a node that does nothing: a join point. See also: cudaGraphAddEmptyNode."""
@@ -584,22 +624,7 @@ class Graph:
 
         See also: cudaGraphAddChildGraphNode.
         """
-        if not isinstance(graph, Graph):
-            raise TypeError(f"add_child(graph): expected a Graph, got {type(graph).__name__}")
-        if graph.device is not self.device:
-            raise GraphError(f"add_child: the child graph is on {graph.device}, this graph on {self.device}")
-        if graph is self:
-            raise GraphError("add_child: a graph cannot contain itself")
-        if graph._memory:
-            raise GraphError("add_child: a graph with allocation or free nodes cannot be used as a child graph")
-        if graph._holds(NodeKind.CONDITIONAL):
-            raise GraphError(f"add_child: {graph!r} holds conditional nodes; a graph with conditional nodes cannot "
-                             f"be used as a child graph (CUDA refuses it)")
-        if self._in_body():
-            refused = graph._holds_other_than(BODY_KINDS)
-            if refused is not None:
-                raise GraphError(f"add_child: {self!r} is the body of a conditional node, which cannot hold "
-                                 f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
+        self._check_child(graph, "add_child")
         with self._lock:  # (the errors of after= first)
             self._locate(self._deps(after, "add_child"), "add_child")
         refusal = nesting_refusal(self, graph)
@@ -612,6 +637,26 @@ class Graph:
             self._topology.children[i] = Topology.copy_of(graph._current(), self._backend,
                                                           self._topology.records[i].graph)
         return node
+
+    def _check_child(self, graph: Any, what: str) -> None:
+        """Refuse ``graph`` as the graph a child-graph node of this graph embeds a copy of (but for the nesting
+        limit: ``nesting_refusal``)."""
+        if not isinstance(graph, Graph):
+            raise TypeError(f"{what}(graph): expected a Graph, got {type(graph).__name__}")
+        if graph.device is not self.device:
+            raise GraphError(f"{what}: the child graph is on {graph.device}, this graph on {self.device}")
+        if graph is self:
+            raise GraphError(f"{what}: a graph cannot contain itself")
+        if graph._memory:
+            raise GraphError(f"{what}: a graph with allocation or free nodes cannot be used as a child graph")
+        if graph._holds(NodeKind.CONDITIONAL):
+            raise GraphError(f"{what}: {graph!r} holds conditional nodes; a graph with conditional nodes cannot "
+                             f"be used as a child graph (CUDA refuses it)")
+        if self._in_body():
+            refused = graph._holds_other_than(BODY_KINDS)
+            if refused is not None:
+                raise GraphError(f"{what}: {self!r} is the body of a conditional node, which cannot hold "
+                                 f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
 
     # Conditional nodes
 
@@ -706,6 +751,12 @@ class Graph:
             self._check_condition(condition, what)
         return tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
 
+    def _refuse_body_params(self, record: KernelParams, what: str) -> None:
+        if self._in_body() and any(type(a) is Param for a in record.args):
+            raise GraphError(f"{what}({record.kernel!r}): {self!r} is the body of a conditional node, and a Param is "
+                             f"patched by an executable graph's setters, which take no node of a body (CUDA's); "
+                             f"pass the value, or change the body with exe.update")
+
     def _check_condition(self, condition: Condition, what: str) -> None:
         """Refuse ``condition`` unless it was made by this graph or by a graph this one is a body of."""
         graph: Graph | None = self
@@ -757,19 +808,15 @@ class Graph:
 
     def add_event_record(self, event: Event, after: Any = ()) -> Node:
         """Add a node recording ``event``. See also: cudaGraphAddEventRecordNode."""
-        if not isinstance(event, Event):
-            raise TypeError(f"add_event_record(event): expected an Event, got {type(event).__name__}")
+        record = event_record(self.device, NodeKind.EVENT_RECORD, event, "add_event_record")
         self._refuse_in_body("add_event_record", "event record")
-        self.device._check_same_device(event, "add_event_record(event)")
-        return self._add(EventRecordParams(event), after, "add_event_record")
+        return self._add(record, after, "add_event_record")
 
     def add_event_wait(self, event: Event, after: Any = ()) -> Node:
         """Add a node waiting for ``event``'s last record. See also: cudaGraphAddEventWaitNode."""
-        if not isinstance(event, Event):
-            raise TypeError(f"add_event_wait(event): expected an Event, got {type(event).__name__}")
+        record = event_record(self.device, NodeKind.EVENT_WAIT, event, "add_event_wait")
         self._refuse_in_body("add_event_wait", "event wait")
-        self.device._check_same_backend(event, "add_event_wait(event)")
-        return self._add(EventWaitParams(event), after, "add_event_wait")
+        return self._add(record, after, "add_event_wait")
 
     def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
         """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
@@ -779,7 +826,7 @@ class Graph:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
-        with self._lock:
+        with self._locked():
             positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
@@ -816,7 +863,7 @@ class Graph:
         if alloc_node is not None and not self._reaches(alloc_node, deps):
             raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
                              f"pass after= that node or one that follows it")
-        with self._lock:
+        with self._locked():
             positions = self._begin_change(deps, "add_free")
             backend = self._backend
             handle = backend.graph_add_free(self._handle, alloc, [node._handle for node in deps])
@@ -861,15 +908,18 @@ class Graph:
         for name, node in (("from", a), ("to", b)):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}: expected Nodes, got {type(node).__name__} for '{name}'")
-            if node.graph is not self:
-                raise GraphError(f"{what}: {node!r} belongs to another graph")
-            if not self._has(node):
-                raise GraphError(f"{what}: {node!r} is no longer in this graph (the capture that added it was "
-                                 f"discarded)")
+            self._check_in_graph(node, what)
+
+    def _check_in_graph(self, node: Node, what: str) -> None:
+        """Refuse ``node`` (a Node) unless it is one of this graph's and still in it."""
+        if node.graph is not self:
+            raise GraphError(f"{what}: {node!r} belongs to another graph")
+        if not self._has(node):
+            raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
 
     def _change_edge(self, a: Node, b: Node, add: bool) -> None:
         """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
-        with self._lock:
+        with self._locked():
             self._begin_change()
             source, target = self._index(a), self._index(b)
             if add:
@@ -907,6 +957,243 @@ class Graph:
         if source not in topology.deps_of(target):
             raise GraphError(f"remove_dependency({a!r}, {b!r}): there is no such edge")
         self._change_edge(a, b, add=False)
+
+    # Changing and removing nodes
+
+    def _own_node(self, node: Any, kinds: tuple[NodeKind, ...] | None, what: str) -> int:
+        """The position of ``node``, checked to be a Node of this graph, still in it, of one of ``kinds`` (None: of any
+        kind), at a time the graph's nodes may change."""
+        if not isinstance(node, Node):
+            raise TypeError(f"{what}(node): expected a Node, got {type(node).__name__}")
+        self._check_in_graph(node, what)
+        if kinds is not None and node.kind not in kinds:
+            names = " or ".join(k.value for k in kinds)
+            raise GraphError(f"{what}({node!r}): the node is a {node.kind.value} node, not a {names} node")
+        if self._recording:
+            raise GraphError(f"{what}: a capture records into this graph (Stream.capture(into=...)); change its "
+                             f"nodes once the capture has ended")
+        return self._index(node)
+
+    def remove_node(self, node: Node) -> None:
+        """Remove ``node`` and its edges: nodes that waited for it no longer do.
+
+        Executable graphs made earlier keep the node; their setters refuse it from now on (CUDA's address an
+        executable graph's nodes through the graph's). A child-graph node's embedded graph and a conditional node's
+        bodies go with it: Graphs over them can no longer be used, and the conditional node's Condition is read by
+        no node (an instantiate refuses it until another node reads it).
+
+        Raises:
+            GraphError: If the graph has allocation or free nodes (CUDA refuses it), a capture records into it, or
+                an executable graph made from it patches the node's Params through it.
+
+        See also: cudaGraphDestroyNode.
+        """
+        with self._locked():  # (checked under it: another thread's change would move the node)
+            self._own_node(node, None, "remove_node")
+            if self._memory:
+                raise GraphError(f"remove_node({node!r}): nodes of a graph with allocation or free nodes cannot be "
+                                 f"removed (CUDA refuses it)")
+            handle = node._handle
+            for exe in list(self._execs):
+                if exe._patches(self, handle):
+                    raise GraphError(f"remove_node({node!r}): {exe!r}, made from this graph, patches the node's "
+                                     f"Params through it; close that executable graph first")
+            self._begin_change()
+            i = self._index(node)
+
+            def remove() -> None:  # (whole or not at all: the backend may give its handle to the next node)
+                self._backend.graph_destroy_node(self._handle, handle)
+                for exe in list(self._execs):
+                    exe._node_removed(self, handle)
+                node._handle = Removed()
+                self._forget(handle, i)
+
+            without_interrupts(remove)
+            self._end_change()
+
+    def _forget(self, handle: Any, i: int) -> None:
+        """Drop what the graph keeps of the node ``handle`` at position ``i``, which the backend has removed."""
+        record = self._topology.records[i]
+        self._topology.remove(i)
+        self._nodes.pop(handle, None)
+        for other in self._nodes.values():
+            if other._i > i:
+                other._i -= 1
+        if record.kind is NodeKind.GRAPH and self._children is not None:
+            child = self._children.pop(handle, None)
+            if child is not None:
+                child._die("was embedded in a node that was removed from its graph (remove_node)")
+        elif record.kind is NodeKind.CONDITIONAL:
+            for body in self._bodies.pop(handle, ()):
+                body._die("was a body of a conditional node that was removed from its graph (remove_node)")
+            record.condition._node = None
+        if self._cloned:  # (a clone's node: the original's counterpart of it has none now)
+            gone = Removed()
+            self._cloned = {number: gone if type(copy) is not Removed and copy == handle else copy
+                            for number, copy in self._cloned.items()}
+
+    def _die(self, why: str) -> None:
+        """The backend graph under this Graph went with the node that embedded it (``why``: how); every later use is
+        refused."""
+        self._dead = f"this graph (of {self.device}) {why}, and went with it; it can no longer be used"
+        self._stale = True  # (every reading goes through _load, which refuses it)
+        for graph in [*(self._children.values() if self._children is not None else ()),
+                      *(body for bodies in self._bodies.values() for body in bodies)]:
+            graph._die(why)
+
+    def _set_record(self, node: Node, record: Any) -> None:
+        """Give ``node`` (checked by ``_own_node``, under ``_locked``) the parameter record ``record``, in the backend
+        and the Topology."""
+        self._begin_change()
+        i = self._index(node)
+
+        def set_record() -> None:  # (whole or not at all: a reading again would keep the old record)
+            self._backend.graph_set_node(self._handle, node._handle, record)
+            self._topology.set_record(i, record)
+            node._record = record
+
+        without_interrupts(set_record)
+        self._end_change()
+
+    def set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None, shared_mem: int | None = None,
+                   kernel: Kernel | None = None) -> None:
+        """Change a kernel node's arguments (all of them, or none to keep them), launch shape, shared memory or
+        kernel, with the rules of ``add_kernel``. Executable graphs made earlier keep what they were made with.
+
+        See also: cudaGraphKernelNodeSetParams.
+        """
+        with self._locked():
+            i = self._own_node(node, (NodeKind.KERNEL,), "set_params")
+            old = self._topology.records[i]
+            record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device), self,
+                                   "set_params")
+            self._refuse_body_params(record, "set_params")
+            self._set_record(node, record)
+
+    def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None) -> None:
+        """Change a copy node, with the rules of ``add_memcpy``. See also: cudaGraphMemcpyNodeSetParams."""
+        record = memcpy_record(self.device, dst, src, nbytes, "set_memcpy")
+        with self._locked():
+            self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
+            self._set_record(node, record)
+
+    def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None) -> None:
+        """Change a memset node, with the rules of ``add_memset``; ``dst`` is on the device of the memory the node
+        set (a memset node runs there). See also: cudaGraphMemsetNodeSetParams."""
+        record = memset_record(self.device, dst, value, count, "set_memset")
+        with self._locked():
+            i = self._own_node(node, (NodeKind.MEMSET,), "set_memset")
+            was, now = getattr(self._topology.records[i].dst, "device", None), getattr(dst, "device", None)
+            if isinstance(was, Device) and isinstance(now, Device) and was is not now:
+                raise GraphError(f"set_memset({node!r}): the node sets memory of {was}, where it runs, and dst is on "
+                                 f"{now}; add a memset node for that memory instead")
+            self._set_record(node, record)
+
+    def set_host(self, node: Node, fn: Callable[..., Any], *args: Any) -> None:
+        """Change a host node's callable and arguments. See also: cudaGraphHostNodeSetParams."""
+        record = host_record(fn, args, "set_host")
+        with self._locked():
+            self._own_node(node, (NodeKind.HOST,), "set_host")
+            self._set_record(node, record)
+
+    def set_event(self, node: Node, event: Event) -> None:
+        """Change the event of an event record or wait node, with the rules of ``add_event_record`` and
+        ``add_event_wait``.
+
+        See also: cudaGraphEventRecordNodeSetEvent, cudaGraphEventWaitNodeSetEvent.
+        """
+        with self._locked():
+            self._own_node(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
+            self._set_record(node, event_record(self.device, node.kind, event, "set_event"))
+
+    def set_child_graph(self, node: Node, graph: Graph) -> None:
+        """Make a child-graph node embed a copy of ``graph``, taken now (of any topology), with the rules of
+        ``add_child``. A Graph over the copy it embedded before (``node.params.graph``) can no longer be used.
+
+        See also: cudaGraphNodeSetParams (a child-graph node's parameters).
+        """
+        self._check_child(graph, "set_child_graph")
+        refusal = nesting_refusal(self, graph)
+        if refusal is not None:
+            raise GraphError(f"set_child_graph: {refusal}")
+        with self._locked():
+            self._own_node(node, (NodeKind.GRAPH,), "set_child_graph")
+            self._begin_change()
+            i, backend = self._index(node), self._backend
+
+            def set_child() -> None:  # (whole or not at all: the node embeds a new copy)
+                backend.graph_set_node(self._handle, node._handle, ChildGraphParams(graph._handle))
+                record = backend.node_params(self._handle, node._handle)  # (the copy the node embeds now)
+                self._topology.set_record(i, record)
+                self._topology.children[i] = Topology.copy_of(graph._current(), backend, record.graph)
+                node._record = record
+                old = self._children.pop(node._handle, None) if self._children is not None else None
+                if old is not None:
+                    old._die("was embedded in a child-graph node that set_child_graph gave another graph")
+
+            without_interrupts(set_child)
+            self._end_change()
+
+    # User objects
+
+    def retain_user_object(self, obj: UserObject, count: int = 1, move: bool = False) -> None:
+        """Let the graph hold ``count`` references to ``obj``: new ones, or, with ``move``, the caller's. Its clones,
+        child-graph nodes embedding it and executable graphs made from it hold them too, until their work is done.
+
+        Raises:
+            GraphError: If ``obj`` is of another backend, or the caller holds no reference (fewer than ``count``
+                with ``move``).
+
+        See also: cudaGraphRetainUserObject (cudaGraphUserObjectMove).
+        """
+        if type(obj) is not UserObject:
+            raise TypeError(f"retain_user_object(obj): expected a UserObject (Device.user_object), got "
+                            f"{type(obj).__name__}")
+        count = count_of(count, "retain_user_object")
+        if type(move) is not bool:
+            raise TypeError(f"retain_user_object(move): expected a bool, got {move!r} ({type(move).__name__})")
+        if obj._backend is not self._backend:
+            raise GraphError(f"retain_user_object: {obj!r} is of another backend than {self!r}")
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.retain_user_object")
+        self._current()  # (refuses a graph that went with its node)
+        with obj._lock, self._lock:
+            if move:
+                obj._give(count, "retain_user_object")
+            else:
+                obj._check_held("retain_user_object")
+            try:
+                self._backend.graph_retain_user_object(self._handle, obj._handle, count, move)
+            except Exception:  # (refused: the caller keeps them; an interrupt may come after the driver took them)
+                if move:
+                    obj._held[0] += count
+                raise
+            self._user_objects[obj] = self._user_objects.get(obj, 0) + count
+
+    def release_user_object(self, obj: UserObject, count: int = 1) -> None:
+        """Release ``count`` of the references the graph holds to ``obj`` (its copies and executable graphs keep
+        theirs).
+
+        Raises:
+            GraphError: If the graph holds fewer than ``count``.
+
+        See also: cudaGraphReleaseUserObject.
+        """
+        if type(obj) is not UserObject:
+            raise TypeError(f"release_user_object(obj): expected a UserObject, got {type(obj).__name__}")
+        count = count_of(count, "release_user_object")
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.release_user_object")
+        self._current()
+        with self._lock:
+            held = self._user_objects.get(obj, 0)
+            if count > held:
+                raise GraphError(f"release_user_object({obj!r}, {count}): the graph holds {held} reference(s)")
+            self._backend.graph_release_user_object(self._handle, obj._handle, count)
+            if held == count:
+                del self._user_objects[obj]
+            else:
+                self._user_objects[obj] = held - count
 
     # Queries
 
@@ -955,15 +1242,17 @@ class Graph:
         handle = backend.graph_clone(self._handle)
         copy = Graph._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
         copy._clone_of = weakref.ref(self)
-        copy._cloned = dict(zip(topology.handles, copy._topology.handles))
+        copy._user_objects = dict(self._user_objects)  # (the backend's clone holds references of its own)
+        # (By node number, which no later node takes, where a handle may be: the backend reuses a removed node's.)
+        copy._cloned = dict(zip(map(topology.number, range(len(topology))), copy._topology.handles))
         return copy
 
     def find(self, node: Node) -> Node:
         """The node of this clone that corresponds to ``node`` of the original graph.
 
         Raises:
-            GraphError: If this graph is not a clone, ``node`` is not a node of the original, or it was
-                added to the original after the clone was made (it has no counterpart here).
+            GraphError: If this graph is not a clone, ``node`` is not a node of the original, it was added to
+                the original after the clone was made (it has no counterpart here), or either node was removed.
 
         See also: cudaGraphNodeFindInClone.
         """
@@ -972,7 +1261,11 @@ class Graph:
             raise GraphError("find: this graph is not a clone")
         if not isinstance(node, Node) or node.graph is not original:
             raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
-        copy = self._cloned.get(node._handle)
+        if type(node._handle) is Removed:
+            raise GraphError(f"find: {node!r} was removed from the graph this one was cloned from (remove_node)")
+        copy = self._cloned.get(node._number)
+        if type(copy) is Removed:
+            raise GraphError(f"find: the counterpart of {node!r} in this clone was removed (remove_node)")
         if copy is None:
             raise GraphError(f"find: {node!r} was added to the original graph after this clone was made, "
                              f"so the clone has no counterpart of it")
@@ -981,6 +1274,28 @@ class Graph:
     def to_dot(self) -> str:
         """The graph in Graphviz DOT format."""
         return to_dot(self)
+
+    def debug_dot_print(self, path: str | os.PathLike[str], flags: Iterable[str] = ()) -> None:
+        """Write the backend's own DOT description of the graph to the file ``path``: the driver's on CUDA, with what
+        ``flags`` (names of ``gpugraph.DOT_FLAGS``: "verbose", "kernel_node_params", ...) add; gpugraph's
+        ``to_dot`` on the CPU backend, which has no driver (the flags are checked and add nothing there).
+
+        See also: cudaGraphDebugDotPrint.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"debug_dot_print(path): expected a str or path, got {type(path).__name__}")
+        if isinstance(flags, str):
+            raise TypeError(f"debug_dot_print(flags): expected an iterable of flag names, got the str {flags!r}")
+        flags = tuple(flags)
+        unknown = [flag for flag in flags if flag not in DOT_FLAGS]
+        if unknown:
+            raise ValueError(f"debug_dot_print(flags): unknown flag {unknown[0]!r}; the flags are "
+                             f"{', '.join(DOT_FLAGS)}")
+        path = os.fspath(path)
+        self._current()  # (refuses a graph that went with its node)
+        if not self._backend.graph_debug_dot(self._handle, path, flags):
+            with open(path, "w") as file:
+                file.write(to_dot(self))
 
     def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False) -> Any:
         """Create an executable graph.
@@ -992,6 +1307,8 @@ class Graph:
 
         See also: cudaGraphInstantiateWithFlags.
         """
+        if self._dead is not None:
+            raise GraphError(f"instantiate: {self._dead}")
         if self._in_body():
             raise GraphError(f"instantiate: this graph is a body of a conditional node of {self._owner!r}; it "
                              f"belongs to that node and cannot be instantiated alone (CUDA refuses it)")
@@ -1003,7 +1320,7 @@ class Graph:
             raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
                              "executable graph at a time; close the other one first")
         conditional = self._holds(NodeKind.CONDITIONAL)
-        if conditional:
+        if conditional or self._conditions:  # (CUDA refuses an unused condition with no conditional node too)
             self._check_conditional_instantiate()
         if HOST_THREADS:
             refuse_in_host_function("Graph.instantiate")
@@ -1022,6 +1339,8 @@ class Graph:
         return exe
 
     def __repr__(self) -> str:
+        if self._dead is not None:
+            return f"Graph(device={self.device}, removed with the node that embedded it)"
         return f"Graph(device={self.device}, nodes={len(self)})"
 
 

@@ -29,6 +29,23 @@ class NodeKind(enum.Enum):
     CONDITIONAL = "conditional"
 
 
+class Removed:
+    """The handle a Node holds once removed from its graph (``Graph.remove_node``): it names no node of any graph (a
+    backend may give a later node the handle the removed one had)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<removed>"
+
+
+def why_gone(handle: Any) -> str:
+    """Why a Node whose handle is ``handle`` is no longer in its graph, for messages."""
+    if type(handle) is Removed:
+        return "it was removed with remove_node"
+    return "the capture that added it was discarded"
+
+
 # (A tuple: ``in`` finds a member by identity first, where a set would call Enum's Python-level __hash__; this
 # one is tested for every node read from a backend.)
 MEMORY_KINDS = (NodeKind.MEM_ALLOC, NodeKind.MEM_FREE)

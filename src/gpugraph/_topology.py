@@ -25,7 +25,7 @@ class Topology:
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles
         self._position: dict[Any, int] | None = None  # handle -> position, made when first asked for
-        # The parameter record the backend was given or reported (parameters never change once added); for
+        # The parameter record the backend was given or reported (replaced only by the graph's setters); for
         # a child-graph node, ChildGraphParams of the backend graph the node embeds.
         self.records: list[Any] = []
         # Each node's name (n0, n1, ...) is its number, for good, whatever is removed before it: its position,
@@ -104,6 +104,40 @@ class Topology:
         if self._position is not None:  # (kept only once asked for: Nodes know their positions)
             self._position[handle] = i
         return number
+
+    def remove(self, i: int) -> None:
+        """Drop node ``i`` and its edges; the nodes after it move up one place and keep their numbers."""
+        if self.unread is not None:
+            self.read_edges()
+        count = len(self.handles)
+
+        def moved(d: int) -> int:
+            return d - 1 if d > i else d
+
+        deps: list[int | tuple[int, ...]] = []
+        for j, d in enumerate(self._deps):
+            if j == i:
+                continue
+            if type(d) is int:
+                deps.append(() if d == i else moved(d))
+            else:
+                kept = tuple(moved(k) for k in d if k != i)  # type: ignore[union-attr]
+                deps.append(kept[0] if len(kept) == 1 else kept)
+        numbers = [self.number(j) for j in range(count) if j != i]
+        self.renamed = {j: number for j, number in enumerate(numbers) if number != j}
+        self.allocs = {moved(j): a for j, a in self.allocs.items() if j != i}
+        self.children = {moved(j): c for j, c in self.children.items() if j != i}
+        self._shape, self._nested, self._recorded = None, (0, []), (0, [])
+        del self.records[i]
+        self._deps = deps
+        # Last: a removal an interrupt cut short leaves the graph to be read again (Graph._begin_change).
+        del self.handles[i]
+        self._position = None
+
+    def set_record(self, i: int, record: Any) -> None:
+        """Node ``i`` takes the parameter record ``record`` (of its kind: a setter of the graph)."""
+        self.records[i] = record
+        self._recorded = (0, [])  # (an event-record node's event may have changed)
 
     def add_edge(self, source: int, target: int) -> None:
         """Note that node ``target`` waits for node ``source``."""

@@ -31,7 +31,8 @@ from ._nodes import MEMORY_KINDS, ConditionalParams, KernelParams, MemcpyParams,
 class GraphLayout:
     """What an update compares: a graph's nodes in creation order, their kinds, dependencies and parameters."""
 
-    __slots__ = ("graph", "handles", "index", "kinds", "deps", "params", "children", "bodies", "memory", "_shape")
+    __slots__ = ("graph", "handles", "index", "numbers", "kinds", "deps", "params", "children", "bodies", "memory",
+                 "_shape")
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
@@ -39,6 +40,8 @@ class GraphLayout:
         self.graph = graph
         self.handles = list(topology.handles)
         self.index = dict(zip(self.handles, itertools.count()))  # node handle -> position
+        # The nodes' numbers, which no later node takes (a backend may give a later node a removed one's handle).
+        self.numbers = [topology.number(i) for i in range(len(self.handles))]
         self.params = list(topology.records)  # (a child graph's: the backend graph it embeds)
         self.kinds = [record.kind for record in self.params]
         self.deps = [frozenset(deps) for deps in topology.deps]

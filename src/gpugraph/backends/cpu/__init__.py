@@ -30,7 +30,7 @@ from ._capture import CpuCapture
 from ._collectives import CpuComm, init_all, part_task
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
-from ._graphs import CpuCondition, CpuGraph, CpuNode, update_refusal
+from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
@@ -180,6 +180,9 @@ class CpuBackend:
 
     def graph_memory_trim(self, index: int) -> None:
         self._graph_pools[index].trim()
+
+    def graph_memory_reset_high(self, index: int) -> None:
+        self._graph_pools[index].reset_high()
 
     def _new_allocation(self, index: int, nbytes: int, pool: Pool, origin: str, ptr: int | None = None) -> Allocation:
         """An allocation at ``ptr`` (a freed graph allocation's, which CUDA reuses), else at a new address."""
@@ -356,6 +359,12 @@ class CpuBackend:
 
     # Capture
 
+    def thread_capture_mode(self, mode: str) -> None:
+        pass  # (no driver: the front end's rules are all there is)
+
+    def capture_id(self, capture: CpuCapture) -> int:
+        return capture.id
+
     def capture_create(self, stream: CpuStream, mode: str, graph: CpuGraph | None) -> CpuCapture:
         return CpuCapture(CpuGraph(stream.index) if graph is None else graph, stream)
 
@@ -412,6 +421,25 @@ class CpuBackend:
 
     # Graphs
 
+    # User objects
+
+    def user_object_create(self, destroy: Any, count: int) -> CpuUserObject:
+        return CpuUserObject(destroy, count)
+
+    def user_object_retain(self, obj: CpuUserObject, count: int) -> None:
+        obj.retain(count)
+
+    def user_object_release(self, obj: CpuUserObject, count: int) -> None:
+        obj.release(count)
+
+    def graph_retain_user_object(self, graph: CpuGraph, obj: CpuUserObject, count: int, move: bool) -> None:
+        if not move:
+            obj.retain(count)
+        graph.hold(obj, count)
+
+    def graph_release_user_object(self, graph: CpuGraph, obj: CpuUserObject, count: int) -> None:
+        graph.let_go(obj, count)
+
     def graph_create(self, index: int) -> CpuGraph:
         return CpuGraph(index)
 
@@ -444,6 +472,9 @@ class CpuBackend:
             dependent.deps.remove(node)
         graph.nodes.remove(node)
 
+    def graph_set_node(self, graph: CpuGraph, node: CpuNode, params: Any) -> None:
+        node.params = copied(params)  # (an executable graph runs a copy of the graph: CpuExec.template)
+
     def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
         dst.deps.append(src)
         src.dependents.append(dst)
@@ -466,6 +497,9 @@ class CpuBackend:
 
     def node_params(self, graph: CpuGraph, node: CpuNode) -> Any:
         return node.params
+
+    def graph_debug_dot(self, graph: CpuGraph, path: str, flags: tuple[str, ...]) -> bool:
+        return False  # (no driver: the front end writes gpugraph's DOT)
 
     def graph_clone(self, graph: CpuGraph) -> CpuGraph:
         return graph.clone()
@@ -501,6 +535,7 @@ class CpuBackend:
         refused = update_refusal(originals, graph.nodes)
         if refused is None:
             exec_.update(graph, originals)
+            exec_.template.replace_references(graph)  # the new graph's references replace the old (as on CUDA)
         return refused
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:

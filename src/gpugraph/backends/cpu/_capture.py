@@ -3,19 +3,23 @@ enqueued on it becomes a node depending on that frontier (the rules live in gpug
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
 
 from ._graphs import CpuGraph, CpuNode
+
+_ids = itertools.count(1)
 
 
 class CpuCapture:
     """One capture: the graph it records into and the frontier of every stream taking part (the front end's
     Capture holds it, and passes it with the calls of those streams: the streams keep no capture)."""
 
-    __slots__ = ("graph", "origin", "active", "frontiers", "lock")
+    __slots__ = ("graph", "origin", "active", "frontiers", "lock", "id")
 
     def __init__(self, graph: CpuGraph, origin: Any) -> None:
+        self.id = next(_ids)  # unique in the process, as CUDA's capture ids are
         self.graph = graph
         self.origin = origin
         self.active = False  # it records work (between begin and end)

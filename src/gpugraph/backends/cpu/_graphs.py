@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ..._host_threads import HOST_THREADS
 from ..._nodes import AllocParams, ChildGraphParams, ConditionalParams, FreeParams, NodeKind
 from ..._update import node_refusal
 from ._memory import span
@@ -48,15 +51,79 @@ class CpuNode:
             dep.dependents.append(self)
 
 
-class CpuGraph:
-    """A graph: nodes in the order they were added."""
+class CpuUserObject:
+    """A user object: ``destroy`` runs once its references are all released (by the thread releasing the last)."""
 
-    __slots__ = ("index", "nodes", "clone_of", "__weakref__")
+    __slots__ = ("_destroy", "_count", "_lock")
+
+    def __init__(self, destroy: Any, count: int) -> None:
+        self._destroy, self._count, self._lock = destroy, count, threading.Lock()
+
+    def retain(self, count: int) -> None:
+        with self._lock:
+            self._count += count
+
+    def release(self, count: int) -> None:
+        with self._lock:
+            self._count -= count
+            last = self._count == 0
+        if last:
+            ident = threading.get_ident()
+            marked = ident not in HOST_THREADS
+            HOST_THREADS.add(ident)  # gpugraph calls are refused in it, as in the driver's thread on CUDA
+            try:
+                self._destroy()
+            finally:
+                if marked:
+                    HOST_THREADS.discard(ident)
+
+
+def _release_all(held: dict[CpuUserObject, int]) -> None:
+    """(A graph's finalizer: its references to user objects go with it.)"""
+    while held:
+        obj, count = held.popitem()
+        obj.release(count)
+
+
+class CpuGraph:
+    """A graph: nodes in the order they were added, and the references it holds to user objects."""
+
+    __slots__ = ("index", "nodes", "clone_of", "user_objects", "__weakref__")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.nodes: list[CpuNode] = []
         self.clone_of: dict[CpuNode, CpuNode] = {}  # original node -> node of this clone
+        self.user_objects: dict[CpuUserObject, int] | None = None  # (made, with a finalizer, on the first)
+
+    def hold(self, obj: CpuUserObject, count: int) -> None:
+        """Note ``count`` references to ``obj`` (retained already), released when the graph is collected."""
+        held = self.user_objects
+        if held is None:
+            held = self.user_objects = {}
+            weakref.finalize(self, _release_all, held).atexit = False
+        held[obj] = held.get(obj, 0) + count
+
+    def let_go(self, obj: CpuUserObject, count: int) -> None:
+        """Release ``count`` of the graph's references to ``obj`` (the front end checked it holds them)."""
+        held = self.user_objects or {}
+        held[obj] -= count
+        if not held[obj]:
+            del held[obj]
+        obj.release(count)
+
+    def hold_those_of(self, other: CpuGraph) -> None:
+        """Hold references of this graph's own to the user objects ``other`` holds (a copy of it)."""
+        for obj, count in (other.user_objects or {}).items():
+            obj.retain(count)
+            self.hold(obj, count)
+
+    def replace_references(self, other: CpuGraph) -> None:
+        """Hold references to the user objects ``other`` holds instead of those held now (an update's)."""
+        previous = dict(self.user_objects or {})
+        self.hold_those_of(other)  # (first: an object both hold is never released to none meanwhile)
+        for obj, count in previous.items():
+            self.let_go(obj, count)
 
     def add(self, params: Any, deps: Sequence[CpuNode], alloc: Any = None) -> CpuNode:
         if isinstance(params, ConditionalParams):  # its bodies: new graphs of its own
@@ -106,6 +173,7 @@ class CpuGraph:
             new.deps = [mapping[d] for d in node.deps]
             new.dependents = [mapping[d] for d in node.dependents]
         copy.clone_of = mapping
+        copy.hold_those_of(self)
         return copy
 
 

@@ -239,6 +239,11 @@ class Pool:
         if self._free and self.release_threshold is not None:
             self.trim(self.release_threshold)
 
+    def reset_high(self) -> None:
+        """The high watermarks start again from the figures now (cudaDeviceSetGraphMemAttribute)."""
+        with self._lock:
+            self.used_high, self.reserved_high = self.used, self.reserved
+
     def usage(self) -> dict[str, int]:
         return {"used": self.used, "reserved": self.reserved,
                 "used_high": self.used_high, "reserved_high": self.reserved_high}

@@ -232,6 +232,12 @@ class CudaCapturing(CudaRuntime):
 
     # Capture
 
+    def thread_capture_mode(self, mode: str) -> None:
+        call(drv.thread_exchange_stream_capture_mode, _MODES[mode])
+
+    def capture_id(self, capture: CudaCapture) -> int:
+        return capture.id
+
     def capture_create(self, stream: CudaStream, mode: str, graph: CudaGraph | None) -> CudaCapture:
         return CudaCapture(stream, _MODES[mode], graph)
 
@@ -252,6 +258,7 @@ class CudaCapturing(CudaRuntime):
                 call(drv.stream_begin_capture_to_graph, stream.handle, graph.handle, list(deps), None, len(deps),
                      capture.mode)
             capture.active = True
+            capture.id = int(call(drv.stream_get_capture_info, stream.handle)[1])
         except BaseException as exc:
             # Noted already (interrupted on the way out): the front end sees the exception and aborts it. Not
             # noted: it must not be running in the driver either.

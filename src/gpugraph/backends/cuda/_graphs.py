@@ -14,7 +14,7 @@ from .._graph_memory import GraphMemoryRules
 from . import _compiled
 from ._capture import CudaCapturing
 from ._driver import call, error, fail, require_driver
-from ._nodes import add_node, derive_params, param_patcher, set_exec_node
+from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, allocate
 from ._symbols import drv
@@ -33,6 +33,27 @@ _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topolog
 
 class CudaGraphs(CudaCapturing):
     """Graphs built node by node, and executable graphs: instantiate, launch, update and the setters."""
+
+    # User objects
+
+    def user_object_create(self, destroy: Any, count: int) -> Any:
+        key = self.host.register(destroy, (), None, True)  # (one-shot: the driver calls it once, on its thread)
+        return call(drv.user_object_create, key, self.host.fn, count,
+                    cu.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+
+    def user_object_retain(self, obj: Any, count: int) -> None:
+        call(drv.user_object_retain, obj, count)
+
+    def user_object_release(self, obj: Any, count: int) -> None:
+        # (As a collected object's release: it waits where the driver refuses calls, a destructor's thread)
+        self._release(call, drv.user_object_release, obj, count)
+
+    def graph_retain_user_object(self, graph: CudaGraph, obj: Any, count: int, move: bool) -> None:
+        flags = cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE if move else 0
+        call(drv.graph_retain_user_object, graph.handle, obj, count, int(flags))
+
+    def graph_release_user_object(self, graph: CudaGraph, obj: Any, count: int) -> None:
+        call(drv.graph_release_user_object, graph.handle, obj, count)
 
     # Graphs
 
@@ -109,6 +130,14 @@ class CudaGraphs(CudaCapturing):
             graph.before.discard(node)
         call(drv.graph_destroy_node, node)
 
+    def graph_set_node(self, graph: CudaGraph, node: Any, params: Any) -> None:
+        self.contexts.use(graph.index)
+        if graph.pending:  # (the records of captured nodes are paired first: this one's is replaced below)
+            self._settle(graph)
+        set_graph_node(self, graph, node, params)
+        if node in graph.params:
+            graph.params[node] = params
+
     def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
         call(drv.graph_add_dependencies, graph.handle, [src], [dst], None, 1)
 
@@ -139,6 +168,16 @@ class CudaGraphs(CudaCapturing):
             return self.node_params(graph, node)
         child = graph.children.get(node)
         return ChildGraphParams(child) if child is not None else derive_params(self, graph, node)
+
+    def graph_debug_dot(self, graph: CudaGraph, path: str, flags: tuple[str, ...]) -> bool:
+        bits = 0
+        for flag in flags:
+            bit = getattr(cu.CUgraphDebugDot_flags, f"CU_GRAPH_DEBUG_DOT_FLAGS_{flag.upper()}", None)
+            if bit is None:
+                raise ValueError(f"debug_dot_print(flags): this cuda-bindings ({cu.__name__}) has no flag {flag!r}")
+            bits |= int(bit)
+        call(drv.graph_debug_dot_print, graph.handle, path.encode(), bits)
+        return True
 
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)

@@ -90,16 +90,20 @@ def _resolved(args: tuple) -> tuple:
 
 
 class _Kind:
-    """A node kind: how its parameter record becomes a driver node (``add``), changes a node of an executable
-    graph (``set_exec``) and is read back from a driver node (``read``), and whether a record that a captured
-    call queued describes a node read back (``describes``: see _capture's pairing). This base is the kind of
-    anything else: no node is made or changed from it, and a driver node of it reads back as an empty node."""
+    """A node kind: how its parameter record becomes a driver node (``add``), changes a node of a graph
+    (``set_graph``) or of an executable graph (``set_exec``) and is read back from a driver node (``read``), and
+    whether a record that a captured call queued describes a node read back (``describes``: see _capture's
+    pairing). This base is the kind of anything else: no node is made or changed from it, and a driver node of it
+    reads back as an empty node."""
 
     record: ClassVar[type | None] = None  # its parameter record (gpugraph._nodes)
     node_type: ClassVar[Any] = None  # its CUgraphNodeType
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         raise TypeError(f"cuda: no node for parameters of type {type(params).__name__}")
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        raise TypeError(f"cuda: nodes with parameters of type {type(params).__name__} cannot be changed")
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         raise TypeError(f"cuda: nodes with parameters of type {type(params).__name__} cannot be changed")
@@ -124,6 +128,12 @@ class _Kernel(_Kind):
             # block, which releases the lock; one after the return value is taken could skip the release.)
             node = call(_add_kernel_node, graph.handle, deps, len(deps), p)
         return node
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        function = backend.function(params.device, params.kernel)
+        with function.lock:
+            p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
+            call(drv.graph_kernel_node_set_params, node, p)
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         function = backend.function(params.device, params.kernel)
@@ -153,6 +163,9 @@ class _Memcpy(_Kind):
         p = memcpy3d(params.dst, params.src, params.nbytes, graph.index)
         return call(drv.graph_add_memcpy_node, graph.handle, deps, len(deps), p, ctx)
 
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        call(drv.graph_memcpy_node_set_params, node, memcpy3d(params.dst, params.src, params.nbytes, graph.index))
+
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         ctx = backend.contexts.get(exec_.index)
         p = memcpy3d(params.dst, params.src, params.nbytes, exec_.index)
@@ -179,6 +192,10 @@ class _Memset(_Kind):
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
         return call(drv.graph_add_memset_node, graph.handle, deps, len(deps), p, ctx)
 
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        call(drv.graph_memset_node_set_params, node,
+             memset_params(params.dst, params.pattern, params.element_size, params.count))
+
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         ctx = backend.contexts.get(device_index(params.dst, exec_.index))
         p = memset_params(params.dst, params.pattern, params.element_size, params.count)
@@ -204,6 +221,15 @@ class _Host(_Kind):
         graph.host_keys[node] = key
         backend.host.own_by_graph(key, graph.handle)
         return node
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        key = backend.host.register(params.fn, params.args, None, False)
+        # (The key it replaces stays, owned by the graph: executable graphs made earlier call it.)
+        backend.host.own_by_graph(key, graph.handle)
+        p = cu.CUDA_HOST_NODE_PARAMS()
+        p.fn, p.userData = backend.host.fn, key
+        call(drv.graph_host_node_set_params, node, p)
+        graph.host_keys[node] = key
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         key = backend.host.register(params.fn, params.args, exec_.host_stream, False)
@@ -237,6 +263,15 @@ class _ChildGraph(_Kind):
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         return call(drv.graph_add_child_graph_node, graph.handle, deps, len(deps), params.graph.handle)
 
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        require_driver(12020, "a child-graph node's graph, set (Graph.set_child_graph)", "cuGraphNodeSetParams")
+        p = cu.CUgraphNodeParams()
+        p.type = self.node_type
+        p.graph.graph = params.graph.handle
+        call(drv.graph_node_set_params, node, p)
+        # The node embeds a new copy (measured on the H200, driver 580): kept with its records, as an add keeps it.
+        graph.children[node] = backend._embedded(params.graph, call(drv.graph_child_graph_node_get_graph, node))
+
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         call(drv.graph_exec_child_graph_node_set_params, exec_.handle, node, params.graph.handle)
         keys: list[int] = []
@@ -252,12 +287,16 @@ class _Event(_Kind):
     """An event-record or event-wait node: both take one event, through the driver calls named below."""
 
     record: ClassVar[type]
-    adds: ClassVar[str]  # the symbol table's names of the kind's add, exec-set and read-back calls
+    adds: ClassVar[str]  # the symbol table's names of the kind's add, graph-set, exec-set and read-back calls
+    graph_sets: ClassVar[str]
     sets: ClassVar[str]
     gets: ClassVar[str]
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         return call(getattr(drv, self.adds), graph.handle, deps, len(deps), params.event._handle.handle)
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        call(getattr(drv, self.graph_sets), node, params.event._handle.handle)
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         call(getattr(drv, self.sets), exec_.handle, node, params.event._handle.handle)
@@ -270,6 +309,7 @@ class _EventRecord(_Event):
     record = EventRecordParams
     node_type = _T.CU_GRAPH_NODE_TYPE_EVENT_RECORD
     adds, sets = "graph_add_event_record_node", "graph_exec_event_record_node_set_event"
+    graph_sets = "graph_event_record_node_set_event"
     gets = "graph_event_record_node_get_event"
 
 
@@ -277,6 +317,7 @@ class _EventWait(_Event):
     record = EventWaitParams
     node_type = _T.CU_GRAPH_NODE_TYPE_WAIT_EVENT
     adds, sets = "graph_add_event_wait_node", "graph_exec_event_wait_node_set_event"
+    graph_sets = "graph_event_wait_node_set_event"
     gets = "graph_event_wait_node_get_event"
 
 
@@ -349,6 +390,11 @@ def add_node(backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -
     """Add the driver node for ``params`` after ``deps`` (its kind's ``add``)."""
     kind = _KERNEL if type(params) is KernelParams else _kind(params)  # (kernel nodes: the hot path)
     return kind.add(backend, graph, params, deps)
+
+
+def set_graph_node(backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+    """Change one node of a graph (its kind's ``set_graph``)."""
+    _kind(params).set_graph(backend, graph, node, params)
 
 
 def set_exec_node(backend: Any, exec_: Any, node: Any, params: Any) -> None:

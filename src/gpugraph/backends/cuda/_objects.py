@@ -21,7 +21,7 @@ class CudaCapture:
     still captures. The front end's Capture holds it and passes it with the calls of the streams taking part,
     which keep no capture themselves."""
 
-    __slots__ = ("origin", "mode", "graph", "into", "active", "lock")
+    __slots__ = ("origin", "mode", "graph", "into", "active", "lock", "id")
 
     def __init__(self, origin: CudaStream, mode: Any, graph: CudaGraph | None) -> None:
         self.origin = origin
@@ -31,6 +31,7 @@ class CudaCapture:
         self.active = False  # the driver captures (between a begin and an end that succeeded)
         # Held from a captured call to the queueing of its node's entry (the graph's lock, once begun).
         self.lock: Any = None if graph is None else graph.lock
+        self.id = 0  # the driver's id of the capture, once begun (cuStreamGetCaptureInfo)
 
 
 class CudaStream:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
+import gc
 import threading
 import weakref
 from typing import Any
@@ -32,6 +33,17 @@ INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
 _INVALID_VALUE = cu.CUresult.CUDA_ERROR_INVALID_VALUE
 _OUT_OF_MEMORY = cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY
 _LEGACY = cu.CUstream(cu.CU_STREAM_LEGACY)
+
+# .active: the garbage collector runs on this thread. It runs on whatever thread allocates, one that queued work
+# waits for included (a host function waiting for it), so the memory it frees waits (CudaRuntime._release_memory).
+_COLLECTING = threading.local()
+
+
+def _note_collection(phase: str, info: dict[str, Any]) -> None:
+    _COLLECTING.active = phase == "start"
+
+
+gc.callbacks.append(_note_collection)
 
 
 class CudaRuntime:
@@ -182,6 +194,16 @@ class CudaRuntime:
         if self._deferred:
             self._flush_releases()
 
+    def _release_memory(self, fn: Any, *args: Any) -> None:
+        """Free memory for a garbage-collected Python object (``_release``). cuMemFree and cuMemFreeHost wait for
+        the device's queued work (2.9 s behind a host function blocked for 3 s: measured on the H200), so a free the
+        garbage collector asks for waits too, for the next synchronize, allocation failure, capture end or release
+        made at once: a collection that ran it would wait for work that may be waiting for the collecting thread."""
+        if getattr(_COLLECTING, "active", False):
+            self._deferred.append((fn, args))  # (without the lock, as on a callback thread: see _release)
+            return
+        self._release(fn, *args)
+
     def _on_callback_thread(self) -> bool:
         """Whether the driver may be calling back on this thread: inside a callback (marked), or on a thread
         Python did not start (a driver thread, where a collection can run a release between the driver's
@@ -192,12 +214,12 @@ class CudaRuntime:
     def _flush_releases(self) -> None:
         """Run the releases that waited, once no capture runs; the first failure is raised after all ran.
         Any thread but one the driver is calling back on may run them (a thread Python did not start
-        included: its releases wait, its flushes do not).
+        included: its releases wait, its flushes do not), outside a garbage collection (see _release_memory).
 
         Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
         meanwhile; releases deferred while the flush runs are run by it too."""
         deferred = self._deferred
-        if not deferred or getattr(self.host.local, "in_callback", False):
+        if not deferred or getattr(self.host.local, "in_callback", False) or getattr(_COLLECTING, "active", False):
             return
         failure = None
         while True:
@@ -213,7 +235,7 @@ class CudaRuntime:
             raise failure
 
     def mem_free(self, alloc: Allocation) -> None:
-        self._release(self._free_now, alloc)
+        self._release_memory(self._free_now, alloc)
 
     def _free_now(self, alloc: Allocation) -> None:
         self.contexts.use(alloc.index)
@@ -225,7 +247,7 @@ class CudaRuntime:
         self.contexts.use(index)
         ptr = int(allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
-        weakref.finalize(raw, self._release, self._in_context, index, drv.mem_free_host, ptr).atexit = False
+        weakref.finalize(raw, self._release_memory, self._in_context, index, drv.mem_free_host, ptr).atexit = False
         # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
         return np.frombuffer(raw, np.uint8, count=nbytes)  # type: ignore[call-overload]
 
@@ -271,6 +293,12 @@ class CudaRuntime:
                 "reserved": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT),
                 "used_high": read(_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH),
                 "reserved_high": read(_ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)}
+
+    def graph_memory_reset_high(self, index: int) -> None:
+        self.contexts.use(index)
+        device = self.contexts.devices[index]
+        for attr in (_ATTR.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, _ATTR.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH):
+            call(drv.device_set_graph_mem_attribute, device, attr, cu.cuuint64_t(0))  # (0: reset, the only value)
 
     def graph_memory_trim(self, index: int) -> None:
         self.contexts.use(index)

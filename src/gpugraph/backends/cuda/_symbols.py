@@ -42,6 +42,7 @@ CUDA = {
     "pointer_get_attribute": "cuPointerGetAttribute",
     "device_get_graph_mem_attribute": "cuDeviceGetGraphMemAttribute",
     "device_graph_mem_trim": "cuDeviceGraphMemTrim",
+    "device_set_graph_mem_attribute": "cuDeviceSetGraphMemAttribute",
     # Modules and kernels
     "module_load_data": "cuModuleLoadData",
     "module_get_function": "cuModuleGetFunction",
@@ -70,6 +71,7 @@ CUDA = {
     "stream_end_capture": "cuStreamEndCapture",
     "stream_is_capturing": "cuStreamIsCapturing",
     "stream_get_capture_info": "cuStreamGetCaptureInfo",
+    "thread_exchange_stream_capture_mode": "cuThreadExchangeStreamCaptureMode",
     "stream_update_capture_dependencies": "cuStreamUpdateCaptureDependencies",
     # Graphs
     "graph_create": "cuGraphCreate",
@@ -82,7 +84,10 @@ CUDA = {
     "graph_destroy_node": "cuGraphDestroyNode",
     "graph_node_get_type": "cuGraphNodeGetType",
     "user_object_create": "cuUserObjectCreate",
+    "user_object_retain": "cuUserObjectRetain",
+    "user_object_release": "cuUserObjectRelease",
     "graph_retain_user_object": "cuGraphRetainUserObject",
+    "graph_release_user_object": "cuGraphReleaseUserObject",
     # Nodes: add, read back
     "graph_add_kernel_node": "cuGraphAddKernelNode",
     "graph_add_memcpy_node": "cuGraphAddMemcpyNode",
@@ -103,6 +108,14 @@ CUDA = {
     "graph_event_wait_node_get_event": "cuGraphEventWaitNodeGetEvent",
     "graph_mem_alloc_node_get_params": "cuGraphMemAllocNodeGetParams",
     "graph_mem_free_node_get_params": "cuGraphMemFreeNodeGetParams",
+    "graph_node_set_params": "cuGraphNodeSetParams",
+    "graph_debug_dot_print": "cuGraphDebugDotPrint",
+    "graph_kernel_node_set_params": "cuGraphKernelNodeSetParams",
+    "graph_memcpy_node_set_params": "cuGraphMemcpyNodeSetParams",
+    "graph_memset_node_set_params": "cuGraphMemsetNodeSetParams",
+    "graph_host_node_set_params": "cuGraphHostNodeSetParams",
+    "graph_event_record_node_set_event": "cuGraphEventRecordNodeSetEvent",
+    "graph_event_wait_node_set_event": "cuGraphEventWaitNodeSetEvent",
     # Executable graphs
     "graph_instantiate": "cuGraphInstantiate",
     "graph_exec_destroy": "cuGraphExecDestroy",

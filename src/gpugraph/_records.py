@@ -1,0 +1,76 @@
+"""The parameter records that adding and changing nodes make from a caller's arguments, checked.
+
+``Graph.add_*``, the graph's setters (``Graph.set_*``) and an executable graph's (``GraphExec.set_*``) take the
+same arguments for a node kind and apply the same rules to them: each rule is written here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._kernel import Kernel, check_shared_mem, launch_dims
+from ._memory import check_pinned, memcpy_nbytes, memset_pattern
+from ._nodes import EventRecordParams, EventWaitParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ._stream import Event
+
+
+def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_mem: int | None, kernel: Any,
+                  device: Any, graph: Any, what: str) -> KernelParams:
+    """``old`` with what a kernel-node setter changes: new arguments (none: keep them), launch shape, shared memory
+    or kernel (a new kernel checks the arguments it is given, or the current ones). ``device``: the node's Device;
+    ``graph``: the graph whose Conditions the arguments may name."""
+    kernel = old.kernel if kernel is None else kernel
+    if type(kernel) is not Kernel:
+        raise TypeError(f"{what}(kernel): expected a Kernel, got {type(kernel).__name__}")
+    if grid is None and block is None:
+        new_grid, new_block = old.grid, old.block
+    else:
+        new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
+    shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
+    if kernel is not old.kernel:
+        device._load_kernel(kernel)
+        args = kernel.convert_args(args or old.args, device, typed=True)
+    elif args:
+        args = kernel.convert_args(args, device, typed=True)
+    else:
+        args = old.args
+    args = graph._condition_values(args, f"{what}({kernel!r})")  # (as Graph.add_kernel takes them)
+    device._check_shared(kernel, shared)
+    return KernelParams(kernel, new_grid, new_block, shared, args, old.device)
+
+
+def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str) -> MemcpyParams:
+    """A copy node's record (any direction; Arrays of ``device``'s backend or page-locked NumPy arrays)."""
+    nbytes = memcpy_nbytes(dst, src, nbytes, what, node=True)
+    device._check_same_backend(dst, f"{what}(dst)")
+    device._check_same_backend(src, f"{what}(src)")
+    check_pinned(device, dst, nbytes, f"{what}(dst)")
+    check_pinned(device, src, nbytes, f"{what}(src)")
+    return MemcpyParams(dst, src, nbytes)
+
+
+def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: str) -> MemsetParams:
+    """A memset node's record: ``count`` elements (default: all) of ``dst`` set to ``value``."""
+    pattern, element_size, units = memset_pattern(dst, value, count, what, node=True)
+    device._check_same_backend(dst, f"{what}(dst)")  # (the node runs on dst's device)
+    return MemsetParams(dst, value, pattern, element_size, units)
+
+
+def host_record(fn: Callable[..., Any], args: tuple, what: str) -> HostParams:
+    """A host node's record: ``fn(*args)`` on the host."""
+    if not callable(fn):
+        raise TypeError(f"{what}(fn): expected a callable, got {type(fn).__name__}")
+    return HostParams(fn, args)
+
+
+def event_record(device: Any, kind: NodeKind, event: Any, what: str) -> EventRecordParams | EventWaitParams:
+    """An event-record or event-wait node's record (``kind``) of a graph on ``device``: it records an event of its
+    own device, and may wait for one of any device of its backend."""
+    if not isinstance(event, Event):
+        raise TypeError(f"{what}(event): expected an Event, got {type(event).__name__}")
+    if kind is NodeKind.EVENT_RECORD:
+        device._check_same_device(event, f"{what}(event)")
+        return EventRecordParams(event)
+    device._check_same_backend(event, f"{what}(event)")
+    return EventWaitParams(event)
