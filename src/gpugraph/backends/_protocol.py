@@ -191,7 +191,9 @@ class Backend(Protocol):
     def graph_debug_dot(self, graph: Handle, path: str, flags: tuple[str, ...]) -> bool:
         """Write the driver's DOT description of ``graph`` to ``path``, with ``flags`` (``_dot.DOT_FLAGS`` names);
         False, writing nothing, where the backend has no driver of its own (the front end writes its own)."""
-    def graph_instantiate(self, graph: Handle, auto_free_on_launch: bool) -> Handle: ...
+    def graph_instantiate(self, graph: Handle, flags: frozenset[str]) -> Handle:
+        """An executable graph of ``graph``, made with ``flags`` (``_instantiate.INSTANTIATE_FLAGS`` names). A refusal
+        raises GraphInstantiateError naming this backend's node handle (or None)."""
     def exec_launch(self, exec_: Handle, stream: Handle, capture: Handle | None) -> bool: ...
     def graph_builder(self, graph: Handle, device: Any) -> Any:
         """The compiled lane of adding kernel nodes to ``graph`` (``add_kernel(graph, kernel, grid, block, args,
