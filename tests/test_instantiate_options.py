@@ -94,11 +94,28 @@ def test_device_launch_names_the_child_graph_node_holding_a_refused_node(device)
     inner = gg.Graph(device)
     inner.add_host(print)
     g = gg.Graph(device)
+    g.add_kernel(K.fill, 1, N, device.zeros(N, np.int32), 1, N)
     child = g.add_child(inner)
-    with pytest.raises(gg.GraphInstantiateError, match="got a node of kind host") as refused:
+    g.add_child(gg.Graph(device))  # (an empty child graph is allowed: only the graph launched may not be empty)
+    with pytest.raises(gg.GraphInstantiateError, match=r"\(device_launch: in its child graph: a graph launched from "
+                                                       r"the device .* got a node of kind host\)") as refused:
         g.instantiate(device_launch=True)
-    assert refused.value.node is not None and refused.value.node.graph is not g  # the node of the child graph
-    assert refused.value.node.kind is gg.NodeKind.HOST and child.kind is gg.NodeKind.GRAPH
+    assert refused.value.node is child and refused.value.reason == "node operation not supported"
+
+
+def test_device_launch_refuses_work_on_another_device(pair):
+    """A graph launched from the device runs on one: a kernel, memset or copy touching another device is refused."""
+    here, there = pair
+    far = there.zeros(N, np.int32)
+    for add in (lambda g: g.add_kernel(K.fill, 1, N, far, 1, N, device=there),
+                lambda g: g.add_memset(far, 1),
+                lambda g: g.add_memcpy(here.zeros(N, np.int32), far)):
+        g = gg.Graph(here)
+        node = add(g)
+        with pytest.raises(gg.GraphInstantiateError, match=rf"multiple devices not supported \(device_launch: .*, "
+                                                           rf"the graph on {here}; a graph launched") as refused:
+            g.instantiate(device_launch=True)
+        assert refused.value.node is node
 
 
 def test_device_launch_refuses_an_empty_graph(device):

@@ -1294,6 +1294,8 @@ class Graph:
                              f"{', '.join(DOT_FLAGS)}")
         path = os.fspath(path)
         self._current()  # (refuses a graph that went with its node)
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.debug_dot_print")
         if not self._backend.graph_debug_dot(self._handle, path, flags):
             with open(path, "w") as file:
                 file.write(to_dot(self))

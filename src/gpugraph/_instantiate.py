@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._errors import GraphInstantiateError
+from ._memory import Array
 from ._nodes import NodeKind
 
 # cudaGraphInstantiateFlags, by name (upload, cudaGraphInstantiateFlagUpload, is instantiate's upload= Stream).
@@ -33,23 +34,46 @@ def instantiate_flags(auto_free_on_launch: Any, device_launch: Any, use_node_pri
 
 def check_device_launch(graph: Any) -> None:
     """Refuse, naming the node, what a graph launched from the device may not hold: nodes other than kernels,
-    copies, memsets and child graphs, and work on another device than the graph's; an empty graph too."""
-    topology = graph._current()
-    if not topology.records:
+    copies, memsets and child graphs, and work on another device than the graph's; an empty graph too. A node of a
+    child graph is named by the child-graph node holding it, as the driver's refusal is (``name_the_node``)."""
+    if not graph._current().records:
         raise GraphInstantiateError("instantiate error", detail="device_launch: the graph is empty (CUDA refuses it)")
+    fault = _device_launch_fault(graph, graph.device)
+    if fault is not None:
+        handle, reason, detail = fault
+        raise GraphInstantiateError(reason, graph._node(handle), f"device_launch: {detail}")
+
+
+def _device_launch_fault(graph: Any, device: Any) -> tuple[Any, str, str] | None:
+    """(The handle of ``graph``'s node at fault, the reason, what is wrong), or None: see check_device_launch."""
+    topology = graph._current()
     for handle, record in zip(topology.handles, topology.records):
-        if record.kind not in _DEVICE_LAUNCH_KINDS:
-            raise GraphInstantiateError(
-                "node operation not supported", graph._node(handle),
-                f"device_launch: a graph launched from the device holds only kernel, memcpy, memset and child-graph "
-                f"nodes, got a node of kind {record.kind.value}")
-        if record.kind is NodeKind.KERNEL and record.device != graph.device.index:
-            raise GraphInstantiateError(
-                "multiple devices not supported", graph._node(handle),
-                f"device_launch: the kernel runs on device {record.device}, the graph on {graph.device}; a graph "
-                f"launched from the device runs on one")
-        if record.kind is NodeKind.GRAPH:
-            check_device_launch(graph._child(handle))
+        kind = record.kind
+        if kind not in _DEVICE_LAUNCH_KINDS:
+            return handle, "node operation not supported", (
+                f"a graph launched from the device holds only kernel, memcpy, memset and child-graph nodes, got a "
+                f"node of kind {kind.value}")
+        if kind is NodeKind.KERNEL:
+            elsewhere = [] if record.device == device.index else [f"the kernel runs on device {record.device}"]
+        elif kind is NodeKind.MEMSET:
+            elsewhere = [f"dst is on {record.dst.device}"] if _elsewhere(record.dst, device) else []
+        elif kind is NodeKind.MEMCPY:
+            operands = (("dst", record.dst), ("src", record.src))
+            elsewhere = [f"{name} is on {operand.device}" for name, operand in operands if _elsewhere(operand, device)]
+        else:  # a child graph: named by its node here
+            inner = _device_launch_fault(graph._child(handle), device)
+            if inner is None:
+                continue
+            return handle, inner[1], f"in its child graph: {inner[2]}"
+        if elsewhere:
+            return handle, "multiple devices not supported", (
+                f"{elsewhere[0]}, the graph on {device}; a graph launched from the device runs on one")
+    return None
+
+
+def _elsewhere(operand: Any, device: Any) -> bool:
+    """Whether a copy's or memset's operand is an Array of another device than ``device`` (host memory is not)."""
+    return isinstance(operand, Array) and operand.device is not device
 
 
 def name_the_node(graph: Any, refused: GraphInstantiateError) -> GraphInstantiateError:

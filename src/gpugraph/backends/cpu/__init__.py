@@ -429,7 +429,7 @@ class CpuBackend:
     def user_object_retain(self, obj: CpuUserObject, count: int) -> None:
         obj.retain(count)
 
-    def user_object_release(self, obj: CpuUserObject, count: int) -> None:
+    def user_object_release(self, obj: CpuUserObject, count: int, collected: bool) -> None:
         obj.release(count)
 
     def graph_retain_user_object(self, graph: CpuGraph, obj: CpuUserObject, count: int, move: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,8 +55,11 @@ class CudaGraphs(CudaCapturing):
     def user_object_retain(self, obj: Any, count: int) -> None:
         call(drv.user_object_retain, obj, count)
 
-    def user_object_release(self, obj: Any, count: int) -> None:
-        # (As a collected object's release: it waits where the driver refuses calls, a destructor's thread)
+    def user_object_release(self, obj: Any, count: int, collected: bool) -> None:
+        if not collected:  # (cuUserObjectRelease does not synchronize: the caller's release is made at once)
+            call(drv.user_object_release, obj, count)
+            return
+        # A collected object's release waits where the driver refuses calls (a destructor's thread)
         self._release(call, drv.user_object_release, obj, count)
 
     def graph_retain_user_object(self, graph: CudaGraph, obj: Any, count: int, move: bool) -> None:
@@ -186,7 +190,7 @@ class CudaGraphs(CudaCapturing):
             if bit is None:
                 raise ValueError(f"debug_dot_print(flags): this cuda-bindings ({cu.__name__}) has no flag {flag!r}")
             bits |= int(bit)
-        call(drv.graph_debug_dot_print, graph.handle, path.encode(), bits)
+        call(drv.graph_debug_dot_print, graph.handle, os.fsencode(path), bits)
         return True
 
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
