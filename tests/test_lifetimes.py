@@ -9,6 +9,7 @@ import time
 import weakref
 
 import numpy as np
+import pytest
 
 import gpugraph as gg
 
@@ -179,3 +180,19 @@ def test_a_collection_on_a_thread_that_queued_work_waits_for_does_not_wait_for_t
     assert opened == [True]
     device.synchronize()
     assert _waiting_releases(device) == 0  # the frees that waited ran at the synchronize
+
+
+@pytest.mark.gpu
+def test_a_collection_mark_left_on_is_taken_off_at_the_next_synchronize(gpu_device):
+    """A Ctrl-C raised in the collector's hook (which Python then ignores) can leave the mark on: the program's next
+    synchronize takes it off and runs the frees that waited, so none waits for ever."""
+    from gpugraph.backends.cuda import _runtime
+    _runtime._COLLECTING.active = True
+    try:
+        held = [gpu_device.zeros(1 << 10, np.float32)]
+        held.clear()  # freed while marked: it waits
+        assert _waiting_releases(gpu_device) >= 1
+        gpu_device.synchronize()
+        assert not _runtime._COLLECTING.active and _waiting_releases(gpu_device) == 0
+    finally:
+        _runtime._COLLECTING.active = False

@@ -113,6 +113,8 @@ def test_user_object_errors(device):
     obj = device.user_object(destroyed)
     with pytest.raises(TypeError, match=r"user_object\(destroy\): expected a callable, got int"):
         device.user_object(3)
+    with pytest.raises(TypeError, match=r"user_object\(count\): expected a positive int, got str"):
+        device.user_object(lambda: None, "2")
     with pytest.raises(ValueError, match=r"user_object\(count\): expected a positive int, got 0"):
         device.user_object(print, count=0)
     with pytest.raises(gg.GraphError, match=r"UserObject.release\(2\): the caller holds 1 reference"):

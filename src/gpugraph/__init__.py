@@ -25,12 +25,14 @@ from ._errors import (
     CollectiveError,
     GpuGraphError,
     GraphError,
+    GraphInstantiateError,
     GraphUpdateError,
     KernelCompileError,
     StreamErrors,
 )
 from ._exec import GraphExec
 from ._graph import Graph, Node
+from ._instantiate import INSTANTIATE_FLAGS
 from ._interop import from_cuda_array_interface, from_dlpack
 from ._kernel import Kernel, LaunchConfig
 from ._memory import Array
@@ -57,6 +59,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DOT_FLAGS",
+    "INSTANTIATE_FLAGS",
     "AllocParams",
     "Array",
     "BackendError",
@@ -80,6 +83,7 @@ __all__ = [
     "Graph",
     "GraphError",
     "GraphExec",
+    "GraphInstantiateError",
     "GraphMemoryUsage",
     "GraphUpdateError",
     "HostParams",

@@ -281,6 +281,8 @@ class Device:
     def reset_graph_memory_high(self) -> None:
         """Start the graph memory pool's high watermarks (``used_high``, ``reserved_high``) again from the figures
         now. See also: cudaDeviceSetGraphMemAttribute (cudaGraphMemAttrUsedMemHigh, ...ReservedMemHigh)."""
+        if HOST_THREADS:
+            refuse_in_host_function("Device.reset_graph_memory_high")
         self._backend.graph_memory_reset_high(self.index)
 
     def trim_graph_memory(self) -> None:

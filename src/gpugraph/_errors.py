@@ -66,6 +66,24 @@ class GraphUpdateError(GraphError):
         super().__init__(f"update refused{where}: {reason}" + (f" ({detail})" if detail else ""))
 
 
+class GraphInstantiateError(GraphError):
+    """Instantiating a graph was refused; no executable graph was made.
+
+    Attributes:
+        reason: The rule that was broken, in the words of cudaGraphInstantiateResult, e.g.
+            ``"node operation not supported"``.
+        node: The offending Node (cudaGraphInstantiateParams' errNode_out), or None when the rule concerns the
+            whole graph.
+    """
+
+    def __init__(self, reason: str, node: object = None, detail: str = "") -> None:
+        self.reason = reason
+        self.node = node
+        self.detail = detail
+        where = f" at {node!r}" if node is not None else ""
+        super().__init__(f"instantiate refused{where}: {reason}" + (f" ({detail})" if detail else ""))
+
+
 class KernelCompileError(GpuGraphError):
     """Kernel source failed to compile; ``log`` holds the compiler's output."""
 

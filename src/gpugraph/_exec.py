@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _capture, _params
-from ._errors import GraphError, GraphUpdateError
+from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._instantiate import name_the_node
 from ._kernel import Kernel
 from ._nesting import nesting_refusal
 from ._nodes import BODY_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
@@ -88,15 +89,20 @@ class GraphExec:
 
     __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
                  "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
-                 "_shape", "_recorded_events", "_lock", "__weakref__")
+                 "_shape", "_recorded_events", "_lock", "_flags", "__weakref__")
 
-    def __init__(self, graph: Any, auto_free_on_launch: bool, graph_type: Any) -> None:
-        """(Made by ``Graph.instantiate``, which passes its class: graphs updated from are of it.)"""
+    def __init__(self, graph: Any, flags: frozenset[str], graph_type: Any) -> None:
+        """(Made by ``Graph.instantiate``, which passes its class, graphs updated from are of it, and the flags
+        named in ``gpugraph.INSTANTIATE_FLAGS`` that it was given.)"""
         self.graph = graph
         self._graph_type = graph_type
         self.device = graph.device
         self._backend = backend = graph._backend
-        self._handle = backend.graph_instantiate(graph._handle, bool(auto_free_on_launch))
+        self._flags = flags
+        try:
+            self._handle = backend.graph_instantiate(graph._handle, flags)
+        except GraphInstantiateError as exc:  # (the backend names its own node: named again as the graph's Node)
+            raise name_the_node(graph, exc) from None
         self._launch = backend.exec_launch
         # The compiled lanes of launch and set_params, or None (they read this object's fields: see cuda._fast.Exec).
         self._fast = backend.exec_fast_lanes(self._handle, self.device)
@@ -124,6 +130,12 @@ class GraphExec:
         graph._execs.add(self)
         if _params.in_use:
             self._params.adopt(self._find_params(graph))
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """The flags it was instantiated with (names of ``gpugraph.INSTANTIATE_FLAGS``). See also:
+        cudaGraphExecGetFlags."""
+        return self._flags
 
     def _read_layout(self) -> GraphLayout:
         if self._layout is None:

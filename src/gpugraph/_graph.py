@@ -24,6 +24,7 @@ from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
 from ._exec import GraphExec
 from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._instantiate import check_device_launch, instantiate_flags
 from ._interrupts import without_interrupts
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import Array, normalize_dtype, normalize_shape
@@ -1293,20 +1294,31 @@ class Graph:
                              f"{', '.join(DOT_FLAGS)}")
         path = os.fspath(path)
         self._current()  # (refuses a graph that went with its node)
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.debug_dot_print")
         if not self._backend.graph_debug_dot(self._handle, path, flags):
             with open(path, "w") as file:
                 file.write(to_dot(self))
 
-    def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False) -> Any:
+    def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False, *, use_node_priority: bool = False,
+                    device_launch: bool = False) -> Any:
         """Create an executable graph.
 
         Args:
             upload: A Stream to upload the executable graph on right away, or None.
             auto_free_on_launch: Free the graph's unfreed allocations of the previous launch when it is
                 launched again (cudaGraphInstantiateFlagAutoFreeOnLaunch).
+            use_node_priority: Run kernel nodes at their own priority, not the launch stream's (a captured
+                kernel takes its stream's: cudaGraphInstantiateFlagUseNodePriority).
+            device_launch: Make it launchable from the device (cudaGraphInstantiateFlagDeviceLaunch): the graph
+                holds only kernel, memcpy, memset and child-graph nodes, on one device.
 
-        See also: cudaGraphInstantiateWithFlags.
+        Raises:
+            GraphInstantiateError: The graph breaks a rule of instantiation; ``node`` names the node at fault.
+
+        ``GraphExec.flags`` reads the flags back. See also: cudaGraphInstantiateWithParams.
         """
+        flags = instantiate_flags(auto_free_on_launch, device_launch, use_node_priority)
         if self._dead is not None:
             raise GraphError(f"instantiate: {self._dead}")
         if self._in_body():
@@ -1322,10 +1334,12 @@ class Graph:
         conditional = self._holds(NodeKind.CONDITIONAL)
         if conditional or self._conditions:  # (CUDA refuses an unused condition with no conditional node too)
             self._check_conditional_instantiate()
+        if device_launch:
+            check_device_launch(self)
         if HOST_THREADS:
             refuse_in_host_function("Graph.instantiate")
         _capture.forbid_unsafe("Graph.instantiate", _capture.INSTANTIATE_RULE)
-        exe = GraphExec(self, auto_free_on_launch, Graph)
+        exe = GraphExec(self, flags, Graph)
         if self._memory or conditional:
             self._live_execs.add(exe)
         if conditional:  # (its bodies may change later: the executable graph keeps what they are now)

@@ -21,7 +21,9 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 
 def count_of(count: Any, what: str) -> int:
     """``count``, checked to be a positive int (a number of references)."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"{what}(count): expected a positive int, got {type(count).__name__}")
+    if count < 1:
         raise ValueError(f"{what}(count): expected a positive int, got {count!r}")
     return count
 
@@ -30,7 +32,7 @@ def _release_held(backend: Any, handle: Any, held: list[int]) -> None:
     """(The finalizer of a UserObject: the caller's references it still holds go with it.)"""
     count, held[0] = held[0], 0
     if count:
-        backend.user_object_release(handle, count)
+        backend.user_object_release(handle, count, collected=True)
 
 
 class UserObject:
@@ -101,7 +103,7 @@ class UserObject:
                 raise GraphError(f"UserObject.release({count}): the caller holds {self._held[0]} reference(s)")
             self._held[0] -= count  # (first: an interrupt after it leaves a reference unreleased, never one too many)
             try:
-                self._backend.user_object_release(self._handle, count)
+                self._backend.user_object_release(self._handle, count, collected=False)
             except Exception:
                 self._held[0] += count
                 raise

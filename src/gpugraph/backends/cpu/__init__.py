@@ -429,7 +429,7 @@ class CpuBackend:
     def user_object_retain(self, obj: CpuUserObject, count: int) -> None:
         obj.retain(count)
 
-    def user_object_release(self, obj: CpuUserObject, count: int) -> None:
+    def user_object_release(self, obj: CpuUserObject, count: int, collected: bool) -> None:
         obj.release(count)
 
     def graph_retain_user_object(self, graph: CpuGraph, obj: CpuUserObject, count: int, move: bool) -> None:
@@ -504,8 +504,10 @@ class CpuBackend:
     def graph_clone(self, graph: CpuGraph) -> CpuGraph:
         return graph.clone()
 
-    def graph_instantiate(self, graph: CpuGraph, auto_free_on_launch: bool) -> CpuExec:
-        return CpuExec(graph, auto_free_on_launch, self._thread_pool)
+    def graph_instantiate(self, graph: CpuGraph, flags: frozenset[str]) -> CpuExec:
+        # (use_node_priority: the CPU backend runs ready nodes as its threads take them, a preference CUDA may not
+        # follow either; device_launch: the front end's rules are all there is to it here)
+        return CpuExec(graph, "auto_free_on_launch" in flags, self._thread_pool)
 
     def graph_builder(self, graph: CpuGraph, device: Any) -> None:
         return None  # (no compiled path: every node takes graph_add_node)

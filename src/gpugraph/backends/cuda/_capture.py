@@ -73,7 +73,7 @@ class CudaCapturing(CudaRuntime):
         self._refuse_in_host_function("Stream.synchronize")
         self.contexts.use(stream.index)
         self._synchronize(drv.stream_synchronize, stream.handle)
-        self._flush_releases()
+        self._flush_releases(called=True)
         pending = self.host.take_error(stream)
         if pending is not None:
             raise pending
@@ -217,7 +217,7 @@ class CudaCapturing(CudaRuntime):
     def event_synchronize(self, event: CudaEvent) -> None:
         self._refuse_in_host_function("Event.synchronize")
         self._synchronize(drv.event_synchronize, event.handle)
-        self._flush_releases()
+        self._flush_releases(called=True)
 
     def event_query(self, event: CudaEvent) -> bool:
         return _done(drv.event_query, event.handle)
@@ -396,7 +396,7 @@ class CudaCapturing(CudaRuntime):
             if self._note_if_ended(capture):
                 self._forget_capture(capture)
             raise
-        self._flush_releases()
+        self._flush_releases(called=True)
         return err, handle
 
     def _note_if_ended(self, capture: CudaCapture) -> bool:

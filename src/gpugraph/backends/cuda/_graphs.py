@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from cuda.bindings import driver as cu
 
+from ..._errors import GraphInstantiateError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
@@ -20,6 +22,15 @@ from ._runtime import INVALID_CONTEXT, allocate
 from ._symbols import drv
 
 _RESULT = cu.CUgraphExecUpdateResult
+_FLAG = cu.CUgraphInstantiate_flags
+_INSTANTIATED = cu.CUgraphInstantiateResult
+# The driver's instantiate refusals in the words of GraphInstantiateError (success and a plain error: the driver's
+# error is raised instead).
+_INSTANTIATE_REASONS = {
+    _INSTANTIATED.CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE: "invalid structure",
+    _INSTANTIATED.CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED: "node operation not supported",
+    _INSTANTIATED.CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED: "multiple devices not supported",
+    _INSTANTIATED.CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED: "conditional handle unused"}
 _graph_launch = drv.graph_launch  # read once, for the hot path (each read of drv looks it up)
 # The driver's update refusals in the words of gpugraph._update's rules.
 _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topology changed",
@@ -44,8 +55,11 @@ class CudaGraphs(CudaCapturing):
     def user_object_retain(self, obj: Any, count: int) -> None:
         call(drv.user_object_retain, obj, count)
 
-    def user_object_release(self, obj: Any, count: int) -> None:
-        # (As a collected object's release: it waits where the driver refuses calls, a destructor's thread)
+    def user_object_release(self, obj: Any, count: int, collected: bool) -> None:
+        if not collected:  # (cuUserObjectRelease does not synchronize: the caller's release is made at once)
+            call(drv.user_object_release, obj, count)
+            return
+        # A collected object's release waits where the driver refuses calls (a destructor's thread)
         self._release(call, drv.user_object_release, obj, count)
 
     def graph_retain_user_object(self, graph: CudaGraph, obj: Any, count: int, move: bool) -> None:
@@ -176,7 +190,7 @@ class CudaGraphs(CudaCapturing):
             if bit is None:
                 raise ValueError(f"debug_dot_print(flags): this cuda-bindings ({cu.__name__}) has no flag {flag!r}")
             bits |= int(bit)
-        call(drv.graph_debug_dot_print, graph.handle, path.encode(), bits)
+        call(drv.graph_debug_dot_print, graph.handle, os.fsencode(path), bits)
         return True
 
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
@@ -184,16 +198,22 @@ class CudaGraphs(CudaCapturing):
         self._settle(graph)
         return self._embedded(graph, call(drv.graph_clone, graph.handle))
 
-    def graph_instantiate(self, graph: CudaGraph, auto_free_on_launch: bool) -> CudaExec:
+    def graph_instantiate(self, graph: CudaGraph, flags: frozenset[str]) -> CudaExec:
         self.contexts.use(graph.index)
-        flags = (cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH if auto_free_on_launch
-                 else 0)
-        handle = call(drv.graph_instantiate, graph.handle, int(flags))
+        params = cu.CUDA_GRAPH_INSTANTIATE_PARAMS()
+        params.flags = sum(int(getattr(_FLAG, f"CUDA_GRAPH_INSTANTIATE_FLAG_{name.upper()}")) for name in flags)
+        err, handle = drv.graph_instantiate_with_params(graph.handle, params)
+        if err:
+            reason = _INSTANTIATE_REASONS.get(params.result_out)
+            if reason is None:
+                raise error("cuGraphInstantiateWithParams", err)
+            raise GraphInstantiateError(reason, params.hErrNode_out if int(params.hErrNode_out) else None,
+                                        f"cuGraphInstantiateWithParams: {err.name}")
         allocated, freed = self._memory_nodes(graph)
         host_keys: list[int] = []
         self._host_keys(graph, host_keys)
-        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free_on_launch),
-                        graph)
+        auto_free = "auto_free_on_launch" in flags
+        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
 
     def graph_builder(self, graph: CudaGraph, device: Any) -> Any:
         fast = _compiled.fast

@@ -86,7 +86,7 @@ class CudaRuntime:
         self._refuse_in_host_function("Device.synchronize")
         self.contexts.use(index)
         self._synchronize(drv.ctx_synchronize)
-        self._flush_releases()
+        self._flush_releases(called=True)
         # The error of every stream of the device, destroyed streams' included (None: a graph's host node
         # whose launch stream is unknown); each is reported once, as the CPU backend does.
         errors = self.host.errors
@@ -172,7 +172,7 @@ class CudaRuntime:
         except MemoryError:
             if not self._deferred:
                 raise
-            self._flush_releases()  # memory of collected Arrays may be waiting to be freed: once more after
+            self._flush_releases(called=True)  # memory of collected Arrays may be waiting to be freed: once more after
             ptr = int(allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1)))
         return ptr, Allocation(ptr, nbytes, "device", index)
 
@@ -211,13 +211,18 @@ class CudaRuntime:
         return (getattr(self.host.local, "in_callback", False)
                 or isinstance(threading.current_thread(), threading._DummyThread))
 
-    def _flush_releases(self) -> None:
+    def _flush_releases(self, called: bool = False) -> None:
         """Run the releases that waited, once no capture runs; the first failure is raised after all ran.
         Any thread but one the driver is calling back on may run them (a thread Python did not start
         included: its releases wait, its flushes do not), outside a garbage collection (see _release_memory).
+        ``called``: by the program, not by a release, so no garbage collection runs on this thread.
 
         Each is taken from the deque and run under the lock, as ``_release`` runs one, so no capture begins
         meanwhile; releases deferred while the flush runs are run by it too."""
+        if called:
+            # Called by the program (a synchronize, a capture's end, an allocation), which no collection runs: a mark
+            # the collector's hook could not take off (interrupted by Ctrl-C, which Python then ignores) goes here.
+            _COLLECTING.active = False
         deferred = self._deferred
         if not deferred or getattr(self.host.local, "in_callback", False) or getattr(_COLLECTING, "active", False):
             return
@@ -245,7 +250,13 @@ class CudaRuntime:
         if HOST_THREADS:
             refuse_in_host_function("Device.pinned")
         self.contexts.use(index)
-        ptr = int(allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0))
+        try:
+            ptr = int(allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0))
+        except MemoryError:
+            if not self._deferred:
+                raise
+            self._flush_releases(called=True)  # page-locked memory of collected arrays may be waiting: once more
+            ptr = int(allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0))
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
         weakref.finalize(raw, self._release_memory, self._in_context, index, drv.mem_free_host, ptr).atexit = False
         # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.

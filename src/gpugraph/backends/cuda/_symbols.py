@@ -117,7 +117,7 @@ CUDA = {
     "graph_event_record_node_set_event": "cuGraphEventRecordNodeSetEvent",
     "graph_event_wait_node_set_event": "cuGraphEventWaitNodeSetEvent",
     # Executable graphs
-    "graph_instantiate": "cuGraphInstantiate",
+    "graph_instantiate_with_params": "cuGraphInstantiateWithParams",
     "graph_exec_destroy": "cuGraphExecDestroy",
     "graph_launch": "cuGraphLaunch",
     "graph_upload": "cuGraphUpload",
