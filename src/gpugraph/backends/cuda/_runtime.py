@@ -167,14 +167,19 @@ class CudaRuntime:
         if HOST_THREADS:
             refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         self.contexts.use(index)
+        ptr = self._allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1))
+        return ptr, Allocation(ptr, nbytes, "device", index)
+
+    def _allocate(self, nbytes: int, kind: str, fn: Any, *args: Any) -> int:
+        """``allocate``'s address; out of memory, once more after the frees that waited have run (memory of collected
+        Arrays and page-locked arrays may be among them)."""
         try:
-            ptr = int(allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1)))
+            return int(allocate(nbytes, kind, fn, *args))
         except MemoryError:
             if not self._deferred:
                 raise
-            self._flush_releases(called=True)  # memory of collected Arrays may be waiting to be freed: once more after
-            ptr = int(allocate(nbytes, "device", drv.mem_alloc, max(nbytes, 1)))
-        return ptr, Allocation(ptr, nbytes, "device", index)
+            self._flush_releases(called=True)
+            return int(allocate(nbytes, kind, fn, *args))
 
     def _release(self, fn: Any, *args: Any) -> None:
         """Release a driver object for a garbage-collected Python object. While a capture runs, or while the
@@ -250,13 +255,7 @@ class CudaRuntime:
         if HOST_THREADS:
             refuse_in_host_function("Device.pinned")
         self.contexts.use(index)
-        try:
-            ptr = int(allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0))
-        except MemoryError:
-            if not self._deferred:
-                raise
-            self._flush_releases(called=True)  # page-locked memory of collected arrays may be waiting: once more
-            ptr = int(allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0))
+        ptr = self._allocate(nbytes, "page-locked host", drv.mem_host_alloc, max(nbytes, 1), 0)
         raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr)
         weakref.finalize(raw, self._release_memory, self._in_context, index, drv.mem_free_host, ptr).atexit = False
         # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
