@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _capture, _params
+from ._attributes import AttributeRefusal
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
@@ -454,8 +455,11 @@ class GraphExec:
                     shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         i = self._index(node, _KERNEL, "set_params")
         old = self._read_layout().params[i]
-        self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
-                                   self._source, "set_params"), node)
+        try:
+            self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
+                                       self._source, "set_params"), node)
+        except AttributeRefusal as refusal:  # (the node's attributes, which the backend keeps, refuse the shape)
+            raise ValueError(f"set_params({node!r}): {refusal}") from None
 
     @_serialized
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:

@@ -67,6 +67,22 @@ class Backend(Protocol):
         loading it on first use."""
         ...
 
+    # Kernel node attributes (gpugraph._attributes: the front end checks every value first)
+    def kernel_attribute_limits(self, index: int) -> Any:
+        """What device ``index`` allows of kernel node attributes (an ``AttributeLimits``)."""
+    def kernel_cooperative_blocks(self, index: int, kernel: Any, threads: int, shared_mem: int) -> int:
+        """The most blocks of ``threads`` threads (and ``shared_mem`` bytes of dynamic shared memory) of ``kernel``
+        resident on device ``index`` at once: a cooperative launch's limit."""
+    def node_attributes(self, graph: Handle, node: Handle) -> Any:
+        """Kernel node ``node``'s KernelAttributes (those it was captured with, too)."""
+    def node_set_attributes(self, graph: Handle, node: Handle, attributes: Any) -> None:
+        """Give kernel node ``node`` the KernelAttributes ``attributes``: all, or (a refusal) none."""
+    def node_copy_attributes(self, graph: Handle, node: Handle, src_graph: Handle, src: Handle) -> None:
+        """Give kernel node ``node`` the attributes of kernel node ``src`` (of ``src_graph``)."""
+    # (An executable graph keeps its kernel nodes' attributes: ``exec_set_node`` raises AttributeRefusal for a launch
+    # shape they do not allow; ``exec_update`` refuses "attributes changed" for a change of cooperative, or of
+    # priority where the graph was instantiated with use_node_priority, and takes the other attributes.)
+
     # Streams and events
     def stream_create(self, index: int, non_blocking: bool, priority: int) -> Handle: ...
     def stream_default(self, index: int) -> Handle: ...

@@ -15,6 +15,7 @@ import numpy as np
 from cuda.bindings import driver as cu
 
 from ... import _params
+from ..._attributes import AttributeRefusal
 from ..._memory import Array
 from ..._nodes import (
     AllocParams,
@@ -38,6 +39,11 @@ from ._symbols import drv
 _T = cu.CUgraphNodeType
 _MEMORY = cu.CUmemorytype
 _add_kernel_node = drv.graph_add_kernel_node  # read once, for the hot path (each read of drv looks it up)
+# The driver's refusals of an executable graph's kernel node shape that its attributes do not allow (the rules of
+# _attributes.launch_refusal; the front end checks a graph's nodes before the driver sees them).
+_SHAPE_REFUSALS = {cu.CUresult.CUDA_ERROR_INVALID_CLUSTER_SIZE: "its cluster dims must divide its grid",
+                   cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+                       "it is cooperative, so its blocks must all be resident at once, more than this device holds"}
 
 
 def address(operand: Any) -> int:
@@ -139,7 +145,11 @@ class _Kernel(_Kind):
         function = backend.function(params.device, params.kernel)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
-            call(drv.graph_exec_kernel_node_set_params, exec_.handle, node, p)
+            err = drv.graph_exec_kernel_node_set_params(exec_.handle, node, p)[0]
+        if err in _SHAPE_REFUSALS:  # (the node's attributes, which the exec keeps out of gpugraph's sight)
+            raise AttributeRefusal(f"{_SHAPE_REFUSALS[err]} ({err.name})")
+        if err:
+            raise error("cuGraphExecKernelNodeSetParams", err)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         p = call(drv.graph_kernel_node_get_params, node)

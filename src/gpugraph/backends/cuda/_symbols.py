@@ -111,6 +111,11 @@ CUDA = {
     "graph_node_set_params": "cuGraphNodeSetParams",
     "graph_debug_dot_print": "cuGraphDebugDotPrint",
     "graph_kernel_node_set_params": "cuGraphKernelNodeSetParams",
+    "graph_kernel_node_get_attribute": "cuGraphKernelNodeGetAttribute",
+    "graph_kernel_node_set_attribute": "cuGraphKernelNodeSetAttribute",
+    "graph_kernel_node_copy_attributes": "cuGraphKernelNodeCopyAttributes",
+    "ctx_get_stream_priority_range": "cuCtxGetStreamPriorityRange",  # HIP: hipDeviceGetStreamPriorityRange
+    "occupancy_max_active_blocks_per_multiprocessor": "cuOccupancyMaxActiveBlocksPerMultiprocessor",
     "graph_memcpy_node_set_params": "cuGraphMemcpyNodeSetParams",
     "graph_memset_node_set_params": "cuGraphMemsetNodeSetParams",
     "graph_host_node_set_params": "cuGraphHostNodeSetParams",
