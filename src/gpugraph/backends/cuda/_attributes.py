@@ -28,8 +28,9 @@ def read_attributes(node: Any) -> KernelAttributes:
     """The attributes of kernel node ``node`` (the driver's defaults read as gpugraph's: no window is None, and
     cluster dims (0, 0, 0) are (1, 1, 1))."""
     get = drv.graph_kernel_node_get_attribute
-    window = call(get, node, _WINDOW).accessPolicyWindow
-    cluster = call(get, node, _CLUSTER).clusterDim
+    # (The values are kept while their fields are read: a field is a view into its value's memory.)
+    window_value, cluster_value = call(get, node, _WINDOW), call(get, node, _CLUSTER)
+    window, cluster = window_value.accessPolicyWindow, cluster_value.clusterDim
     dims = (cluster.x, cluster.y, cluster.z)
     return KernelAttributes(
         priority=call(get, node, _PRIORITY).priority,
