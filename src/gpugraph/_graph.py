@@ -599,23 +599,33 @@ class Graph:
         device._check_shared(kernel, params.shared_mem)
         return self._add(params, after, "add_kernel")
 
-    def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:
+    def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = (), *, shape: Any = None,
+                   dst_origin: Any = None, src_origin: Any = None) -> Node:
         """Add a copy node (any direction; Arrays or page-locked NumPy arrays from ``Device.pinned``).
+
+        A 2-D or 3-D copy: ``shape`` (elements: ``w``, ``(h, w)`` or ``(d, h, w)``) of the arrays seen as (slices,
+        rows, row), each of 1 to 3 dimensions and one dtype, from ``src_origin`` to ``dst_origin`` (default: 0s). An
+        array whose rows are padded (pitched memory) is one whose last axis is the pitch.
 
         Raises:
             TypeError: If the dtypes differ and ``nbytes`` is not given.
-            ValueError: If the copy moves 0 bytes, or a NumPy operand is pageable host memory.
+            ValueError: If the copy moves 0 bytes, a box passes the end of an array, or a NumPy operand is pageable
+                host memory.
 
-        See also: cudaGraphAddMemcpyNode1D.
+        See also: cudaGraphAddMemcpyNode1D, cudaGraphAddMemcpyNode (a 3-D copy).
         """
-        return self._add(memcpy_record(self.device, dst, src, nbytes, "add_memcpy"), after, "add_memcpy")
+        return self._add(memcpy_record(self.device, dst, src, nbytes, "add_memcpy", shape=shape,
+                                       dst_origin=dst_origin, src_origin=src_origin), after, "add_memcpy")
 
-    def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = ()) -> Node:
-        """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``.
+    def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = (), *, shape: Any = None,
+                   origin: Any = None) -> Node:
+        """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``; or a 2-D memset of the box
+        ``shape`` (``(h, w)`` elements) at ``origin`` of ``dst``, a 1- or 2-D Array (its last axis a row).
 
         See also: cudaGraphAddMemsetNode.
         """
-        return self._add(memset_record(self.device, dst, value, count, "add_memset"), after, "add_memset")
+        return self._add(memset_record(self.device, dst, value, count, "add_memset", shape=shape, origin=origin),
+                         after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
         """Add a node calling ``fn(*args)`` on the host; the graph keeps ``fn`` and ``args`` alive.
@@ -1157,17 +1167,20 @@ class Graph:
                                                                           src.graph._handle, src._handle))
             self._end_change()
 
-    def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None) -> None:
+    def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None,
+                   dst_origin: Any = None, src_origin: Any = None) -> None:
         """Change a copy node, with the rules of ``add_memcpy``. See also: cudaGraphMemcpyNodeSetParams."""
-        record = memcpy_record(self.device, dst, src, nbytes, "set_memcpy")
+        record = memcpy_record(self.device, dst, src, nbytes, "set_memcpy", shape=shape, dst_origin=dst_origin,
+                               src_origin=src_origin)
         with self._locked():
             self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
             self._set_record(node, record)
 
-    def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None) -> None:
+    def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None, *, shape: Any = None,
+                   origin: Any = None) -> None:
         """Change a memset node, with the rules of ``add_memset``; ``dst`` is on the device of the memory the node
         set (a memset node runs there). See also: cudaGraphMemsetNodeSetParams."""
-        record = memset_record(self.device, dst, value, count, "set_memset")
+        record = memset_record(self.device, dst, value, count, "set_memset", shape=shape, origin=origin)
         with self._locked():
             i = self._own_node(node, (NodeKind.MEMSET,), "set_memset")
             was, now = getattr(self._topology.records[i].dst, "device", None), getattr(dst, "device", None)

@@ -105,9 +105,13 @@ class Backend(Protocol):
     # capture's end exclude each other, so no node is added to an ended capture's graph.
     def stream_launch(self, stream: Handle, function: Handle, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple, capture: Handle | None) -> None: ...
-    def stream_memcpy(self, stream: Handle, dst: Any, src: Any, nbytes: int, capture: Handle | None) -> None: ...
+    def stream_memcpy(self, stream: Handle, dst: Any, src: Any, nbytes: int, capture: Handle | None,
+                      box: Any = None) -> None:
+        """Copy ``nbytes`` from the operands' starts, or the ``_nodes.Box`` ``box`` of them (a 2-D or 3-D copy)."""
     def stream_memset(self, stream: Handle, dst: Any, value: Any, pattern: int, element_size: int,
-                      count: int, capture: Handle | None) -> None: ...
+                      count: int, capture: Handle | None, plane: tuple[int, int, int] | None = None) -> None:
+        """Set ``count`` elements from ``dst``'s start; with ``plane`` (pitch, rows, offset), ``count`` elements in each
+        of ``rows`` rows ``pitch`` bytes apart from ``offset`` bytes into ``dst`` (a 2-D memset)."""
     def stream_host(self, stream: Handle, fn: Any, args: tuple, capture: Handle | None) -> None: ...
     # (A captured allocation's record has origin "graph"; ``stream_free``, ``event_record`` and ``exec_launch``
     # return whether the call was captured, for the front end's follow-up.)

@@ -291,20 +291,23 @@ class CpuBackend:
                 args = tuple([resolve(a) for a in args])
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
-    def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None) -> None:
+    def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None,
+                      box: Any = None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
-        if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes)):
+        if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes, box)):
             return
-        stream.submit(run_memcpy, (dst, src, nbytes))
+        stream.submit(run_memcpy, (dst, src, nbytes, box))
 
     def stream_memset(self, stream: CpuStream, dst: Any, value: Any, pattern: int, element_size: int,
-                      count: int, capture: CpuCapture | None) -> None:
+                      count: int, capture: CpuCapture | None, plane: tuple[int, int, int] | None = None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memset")
-        if capture is not None and capture.record(stream, MemsetParams(dst, value, pattern, element_size, count)):
+        shape = plane or (0, 1, 0)  # (pitch, rows, offset)
+        if capture is not None and capture.record(stream, MemsetParams(dst, value, pattern, element_size, count,
+                                                                       *shape)):
             return
-        stream.submit(run_memset, (dst, pattern, element_size, count))
+        stream.submit(run_memset, (dst, pattern, element_size, count, *shape))
 
     def stream_host(self, stream: CpuStream, fn: Any, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:

@@ -567,6 +567,19 @@ def _record_step(p: EventRecordParams, alloc: Any, pool: Any, records: Records, 
     return _fire, (slot,)
 
 
+def _memcpy_step(p: MemcpyParams, *_: Any) -> Step:
+    if p.box is None:
+        return run_memcpy, (static_operand(p.dst, p.nbytes), static_operand(p.src, p.nbytes), p.nbytes)
+    return run_memcpy, (static_operand(p.dst, p.dst.nbytes), static_operand(p.src, p.src.nbytes), p.nbytes, p.box)
+
+
+def _memset_step(p: MemsetParams, *_: Any) -> Step:
+    if p.height == 1 and not p.offset:
+        return run_memset, (static_operand(p.dst, p.count * p.element_size), p.pattern, p.element_size, p.count)
+    return run_memset, (static_operand(p.dst, p.dst.nbytes), p.pattern, p.element_size, p.count, p.pitch, p.height,
+                        p.offset)
+
+
 def _wait_step(p: EventWaitParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
     slot: list[Completion | None] = [None]
     waits.append((p.event._handle, slot))
@@ -575,10 +588,8 @@ def _wait_step(p: EventWaitParams, alloc: Any, pool: Any, records: Records, wait
 
 _KINDS: dict[type, _Kind] = {
     KernelParams: _Kind(_kernel_step, True),
-    MemcpyParams: _Kind(lambda p, *_: (run_memcpy, (static_operand(p.dst, p.nbytes), static_operand(p.src, p.nbytes),
-                                                    p.nbytes)), True),
-    MemsetParams: _Kind(lambda p, *_: (run_memset, (static_operand(p.dst, p.count * p.element_size), p.pattern,
-                                                    p.element_size, p.count)), True),
+    MemcpyParams: _Kind(_memcpy_step, True),
+    MemsetParams: _Kind(_memset_step, True),
     HostParams: _Kind(lambda p, *_: (p.fn, p.args), True),
     ChildGraphParams: _Kind(_child_step, False),
     EventRecordParams: _Kind(_record_step, False),

@@ -39,6 +39,10 @@ CUDA = {
     "memset_d8_async": "cuMemsetD8Async",
     "memset_d16_async": "cuMemsetD16Async",
     "memset_d32_async": "cuMemsetD32Async",
+    "memcpy3d_async": "cuMemcpy3DAsync",  # HIP: hipMemcpy3DAsync (hipDrvMemcpy3DAsync)
+    "memset_d2d8_async": "cuMemsetD2D8Async",  # HIP: hipMemset2DAsync
+    "memset_d2d16_async": "cuMemsetD2D16Async",
+    "memset_d2d32_async": "cuMemsetD2D32Async",
     "pointer_get_attribute": "cuPointerGetAttribute",
     "device_get_graph_mem_attribute": "cuDeviceGetGraphMemAttribute",
     "device_graph_mem_trim": "cuDeviceGraphMemTrim",
