@@ -472,14 +472,12 @@ class GraphExec:
         self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"), node)
 
     @_serialized
-    def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None) -> None:
-        """Change a 1-D memset node. A 2-D memset cannot be changed here (CUDA's rule): change the graph's node and
-        ``update``. See also: cudaGraphExecMemsetNodeSetParams."""
+    def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None, *, shape: Any = None,
+                   origin: Any = None) -> None:
+        """Change a memset node: its memory and value; a 2-D memset keeps its shape, a 1-D one stays 1-D (CUDA's
+        rule). See also: cudaGraphExecMemsetNodeSetParams."""
         i = self._index(node, (NodeKind.MEMSET,), "set_memset")
-        if self._read_layout().params[i].height > 1:
-            raise GraphError(f"set_memset({node!r}): the node is a 2-D memset, which an executable graph's setter "
-                             f"cannot change (CUDA's rule); change the graph's node and update")
-        self._set(i, memset_record(self.device, dst, value, count, "set_memset"), node)
+        self._set(i, memset_record(self.device, dst, value, count, "set_memset", shape=shape, origin=origin), node)
 
     @_serialized
     def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:

@@ -90,13 +90,15 @@ def _device(operand: Any) -> Any:
 
 
 def _box_words(box: Any) -> str:
-    return "a 1-D copy" if box is None else (f"extent {box.extent} (bytes, rows, slices) between rows of "
-                                             f"{box.src_pitch} and {box.dst_pitch} bytes")
+    return "a 1-D copy" if box is None else (f"extent {box.extent} (bytes, rows, slices) from {box.src_at} to "
+                                             f"{box.dst_at}")
 
 
-def _layout(box: Any) -> tuple[Any, ...] | None:
-    """A box copy's shape and layout, without its placement (which a change may move)."""
-    return None if box is None else (box.extent, box.dst_pitch, box.dst_rows, box.src_pitch, box.src_rows)
+def address_of(operand: Any) -> int:
+    """Where a copy operand's memory starts: an Array's address, a NumPy array's, or a raw address."""
+    if isinstance(operand, np.ndarray):
+        return int(operand.__array_interface__["data"][0])
+    return int(getattr(operand, "ptr", operand))
 
 
 def _plane(p: MemsetParams) -> tuple[int, int, int, int]:
@@ -113,15 +115,17 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
                 return "memory kind changed", f"{side} was {_memory_kind(was)} memory, got {_memory_kind(now)} memory"
             if _memory_kind(now) == "device" and _device(was) is not _device(now):
                 return "device changed", f"{side} was on {_device(was)}, got {_device(now)}"
-        if _layout(old.box) != _layout(new.box):
-            return "parameters changed", (f"a 2-D or 3-D copy keeps its shape and layout: it was "
+        if (old.box is not None or new.box is not None) and (old.box, address_of(old.dst), address_of(old.src)) != (
+                new.box, address_of(new.dst), address_of(new.src)):
+            return "parameters changed", (f"a 2-D or 3-D copy cannot change (CUDA's rule, measured): it was "
                                           f"{_box_words(old.box)}, got {_box_words(new.box)}")
     elif isinstance(old, MemsetParams):
         if _device(old.dst) is not _device(new.dst):
             return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"
         if max(old.height, new.height) > 1 and _plane(old) != _plane(new):
-            return "parameters changed", (f"a 2-D memset keeps its shape: it was {_plane(old)}, got {_plane(new)} "
-                                          f"(rows, elements a row, element size, pitch)")
+            return "parameters changed", (f"a 2-D memset keeps its shape, and a 1-D one stays 1-D (CUDA's rule, "
+                                          f"measured): it was {_plane(old)}, got {_plane(new)} (rows, elements a "
+                                          f"row, element size, pitch)")
     elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
         return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
     elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):
