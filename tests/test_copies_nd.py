@@ -150,14 +150,19 @@ def test_graph_setters_change_boxes_and_executable_graphs_keep_them(device):
     copy = g.add_memcpy(dst, src, shape=(2, 2), src_origin=(1, 1))
     band = g.add_memset(plane, 1, shape=(2, 2), after=copy)
     exe = g.instantiate()
-    with pytest.raises(gg.GraphError, match=r"set_memcpy\(Node\(n0, memcpy\)\): the node is a 2-D or 3-D copy, which "
-                                            r"an executable graph's setter cannot change \(CUDA's rule\)"):
+    with pytest.raises(gg.GraphUpdateError, match=r"at Node\(n0, memcpy\): parameters changed \(an executable graph's "
+                                                  r"2-D or 3-D copy cannot change \(CUDA's rule, measured\)"):
         exe.set_memcpy(copy, dst, src)
     with pytest.raises(gg.GraphUpdateError, match=r"a 2-D memset keeps its shape, and a 1-D one stays 1-D"):
         exe.set_memset(band, plane, 2)
     exe.set_memset(band, plane, 2, shape=(2, 2), origin=(0, 1))  # its memory and value
+    stream = device.stream()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(plane.to_numpy()[0:3, 0:3], [[0, 2, 2], [0, 2, 2], [0, 0, 0]])
+    stream.memset(plane, 0)
     g.set_memcpy(copy, dst, src, shape=(1, 3), src_origin=(2, 4))  # (the graph's node takes any box)
-    with pytest.raises(gg.GraphUpdateError, match=r"a 2-D or 3-D copy cannot change \(CUDA's rule, measured\)"):
+    with pytest.raises(gg.GraphUpdateError, match=r"2-D or 3-D copy cannot change \(CUDA's rule, measured\)"):
         exe.update(g)
     g.set_memcpy(copy, dst, src, shape=(2, 2), src_origin=(1, 1))  # the copy it was made with
     g.set_memset(band, plane, 3, shape=(2, 2), origin=(1, 1))
@@ -165,7 +170,6 @@ def test_graph_setters_change_boxes_and_executable_graphs_keep_them(device):
     g.set_memset(band, plane, 3, shape=(3, 2))
     with pytest.raises(gg.GraphUpdateError, match=r"a 2-D memset keeps its shape"):
         exe.update(g)
-    stream = device.stream()
     exe.launch(stream)
     stream.synchronize()
     want = np.zeros((D, H, W), np.float32)
@@ -187,3 +191,25 @@ def test_a_kernel_reads_what_a_pitched_copy_wrote(device):
     stream.memcpy(box, out, shape=(2, 3), src_origin=(1, 4))
     stream.synchronize()
     np.testing.assert_array_equal(box, [[1004, 1005, 1006], [2004, 2005, 2006]])
+
+
+def test_a_2d_memset_takes_a_new_value_whatever_its_bytes(device):
+    # A 2-D memset's pattern is as wide as its dtype allows, so a value whose bytes repeat (0.0) and one whose
+    # bytes do not (1.5) set it alike, and an executable graph's node takes either.
+    plane = device.zeros((3, 4), np.float32)
+    g = gg.Graph(device)
+    band = g.add_memset(plane, 0.0, shape=(2, 3))
+    assert band.params.element_size == 4
+    plane_ones = device.asarray(np.ones((3, 4), np.float32))
+    stream = device.stream()
+    with g.instantiate() as exe:
+        exe.set_memset(band, plane_ones, 1.5, shape=(2, 3), origin=(1, 1))
+        exe.launch(stream)
+        stream.synchronize()
+    want = np.ones((3, 4), np.float32)
+    want[1:3, 1:4] = 1.5
+    np.testing.assert_array_equal(plane_ones.to_numpy(), want)
+    np.testing.assert_array_equal(plane.to_numpy(), np.zeros((3, 4), np.float32))
+    # One row from both starts is a 1-D copy, as CUDA reads it back.
+    row = gg.Graph(device).add_memcpy(plane, plane_ones, shape=4)
+    assert row.params.box is None and row.params.nbytes == 16

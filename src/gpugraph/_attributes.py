@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+import numpy as np
+
 # The L2 cache properties of an access policy window's hits and misses (CUaccessProperty).
 ACCESS_PROPERTIES = ("normal", "streaming", "persisting")
 # The most blocks a cluster may have: CUDA's portable cluster size (the driver refuses more unless the kernel is
@@ -127,7 +129,8 @@ def _checked_window(value: Any, limits: AttributeLimits, what: str) -> AccessPol
             raise ValueError(f"{what}(access_policy_window): {side} must be one of {ACCESS_PROPERTIES}, got {prop!r}")
     if value.miss == "persisting":
         raise ValueError(f"{what}(access_policy_window): miss may be 'normal' or 'streaming', not 'persisting'")
-    return AccessPolicyWindow(base, nbytes, float(ratio), value.hit, value.miss)
+    # (As the driver keeps it, a float: every backend reads back the same number.)
+    return AccessPolicyWindow(base, nbytes, float(np.float32(ratio)), value.hit, value.miss)
 
 
 def _checked_cluster(value: Any, limits: AttributeLimits, what: str) -> tuple[int, int, int]:

@@ -463,12 +463,9 @@ class GraphExec:
 
     @_serialized
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
-        """Change a 1-D copy node (the rules of ``Graph.add_memcpy``). A 2-D or 3-D copy cannot be changed here (CUDA's
-        rule): change the graph's node and ``update``. See also: cudaGraphExecMemcpyNodeSetParams."""
+        """Change a 1-D copy node (the rules of ``Graph.add_memcpy``). An executable graph's 2-D or 3-D copy never
+        changes (CUDA's rule: ``_update.node_refusal``). See also: cudaGraphExecMemcpyNodeSetParams."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
-        if self._read_layout().params[i].box is not None:
-            raise GraphError(f"set_memcpy({node!r}): the node is a 2-D or 3-D copy, which an executable graph's setter "
-                             f"cannot change (CUDA's rule); change the graph's node and update")
         self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"), node)
 
     @_serialized

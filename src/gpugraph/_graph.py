@@ -1111,6 +1111,9 @@ class Graph:
     def _check_launch(self, node: Node, attributes: KernelAttributes, record: KernelParams, what: str) -> None:
         """Refuse a kernel node of ``attributes`` launching as ``record`` says (``_attributes.launch_refusal``)."""
         device = self.device._sibling(record.device)
+        if attributes.cooperative and type(record.kernel) is not Kernel:
+            raise ValueError(f"{what}({node!r}): the node is cooperative, and gpugraph cannot tell how many blocks of "
+                             f"another library's kernel ({record.kernel.name}) the device holds at once")
         refusal = launch_refusal(attributes, record.grid, record.block, lambda: device._cooperative_blocks(
             record.kernel, record.block, record.shared_mem))
         if refusal is not None:

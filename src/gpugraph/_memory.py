@@ -252,7 +252,7 @@ def _box_side(operand: Any, shape: tuple[int, ...], at: Any, side: str, what: st
 def copy_box(dst: Any, src: Any, shape: Any, dst_origin: Any, src_origin: Any, what: str) -> tuple[int, Any]:
     """Check a 2-D or 3-D copy of a box of ``shape`` elements (an int or up to 3 ints, the last along rows) from
     ``src_origin`` of ``src`` to ``dst_origin`` of ``dst``, arrays of one dtype seen as (slices, rows, row);
-    return (the bytes it moves, its Box)."""
+    return (the bytes it moves, its Box, or None for one row from both starts: a 1-D copy)."""
     from ._nodes import Box  # (the node records import this module)
 
     operand_nbytes(dst, f"{what}(dst)", writable=True)
@@ -264,6 +264,8 @@ def copy_box(dst: Any, src: Any, shape: Any, dst_origin: Any, src_origin: Any, w
     src_at, src_pitch, src_rows = _box_side(src, shape, src_origin, "src", what, "src_origin")
     box = (1,) * (3 - len(shape)) + shape
     extent = (box[2] * dst.dtype.itemsize, box[1], box[0])
+    if extent[1:] == (1, 1) and not any(dst_at) and not any(src_at):
+        return extent[0], None  # (one row from both starts: a 1-D copy, as CUDA reads it back)
     return extent[0] * extent[1] * extent[2], Box(extent, dst_at, dst_pitch, dst_rows, src_at, src_pitch, src_rows)
 
 
@@ -271,6 +273,13 @@ def memset_plane(dst: Any, value: Any, shape: Any, origin: Any, what: str) -> tu
     """Check a 2-D memset of a box of ``shape`` elements (rows, row) at ``origin`` of ``dst``, a 1- or 2-D Array:
     (pattern, element size, elements a row, pitch in bytes, rows, offset in bytes)."""
     pattern, element_size, _ = memset_pattern(dst, value, None, what)
+    # The widest pattern the dtype allows, so a 2-D memset's element size follows its dtype, not its value: an
+    # executable graph's 2-D memset may take a new value but not a new element size (CUDA's rule).
+    for width in (4, 2):
+        if width > element_size and dst.dtype.itemsize % width == 0:
+            pattern = int.from_bytes(pattern.to_bytes(element_size, "little") * (width // element_size), "little")
+            element_size = width
+            break
     if len(dst.shape) > 2:
         raise ValueError(f"{what}(dst): memsets are 2-D; dst has {len(dst.shape)} dimensions (set each slice)")
     shape = _dims(shape, "shape", what, positive=True)

@@ -41,10 +41,9 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
 
 
 def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str, *, shape: Any = None,
-                  dst_origin: Any = None, src_origin: Any = None, node: bool = True) -> MemcpyParams:
-    """A copy's record (any direction; Arrays of ``device``'s backend or page-locked NumPy arrays): ``nbytes`` from
-    the operands' starts, or (``shape``) the box ``_memory.copy_box`` checks. ``node``: for a copy node (which
-    must move a byte; a stream's copy may move none)."""
+                  dst_origin: Any = None, src_origin: Any = None) -> MemcpyParams:
+    """A copy node's record (any direction; Arrays of ``device``'s backend or page-locked NumPy arrays): ``nbytes``
+    from the operands' starts, or (``shape``) the box ``_memory.copy_box`` checks."""
     box = None
     if shape is not None:
         if nbytes is not None:
@@ -53,7 +52,7 @@ def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str
     elif dst_origin is not None or src_origin is not None:
         raise TypeError(f"{what}: dst_origin and src_origin place a 2-D or 3-D copy; give its shape too")
     else:
-        nbytes = memcpy_nbytes(dst, src, nbytes, what, node=node)
+        nbytes = memcpy_nbytes(dst, src, nbytes, what, node=True)
     device._check_same_backend(dst, f"{what}(dst)")
     device._check_same_backend(src, f"{what}(src)")
     # (A box's operands are checked whole: its rows may lie anywhere in them.)
@@ -63,9 +62,9 @@ def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str
 
 
 def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: str, *, shape: Any = None,
-                  origin: Any = None, node: bool = True) -> MemsetParams:
-    """A memset's record: ``count`` elements (default: all) of ``dst`` set to ``value``, or (``shape``) the 2-D box
-    ``_memory.memset_plane`` checks. ``node``: for a memset node (which must set an element)."""
+                  origin: Any = None) -> MemsetParams:
+    """A memset node's record: ``count`` elements (default: all) of ``dst`` set to ``value``, or (``shape``) the 2-D
+    box ``_memory.memset_plane`` checks."""
     device._check_same_backend(dst, f"{what}(dst)")  # (the node runs on dst's device)
     if shape is not None:
         if count is not None:
@@ -74,7 +73,7 @@ def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: st
         return MemsetParams(dst, value, pattern, element_size, row, pitch, rows, offset)
     if origin is not None:
         raise TypeError(f"{what}: origin places a 2-D memset; give its shape too")
-    pattern, element_size, units = memset_pattern(dst, value, count, what, node=node)
+    pattern, element_size, units = memset_pattern(dst, value, count, what, node=True)
     return MemsetParams(dst, value, pattern, element_size, units)
 
 

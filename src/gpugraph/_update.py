@@ -89,9 +89,11 @@ def _device(operand: Any) -> Any:
     return getattr(operand, "device", None)
 
 
-def _box_words(box: Any) -> str:
-    return "a 1-D copy" if box is None else (f"extent {box.extent} (bytes, rows, slices) from {box.src_at} to "
-                                             f"{box.dst_at}")
+def _copy_words(p: MemcpyParams) -> str:
+    where = f"from {address_of(p.src):#x} to {address_of(p.dst):#x}"
+    if p.box is None:
+        return f"a 1-D copy of {p.nbytes} bytes {where}"
+    return f"extent {p.box.extent} (bytes, rows, slices) {where}, at {p.box.src_at} and {p.box.dst_at}"
 
 
 def address_of(operand: Any) -> int:
@@ -117,8 +119,8 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
                 return "device changed", f"{side} was on {_device(was)}, got {_device(now)}"
         if (old.box is not None or new.box is not None) and (old.box, address_of(old.dst), address_of(old.src)) != (
                 new.box, address_of(new.dst), address_of(new.src)):
-            return "parameters changed", (f"a 2-D or 3-D copy cannot change (CUDA's rule, measured): it was "
-                                          f"{_box_words(old.box)}, got {_box_words(new.box)}")
+            return "parameters changed", (f"an executable graph's 2-D or 3-D copy cannot change (CUDA's rule, "
+                                          f"measured): it was {_copy_words(old)}, got {_copy_words(new)}")
     elif isinstance(old, MemsetParams):
         if _device(old.dst) is not _device(new.dst):
             return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"

@@ -52,7 +52,7 @@ DEVICES = 4
 # What the CPU devices allow of kernel node attributes: an H200's figures (priorities 0 to -5, a 128-MiB access
 # policy window, clusters and cooperative launches), so that a program's attributes meet the rules they meet there.
 _LIMITS = AttributeLimits((0, -5), 128 << 20, True, True)
-_SHARED_PER_CORE = 228 << 10
+_MULTIPROCESSORS, _SHARED_PER_SM = 132, 228 << 10
 MAX_DEVICES = 64
 
 
@@ -539,10 +539,10 @@ class CpuBackend:
         return _LIMITS
 
     def kernel_cooperative_blocks(self, index: int, kernel: Any, threads: int, shared_mem: int) -> int:
-        # The CPU device's model of residency: each core a multiprocessor of an H100/H200's limits (2048 threads,
-        # 32 blocks, 228 KiB of shared memory); the rule is CUDA's, the figures are this device's.
-        per_core = min(32, 2048 // threads, _SHARED_PER_CORE // shared_mem if shared_mem else 32)
-        return per_core * (os.cpu_count() or 1)
+        # The CPU device's model of residency: an H200's 132 multiprocessors of 2048 threads, 32 blocks and 228 KiB
+        # of shared memory each, so that a program meets the limit it meets there, whatever the host.
+        per_sm = min(32, 2048 // threads, _SHARED_PER_SM // shared_mem if shared_mem else 32)
+        return per_sm * _MULTIPROCESSORS
 
     def node_attributes(self, graph: CpuGraph, node: CpuNode) -> KernelAttributes:
         return node.attributes

@@ -40,7 +40,7 @@ CUDA = {
     "memset_d16_async": "cuMemsetD16Async",
     "memset_d32_async": "cuMemsetD32Async",
     "memcpy3d_async": "cuMemcpy3DAsync",  # HIP: hipMemcpy3DAsync (hipDrvMemcpy3DAsync)
-    "memset_d2d8_async": "cuMemsetD2D8Async",  # HIP: hipMemset2DAsync
+    "memset_d2d8_async": "cuMemsetD2D8Async",  # HIP: hipMemset2DAsync (1-byte patterns)
     "memset_d2d16_async": "cuMemsetD2D16Async",
     "memset_d2d32_async": "cuMemsetD2D32Async",
     "pointer_get_attribute": "cuPointerGetAttribute",
