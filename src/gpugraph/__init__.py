@@ -4,6 +4,7 @@ Build graphs by stream capture or explicitly, instantiate them once and launch t
 CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
 """
 
+from ._attributes import ACCESS_PROPERTIES, MAX_CLUSTER_BLOCKS, AccessPolicyWindow, KernelAttributes
 from ._capture import Capture, exchange_capture_mode, thread_capture_mode
 from ._captured import CapturedFunction, CapturedStats, captured
 from ._collectives import (
@@ -58,8 +59,11 @@ from .backends import available_backends
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACCESS_PROPERTIES",
     "DOT_FLAGS",
     "INSTANTIATE_FLAGS",
+    "MAX_CLUSTER_BLOCKS",
+    "AccessPolicyWindow",
     "AllocParams",
     "Array",
     "BackendError",
@@ -88,6 +92,7 @@ __all__ = [
     "GraphUpdateError",
     "HostParams",
     "Kernel",
+    "KernelAttributes",
     "KernelCompileError",
     "KernelParams",
     "LaunchConfig",

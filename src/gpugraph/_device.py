@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _capture
+from ._attributes import AttributeLimits
 from ._errors import BackendUnavailableError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import check_total_shared_mem
@@ -77,6 +78,7 @@ class Device:
     """The device's name, as the backend reports it."""
     _backend: Backend
     _default_stream: Stream | None
+    _limits: AttributeLimits | None = None  # (read when first needed: _attribute_limits)
 
     _instances: ClassVar[dict[tuple[str, int], Device]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -298,6 +300,24 @@ class Device:
             function = self._backend.kernel_load(self.index, kernel)
             kernel._functions[self] = function
         return function
+
+    @property
+    def priority_range(self) -> tuple[int, int]:
+        """(least, greatest) priority of this device's streams and kernel nodes: lower numbers are greater
+        priorities, e.g. (0, -5). See also: cudaDeviceGetStreamPriorityRange."""
+        return self._attribute_limits().priorities
+
+    def _attribute_limits(self) -> AttributeLimits:
+        """What this device allows of kernel node attributes (read once)."""
+        limits = self._limits
+        if limits is None:
+            limits = self._limits = self._backend.kernel_attribute_limits(self.index)
+        return limits
+
+    def _cooperative_blocks(self, kernel: Any, block: tuple[int, int, int], shared_mem: int) -> int:
+        """The most blocks of shape ``block`` of ``kernel`` (with ``shared_mem`` bytes of dynamic shared memory) this
+        device holds at once: what a cooperative launch may have."""
+        return self._backend.kernel_cooperative_blocks(self.index, kernel, block[0] * block[1] * block[2], shared_mem)
 
     def _check_shared(self, kernel: Any, shared_mem: int) -> None:
         """Refuse ``shared_mem`` bytes of dynamic shared memory that pass a launch's limit with ``kernel``'s static

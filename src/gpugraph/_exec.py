@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _capture, _params
+from ._attributes import AttributeRefusal
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
@@ -454,20 +455,26 @@ class GraphExec:
                     shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         i = self._index(node, _KERNEL, "set_params")
         old = self._read_layout().params[i]
-        self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
-                                   self._source, "set_params"), node)
+        try:
+            self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
+                                       self._source, "set_params"), node)
+        except AttributeRefusal as refusal:  # (the node's attributes, which the backend keeps, refuse the shape)
+            raise ValueError(f"set_params({node!r}): {refusal}") from None
 
     @_serialized
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
-        """Change a copy node (the rules of ``Graph.add_memcpy``). See also: cudaGraphExecMemcpyNodeSetParams."""
+        """Change a 1-D copy node (the rules of ``Graph.add_memcpy``). An executable graph's 2-D or 3-D copy never
+        changes (CUDA's rule: ``_update.node_refusal``). See also: cudaGraphExecMemcpyNodeSetParams."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
         self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"), node)
 
     @_serialized
-    def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None) -> None:
-        """Change a memset node. See also: cudaGraphExecMemsetNodeSetParams."""
+    def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None, *, shape: Any = None,
+                   origin: Any = None) -> None:
+        """Change a memset node: its memory and value; a 2-D memset keeps its shape, a 1-D one stays 1-D (CUDA's
+        rule). See also: cudaGraphExecMemsetNodeSetParams."""
         i = self._index(node, (NodeKind.MEMSET,), "set_memset")
-        self._set(i, memset_record(self.device, dst, value, count, "set_memset"), node)
+        self._set(i, memset_record(self.device, dst, value, count, "set_memset", shape=shape, origin=origin), node)
 
     @_serialized
     def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _capture
+from ._attributes import _KEEP, KernelAttributes, attributes_with, launch_refusal
 from ._conditions import Condition, condition_args
 from ._device import Device
 from ._dot import DOT_FLAGS, to_dot
@@ -117,6 +118,18 @@ class Node:
         if self.kind is not NodeKind.CONDITIONAL:
             raise GraphError(f"{self!r}.bodies: only conditional nodes have bodies (got a {self.kind.value} node)")
         return self.graph._bodies[self._handle]
+
+    @property
+    def attributes(self) -> KernelAttributes:
+        """A kernel node's attributes: priority, cooperative launch, L2 access policy window, cluster dims (what the
+        backend keeps: a node captured on a stream of priority ``p`` has priority ``p``).
+
+        Raises:
+            GraphError: If this is not a kernel node, or no longer in its graph.
+
+        See also: cudaGraphKernelNodeGetAttribute.
+        """
+        return self.graph._attributes_of(self, "Node.attributes")
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
@@ -586,23 +599,33 @@ class Graph:
         device._check_shared(kernel, params.shared_mem)
         return self._add(params, after, "add_kernel")
 
-    def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = ()) -> Node:
+    def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = (), *, shape: Any = None,
+                   dst_origin: Any = None, src_origin: Any = None) -> Node:
         """Add a copy node (any direction; Arrays or page-locked NumPy arrays from ``Device.pinned``).
+
+        A 2-D or 3-D copy: ``shape`` (elements: ``w``, ``(h, w)`` or ``(d, h, w)``) of the arrays seen as (slices,
+        rows, row), each of 1 to 3 dimensions and one dtype, from ``src_origin`` to ``dst_origin`` (default: 0s). An
+        array whose rows are padded (pitched memory) is one whose last axis is the pitch.
 
         Raises:
             TypeError: If the dtypes differ and ``nbytes`` is not given.
-            ValueError: If the copy moves 0 bytes, or a NumPy operand is pageable host memory.
+            ValueError: If the copy moves 0 bytes, a box passes the end of an array, or a NumPy operand is pageable
+                host memory.
 
-        See also: cudaGraphAddMemcpyNode1D.
+        See also: cudaGraphAddMemcpyNode1D, cudaGraphAddMemcpyNode (a 3-D copy).
         """
-        return self._add(memcpy_record(self.device, dst, src, nbytes, "add_memcpy"), after, "add_memcpy")
+        return self._add(memcpy_record(self.device, dst, src, nbytes, "add_memcpy", shape=shape,
+                                       dst_origin=dst_origin, src_origin=src_origin), after, "add_memcpy")
 
-    def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = ()) -> Node:
-        """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``.
+    def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = (), *, shape: Any = None,
+                   origin: Any = None) -> Node:
+        """Add a node setting ``count`` elements (default: all) of ``dst`` to ``value``; or a 2-D memset of the box
+        ``shape`` (``(h, w)`` elements) at ``origin`` of ``dst``, a 1- or 2-D Array (its last axis a row).
 
         See also: cudaGraphAddMemsetNode.
         """
-        return self._add(memset_record(self.device, dst, value, count, "add_memset"), after, "add_memset")
+        return self._add(memset_record(self.device, dst, value, count, "add_memset", shape=shape, origin=origin),
+                         after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
         """Add a node calling ``fn(*args)`` on the host; the graph keeps ``fn`` and ``args`` alive.
@@ -1066,22 +1089,101 @@ class Graph:
         with self._locked():
             i = self._own_node(node, (NodeKind.KERNEL,), "set_params")
             old = self._topology.records[i]
-            record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device), self,
-                                   "set_params")
+            device = self.device._sibling(old.device)
+            record = kernel_record(old, args, grid, block, shared_mem, kernel, device, self, "set_params")
             self._refuse_body_params(record, "set_params")
+            if (record.grid, record.block, record.shared_mem, record.kernel) != (old.grid, old.block, old.shared_mem,
+                                                                                 old.kernel):
+                attributes = self._backend.node_attributes(self._handle, node._handle)
+                self._check_launch(node, attributes, record, "set_params")
             self._set_record(node, record)
 
-    def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None) -> None:
+    # Kernel node attributes
+
+    def _attributes_of(self, node: Node, what: str) -> KernelAttributes:
+        """The attributes of kernel node ``node`` of this graph."""
+        with self._locked():
+            if node.kind is not NodeKind.KERNEL:
+                raise GraphError(f"{what}: {node!r} is a {node.kind.value} node; only kernel nodes have attributes")
+            self._check_in_graph(node, what)
+            return self._backend.node_attributes(self._handle, node._handle)
+
+    def _check_launch(self, node: Node, attributes: KernelAttributes, record: KernelParams, what: str) -> None:
+        """Refuse a kernel node of ``attributes`` launching as ``record`` says (``_attributes.launch_refusal``)."""
+        device = self.device._sibling(record.device)
+        if attributes.cooperative and type(record.kernel) is not Kernel:
+            raise ValueError(f"{what}({node!r}): the node is cooperative, and gpugraph cannot tell how many blocks of "
+                             f"another library's kernel ({record.kernel.name}) the device holds at once")
+        refusal = launch_refusal(attributes, record.grid, record.block, lambda: device._cooperative_blocks(
+            record.kernel, record.block, record.shared_mem))
+        if refusal is not None:
+            raise ValueError(f"{what}({node!r}): {refusal}")
+
+    def set_attributes(self, node: Node, *, priority: int = _KEEP, cooperative: bool = _KEEP,
+                       access_policy_window: Any = _KEEP, cluster_dims: Any = _KEEP) -> None:
+        """Change attributes of a kernel node (those given; see ``KernelAttributes``). Executable graphs made earlier
+        keep what they were made with; ``GraphExec.update`` takes them, but for ``cooperative``, and ``priority``
+        where the executable graph was instantiated with ``use_node_priority``.
+
+        Raises:
+            TypeError, ValueError: If a value breaks its rule (``KernelAttributes``), or the node's launch shape does
+                not fit them (cluster dims that do not divide its grid; a cooperative grid larger than the device
+                holds at once).
+            GraphError: If the node is not a kernel node of this graph.
+
+        See also: cudaGraphKernelNodeSetAttribute.
+        """
+        changes = {"priority": priority, "cooperative": cooperative, "access_policy_window": access_policy_window,
+                   "cluster_dims": cluster_dims}
+        with self._locked():
+            i = self._own_node(node, (NodeKind.KERNEL,), "set_attributes")
+            record = self._topology.records[i]
+            old = self._backend.node_attributes(self._handle, node._handle)
+            new = attributes_with(old, changes, self.device._sibling(record.device)._attribute_limits(),
+                                  "set_attributes")
+            self._check_launch(node, new, record, "set_attributes")
+            if new != old:
+                self._begin_change()
+                without_interrupts(lambda: self._backend.node_set_attributes(self._handle, node._handle, new))
+                self._end_change()
+
+    def copy_attributes(self, src: Node, dst: Node) -> None:
+        """Give kernel node ``dst`` of this graph the attributes of kernel node ``src`` (of any graph of the same
+        device), with the rules of ``set_attributes``.
+
+        See also: cudaGraphKernelNodeCopyAttributes.
+        """
+        if not isinstance(src, Node):
+            raise TypeError(f"copy_attributes(src): expected a Node, got {type(src).__name__}")
+        attributes = src.graph._attributes_of(src, "copy_attributes(src)")
+        source = src.params
+        with self._locked():
+            i = self._own_node(dst, (NodeKind.KERNEL,), "copy_attributes")
+            record = self._topology.records[i]
+            if src.graph.device.backend != self.device.backend or source.device != record.device:
+                raise ValueError(f"copy_attributes({src!r}, {dst!r}): the nodes run on different devices "
+                                 f"({src.graph.device._sibling(source.device)} and "
+                                 f"{self.device._sibling(record.device)})")
+            self._check_launch(dst, attributes, record, "copy_attributes")
+            self._begin_change()
+            without_interrupts(lambda: self._backend.node_copy_attributes(self._handle, dst._handle,
+                                                                          src.graph._handle, src._handle))
+            self._end_change()
+
+    def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None,
+                   dst_origin: Any = None, src_origin: Any = None) -> None:
         """Change a copy node, with the rules of ``add_memcpy``. See also: cudaGraphMemcpyNodeSetParams."""
-        record = memcpy_record(self.device, dst, src, nbytes, "set_memcpy")
+        record = memcpy_record(self.device, dst, src, nbytes, "set_memcpy", shape=shape, dst_origin=dst_origin,
+                               src_origin=src_origin)
         with self._locked():
             self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
             self._set_record(node, record)
 
-    def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None) -> None:
+    def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None, *, shape: Any = None,
+                   origin: Any = None) -> None:
         """Change a memset node, with the rules of ``add_memset``; ``dst`` is on the device of the memory the node
         set (a memset node runs there). See also: cudaGraphMemsetNodeSetParams."""
-        record = memset_record(self.device, dst, value, count, "set_memset")
+        record = memset_record(self.device, dst, value, count, "set_memset", shape=shape, origin=origin)
         with self._locked():
             i = self._own_node(node, (NodeKind.MEMSET,), "set_memset")
             was, now = getattr(self._topology.records[i].dst, "device", None), getattr(dst, "device", None)

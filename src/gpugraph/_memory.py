@@ -214,3 +214,78 @@ def memset_pattern(dst: Any, value: Any, count: Any, what: str = "memset", *,
             return int.from_bytes(raw[:width], "little"), width, int(count) * len(raw) // width
     raise ValueError(f"{what}: memsets write 1-, 2- or 4-byte patterns; the {dst.dtype} value {value!r} "
                      f"has no such pattern (fill it with a kernel or copy it instead)")
+
+
+def _dims(value: Any, name: str, what: str, *, positive: bool) -> tuple[int, ...]:
+    """A box's shape or origin: an int or a tuple of 1 to 3 ints, each >= 1 (``positive``) or >= 0."""
+    dims = (value,) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
+    if (not isinstance(dims, tuple) or not 1 <= len(dims) <= 3
+            or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims)):
+        raise TypeError(f"{what}({name}): expected an int or a tuple of 1 to 3 ints, got {value!r}")
+    least = 1 if positive else 0
+    if min(dims) < least:
+        raise ValueError(f"{what}({name}): each dimension must be at least {least}, got {dims}")
+    return tuple(int(d) for d in dims)
+
+
+def _box_side(operand: Any, shape: tuple[int, ...], at: Any, side: str, what: str,
+              at_name: str) -> tuple[tuple[int, int, int], int, int]:
+    """Where a box of ``shape`` elements at ``at`` lies in ``operand`` (a 1- to 3-D Array or NumPy array, its last
+    axis a row): (x in bytes, y, z), the row pitch in bytes and the rows a slice."""
+    dims = (1,) * (3 - len(operand.shape)) + tuple(operand.shape) if len(operand.shape) <= 3 else None
+    if dims is None:
+        raise ValueError(f"{what}({side}): 2-D and 3-D copies take arrays of 1 to 3 dimensions, got "
+                         f"{len(operand.shape)}")
+    at = (0,) * len(shape) if at is None else _dims(at, at_name, what, positive=False)
+    if len(at) != len(shape):
+        raise ValueError(f"{what}({at_name}): {at} has {len(at)} dimensions and shape {shape} {len(shape)}")
+    box = (1,) * (3 - len(shape)) + shape
+    origin = (0,) * (3 - len(at)) + at
+    for axis in range(3):
+        if origin[axis] + box[axis] > dims[axis]:
+            raise ValueError(f"{what}({side}): a box of shape {shape} at {at} passes the end of {side} (of shape "
+                             f"{tuple(operand.shape)}) along axis {axis - 3 + len(shape)}")
+    itemsize = operand.dtype.itemsize
+    return (origin[2] * itemsize, origin[1], origin[0]), dims[2] * itemsize, dims[1]
+
+
+def copy_box(dst: Any, src: Any, shape: Any, dst_origin: Any, src_origin: Any, what: str) -> tuple[int, Any]:
+    """Check a 2-D or 3-D copy of a box of ``shape`` elements (an int or up to 3 ints, the last along rows) from
+    ``src_origin`` of ``src`` to ``dst_origin`` of ``dst``, arrays of one dtype seen as (slices, rows, row);
+    return (the bytes it moves, its Box, or None for one row from both starts: a 1-D copy)."""
+    from ._nodes import Box  # (the node records import this module)
+
+    operand_nbytes(dst, f"{what}(dst)", writable=True)
+    operand_nbytes(src, f"{what}(src)")
+    if dst.dtype != src.dtype:
+        raise TypeError(f"{what}: dst is {dst.dtype} and src is {src.dtype}; a box copy moves elements of one dtype")
+    shape = _dims(shape, "shape", what, positive=True)
+    dst_at, dst_pitch, dst_rows = _box_side(dst, shape, dst_origin, "dst", what, "dst_origin")
+    src_at, src_pitch, src_rows = _box_side(src, shape, src_origin, "src", what, "src_origin")
+    box = (1,) * (3 - len(shape)) + shape
+    extent = (box[2] * dst.dtype.itemsize, box[1], box[0])
+    if extent[1:] == (1, 1) and not any(dst_at) and not any(src_at):
+        return extent[0], None  # (one row from both starts: a 1-D copy, as CUDA reads it back)
+    return extent[0] * extent[1] * extent[2], Box(extent, dst_at, dst_pitch, dst_rows, src_at, src_pitch, src_rows)
+
+
+def memset_plane(dst: Any, value: Any, shape: Any, origin: Any, what: str) -> tuple[int, int, int, int, int, int]:
+    """Check a 2-D memset of a box of ``shape`` elements (rows, row) at ``origin`` of ``dst``, a 1- or 2-D Array:
+    (pattern, element size, elements a row, pitch in bytes, rows, offset in bytes)."""
+    pattern, element_size, _ = memset_pattern(dst, value, None, what)
+    # The widest pattern the dtype allows, so a 2-D memset's element size follows its dtype, not its value: an
+    # executable graph's 2-D memset may take a new value but not a new element size (CUDA's rule).
+    for width in (4, 2):
+        if width > element_size and dst.dtype.itemsize % width == 0:
+            pattern = int.from_bytes(pattern.to_bytes(element_size, "little") * (width // element_size), "little")
+            element_size = width
+            break
+    if len(dst.shape) > 2:
+        raise ValueError(f"{what}(dst): memsets are 2-D; dst has {len(dst.shape)} dimensions (set each slice)")
+    shape = _dims(shape, "shape", what, positive=True)
+    if len(shape) > 2:
+        raise ValueError(f"{what}(shape): memsets are 2-D, got {shape}")
+    (x, y, _), pitch, _ = _box_side(dst, shape, origin, "dst", what, "origin")
+    units = dst.dtype.itemsize // element_size  # (pattern elements per element of dst)
+    rows, row = (1,) * (2 - len(shape)) + shape
+    return pattern, element_size, row * units, pitch, rows, y * pitch + x

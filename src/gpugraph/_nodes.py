@@ -81,22 +81,41 @@ class KernelParams(_KernelFields):
         return f"{getattr(self.kernel, 'name', self.kernel)}\\ngrid={self.grid} block={self.block}"
 
 
+class Box(NamedTuple):
+    """Where a 2-D or 3-D copy reads and writes (CUDA_MEMCPY3D): ``extent`` is (width in bytes, height in rows,
+    depth in slices), placed at ``dst_at`` and ``src_at`` (x in bytes, y, z) of memory laid out in rows of
+    ``dst_pitch``/``src_pitch`` bytes, ``dst_rows``/``src_rows`` rows a slice."""
+
+    extent: tuple[int, int, int]
+    dst_at: tuple[int, int, int]
+    dst_pitch: int
+    dst_rows: int
+    src_at: tuple[int, int, int]
+    src_pitch: int
+    src_rows: int
+
+
 @dataclass(frozen=True)
 class MemcpyParams:
-    """A copy of ``nbytes`` bytes from ``src`` to ``dst`` (Arrays or host NumPy arrays)."""
+    """A copy of ``nbytes`` bytes from ``src`` to ``dst`` (Arrays or host NumPy arrays): from their starts, or
+    (``box``) a 2-D or 3-D box of them, ``nbytes`` in all."""
 
     kind: ClassVar[NodeKind] = NodeKind.MEMCPY
     dst: Any
     src: Any
     nbytes: int
+    box: Box | None = None
 
     def label(self) -> str:
+        if self.box is not None:
+            return f"memcpy {'x'.join(map(str, self.box.extent))} B"
         return f"memcpy {self.nbytes} B"
 
 
 @dataclass(frozen=True)
 class MemsetParams:
-    """Fill ``count`` elements of ``element_size`` bytes at ``dst`` with the bit pattern ``pattern``.
+    """Fill ``count`` elements of ``element_size`` bytes at ``dst`` with the bit pattern ``pattern``; a 2-D memset
+    fills ``count`` elements in each of ``height`` rows, ``pitch`` bytes apart, from ``offset`` bytes into ``dst``.
 
     ``value`` is the user's value as given; ``pattern`` is its bit pattern at ``element_size`` bytes.
     """
@@ -107,9 +126,13 @@ class MemsetParams:
     pattern: int
     element_size: int
     count: int
+    pitch: int = 0
+    height: int = 1
+    offset: int = 0
 
     def label(self) -> str:
-        return f"memset {self.count}x{self.element_size} B = {self.value!r}"
+        rows = f"{self.height} rows of " if self.height > 1 else ""
+        return f"memset {rows}{self.count}x{self.element_size} B = {self.value!r}"
 
 
 @dataclass(frozen=True)

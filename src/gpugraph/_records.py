@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import check_pinned, memcpy_nbytes, memset_pattern
+from ._memory import check_pinned, copy_box, memcpy_nbytes, memset_pattern, memset_plane
 from ._nodes import EventRecordParams, EventWaitParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 from ._stream import Event
 
@@ -40,20 +40,40 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
     return KernelParams(kernel, new_grid, new_block, shared, args, old.device)
 
 
-def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str) -> MemcpyParams:
-    """A copy node's record (any direction; Arrays of ``device``'s backend or page-locked NumPy arrays)."""
-    nbytes = memcpy_nbytes(dst, src, nbytes, what, node=True)
+def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str, *, shape: Any = None,
+                  dst_origin: Any = None, src_origin: Any = None) -> MemcpyParams:
+    """A copy node's record (any direction; Arrays of ``device``'s backend or page-locked NumPy arrays): ``nbytes``
+    from the operands' starts, or (``shape``) the box ``_memory.copy_box`` checks."""
+    box = None
+    if shape is not None:
+        if nbytes is not None:
+            raise TypeError(f"{what}: give nbytes (a 1-D copy) or shape (a 2-D or 3-D copy), not both")
+        nbytes, box = copy_box(dst, src, shape, dst_origin, src_origin, what)
+    elif dst_origin is not None or src_origin is not None:
+        raise TypeError(f"{what}: dst_origin and src_origin place a 2-D or 3-D copy; give its shape too")
+    else:
+        nbytes = memcpy_nbytes(dst, src, nbytes, what, node=True)
     device._check_same_backend(dst, f"{what}(dst)")
     device._check_same_backend(src, f"{what}(src)")
-    check_pinned(device, dst, nbytes, f"{what}(dst)")
-    check_pinned(device, src, nbytes, f"{what}(src)")
-    return MemcpyParams(dst, src, nbytes)
+    # (A box's operands are checked whole: its rows may lie anywhere in them.)
+    check_pinned(device, dst, nbytes if box is None else dst.nbytes, f"{what}(dst)")
+    check_pinned(device, src, nbytes if box is None else src.nbytes, f"{what}(src)")
+    return MemcpyParams(dst, src, nbytes, box)
 
 
-def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: str) -> MemsetParams:
-    """A memset node's record: ``count`` elements (default: all) of ``dst`` set to ``value``."""
-    pattern, element_size, units = memset_pattern(dst, value, count, what, node=True)
+def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: str, *, shape: Any = None,
+                  origin: Any = None) -> MemsetParams:
+    """A memset node's record: ``count`` elements (default: all) of ``dst`` set to ``value``, or (``shape``) the 2-D
+    box ``_memory.memset_plane`` checks."""
     device._check_same_backend(dst, f"{what}(dst)")  # (the node runs on dst's device)
+    if shape is not None:
+        if count is not None:
+            raise TypeError(f"{what}: give count (a 1-D memset) or shape (a 2-D memset), not both")
+        pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, shape, origin, what)
+        return MemsetParams(dst, value, pattern, element_size, row, pitch, rows, offset)
+    if origin is not None:
+        raise TypeError(f"{what}: origin places a 2-D memset; give its shape too")
+    pattern, element_size, units = memset_pattern(dst, value, count, what, node=True)
     return MemsetParams(dst, value, pattern, element_size, units)
 
 

@@ -12,7 +12,16 @@ from . import _capture, _params
 from ._errors import CaptureError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import Array, check_pinned, memcpy_nbytes, memset_pattern, normalize_dtype, normalize_shape
+from ._memory import (
+    Array,
+    check_pinned,
+    copy_box,
+    memcpy_nbytes,
+    memset_pattern,
+    memset_plane,
+    normalize_dtype,
+    normalize_shape,
+)
 from ._params import resolve
 
 # The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
@@ -285,16 +294,31 @@ class Stream:
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
                                     None if capture is None else capture._handle)
 
-    def memcpy(self, dst: Any, src: Any, nbytes: int | None = None) -> None:
-        """Enqueue a copy of ``nbytes`` (default: all) from ``src`` to ``dst``, in any direction.
+    def memcpy(self, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None, dst_origin: Any = None,
+               src_origin: Any = None) -> None:
+        """Enqueue a copy of ``nbytes`` (default: all) from ``src`` to ``dst``, in any direction; or a 2-D or 3-D copy
+        of the box ``shape`` (see ``Graph.add_memcpy``).
 
         Without ``nbytes``, ``dst`` and ``src`` must have the same dtype and size. A captured copy of
         0 bytes records no node; a captured copy's NumPy operands must be page-locked (``Device.pinned``).
 
-        See also: cudaMemcpyAsync.
+        See also: cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemcpy3DAsync.
         """
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memcpy")
+        if shape is not None or dst_origin is not None or src_origin is not None:
+            if shape is None:
+                raise TypeError("memcpy: dst_origin and src_origin place a 2-D or 3-D copy; give its shape too")
+            if nbytes is not None:
+                raise TypeError("memcpy: give nbytes (a 1-D copy) or shape (a 2-D or 3-D copy), not both")
+            nbytes, box = copy_box(dst, src, shape, dst_origin, src_origin, "memcpy")
+            self.device._check_same_backend(dst, "memcpy(dst)")
+            self.device._check_same_backend(src, "memcpy(src)")
+            if self._capture is not None:  # (a box's operands are checked whole: its rows may lie anywhere in them)
+                check_pinned(self.device, dst, dst.nbytes, "memcpy(dst)")
+                check_pinned(self.device, src, src.nbytes, "memcpy(src)")
+            self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle(), box)
+            return
         nbytes = memcpy_nbytes(dst, src, nbytes)
         self.device._check_same_backend(dst, "memcpy(dst)")  # (any device: a copy between devices needs no access)
         self.device._check_same_backend(src, "memcpy(src)")
@@ -305,13 +329,25 @@ class Stream:
             check_pinned(self.device, src, nbytes, "memcpy(src)")
         self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle())
 
-    def memset(self, dst: Array, value: Any, count: int | None = None) -> None:
-        """Enqueue setting ``count`` elements (default: all) of ``dst`` to ``value``.
+    def memset(self, dst: Array, value: Any, count: int | None = None, *, shape: Any = None,
+               origin: Any = None) -> None:
+        """Enqueue setting ``count`` elements (default: all) of ``dst`` to ``value``; or a 2-D memset of the box
+        ``shape`` at ``origin`` (see ``Graph.add_memset``).
 
-        See also: cudaMemsetD8Async / D16 / D32.
+        See also: cudaMemsetD8Async / D16 / D32, cudaMemset2DAsync.
         """
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memset")
+        if shape is not None or origin is not None:
+            if shape is None:
+                raise TypeError("memset: origin places a 2-D memset; give its shape too")
+            if count is not None:
+                raise TypeError("memset: give count (a 1-D memset) or shape (a 2-D memset), not both")
+            pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, shape, origin, "memset")
+            self.device._check_same_device(dst, "memset(dst)")
+            self._backend.stream_memset(self._handle, dst, value, pattern, element_size, row, self._capture_handle(),
+                                        (pitch, rows, offset))
+            return
         pattern, element_size, units = memset_pattern(dst, value, count)
         self.device._check_same_device(dst, "memset(dst)")
         if not units and self._capture is not None:

@@ -89,6 +89,24 @@ def _device(operand: Any) -> Any:
     return getattr(operand, "device", None)
 
 
+def _copy_words(p: MemcpyParams) -> str:
+    where = f"from {address_of(p.src):#x} to {address_of(p.dst):#x}"
+    if p.box is None:
+        return f"a 1-D copy of {p.nbytes} bytes {where}"
+    return f"extent {p.box.extent} (bytes, rows, slices) {where}, at {p.box.src_at} and {p.box.dst_at}"
+
+
+def address_of(operand: Any) -> int:
+    """Where a copy operand's memory starts: an Array's address, a NumPy array's, or a raw address."""
+    if isinstance(operand, np.ndarray):
+        return int(operand.__array_interface__["data"][0])
+    return int(getattr(operand, "ptr", operand))
+
+
+def _plane(p: MemsetParams) -> tuple[int, int, int, int]:
+    return p.height, p.count, p.element_size, p.pitch
+
+
 def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
     """Why parameters ``new`` cannot replace ``old`` on one node (setters and whole-graph update): (the rule,
     the detail), or None."""
@@ -99,8 +117,17 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
                 return "memory kind changed", f"{side} was {_memory_kind(was)} memory, got {_memory_kind(now)} memory"
             if _memory_kind(now) == "device" and _device(was) is not _device(now):
                 return "device changed", f"{side} was on {_device(was)}, got {_device(now)}"
-    elif isinstance(old, MemsetParams) and _device(old.dst) is not _device(new.dst):
-        return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"
+        if (old.box is not None or new.box is not None) and (old.box, address_of(old.dst), address_of(old.src)) != (
+                new.box, address_of(new.dst), address_of(new.src)):
+            return "parameters changed", (f"an executable graph's 2-D or 3-D copy cannot change (CUDA's rule, "
+                                          f"measured): it was {_copy_words(old)}, got {_copy_words(new)}")
+    elif isinstance(old, MemsetParams):
+        if _device(old.dst) is not _device(new.dst):
+            return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"
+        if max(old.height, new.height) > 1 and _plane(old) != _plane(new):
+            return "parameters changed", (f"a 2-D memset keeps its shape, and a 1-D one stays 1-D (CUDA's rule, "
+                                          f"measured): it was {_plane(old)}, got {_plane(new)} (rows, elements a "
+                                          f"row, element size, pitch)")
     elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
         return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
     elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):

@@ -67,6 +67,22 @@ class Backend(Protocol):
         loading it on first use."""
         ...
 
+    # Kernel node attributes (gpugraph._attributes: the front end checks every value first)
+    def kernel_attribute_limits(self, index: int) -> Any:
+        """What device ``index`` allows of kernel node attributes (an ``AttributeLimits``)."""
+    def kernel_cooperative_blocks(self, index: int, kernel: Any, threads: int, shared_mem: int) -> int:
+        """The most blocks of ``threads`` threads (and ``shared_mem`` bytes of dynamic shared memory) of ``kernel``
+        resident on device ``index`` at once: a cooperative launch's limit."""
+    def node_attributes(self, graph: Handle, node: Handle) -> Any:
+        """Kernel node ``node``'s KernelAttributes (those it was captured with, too)."""
+    def node_set_attributes(self, graph: Handle, node: Handle, attributes: Any) -> None:
+        """Give kernel node ``node`` the KernelAttributes ``attributes``: all, or (a refusal) none."""
+    def node_copy_attributes(self, graph: Handle, node: Handle, src_graph: Handle, src: Handle) -> None:
+        """Give kernel node ``node`` the attributes of kernel node ``src`` (of ``src_graph``)."""
+    # (An executable graph keeps its kernel nodes' attributes: ``exec_set_node`` raises AttributeRefusal for a launch
+    # shape they do not allow; ``exec_update`` refuses "attributes changed" for a change of cooperative, or of
+    # priority where the graph was instantiated with use_node_priority, and takes the other attributes.)
+
     # Streams and events
     def stream_create(self, index: int, non_blocking: bool, priority: int) -> Handle: ...
     def stream_default(self, index: int) -> Handle: ...
@@ -89,9 +105,13 @@ class Backend(Protocol):
     # capture's end exclude each other, so no node is added to an ended capture's graph.
     def stream_launch(self, stream: Handle, function: Handle, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple, capture: Handle | None) -> None: ...
-    def stream_memcpy(self, stream: Handle, dst: Any, src: Any, nbytes: int, capture: Handle | None) -> None: ...
+    def stream_memcpy(self, stream: Handle, dst: Any, src: Any, nbytes: int, capture: Handle | None,
+                      box: Any = None) -> None:
+        """Copy ``nbytes`` from the operands' starts, or the ``_nodes.Box`` ``box`` of them (a 2-D or 3-D copy)."""
     def stream_memset(self, stream: Handle, dst: Any, value: Any, pattern: int, element_size: int,
-                      count: int, capture: Handle | None) -> None: ...
+                      count: int, capture: Handle | None, plane: tuple[int, int, int] | None = None) -> None:
+        """Set ``count`` elements from ``dst``'s start; with ``plane`` (pitch, rows, offset), ``count`` elements in each
+        of ``rows`` rows ``pitch`` bytes apart from ``offset`` bytes into ``dst`` (a 2-D memset)."""
     def stream_host(self, stream: Handle, fn: Any, args: tuple, capture: Handle | None) -> None: ...
     # (A captured allocation's record has origin "graph"; ``stream_free``, ``event_record`` and ``exec_launch``
     # return whether the call was captured, for the front end's follow-up.)

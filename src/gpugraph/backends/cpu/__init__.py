@@ -18,10 +18,20 @@ from typing import Any
 import numpy as np
 
 from ... import _params
+from ..._attributes import AttributeLimits, AttributeRefusal, KernelAttributes, launch_refusal
 from ..._errors import BackendUnavailableError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._kernel import LaunchConfig
-from ..._nodes import AllocParams, ChildGraphParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..._nodes import (
+    AllocParams,
+    ChildGraphParams,
+    FreeParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+)
 from ..._params import resolve
 from .. import _exit as at_exit
 from .._allocation import Allocation
@@ -39,6 +49,10 @@ from ._streams import BranchPool, CpuEvent, CpuStream
 # How many devices the CPU backend offers (cpu:0 .. cpu:N-1), so that programs and tests for several devices run
 # without GPUs; $GPUGRAPH_CPU_DEVICES sets another number.
 DEVICES = 4
+# What the CPU devices allow of kernel node attributes: an H200's figures (priorities 0 to -5, a 128-MiB access
+# policy window, clusters and cooperative launches), so that a program's attributes meet the rules they meet there.
+_LIMITS = AttributeLimits((0, -5), 128 << 20, True, True)
+_MULTIPROCESSORS, _SHARED_PER_SM = 132, 228 << 10
 MAX_DEVICES = 64
 
 
@@ -265,26 +279,35 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
         if capture is not None:
-            if capture.record(stream, KernelParams(function, grid, block, shared_mem, args, stream.index)):
+            # (A kernel captured on a stream of priority p has priority p, as CUDA's do: within the device's range,
+            # to which CUDA clamps a stream's priority.)
+            least, greatest = _LIMITS.priorities
+            priority = min(max(stream.priority, greatest), least)
+            attributes = KernelAttributes(priority=priority) if priority else None
+            if capture.record(stream, KernelParams(function, grid, block, shared_mem, args, stream.index),
+                              attributes=attributes):
                 return
             if _params.in_use:  # ended meanwhile (on another thread): run uncaptured, the Params' values now
                 args = tuple([resolve(a) for a in args])
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
-    def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None) -> None:
+    def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None,
+                      box: Any = None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
-        if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes)):
+        if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes, box)):
             return
-        stream.submit(run_memcpy, (dst, src, nbytes))
+        stream.submit(run_memcpy, (dst, src, nbytes, box))
 
     def stream_memset(self, stream: CpuStream, dst: Any, value: Any, pattern: int, element_size: int,
-                      count: int, capture: CpuCapture | None) -> None:
+                      count: int, capture: CpuCapture | None, plane: tuple[int, int, int] | None = None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memset")
-        if capture is not None and capture.record(stream, MemsetParams(dst, value, pattern, element_size, count)):
+        shape = plane or (0, 1, 0)  # (pitch, rows, offset)
+        if capture is not None and capture.record(stream, MemsetParams(dst, value, pattern, element_size, count,
+                                                                       *shape)):
             return
-        stream.submit(run_memset, (dst, pattern, element_size, count))
+        stream.submit(run_memset, (dst, pattern, element_size, count, *shape))
 
     def stream_host(self, stream: CpuStream, fn: Any, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
@@ -506,8 +529,29 @@ class CpuBackend:
 
     def graph_instantiate(self, graph: CpuGraph, flags: frozenset[str]) -> CpuExec:
         # (use_node_priority: the CPU backend runs ready nodes as its threads take them, a preference CUDA may not
-        # follow either; device_launch: the front end's rules are all there is to it here)
-        return CpuExec(graph, "auto_free_on_launch" in flags, self._thread_pool)
+        # follow either, but an update keeps the priorities; device_launch: the front end's rules are all there is
+        # to it here)
+        return CpuExec(graph, "auto_free_on_launch" in flags, "use_node_priority" in flags, self._thread_pool)
+
+    # Kernel node attributes: kept by the nodes; a kernel's attributes change nothing of what it computes here
+
+    def kernel_attribute_limits(self, index: int) -> AttributeLimits:
+        return _LIMITS
+
+    def kernel_cooperative_blocks(self, index: int, kernel: Any, threads: int, shared_mem: int) -> int:
+        # The CPU device's model of residency: an H200's 132 multiprocessors of 2048 threads, 32 blocks and 228 KiB
+        # of shared memory each, so that a program meets the limit it meets there, whatever the host.
+        per_sm = min(32, 2048 // threads, _SHARED_PER_SM // shared_mem if shared_mem else 32)
+        return per_sm * _MULTIPROCESSORS
+
+    def node_attributes(self, graph: CpuGraph, node: CpuNode) -> KernelAttributes:
+        return node.attributes
+
+    def node_set_attributes(self, graph: CpuGraph, node: CpuNode, attributes: KernelAttributes) -> None:
+        node.attributes = attributes
+
+    def node_copy_attributes(self, graph: CpuGraph, node: CpuNode, src_graph: CpuGraph, src: CpuNode) -> None:
+        node.attributes = src.attributes
 
     def graph_builder(self, graph: CpuGraph, device: Any) -> None:
         return None  # (no compiled path: every node takes graph_add_node)
@@ -525,6 +569,14 @@ class CpuBackend:
         return False
 
     def exec_set_node(self, exec_: CpuExec, node: CpuNode, params: Any) -> None:
+        if params.kind is NodeKind.KERNEL:  # (the attributes the exec's node has: the driver checks them on CUDA)
+            block = params.block
+            refusal = launch_refusal(exec_.template.clone_of[node].attributes, params.grid, block,
+                                     lambda: self.kernel_cooperative_blocks(params.device, params.kernel,
+                                                                            block[0] * block[1] * block[2],
+                                                                            params.shared_mem))
+            if refusal is not None:
+                raise AttributeRefusal(refusal)
         exec_.set_node(node, params)
 
     def exec_param_patcher(self, exec_: CpuExec, node: CpuNode, params: Any) -> Any:
@@ -534,7 +586,8 @@ class CpuBackend:
         exec_.set_enabled(node, enabled)
 
     def exec_update(self, exec_: CpuExec, graph: CpuGraph, originals: list[CpuNode]) -> tuple[str, CpuNode] | None:
-        refused = update_refusal(originals, graph.nodes)
+        refused = update_refusal([exec_.template.clone_of[node] for node in originals], graph.nodes,
+                                 exec_.node_priority)
         if refused is None:
             exec_.update(graph, originals)
             exec_.template.replace_references(graph)  # the new graph's references replace the old (as on CUDA)

@@ -32,13 +32,16 @@ class CpuCapture:
         self.frontiers[self.origin] = deps
         self.active = True
 
-    def record(self, stream: Any, params: Any, alloc: Any = None) -> bool:
-        """Add a node after ``stream``'s frontier and make it the new frontier; False (nothing added) if the
-        capture has ended meanwhile (on another thread): the work then runs as uncaptured work does."""
+    def record(self, stream: Any, params: Any, alloc: Any = None, attributes: Any = None) -> bool:
+        """Add a node after ``stream``'s frontier (with KernelAttributes ``attributes``, if not None) and make it the
+        new frontier; False (nothing added) if the capture has ended meanwhile (on another thread): the work then
+        runs as uncaptured work does."""
         with self.lock:
             if not self.active:
                 return False
             node = self.graph.add(params, self.frontiers[stream], alloc)
+            if attributes is not None:
+                node.attributes = attributes
             self.frontiers[stream] = [node]
             return True
 

@@ -118,9 +118,11 @@ class CpuExec:
     time (whatever the streams and threads).
     """
 
-    def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, pool: Callable[[], Executor]) -> None:
+    def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, node_priority: bool,
+                 pool: Callable[[], Executor]) -> None:
         self._pool = pool
         self.auto_free_on_launch = auto_free_on_launch
+        self.node_priority = node_priority  # instantiated with use_node_priority (update keeps the priorities)
         self.template = graph.clone()  # what it runs, and what a launch into a capture embeds
         self.disabled: set[CpuNode] = set()
         # Held while a launch is made or a plan published: the order of instances and the plan they run.
@@ -188,14 +190,16 @@ class CpuExec:
             steps[index] = chain_steps  # no launch has taken these steps (published or not) yet
             node.params, self.disabled, self.plan, self._draft = params, disabled, plan, steps
 
-    def _rebuild(self, changes: dict[CpuNode, Any]) -> None:
-        """Publish a new copy of the graph with ``changes`` (original node -> parameters) and a plan made
-        from it; until then the old copy and plan stay whole."""
+    def _rebuild(self, changes: dict[CpuNode, Any], attributes: dict[CpuNode, Any] | None = None) -> None:
+        """Publish a new copy of the graph with ``changes`` (original node -> parameters) and ``attributes`` (original
+        node -> KernelAttributes) and a plan made from it; until then the old copy and plan stay whole."""
         old = self.template
         template = old.clone()
         moved = template.clone_of  # node of the old copy -> node of the new one
         for original, params in changes.items():
             moved[old.clone_of[original]].params = copied(params)
+        for original, taken in (attributes or {}).items():
+            moved[old.clone_of[original]].attributes = taken
         template.clone_of = {original: moved[node] for original, node in old.clone_of.items()}
         disabled = {moved[node] for node in self.disabled}
         plan = self._make_plan(topological_order(template), disabled)
@@ -216,7 +220,8 @@ class CpuExec:
     def update(self, graph: CpuGraph, originals: list[CpuNode]) -> None:
         """Take the parameters of ``graph``, whose nodes pair with ``originals`` in creation order: all or
         nothing, so the same update made again after an exception makes it whole."""
-        self._rebuild({original: new.params for original, new in zip(originals, graph.nodes)})
+        self._rebuild({original: new.params for original, new in zip(originals, graph.nodes)},
+                      {original: new.attributes for original, new in zip(originals, graph.nodes)})
 
     # Running
 
@@ -509,7 +514,7 @@ def _kernel_step(p: KernelParams, alloc: Any, pool: Any, records: Records, waits
 
 
 def _child_step(p: ChildGraphParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
-    child = CpuExec(p.graph, False, pool)
+    child = CpuExec(p.graph, False, False, pool)
     records.extend(child.plan.records)  # recorded and bound at each launch of this graph
     waits.extend(child.plan.waits)
     return child.run, ()
@@ -530,7 +535,8 @@ def _resets(nodes: list[CpuNode]) -> list[Any]:
 
 def _conditional_step(p: ConditionalParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
     # (Bodies hold no event nodes: nothing to add to records or waits.)
-    return _RUN_CONDITIONAL[p.type], (p.condition._handle.cell, [CpuExec(body, False, pool) for body in p.bodies])
+    bodies = [CpuExec(body, False, False, pool) for body in p.bodies]
+    return _RUN_CONDITIONAL[p.type], (p.condition._handle.cell, bodies)
 
 
 def _run_if(cell: Any, bodies: list[CpuExec]) -> None:
@@ -561,6 +567,19 @@ def _record_step(p: EventRecordParams, alloc: Any, pool: Any, records: Records, 
     return _fire, (slot,)
 
 
+def _memcpy_step(p: MemcpyParams, *_: Any) -> Step:
+    if p.box is None:
+        return run_memcpy, (static_operand(p.dst, p.nbytes), static_operand(p.src, p.nbytes), p.nbytes)
+    return run_memcpy, (static_operand(p.dst, p.dst.nbytes), static_operand(p.src, p.src.nbytes), p.nbytes, p.box)
+
+
+def _memset_step(p: MemsetParams, *_: Any) -> Step:
+    if p.height == 1 and not p.offset:
+        return run_memset, (static_operand(p.dst, p.count * p.element_size), p.pattern, p.element_size, p.count)
+    return run_memset, (static_operand(p.dst, p.dst.nbytes), p.pattern, p.element_size, p.count, p.pitch, p.height,
+                        p.offset)
+
+
 def _wait_step(p: EventWaitParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
     slot: list[Completion | None] = [None]
     waits.append((p.event._handle, slot))
@@ -569,10 +588,8 @@ def _wait_step(p: EventWaitParams, alloc: Any, pool: Any, records: Records, wait
 
 _KINDS: dict[type, _Kind] = {
     KernelParams: _Kind(_kernel_step, True),
-    MemcpyParams: _Kind(lambda p, *_: (run_memcpy, (static_operand(p.dst, p.nbytes), static_operand(p.src, p.nbytes),
-                                                    p.nbytes)), True),
-    MemsetParams: _Kind(lambda p, *_: (run_memset, (static_operand(p.dst, p.count * p.element_size), p.pattern,
-                                                    p.element_size, p.count)), True),
+    MemcpyParams: _Kind(_memcpy_step, True),
+    MemsetParams: _Kind(_memset_step, True),
     HostParams: _Kind(lambda p, *_: (p.fn, p.args), True),
     ChildGraphParams: _Kind(_child_step, False),
     EventRecordParams: _Kind(_record_step, False),

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._attributes import DEFAULT_ATTRIBUTES
 from ..._host_threads import HOST_THREADS
 from ..._nodes import AllocParams, ChildGraphParams, ConditionalParams, FreeParams, NodeKind
 from ..._update import node_refusal
@@ -40,10 +41,11 @@ def copied(params: Any) -> Any:
 class CpuNode:
     """A node: its parameters and its edges in both directions."""
 
-    __slots__ = ("params", "deps", "dependents", "alloc", "__weakref__")
+    __slots__ = ("params", "deps", "dependents", "alloc", "attributes", "__weakref__")
 
     def __init__(self, params: Any, deps: Sequence[CpuNode], alloc: Any = None) -> None:
         self.params = params
+        self.attributes = DEFAULT_ATTRIBUTES  # a kernel node's KernelAttributes
         self.deps: list[CpuNode] = list(deps)
         self.dependents: list[CpuNode] = []
         self.alloc = alloc  # the Allocation of an alloc or free node
@@ -166,6 +168,7 @@ class CpuGraph:
         mapping: dict[CpuNode, CpuNode] = {}
         for node in self.nodes:
             mapping[node] = CpuNode(copied(node.params), (), node.alloc)
+            mapping[node].attributes = node.attributes
             copy.nodes.append(mapping[node])
         # Edges are wired after every node exists: add_dependency may point from a later node to an earlier one.
         for node in self.nodes:
@@ -177,10 +180,13 @@ class CpuGraph:
         return copy
 
 
-def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode]) -> tuple[str, CpuNode] | None:
-    """What cuGraphExecUpdate would refuse when ``nodes`` take the parameters of ``originals``, paired in order
-    (the front end has compared the topology, child graphs' included): (the rule, the node of ``nodes`` at
-    fault), or None. A child graph at fault is named by its node, as the driver does."""
+def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode],
+                   node_priority: bool) -> tuple[str, CpuNode] | None:
+    """What cuGraphExecUpdate would refuse when ``nodes`` take the parameters and attributes of ``originals``,
+    paired in order (the front end has compared the topology, child graphs' included): (the rule, the node of
+    ``nodes`` at fault), or None. A child graph at fault is named by its node, as the driver does.
+    ``node_priority``: whether the executable graph was instantiated with use_node_priority (its kernel nodes'
+    priorities cannot change then)."""
     for original, node in zip(originals, nodes):
         was, now = original.params, node.params
         if was.kind is not now.kind:
@@ -188,13 +194,17 @@ def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode]) -> tu
         refusal = node_refusal(was, now)
         if refusal is not None:
             return refusal[0], node
-        if now.kind is NodeKind.GRAPH:
-            inside = update_refusal(was.graph.nodes, now.graph.nodes)
+        if now.kind is NodeKind.KERNEL:
+            old, new = original.attributes, node.attributes
+            if old.cooperative != new.cooperative or (node_priority and old.priority != new.priority):
+                return "attributes changed", node
+        elif now.kind is NodeKind.GRAPH:
+            inside = update_refusal(was.graph.nodes, now.graph.nodes, node_priority)
             if inside is not None:
                 return inside[0], node
         elif now.kind is NodeKind.CONDITIONAL:
             for was_body, body in zip(was.bodies, now.bodies):
-                inside = update_refusal(was_body.nodes, body.nodes)
+                inside = update_refusal(was_body.nodes, body.nodes, node_priority)
                 if inside is not None:
                     return inside[0], node
     return None

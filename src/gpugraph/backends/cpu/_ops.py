@@ -27,18 +27,40 @@ def run_kernel(kernel: Any, launch: Any, args: tuple) -> None:
         kernel.cpu(launch, *[typed_view(a) if type(a) is Array else a for a in args])
 
 
-def run_memcpy(dst: Any, src: Any, nbytes: int) -> None:
+def _box_view(flat: np.ndarray, at: tuple[int, int, int], pitch: int, rows: int,
+              extent: tuple[int, int, int]) -> np.ndarray:
+    """The (depth, height, width-in-bytes) box at ``at`` (x in bytes, y, z) of the flat bytes ``flat``, laid out
+    in rows of ``pitch`` bytes, ``rows`` rows a slice (the front end has checked it lies inside)."""
+    x, y, z = at
+    width, height, depth = extent
+    start = x + (y + z * rows) * pitch
+    return np.lib.stride_tricks.as_strided(flat[start:], shape=(depth, height, width),
+                                           strides=(rows * pitch, pitch, 1))
+
+
+def run_memcpy(dst: Any, src: Any, nbytes: int, box: Any = None) -> None:
     # Views made at instantiate are flat bytes already; anything else is turned into flat bytes here.
     if type(dst) is not np.ndarray or dst.dtype != np.uint8 or dst.ndim != 1:
-        dst = byte_view(dst, nbytes)
+        dst = byte_view(dst, nbytes if box is None else dst.nbytes)
     if type(src) is not np.ndarray or src.dtype != np.uint8 or src.ndim != 1:
-        src = byte_view(src, nbytes)
-    dst[:nbytes] = src[:nbytes]
+        src = byte_view(src, nbytes if box is None else src.nbytes)
+    if box is None:
+        dst[:nbytes] = src[:nbytes]
+        return
+    _box_view(dst, box.dst_at, box.dst_pitch, box.dst_rows, box.extent)[...] = _box_view(
+        src, box.src_at, box.src_pitch, box.src_rows, box.extent)
 
 
-def run_memset(dst: Any, pattern: int, element_size: int, count: int) -> None:
-    view = dst if type(dst) is np.ndarray and dst.ndim == 1 else byte_view(dst, count * element_size)
-    view[:count * element_size].view(_WIDTH_DTYPES[element_size])[:] = pattern
+def run_memset(dst: Any, pattern: int, element_size: int, count: int, pitch: int = 0, height: int = 1,
+               offset: int = 0) -> None:
+    width = count * element_size
+    if height == 1 and not offset:
+        view = dst if type(dst) is np.ndarray and dst.ndim == 1 else byte_view(dst, width)
+        view[:width].view(_WIDTH_DTYPES[element_size])[:] = pattern
+        return
+    flat = dst if type(dst) is np.ndarray and dst.ndim == 1 else byte_view(dst, dst.nbytes)
+    rows = np.lib.stride_tricks.as_strided(flat[offset:], shape=(height, width), strides=(pitch, 1))
+    rows.view(_WIDTH_DTYPES[element_size])[...] = pattern
 
 
 def _pool(alloc: Allocation) -> Pool:

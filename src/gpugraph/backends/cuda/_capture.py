@@ -16,12 +16,13 @@ from .._allocation import Allocation
 from . import _compiled
 from ._driver import call, error, fail, listed
 from ._launch import Function
-from ._nodes import add_node, address, derive_params, describes
+from ._nodes import add_node, address, derive_params, describes, memcpy3d
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
 from ._symbols import drv
 
 _MEMSET = {1: drv.memset_d8_async, 2: drv.memset_d16_async, 4: drv.memset_d32_async}
+_MEMSET_2D = {1: drv.memset_d2d8_async, 2: drv.memset_d2d16_async, 4: drv.memset_d2d32_async}
 _launch_kernel = drv.launch_kernel  # read once, for the hot path (each read of drv looks it up)
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
@@ -120,26 +121,31 @@ class CudaCapturing(CudaRuntime):
                                        block[0], block[1], block[2], shared_mem, stream.handle, params, 0)
 
     def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int,
-                      capture: CudaCapture | None) -> None:
+                      capture: CudaCapture | None, box: Any = None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
         self.contexts.use(stream.index)
+        arguments = ((drv.memcpy_async, address(dst), address(src), nbytes, stream.handle) if box is None else
+                     (drv.memcpy3d_async, memcpy3d(dst, src, nbytes, stream.index, box), stream.handle))
         if capture is not None and self._captured(
-                capture, call, (drv.memcpy_async, address(dst), address(src), nbytes, stream.handle),
-                lambda _: (MemcpyParams(dst, src, nbytes), None)) is not None:
+                capture, call, arguments, lambda _: (MemcpyParams(dst, src, nbytes, box), None)) is not None:
             return
         check_allocated(dst, src)
-        call(drv.memcpy_async, address(dst), address(src), nbytes, stream.handle)
+        call(*arguments)
 
     def stream_memset(self, stream: CudaStream, dst: Any, value: Any, pattern: int, element_size: int,
-                      count: int, capture: CudaCapture | None) -> None:
+                      count: int, capture: CudaCapture | None, plane: tuple[int, int, int] | None = None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memset")
         self.contexts.use(stream.index)
-        arguments = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
-        if capture is not None and self._captured(
-                capture, call, arguments,
-                lambda _: (MemsetParams(dst, value, pattern, element_size, count), None)) is not None:
+        if plane is None:
+            arguments: tuple = (_MEMSET[element_size], address(dst), pattern, count, stream.handle)
+            record = MemsetParams(dst, value, pattern, element_size, count)
+        else:
+            pitch, rows, offset = plane
+            arguments = (_MEMSET_2D[element_size], address(dst) + offset, pitch, pattern, count, rows, stream.handle)
+            record = MemsetParams(dst, value, pattern, element_size, count, pitch, rows, offset)
+        if capture is not None and self._captured(capture, call, arguments, lambda _: (record, None)) is not None:
             return
         call(*arguments)
 

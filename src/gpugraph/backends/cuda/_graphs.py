@@ -8,12 +8,14 @@ from typing import Any
 
 from cuda.bindings import driver as cu
 
+from ..._attributes import AttributeLimits, KernelAttributes
 from ..._errors import GraphInstantiateError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
+from ._attributes import cooperative_blocks, limits, read_attributes, write_attributes
 from ._capture import CudaCapturing
 from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
@@ -182,6 +184,29 @@ class CudaGraphs(CudaCapturing):
             return self.node_params(graph, node)
         child = graph.children.get(node)
         return ChildGraphParams(child) if child is not None else derive_params(self, graph, node)
+
+    # Kernel node attributes
+
+    def kernel_attribute_limits(self, index: int) -> AttributeLimits:
+        self.contexts.use(index)
+        return limits(self.contexts.devices[index])
+
+    def kernel_cooperative_blocks(self, index: int, kernel: Any, threads: int, shared_mem: int) -> int:
+        self.contexts.use(index)
+        return cooperative_blocks(self.function(index, kernel).handle, self.contexts.devices[index], threads,
+                                  shared_mem)
+
+    def node_attributes(self, graph: CudaGraph, node: Any) -> KernelAttributes:
+        self.contexts.use(graph.index)
+        return read_attributes(node)
+
+    def node_set_attributes(self, graph: CudaGraph, node: Any, attributes: KernelAttributes) -> None:
+        self.contexts.use(graph.index)
+        write_attributes(node, attributes, read_attributes(node))
+
+    def node_copy_attributes(self, graph: CudaGraph, node: Any, src_graph: CudaGraph, src: Any) -> None:
+        self.contexts.use(graph.index)
+        call(drv.graph_kernel_node_copy_attributes, node, src)
 
     def graph_debug_dot(self, graph: CudaGraph, path: str, flags: tuple[str, ...]) -> bool:
         bits = 0

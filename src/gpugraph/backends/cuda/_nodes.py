@@ -15,9 +15,11 @@ import numpy as np
 from cuda.bindings import driver as cu
 
 from ... import _params
+from ..._attributes import AttributeRefusal
 from ..._memory import Array
 from ..._nodes import (
     AllocParams,
+    Box,
     ChildGraphParams,
     ConditionalParams,
     EmptyParams,
@@ -38,6 +40,11 @@ from ._symbols import drv
 _T = cu.CUgraphNodeType
 _MEMORY = cu.CUmemorytype
 _add_kernel_node = drv.graph_add_kernel_node  # read once, for the hot path (each read of drv looks it up)
+# The driver's refusals of an executable graph's kernel node shape that its attributes do not allow (the rules of
+# _attributes.launch_refusal; the front end checks a graph's nodes before the driver sees them).
+_SHAPE_REFUSALS = {cu.CUresult.CUDA_ERROR_INVALID_CLUSTER_SIZE: "its cluster dims must divide its grid",
+                   cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+                       "it is cooperative, so its blocks must all be resident at once, more than this device holds"}
 
 
 def address(operand: Any) -> int:
@@ -60,9 +67,14 @@ def _device_memory_type(operand: Any, index: int) -> Any:
     return _MEMORY.CU_MEMORYTYPE_DEVICE if device_index(operand, index) == index else _MEMORY.CU_MEMORYTYPE_UNIFIED
 
 
-def memcpy3d(dst: Any, src: Any, nbytes: int, index: int) -> Any:
-    """A 1-D copy as CUDA_MEMCPY3D, run in device ``index``'s context, with memory types from the operands."""
+def memcpy3d(dst: Any, src: Any, nbytes: int, index: int, box: Any = None) -> Any:
+    """A copy as CUDA_MEMCPY3D, run in device ``index``'s context, with memory types from the operands: ``nbytes``
+    from their starts, or the ``Box`` ``box`` of them."""
     p = cu.CUDA_MEMCPY3D()
+    if box is not None:
+        (p.WidthInBytes, p.Height, p.Depth), (p.dstXInBytes, p.dstY, p.dstZ) = box.extent, box.dst_at
+        p.dstPitch, p.dstHeight, (p.srcXInBytes, p.srcY, p.srcZ) = box.dst_pitch, box.dst_rows, box.src_at
+        p.srcPitch, p.srcHeight = box.src_pitch, box.src_rows
     if isinstance(src, np.ndarray):
         p.srcMemoryType, p.srcHost = _MEMORY.CU_MEMORYTYPE_HOST, address(src)
     else:
@@ -71,13 +83,15 @@ def memcpy3d(dst: Any, src: Any, nbytes: int, index: int) -> Any:
         p.dstMemoryType, p.dstHost = _MEMORY.CU_MEMORYTYPE_HOST, address(dst)
     else:
         p.dstMemoryType, p.dstDevice = _device_memory_type(dst, index), address(dst)
-    p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
+    if box is None:
+        p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
     return p
 
 
-def memset_params(dst: Any, pattern: int, element_size: int, count: int) -> Any:
+def memset_params(params: MemsetParams) -> Any:
     p = cu.CUDA_MEMSET_NODE_PARAMS()
-    p.dst, p.value, p.elementSize, p.width, p.height, p.pitch = address(dst), pattern, element_size, count, 1, 0
+    p.dst, p.value, p.elementSize = address(params.dst) + params.offset, params.pattern, params.element_size
+    p.width, p.height, p.pitch = params.count, params.height, params.pitch
     return p
 
 
@@ -139,7 +153,11 @@ class _Kernel(_Kind):
         function = backend.function(params.device, params.kernel)
         with function.lock:
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
-            call(drv.graph_exec_kernel_node_set_params, exec_.handle, node, p)
+            err = drv.graph_exec_kernel_node_set_params(exec_.handle, node, p)[0]
+        if err in _SHAPE_REFUSALS:  # (the node's attributes, which the exec keeps out of gpugraph's sight)
+            raise AttributeRefusal(f"{_SHAPE_REFUSALS[err]} ({err.name})")
+        if err:
+            raise error("cuGraphExecKernelNodeSetParams", err)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         p = call(drv.graph_kernel_node_get_params, node)
@@ -160,15 +178,16 @@ class _Memcpy(_Kind):
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         ctx = backend.contexts.get(graph.index)
-        p = memcpy3d(params.dst, params.src, params.nbytes, graph.index)
+        p = memcpy3d(params.dst, params.src, params.nbytes, graph.index, params.box)
         return call(drv.graph_add_memcpy_node, graph.handle, deps, len(deps), p, ctx)
 
     def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
-        call(drv.graph_memcpy_node_set_params, node, memcpy3d(params.dst, params.src, params.nbytes, graph.index))
+        call(drv.graph_memcpy_node_set_params, node,
+             memcpy3d(params.dst, params.src, params.nbytes, graph.index, params.box))
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         ctx = backend.contexts.get(exec_.index)
-        p = memcpy3d(params.dst, params.src, params.nbytes, exec_.index)
+        p = memcpy3d(params.dst, params.src, params.nbytes, exec_.index, params.box)
         call(drv.graph_exec_memcpy_node_set_params, exec_.handle, node, p, ctx)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
@@ -176,7 +195,12 @@ class _Memcpy(_Kind):
         host = _MEMORY.CU_MEMORYTYPE_HOST
         dst = int(p.dstHost) if p.dstMemoryType == host else int(p.dstDevice)
         src = int(p.srcHost) if p.srcMemoryType == host else int(p.srcDevice)
-        return MemcpyParams(dst, src, p.WidthInBytes * max(p.Height, 1) * max(p.Depth, 1))
+        extent = (p.WidthInBytes, max(p.Height, 1), max(p.Depth, 1))
+        box = None
+        if extent[1:] != (1, 1) or any((p.dstXInBytes, p.dstY, p.dstZ, p.srcXInBytes, p.srcY, p.srcZ)):
+            box = Box(extent, (p.dstXInBytes, p.dstY, p.dstZ), p.dstPitch, p.dstHeight, (p.srcXInBytes, p.srcY, p.srcZ),
+                      p.srcPitch, p.srcHeight)
+        return MemcpyParams(dst, src, extent[0] * extent[1] * extent[2], box)
 
     def describes(self, record: Any, derived: Any) -> bool:
         return (address(record.dst), address(record.src), record.nbytes) == (derived.dst, derived.src,
@@ -189,24 +213,24 @@ class _Memset(_Kind):
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         ctx = backend.contexts.get(device_index(params.dst, graph.index))  # (it runs on dst's device)
-        p = memset_params(params.dst, params.pattern, params.element_size, params.count)
-        return call(drv.graph_add_memset_node, graph.handle, deps, len(deps), p, ctx)
+        return call(drv.graph_add_memset_node, graph.handle, deps, len(deps), memset_params(params), ctx)
 
     def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
-        call(drv.graph_memset_node_set_params, node,
-             memset_params(params.dst, params.pattern, params.element_size, params.count))
+        call(drv.graph_memset_node_set_params, node, memset_params(params))
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         ctx = backend.contexts.get(device_index(params.dst, exec_.index))
-        p = memset_params(params.dst, params.pattern, params.element_size, params.count)
-        call(drv.graph_exec_memset_node_set_params, exec_.handle, node, p, ctx)
+        call(drv.graph_exec_memset_node_set_params, exec_.handle, node, memset_params(params), ctx)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         p = call(drv.graph_memset_node_get_params, node)
-        return MemsetParams(int(p.dst), int(p.value), int(p.value), p.elementSize, p.width * max(p.height, 1))
+        if p.height > 1:
+            return MemsetParams(int(p.dst), int(p.value), int(p.value), p.elementSize, p.width, p.pitch, p.height)
+        return MemsetParams(int(p.dst), int(p.value), int(p.value), p.elementSize, p.width)
 
     def describes(self, record: Any, derived: Any) -> bool:
-        return address(record.dst) == derived.dst and record.count == derived.count
+        return (address(record.dst) + record.offset, record.count, record.height) == (derived.dst, derived.count,
+                                                                                       derived.height)
 
 
 class _Host(_Kind):

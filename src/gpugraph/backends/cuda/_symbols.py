@@ -39,6 +39,10 @@ CUDA = {
     "memset_d8_async": "cuMemsetD8Async",
     "memset_d16_async": "cuMemsetD16Async",
     "memset_d32_async": "cuMemsetD32Async",
+    "memcpy3d_async": "cuMemcpy3DAsync",  # HIP: hipMemcpy3DAsync (hipDrvMemcpy3DAsync)
+    "memset_d2d8_async": "cuMemsetD2D8Async",  # HIP: hipMemset2DAsync (1-byte patterns)
+    "memset_d2d16_async": "cuMemsetD2D16Async",
+    "memset_d2d32_async": "cuMemsetD2D32Async",
     "pointer_get_attribute": "cuPointerGetAttribute",
     "device_get_graph_mem_attribute": "cuDeviceGetGraphMemAttribute",
     "device_graph_mem_trim": "cuDeviceGraphMemTrim",
@@ -111,6 +115,11 @@ CUDA = {
     "graph_node_set_params": "cuGraphNodeSetParams",
     "graph_debug_dot_print": "cuGraphDebugDotPrint",
     "graph_kernel_node_set_params": "cuGraphKernelNodeSetParams",
+    "graph_kernel_node_get_attribute": "cuGraphKernelNodeGetAttribute",
+    "graph_kernel_node_set_attribute": "cuGraphKernelNodeSetAttribute",
+    "graph_kernel_node_copy_attributes": "cuGraphKernelNodeCopyAttributes",
+    "ctx_get_stream_priority_range": "cuCtxGetStreamPriorityRange",  # HIP: hipDeviceGetStreamPriorityRange
+    "occupancy_max_active_blocks_per_multiprocessor": "cuOccupancyMaxActiveBlocksPerMultiprocessor",
     "graph_memcpy_node_set_params": "cuGraphMemcpyNodeSetParams",
     "graph_memset_node_set_params": "cuGraphMemsetNodeSetParams",
     "graph_host_node_set_params": "cuGraphHostNodeSetParams",

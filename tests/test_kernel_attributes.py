@@ -1,0 +1,217 @@
+"""Kernel node attributes (hipGraphKernelNodeGetAttribute/SetAttribute/CopyAttributes, cudaGraphKernelNode*Attribute*):
+priority, cooperative launch, the L2 access policy window and cluster dimensions, their rules, and how clones,
+captures, executable graphs, setters and updates carry them, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+
+N = 256
+
+
+def fill_graph(device, grid=8, value=7):
+    """A graph of one fill kernel over ``N`` ints (``grid`` blocks of 32 threads), its node and its array."""
+    x = device.zeros(N, np.int32)
+    g = gg.Graph(device)
+    return g, g.add_kernel(K.fill, grid, 32, x, value, N), x
+
+
+def run(device, exe):
+    stream = device.stream()
+    exe.launch(stream)
+    stream.synchronize()
+
+
+def test_a_new_kernel_node_has_the_default_attributes(device):
+    _, node, _ = fill_graph(device)
+    assert node.attributes == gg.KernelAttributes()
+    assert node.attributes == gg.KernelAttributes(priority=0, cooperative=False, access_policy_window=None,
+                                                  cluster_dims=(1, 1, 1))
+    least, greatest = device.priority_range
+    assert least >= 0 >= greatest and greatest < least  # CUDA: (0, -5) on the H200; the CPU device the same
+
+
+def test_attributes_set_read_back_and_the_kernel_still_computes(device):
+    g, node, x = fill_graph(device)
+    greatest = device.priority_range[1]
+    g.set_attributes(node, priority=greatest, cooperative=True, cluster_dims=2,
+                     access_policy_window=gg.AccessPolicyWindow(x, hit_ratio=0.5))
+    got = node.attributes
+    assert got.priority == greatest and got.cooperative is True and got.cluster_dims == (2, 1, 1)
+    assert got.access_policy_window == gg.AccessPolicyWindow(x.ptr, x.nbytes, 0.5, "persisting", "streaming")
+    # Only what is given changes; None clears the window.
+    g.set_attributes(node, access_policy_window=None, cluster_dims=(4, 1))
+    assert node.attributes == gg.KernelAttributes(greatest, True, None, (4, 1, 1))
+    g.set_attributes(node, access_policy_window=gg.AccessPolicyWindow(x.ptr, 64, 0.6, "normal", "normal"))
+    # (the driver keeps the ratio as a float: every backend reads back 0.6 rounded so)
+    assert node.attributes.access_policy_window == gg.AccessPolicyWindow(x.ptr, 64, float(np.float32(0.6)), "normal",
+                                                                         "normal")
+    with g.instantiate(use_node_priority=True) as exe:
+        run(device, exe)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 7, np.int32))
+
+
+def test_attribute_values_are_checked_and_nothing_changes_on_a_refusal(device):
+    g, node, x = fill_graph(device)
+    least, greatest = device.priority_range
+    g.set_attributes(node, priority=greatest)
+    with pytest.raises(ValueError, match=rf"set_attributes\(priority\): this device's priorities run from {least} "
+                                         rf"\(least\) to {greatest} \(greatest\), got {least + 1}"):
+        g.set_attributes(node, priority=least + 1)
+    with pytest.raises(TypeError, match=r"set_attributes\(priority\): expected an int, got bool"):
+        g.set_attributes(node, priority=True)
+    with pytest.raises(TypeError, match=r"set_attributes\(cooperative\): expected a bool, got int"):
+        g.set_attributes(node, cooperative=1)
+    with pytest.raises(ValueError, match=r"a cluster holds at most 8 blocks, got \(4, 4, 1\)"):
+        g.set_attributes(node, cluster_dims=(4, 4))
+    with pytest.raises(ValueError, match=r"each dimension must be at least 1, got \(0, 1, 1\)"):
+        g.set_attributes(node, cluster_dims=0)
+    with pytest.raises(TypeError, match=r"set_attributes\(cluster_dims\): expected an int or a tuple of 1 to 3 ints"):
+        g.set_attributes(node, cluster_dims=[2])
+    with pytest.raises(TypeError, match="expected an AccessPolicyWindow or None, got tuple"):
+        g.set_attributes(node, access_policy_window=(x.ptr, 64))
+    window = gg.AccessPolicyWindow
+    with pytest.raises(ValueError, match=r"hit_ratio must be a number from 0 to 1, got 1\.5"):
+        g.set_attributes(node, access_policy_window=window(x, hit_ratio=1.5))
+    with pytest.raises(ValueError, match="miss may be 'normal' or 'streaming', not 'persisting'"):
+        g.set_attributes(node, access_policy_window=window(x, miss="persisting"))
+    with pytest.raises(ValueError, match=r"hit must be one of \('normal', 'streaming', 'persisting'\), got 'l2'"):
+        g.set_attributes(node, access_policy_window=window(x, hit="l2"))
+    with pytest.raises(ValueError, match=r"nbytes must be from 1 to this device's largest window, \d+ bytes; got 0"):
+        g.set_attributes(node, access_policy_window=window(x.ptr, 0))
+    with pytest.raises(ValueError, match=r"largest window, \d+ bytes; got 1073741824"):
+        g.set_attributes(node, access_policy_window=window(x.ptr, 1 << 30))
+    with pytest.raises(ValueError, match=r"the window's 2048 bytes pass the end of its base"):
+        g.set_attributes(node, access_policy_window=window(x, 2048))
+    with pytest.raises(ValueError, match="nbytes is needed with an address for base"):
+        g.set_attributes(node, access_policy_window=window(x.ptr))
+    with pytest.raises(TypeError, match="base must be an Array or a non-zero address, got None"):
+        g.set_attributes(node, access_policy_window=window(None, 64))
+    # The launch shape: cluster dims divide the grid; a cooperative grid fits on the device at once. A refusal
+    # of one of several attributes changes none.
+    with pytest.raises(ValueError, match=r"set_attributes\(Node\(n0, kernel fill\)\): its cluster dims \(3, 1, 1\) "
+                                         r"must divide its grid \(8, 1, 1\)"):
+        g.set_attributes(node, priority=least, cluster_dims=3)
+    assert node.attributes == gg.KernelAttributes(priority=greatest)
+    big, huge, _ = fill_graph(device, grid=100_000)
+    big.set_params(huge, block=1024)
+    with pytest.raises(ValueError, match=r"it is cooperative, so its 100000 blocks must all be resident at once; this "
+                                         r"device holds at most \d+ blocks of 1024 threads of this kernel"):
+        big.set_attributes(huge, cooperative=True)
+    assert huge.attributes.cooperative is False
+
+
+def test_only_kernel_nodes_of_the_graph_have_attributes(device):
+    g, node, x = fill_graph(device)
+    memset = g.add_memset(x, 0)
+    with pytest.raises(gg.GraphError, match=r"Node.attributes: Node\(n1, memset\) is a memset node; only kernel nodes "
+                                            r"have attributes"):
+        memset.attributes
+    with pytest.raises(gg.GraphError, match=r"set_attributes\(Node\(n1, memset\)\): the node is a memset node, not a "
+                                            r"kernel node"):
+        g.set_attributes(memset, priority=0)
+    _, theirs, _ = fill_graph(device)
+    with pytest.raises(gg.GraphError, match="set_attributes"):
+        g.set_attributes(theirs, priority=0)
+    with pytest.raises(TypeError, match=r"set_attributes\(node\): expected a Node, got int"):
+        g.set_attributes(3, priority=0)
+    g.remove_node(node)
+    with pytest.raises(gg.GraphError, match="removed with remove_node"):
+        node.attributes
+
+
+def test_a_launch_shape_the_attributes_do_not_allow_is_refused_by_graph_and_exec_setters(device):
+    g, node, x = fill_graph(device)
+    early = g.instantiate()  # made before the cluster dims: it keeps what it was made with
+    g.set_attributes(node, cluster_dims=4)
+    with pytest.raises(ValueError, match=r"set_params\(Node\(n0, kernel fill\)\): its cluster dims \(4, 1, 1\) must "
+                                         r"divide its grid \(6, 1, 1\)"):
+        g.set_params(node, grid=6)
+    assert node.params.grid == (8, 1, 1)
+    g.set_params(node, grid=12)
+    late = g.instantiate()
+    with pytest.raises(ValueError, match=r"set_params\(Node\(n0, kernel fill\)\): its cluster dims .*must divide its "
+                                         r"grid"):
+        late.set_params(node, grid=6)
+    late.set_params(node, grid=4, block=64)  # (4 divides 4; 256 threads cover the array)
+    early.set_params(node, grid=6, block=64)  # (no clusters in the executable graph made before)
+    x2 = device.zeros(N, np.int32)
+    late.set_params(node, x2, 5, N)
+    run(device, late)
+    run(device, early)
+    np.testing.assert_array_equal(x2.to_numpy(), np.full(N, 5, np.int32))
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 7, np.int32))
+    late.close()
+    early.close()
+
+
+def test_clones_carry_attributes_and_copy_attributes_copies_them(device):
+    g, node, x = fill_graph(device)
+    greatest = device.priority_range[1]
+    g.set_attributes(node, priority=greatest, cluster_dims=2, access_policy_window=gg.AccessPolicyWindow(x))
+    copy = g.clone()
+    assert copy.find(node).attributes == node.attributes
+    g.set_attributes(node, priority=0)  # (the clone is a graph of its own)
+    assert copy.find(node).attributes.priority == greatest
+    other, target, _ = fill_graph(device, grid=6)
+    other.copy_attributes(copy.find(node), target)
+    assert target.attributes == copy.find(node).attributes
+    odd, target_odd, _ = fill_graph(device, grid=5)
+    with pytest.raises(ValueError, match=r"copy_attributes\(Node\(n0, kernel fill\)\): its cluster dims \(2, 1, 1\) "
+                                         r"must divide its grid \(5, 1, 1\)"):
+        odd.copy_attributes(node, target_odd)
+    assert target_odd.attributes == gg.KernelAttributes()
+    memset = odd.add_memset(device.zeros(N, np.int32), 0)
+    with pytest.raises(gg.GraphError, match=r"copy_attributes.*a memset node"):
+        odd.copy_attributes(node, memset)
+    with pytest.raises(gg.GraphError, match=r"copy_attributes\(src\): Node\(n1, memset\) is a memset node"):
+        odd.copy_attributes(memset, target_odd)
+    with pytest.raises(TypeError, match=r"copy_attributes\(src\): expected a Node, got str"):
+        odd.copy_attributes("n0", target_odd)
+
+
+def test_update_takes_attributes_but_not_a_cooperative_change_nor_a_fixed_priority(device):
+    g, node, x = fill_graph(device)
+    greatest = device.priority_range[1]
+    exe = g.instantiate()
+    fixed = g.instantiate(use_node_priority=True)
+    new, new_node, y = fill_graph(device, value=3)
+    new.set_attributes(new_node, cluster_dims=4, priority=greatest)
+    exe.update(new)  # the cluster dims and priority come with the update
+    with pytest.raises(ValueError, match=r"cluster dims.*must divide its grid"):
+        exe.set_params(node, grid=6)
+    with pytest.raises(gg.GraphUpdateError) as refused:
+        fixed.update(new)
+    # (CUDA without the compiled extension: cuda-bindings gives no result with the driver's refusal)
+    assert refused.value.reason in ("attributes changed",) + (("refused by the CUDA driver",)
+                                                               if device.backend == "cuda" else ())
+    new.set_attributes(new_node, priority=0)
+    fixed.update(new)  # the same priorities
+    new.set_attributes(new_node, cooperative=True)
+    with pytest.raises(gg.GraphUpdateError) as refused:
+        exe.update(new)
+    assert refused.value.reason in ("attributes changed",) + (("refused by the CUDA driver",)
+                                                               if device.backend == "cuda" else ())
+    run(device, exe)  # the executable graph runs the update that was taken: the new graph's array and value
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 3, np.int32))
+    np.testing.assert_array_equal(x.to_numpy(), np.zeros(N, np.int32))
+    exe.close()
+    fixed.close()
+
+
+def test_a_kernel_captured_on_a_priority_stream_has_the_streams_priority(device):
+    greatest = device.priority_range[1]
+    x = device.zeros(N, np.int32)
+    stream = device.stream(priority=greatest)
+    with stream.capture() as capture:
+        stream.launch(K.fill, 8, 32, x, 1, N)
+    (node,) = capture.graph.nodes
+    assert node.attributes == gg.KernelAttributes(priority=greatest)
+    plain = device.stream()
+    with plain.capture() as capture:
+        plain.launch(K.fill, 8, 32, x, 1, N)
+    assert capture.graph.nodes[0].attributes == gg.KernelAttributes()
