@@ -249,12 +249,18 @@ def _box_side(operand: Any, shape: tuple[int, ...], at: Any, side: str, what: st
     return (origin[2] * itemsize, origin[1], origin[0]), dims[2] * itemsize, dims[1]
 
 
-def copy_box(dst: Any, src: Any, shape: Any, dst_origin: Any, src_origin: Any, what: str) -> tuple[int, Any]:
+def copy_box(dst: Any, src: Any, nbytes: Any, shape: Any, dst_origin: Any, src_origin: Any,
+             what: str) -> tuple[int, Any]:
     """Check a 2-D or 3-D copy of a box of ``shape`` elements (an int or up to 3 ints, the last along rows) from
-    ``src_origin`` of ``src`` to ``dst_origin`` of ``dst``, arrays of one dtype seen as (slices, rows, row);
-    return (the bytes it moves, its Box, or None for one row from both starts: a 1-D copy)."""
+    ``src_origin`` of ``src`` to ``dst_origin`` of ``dst``, arrays of one dtype seen as (slices, rows, row), asked
+    for with ``nbytes`` None; return (the bytes it moves, its Box, or None for one row from both starts: a 1-D
+    copy)."""
     from ._nodes import Box  # (the node records import this module)
 
+    if shape is None:
+        raise TypeError(f"{what}: dst_origin and src_origin place a 2-D or 3-D copy; give its shape too")
+    if nbytes is not None:
+        raise TypeError(f"{what}: give nbytes (a 1-D copy) or shape (a 2-D or 3-D copy), not both")
     operand_nbytes(dst, f"{what}(dst)", writable=True)
     operand_nbytes(src, f"{what}(src)")
     if dst.dtype != src.dtype:
@@ -269,9 +275,14 @@ def copy_box(dst: Any, src: Any, shape: Any, dst_origin: Any, src_origin: Any, w
     return extent[0] * extent[1] * extent[2], Box(extent, dst_at, dst_pitch, dst_rows, src_at, src_pitch, src_rows)
 
 
-def memset_plane(dst: Any, value: Any, shape: Any, origin: Any, what: str) -> tuple[int, int, int, int, int, int]:
-    """Check a 2-D memset of a box of ``shape`` elements (rows, row) at ``origin`` of ``dst``, a 1- or 2-D Array:
-    (pattern, element size, elements a row, pitch in bytes, rows, offset in bytes)."""
+def memset_plane(dst: Any, value: Any, count: Any, shape: Any, origin: Any,
+                 what: str) -> tuple[int, int, int, int, int, int]:
+    """Check a 2-D memset of a box of ``shape`` elements (rows, row) at ``origin`` of ``dst``, a 1- or 2-D Array,
+    asked for with ``count`` None: (pattern, element size, elements a row, pitch in bytes, rows, offset in bytes)."""
+    if shape is None:
+        raise TypeError(f"{what}: origin places a 2-D memset; give its shape too")
+    if count is not None:
+        raise TypeError(f"{what}: give count (a 1-D memset) or shape (a 2-D memset), not both")
     pattern, element_size, _ = memset_pattern(dst, value, None, what)
     # The widest pattern the dtype allows, so a 2-D memset's element size follows its dtype, not its value: an
     # executable graph's 2-D memset may take a new value but not a new element size (CUDA's rule).
@@ -289,3 +300,12 @@ def memset_plane(dst: Any, value: Any, shape: Any, origin: Any, what: str) -> tu
     units = dst.dtype.itemsize // element_size  # (pattern elements per element of dst)
     rows, row = (1,) * (2 - len(shape)) + shape
     return pattern, element_size, row * units, pitch, rows, y * pitch + x
+
+
+def address_of(operand: Any) -> int:
+    """Where a memory operand starts: an Array's address, a NumPy array's, or a raw address (an int)."""
+    if type(operand) is Array:
+        return operand.ptr
+    if isinstance(operand, np.ndarray):
+        return operand.__array_interface__["data"][0]
+    return int(operand)

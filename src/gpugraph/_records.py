@@ -45,12 +45,8 @@ def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str
     """A copy node's record (any direction; Arrays of ``device``'s backend or page-locked NumPy arrays): ``nbytes``
     from the operands' starts, or (``shape``) the box ``_memory.copy_box`` checks."""
     box = None
-    if shape is not None:
-        if nbytes is not None:
-            raise TypeError(f"{what}: give nbytes (a 1-D copy) or shape (a 2-D or 3-D copy), not both")
-        nbytes, box = copy_box(dst, src, shape, dst_origin, src_origin, what)
-    elif dst_origin is not None or src_origin is not None:
-        raise TypeError(f"{what}: dst_origin and src_origin place a 2-D or 3-D copy; give its shape too")
+    if shape is not None or dst_origin is not None or src_origin is not None:
+        nbytes, box = copy_box(dst, src, nbytes, shape, dst_origin, src_origin, what)
     else:
         nbytes = memcpy_nbytes(dst, src, nbytes, what, node=True)
     device._check_same_backend(dst, f"{what}(dst)")
@@ -66,13 +62,9 @@ def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: st
     """A memset node's record: ``count`` elements (default: all) of ``dst`` set to ``value``, or (``shape``) the 2-D
     box ``_memory.memset_plane`` checks."""
     device._check_same_backend(dst, f"{what}(dst)")  # (the node runs on dst's device)
-    if shape is not None:
-        if count is not None:
-            raise TypeError(f"{what}: give count (a 1-D memset) or shape (a 2-D memset), not both")
-        pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, shape, origin, what)
+    if shape is not None or origin is not None:
+        pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, count, shape, origin, what)
         return MemsetParams(dst, value, pattern, element_size, row, pitch, rows, offset)
-    if origin is not None:
-        raise TypeError(f"{what}: origin places a 2-D memset; give its shape too")
     pattern, element_size, units = memset_pattern(dst, value, count, what, node=True)
     return MemsetParams(dst, value, pattern, element_size, units)
 

@@ -307,11 +307,7 @@ class Stream:
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memcpy")
         if shape is not None or dst_origin is not None or src_origin is not None:
-            if shape is None:
-                raise TypeError("memcpy: dst_origin and src_origin place a 2-D or 3-D copy; give its shape too")
-            if nbytes is not None:
-                raise TypeError("memcpy: give nbytes (a 1-D copy) or shape (a 2-D or 3-D copy), not both")
-            nbytes, box = copy_box(dst, src, shape, dst_origin, src_origin, "memcpy")
+            nbytes, box = copy_box(dst, src, nbytes, shape, dst_origin, src_origin, "memcpy")
             self.device._check_same_backend(dst, "memcpy(dst)")
             self.device._check_same_backend(src, "memcpy(src)")
             if self._capture is not None:  # (a box's operands are checked whole: its rows may lie anywhere in them)
@@ -339,11 +335,7 @@ class Stream:
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memset")
         if shape is not None or origin is not None:
-            if shape is None:
-                raise TypeError("memset: origin places a 2-D memset; give its shape too")
-            if count is not None:
-                raise TypeError("memset: give count (a 1-D memset) or shape (a 2-D memset), not both")
-            pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, shape, origin, "memset")
+            pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, count, shape, origin, "memset")
             self.device._check_same_device(dst, "memset(dst)")
             self._backend.stream_memset(self._handle, dst, value, pattern, element_size, row, self._capture_handle(),
                                         (pitch, rows, offset))

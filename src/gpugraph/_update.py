@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import GraphUpdateError
+from ._memory import address_of
 from ._nodes import MEMORY_KINDS, ConditionalParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 
 
@@ -94,13 +95,6 @@ def _copy_words(p: MemcpyParams) -> str:
     if p.box is None:
         return f"a 1-D copy of {p.nbytes} bytes {where}"
     return f"extent {p.box.extent} (bytes, rows, slices) {where}, at {p.box.src_at} and {p.box.dst_at}"
-
-
-def address_of(operand: Any) -> int:
-    """Where a copy operand's memory starts: an Array's address, a NumPy array's, or a raw address."""
-    if isinstance(operand, np.ndarray):
-        return int(operand.__array_interface__["data"][0])
-    return int(getattr(operand, "ptr", operand))
 
 
 def _plane(p: MemsetParams) -> tuple[int, int, int, int]:

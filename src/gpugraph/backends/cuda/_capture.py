@@ -10,13 +10,14 @@ from cuda.bindings import driver as cu
 from ... import _params
 from ..._errors import BackendError, CaptureError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
+from ..._memory import address_of as address
 from ..._nodes import AllocParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 from ..._params import resolve
 from .._allocation import Allocation
 from . import _compiled
 from ._driver import call, error, fail, listed
 from ._launch import Function
-from ._nodes import add_node, address, derive_params, describes, memcpy3d
+from ._nodes import add_node, derive_params, describes, memcpy3d
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
 from ._symbols import drv

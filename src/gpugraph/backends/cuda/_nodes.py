@@ -17,6 +17,7 @@ from cuda.bindings import driver as cu
 from ... import _params
 from ..._attributes import AttributeRefusal
 from ..._memory import Array
+from ..._memory import address_of as address
 from ..._nodes import (
     AllocParams,
     Box,
@@ -45,15 +46,6 @@ _add_kernel_node = drv.graph_add_kernel_node  # read once, for the hot path (eac
 _SHAPE_REFUSALS = {cu.CUresult.CUDA_ERROR_INVALID_CLUSTER_SIZE: "its cluster dims must divide its grid",
                    cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
                        "it is cooperative, so its blocks must all be resident at once, more than this device holds"}
-
-
-def address(operand: Any) -> int:
-    """The address of a memory operand: an Array, a NumPy array or a raw int."""
-    if type(operand) is Array:
-        return operand.ptr
-    if isinstance(operand, np.ndarray):
-        return operand.__array_interface__["data"][0]
-    return int(operand)
 
 
 def device_index(operand: Any, default: int) -> int:

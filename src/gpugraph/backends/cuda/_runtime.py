@@ -16,13 +16,13 @@ from cuda.bindings import driver as cu
 from ..._errors import BackendError, GpuGraphError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._memory import Array
+from ..._memory import address_of as address
 from .. import _exit as at_exit
 from .._allocation import Allocation
 from ._compile import ModuleCache
 from ._driver import Contexts, call, error, fail
 from ._host import HostCalls
 from ._launch import Function
-from ._nodes import address
 from ._objects import CudaCapture
 from ._symbols import drv
 
