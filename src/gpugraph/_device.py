@@ -19,6 +19,7 @@ from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._stream import Event, Stream
 from ._user_objects import UserObject
+from ._variables import symbol
 from .backends import BACKEND_ORDER, available_backends, get_backend
 from .backends._protocol import Backend
 
@@ -270,6 +271,27 @@ class Device:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         raw = self._backend.pinned_empty(self.index, Array.bytes_for(shape, dtype))
         return raw.view(dtype).reshape(shape)
+
+    def symbol(self, kernel: Any, name: str, dtype: Any = None) -> Array:
+        """The ``__device__``, ``__constant__`` or ``__managed__`` variable ``name`` of ``kernel``'s module on this
+        device, as an Array: copies to and from it (streams, graph nodes, setters) are the ...ToSymbol and
+        ...FromSymbol calls, and ``dst_origin=``/``src_origin=`` their offsets. The module is ``kernel``'s source,
+        compiled once per device (a template's instance is a module of its own), and its kernels see the copies.
+
+        Args:
+            kernel: A Kernel of the source that declares the variable.
+            name: Its name, in namespaces or not (``"table"``, ``"ns::table"``).
+            dtype: The elements' type; None reads it from the declaration (a C number type). The shape is the
+                declaration's dimensions where they are literal (``()`` for a scalar), else 1-D.
+
+        Raises:
+            ValueError: If the module has no such variable, or its size is no whole number of ``dtype`` elements.
+            TypeError: If ``dtype`` is None and the declaration's type cannot be read.
+            KernelCompileError: If the source does not compile.
+
+        See also: hipModuleGetGlobal, cuModuleGetGlobal, cudaGetSymbolAddress, cudaGetSymbolSize.
+        """
+        return symbol(self, kernel, name, dtype)
 
     def graph_memory(self) -> GraphMemoryUsage:
         """The graph memory pool's figures (cudaDeviceGetGraphMemAttribute)."""

@@ -462,11 +462,15 @@ class GraphExec:
             raise ValueError(f"set_params({node!r}): {refusal}") from None
 
     @_serialized
-    def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
-        """Change a 1-D copy node (the rules of ``Graph.add_memcpy``). An executable graph's 2-D or 3-D copy never
-        changes (CUDA's rule: ``_update.node_refusal``). See also: cudaGraphExecMemcpyNodeSetParams."""
+    def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None,
+                   dst_origin: Any = None, src_origin: Any = None) -> None:
+        """Change a copy node (the rules of ``Graph.add_memcpy``): a 1-D copy, or a box of one row, which may move,
+        change size and become 1-D and back. An executable graph's copy of several rows never changes (CUDA's rule:
+        ``_update.node_refusal``). See also: cudaGraphExecMemcpyNodeSetParams, and ...ToSymbol/...FromSymbol
+        with an Array of ``Device.symbol``."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
-        self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"), node)
+        self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy", shape=shape, dst_origin=dst_origin,
+                                   src_origin=src_origin), node)
 
     @_serialized
     def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None, *, shape: Any = None,

@@ -62,6 +62,10 @@ class Backend(Protocol):
 
     # Kernels
     def kernel_load(self, index: int, kernel: Any) -> Handle: ...
+    def kernel_variable(self, index: int, kernel: Any, name: str) -> Handle | None:
+        """The allocation record (origin "device", never freed) of the variable of linkage name ``name`` in the
+        module ``kernel`` runs from on device ``index`` (cuModuleGetGlobal), loading it on first use; None where the
+        module has none."""
     def kernel_static_shared(self, index: int, kernel: Any) -> int:
         """The bytes of static shared memory (``__shared__`` variables) of ``kernel`` on device ``index``,
         loading it on first use."""

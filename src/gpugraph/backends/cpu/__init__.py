@@ -214,6 +214,19 @@ class CpuBackend:
             load_compiled(kernel)
         return kernel
 
+    def kernel_variable(self, index: int, kernel: Any, name: str) -> Allocation | None:
+        if kernel.cpu is not None:
+            raise ValueError(f"symbol: {kernel!r} runs as its Python implementation (cpu=) on the CPU backend, which "
+                             f"compiles no module to hold its source's variables; make the Kernel without cpu= to "
+                             f"run its source here")
+        found = load_compiled(kernel).module.variable(name)
+        if found is None:
+            return None
+        # (The library stays loaded while the process runs: its variable is memory like any other.)
+        address, size = found
+        return Allocation(address, size, "device", index, owner=f"the module variable {name!r} of {kernel!r}",
+                          buffer=np.frombuffer((ctypes.c_uint8 * size).from_address(address), np.uint8))
+
     def kernel_static_shared(self, index: int, kernel: Any) -> int:
         return 0 if kernel.cpu is not None else load_compiled(kernel).static_shared
 

@@ -50,6 +50,7 @@ CUDA = {
     # Modules and kernels
     "module_load_data": "cuModuleLoadData",
     "module_get_function": "cuModuleGetFunction",
+    "module_get_global": "cuModuleGetGlobal",  # HIP: hipModuleGetGlobal
     "func_get_name": "cuFuncGetName",
     "func_get_param_info": "cuFuncGetParamInfo",  # CUDA 12.4; HIP: hipKernelGetParamInfo
     "launch_kernel": "cuLaunchKernel",  # HIP: hipModuleLaunchKernel

@@ -1,0 +1,82 @@
+"""Variables of a kernel's module (``__device__``, ``__constant__``, ``__managed__``) viewed as Arrays, so that copies
+to and from them (HIP's and CUDA's ...ToSymbol/...FromSymbol calls) are ordinary copies, on streams and as nodes."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from ._kernel import Kernel
+from ._memory import Array, normalize_dtype
+from ._signature import type_of
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def linkage_name(name: Any) -> str:
+    """The name the compiled module gives variable ``name`` (C++'s, as NVRTC and the host compilers mangle it): a
+    name at file scope as it is, one in namespaces (``ns::table``) mangled, ``_ZN2ns5tableE``."""
+    if not isinstance(name, str):
+        raise TypeError(f"symbol: name must be a str naming a __device__ or __constant__ variable, got {name!r}")
+    parts = [part.strip() for part in name.strip().removeprefix("::").split("::")]
+    if not all(_IDENTIFIER.fullmatch(part) for part in parts):
+        raise ValueError(f"symbol: {name!r} is not a variable's name (an identifier, in namespaces or not, such as "
+                         f"'table' or 'ns::table'; a template's variables are not supported)")
+    if len(parts) == 1:
+        return parts[0]
+    return "_ZN" + "".join(f"{len(part)}{part}" for part in parts) + "E"
+
+
+def _declaration(kernel: Any, name: str) -> tuple[np.dtype | None, tuple[int, ...] | None, bool]:
+    """The type and the array dimensions (literal ones) that ``kernel``'s source declares variable ``name`` with,
+    each None where the source does not say it plainly; and whether it is declared ``static``."""
+    leaf = name.rsplit("::", 1)[-1].strip()
+    source = _COMMENT.sub(" ", kernel.source)
+    found = re.search(rf"(\bstatic\s+)?(?:__device__|__constant__|__managed__)\s+([^;{{}}()=]*?)\b{leaf}\s*"
+                      rf"((?:\[[^\]]*\]\s*)*)(?:=|;)", source)
+    if found is None:
+        return None, None, False
+    words = [w for w in found[2].replace("*", " * ").split()
+             if w not in ("static", "extern", "volatile", "const", "__device__", "__constant__", "__managed__")]
+    dtype = None if "*" in words else type_of(words, kernel.source, kernel.options)
+    sizes = re.findall(r"\[\s*([^\]]*?)\s*\]", found[3])
+    dims = tuple(int(size) for size in sizes) if all(size.isdigit() for size in sizes) else None
+    return dtype, dims, bool(found[1]) or "static" in found[2].split()
+
+
+def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
+    """The Array of ``kernel``'s module variable ``name`` on ``device`` (``Device.symbol``)."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"symbol: kernel must be a gg.Kernel, whose module holds the variable, got "
+                        f"{type(kernel).__name__}")
+    linked = linkage_name(name)
+    declared, dims, internal = _declaration(kernel, name)
+    if internal:
+        # (A host compiler may fold a static variable that its library never writes: the CPU backend's kernels
+        # would not see a copy to it, where CUDA's do. Refused on both backends, so that they agree.)
+        raise ValueError(f"symbol: {name!r} is declared static in {kernel!r}'s source, so no copy may reach it "
+                         f"on every backend (the CPU backend's compiler may fold it); declare it without static")
+    device._load_kernel(kernel)  # (first: a source that does not compile raises its error)
+    alloc = device._backend.kernel_variable(device.index, kernel, linked)
+    if alloc is None:
+        raise ValueError(f"symbol: the module of {kernel!r} on {device} has no __device__, __constant__ or __managed__ "
+                         f"variable {name!r} (looked up as {linked!r})")
+    if dtype is None:
+        if declared is None:
+            raise TypeError(f"symbol: gpugraph cannot read the type of {name!r} from {kernel!r}'s source (not a C "
+                            f"number type, or not declared plainly); give it: symbol(kernel, {name!r}, dtype=...)")
+        dtype = declared
+    else:
+        dtype = normalize_dtype(dtype)
+    if alloc.nbytes % dtype.itemsize:
+        raise ValueError(f"symbol: {name!r} takes {alloc.nbytes} bytes, not a whole number of {dtype} elements")
+    count = alloc.nbytes // dtype.itemsize
+    if dtype == declared and dims is not None and math.prod(dims) == count:
+        shape: tuple[int, ...] = dims  # (a scalar: shape (), as it is declared)
+    else:
+        shape = (count,)
+    return Array(device, alloc.ptr, shape, dtype, alloc)
