@@ -146,7 +146,7 @@ def test_symbol_errors_name_the_variable_and_the_rule(device, combine):
         device.symbol(combine, "a b")
     with pytest.raises(TypeError, match=r"symbol: name must be a str"):
         device.symbol(combine, 3)
-    with pytest.raises(TypeError, match=r"symbol: kernel must be a gg.Kernel, whose module holds the variable, got str"):
+    with pytest.raises(TypeError, match=r"symbol: kernel must be a gg.Kernel, whose module holds the variable, got s"):
         device.symbol("combine", "coeffs")
     with pytest.raises(TypeError, match=r"symbol: gpugraph cannot read the type of 'pairs' .* dtype=\.\.\.\)"):
         device.symbol(combine, "pairs")

@@ -68,6 +68,13 @@ def configured_devices() -> int:
     return count
 
 
+
+def _host_bytes(ptr: int, nbytes: int) -> np.ndarray:
+    """The ``nbytes`` bytes of host memory at ``ptr`` as a writable uint8 array, viewed where they are."""
+    raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
+    # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
+    return np.frombuffer(raw, np.uint8)  # type: ignore[arg-type]
+
 class CpuBackend:
     """Implements ``gpugraph.backends._protocol.Backend`` on the host."""
 
@@ -184,10 +191,8 @@ class CpuBackend:
 
     def mem_import(self, index: int, ptr: int, nbytes: int) -> Allocation:
         # Host memory another library exported (DLPack kDLCPU), viewed where it is; its owner keeps it alive.
-        raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
-        # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
         return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}",
-                          buffer=np.frombuffer(raw, np.uint8))  # type: ignore[arg-type]
+                          buffer=_host_bytes(ptr, nbytes))
 
     def graph_memory(self, index: int) -> dict[str, int]:
         return self._graph_pools[index].usage()
@@ -225,7 +230,7 @@ class CpuBackend:
         # (The library stays loaded while the process runs: its variable is memory like any other.)
         address, size = found
         return Allocation(address, size, "device", index, owner=f"the module variable {name!r} of {kernel!r}",
-                          buffer=np.frombuffer((ctypes.c_uint8 * size).from_address(address), np.uint8))
+                          buffer=_host_bytes(address, size))
 
     def kernel_static_shared(self, index: int, kernel: Any) -> int:
         return 0 if kernel.cpu is not None else load_compiled(kernel).static_shared
