@@ -50,8 +50,11 @@ from ._nodes import (
     MemcpyParams,
     MemsetParams,
     NodeKind,
+    SemaphoreSignalParams,
+    SemaphoreWaitParams,
 )
 from ._params import Param
+from ._semaphores import EmulatedSemaphore, ExternalSemaphore
 from ._stream import Event, Stream
 from ._user_objects import UserObject
 from .backends import available_backends
@@ -79,9 +82,11 @@ __all__ = [
     "ConditionalParams",
     "Device",
     "EmptyParams",
+    "EmulatedSemaphore",
     "Event",
     "EventRecordParams",
     "EventWaitParams",
+    "ExternalSemaphore",
     "FreeParams",
     "GpuGraphError",
     "Graph",
@@ -101,6 +106,8 @@ __all__ = [
     "Node",
     "NodeKind",
     "Param",
+    "SemaphoreSignalParams",
+    "SemaphoreWaitParams",
     "Stream",
     "StreamErrors",
     "UniqueId",

@@ -17,6 +17,7 @@ from ._errors import BackendUnavailableError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
+from ._semaphores import ExternalSemaphore
 from ._stream import Event, Stream
 from ._user_objects import UserObject
 from ._variables import symbol
@@ -292,6 +293,24 @@ class Device:
         See also: hipModuleGetGlobal, cuModuleGetGlobal, cudaGetSymbolAddress, cudaGetSymbolSize.
         """
         return symbol(self, kernel, name, dtype)
+
+    def import_semaphore(self, handle: Any, *, timeline: bool = True) -> ExternalSemaphore:
+        """Import another API's semaphore, for streams and graph nodes of this device to signal and wait on.
+
+        Args:
+            handle: On CUDA, the semaphore's file descriptor (Vulkan's vkGetSemaphoreFdKHR, an opaque fd): the import
+                owns it once it succeeds (the driver closes it), and it stays the caller's if the import fails. On
+                the CPU backend, a ``gg.EmulatedSemaphore``.
+            timeline: Whether it is a timeline semaphore (signaled to and waited for at values), else binary.
+
+        Raises:
+            TypeError: If ``handle`` is not what this backend imports.
+            ValueError: If the driver refuses the handle, or (CPU) an EmulatedSemaphore of the other kind.
+
+        See also: hipImportExternalSemaphore, cudaImportExternalSemaphore (cudaExternalSemaphoreHandleTypeOpaqueFd,
+        ...TimelineSemaphoreFd).
+        """
+        return ExternalSemaphore(self, handle, timeline)
 
     def graph_memory(self) -> GraphMemoryUsage:
         """The graph memory pool's figures (cudaDeviceGetGraphMemAttribute)."""

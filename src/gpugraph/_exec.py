@@ -17,9 +17,10 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
 from ._kernel import Kernel
 from ._nesting import nesting_refusal
-from ._nodes import BODY_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
+from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
+from ._semaphores import semaphore_record
 from ._stream import Event, Stream
 from ._topology import Topology
 from ._update import GraphLayout, check_update, graph_shape, node_refusal
@@ -510,6 +511,16 @@ class GraphExec:
         """
         i = self._index(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
         self._set(i, event_record(self.device, node.kind, event, "set_event"), node)
+
+    @_serialized
+    def set_semaphores(self, node: Any, semaphores: Any, values: Any = None) -> None:
+        """Change the semaphores and values of a semaphore signal or wait node; the number of semaphores stays (CUDA's
+        rule, measured).
+
+        See also: cudaGraphExecExternalSemaphoresSignalNodeSetParams, cudaGraphExecExternalSemaphoresWaitNodeSetParams.
+        """
+        i = self._index(node, SEMAPHORE_KINDS, "set_semaphores")
+        self._set(i, semaphore_record(self.device, node.kind, semaphores, values, "set_semaphores"), node)
 
     @_serialized
     def is_enabled(self, node: Any) -> bool:

@@ -27,6 +27,8 @@ class NodeKind(enum.Enum):
     MEM_ALLOC = "mem_alloc"
     MEM_FREE = "mem_free"
     CONDITIONAL = "conditional"
+    SEMAPHORE_SIGNAL = "semaphore_signal"
+    SEMAPHORE_WAIT = "semaphore_wait"
 
 
 class Removed:
@@ -49,6 +51,7 @@ def why_gone(handle: Any) -> str:
 # (A tuple: ``in`` finds a member by identity first, where a set would call Enum's Python-level __hash__; this
 # one is tested for every node read from a backend.)
 MEMORY_KINDS = (NodeKind.MEM_ALLOC, NodeKind.MEM_FREE)
+SEMAPHORE_KINDS = (NodeKind.SEMAPHORE_SIGNAL, NodeKind.SEMAPHORE_WAIT)
 # CUDA allows enabling and disabling only these kinds on an executable graph.
 TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
 # The kinds a conditional node's body may hold (CUDA refuses the others there: host, event and memory nodes).
@@ -188,6 +191,32 @@ class EventWaitParams:
 
     def label(self) -> str:
         return "event wait"
+
+
+@dataclass(frozen=True)
+class SemaphoreSignalParams:
+    """Signal each of ``semaphores`` (ExternalSemaphores): a timeline semaphore to its value in ``values``, a
+    binary one (its value 0) to signaled."""
+
+    kind: ClassVar[NodeKind] = NodeKind.SEMAPHORE_SIGNAL
+    semaphores: tuple
+    values: tuple[int, ...]
+
+    def label(self) -> str:
+        return f"signal {len(self.semaphores)} semaphore{'s' if len(self.semaphores) != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class SemaphoreWaitParams:
+    """Wait until each of ``semaphores`` is signaled: a timeline semaphore to at least its value in ``values``, a
+    binary one once (the wait takes its signal)."""
+
+    kind: ClassVar[NodeKind] = NodeKind.SEMAPHORE_WAIT
+    semaphores: tuple
+    values: tuple[int, ...]
+
+    def label(self) -> str:
+        return f"wait for {len(self.semaphores)} semaphore{'s' if len(self.semaphores) != 1 else ''}"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ from ._memory import (
     normalize_dtype,
     normalize_shape,
 )
+from ._nodes import NodeKind
 from ._params import resolve
+from ._semaphores import semaphore_record
 
 # The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
 # handle can reach another library through ``ptr`` as well as ``__cuda_stream__``) and those made from other
@@ -345,6 +347,30 @@ class Stream:
         if not units and self._capture is not None:
             return  # CUDA captures no node for a memset of no elements
         self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units, self._capture_handle())
+
+    def signal_semaphores(self, semaphores: Any, values: Any = None) -> None:
+        """Enqueue signaling ``semaphores`` (an ExternalSemaphore or a list): timeline ones to ``values`` (one int for
+        all, or one per semaphore), binary ones (no value). Under capture, a semaphore signal node.
+
+        See also: hipSignalExternalSemaphoresAsync, cudaSignalExternalSemaphoresAsync.
+        """
+        self._semaphores(NodeKind.SEMAPHORE_SIGNAL, semaphores, values, "signal_semaphores")
+
+    def wait_semaphores(self, semaphores: Any, values: Any = None) -> None:
+        """Make later work of this stream wait until ``semaphores`` are signaled: timeline ones to at least
+        ``values``, binary ones once each. Under capture, a semaphore wait node.
+
+        See also: hipWaitExternalSemaphoresAsync, cudaWaitExternalSemaphoresAsync.
+        """
+        self._semaphores(NodeKind.SEMAPHORE_WAIT, semaphores, values, "wait_semaphores")
+
+    def _semaphores(self, kind: NodeKind, semaphores: Any, values: Any, what: str) -> None:
+        record = semaphore_record(self.device, kind, semaphores, values, what)
+        if self._capture is not None or self.legacy or _capture.function_captures:
+            self._guard(f"Stream.{what}")
+            if self._capture is not None:
+                self._capture._refuse_in_body(f"Stream.{what}", kind.value.replace("_", " "))
+        self._backend.stream_semaphores(self._handle, record, self._capture_handle())
 
     def host(self, fn: Callable[..., Any], *args: Any) -> None:
         """Enqueue a call of ``fn(*args)`` on the host, in stream order.

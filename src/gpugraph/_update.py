@@ -26,7 +26,16 @@ import numpy as np
 
 from ._errors import GraphUpdateError
 from ._memory import address_of
-from ._nodes import MEMORY_KINDS, ConditionalParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ._nodes import (
+    MEMORY_KINDS,
+    ConditionalParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+    SemaphoreSignalParams,
+    SemaphoreWaitParams,
+)
 
 
 class GraphLayout:
@@ -128,6 +137,9 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
             return "parameters changed", (f"a 2-D memset keeps its shape, and a 1-D one stays 1-D (CUDA's rule, "
                                           f"measured): it was {_plane(old)}, got {_plane(new)} (rows, elements a "
                                           f"row, element size, pitch)")
+    elif isinstance(old, (SemaphoreSignalParams, SemaphoreWaitParams)) and len(old.semaphores) != len(new.semaphores):
+        return "parameters changed", (f"an executable graph's semaphore node keeps its number of semaphores (CUDA's "
+                                      f"rule, measured): it had {len(old.semaphores)}, got {len(new.semaphores)}")
     elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
         return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
     elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):

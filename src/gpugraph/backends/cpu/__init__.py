@@ -33,6 +33,7 @@ from ..._nodes import (
     NodeKind,
 )
 from ..._params import resolve
+from ..._semaphores import EmulatedSemaphore
 from .. import _exit as at_exit
 from .._allocation import Allocation
 from .._exit import exit_timeout
@@ -43,7 +44,7 @@ from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
-from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
+from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, run_semaphores, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
 # How many devices the CPU backend offers (cpu:0 .. cpu:N-1), so that programs and tests for several devices run
@@ -333,6 +334,28 @@ class CpuBackend:
         if capture is not None and capture.record(stream, HostParams(fn, args)):
             return
         stream.submit(fn, args)
+
+    def stream_semaphores(self, stream: CpuStream, params: Any, capture: CpuCapture | None) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function(f"Stream.{'signal' if params.kind is NodeKind.SEMAPHORE_SIGNAL else 'wait'}"
+                                    f"_semaphores")
+        if capture is not None and capture.record(stream, params):
+            return
+        stream.submit(run_semaphores, (params,))
+
+    # External semaphores (emulated: another API's semaphore is an EmulatedSemaphore here)
+
+    def semaphore_import(self, index: int, handle: Any, timeline: bool) -> EmulatedSemaphore:
+        if not isinstance(handle, EmulatedSemaphore):
+            raise TypeError(f"import_semaphore: the CPU backend imports a gg.EmulatedSemaphore (it has no other API's "
+                            f"semaphores to import), got {type(handle).__name__}")
+        if handle.timeline is not timeline:
+            raise ValueError(f"import_semaphore: {handle!r} is {'a timeline' if handle.timeline else 'a binary'} "
+                             f"semaphore, imported with timeline={timeline}")
+        return handle
+
+    def semaphore_destroy(self, semaphore: EmulatedSemaphore) -> None:
+        pass  # (the emulated semaphore is its owner's)
 
     # Communicators (emulated: _collectives)
 

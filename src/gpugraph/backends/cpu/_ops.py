@@ -12,6 +12,7 @@ import numpy as np
 
 from ..._errors import GpuGraphError
 from ..._memory import Array
+from ..._nodes import NodeKind
 from .._allocation import Allocation
 from ._compile import load as load_compiled
 from ._memory import Pool, byte_view, typed_view
@@ -61,6 +62,18 @@ def run_memset(dst: Any, pattern: int, element_size: int, count: int, pitch: int
     flat = dst if type(dst) is np.ndarray and dst.ndim == 1 else byte_view(dst, dst.nbytes)
     rows = np.lib.stride_tricks.as_strided(flat[offset:], shape=(height, width), strides=(pitch, 1))
     rows.view(_WIDTH_DTYPES[element_size])[...] = pattern
+
+
+def run_semaphores(params: Any) -> None:
+    """Signal or wait on the emulated semaphores of a SemaphoreSignalParams or SemaphoreWaitParams, in order: a wait
+    blocks the stream or graph branch that runs it until the host (or other work) signals."""
+    signal = params.kind is NodeKind.SEMAPHORE_SIGNAL
+    for semaphore, value in zip(params.semaphores, params.values):
+        emulated = semaphore._handle
+        if signal:
+            emulated._set(value if emulated.timeline else None)
+        else:
+            emulated._take(value if emulated.timeline else None)
 
 
 def _pool(alloc: Allocation) -> Pool:

@@ -31,6 +31,8 @@ from ..._nodes import (
     KernelParams,
     MemcpyParams,
     MemsetParams,
+    SemaphoreSignalParams,
+    SemaphoreWaitParams,
 )
 from ..._params import Param, resolve
 from . import _compiled
@@ -85,6 +87,31 @@ def memset_params(params: MemsetParams) -> Any:
     p.dst, p.value, p.elementSize = address(params.dst) + params.offset, params.pattern, params.element_size
     p.width, p.height, p.pitch = params.count, params.height, params.pitch
     return p
+
+
+def semaphore_arrays(params: Any) -> tuple[list[Any], list[Any]]:
+    """A semaphore signal or wait record's semaphores and their parameter structs, as the driver's calls take them."""
+    signal = isinstance(params, SemaphoreSignalParams)
+    items = []
+    for value in params.values:
+        item = cu.CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS() if signal else cu.CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS()
+        item.params.fence.value = value  # (a binary semaphore's: 0, which the driver ignores)
+        items.append(item)
+    return [semaphore._handle.handle for semaphore in params.semaphores], items
+
+
+# CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS and ..._WAIT_PARAMS are 144 bytes each, their fence value first (cuda.h); a
+# node's parameters read back hold a pointer to the semaphores, one to these, and their count (cuda-bindings gives
+# the arrays of a read-back struct as empty lists, so they are read from the struct's memory).
+_SEMAPHORE_PARAMS_SIZE = 144
+
+
+def _read_semaphores(p: Any) -> tuple[list[int], list[int]]:
+    semaphores_at, params_at, count = (ctypes.c_uint64 * 3).from_address(p.getPtr())
+    count &= 0xFFFFFFFF
+    handles = list((ctypes.c_uint64 * count).from_address(semaphores_at)) if count else []
+    values = [ctypes.c_uint64.from_address(params_at + k * _SEMAPHORE_PARAMS_SIZE).value for k in range(count)]
+    return handles, values
 
 
 def _resolved(args: tuple) -> tuple:
@@ -337,6 +364,59 @@ class _EventWait(_Event):
     gets = "graph_event_wait_node_get_event"
 
 
+class _Semaphores(_Kind):
+    """An external semaphore signal or wait node: both take semaphores and values, through the calls named below."""
+
+    record: ClassVar[type]
+    struct: ClassVar[Any]  # the node's parameter struct
+    adds: ClassVar[str]  # the symbol table's names of the kind's add, graph-set, exec-set and read-back calls
+    graph_sets: ClassVar[str]
+    sets: ClassVar[str]
+    gets: ClassVar[str]
+
+    def _params(self, params: Any) -> Any:
+        p = self.struct()
+        p.extSemArray, p.paramsArray = semaphore_arrays(params)
+        p.numExtSems = len(params.values)
+        return p
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(getattr(drv, self.adds), graph.handle, deps, len(deps), self._params(params))
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        call(getattr(drv, self.graph_sets), node, self._params(params))
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(getattr(drv, self.sets), exec_.handle, node, self._params(params))
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        # (The driver's semaphore handles, as ints: which ExternalSemaphore each is, the front end's record says.)
+        handles, values = _read_semaphores(call(getattr(drv, self.gets), node))
+        return self.record(tuple(handles), tuple(values))
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        return record.values == derived.values and [int(s._handle.handle) for s in record.semaphores] == list(
+            derived.semaphores)
+
+
+class _SemaphoreSignal(_Semaphores):
+    record = SemaphoreSignalParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL
+    struct = cu.CUDA_EXT_SEM_SIGNAL_NODE_PARAMS
+    adds, sets = "graph_add_external_semaphores_signal_node", "graph_exec_external_semaphores_signal_node_set_params"
+    graph_sets = "graph_external_semaphores_signal_node_set_params"
+    gets = "graph_external_semaphores_signal_node_get_params"
+
+
+class _SemaphoreWait(_Semaphores):
+    record = SemaphoreWaitParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT
+    struct = cu.CUDA_EXT_SEM_WAIT_NODE_PARAMS
+    adds, sets = "graph_add_external_semaphores_wait_node", "graph_exec_external_semaphores_wait_node_set_params"
+    graph_sets = "graph_external_semaphores_wait_node_set_params"
+    gets = "graph_external_semaphores_wait_node_get_params"
+
+
 class _Alloc(_Kind):
     """(Added by the backend's graph_add_alloc, which keeps the address the driver gives it.)"""
 
@@ -392,7 +472,7 @@ class _Conditional(_Kind):
 _KERNEL = _Kernel()
 _UNKNOWN = _Kind()
 _KINDS = (_KERNEL, _Memcpy(), _Memset(), _Host(), _Empty(), _ChildGraph(), _EventRecord(), _EventWait(), _Alloc(),
-          _Free(), _Conditional())
+          _Free(), _Conditional(), _SemaphoreSignal(), _SemaphoreWait())
 _BY_RECORD: dict[Any, _Kind] = {kind.record: kind for kind in _KINDS}
 _BY_NODE_TYPE: dict[Any, _Kind] = {kind.node_type: kind for kind in _KINDS}
 

@@ -47,6 +47,11 @@ CUDA = {
     "device_get_graph_mem_attribute": "cuDeviceGetGraphMemAttribute",
     "device_graph_mem_trim": "cuDeviceGraphMemTrim",
     "device_set_graph_mem_attribute": "cuDeviceSetGraphMemAttribute",
+    # External semaphores
+    "import_external_semaphore": "cuImportExternalSemaphore",  # HIP: hipImportExternalSemaphore
+    "destroy_external_semaphore": "cuDestroyExternalSemaphore",
+    "signal_external_semaphores_async": "cuSignalExternalSemaphoresAsync",
+    "wait_external_semaphores_async": "cuWaitExternalSemaphoresAsync",
     # Modules and kernels
     "module_load_data": "cuModuleLoadData",
     "module_get_function": "cuModuleGetFunction",
@@ -104,6 +109,12 @@ CUDA = {
     "graph_add_event_wait_node": "cuGraphAddEventWaitNode",
     "graph_add_mem_alloc_node": "cuGraphAddMemAllocNode",
     "graph_add_mem_free_node": "cuGraphAddMemFreeNode",
+    "graph_add_external_semaphores_signal_node": "cuGraphAddExternalSemaphoresSignalNode",
+    "graph_add_external_semaphores_wait_node": "cuGraphAddExternalSemaphoresWaitNode",
+    "graph_external_semaphores_signal_node_get_params": "cuGraphExternalSemaphoresSignalNodeGetParams",
+    "graph_external_semaphores_wait_node_get_params": "cuGraphExternalSemaphoresWaitNodeGetParams",
+    "graph_external_semaphores_signal_node_set_params": "cuGraphExternalSemaphoresSignalNodeSetParams",
+    "graph_external_semaphores_wait_node_set_params": "cuGraphExternalSemaphoresWaitNodeSetParams",
     "graph_kernel_node_get_params": "cuGraphKernelNodeGetParams",
     "graph_memcpy_node_get_params": "cuGraphMemcpyNodeGetParams",
     "graph_memset_node_get_params": "cuGraphMemsetNodeGetParams",
@@ -140,6 +151,8 @@ CUDA = {
     "graph_exec_child_graph_node_set_params": "cuGraphExecChildGraphNodeSetParams",
     "graph_exec_event_record_node_set_event": "cuGraphExecEventRecordNodeSetEvent",
     "graph_exec_event_wait_node_set_event": "cuGraphExecEventWaitNodeSetEvent",
+    "graph_exec_external_semaphores_signal_node_set_params": "cuGraphExecExternalSemaphoresSignalNodeSetParams",
+    "graph_exec_external_semaphores_wait_node_set_params": "cuGraphExecExternalSemaphoresWaitNodeSetParams",
 }
 
 drv = symbol_table(cu, CUDA)
