@@ -171,8 +171,9 @@ def test_semaphore_errors_name_the_call_and_the_rule(device, host):
     with pytest.raises(gg.GraphError, match=r"set_semaphores"):
         g.set_semaphores(fill, host.semaphore, 2)
     exe = g.instantiate()
-    with pytest.raises(gg.GraphUpdateError, match=r"parameters changed \(an executable graph's semaphore node keeps its "
-                                                  r"number of semaphores \(CUDA's rule, measured\): it had 1, got 2\)"):
+    with pytest.raises(gg.GraphUpdateError, match=r"parameters changed \(an executable graph's semaphore node keeps "
+                                                  r"its number of semaphores \(CUDA's rule, measured\): it had 1, got "
+                                                  r"2\)"):
         exe.set_semaphores(signal, [host.semaphore, host.semaphore], [2, 3])
     g.set_semaphores(signal, [host.semaphore, host.semaphore], [2, 3])  # (the graph's node takes any number)
     with pytest.raises(gg.GraphUpdateError, match=r"keeps its number of semaphores"):
