@@ -48,10 +48,13 @@ from ._nodes import (
     HostParams,
     KernelParams,
     MemcpyParams,
+    MemOpsParams,
     MemsetParams,
     NodeKind,
     SemaphoreSignalParams,
     SemaphoreWaitParams,
+    WaitValue,
+    WriteValue,
 )
 from ._params import Param
 from ._semaphores import EmulatedSemaphore, ExternalSemaphore
@@ -101,6 +104,7 @@ __all__ = [
     "KernelCompileError",
     "KernelParams",
     "LaunchConfig",
+    "MemOpsParams",
     "MemcpyParams",
     "MemsetParams",
     "Node",
@@ -112,6 +116,8 @@ __all__ = [
     "StreamErrors",
     "UniqueId",
     "UserObject",
+    "WaitValue",
+    "WriteValue",
     "available_backends",
     "captured",
     "collective_group",

@@ -16,6 +16,7 @@ from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
 from ._kernel import Kernel
+from ._memops import mem_ops_record
 from ._nesting import nesting_refusal
 from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
@@ -521,6 +522,16 @@ class GraphExec:
         """
         i = self._index(node, SEMAPHORE_KINDS, "set_semaphores")
         self._set(i, semaphore_record(self.device, node.kind, semaphores, values, "set_semaphores"), node)
+
+    @_serialized
+    def set_mem_ops(self, node: Any, ops: Any) -> None:
+        """Change the operations of a batch memory-op node: their targets and values, and a wait's condition; each
+        operation keeps its kind and width (CUDA's rule, measured).
+
+        See also: hipGraphExecBatchMemOpNodeSetParams, cuGraphExecBatchMemOpNodeSetParams.
+        """
+        i = self._index(node, (NodeKind.MEM_OPS,), "set_mem_ops")
+        self._set(i, mem_ops_record(self.device, ops, "set_mem_ops"), node)
 
     @_serialized
     def is_enabled(self, node: Any) -> bool:

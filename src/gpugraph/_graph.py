@@ -28,6 +28,7 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import check_device_launch, instantiate_flags
 from ._interrupts import without_interrupts
 from ._kernel import Kernel, check_shared_mem, launch_dims
+from ._memops import mem_ops_record
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._nesting import nesting_refusal
 from ._nodes import (
@@ -865,6 +866,16 @@ class Graph:
         self._refuse_in_body(what, kind.value.replace("_", " "))
         return self._add(record, after, what)
 
+    def add_mem_ops(self, ops: Any, after: Any = ()) -> Node:
+        """Add a node running memory operations in order: ``gg.WaitValue`` (wait for a value in device memory) and
+        ``gg.WriteValue`` (write one), one or a list, on Arrays of 4- or 8-byte integers of this graph's device.
+
+        See also: hipGraphAddBatchMemOpNode, cuGraphAddBatchMemOpNode.
+        """
+        record = mem_ops_record(self.device, ops, "add_mem_ops")
+        self._refuse_in_body("add_mem_ops", "batch memory-op")
+        return self._add(record, after, "add_mem_ops")
+
     def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
         """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
 
@@ -1241,6 +1252,16 @@ class Graph:
         with self._locked():
             self._own_node(node, SEMAPHORE_KINDS, "set_semaphores")
             self._set_record(node, semaphore_record(self.device, node.kind, semaphores, values, "set_semaphores"))
+
+    def set_mem_ops(self, node: Node, ops: Any) -> None:
+        """Change the operations of a batch memory-op node, with the rules of ``add_mem_ops``.
+
+        See also: hipGraphBatchMemOpNodeSetParams, cuGraphBatchMemOpNodeSetParams.
+        """
+        record = mem_ops_record(self.device, ops, "set_mem_ops")
+        with self._locked():
+            self._own_node(node, (NodeKind.MEM_OPS,), "set_mem_ops")
+            self._set_record(node, record)
 
     def set_child_graph(self, node: Node, graph: Graph) -> None:
         """Make a child-graph node embed a copy of ``graph``, taken now (of any topology), with the rules of

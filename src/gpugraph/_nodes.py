@@ -29,6 +29,7 @@ class NodeKind(enum.Enum):
     CONDITIONAL = "conditional"
     SEMAPHORE_SIGNAL = "semaphore_signal"
     SEMAPHORE_WAIT = "semaphore_wait"
+    MEM_OPS = "mem_ops"
 
 
 class Removed:
@@ -217,6 +218,39 @@ class SemaphoreWaitParams:
 
     def label(self) -> str:
         return f"wait for {len(self.semaphores)} semaphore{'s' if len(self.semaphores) != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class WaitValue:
+    """A memory operation (``Graph.add_mem_ops``, ``Stream.wait_value``): wait until element ``index`` of ``target``
+    (an Array of 4- or 8-byte integers) meets ``condition`` against ``value``: "geq" (at least ``value``, compared
+    cyclically as CUDA does: the difference as a signed integer is not negative), "eq", "and" (the bitwise AND is
+    not 0) or "nor" (the bitwise NOR is not 0)."""
+
+    target: Any
+    value: int
+    condition: str = "geq"
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class WriteValue:
+    """A memory operation: write ``value`` to element ``index`` of ``target`` (an Array of 4- or 8-byte integers)."""
+
+    target: Any
+    value: int
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class MemOpsParams:
+    """A batch of memory operations (``WaitValue``, ``WriteValue``), run in order (CUDA's batch memory-op node)."""
+
+    kind: ClassVar[NodeKind] = NodeKind.MEM_OPS
+    ops: tuple
+
+    def label(self) -> str:
+        return "mem ops: " + ", ".join("wait" if isinstance(op, WaitValue) else "write" for op in self.ops)
 
 
 @dataclass(frozen=True)

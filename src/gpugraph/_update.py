@@ -25,12 +25,14 @@ from typing import Any
 import numpy as np
 
 from ._errors import GraphUpdateError
+from ._memops import shape_of
 from ._memory import address_of
 from ._nodes import (
     MEMORY_KINDS,
     ConditionalParams,
     KernelParams,
     MemcpyParams,
+    MemOpsParams,
     MemsetParams,
     NodeKind,
     SemaphoreSignalParams,
@@ -140,6 +142,9 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
     elif isinstance(old, (SemaphoreSignalParams, SemaphoreWaitParams)) and len(old.semaphores) != len(new.semaphores):
         return "parameters changed", (f"an executable graph's semaphore node keeps its number of semaphores (CUDA's "
                                       f"rule, measured): it had {len(old.semaphores)}, got {len(new.semaphores)}")
+    elif isinstance(old, MemOpsParams) and shape_of(old) != shape_of(new):
+        return "parameters changed", (f"an executable graph's batch memory-op node keeps the kind and width of each "
+                                      f"operation (CUDA's rule, measured): it had {shape_of(old)}, got {shape_of(new)}")
     elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
         return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
     elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):

@@ -124,6 +124,8 @@ class Backend(Protocol):
         """Set ``count`` elements from ``dst``'s start; with ``plane`` (pitch, rows, offset), ``count`` elements in each
         of ``rows`` rows ``pitch`` bytes apart from ``offset`` bytes into ``dst`` (a 2-D memset)."""
     def stream_host(self, stream: Handle, fn: Any, args: tuple, capture: Handle | None) -> None: ...
+    def stream_mem_ops(self, stream: Handle, params: Any, capture: Handle | None) -> None:
+        """Run the memory operations of ``params`` (a MemOpsParams of one operation) in stream order."""
     def stream_semaphores(self, stream: Handle, params: Any, capture: Handle | None) -> None:
         """Signal or wait on external semaphores as ``params`` (a SemaphoreSignalParams or SemaphoreWaitParams) says."""
     # (A captured allocation's record has origin "graph"; ``stream_free``, ``event_record`` and ``exec_launch``

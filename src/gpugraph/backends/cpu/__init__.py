@@ -31,6 +31,7 @@ from ..._nodes import (
     MemcpyParams,
     MemsetParams,
     NodeKind,
+    WaitValue,
 )
 from ..._params import resolve
 from ..._semaphores import EmulatedSemaphore
@@ -44,7 +45,7 @@ from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
-from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, run_semaphores, unmap_allocation
+from ._ops import map_allocation, run_kernel, run_mem_ops, run_memcpy, run_memset, run_semaphores, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
 # How many devices the CPU backend offers (cpu:0 .. cpu:N-1), so that programs and tests for several devices run
@@ -334,6 +335,14 @@ class CpuBackend:
         if capture is not None and capture.record(stream, HostParams(fn, args)):
             return
         stream.submit(fn, args)
+
+    def stream_mem_ops(self, stream: CpuStream, params: Any, capture: CpuCapture | None) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.wait_value" if isinstance(params.ops[0], WaitValue) else
+                                    "Stream.write_value")
+        if capture is not None and capture.record(stream, params):
+            return
+        stream.submit(run_mem_ops, (params,))
 
     def stream_semaphores(self, stream: CpuStream, params: Any, capture: CpuCapture | None) -> None:
         if HOST_THREADS:

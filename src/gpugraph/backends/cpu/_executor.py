@@ -35,6 +35,7 @@ from ..._nodes import (
     HostParams,
     KernelParams,
     MemcpyParams,
+    MemOpsParams,
     MemsetParams,
     NodeKind,
     SemaphoreSignalParams,
@@ -46,6 +47,7 @@ from ._graphs import CpuGraph, CpuNode, copied
 from ._ops import (
     map_allocation,
     run_kernel,
+    run_mem_ops,
     run_memcpy,
     run_memset,
     run_semaphores,
@@ -611,6 +613,7 @@ _KINDS: dict[type, _Kind] = {
     ConditionalParams: _Kind(_conditional_step, False),
     SemaphoreSignalParams: _Kind(lambda p, *_: (run_semaphores, (p,)), True),
     SemaphoreWaitParams: _Kind(lambda p, *_: (run_semaphores, (p,)), True),
+    MemOpsParams: _Kind(lambda p, *_: (run_mem_ops, (p,)), True),
 }
 
 

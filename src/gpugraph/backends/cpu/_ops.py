@@ -6,13 +6,15 @@ at instantiate; stream-ordered and graph allocations arrive as Arrays and are re
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
 from ..._errors import GpuGraphError
+from ..._memops import bits, holds
 from ..._memory import Array
-from ..._nodes import NodeKind
+from ..._nodes import NodeKind, WriteValue
 from .._allocation import Allocation
 from ._compile import load as load_compiled
 from ._memory import Pool, byte_view, typed_view
@@ -74,6 +76,21 @@ def run_semaphores(params: Any) -> None:
             emulated._set(value if emulated.timeline else None)
         else:
             emulated._take(value if emulated.timeline else None)
+
+
+def run_mem_ops(params: Any) -> None:
+    """Run a MemOpsParams' operations in order: a write stores its value, a wait polls its element until the
+    condition holds (as the GPU's front end does), blocking the stream or graph branch that runs it."""
+    for op in params.ops:
+        _, width, value = bits(op)
+        element = typed_view(op.target).reshape(-1)[op.index:op.index + 1].view(f"u{width // 8}")
+        if isinstance(op, WriteValue):
+            element[0] = value
+            continue
+        pause = 1e-6
+        while not holds(op.condition, int(element[0]), value, width):
+            time.sleep(pause)
+            pause = min(2 * pause, 1e-3)  # (quick for a value already on its way; cheap for a long wait)
 
 
 def _pool(alloc: Allocation) -> Pool:

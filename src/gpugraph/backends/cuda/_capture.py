@@ -10,14 +10,24 @@ from cuda.bindings import driver as cu
 from ... import _params
 from ..._errors import BackendError, CaptureError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
+from ..._memops import bits
 from ..._memory import address_of as address
-from ..._nodes import AllocParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ..._nodes import (
+    AllocParams,
+    FreeParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+    WaitValue,
+)
 from ..._params import resolve
 from .._allocation import Allocation
 from . import _compiled
 from ._driver import call, error, fail, listed
 from ._launch import Function
-from ._nodes import add_node, derive_params, describes, memcpy3d, semaphore_arrays
+from ._nodes import add_node, derive_params, describes, memcpy3d, semaphore_arrays, wait_flags
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaSemaphore, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
 from ._symbols import drv
@@ -201,6 +211,23 @@ class CudaCapturing(CudaRuntime):
                 return False  # (the driver refuses a wait for an event recorded in an ended capture)
             call(drv.stream_wait_event, stream.handle, event.handle, 0)  # the driver forks or joins by itself
         return True
+
+    def stream_mem_ops(self, stream: CudaStream, params: Any, capture: CudaCapture | None) -> None:
+        (op,) = params.ops
+        wait = isinstance(op, WaitValue)
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.wait_value" if wait else "Stream.write_value")
+        self.contexts.use(stream.index)
+        at, width, value = bits(op)
+        if wait:
+            fn = drv.stream_wait_value64 if width == 64 else drv.stream_wait_value32
+            arguments: tuple = (fn, stream.handle, at, value, wait_flags(op.condition))
+        else:
+            fn = drv.stream_write_value64 if width == 64 else drv.stream_write_value32
+            arguments = (fn, stream.handle, at, value, 0)
+        if capture is not None and self._captured(capture, call, arguments, lambda _: (params, None)) is not None:
+            return
+        call(*arguments)
 
     def stream_semaphores(self, stream: CudaStream, params: Any, capture: CudaCapture | None) -> None:
         signal = params.kind is NodeKind.SEMAPHORE_SIGNAL

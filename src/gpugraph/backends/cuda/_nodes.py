@@ -16,6 +16,7 @@ from cuda.bindings import driver as cu
 
 from ... import _params
 from ..._attributes import AttributeRefusal
+from ..._memops import bits
 from ..._memory import Array
 from ..._memory import address_of as address
 from ..._nodes import (
@@ -30,9 +31,12 @@ from ..._nodes import (
     HostParams,
     KernelParams,
     MemcpyParams,
+    MemOpsParams,
     MemsetParams,
     SemaphoreSignalParams,
     SemaphoreWaitParams,
+    WaitValue,
+    WriteValue,
 )
 from ..._params import Param, resolve
 from . import _compiled
@@ -112,6 +116,62 @@ def _read_semaphores(p: Any) -> tuple[list[int], list[int]]:
     handles = list((ctypes.c_uint64 * count).from_address(semaphores_at)) if count else []
     values = [ctypes.c_uint64.from_address(params_at + k * _SEMAPHORE_PARAMS_SIZE).value for k in range(count)]
     return handles, values
+
+
+_OP = cu.CUstreamBatchMemOpType
+_WAIT_FLAGS = {"geq": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ,
+               "eq": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_EQ,
+               "and": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_AND,
+               "nor": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_NOR}
+_CONDITIONS = {int(flag): name for name, flag in _WAIT_FLAGS.items()}
+_WAITS = {32: _OP.CU_STREAM_MEM_OP_WAIT_VALUE_32, 64: _OP.CU_STREAM_MEM_OP_WAIT_VALUE_64}
+_WRITES = {32: _OP.CU_STREAM_MEM_OP_WRITE_VALUE_32, 64: _OP.CU_STREAM_MEM_OP_WRITE_VALUE_64}
+
+
+def wait_flags(condition: str) -> Any:
+    """The CUstreamWaitValue_flags of a wait operation's condition."""
+    return _WAIT_FLAGS[condition]
+
+
+def _mem_op(op: Any) -> Any:
+    """One operation as CUstreamBatchMemOpParams."""
+    at, width, value = bits(op)
+    p = cu.CUstreamBatchMemOpParams()
+    if isinstance(op, WaitValue):
+        p.operation = p.waitValue.operation = _WAITS[width]
+        p.waitValue.address, p.waitValue.flags = at, _WAIT_FLAGS[op.condition]
+        item = p.waitValue
+    else:
+        p.operation = p.writeValue.operation = _WRITES[width]
+        p.writeValue.address, p.writeValue.flags = at, 0
+        item = p.writeValue
+    if width == 64:
+        item.value64 = value
+    else:
+        item.value = value
+    return p
+
+
+# CUstreamBatchMemOpParams is a 48-byte union: the operation (4 bytes) first, the address at 8, the value at 16 and
+# the flags at 24 (cuda.h). A node's parameters read back hold the context, the count and a pointer to them (as for
+# semaphore nodes, cuda-bindings gives that array as an empty list).
+_MEM_OP_SIZE = 48
+
+
+def _read_mem_ops(p: Any) -> tuple:
+    _, count, at = (ctypes.c_uint64 * 3).from_address(p.getPtr())
+    ops: list[Any] = []
+    for k in range(count & 0xFFFFFFFF):
+        base = at + k * _MEM_OP_SIZE
+        operation = ctypes.c_uint32.from_address(base).value
+        address = ctypes.c_uint64.from_address(base + 8).value
+        wide = operation in (int(_WAITS[64]), int(_WRITES[64]))
+        value = (ctypes.c_uint64 if wide else ctypes.c_uint32).from_address(base + 16).value
+        if operation in (int(_WAITS[32]), int(_WAITS[64])):
+            ops.append(WaitValue(address, value, _CONDITIONS.get(ctypes.c_uint32.from_address(base + 24).value, "?")))
+        else:
+            ops.append(WriteValue(address, value))
+    return tuple(ops)
 
 
 def _resolved(args: tuple) -> tuple:
@@ -417,6 +477,45 @@ class _SemaphoreWait(_Semaphores):
     gets = "graph_external_semaphores_wait_node_get_params"
 
 
+class _MemOps(_Kind):
+    """A batch memory-op node (CUDA 11.7; HIP marks its twin beta)."""
+
+    record = MemOpsParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP
+
+    @staticmethod
+    def _params(backend: Any, index: int, params: Any) -> Any:
+        p = cu.CUDA_BATCH_MEM_OP_NODE_PARAMS()
+        p.ctx, p.count, p.flags = backend.contexts.get(index), len(params.ops), 0
+        p.paramArray = [_mem_op(op) for op in params.ops]
+        return p
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(drv.graph_add_batch_mem_op_node, graph.handle, deps, len(deps),
+                    self._params(backend, graph.index, params))
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        call(drv.graph_batch_mem_op_node_set_params, node, self._params(backend, graph.index, params))
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(drv.graph_exec_batch_mem_op_node_set_params, exec_.handle, node,
+             self._params(backend, exec_.index, params))
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        # (Raw addresses as targets: which Array each is, the front end's record says.)
+        return MemOpsParams(_read_mem_ops(call(drv.graph_batch_mem_op_node_get_params, node)))
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        if len(record.ops) != len(derived.ops):
+            return False
+        for op, read in zip(record.ops, derived.ops):
+            at, _, value = bits(op)
+            if (type(op), at, value, getattr(op, "condition", None)) != (
+                    type(read), read.target, read.value, getattr(read, "condition", None)):
+                return False
+        return True
+
+
 class _Alloc(_Kind):
     """(Added by the backend's graph_add_alloc, which keeps the address the driver gives it.)"""
 
@@ -472,7 +571,7 @@ class _Conditional(_Kind):
 _KERNEL = _Kernel()
 _UNKNOWN = _Kind()
 _KINDS = (_KERNEL, _Memcpy(), _Memset(), _Host(), _Empty(), _ChildGraph(), _EventRecord(), _EventWait(), _Alloc(),
-          _Free(), _Conditional(), _SemaphoreSignal(), _SemaphoreWait())
+          _Free(), _Conditional(), _SemaphoreSignal(), _SemaphoreWait(), _MemOps())
 _BY_RECORD: dict[Any, _Kind] = {kind.record: kind for kind in _KINDS}
 _BY_NODE_TYPE: dict[Any, _Kind] = {kind.node_type: kind for kind in _KINDS}
 

@@ -52,6 +52,11 @@ CUDA = {
     "destroy_external_semaphore": "cuDestroyExternalSemaphore",
     "signal_external_semaphores_async": "cuSignalExternalSemaphoresAsync",
     "wait_external_semaphores_async": "cuWaitExternalSemaphoresAsync",
+    # Memory operations
+    "stream_wait_value32": "cuStreamWaitValue32",  # HIP: hipStreamWaitValue32
+    "stream_wait_value64": "cuStreamWaitValue64",
+    "stream_write_value32": "cuStreamWriteValue32",  # HIP: hipStreamWriteValue32
+    "stream_write_value64": "cuStreamWriteValue64",
     # Modules and kernels
     "module_load_data": "cuModuleLoadData",
     "module_get_function": "cuModuleGetFunction",
@@ -110,6 +115,9 @@ CUDA = {
     "graph_add_mem_alloc_node": "cuGraphAddMemAllocNode",
     "graph_add_mem_free_node": "cuGraphAddMemFreeNode",
     "graph_add_external_semaphores_signal_node": "cuGraphAddExternalSemaphoresSignalNode",
+    "graph_add_batch_mem_op_node": "cuGraphAddBatchMemOpNode",  # HIP: hipGraphAddBatchMemOpNode
+    "graph_batch_mem_op_node_get_params": "cuGraphBatchMemOpNodeGetParams",
+    "graph_batch_mem_op_node_set_params": "cuGraphBatchMemOpNodeSetParams",
     "graph_add_external_semaphores_wait_node": "cuGraphAddExternalSemaphoresWaitNode",
     "graph_external_semaphores_signal_node_get_params": "cuGraphExternalSemaphoresSignalNodeGetParams",
     "graph_external_semaphores_wait_node_get_params": "cuGraphExternalSemaphoresWaitNodeGetParams",
@@ -152,6 +160,7 @@ CUDA = {
     "graph_exec_event_record_node_set_event": "cuGraphExecEventRecordNodeSetEvent",
     "graph_exec_event_wait_node_set_event": "cuGraphExecEventWaitNodeSetEvent",
     "graph_exec_external_semaphores_signal_node_set_params": "cuGraphExecExternalSemaphoresSignalNodeSetParams",
+    "graph_exec_batch_mem_op_node_set_params": "cuGraphExecBatchMemOpNodeSetParams",
     "graph_exec_external_semaphores_wait_node_set_params": "cuGraphExecExternalSemaphoresWaitNodeSetParams",
 }
 
