@@ -4,31 +4,40 @@ a stream or a node waits for a value that other work writes to device memory, on
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
 
 import gpugraph as gg
+import kernels as K
 
-SET_FLAG = gg.Kernel("""
-extern "C" __global__ void set_flag(unsigned int* flag, unsigned int value) { flag[0] = value; }
-""", "set_flag", cpu=lambda launch, flag, value: flag.__setitem__(0, value))
+
+@contextmanager
+def released(stream, flag, value):
+    """Write ``value`` to ``flag`` on ``stream`` after the block, however it ends: a stream left waiting would stall
+    every later test that synchronizes the device."""
+    try:
+        yield
+    finally:
+        stream.write_value(flag, value)
 
 
 def test_a_stream_waits_for_a_value_another_stream_writes(device):
     waiting, writing = device.stream(), device.stream()
     flag = device.zeros(1, np.uint32)
     out = device.zeros(4, np.int32)
-    waiting.wait_value(flag, 2)  # ("geq": until flag >= 2)
-    waiting.memset(out, 5)
-    time.sleep(0.1)
-    assert not waiting.done
-    writing.write_value(flag, 1)
-    writing.synchronize()
-    time.sleep(0.1)
-    assert not waiting.done  # (1 is not >= 2)
-    writing.launch(SET_FLAG, 1, 1, flag, 3)  # (a kernel's write releases it too)
-    waiting.synchronize()
+    with K.garbage_held(device), released(writing, flag, 3):
+        waiting.wait_value(flag, 2)  # ("geq": until flag >= 2)
+        waiting.memset(out, 5)
+        time.sleep(0.1)
+        assert not waiting.done
+        writing.write_value(flag, 1)
+        writing.synchronize()
+        time.sleep(0.1)
+        assert not waiting.done  # (1 is not >= 2)
+        writing.launch(K.set_flag, 1, 1, flag, 3)  # (a kernel's write releases it too)
+        waiting.synchronize()
     np.testing.assert_array_equal(out.to_numpy(), [5] * 4)
     np.testing.assert_array_equal(flag.to_numpy(), [3])
 
@@ -43,13 +52,12 @@ def test_wait_conditions_mean_what_cuda_says(device, condition, value, memory, h
     waiting, writing = device.stream(), device.stream()
     flag = device.asarray(np.array([memory], np.uint32))
     out = device.zeros(1, np.int32)
-    waiting.wait_value(flag, value, condition)
-    waiting.memset(out, 1)
-    time.sleep(0.2)
-    assert waiting.done is holds
-    if not holds:
-        release = {"geq": value, "eq": value, "and": value, "nor": 0}[condition]
-        writing.write_value(flag, release)  # (what does meet it)
+    release = {"geq": value, "eq": value, "and": value, "nor": 0}[condition]  # (what does meet it)
+    with K.garbage_held(device), released(writing, flag, release):
+        waiting.wait_value(flag, value, condition)
+        waiting.memset(out, 1)
+        time.sleep(0.2)
+        assert waiting.done is holds
     waiting.synchronize()
     np.testing.assert_array_equal(out.to_numpy(), [1])
 
@@ -92,11 +100,11 @@ def test_captured_waits_and_writes_become_batch_nodes(device):
     nodes = capture.graph.nodes
     assert [n.kind for n in nodes] == [gg.NodeKind.MEM_OPS, gg.NodeKind.MEM_OPS, gg.NodeKind.MEMSET]
     assert nodes[0].params == gg.MemOpsParams((gg.WriteValue(flag, -1, 1),))
-    with capture.graph.instantiate() as exe:
-        exe.launch(stream)
-        time.sleep(0.1)
-        assert not stream.done
-        other.write_value(flag, 1)
+    with capture.graph.instantiate() as exe, K.garbage_held(device):
+        with released(other, flag, 1):
+            exe.launch(stream)
+            time.sleep(0.1)
+            assert not stream.done
         stream.synchronize()
     np.testing.assert_array_equal(flag.to_numpy(), [1, -1])
     np.testing.assert_array_equal(out.to_numpy(), [3, 3])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
+import kernels as K
 import vulkan
 
 WAIT = 10.0  # seconds a host wait may take before the test fails
@@ -40,8 +41,15 @@ class _Host:
 
 @pytest.fixture
 def host(device):
+    """A timeline semaphore and its host side. The test runs with the cycle collector held off (a collected object's
+    release on CUDA waits for the device, which may be waiting for this host), and whatever waits on the semaphore
+    is released after it, however it ends: a stream left waiting would stall every later test."""
     made = _Host(device)
-    yield made
+    with K.garbage_held(device):
+        yield made
+    if made.value < 1 << 40:
+        made.signal(1 << 40)
+    device.synchronize()
     if made.made is not None:
         made.made.close()
 
