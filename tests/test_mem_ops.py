@@ -147,6 +147,14 @@ def test_mem_op_errors_name_the_call_and_the_rule(device):
     wide = device.zeros(1, np.uint64)
     with pytest.raises(gg.GraphUpdateError, match=r"keeps the kind and width of each operation"):
         exe.set_mem_ops(node, [gg.WriteValue(wide, 1), gg.WaitValue(flag, 1)])
+    with pytest.raises(gg.GraphError, match=r"^set_mem_ops\(Node\(n1, empty\)\): the node is a empty node, not a "
+                                            r"mem_ops node$"):
+        exe.set_mem_ops(g.nodes[1], gg.WriteValue(flag, 1))
+    stranger = gg.Graph(device).add_mem_ops(gg.WriteValue(flag, 1))
+    with pytest.raises(gg.GraphError, match=r"set_mem_ops: .* is not a node of the graph this executable graph"):
+        exe.set_mem_ops(stranger, gg.WriteValue(flag, 1))
+    with pytest.raises(gg.GraphError, match=r"set_mem_ops"):
+        g.set_mem_ops(stranger, gg.WriteValue(flag, 1))
     g.set_mem_ops(node, gg.WriteValue(flag, 2))
     with pytest.raises(gg.GraphUpdateError, match=r"keeps the kind and width of each operation"):
         exe.update(g)
@@ -154,3 +162,30 @@ def test_mem_op_errors_name_the_call_and_the_rule(device):
     with pytest.raises(gg.GraphError, match=r"cannot hold batch memory-op nodes"):
         body.add_mem_ops(gg.WriteValue(flag, 1))
     exe.close()
+
+
+def test_numpy_integers_are_taken_as_plain_ints(device):
+    flag = device.zeros(3, np.uint32)
+    g = gg.Graph(device)
+    node = g.add_mem_ops(gg.WriteValue(flag, np.uint32(3), index=np.int64(2)))
+    op = node.params.ops[0]
+    assert (type(op.value), type(op.index), op.value, op.index) == (int, int, 3, 2)
+    stream = device.stream()
+    with g.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(flag.to_numpy(), [0, 0, 3])
+
+
+def test_a_64_bit_wait_compares_cyclically(device):
+    waiting, writing = device.stream(), device.stream()
+    flag = device.asarray(np.array([2**64 - 2], np.uint64))
+    out = device.zeros(1, np.int32)
+    with K.garbage_held(device), released(writing, flag, 3):
+        waiting.wait_value(flag, 2**40)  # (2**64 - 2 is "before" 2**40 cyclically: no release yet)
+        waiting.memset(out, 8)
+        time.sleep(0.2)
+        assert not waiting.done
+        writing.write_value(flag, 2**40 + 5)
+        waiting.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), [8])

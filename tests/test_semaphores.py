@@ -114,6 +114,14 @@ def test_semaphore_nodes_run_set_and_update(device, host):
 def test_captured_semaphore_work_becomes_nodes(device, host):
     stream = device.stream()
     second = _Host(device)
+    try:
+        _captured(device, stream, host, second)
+    finally:
+        if second.made is not None:
+            second.made.close()
+
+
+def _captured(device, stream, host, second):
     out = device.zeros(3, np.float32)
     with stream.capture() as capture:
         stream.wait_semaphores(host.semaphore, 1)
@@ -129,12 +137,18 @@ def test_captured_semaphore_work_becomes_nodes(device, host):
         assert host.wait(4, WAIT) and second.wait(6, WAIT)
         stream.synchronize()
     np.testing.assert_array_equal(out.to_numpy(), [2.0] * 3)
-    if second.made is not None:
-        second.made.close()
 
 
 def test_binary_semaphores_order_two_streams(device):
     binary = _Host(device, timeline=False)
+    try:
+        _binary(device, binary)
+    finally:
+        if binary.made is not None:
+            binary.made.close()
+
+
+def _binary(device, binary):
     assert not binary.semaphore.timeline
     first, second = device.stream(), device.stream()
     gate = threading.Event()
@@ -152,8 +166,6 @@ def test_binary_semaphores_order_two_streams(device):
     with pytest.raises(ValueError, match=r"signal_semaphores: ExternalSemaphore\(binary, device=\S+\) is binary and "
                                          r"takes no value \(0\), got 3"):
         first.signal_semaphores(binary.semaphore, 3)
-    if binary.made is not None:
-        binary.made.close()
 
 
 def test_semaphore_errors_name_the_call_and_the_rule(device, host):
@@ -173,12 +185,24 @@ def test_semaphore_errors_name_the_call_and_the_rule(device, host):
         g.add_semaphore_signal(host.semaphore, -1)
     with pytest.raises(ValueError, match=r"got 1.5"):
         g.add_semaphore_signal(host.semaphore, 1.5)
+    with pytest.raises(ValueError, match=r"add_semaphore_wait: ExternalSemaphore\(timeline, .*\) is a timeline "
+                                         r"semaphore, signaled to and waited for at a value; give values"):
+        g.add_semaphore_wait(host.semaphore)
     assert len(g) == 0  # (nothing half-added)
     signal = g.add_semaphore_signal(host.semaphore, 1)
     fill = g.add_memset(device.zeros(2, np.int32), 0)
     with pytest.raises(gg.GraphError, match=r"set_semaphores"):
         g.set_semaphores(fill, host.semaphore, 2)
     exe = g.instantiate()
+    with pytest.raises(gg.GraphError, match=r"set_semaphores\(Node\(n1, memset\)\): the node is a memset node, not a "
+                                            r"semaphore_signal or semaphore_wait node"):
+        exe.set_semaphores(fill, host.semaphore, 2)
+    other = gg.Graph(device)
+    stranger = other.add_semaphore_signal(host.semaphore, 1)
+    with pytest.raises(gg.GraphError, match=r"set_semaphores: .* is not a node of the graph this executable graph"):
+        exe.set_semaphores(stranger, host.semaphore, 2)
+    with pytest.raises(gg.GraphError, match=r"set_semaphores"):
+        g.set_semaphores(stranger, host.semaphore, 2)
     with pytest.raises(gg.GraphUpdateError, match=r"parameters changed \(an executable graph's semaphore node keeps "
                                                   r"its number of semaphores \(CUDA's rule, measured\): it had 1, got "
                                                   r"2\)"):
@@ -225,3 +249,16 @@ def test_the_emulated_semaphore_follows_vulkan_s_host_rules():
         binary.signal(1)
     with pytest.raises(ValueError, match=r"a binary semaphore starts signaled \(1\) or not \(0\), got 2"):
         gg.EmulatedSemaphore(2, timeline=False)
+
+
+def test_a_semaphore_dropped_while_a_stream_waits_on_it(device, host):
+    # The stream's work does not hold the import; its release waits for the next synchronize (on CUDA, destroying
+    # it at once would wait for the device's queued work, which waits for the host).
+    stream = device.stream()
+    out = device.zeros(2, np.int32)
+    handle = host.emulated if host.made is None else host.made.export_fd()
+    stream.wait_semaphores(device.import_semaphore(handle), 2)  # (the import is dropped at once)
+    stream.memset(out, 6)
+    host.signal(2)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), [6, 6])

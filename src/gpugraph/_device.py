@@ -292,6 +292,8 @@ class Device:
 
         See also: hipModuleGetGlobal, cuModuleGetGlobal, cudaGetSymbolAddress, cudaGetSymbolSize.
         """
+        if HOST_THREADS:
+            refuse_in_host_function("Device.symbol")
         return symbol(self, kernel, name, dtype)
 
     def import_semaphore(self, handle: Any, *, timeline: bool = True) -> ExternalSemaphore:
@@ -310,6 +312,8 @@ class Device:
         See also: hipImportExternalSemaphore, cudaImportExternalSemaphore (cudaExternalSemaphoreHandleTypeOpaqueFd,
         ...TimelineSemaphoreFd).
         """
+        if HOST_THREADS:
+            refuse_in_host_function("Device.import_semaphore")
         return ExternalSemaphore(self, handle, timeline)
 
     def graph_memory(self) -> GraphMemoryUsage:

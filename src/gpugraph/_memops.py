@@ -4,18 +4,19 @@ and the wait conditions' meaning."""
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
 
 from ._memory import Array
 from ._nodes import MemOpsParams, WaitValue, WriteValue
+from ._scalars import as_int
 
 CONDITIONS = ("geq", "eq", "and", "nor")
 
 
-def _check_op(device: Any, op: Any, what: str) -> None:
+def _checked(device: Any, op: Any, what: str) -> WaitValue | WriteValue:
+    """``op`` checked, with its index and value as plain ints."""
     if not isinstance(op, (WaitValue, WriteValue)):
         raise TypeError(f"{what}: expected gg.WaitValue or gg.WriteValue operations, got {type(op).__name__}")
     target = op.target
@@ -25,19 +26,19 @@ def _check_op(device: Any, op: Any, what: str) -> None:
     if target.dtype.kind not in "iu" or target.dtype.itemsize not in (4, 8):
         raise TypeError(f"{what}: {op!r}: target must hold 4- or 8-byte integers (CUDA's 32- and 64-bit memory "
                         f"operations), got {target.dtype}")
-    try:
-        index = operator.index(op.index) if not isinstance(op.index, bool) else None
-    except TypeError:
-        index = None
+    index = as_int(op.index)
     if index is None or not 0 <= index < target.size:
         raise ValueError(f"{what}: {op!r}: index must be an int from 0 to {target.size - 1}, got {op.index!r}")
     info = np.iinfo(target.dtype)
-    if isinstance(op.value, bool) or not isinstance(op.value, (int, np.integer)) or not (
-            info.min <= op.value <= info.max):
+    value = as_int(op.value)
+    if value is None or not info.min <= value <= info.max:
         raise ValueError(f"{what}: {op!r}: value must be an int that {target.dtype} holds ({info.min} to {info.max}), "
                          f"got {op.value!r}")
-    if isinstance(op, WaitValue) and op.condition not in CONDITIONS:
-        raise ValueError(f"{what}: {op!r}: condition must be one of {', '.join(CONDITIONS)}, got {op.condition!r}")
+    if isinstance(op, WaitValue):
+        if op.condition not in CONDITIONS:
+            raise ValueError(f"{what}: {op!r}: condition must be one of {', '.join(CONDITIONS)}, got {op.condition!r}")
+        return WaitValue(target, value, op.condition, index)  # (plain ints: the driver's fields take them)
+    return WriteValue(target, value, index)
 
 
 def mem_ops_record(device: Any, ops: Any, what: str) -> MemOpsParams:
@@ -47,9 +48,7 @@ def mem_ops_record(device: Any, ops: Any, what: str) -> MemOpsParams:
         raise TypeError(f"{what}: expected a gg.WaitValue, a gg.WriteValue or a list of them, got {type(ops).__name__}")
     if not found:
         raise ValueError(f"{what}: no operations given (a node of none does nothing; add an empty node instead)")
-    for op in found:
-        _check_op(device, op, what)
-    return MemOpsParams(tuple(found))
+    return MemOpsParams(tuple(_checked(device, op, what) for op in found))
 
 
 def bits(op: Any) -> tuple[int, int, int]:

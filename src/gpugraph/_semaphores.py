@@ -4,12 +4,12 @@ signal and wait nodes); and the CPU backend's stand-in for such a semaphore."""
 
 from __future__ import annotations
 
-import operator
 import threading
 import weakref
 from typing import Any
 
 from ._nodes import NodeKind, SemaphoreSignalParams, SemaphoreWaitParams
+from ._scalars import as_int
 
 _MAX_VALUE = 2**64 - 1
 
@@ -22,10 +22,7 @@ def _check_timeline(timeline: Any, what: str) -> bool:
 
 def check_value(value: Any, what: str) -> int:
     """A timeline value as an int from 0 to 2**64 - 1, or raise naming what was got."""
-    try:
-        number = operator.index(value) if not isinstance(value, bool) else None
-    except TypeError:
-        number = None
+    number = as_int(value)
     if number is None or not 0 <= number <= _MAX_VALUE:
         raise ValueError(f"{what}: a timeline semaphore's value is an int from 0 to 2**64 - 1, got {value!r}")
     return number
@@ -118,8 +115,12 @@ class ExternalSemaphore:
 
 def values_for(semaphores: tuple, values: Any, what: str) -> tuple[int, ...]:
     """The value each of ``semaphores`` is signaled to or waited for: ``values`` one int for all or one per
-    semaphore; None is 0 each. A binary semaphore takes 0 alone."""
+    semaphore; None (binary semaphores only) is 0 each. A binary semaphore takes 0 alone."""
     if values is None:
+        timeline = next((semaphore for semaphore in semaphores if semaphore.timeline), None)
+        if timeline is not None:
+            raise ValueError(f"{what}: {timeline!r} is a timeline semaphore, signaled to and waited for at a value; "
+                             f"give values")
         values = (0,) * len(semaphores)
     elif isinstance(values, (list, tuple)):
         if len(values) != len(semaphores):

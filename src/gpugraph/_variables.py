@@ -36,16 +36,22 @@ def _declaration(kernel: Any, name: str) -> tuple[np.dtype | None, tuple[int, ..
     each None where the source does not say it plainly; and whether it is declared ``static``."""
     leaf = name.rsplit("::", 1)[-1].strip()
     source = _COMMENT.sub(" ", kernel.source)
-    found = re.search(rf"(\bstatic\s+)?(?:__device__|__constant__|__managed__)\s+([^;{{}}()=]*?)\b{leaf}\s*"
-                      rf"((?:\[[^\]]*\]\s*)*)(?:=|;)", source)
-    if found is None:
+    declarations = list(re.finditer(rf"(\bstatic\s+)?(?:__device__|__constant__|__managed__)\s+([^;{{}}()=]*?)"
+                                    rf"\b{leaf}\s*((?:\[[^\]]*\]\s*)*)(?:=|;)", source))
+    if not declarations:
         return None, None, False
+    internal = any(bool(found[1]) or "static" in found[2].split() for found in declarations)
+    if len(declarations) > 1:
+        # (Variables of one name in several namespaces: which declaration is which, the reader does not follow
+        # namespaces to tell. Static if any is: a copy might not reach it on every backend.)
+        return None, None, internal
+    found = declarations[0]
     words = [w for w in found[2].replace("*", " * ").split()
              if w not in ("static", "extern", "volatile", "const", "__device__", "__constant__", "__managed__")]
     dtype = None if "*" in words else type_of(words, kernel.source, kernel.options)
     sizes = re.findall(r"\[\s*([^\]]*?)\s*\]", found[3])
     dims = tuple(int(size) for size in sizes) if all(size.isdigit() for size in sizes) else None
-    return dtype, dims, bool(found[1]) or "static" in found[2].split()
+    return dtype, dims, internal
 
 
 def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
@@ -53,6 +59,12 @@ def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"symbol: kernel must be a gg.Kernel, whose module holds the variable, got "
                         f"{type(kernel).__name__}")
+    if kernel.cpu is not None:
+        # (The CPU backend runs such a kernel as Python, with no module to hold the source's variables: refused on
+        # every backend, so that they agree.)
+        raise ValueError(f"symbol: {kernel!r} has a Python implementation (cpu=), which the CPU backend runs instead "
+                         f"of its source, so its module's variables exist on GPUs only; make the Kernel without cpu= "
+                         f"to use them")
     linked = linkage_name(name)
     declared, dims, internal = _declaration(kernel, name)
     if internal:
@@ -64,11 +76,13 @@ def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
     alloc = device._backend.kernel_variable(device.index, kernel, linked)
     if alloc is None:
         raise ValueError(f"symbol: the module of {kernel!r} on {device} has no __device__, __constant__ or __managed__ "
-                         f"variable {name!r} (looked up as {linked!r})")
+                         f"variable {name!r} (looked up as {linked!r}; a const variable has internal linkage in C++, "
+                         f"and no module exports it)")
     if dtype is None:
         if declared is None:
             raise TypeError(f"symbol: gpugraph cannot read the type of {name!r} from {kernel!r}'s source (not a C "
-                            f"number type, or not declared plainly); give it: symbol(kernel, {name!r}, dtype=...)")
+                            f"number type, not declared plainly, or its name declared in several namespaces); give "
+                            f"it: symbol(kernel, {name!r}, dtype=...)")
         dtype = declared
     else:
         dtype = normalize_dtype(dtype)

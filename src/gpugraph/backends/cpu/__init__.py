@@ -70,12 +70,12 @@ def configured_devices() -> int:
     return count
 
 
-
 def _host_bytes(ptr: int, nbytes: int) -> np.ndarray:
     """The ``nbytes`` bytes of host memory at ``ptr`` as a writable uint8 array, viewed where they are."""
     raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
     # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
     return np.frombuffer(raw, np.uint8)  # type: ignore[arg-type]
+
 
 class CpuBackend:
     """Implements ``gpugraph.backends._protocol.Backend`` on the host."""
@@ -222,10 +222,6 @@ class CpuBackend:
         return kernel
 
     def kernel_variable(self, index: int, kernel: Any, name: str) -> Allocation | None:
-        if kernel.cpu is not None:
-            raise ValueError(f"symbol: {kernel!r} runs as its Python implementation (cpu=) on the CPU backend, which "
-                             f"compiles no module to hold its source's variables; make the Kernel without cpu= to "
-                             f"run its source here")
         found = load_compiled(kernel).module.variable(name)
         if found is None:
             return None

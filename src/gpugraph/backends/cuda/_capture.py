@@ -259,9 +259,11 @@ class CudaCapturing(CudaRuntime):
         return CudaSemaphore(semaphore, index, timeline)
 
     def semaphore_destroy(self, semaphore: CudaSemaphore) -> None:
-        # (It waits for the device's queued work as a free does: measured on the H200, a collection destroying one
-        # stalled behind a stream waiting on another semaphore for the host to signal.)
-        self._release_memory(self._in_context, semaphore.index, drv.destroy_external_semaphore, semaphore.handle)
+        # Deferred to the next synchronize (or capture end, or release made at once), whoever drops the semaphore:
+        # cuDestroyExternalSemaphore waits for the device's queued work (measured on the H200: a collection
+        # destroying one stalled behind a stream waiting on another semaphore for the host to signal), and stream
+        # work queued on this one does not hold it, so a destroy at once could wait for work that waits for the host.
+        self._deferred.append((self._in_context, (semaphore.index, drv.destroy_external_semaphore, semaphore.handle)))
 
     def event_create(self, index: int, timing: bool) -> CudaEvent:
         self.contexts.use(index)

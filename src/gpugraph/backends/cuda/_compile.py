@@ -41,12 +41,12 @@ class ModuleCache:
     def __init__(self) -> None:
         self._modules: dict[tuple, Any] = {}
         self._lock = threading.Lock()
-        self._module_of: dict[int, Any] = {}  # CUfunction (as an int) -> the CUmodule it is in
 
-    def variable(self, function: Any, name: str) -> tuple[int, int] | None:
+    @staticmethod
+    def variable(function: Any, name: str) -> tuple[int, int] | None:
         """(address, bytes) of the module variable ``name`` (its linkage name) of the module ``function`` (a
-        CUfunction this cache made) is in, or None where that module has none."""
-        err, address, size = drv.module_get_global(self._module_of[int(function)], name.encode())
+        CUfunction) is in, or None where that module has none."""
+        err, address, size = drv.module_get_global(call(drv.func_get_module, function), name.encode())
         if err == cu.CUresult.CUDA_ERROR_NOT_FOUND:
             return None
         if err:
@@ -78,11 +78,9 @@ class ModuleCache:
                         self._modules[key] = None
                 found = self._modules[key]
             if found is not None:
-                module = found[0]
-                err, function = drv.module_get_function(module, found[1][kernel.name])
+                err, function = drv.module_get_function(found[0], found[1][kernel.name])
         if err:
             raise KernelCompileError.no_kernel(kernel.name)
-        self._module_of[int(function)] = module
         return function
 
     def _compile_names(self, device: Any, kernel: Any, names: list[str]) -> tuple[Any, dict[str, bytes]]:

@@ -200,8 +200,7 @@ class CudaRuntime:
             self._flush_releases()
 
     def _release_memory(self, fn: Any, *args: Any) -> None:
-        """Free memory (or destroy an external semaphore, which waits alike) for a garbage-collected Python object
-        (``_release``). cuMemFree and cuMemFreeHost wait for
+        """Free memory for a garbage-collected Python object (``_release``). cuMemFree and cuMemFreeHost wait for
         the device's queued work (2.9 s behind a host function blocked for 3 s: measured on the H200), so a free the
         garbage collector asks for waits too, for the next synchronize, allocation failure, capture end or release
         made at once: a collection that ran it would wait for work that may be waiting for the collecting thread."""

@@ -62,6 +62,7 @@ CUDA = {
     "module_get_function": "cuModuleGetFunction",
     "module_get_global": "cuModuleGetGlobal",  # HIP: hipModuleGetGlobal
     "func_get_name": "cuFuncGetName",
+    "func_get_module": "cuFuncGetModule",
     "func_get_param_info": "cuFuncGetParamInfo",  # CUDA 12.4; HIP: hipKernelGetParamInfo
     "launch_kernel": "cuLaunchKernel",  # HIP: hipModuleLaunchKernel
     "launch_host_func": "cuLaunchHostFunc",
