@@ -138,7 +138,7 @@ def test_a_template_instance_has_its_own_module_variables(device):
 
 def test_symbol_errors_name_the_variable_and_the_rule(device, combine):
     with pytest.raises(ValueError, match=r"symbol: the module of Kernel\('combine'\) on \S+ has no __device__, "
-                                         r"__constant__ or __managed__ variable 'missing' \(looked up as 'missing';"):
+                                         r"__constant__ or __managed__ variable 'missing' \(looked up as 'missing'\)"):
         device.symbol(combine, "missing")
     with pytest.raises(ValueError, match=r"looked up as '_ZN2ns7missingE'"):
         device.symbol(combine, "ns::missing")
@@ -191,6 +191,7 @@ def test_a_name_declared_in_two_namespaces_needs_its_dtype(device):
 def test_a_const_variable_is_not_exported(device):
     kernel = gg.Kernel("__device__ const int t[3] = {1, 2, 3};\n"
                        "extern \"C\" __global__ void k(int* x) { x[0] = t[threadIdx.x]; }", "k")
-    with pytest.raises(ValueError, match=r"no __device__, __constant__ or __managed__ variable 't' .* a const variable "
-                                         r"has internal linkage in C\+\+"):
+    # (CUDA's module exports it and the host compiler's library does not: refused on every backend.)
+    with pytest.raises(ValueError, match=r"symbol: 't' is declared const in Kernel\('k'\)'s source, so no copy may "
+                                         r"reach it on every backend .* declare it without const"):
         device.symbol(kernel, "t")

@@ -31,16 +31,24 @@ def linkage_name(name: Any) -> str:
     return "_ZN" + "".join(f"{len(part)}{part}" for part in parts) + "E"
 
 
-def _declaration(kernel: Any, name: str) -> tuple[np.dtype | None, tuple[int, ...] | None, bool]:
+def _declaration(kernel: Any, name: str) -> tuple[np.dtype | None, tuple[int, ...] | None, str | None]:
     """The type and the array dimensions (literal ones) that ``kernel``'s source declares variable ``name`` with,
-    each None where the source does not say it plainly; and whether it is declared ``static``."""
+    each None where the source does not say it plainly; and the qualifier ("static" or "const") that keeps copies
+    from reaching it on every backend, if any."""
     leaf = name.rsplit("::", 1)[-1].strip()
     source = _COMMENT.sub(" ", kernel.source)
     declarations = list(re.finditer(rf"(\bstatic\s+)?(?:__device__|__constant__|__managed__)\s+([^;{{}}()=]*?)"
                                     rf"\b{leaf}\s*((?:\[[^\]]*\]\s*)*)(?:=|;)", source))
     if not declarations:
-        return None, None, False
-    internal = any(bool(found[1]) or "static" in found[2].split() for found in declarations)
+        return None, None, None
+    internal = None
+    for found in declarations:
+        tokens = found[2].replace("*", " * ").split()
+        if found[1] or "static" in tokens:
+            internal = "static"
+        # (The variable itself const: "const int t[3]", "int* const p"; not "const int* p", a pointer to const.)
+        elif "const" in (tokens[len(tokens) - tokens[::-1].index("*"):] if "*" in tokens else tokens):
+            internal = internal or "const"
     if len(declarations) > 1:
         # (Variables of one name in several namespaces: which declaration is which, the reader does not follow
         # namespaces to tell. Static if any is: a copy might not reach it on every backend.)
@@ -68,16 +76,17 @@ def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
     linked = linkage_name(name)
     declared, dims, internal = _declaration(kernel, name)
     if internal:
-        # (A host compiler may fold a static variable that its library never writes: the CPU backend's kernels
-        # would not see a copy to it, where CUDA's do. Refused on both backends, so that they agree.)
-        raise ValueError(f"symbol: {name!r} is declared static in {kernel!r}'s source, so no copy may reach it "
-                         f"on every backend (the CPU backend's compiler may fold it); declare it without static")
+        # (A host compiler may fold a static variable that its library never writes, and gives a const one internal
+        # linkage, out of the library's table; CUDA's module exports both (measured on the H200). Refused on every
+        # backend, so that they agree.)
+        raise ValueError(f"symbol: {name!r} is declared {internal} in {kernel!r}'s source, so no copy may reach it "
+                         f"on every backend (the CPU backend's compiler may fold it or keep it out of its library's "
+                         f"table); declare it without {internal}")
     device._load_kernel(kernel)  # (first: a source that does not compile raises its error)
     alloc = device._backend.kernel_variable(device.index, kernel, linked)
     if alloc is None:
         raise ValueError(f"symbol: the module of {kernel!r} on {device} has no __device__, __constant__ or __managed__ "
-                         f"variable {name!r} (looked up as {linked!r}; a const variable has internal linkage in C++, "
-                         f"and no module exports it)")
+                         f"variable {name!r} (looked up as {linked!r})")
     if dtype is None:
         if declared is None:
             raise TypeError(f"symbol: gpugraph cannot read the type of {name!r} from {kernel!r}'s source (not a C "
