@@ -121,6 +121,11 @@ shift = gg.Kernel(SOURCE, "shift", cpu=_shift)  # the signature of scale, to cha
 add = gg.Kernel(SOURCE, "add", cpu=_add)
 fill = gg.Kernel(SOURCE, "fill", cpu=_fill)
 axpy = gg.Kernel(SOURCE, "axpy", cpu=_axpy)
+# (Loaded before any test, as all these are: a test that blocks a stream on a memory wait launches it to release it,
+# and loading a module on CUDA waits for the device's queued work.)
+set_flag = gg.Kernel("""
+extern "C" __global__ void set_flag(unsigned int* flag, unsigned int value) { flag[0] = value; }
+""", "set_flag", cpu=lambda launch, flag, value: flag.__setitem__(0, value))
 inc = gg.Kernel(SOURCE, "inc", cpu=_inc)
 iota2d = gg.Kernel(SOURCE, "iota2d", cpu=_iota2d)
 # handshake(mine, other, seen, max_cycles): raise my flag, spin (bounded) until the other kernel raises

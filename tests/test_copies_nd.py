@@ -151,7 +151,7 @@ def test_graph_setters_change_boxes_and_executable_graphs_keep_them(device):
     band = g.add_memset(plane, 1, shape=(2, 2), after=copy)
     exe = g.instantiate()
     with pytest.raises(gg.GraphUpdateError, match=r"at Node\(n0, memcpy\): parameters changed \(an executable graph's "
-                                                  r"2-D or 3-D copy cannot change \(CUDA's rule, measured\)"):
+                                                  r"copy of several rows cannot change \(CUDA's rule, measured\)"):
         exe.set_memcpy(copy, dst, src)
     with pytest.raises(gg.GraphUpdateError, match=r"a 2-D memset keeps its shape, and a 1-D one stays 1-D"):
         exe.set_memset(band, plane, 2)
@@ -162,7 +162,7 @@ def test_graph_setters_change_boxes_and_executable_graphs_keep_them(device):
     np.testing.assert_array_equal(plane.to_numpy()[0:3, 0:3], [[0, 2, 2], [0, 2, 2], [0, 0, 0]])
     stream.memset(plane, 0)
     g.set_memcpy(copy, dst, src, shape=(1, 3), src_origin=(2, 4))  # (the graph's node takes any box)
-    with pytest.raises(gg.GraphUpdateError, match=r"2-D or 3-D copy cannot change \(CUDA's rule, measured\)"):
+    with pytest.raises(gg.GraphUpdateError, match=r"copy of several rows cannot change \(CUDA's rule, measured\)"):
         exe.update(g)
     g.set_memcpy(copy, dst, src, shape=(2, 2), src_origin=(1, 1))  # the copy it was made with
     g.set_memset(band, plane, 3, shape=(2, 2), origin=(1, 1))

@@ -13,6 +13,12 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
 # where the system's is older, set CUDA_HOME to a folder whose include/ has nvidia-cuda-runtime's and
 # nvidia-cuda-profiler-api's headers). Then the suite runs on it and again with GPUGRAPH_COMPILED=0.
 python3 setup.py build_ext --inplace > "$OUT/build.txt" 2>&1 || echo "gpu_check: building the compiled path failed ($OUT/build.txt)"
+# The Vulkan loader, for the external semaphore tests' real Vulkan semaphore: where the machine lacks it, the
+# packages tools/fetch_vulkan.sh downloads into .gl/ (carried to the GPU machine) are unpacked here.
+if ! ldconfig -p | grep -q libvulkan.so.1 && compgen -G ".gl/*.deb" > /dev/null; then
+  for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+fi
+for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; do [ -f "$icd" ] && export VK_DRIVER_FILES=$icd; done
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import sys, numpy; from importlib.metadata import version as v; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'cuda-bindings', v('cuda-bindings'), 'cupy', v('cupy-cuda13x'), 'torch', v('torch'))"

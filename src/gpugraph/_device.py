@@ -17,8 +17,10 @@ from ._errors import BackendUnavailableError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
+from ._semaphores import ExternalSemaphore
 from ._stream import Event, Stream
 from ._user_objects import UserObject
+from ._variables import symbol
 from .backends import BACKEND_ORDER, available_backends, get_backend
 from .backends._protocol import Backend
 
@@ -270,6 +272,49 @@ class Device:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         raw = self._backend.pinned_empty(self.index, Array.bytes_for(shape, dtype))
         return raw.view(dtype).reshape(shape)
+
+    def symbol(self, kernel: Any, name: str, dtype: Any = None) -> Array:
+        """The ``__device__``, ``__constant__`` or ``__managed__`` variable ``name`` of ``kernel``'s module on this
+        device, as an Array: copies to and from it (streams, graph nodes, setters) are the ...ToSymbol and
+        ...FromSymbol calls, and ``dst_origin=``/``src_origin=`` their offsets. The module is ``kernel``'s source,
+        compiled once per device (a template's instance is a module of its own), and its kernels see the copies.
+
+        Args:
+            kernel: A Kernel of the source that declares the variable.
+            name: Its name, in namespaces or not (``"table"``, ``"ns::table"``).
+            dtype: The elements' type; None reads it from the declaration (a C number type). The shape is the
+                declaration's dimensions where they are literal (``()`` for a scalar), else 1-D.
+
+        Raises:
+            ValueError: If the module has no such variable, or its size is no whole number of ``dtype`` elements.
+            TypeError: If ``dtype`` is None and the declaration's type cannot be read.
+            KernelCompileError: If the source does not compile.
+
+        See also: hipModuleGetGlobal, cuModuleGetGlobal, cudaGetSymbolAddress, cudaGetSymbolSize.
+        """
+        if HOST_THREADS:
+            refuse_in_host_function("Device.symbol")
+        return symbol(self, kernel, name, dtype)
+
+    def import_semaphore(self, handle: Any, *, timeline: bool = True) -> ExternalSemaphore:
+        """Import another API's semaphore, for streams and graph nodes of this device to signal and wait on.
+
+        Args:
+            handle: On CUDA, the semaphore's file descriptor (Vulkan's vkGetSemaphoreFdKHR, an opaque fd): the import
+                owns it once it succeeds (the driver closes it), and it stays the caller's if the import fails. On
+                the CPU backend, a ``gg.EmulatedSemaphore``.
+            timeline: Whether it is a timeline semaphore (signaled to and waited for at values), else binary.
+
+        Raises:
+            TypeError: If ``handle`` is not what this backend imports.
+            ValueError: If the driver refuses the handle, or (CPU) an EmulatedSemaphore of the other kind.
+
+        See also: hipImportExternalSemaphore, cudaImportExternalSemaphore (cudaExternalSemaphoreHandleTypeOpaqueFd,
+        ...TimelineSemaphoreFd).
+        """
+        if HOST_THREADS:
+            refuse_in_host_function("Device.import_semaphore")
+        return ExternalSemaphore(self, handle, timeline)
 
     def graph_memory(self) -> GraphMemoryUsage:
         """The graph memory pool's figures (cudaDeviceGetGraphMemAttribute)."""

@@ -16,10 +16,12 @@ from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
 from ._kernel import Kernel
+from ._memops import mem_ops_record
 from ._nesting import nesting_refusal
-from ._nodes import BODY_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
+from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
+from ._semaphores import semaphore_record
 from ._stream import Event, Stream
 from ._topology import Topology
 from ._update import GraphLayout, check_update, graph_shape, node_refusal
@@ -462,11 +464,15 @@ class GraphExec:
             raise ValueError(f"set_params({node!r}): {refusal}") from None
 
     @_serialized
-    def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None) -> None:
-        """Change a 1-D copy node (the rules of ``Graph.add_memcpy``). An executable graph's 2-D or 3-D copy never
-        changes (CUDA's rule: ``_update.node_refusal``). See also: cudaGraphExecMemcpyNodeSetParams."""
+    def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None,
+                   dst_origin: Any = None, src_origin: Any = None) -> None:
+        """Change a copy node (the rules of ``Graph.add_memcpy``): a 1-D copy, or a box of one row, which may move,
+        change size and become 1-D and back. An executable graph's copy of several rows never changes (CUDA's rule:
+        ``_update.node_refusal``). See also: cudaGraphExecMemcpyNodeSetParams, and ...ToSymbol/...FromSymbol
+        with an Array of ``Device.symbol``."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
-        self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy"), node)
+        self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy", shape=shape, dst_origin=dst_origin,
+                                   src_origin=src_origin), node)
 
     @_serialized
     def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None, *, shape: Any = None,
@@ -506,6 +512,26 @@ class GraphExec:
         """
         i = self._index(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
         self._set(i, event_record(self.device, node.kind, event, "set_event"), node)
+
+    @_serialized
+    def set_semaphores(self, node: Any, semaphores: Any, values: Any = None) -> None:
+        """Change the semaphores and values of a semaphore signal or wait node; the number of semaphores stays (CUDA's
+        rule, measured).
+
+        See also: cudaGraphExecExternalSemaphoresSignalNodeSetParams, cudaGraphExecExternalSemaphoresWaitNodeSetParams.
+        """
+        i = self._index(node, SEMAPHORE_KINDS, "set_semaphores")
+        self._set(i, semaphore_record(self.device, node.kind, semaphores, values, "set_semaphores"), node)
+
+    @_serialized
+    def set_mem_ops(self, node: Any, ops: Any) -> None:
+        """Change the operations of a batch memory-op node: their targets and values, and a wait's condition; each
+        operation keeps its kind and width (CUDA's rule, measured).
+
+        See also: hipGraphExecBatchMemOpNodeSetParams, cuGraphExecBatchMemOpNodeSetParams.
+        """
+        i = self._index(node, (NodeKind.MEM_OPS,), "set_mem_ops")
+        self._set(i, mem_ops_record(self.device, ops, "set_mem_ops"), node)
 
     @_serialized
     def is_enabled(self, node: Any) -> bool:

@@ -28,11 +28,13 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import check_device_launch, instantiate_flags
 from ._interrupts import without_interrupts
 from ._kernel import Kernel, check_shared_mem, launch_dims
+from ._memops import mem_ops_record
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._nesting import nesting_refusal
 from ._nodes import (
     BODY_KINDS,
     MEMORY_KINDS,
+    SEMAPHORE_KINDS,
     ChildGraphParams,
     ConditionalParams,
     EmptyParams,
@@ -43,6 +45,7 @@ from ._nodes import (
 )
 from ._params import Param
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
+from ._semaphores import semaphore_record
 from ._stream import Event
 from ._topology import Topology
 from ._user_objects import UserObject, count_of
@@ -842,6 +845,37 @@ class Graph:
         self._refuse_in_body("add_event_wait", "event wait")
         return self._add(record, after, "add_event_wait")
 
+    def add_semaphore_signal(self, semaphores: Any, values: Any = None, after: Any = ()) -> Node:
+        """Add a node signaling ``semaphores`` (an ExternalSemaphore of this graph's device, or a list): timeline
+        ones to ``values`` (one int for all, or one per semaphore), binary ones (no value).
+
+        See also: hipGraphAddExternalSemaphoresSignalNode, cudaGraphAddExternalSemaphoresSignalNode.
+        """
+        return self._add_semaphores(NodeKind.SEMAPHORE_SIGNAL, semaphores, values, after, "add_semaphore_signal")
+
+    def add_semaphore_wait(self, semaphores: Any, values: Any = None, after: Any = ()) -> Node:
+        """Add a node that waits until ``semaphores`` are signaled (timeline ones to at least ``values``, binary ones
+        once each) before the nodes after it run.
+
+        See also: hipGraphAddExternalSemaphoresWaitNode, cudaGraphAddExternalSemaphoresWaitNode.
+        """
+        return self._add_semaphores(NodeKind.SEMAPHORE_WAIT, semaphores, values, after, "add_semaphore_wait")
+
+    def _add_semaphores(self, kind: NodeKind, semaphores: Any, values: Any, after: Any, what: str) -> Node:
+        record = semaphore_record(self.device, kind, semaphores, values, what)
+        self._refuse_in_body(what, kind.value.replace("_", " "))
+        return self._add(record, after, what)
+
+    def add_mem_ops(self, ops: Any, after: Any = ()) -> Node:
+        """Add a node running memory operations in order: ``gg.WaitValue`` (wait for a value in device memory) and
+        ``gg.WriteValue`` (write one), one or a list, on Arrays of 4- or 8-byte integers of this graph's device.
+
+        See also: hipGraphAddBatchMemOpNode, cuGraphAddBatchMemOpNode.
+        """
+        record = mem_ops_record(self.device, ops, "add_mem_ops")
+        self._refuse_in_body("add_mem_ops", "batch memory-op")
+        return self._add(record, after, "add_mem_ops")
+
     def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
         """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
 
@@ -1208,6 +1242,26 @@ class Graph:
         with self._locked():
             self._own_node(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
             self._set_record(node, event_record(self.device, node.kind, event, "set_event"))
+
+    def set_semaphores(self, node: Node, semaphores: Any, values: Any = None) -> None:
+        """Change the semaphores and values of a semaphore signal or wait node, with the rules of
+        ``add_semaphore_signal`` and ``add_semaphore_wait``.
+
+        See also: cudaGraphExternalSemaphoresSignalNodeSetParams, cudaGraphExternalSemaphoresWaitNodeSetParams.
+        """
+        with self._locked():
+            self._own_node(node, SEMAPHORE_KINDS, "set_semaphores")
+            self._set_record(node, semaphore_record(self.device, node.kind, semaphores, values, "set_semaphores"))
+
+    def set_mem_ops(self, node: Node, ops: Any) -> None:
+        """Change the operations of a batch memory-op node, with the rules of ``add_mem_ops``.
+
+        See also: hipGraphBatchMemOpNodeSetParams, cuGraphBatchMemOpNodeSetParams.
+        """
+        record = mem_ops_record(self.device, ops, "set_mem_ops")
+        with self._locked():
+            self._own_node(node, (NodeKind.MEM_OPS,), "set_mem_ops")
+            self._set_record(node, record)
 
     def set_child_graph(self, node: Node, graph: Graph) -> None:
         """Make a child-graph node embed a copy of ``graph``, taken now (of any topology), with the rules of

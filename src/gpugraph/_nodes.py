@@ -27,6 +27,9 @@ class NodeKind(enum.Enum):
     MEM_ALLOC = "mem_alloc"
     MEM_FREE = "mem_free"
     CONDITIONAL = "conditional"
+    SEMAPHORE_SIGNAL = "semaphore_signal"
+    SEMAPHORE_WAIT = "semaphore_wait"
+    MEM_OPS = "mem_ops"
 
 
 class Removed:
@@ -49,6 +52,7 @@ def why_gone(handle: Any) -> str:
 # (A tuple: ``in`` finds a member by identity first, where a set would call Enum's Python-level __hash__; this
 # one is tested for every node read from a backend.)
 MEMORY_KINDS = (NodeKind.MEM_ALLOC, NodeKind.MEM_FREE)
+SEMAPHORE_KINDS = (NodeKind.SEMAPHORE_SIGNAL, NodeKind.SEMAPHORE_WAIT)
 # CUDA allows enabling and disabling only these kinds on an executable graph.
 TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
 # The kinds a conditional node's body may hold (CUDA refuses the others there: host, event and memory nodes).
@@ -188,6 +192,65 @@ class EventWaitParams:
 
     def label(self) -> str:
         return "event wait"
+
+
+@dataclass(frozen=True)
+class SemaphoreSignalParams:
+    """Signal each of ``semaphores`` (ExternalSemaphores): a timeline semaphore to its value in ``values``, a
+    binary one (its value 0) to signaled."""
+
+    kind: ClassVar[NodeKind] = NodeKind.SEMAPHORE_SIGNAL
+    semaphores: tuple
+    values: tuple[int, ...]
+
+    def label(self) -> str:
+        return f"signal {len(self.semaphores)} semaphore{'s' if len(self.semaphores) != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class SemaphoreWaitParams:
+    """Wait until each of ``semaphores`` is signaled: a timeline semaphore to at least its value in ``values``, a
+    binary one once (the wait takes its signal)."""
+
+    kind: ClassVar[NodeKind] = NodeKind.SEMAPHORE_WAIT
+    semaphores: tuple
+    values: tuple[int, ...]
+
+    def label(self) -> str:
+        return f"wait for {len(self.semaphores)} semaphore{'s' if len(self.semaphores) != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class WaitValue:
+    """A memory operation (``Graph.add_mem_ops``, ``Stream.wait_value``): wait until element ``index`` of ``target``
+    (an Array of 4- or 8-byte integers) meets ``condition`` against ``value``: "geq" (at least ``value``, compared
+    cyclically as CUDA does: the difference as a signed integer is not negative), "eq", "and" (the bitwise AND is
+    not 0) or "nor" (the bitwise NOR is not 0)."""
+
+    target: Any
+    value: int
+    condition: str = "geq"
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class WriteValue:
+    """A memory operation: write ``value`` to element ``index`` of ``target`` (an Array of 4- or 8-byte integers)."""
+
+    target: Any
+    value: int
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class MemOpsParams:
+    """A batch of memory operations (``WaitValue``, ``WriteValue``), run in order (CUDA's batch memory-op node)."""
+
+    kind: ClassVar[NodeKind] = NodeKind.MEM_OPS
+    ops: tuple
+
+    def label(self) -> str:
+        return "mem ops: " + ", ".join("wait" if isinstance(op, WaitValue) else "write" for op in self.ops)
 
 
 @dataclass(frozen=True)

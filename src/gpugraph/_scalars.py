@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -96,3 +97,11 @@ def _finite(number: Any) -> bool:
     if isinstance(number, float):
         return math.isfinite(number)
     return bool(np.isfinite(number))
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` as an int where it is an integer (a NumPy one too) and not a bool, else None."""
+    try:
+        return operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        return None

@@ -621,3 +621,10 @@ def is_device_function(source: str, name: str, options: Sequence[str] = ()) -> b
                     return True
                 j -= 1
     return False
+
+
+def type_of(words: list[str], source: str, options: Sequence[str] = ()) -> np.dtype | None:
+    """The dtype of the number type that ``words`` name in ``source`` (``["unsigned", "int"]``, a typedef's name),
+    or None where it is no number type the reader knows."""
+    dtype, depth = _base_type(_join_scopes(words), _read_source(source, tuple(options)), frozenset())
+    return dtype if isinstance(dtype, np.dtype) and depth == 0 else None

@@ -12,6 +12,7 @@ from . import _capture, _params
 from ._errors import CaptureError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
+from ._memops import mem_ops_record
 from ._memory import (
     Array,
     check_pinned,
@@ -22,7 +23,9 @@ from ._memory import (
     normalize_dtype,
     normalize_shape,
 )
+from ._nodes import NodeKind, WaitValue, WriteValue
 from ._params import resolve
+from ._semaphores import semaphore_record
 
 # The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
 # handle can reach another library through ``ptr`` as well as ``__cuda_stream__``) and those made from other
@@ -345,6 +348,55 @@ class Stream:
         if not units and self._capture is not None:
             return  # CUDA captures no node for a memset of no elements
         self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units, self._capture_handle())
+
+    def signal_semaphores(self, semaphores: Any, values: Any = None) -> None:
+        """Enqueue signaling ``semaphores`` (an ExternalSemaphore or a list): timeline ones to ``values`` (one int for
+        all, or one per semaphore), binary ones (no value). Under capture, a semaphore signal node.
+
+        See also: hipSignalExternalSemaphoresAsync, cudaSignalExternalSemaphoresAsync.
+        """
+        self._semaphores(NodeKind.SEMAPHORE_SIGNAL, semaphores, values, "signal_semaphores")
+
+    def wait_semaphores(self, semaphores: Any, values: Any = None) -> None:
+        """Make later work of this stream wait until ``semaphores`` are signaled: timeline ones to at least
+        ``values``, binary ones once each. Under capture, a semaphore wait node.
+
+        See also: hipWaitExternalSemaphoresAsync, cudaWaitExternalSemaphoresAsync.
+        """
+        self._semaphores(NodeKind.SEMAPHORE_WAIT, semaphores, values, "wait_semaphores")
+
+    def _semaphores(self, kind: NodeKind, semaphores: Any, values: Any, what: str) -> None:
+        record = semaphore_record(self.device, kind, semaphores, values, what)
+        if self._capture is not None or self.legacy or _capture.function_captures:
+            self._guard(f"Stream.{what}")
+            if self._capture is not None:
+                self._capture._refuse_in_body(f"Stream.{what}", kind.value.replace("_", " "))
+        self._backend.stream_semaphores(self._handle, record, self._capture_handle())
+
+    def wait_value(self, target: Array, value: int, condition: str = "geq", index: int = 0) -> None:
+        """Make later work of this stream wait until element ``index`` of ``target`` (an Array of 4- or 8-byte
+        integers) meets ``condition`` against ``value`` (``gg.WaitValue`` says how). Under capture, a batch memory-op
+        node.
+
+        See also: hipStreamWaitValue32/64, cuStreamWaitValue32/64.
+        """
+        self._mem_ops(WaitValue(target, value, condition, index), "wait_value")
+
+    def write_value(self, target: Array, value: int, index: int = 0) -> None:
+        """Enqueue writing ``value`` to element ``index`` of ``target`` (an Array of 4- or 8-byte integers). Under
+        capture, a batch memory-op node.
+
+        See also: hipStreamWriteValue32/64, cuStreamWriteValue32/64.
+        """
+        self._mem_ops(WriteValue(target, value, index), "write_value")
+
+    def _mem_ops(self, op: Any, what: str) -> None:
+        record = mem_ops_record(self.device, op, what)
+        if self._capture is not None or self.legacy or _capture.function_captures:
+            self._guard(f"Stream.{what}")
+            if self._capture is not None:
+                self._capture._refuse_in_body(f"Stream.{what}", "batch memory-op")
+        self._backend.stream_mem_ops(self._handle, record, self._capture_handle())
 
     def host(self, fn: Callable[..., Any], *args: Any) -> None:
         """Enqueue a call of ``fn(*args)`` on the host, in stream order.

@@ -25,8 +25,19 @@ from typing import Any
 import numpy as np
 
 from ._errors import GraphUpdateError
+from ._memops import shape_of
 from ._memory import address_of
-from ._nodes import MEMORY_KINDS, ConditionalParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ._nodes import (
+    MEMORY_KINDS,
+    ConditionalParams,
+    KernelParams,
+    MemcpyParams,
+    MemOpsParams,
+    MemsetParams,
+    NodeKind,
+    SemaphoreSignalParams,
+    SemaphoreWaitParams,
+)
 
 
 class GraphLayout:
@@ -97,6 +108,12 @@ def _copy_words(p: MemcpyParams) -> str:
     return f"extent {p.box.extent} (bytes, rows, slices) {where}, at {p.box.src_at} and {p.box.dst_at}"
 
 
+def _rows(box: Any) -> bool:
+    """Whether a copy's box has more than one row: one of a single row the driver takes as a 1-D copy, which an
+    executable graph changes freely (its start, its size, to and from 1-D: measured on the H200, driver 580)."""
+    return box is not None and (box.extent[1] > 1 or box.extent[2] > 1)
+
+
 def _plane(p: MemsetParams) -> tuple[int, int, int, int]:
     return p.height, p.count, p.element_size, p.pitch
 
@@ -111,10 +128,10 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
                 return "memory kind changed", f"{side} was {_memory_kind(was)} memory, got {_memory_kind(now)} memory"
             if _memory_kind(now) == "device" and _device(was) is not _device(now):
                 return "device changed", f"{side} was on {_device(was)}, got {_device(now)}"
-        if (old.box is not None or new.box is not None) and (old.box, address_of(old.dst), address_of(old.src)) != (
+        if (_rows(old.box) or _rows(new.box)) and (old.box, address_of(old.dst), address_of(old.src)) != (
                 new.box, address_of(new.dst), address_of(new.src)):
-            return "parameters changed", (f"an executable graph's 2-D or 3-D copy cannot change (CUDA's rule, "
-                                          f"measured): it was {_copy_words(old)}, got {_copy_words(new)}")
+            return "parameters changed", (f"an executable graph's copy of several rows cannot change (CUDA's "
+                                          f"rule, measured): it was {_copy_words(old)}, got {_copy_words(new)}")
     elif isinstance(old, MemsetParams):
         if _device(old.dst) is not _device(new.dst):
             return "device changed", f"dst was on {_device(old.dst)}, got {_device(new.dst)}"
@@ -122,6 +139,12 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
             return "parameters changed", (f"a 2-D memset keeps its shape, and a 1-D one stays 1-D (CUDA's rule, "
                                           f"measured): it was {_plane(old)}, got {_plane(new)} (rows, elements a "
                                           f"row, element size, pitch)")
+    elif isinstance(old, (SemaphoreSignalParams, SemaphoreWaitParams)) and len(old.semaphores) != len(new.semaphores):
+        return "parameters changed", (f"an executable graph's semaphore node keeps its number of semaphores (CUDA's "
+                                      f"rule, measured): it had {len(old.semaphores)}, got {len(new.semaphores)}")
+    elif isinstance(old, MemOpsParams) and shape_of(old) != shape_of(new):
+        return "parameters changed", (f"an executable graph's batch memory-op node keeps the kind and width of each "
+                                      f"operation (CUDA's rule, measured): it had {shape_of(old)}, got {shape_of(new)}")
     elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
         return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
     elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):

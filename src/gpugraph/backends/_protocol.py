@@ -60,8 +60,19 @@ class Backend(Protocol):
     def graph_memory_reset_high(self, index: int) -> None:
         """Start the pool's high watermarks again from its figures now."""
 
+    # External semaphores
+    def semaphore_import(self, index: int, handle: Any, timeline: bool) -> Handle:
+        """Device ``index``'s handle on another API's semaphore ``handle`` (what the backend imports: CUDA a file
+        descriptor, which it owns once imported; the CPU backend an EmulatedSemaphore); TypeError or ValueError
+        saying why not."""
+    def semaphore_destroy(self, semaphore: Handle) -> None: ...
+
     # Kernels
     def kernel_load(self, index: int, kernel: Any) -> Handle: ...
+    def kernel_variable(self, index: int, kernel: Any, name: str) -> Handle | None:
+        """The allocation record (origin "device", never freed) of the variable of linkage name ``name`` in the
+        module ``kernel`` runs from on device ``index`` (cuModuleGetGlobal), loading it on first use; None where the
+        module has none."""
     def kernel_static_shared(self, index: int, kernel: Any) -> int:
         """The bytes of static shared memory (``__shared__`` variables) of ``kernel`` on device ``index``,
         loading it on first use."""
@@ -113,6 +124,10 @@ class Backend(Protocol):
         """Set ``count`` elements from ``dst``'s start; with ``plane`` (pitch, rows, offset), ``count`` elements in each
         of ``rows`` rows ``pitch`` bytes apart from ``offset`` bytes into ``dst`` (a 2-D memset)."""
     def stream_host(self, stream: Handle, fn: Any, args: tuple, capture: Handle | None) -> None: ...
+    def stream_mem_ops(self, stream: Handle, params: Any, capture: Handle | None) -> None:
+        """Run the memory operations of ``params`` (a MemOpsParams of one operation) in stream order."""
+    def stream_semaphores(self, stream: Handle, params: Any, capture: Handle | None) -> None:
+        """Signal or wait on external semaphores as ``params`` (a SemaphoreSignalParams or SemaphoreWaitParams) says."""
     # (A captured allocation's record has origin "graph"; ``stream_free``, ``event_record`` and ``exec_launch``
     # return whether the call was captured, for the front end's follow-up.)
     def stream_alloc(self, stream: Handle, nbytes: int, capture: Handle | None) -> tuple[int, Handle]: ...

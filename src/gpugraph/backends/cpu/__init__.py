@@ -31,8 +31,10 @@ from ..._nodes import (
     MemcpyParams,
     MemsetParams,
     NodeKind,
+    WaitValue,
 )
 from ..._params import resolve
+from ..._semaphores import EmulatedSemaphore
 from .. import _exit as at_exit
 from .._allocation import Allocation
 from .._exit import exit_timeout
@@ -43,7 +45,7 @@ from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
-from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, unmap_allocation
+from ._ops import map_allocation, run_kernel, run_mem_ops, run_memcpy, run_memset, run_semaphores, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
 # How many devices the CPU backend offers (cpu:0 .. cpu:N-1), so that programs and tests for several devices run
@@ -66,6 +68,13 @@ def configured_devices() -> int:
         raise BackendUnavailableError(f"cpu: $GPUGRAPH_CPU_DEVICES must be a whole number from 1 to {MAX_DEVICES}, "
                                       f"got {text!r}")
     return count
+
+
+def _host_bytes(ptr: int, nbytes: int) -> np.ndarray:
+    """The ``nbytes`` bytes of host memory at ``ptr`` as a writable uint8 array, viewed where they are."""
+    raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
+    # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
+    return np.frombuffer(raw, np.uint8)  # type: ignore[arg-type]
 
 
 class CpuBackend:
@@ -184,10 +193,8 @@ class CpuBackend:
 
     def mem_import(self, index: int, ptr: int, nbytes: int) -> Allocation:
         # Host memory another library exported (DLPack kDLCPU), viewed where it is; its owner keeps it alive.
-        raw = (ctypes.c_uint8 * nbytes).from_address(ptr) if nbytes else bytearray()
-        # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
         return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}",
-                          buffer=np.frombuffer(raw, np.uint8))  # type: ignore[arg-type]
+                          buffer=_host_bytes(ptr, nbytes))
 
     def graph_memory(self, index: int) -> dict[str, int]:
         return self._graph_pools[index].usage()
@@ -213,6 +220,15 @@ class CpuBackend:
         if kernel.cpu is None:  # compiled from its source (raising KernelCompileError here, at the call)
             load_compiled(kernel)
         return kernel
+
+    def kernel_variable(self, index: int, kernel: Any, name: str) -> Allocation | None:
+        found = load_compiled(kernel).module.variable(name)
+        if found is None:
+            return None
+        # (The library stays loaded while the process runs: its variable is memory like any other.)
+        address, size = found
+        return Allocation(address, size, "device", index, owner=f"the module variable {name!r} of {kernel!r}",
+                          buffer=_host_bytes(address, size))
 
     def kernel_static_shared(self, index: int, kernel: Any) -> int:
         return 0 if kernel.cpu is not None else load_compiled(kernel).static_shared
@@ -315,6 +331,36 @@ class CpuBackend:
         if capture is not None and capture.record(stream, HostParams(fn, args)):
             return
         stream.submit(fn, args)
+
+    def stream_mem_ops(self, stream: CpuStream, params: Any, capture: CpuCapture | None) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.wait_value" if isinstance(params.ops[0], WaitValue) else
+                                    "Stream.write_value")
+        if capture is not None and capture.record(stream, params):
+            return
+        stream.submit(run_mem_ops, (params,))
+
+    def stream_semaphores(self, stream: CpuStream, params: Any, capture: CpuCapture | None) -> None:
+        if HOST_THREADS:
+            refuse_in_host_function(f"Stream.{'signal' if params.kind is NodeKind.SEMAPHORE_SIGNAL else 'wait'}"
+                                    f"_semaphores")
+        if capture is not None and capture.record(stream, params):
+            return
+        stream.submit(run_semaphores, (params,))
+
+    # External semaphores (emulated: another API's semaphore is an EmulatedSemaphore here)
+
+    def semaphore_import(self, index: int, handle: Any, timeline: bool) -> EmulatedSemaphore:
+        if not isinstance(handle, EmulatedSemaphore):
+            raise TypeError(f"import_semaphore: the CPU backend imports a gg.EmulatedSemaphore (it has no other API's "
+                            f"semaphores to import), got {type(handle).__name__}")
+        if handle.timeline is not timeline:
+            raise ValueError(f"import_semaphore: {handle!r} is {'a timeline' if handle.timeline else 'a binary'} "
+                             f"semaphore, imported with timeline={timeline}")
+        return handle
+
+    def semaphore_destroy(self, semaphore: EmulatedSemaphore) -> None:
+        pass  # (the emulated semaphore is its owner's)
 
     # Communicators (emulated: _collectives)
 

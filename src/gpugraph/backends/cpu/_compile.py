@@ -343,6 +343,15 @@ class HostModule:
         loaded_at = ctypes.cast(self.library.gg_uses_barriers, ctypes.c_void_p).value
         self._base = None if anchor is None or loaded_at is None else loaded_at - anchor
 
+    def variable(self, name: str) -> tuple[int, int] | None:
+        """(address, bytes) of the library's variable of linkage name ``name`` (a ``__device__``, ``__constant__`` or
+        ``__managed__`` variable of the source, an ordinary global here), or None where it has none."""
+        if self._symbols is None or self._base is None:
+            raise KernelCompileError(self.names[0] if self.names else "?", "the CPU backend finds a module's variables "
+                                     "in its library's ELF symbol table, which this platform's libraries lack")
+        found = next((s for s in self._symbols if s.name == name and s.kind == _elf.OBJECT), None)
+        return None if found is None else (found.value + self._base, found.size)
+
     def _static_shared(self, index: int) -> int:
         """The bytes of ``__shared__`` variables of kernel ``index``: those declared in its body (its lambdas'
         included) and every one at file scope (0 where the library's symbols cannot tell, as on a platform other
@@ -361,6 +370,7 @@ class HostKernel:
     def __init__(self, module: HostModule, kernel: Any) -> None:
         index = module.names.index(kernel.name)
         self.kernel = kernel
+        self.module = module
         self._run = getattr(module.library, f"gg_run_{index}")
         self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong,
                               ctypes.c_int)

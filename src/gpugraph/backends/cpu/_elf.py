@@ -1,6 +1,6 @@
 """The symbol table of a compiled kernel library (ELF, 64-bit little-endian: Linux on x86-64 and AArch64), read
 for the sizes of the kernels' ``__shared__`` variables, which the CPU backend must refuse beyond CUDA's limit as
-the GPU compiler does."""
+the GPU compiler does, and for where the module's ``__device__`` variables are."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-FUNC, TLS = 2, 6  # symbol types (STT_FUNC, STT_TLS)
+OBJECT, FUNC, TLS = 1, 2, 6  # symbol types (STT_OBJECT, STT_FUNC, STT_TLS)
 _SYMTAB = 2  # section type SHT_SYMTAB
 
 

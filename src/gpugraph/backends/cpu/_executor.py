@@ -35,13 +35,26 @@ from ..._nodes import (
     HostParams,
     KernelParams,
     MemcpyParams,
+    MemOpsParams,
     MemsetParams,
     NodeKind,
+    SemaphoreSignalParams,
+    SemaphoreWaitParams,
 )
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
 from ._graphs import CpuGraph, CpuNode, copied
-from ._ops import map_allocation, run_kernel, run_memcpy, run_memset, static_arg, static_operand, unmap_allocation
+from ._ops import (
+    map_allocation,
+    run_kernel,
+    run_mem_ops,
+    run_memcpy,
+    run_memset,
+    run_semaphores,
+    static_arg,
+    static_operand,
+    unmap_allocation,
+)
 from ._streams import Completion
 from ._streams import lending as branch_lending
 
@@ -598,6 +611,9 @@ _KINDS: dict[type, _Kind] = {
     FreeParams: _Kind(lambda p, alloc, *_: (unmap_allocation, (alloc,)), False),
     EmptyParams: _Kind(lambda *_: None, False),
     ConditionalParams: _Kind(_conditional_step, False),
+    SemaphoreSignalParams: _Kind(lambda p, *_: (run_semaphores, (p,)), True),
+    SemaphoreWaitParams: _Kind(lambda p, *_: (run_semaphores, (p,)), True),
+    MemOpsParams: _Kind(lambda p, *_: (run_mem_ops, (p,)), True),
 }
 
 

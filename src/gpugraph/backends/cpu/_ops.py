@@ -6,12 +6,15 @@ at instantiate; stream-ordered and graph allocations arrive as Arrays and are re
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
 from ..._errors import GpuGraphError
+from ..._memops import bits, holds
 from ..._memory import Array
+from ..._nodes import NodeKind, WriteValue
 from .._allocation import Allocation
 from ._compile import load as load_compiled
 from ._memory import Pool, byte_view, typed_view
@@ -61,6 +64,33 @@ def run_memset(dst: Any, pattern: int, element_size: int, count: int, pitch: int
     flat = dst if type(dst) is np.ndarray and dst.ndim == 1 else byte_view(dst, dst.nbytes)
     rows = np.lib.stride_tricks.as_strided(flat[offset:], shape=(height, width), strides=(pitch, 1))
     rows.view(_WIDTH_DTYPES[element_size])[...] = pattern
+
+
+def run_semaphores(params: Any) -> None:
+    """Signal or wait on the emulated semaphores of a SemaphoreSignalParams or SemaphoreWaitParams, in order: a wait
+    blocks the stream or graph branch that runs it until the host (or other work) signals."""
+    signal = params.kind is NodeKind.SEMAPHORE_SIGNAL
+    for semaphore, value in zip(params.semaphores, params.values):
+        emulated = semaphore._handle
+        if signal:
+            emulated._set(value if emulated.timeline else None)
+        else:
+            emulated._take(value if emulated.timeline else None)
+
+
+def run_mem_ops(params: Any) -> None:
+    """Run a MemOpsParams' operations in order: a write stores its value, a wait polls its element until the
+    condition holds (as the GPU's front end does), blocking the stream or graph branch that runs it."""
+    for op in params.ops:
+        _, width, value = bits(op)
+        element = typed_view(op.target).reshape(-1)[op.index:op.index + 1].view(f"u{width // 8}")
+        if isinstance(op, WriteValue):
+            element[0] = value
+            continue
+        pause = 1e-6
+        while not holds(op.condition, int(element[0]), value, width):
+            time.sleep(pause)
+            pause = min(2 * pause, 1e-3)  # (quick for a value already on its way; cheap for a long wait)
 
 
 def _pool(alloc: Allocation) -> Pool:

@@ -10,15 +10,25 @@ from cuda.bindings import driver as cu
 from ... import _params
 from ..._errors import BackendError, CaptureError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
+from ..._memops import bits
 from ..._memory import address_of as address
-from ..._nodes import AllocParams, FreeParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ..._nodes import (
+    AllocParams,
+    FreeParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+    WaitValue,
+)
 from ..._params import resolve
 from .._allocation import Allocation
 from . import _compiled
 from ._driver import call, error, fail, listed
 from ._launch import Function
-from ._nodes import add_node, derive_params, describes, memcpy3d
-from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaStream
+from ._nodes import add_node, derive_params, describes, memcpy3d, semaphore_arrays, wait_flags
+from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaSemaphore, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
 from ._symbols import drv
 
@@ -201,6 +211,59 @@ class CudaCapturing(CudaRuntime):
                 return False  # (the driver refuses a wait for an event recorded in an ended capture)
             call(drv.stream_wait_event, stream.handle, event.handle, 0)  # the driver forks or joins by itself
         return True
+
+    def stream_mem_ops(self, stream: CudaStream, params: Any, capture: CudaCapture | None) -> None:
+        (op,) = params.ops
+        wait = isinstance(op, WaitValue)
+        if HOST_THREADS:
+            refuse_in_host_function("Stream.wait_value" if wait else "Stream.write_value")
+        self.contexts.use(stream.index)
+        at, width, value = bits(op)
+        if wait:
+            fn = drv.stream_wait_value64 if width == 64 else drv.stream_wait_value32
+            arguments: tuple = (fn, stream.handle, at, value, wait_flags(op.condition))
+        else:
+            fn = drv.stream_write_value64 if width == 64 else drv.stream_write_value32
+            arguments = (fn, stream.handle, at, value, 0)
+        if capture is not None and self._captured(capture, call, arguments, lambda _: (params, None)) is not None:
+            return
+        call(*arguments)
+
+    def stream_semaphores(self, stream: CudaStream, params: Any, capture: CudaCapture | None) -> None:
+        signal = params.kind is NodeKind.SEMAPHORE_SIGNAL
+        if HOST_THREADS:
+            refuse_in_host_function(f"Stream.{'signal' if signal else 'wait'}_semaphores")
+        self.contexts.use(stream.index)
+        handles, items = semaphore_arrays(params)
+        arguments = (drv.signal_external_semaphores_async if signal else drv.wait_external_semaphores_async,
+                     handles, items, len(handles), stream.handle)
+        if capture is not None and self._captured(capture, call, arguments, lambda _: (params, None)) is not None:
+            return
+        call(*arguments)
+
+    def semaphore_import(self, index: int, handle: Any, timeline: bool) -> CudaSemaphore:
+        if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
+            raise TypeError(f"import_semaphore: CUDA imports a semaphore's file descriptor (an int, such as Vulkan's "
+                            f"vkGetSemaphoreFdKHR gives), got {handle!r}")
+        self.contexts.use(index)
+        desc = cu.CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC()
+        kinds = cu.CUexternalSemaphoreHandleType
+        desc.type = (kinds.CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD if timeline
+                     else kinds.CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD)
+        desc.handle.fd = handle
+        err, semaphore = drv.import_external_semaphore(desc)
+        if err:
+            kind = "timeline" if timeline else "binary"
+            raise ValueError(f"import_semaphore: the driver refuses file descriptor {handle} as a {kind} semaphore: "
+                             f"{error('cuImportExternalSemaphore', err)}")
+        return CudaSemaphore(semaphore, index, timeline)
+
+    def semaphore_destroy(self, semaphore: CudaSemaphore) -> None:
+        # Deferred to the next synchronize (or capture end, or release made at once), whoever drops the semaphore:
+        # cuDestroyExternalSemaphore waits for the device's queued work (measured on the H200: a collection
+        # destroying one stalled behind a stream waiting on another semaphore for the host to signal), and stream
+        # work queued on this one does not hold it, so a destroy at once could wait for work that waits for the host.
+        self._deferred.append((self._in_context, (semaphore.index, drv.destroy_external_semaphore, semaphore.handle)))
 
     def event_create(self, index: int, timing: bool) -> CudaEvent:
         self.contexts.use(index)

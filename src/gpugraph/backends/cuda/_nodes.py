@@ -16,6 +16,7 @@ from cuda.bindings import driver as cu
 
 from ... import _params
 from ..._attributes import AttributeRefusal
+from ..._memops import bits
 from ..._memory import Array
 from ..._memory import address_of as address
 from ..._nodes import (
@@ -30,7 +31,12 @@ from ..._nodes import (
     HostParams,
     KernelParams,
     MemcpyParams,
+    MemOpsParams,
     MemsetParams,
+    SemaphoreSignalParams,
+    SemaphoreWaitParams,
+    WaitValue,
+    WriteValue,
 )
 from ..._params import Param, resolve
 from . import _compiled
@@ -85,6 +91,87 @@ def memset_params(params: MemsetParams) -> Any:
     p.dst, p.value, p.elementSize = address(params.dst) + params.offset, params.pattern, params.element_size
     p.width, p.height, p.pitch = params.count, params.height, params.pitch
     return p
+
+
+def semaphore_arrays(params: Any) -> tuple[list[Any], list[Any]]:
+    """A semaphore signal or wait record's semaphores and their parameter structs, as the driver's calls take them."""
+    signal = isinstance(params, SemaphoreSignalParams)
+    items = []
+    for value in params.values:
+        item = cu.CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS() if signal else cu.CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS()
+        item.params.fence.value = value  # (a binary semaphore's: 0, which the driver ignores)
+        items.append(item)
+    return [semaphore._handle.handle for semaphore in params.semaphores], items
+
+
+# CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS and ..._WAIT_PARAMS are 144 bytes each, their fence value first (cuda.h); a
+# node's parameters read back hold a pointer to the semaphores, one to these, and their count (cuda-bindings gives
+# the arrays of a read-back struct as empty lists, so they are read from the struct's memory).
+_SEMAPHORE_PARAMS_SIZE = 144
+
+
+def _read_semaphores(p: Any) -> tuple[list[int], list[int]]:
+    semaphores_at, params_at, count = (ctypes.c_uint64 * 3).from_address(p.getPtr())
+    count &= 0xFFFFFFFF
+    handles = list((ctypes.c_uint64 * count).from_address(semaphores_at)) if count else []
+    values = [ctypes.c_uint64.from_address(params_at + k * _SEMAPHORE_PARAMS_SIZE).value for k in range(count)]
+    return handles, values
+
+
+_OP = cu.CUstreamBatchMemOpType
+_WAIT_FLAGS = {"geq": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ,
+               "eq": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_EQ,
+               "and": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_AND,
+               "nor": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_NOR}
+_CONDITIONS = {int(flag): name for name, flag in _WAIT_FLAGS.items()}
+_WAITS = {32: _OP.CU_STREAM_MEM_OP_WAIT_VALUE_32, 64: _OP.CU_STREAM_MEM_OP_WAIT_VALUE_64}
+_WRITES = {32: _OP.CU_STREAM_MEM_OP_WRITE_VALUE_32, 64: _OP.CU_STREAM_MEM_OP_WRITE_VALUE_64}
+
+
+def wait_flags(condition: str) -> Any:
+    """The CUstreamWaitValue_flags of a wait operation's condition."""
+    return _WAIT_FLAGS[condition]
+
+
+def _mem_op(op: Any) -> Any:
+    """One operation as CUstreamBatchMemOpParams."""
+    at, width, value = bits(op)
+    p = cu.CUstreamBatchMemOpParams()
+    if isinstance(op, WaitValue):
+        p.operation = p.waitValue.operation = _WAITS[width]
+        p.waitValue.address, p.waitValue.flags = at, _WAIT_FLAGS[op.condition]
+        item = p.waitValue
+    else:
+        p.operation = p.writeValue.operation = _WRITES[width]
+        p.writeValue.address, p.writeValue.flags = at, 0
+        item = p.writeValue
+    if width == 64:
+        item.value64 = value
+    else:
+        item.value = value
+    return p
+
+
+# CUstreamBatchMemOpParams is a 48-byte union: the operation (4 bytes) first, the address at 8, the value at 16 and
+# the flags at 24 (cuda.h). A node's parameters read back hold the context, the count and a pointer to them (as for
+# semaphore nodes, cuda-bindings gives that array as an empty list).
+_MEM_OP_SIZE = 48
+
+
+def _read_mem_ops(p: Any) -> tuple:
+    _, count, at = (ctypes.c_uint64 * 3).from_address(p.getPtr())
+    ops: list[Any] = []
+    for k in range(count & 0xFFFFFFFF):
+        base = at + k * _MEM_OP_SIZE
+        operation = ctypes.c_uint32.from_address(base).value
+        address = ctypes.c_uint64.from_address(base + 8).value
+        wide = operation in (int(_WAITS[64]), int(_WRITES[64]))
+        value = (ctypes.c_uint64 if wide else ctypes.c_uint32).from_address(base + 16).value
+        if operation in (int(_WAITS[32]), int(_WAITS[64])):
+            ops.append(WaitValue(address, value, _CONDITIONS.get(ctypes.c_uint32.from_address(base + 24).value, "?")))
+        else:
+            ops.append(WriteValue(address, value))
+    return tuple(ops)
 
 
 def _resolved(args: tuple) -> tuple:
@@ -337,6 +424,98 @@ class _EventWait(_Event):
     gets = "graph_event_wait_node_get_event"
 
 
+class _Semaphores(_Kind):
+    """An external semaphore signal or wait node: both take semaphores and values, through the calls named below."""
+
+    record: ClassVar[type]
+    struct: ClassVar[Any]  # the node's parameter struct
+    adds: ClassVar[str]  # the symbol table's names of the kind's add, graph-set, exec-set and read-back calls
+    graph_sets: ClassVar[str]
+    sets: ClassVar[str]
+    gets: ClassVar[str]
+
+    def _params(self, params: Any) -> Any:
+        p = self.struct()
+        p.extSemArray, p.paramsArray = semaphore_arrays(params)
+        p.numExtSems = len(params.values)
+        return p
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(getattr(drv, self.adds), graph.handle, deps, len(deps), self._params(params))
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        call(getattr(drv, self.graph_sets), node, self._params(params))
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(getattr(drv, self.sets), exec_.handle, node, self._params(params))
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        # (The driver's semaphore handles, as ints: which ExternalSemaphore each is, the front end's record says.)
+        handles, values = _read_semaphores(call(getattr(drv, self.gets), node))
+        return self.record(tuple(handles), tuple(values))
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        return record.values == derived.values and [int(s._handle.handle) for s in record.semaphores] == list(
+            derived.semaphores)
+
+
+class _SemaphoreSignal(_Semaphores):
+    record = SemaphoreSignalParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL
+    struct = cu.CUDA_EXT_SEM_SIGNAL_NODE_PARAMS
+    adds, sets = "graph_add_external_semaphores_signal_node", "graph_exec_external_semaphores_signal_node_set_params"
+    graph_sets = "graph_external_semaphores_signal_node_set_params"
+    gets = "graph_external_semaphores_signal_node_get_params"
+
+
+class _SemaphoreWait(_Semaphores):
+    record = SemaphoreWaitParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT
+    struct = cu.CUDA_EXT_SEM_WAIT_NODE_PARAMS
+    adds, sets = "graph_add_external_semaphores_wait_node", "graph_exec_external_semaphores_wait_node_set_params"
+    graph_sets = "graph_external_semaphores_wait_node_set_params"
+    gets = "graph_external_semaphores_wait_node_get_params"
+
+
+class _MemOps(_Kind):
+    """A batch memory-op node (CUDA 11.7; HIP marks its twin beta)."""
+
+    record = MemOpsParams
+    node_type = _T.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP
+
+    @staticmethod
+    def _params(backend: Any, index: int, params: Any) -> Any:
+        p = cu.CUDA_BATCH_MEM_OP_NODE_PARAMS()
+        p.ctx, p.count, p.flags = backend.contexts.get(index), len(params.ops), 0
+        p.paramArray = [_mem_op(op) for op in params.ops]
+        return p
+
+    def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
+        return call(drv.graph_add_batch_mem_op_node, graph.handle, deps, len(deps),
+                    self._params(backend, graph.index, params))
+
+    def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
+        call(drv.graph_batch_mem_op_node_set_params, node, self._params(backend, graph.index, params))
+
+    def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
+        call(drv.graph_exec_batch_mem_op_node_set_params, exec_.handle, node,
+             self._params(backend, exec_.index, params))
+
+    def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
+        # (Raw addresses as targets: which Array each is, the front end's record says.)
+        return MemOpsParams(_read_mem_ops(call(drv.graph_batch_mem_op_node_get_params, node)))
+
+    def describes(self, record: Any, derived: Any) -> bool:
+        if len(record.ops) != len(derived.ops):
+            return False
+        for op, read in zip(record.ops, derived.ops):
+            at, _, value = bits(op)
+            if (type(op), at, value, getattr(op, "condition", None)) != (
+                    type(read), read.target, read.value, getattr(read, "condition", None)):
+                return False
+        return True
+
+
 class _Alloc(_Kind):
     """(Added by the backend's graph_add_alloc, which keeps the address the driver gives it.)"""
 
@@ -392,7 +571,7 @@ class _Conditional(_Kind):
 _KERNEL = _Kernel()
 _UNKNOWN = _Kind()
 _KINDS = (_KERNEL, _Memcpy(), _Memset(), _Host(), _Empty(), _ChildGraph(), _EventRecord(), _EventWait(), _Alloc(),
-          _Free(), _Conditional())
+          _Free(), _Conditional(), _SemaphoreSignal(), _SemaphoreWait(), _MemOps())
 _BY_RECORD: dict[Any, _Kind] = {kind.record: kind for kind in _KINDS}
 _BY_NODE_TYPE: dict[Any, _Kind] = {kind.node_type: kind for kind in _KINDS}
 

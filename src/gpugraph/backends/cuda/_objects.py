@@ -51,6 +51,17 @@ class CudaEvent:
         self.index = index
 
 
+class CudaSemaphore:
+    """An imported external semaphore (CUexternalSemaphore) of device ``index``."""
+
+    __slots__ = ("handle", "index", "timeline")
+
+    def __init__(self, handle: Any, index: int, timeline: bool) -> None:
+        self.handle = handle
+        self.index = index
+        self.timeline = timeline
+
+
 class CudaGraph:
     """A graph, with what the driver cannot give back: the records of the nodes gpugraph's captured calls and
     memory nodes made (the front end keeps every node's record; these are what it reads from here), the graphs

@@ -334,6 +334,14 @@ class CudaRuntime:
                 cu.cuFuncGetAttribute, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, handle)
         return size
 
+    def kernel_variable(self, index: int, kernel: Any, name: str) -> Allocation | None:
+        function = self.kernel_load(index, kernel)
+        self.contexts.use(index)
+        found = self._modules.variable(function.handle, name)
+        if found is None:
+            return None
+        return Allocation(found[0], found[1], "device", index, owner=f"the module variable {name!r} of {kernel!r}")
+
     def function(self, index: int, kernel: Any) -> Function:
         return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)
 

@@ -47,10 +47,22 @@ CUDA = {
     "device_get_graph_mem_attribute": "cuDeviceGetGraphMemAttribute",
     "device_graph_mem_trim": "cuDeviceGraphMemTrim",
     "device_set_graph_mem_attribute": "cuDeviceSetGraphMemAttribute",
+    # External semaphores
+    "import_external_semaphore": "cuImportExternalSemaphore",  # HIP: hipImportExternalSemaphore
+    "destroy_external_semaphore": "cuDestroyExternalSemaphore",
+    "signal_external_semaphores_async": "cuSignalExternalSemaphoresAsync",
+    "wait_external_semaphores_async": "cuWaitExternalSemaphoresAsync",
+    # Memory operations
+    "stream_wait_value32": "cuStreamWaitValue32",  # HIP: hipStreamWaitValue32
+    "stream_wait_value64": "cuStreamWaitValue64",
+    "stream_write_value32": "cuStreamWriteValue32",  # HIP: hipStreamWriteValue32
+    "stream_write_value64": "cuStreamWriteValue64",
     # Modules and kernels
     "module_load_data": "cuModuleLoadData",
     "module_get_function": "cuModuleGetFunction",
+    "module_get_global": "cuModuleGetGlobal",  # HIP: hipModuleGetGlobal
     "func_get_name": "cuFuncGetName",
+    "func_get_module": "cuFuncGetModule",
     "func_get_param_info": "cuFuncGetParamInfo",  # CUDA 12.4; HIP: hipKernelGetParamInfo
     "launch_kernel": "cuLaunchKernel",  # HIP: hipModuleLaunchKernel
     "launch_host_func": "cuLaunchHostFunc",
@@ -103,6 +115,15 @@ CUDA = {
     "graph_add_event_wait_node": "cuGraphAddEventWaitNode",
     "graph_add_mem_alloc_node": "cuGraphAddMemAllocNode",
     "graph_add_mem_free_node": "cuGraphAddMemFreeNode",
+    "graph_add_external_semaphores_signal_node": "cuGraphAddExternalSemaphoresSignalNode",
+    "graph_add_batch_mem_op_node": "cuGraphAddBatchMemOpNode",  # HIP: hipGraphAddBatchMemOpNode
+    "graph_batch_mem_op_node_get_params": "cuGraphBatchMemOpNodeGetParams",
+    "graph_batch_mem_op_node_set_params": "cuGraphBatchMemOpNodeSetParams",
+    "graph_add_external_semaphores_wait_node": "cuGraphAddExternalSemaphoresWaitNode",
+    "graph_external_semaphores_signal_node_get_params": "cuGraphExternalSemaphoresSignalNodeGetParams",
+    "graph_external_semaphores_wait_node_get_params": "cuGraphExternalSemaphoresWaitNodeGetParams",
+    "graph_external_semaphores_signal_node_set_params": "cuGraphExternalSemaphoresSignalNodeSetParams",
+    "graph_external_semaphores_wait_node_set_params": "cuGraphExternalSemaphoresWaitNodeSetParams",
     "graph_kernel_node_get_params": "cuGraphKernelNodeGetParams",
     "graph_memcpy_node_get_params": "cuGraphMemcpyNodeGetParams",
     "graph_memset_node_get_params": "cuGraphMemsetNodeGetParams",
@@ -139,6 +160,9 @@ CUDA = {
     "graph_exec_child_graph_node_set_params": "cuGraphExecChildGraphNodeSetParams",
     "graph_exec_event_record_node_set_event": "cuGraphExecEventRecordNodeSetEvent",
     "graph_exec_event_wait_node_set_event": "cuGraphExecEventWaitNodeSetEvent",
+    "graph_exec_external_semaphores_signal_node_set_params": "cuGraphExecExternalSemaphoresSignalNodeSetParams",
+    "graph_exec_batch_mem_op_node_set_params": "cuGraphExecBatchMemOpNodeSetParams",
+    "graph_exec_external_semaphores_wait_node_set_params": "cuGraphExecExternalSemaphoresWaitNodeSetParams",
 }
 
 drv = symbol_table(cu, CUDA)
