@@ -139,17 +139,18 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
             return "parameters changed", (f"a 2-D memset keeps its shape, and a 1-D one stays 1-D (CUDA's rule, "
                                           f"measured): it was {_plane(old)}, got {_plane(new)} (rows, elements a "
                                           f"row, element size, pitch)")
+    elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
+        return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
+    elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):
+        return "parameters changed", (f"the conditional node was {old.type} with {len(old.bodies)} bodies, got "
+                                      f"{new.type} with {len(new.bodies)}")
+    # (The kinds added last are tested last: kernel nodes' setters, a hot path, pass fewer tests.)
     elif isinstance(old, (SemaphoreSignalParams, SemaphoreWaitParams)) and len(old.semaphores) != len(new.semaphores):
         return "parameters changed", (f"an executable graph's semaphore node keeps its number of semaphores (CUDA's "
                                       f"rule, measured): it had {len(old.semaphores)}, got {len(new.semaphores)}")
     elif isinstance(old, MemOpsParams) and shape_of(old) != shape_of(new):
         return "parameters changed", (f"an executable graph's batch memory-op node keeps the kind and width of each "
                                       f"operation (CUDA's rule, measured): it had {shape_of(old)}, got {shape_of(new)}")
-    elif isinstance(old, KernelParams) and old.device != new.device:  # (a function's context cannot change)
-        return "device changed", f"the kernel ran on device {old.device}, got one on device {new.device}"
-    elif isinstance(old, ConditionalParams) and (old.type, len(old.bodies)) != (new.type, len(new.bodies)):
-        return "parameters changed", (f"the conditional node was {old.type} with {len(old.bodies)} bodies, got "
-                                      f"{new.type} with {len(new.bodies)}")
     return None
 
 

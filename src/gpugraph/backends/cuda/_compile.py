@@ -42,17 +42,6 @@ class ModuleCache:
         self._modules: dict[tuple, Any] = {}
         self._lock = threading.Lock()
 
-    @staticmethod
-    def variable(function: Any, name: str) -> tuple[int, int] | None:
-        """(address, bytes) of the module variable ``name`` (its linkage name) of the module ``function`` (a
-        CUfunction) is in, or None where that module has none."""
-        err, address, size = drv.module_get_global(call(drv.func_get_module, function), name.encode())
-        if err == cu.CUresult.CUDA_ERROR_NOT_FOUND:
-            return None
-        if err:
-            raise BackendError("cuda", "cuModuleGetGlobal", repr(err))
-        return int(address), int(size)
-
     def function(self, index: int, device: Any, kernel: Any) -> Any:
         """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
         # (A template's instance is compiled into a module of its own: the source's module lacks it.)

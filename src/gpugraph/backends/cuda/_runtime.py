@@ -337,10 +337,13 @@ class CudaRuntime:
     def kernel_variable(self, index: int, kernel: Any, name: str) -> Allocation | None:
         function = self.kernel_load(index, kernel)
         self.contexts.use(index)
-        found = self._modules.variable(function.handle, name)
-        if found is None:
+        # (In the module the kernel's function came from: a template's instance has one of its own.)
+        err, ptr, nbytes = drv.module_get_global(call(drv.func_get_module, function.handle), name.encode())
+        if err == cu.CUresult.CUDA_ERROR_NOT_FOUND:
             return None
-        return Allocation(found[0], found[1], "device", index, owner=f"the module variable {name!r} of {kernel!r}")
+        if err:
+            raise error("cuModuleGetGlobal", err)
+        return Allocation(int(ptr), int(nbytes), "device", index, owner=f"the module variable {name!r} of {kernel!r}")
 
     def function(self, index: int, kernel: Any) -> Function:
         return self._functions.get((index, kernel)) or self.kernel_load(index, kernel)
