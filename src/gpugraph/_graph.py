@@ -876,19 +876,27 @@ class Graph:
         self._refuse_in_body("add_mem_ops", "batch memory-op")
         return self._add(record, after, "add_mem_ops")
 
-    def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
-        """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
+    def add_alloc(self, shape: Any, dtype: Any, after: Any = (), access: Any = ()) -> Node:
+        """Add a graph-memory allocation node on this graph's device; ``node.array`` is usable by nodes ordered
+        after it. ``access``: other devices (a Device or several) whose kernels and kernel nodes may use it
+        too, for reading and writing (the only access CUDA gives graph memory).
 
-        See also: cudaGraphAddMemAllocNode.
+        Raises:
+            TypeError: If ``access`` holds something other than Devices.
+            ValueError: If ``access`` names this graph's device, a device of another backend, or one that the
+                hardware does not let reach this device's memory.
+
+        See also: cudaGraphAddMemAllocNode (its accessDescs), hipMemPoolSetAccess.
         """
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
+        sharers = self.device._sharers(access, "add_alloc")
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
         with self._locked():
             positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
-                                                         [node._handle for node in deps])
+                                                         [node._handle for node in deps], sharers)
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             node._array = Array(self.device, ptr, shape, dtype, alloc)
             self._end_change()

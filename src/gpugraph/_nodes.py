@@ -255,14 +255,18 @@ class MemOpsParams:
 
 @dataclass(frozen=True)
 class AllocParams:
-    """Allocate ``nbytes`` of graph memory at the fixed address ``ptr``."""
+    """Allocate ``nbytes`` of graph memory at the fixed address ``ptr``, on the graph's device. ``access``: the
+    indices of the other devices whose kernels may read and write it too (the allocation's access descriptors;
+    a captured allocation takes those of its device's memory pool when it is captured)."""
 
     kind: ClassVar[NodeKind] = NodeKind.MEM_ALLOC
     nbytes: int
     ptr: int
+    access: tuple[int, ...] = ()
 
     def label(self) -> str:
-        return f"alloc {self.nbytes} B at {self.ptr:#x}"
+        shared = f", reachable from devices {', '.join(map(str, self.access))}" if self.access else ""
+        return f"alloc {self.nbytes} B at {self.ptr:#x}{shared}"
 
 
 @dataclass(frozen=True)

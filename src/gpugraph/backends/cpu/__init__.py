@@ -126,6 +126,11 @@ class CpuBackend:
         with self._lock:
             self._peers.add((index, peer))
 
+    def pool_access(self, index: int) -> tuple[int, ...]:
+        """The other devices that device ``index``'s memory pool lets use its allocations, as CUDA's pool:
+        those enable_peer_access enabled for it."""
+        return tuple(sorted(device for device, peer in self._peers if peer == index))
+
     def device_synchronize(self, index: int) -> None:
         errors = []
         for stream in list(self._streams):
@@ -402,7 +407,9 @@ class CpuBackend:
                 if capture.active:  # (else ended meanwhile, on another thread: allocated as uncaptured)
                     ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
                     alloc = self._new_allocation(stream.index, nbytes, self._graph_pools[stream.index], "graph", ptr)
-                    capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
+                    # As CUDA's node does: the access its device's pool gives then (enable_peer_access).
+                    alloc.access = self.pool_access(stream.index)
+                    capture.record(stream, AllocParams(nbytes, alloc.ptr, alloc.access), alloc)
                     return alloc.ptr, alloc
         alloc = self._new_allocation(stream.index, nbytes, self._stream_pools[stream.index], "stream")
         alloc.live = True
@@ -522,10 +529,12 @@ class CpuBackend:
         condition = CpuCondition(default, reset)
         return condition, condition.cell.ctypes.data
 
-    def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:
+    def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode],
+                        access: tuple[int, ...]) -> tuple[CpuNode, int, Any]:
         alloc = self._new_allocation(graph.index, nbytes, self._graph_pools[graph.index], "graph",
                                      graph.reusable_address(nbytes, deps))
-        node = graph.add(AllocParams(nbytes, alloc.ptr), deps, alloc)
+        alloc.access = access
+        node = graph.add(AllocParams(nbytes, alloc.ptr, access), deps, alloc)
         return node, alloc.ptr, alloc
 
     def graph_add_free(self, graph: CpuGraph, alloc: Allocation, deps: Sequence[CpuNode]) -> CpuNode:

@@ -20,7 +20,7 @@ from ._capture import CudaCapturing
 from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
-from ._runtime import INVALID_CONTEXT, allocate
+from ._runtime import INVALID_CONTEXT, access_descriptor, allocate
 from ._symbols import drv
 
 _RESULT = cu.CUgraphExecUpdateResult
@@ -107,19 +107,24 @@ class CudaGraphs(CudaCapturing):
                       int(flags))
         return handle, int(handle)
 
-    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, Allocation]:
+    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any],
+                        access: tuple[int, ...]) -> tuple[Any, int, Allocation]:
         self.contexts.use(graph.index)
         p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
         p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         p.poolProps.location.id = graph.index
         p.bytesize = max(nbytes, 1)
+        if access:  # (measured on the H200: the driver maps it for each peer; no cuCtxEnablePeerAccess is needed)
+            p.accessDescs = [access_descriptor(peer) for peer in access]
+            p.accessDescCount = len(access)
         with graph.lock:  # the node and its records appear together to a pairing on another thread
             node = allocate(nbytes, "graph", drv.graph_add_mem_alloc_node, graph.handle, list(deps), len(deps), p)
             ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
             alloc = Allocation(ptr, nbytes, "graph", graph.index)
+            alloc.access = access
             graph.memory[node] = alloc
-            graph.params[node] = AllocParams(nbytes, ptr)
+            graph.params[node] = AllocParams(nbytes, ptr, access)
         return node, ptr, alloc
 
     def graph_add_free(self, graph: CudaGraph, alloc: Allocation, deps: Sequence[Any]) -> Any:
