@@ -135,6 +135,26 @@ class Node:
         return self.graph._attributes_of(self, "Node.attributes")
 
     @property
+    def local_id(self) -> int:
+        """The node's id in its graph: with ``graph.id`` it names the node, as the driver's DOT dump does (CUDA
+        13.1; on an older driver, and on HIP, which has no such call, BackendError).
+
+        Raises:
+            GraphError: If the node is no longer in its graph.
+
+        See also: cudaGraphNodeGetLocalId.
+        """
+        return self.graph._node_ids(self)[0]
+
+    @property
+    def tools_id(self) -> int:
+        """The id profilers and other tools name the node by, unique in the process (CUDA 13.1, as ``local_id``).
+
+        See also: cudaGraphNodeGetToolsId.
+        """
+        return self.graph._node_ids(self)[1]
+
+    @property
     def dependencies(self) -> tuple[Node, ...]:
         """Nodes this node waits for."""
         return self.graph._neighbours(self, dependents=False)
@@ -1361,6 +1381,17 @@ class Graph:
                 self._user_objects[obj] = held - count
 
     # Queries
+
+    @property
+    def id(self) -> int:
+        """The graph's id, unique in the process, as the driver's DOT dump names it (CUDA 13.1; on an older
+        driver BackendError). See also: cudaGraphGetId."""
+        self._current()  # (refuses a graph that went with its node)
+        return self._backend.graph_id(self._handle)
+
+    def _node_ids(self, node: Node) -> tuple[int, int]:
+        self._index(node)  # (refuses a node no longer in the graph)
+        return self._backend.node_ids(self._handle, node._handle)
 
     @property
     def nodes(self) -> tuple[Node, ...]:

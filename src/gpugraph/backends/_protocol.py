@@ -226,6 +226,12 @@ class Backend(Protocol):
         None to leave it to the front end."""
     def node_params(self, graph: Handle, node: Handle) -> Any: ...
     def graph_clone(self, graph: Handle) -> Handle: ...
+    def graph_id(self, graph: Handle) -> int:
+        """The graph's id, unique in the process (cudaGraphGetId)."""
+    def node_ids(self, graph: Handle, node: Handle) -> tuple[int, int]:
+        """The node's id in its graph and the id tools name it by (cudaGraphNodeGetLocalId, ...GetToolsId)."""
+    def exec_id(self, exe: Handle) -> int:
+        """The executable graph's id, unique in the process (cudaGraphExecGetId)."""
     def graph_debug_dot(self, graph: Handle, path: str, flags: tuple[str, ...]) -> bool:
         """Write the driver's DOT description of ``graph`` to ``path``, with ``flags`` (``_dot.DOT_FLAGS`` names);
         False, writing nothing, where the backend has no driver of its own (the front end writes its own)."""

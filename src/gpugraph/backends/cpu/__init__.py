@@ -582,6 +582,15 @@ class CpuBackend:
     def graph_clone(self, graph: CpuGraph) -> CpuGraph:
         return graph.clone()
 
+    def graph_id(self, graph: CpuGraph) -> int:
+        return graph.id
+
+    def node_ids(self, graph: CpuGraph, node: CpuNode) -> tuple[int, int]:
+        return node.local_id, graph.id << 32 | node.local_id  # (the tools id: this backend's own, unique too)
+
+    def exec_id(self, exe: CpuExec) -> int:
+        return exe.id
+
     def graph_instantiate(self, graph: CpuGraph, flags: frozenset[str]) -> CpuExec:
         # (use_node_priority: the CPU backend runs ready nodes as its threads take them, a preference CUDA may not
         # follow either, but an update keeps the priorities; device_launch: the front end's rules are all there is

@@ -223,6 +223,18 @@ class CudaGraphs(CudaCapturing):
         call(drv.graph_debug_dot_print, graph.handle, os.fsencode(path), bits)
         return True
 
+    def graph_id(self, graph: CudaGraph) -> int:
+        require_driver(13010, "a graph's id (Graph.id)", "cuGraphGetId")
+        return int(call(cu.cuGraphGetId, graph.handle))
+
+    def node_ids(self, graph: CudaGraph, node: Any) -> tuple[int, int]:
+        require_driver(13010, "a node's ids (Node.local_id, Node.tools_id)", "cuGraphNodeGetLocalId")
+        return int(call(cu.cuGraphNodeGetLocalId, node)), int(call(cu.cuGraphNodeGetToolsId, node))
+
+    def exec_id(self, exe: CudaExec) -> int:
+        require_driver(13010, "an executable graph's id (GraphExec.id)", "cuGraphExecGetId")
+        return int(call(cu.cuGraphExecGetId, exe.handle))
+
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)
         self._settle(graph)
