@@ -52,6 +52,12 @@ def why_gone(handle: Any) -> str:
 # (A tuple: ``in`` finds a member by identity first, where a set would call Enum's Python-level __hash__; this
 # one is tested for every node read from a backend.)
 MEMORY_KINDS = (NodeKind.MEM_ALLOC, NodeKind.MEM_FREE)
+
+# What an edge waits for (CUDA's edge data: its type and the source kernel's port). "full": the source node
+# has finished. "programmatic": every block of the source kernel has called cudaTriggerProgrammaticLaunchCompletion
+# or exited (the target's cudaGridDependencySynchronize waits for the rest). "launch_order": every block of the
+# source kernel has started. The last two join kernel nodes only.
+DEPENDENCY_KINDS = ("full", "programmatic", "launch_order")
 SEMAPHORE_KINDS = (NodeKind.SEMAPHORE_SIGNAL, NodeKind.SEMAPHORE_WAIT)
 # CUDA allows enabling and disabling only these kinds on an executable graph.
 TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})

@@ -548,18 +548,25 @@ class CpuBackend:
             dep.dependents.remove(node)
         for dependent in node.dependents:
             dependent.deps.remove(node)
+            dependent.kinds.pop(node, None)
         graph.nodes.remove(node)
 
     def graph_set_node(self, graph: CpuGraph, node: CpuNode, params: Any) -> None:
         node.params = copied(params)  # (an executable graph runs a copy of the graph: CpuExec.template)
 
-    def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
+    def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode, kind: str) -> None:
         dst.deps.append(src)
         src.dependents.append(dst)
+        if kind != "full":
+            dst.kinds[src] = kind
+
+    def graph_dependency_kind(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> str:
+        return dst.kinds.get(src, "full")
 
     def graph_remove_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
         dst.deps.remove(src)
         src.dependents.remove(dst)
+        dst.kinds.pop(src, None)
 
     def graph_nodes(self, graph: CpuGraph) -> list[CpuNode]:
         return list(graph.nodes)

@@ -42,7 +42,7 @@ def copied(params: Any) -> Any:
 class CpuNode:
     """A node: its parameters and its edges in both directions."""
 
-    __slots__ = ("params", "deps", "dependents", "alloc", "attributes", "local_id", "__weakref__")
+    __slots__ = ("params", "deps", "dependents", "alloc", "attributes", "local_id", "kinds", "__weakref__")
 
     def __init__(self, params: Any, deps: Sequence[CpuNode], alloc: Any = None) -> None:
         self.params = params
@@ -51,6 +51,9 @@ class CpuNode:
         self.dependents: list[CpuNode] = []
         self.alloc = alloc  # the Allocation of an alloc or free node
         self.local_id = 0  # its id in its graph (given by the graph)
+        # The kinds of its edges from ``deps`` that are not "full" (programmatic edges between kernels); the CPU
+        # backend runs every edge as a full one, which is what such an edge allows at the latest.
+        self.kinds: dict[CpuNode, str] = {}
         for dep in self.deps:
             dep.dependents.append(self)
 
@@ -185,6 +188,7 @@ class CpuGraph:
             new = mapping[node]
             new.deps = [mapping[d] for d in node.deps]
             new.dependents = [mapping[d] for d in node.dependents]
+            new.kinds = {mapping[d]: kind for d, kind in node.kinds.items()}
         copy.clone_of = mapping
         copy.hold_those_of(self)
         return copy
@@ -197,10 +201,13 @@ def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode],
     ``nodes`` at fault), or None. A child graph at fault is named by its node, as the driver does.
     ``node_priority``: whether the executable graph was instantiated with use_node_priority (its kernel nodes'
     priorities cannot change then)."""
+    paired = dict(zip(originals, nodes))
     for original, node in zip(originals, nodes):
         was, now = original.params, node.params
         if was.kind is not now.kind:
             return "node kind changed", node
+        if (original.kinds or node.kinds) and {paired[d]: k for d, k in original.kinds.items()} != node.kinds:
+            return "topology changed", node  # (an edge's kind: measured on the H200, the driver refuses it too)
         refusal = node_refusal(was, now)
         if refusal is not None:
             return refusal[0], node

@@ -9,7 +9,7 @@ from typing import Any
 from cuda.bindings import driver as cu
 
 from ..._attributes import AttributeLimits, KernelAttributes
-from ..._errors import GraphInstantiateError
+from ..._errors import GraphError, GraphInstantiateError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
@@ -42,6 +42,12 @@ _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topolog
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: "parameters changed",
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: "unsupported node kind",
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: "attributes changed"}
+
+
+# The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
+_PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
+          "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
+_KINDS = {int(port): kind for kind, port in _PORTS.items()}
 
 
 class CudaGraphs(CudaCapturing):
@@ -159,8 +165,32 @@ class CudaGraphs(CudaCapturing):
         if node in graph.params:
             graph.params[node] = params
 
-    def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
-        call(drv.graph_add_dependencies, graph.handle, [src], [dst], None, 1)
+    def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any, kind: str) -> None:
+        data = None
+        if kind != "full":
+            edge = cu.CUgraphEdgeData()
+            edge.from_port, edge.type = _PORTS[kind], cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+            data = [edge]
+        call(drv.graph_add_dependencies, graph.handle, [src], [dst], data, 1)
+
+    def _kinded_edges(self, graph: CudaGraph) -> set[tuple[int, int, str]]:
+        """The edges of ``graph`` that are not full, as (source position, target position, kind) in creation
+        order."""
+        count = call(drv.graph_get_edges, graph.handle, 0)[-1]
+        if not count:
+            return set()
+        sources, targets, data, count = call(drv.graph_get_edges, graph.handle, count)
+        position = {int(node): i for i, node in enumerate(self.graph_nodes(graph))}
+        return {(position[int(s)], position[int(t)], _KINDS.get(int(e.from_port), "full"))
+                for s, t, e in zip(list(sources)[:count], list(targets)[:count], list(data)[:count]) if int(e.type)}
+
+    def graph_dependency_kind(self, graph: CudaGraph, src: Any, dst: Any) -> str:
+        count = call(cu.cuGraphNodeGetDependencies, dst, 0)[-1]
+        nodes, data, count = call(cu.cuGraphNodeGetDependencies, dst, count)
+        for node, edge in zip(list(nodes)[:count], list(data)[:count]):
+            if int(node) == int(src):
+                return _KINDS.get(int(edge.from_port), "full") if int(edge.type) else "full"
+        raise GraphError(f"no edge from node {int(src):#x} to node {int(dst):#x} in the CUDA graph")
 
     def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
         call(drv.graph_remove_dependencies, graph.handle, [src], [dst], None, 1)
@@ -349,6 +379,8 @@ class CudaGraphs(CudaCapturing):
             if err != cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
                 raise error("cuGraphExecUpdate", err)
             if result is None:  # some cuda-bindings releases return no result info with an error
+                if self._kinded_edges(exec_.source) != self._kinded_edges(graph):
+                    return "topology changed", None  # (an edge's kind, which the driver gives no result for)
                 return "refused by the CUDA driver", None
             return _UPDATE_REASONS.get(result, f"refused by the CUDA driver ({result!r})"), node
         host_keys: list[int] = []
