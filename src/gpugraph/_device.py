@@ -186,9 +186,9 @@ class Device:
 
     def enable_peer_access(self, peer: Device) -> None:
         """Let kernels on this device read and write ``peer``'s memory: its Arrays and its stream-ordered
-        allocations (not its graph allocations yet). One direction (``peer.enable_peer_access(self)`` is the
-        other); enabling it again does nothing. A launch or kernel node on this device given an Array of
-        ``peer`` enables it by itself.
+        allocations, and the graph allocations captured on its streams from then on. One direction
+        (``peer.enable_peer_access(self)`` is the other); enabling it again does nothing. A launch or kernel
+        node on this device given an Array of ``peer`` enables it by itself.
 
         Raises:
             TypeError: If ``peer`` is not a Device.
@@ -223,6 +223,8 @@ class Device:
     def _sharers(self, access: Any, what: str) -> tuple[int, ...]:
         """The indices of the devices ``access`` names (a Device or several) that may use an allocation of this
         device: other devices of its backend that the hardware lets reach it."""
+        if isinstance(access, str):
+            raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, got the str {access!r}")
         devices = [access] if isinstance(access, Device) else access
         try:
             devices = list(devices)

@@ -1048,8 +1048,7 @@ class Graph:
         self._change_edge(a, b, add=True, kind=kind)
 
     def dependency_kind(self, a: Node, b: Node) -> str:
-        """The kind of the edge from ``a`` to ``b`` (see ``add_dependency``; a captured programmatic launch makes
-        "programmatic" edges too).
+        """The kind of the edge from ``a`` to ``b`` (see ``add_dependency``).
 
         Raises:
             GraphError: If ``b`` does not wait for ``a`` directly.

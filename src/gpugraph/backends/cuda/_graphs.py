@@ -9,9 +9,9 @@ from typing import Any
 from cuda.bindings import driver as cu
 
 from ..._attributes import AttributeLimits, KernelAttributes
-from ..._errors import GraphError, GraphInstantiateError
+from ..._errors import BackendError, GraphError, GraphInstantiateError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
-from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
+from ..._nodes import DEPENDENCY_KINDS, AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
@@ -48,6 +48,27 @@ _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topolog
 _PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
           "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
 _KINDS = {int(port): kind for kind, port in _PORTS.items()}
+
+
+def _newer(module: Any, name: str) -> Any:
+    """``module``'s function ``name``; BackendError where this cuda-bindings is older than it."""
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise BackendError("cuda", name, "CUDA_ERROR_NOT_SUPPORTED",
+                           f"this cuda-bindings has no {name}; install cuda-bindings 13.1 or newer")
+    return fn
+
+
+def _kind_of(edge: Any) -> str:
+    """The kind of an edge from its CUgraphEdgeData; a pairing gpugraph does not make (another library's: a
+    launch-completion port, say) is named in an error rather than read as another kind."""
+    kind_type, port = int(edge.type), int(edge.from_port)
+    if not kind_type and not port:
+        return "full"
+    if kind_type == int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) and port in _KINDS:
+        return _KINDS[port]
+    raise GraphError(f"an edge of the CUDA graph has data gpugraph does not name (type {kind_type}, port {port}); "
+                     f"the kinds are {', '.join(DEPENDENCY_KINDS)}")
 
 
 class CudaGraphs(CudaCapturing):
@@ -174,22 +195,23 @@ class CudaGraphs(CudaCapturing):
         call(drv.graph_add_dependencies, graph.handle, [src], [dst], data, 1)
 
     def _kinded_edges(self, graph: CudaGraph) -> set[tuple[int, int, str]]:
-        """The edges of ``graph`` that are not full, as (source position, target position, kind) in creation
-        order."""
+        """The edges of ``graph`` that are not full, as (source position, target position, kind), the positions
+        in creation order."""
         count = call(drv.graph_get_edges, graph.handle, 0)[-1]
         if not count:
             return set()
         sources, targets, data, count = call(drv.graph_get_edges, graph.handle, count)
         position = {int(node): i for i, node in enumerate(self.graph_nodes(graph))}
-        return {(position[int(s)], position[int(t)], _KINDS.get(int(e.from_port), "full"))
-                for s, t, e in zip(list(sources)[:count], list(targets)[:count], list(data)[:count]) if int(e.type)}
+        return {(position[int(s)], position[int(t)], _kind_of(e))
+                for s, t, e in zip(list(sources)[:count], list(targets)[:count], list(data)[:count])
+                if int(e.type) or int(e.from_port)}
 
     def graph_dependency_kind(self, graph: CudaGraph, src: Any, dst: Any) -> str:
         count = call(cu.cuGraphNodeGetDependencies, dst, 0)[-1]
         nodes, data, count = call(cu.cuGraphNodeGetDependencies, dst, count)
         for node, edge in zip(list(nodes)[:count], list(data)[:count]):
             if int(node) == int(src):
-                return _KINDS.get(int(edge.from_port), "full") if int(edge.type) else "full"
+                return _kind_of(edge)
         raise GraphError(f"no edge from node {int(src):#x} to node {int(dst):#x} in the CUDA graph")
 
     def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
@@ -255,15 +277,16 @@ class CudaGraphs(CudaCapturing):
 
     def graph_id(self, graph: CudaGraph) -> int:
         require_driver(13010, "a graph's id (Graph.id)", "cuGraphGetId")
-        return int(call(cu.cuGraphGetId, graph.handle))
+        return int(call(_newer(cu, "cuGraphGetId"), graph.handle))
 
     def node_ids(self, graph: CudaGraph, node: Any) -> tuple[int, int]:
         require_driver(13010, "a node's ids (Node.local_id, Node.tools_id)", "cuGraphNodeGetLocalId")
-        return int(call(cu.cuGraphNodeGetLocalId, node)), int(call(cu.cuGraphNodeGetToolsId, node))
+        return (int(call(_newer(cu, "cuGraphNodeGetLocalId"), node)),
+                int(call(_newer(cu, "cuGraphNodeGetToolsId"), node)))
 
     def exec_id(self, exe: CudaExec) -> int:
         require_driver(13010, "an executable graph's id (GraphExec.id)", "cuGraphExecGetId")
-        return int(call(cu.cuGraphExecGetId, exe.handle))
+        return int(call(_newer(cu, "cuGraphExecGetId"), exe.handle))
 
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)

@@ -539,7 +539,8 @@ class _Alloc(_Kind):
         return AllocParams(int(p.bytesize), int(p.dptr), _read_access(p, int(p.poolProps.location.id)))
 
     def describes(self, record: Any, derived: Any) -> bool:
-        return record.ptr == derived.ptr  # the driver reports a 0-byte allocation's size as the 1 it allocated
+        # (not the size: the driver reports a 0-byte allocation's as the 1 it allocated)
+        return record.ptr == derived.ptr and record.access == derived.access
 
 
 class _Free(_Kind):
