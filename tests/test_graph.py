@@ -238,6 +238,17 @@ def test_alloc_and_free_nodes(device, stream):
     np.testing.assert_array_equal(host, np.full((2, 3), 9))
 
 
+def test_an_allocation_node_names_only_other_devices_in_its_access(device):
+    g = gg.Graph(device)
+    with pytest.raises(ValueError, match=rf"add_alloc\(access=\)\(peer\): {device} is this device, which always "
+                                         r"accesses its own memory"):
+        g.add_alloc(4, np.float32, access=device)
+    with pytest.raises(TypeError, match=r"add_alloc\(access=\): expected a Device or an iterable of Devices"):
+        g.add_alloc(4, np.float32, access=0)
+    assert len(g) == 0
+    assert g.add_alloc(4, np.float32, access=()).params.access == ()
+
+
 def test_free_node_by_array(device, stream):
     g = gg.Graph(device)
     alloc = g.add_alloc(4, np.float32)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
+import kernels as K
 from gpugraph.backends import available_backends
 
 SCALE = gg.Kernel(r"""
@@ -293,13 +294,90 @@ def test_a_device_taking_part_in_a_capture_cannot_be_synchronized(pair):
             second.synchronize()
 
 
-def test_graph_memory_of_another_device_is_refused_to_kernels(pair):
+def test_graph_memory_without_access_is_refused_to_kernels_of_another_device(pair):
     first, second = pair
+    memory = gg.Graph(second)
+    alloc = memory.add_alloc(N, np.float32)
+    assert alloc.params.access == ()
     graph = gg.Graph(first)
-    stream = second.stream()
+    rule = rf"graph memory of {second}, which kernels on {first} cannot use: its allocation node gave no access"
+    with pytest.raises(ValueError, match=rule):
+        graph.add_kernel(SCALE, 1, N, alloc.array, 2.0, N)
+    with pytest.raises(ValueError, match=rule):
+        first.stream().launch(SCALE, 1, N, alloc.array, 2.0, N)
+    with pytest.raises(ValueError, match=rule):  # a kernel node of the allocating graph, run on the other device
+        memory.add_kernel(SCALE, 1, N, alloc.array, 2.0, N, after=alloc, device=first)
+    assert len(graph) == 0 and len(memory) == 1
+
+
+def test_an_allocation_node_shared_with_another_device(pair):
+    """hipGraphAddMemAllocNode's accessDescs: the other device's kernels use the allocation, in the graph and
+    on its streams, with no peer access enabled for it."""
+    first, second = pair
+    if not second.can_access_peer(first):
+        pytest.skip(f"{second} cannot access {first} on this machine")
+    graph = gg.Graph(first)
+    alloc = graph.add_alloc(N, np.float32, access=[second, second])  # (named twice: once is what counts)
+    x = alloc.array
+    assert alloc.params == gg.AllocParams(N * 4, x.ptr, (second.index,))
+    assert f"reachable from devices {second.index}" in alloc.params.label()
+    ones = graph.add_memset(x, 1.0, after=alloc)
+    tripled = graph.add_kernel(SCALE, 1, N, x, 3.0, N, after=ones, device=second)
+    host = K.pinned(first, np.zeros(N, np.float32))
+    graph.add_memcpy(host, x, after=tripled)
+    stream, other = first.stream(), second.stream()
+    with graph.instantiate() as exe:
+        exe.launch(stream)  # no free node: the allocation outlives the launch, until the stream frees it
+        other.wait(stream.record())
+        other.launch(SCALE, 1, N, x, 2.0, N)
+        stream.wait(other.record())
+        doubled = np.zeros(N, np.float32)
+        stream.memcpy(doubled, x)
+        stream.free(x)
+        stream.synchronize()
+    np.testing.assert_array_equal(host, np.full(N, 3, np.float32))
+    np.testing.assert_array_equal(doubled, np.full(N, 6, np.float32))
+
+
+def test_a_captured_allocation_takes_the_access_of_its_devices_pool(pair):
+    """The seed's rule: a captured allocation is reachable from the devices its pool lets in when it is captured
+    (hipMemPoolSetAccess; gpugraph's enable_peer_access sets it)."""
+    first, second = pair
+    if not second.can_access_peer(first):
+        pytest.skip(f"{second} cannot access {first} on this machine")
+    second.enable_peer_access(first)  # (and the first device's pool lets the second in)
+    stream, other = first.stream(), second.stream()
+    host = K.pinned(first, np.zeros(N, np.float32))
     with stream.capture() as cap:
         tmp = stream.alloc(N, np.float32)
-        with pytest.raises(ValueError, match=rf"graph memory of {second}, which kernels on {first} cannot use"):
-            graph.add_kernel(SCALE, 1, N, tmp, 2.0, N)
+        stream.memset(tmp, 2.0)
+        other.wait(stream.record())
+        other.launch(SCALE, 1, N, tmp, 5.0, N)
+        stream.wait(other.record())
+        stream.memcpy(host, tmp)
         stream.free(tmp)
-    assert len(cap.graph) == 2
+    (alloc,) = [node for node in cap.graph.nodes if node.kind is gg.NodeKind.MEM_ALLOC]
+    assert alloc.params.access == (second.index,)
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(host, np.full(N, 10, np.float32))
+
+
+def test_allocation_access_is_checked(pair, no_peer_access):
+    first, second = pair
+    graph = gg.Graph(first)
+    with pytest.raises(ValueError, match=rf"add_alloc\(access=\)\(peer\): {first} is this device"):
+        graph.add_alloc(N, np.float32, access=first)
+    with pytest.raises(TypeError, match=r"add_alloc\(access=\)\(peer\): expected a Device, got str"):
+        graph.add_alloc(N, np.float32, access=[second, "cuda:1"])
+    with pytest.raises(TypeError, match=r"add_alloc\(access=\): expected a Device or an iterable of Devices, got int"):
+        graph.add_alloc(N, np.float32, access=1)
+    with pytest.raises(ValueError, match=rf"add_alloc\(access=\): {second} cannot access memory of {first}: the "
+                                         rf"hardware allows no peer access"):
+        graph.add_alloc(N, np.float32, access=second)  # (the fixture makes the hardware refuse)
+    others = [b for b in available_backends() if b != first.backend]
+    if others:
+        with pytest.raises(ValueError, match=r"is a device of another backend"):
+            graph.add_alloc(N, np.float32, access=gg.Device(others[0]))
+    assert len(graph) == 0

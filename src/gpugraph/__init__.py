@@ -38,6 +38,7 @@ from ._interop import from_cuda_array_interface, from_dlpack
 from ._kernel import Kernel, LaunchConfig
 from ._memory import Array
 from ._nodes import (
+    DEPENDENCY_KINDS,
     AllocParams,
     ChildGraphParams,
     ConditionalParams,
@@ -66,6 +67,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ACCESS_PROPERTIES",
+    "DEPENDENCY_KINDS",
     "DOT_FLAGS",
     "INSTANTIATE_FLAGS",
     "MAX_CLUSTER_BLOCKS",

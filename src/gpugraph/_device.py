@@ -186,9 +186,9 @@ class Device:
 
     def enable_peer_access(self, peer: Device) -> None:
         """Let kernels on this device read and write ``peer``'s memory: its Arrays and its stream-ordered
-        allocations (not its graph allocations yet). One direction (``peer.enable_peer_access(self)`` is the
-        other); enabling it again does nothing. A launch or kernel node on this device given an Array of
-        ``peer`` enables it by itself.
+        allocations, and the graph allocations captured on its streams from then on. One direction
+        (``peer.enable_peer_access(self)`` is the other); enabling it again does nothing. A launch or kernel
+        node on this device given an Array of ``peer`` enables it by itself.
 
         Raises:
             TypeError: If ``peer`` is not a Device.
@@ -220,17 +220,40 @@ class Device:
         if peer.backend != self.backend:
             raise ValueError(f"{what}(peer): {peer} is a device of another backend than {self}")
 
+    def _sharers(self, access: Any, what: str) -> tuple[int, ...]:
+        """The indices of the devices ``access`` names (a Device or several) that may use an allocation of this
+        device: other devices of its backend that the hardware lets reach it."""
+        if isinstance(access, str):
+            raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, got the str {access!r}")
+        devices = [access] if isinstance(access, Device) else access
+        try:
+            devices = list(devices)
+        except TypeError:
+            raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, "
+                            f"got {type(access).__name__}") from None
+        for peer in devices:
+            self._check_peer(peer, f"{what}(access=)")
+        for peer in devices:
+            if not self._backend.device_can_access_peer(peer.index, self.index):
+                raise ValueError(f"{what}(access=): {peer} cannot access memory of {self}: the hardware allows "
+                                 f"no peer access between them (cudaDeviceCanAccessPeer)")
+        return tuple(sorted({peer.index for peer in devices}))
+
     def _reach(self, value: Any, what: str) -> None:
         """Let work on this device use ``value`` (an Array of another device): refused for a device of another
         backend, else peer access is enabled where it is not yet (ValueError where the hardware allows none)."""
         device = value.device
         if device.backend != self.backend:
             raise ValueError(f"{what}: the Array is on {device}, the launch on {self}")
-        if value._alloc.origin == "graph":
-            # (Its access is fixed when its allocation node is made, from the pool's access then; gpugraph does
-            # not set it for other devices yet, so CUDA would fault.)
-            raise ValueError(f"{what}: the Array is graph memory of {device}, which kernels on {self} cannot use "
-                             f"(graph allocations are reachable from their own device only, for now); copy it")
+        alloc = value._alloc
+        if alloc.origin == "graph":
+            # A graph allocation's access is fixed when its node is made (CUDA maps it for the devices its
+            # access descriptors name, with no peer access to enable); any other device would fault.
+            if self.index in alloc.access:
+                return
+            raise ValueError(f"{what}: the Array is graph memory of {device}, which kernels on {self} cannot use: "
+                             f"its allocation node gave no access to {self} (Graph.add_alloc(access={self}), or "
+                             f"{self}.enable_peer_access({device}) before the capture that allocated it)")
         self._enable_peer_access(device, f"{what} (an Array of {device} used on {self})")
 
     # Memory

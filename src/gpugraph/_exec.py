@@ -135,6 +135,20 @@ class GraphExec:
             self._params.adopt(self._find_params(graph))
 
     @property
+    def id(self) -> int:
+        """The executable graph's id, unique in the process (CUDA 13.1; on an older driver BackendError).
+
+        Raises:
+            GraphError: If it is closed.
+
+        See also: cudaGraphExecGetId.
+        """
+        handle = self._handle
+        if handle is None:
+            raise GraphError("GraphExec.id: this GraphExec is closed")
+        return self._backend.exec_id(handle)
+
+    @property
     def flags(self) -> frozenset[str]:
         """The flags it was instantiated with (names of ``gpugraph.INSTANTIATE_FLAGS``). See also:
         cudaGraphExecGetFlags."""

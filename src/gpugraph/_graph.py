@@ -33,6 +33,7 @@ from ._memory import Array, normalize_dtype, normalize_shape
 from ._nesting import nesting_refusal
 from ._nodes import (
     BODY_KINDS,
+    DEPENDENCY_KINDS,
     MEMORY_KINDS,
     SEMAPHORE_KINDS,
     ChildGraphParams,
@@ -133,6 +134,26 @@ class Node:
         See also: cudaGraphKernelNodeGetAttribute.
         """
         return self.graph._attributes_of(self, "Node.attributes")
+
+    @property
+    def local_id(self) -> int:
+        """The node's id in its graph: with ``graph.id`` it names the node, as the driver's DOT dump does (CUDA
+        13.1; on an older driver, and on HIP, which has no such call, BackendError).
+
+        Raises:
+            GraphError: If the node is no longer in its graph.
+
+        See also: cudaGraphNodeGetLocalId.
+        """
+        return self.graph._node_ids(self)[0]
+
+    @property
+    def tools_id(self) -> int:
+        """The id profilers and other tools name the node by, unique in the process (CUDA 13.1, as ``local_id``).
+
+        See also: cudaGraphNodeGetToolsId.
+        """
+        return self.graph._node_ids(self)[1]
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
@@ -876,19 +897,27 @@ class Graph:
         self._refuse_in_body("add_mem_ops", "batch memory-op")
         return self._add(record, after, "add_mem_ops")
 
-    def add_alloc(self, shape: Any, dtype: Any, after: Any = ()) -> Node:
-        """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
+    def add_alloc(self, shape: Any, dtype: Any, after: Any = (), access: Any = ()) -> Node:
+        """Add a graph-memory allocation node on this graph's device; ``node.array`` is usable by nodes ordered
+        after it. ``access``: other devices (a Device or several) whose kernels and kernel nodes may use it
+        too, for reading and writing (the only access CUDA gives graph memory).
 
-        See also: cudaGraphAddMemAllocNode.
+        Raises:
+            TypeError: If ``access`` holds something other than Devices.
+            ValueError: If ``access`` names this graph's device, a device of another backend, or one that the
+                hardware does not let reach this device's memory.
+
+        See also: cudaGraphAddMemAllocNode (its accessDescs), hipMemPoolSetAccess.
         """
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
+        sharers = self.device._sharers(access, "add_alloc")
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
         with self._locked():
             positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
-                                                         [node._handle for node in deps])
+                                                         [node._handle for node in deps], sharers)
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             node._array = Array(self.device, ptr, shape, dtype, alloc)
             self._end_change()
@@ -975,35 +1004,61 @@ class Graph:
         if not self._has(node):
             raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
 
-    def _change_edge(self, a: Node, b: Node, add: bool) -> None:
-        """Add or remove the edge from ``a`` to ``b`` in the backend graph and the Topology (checked)."""
+    def _change_edge(self, a: Node, b: Node, add: bool, kind: str = "full") -> None:
+        """Add (of ``kind``) or remove the edge from ``a`` to ``b`` in the backend graph and the Topology
+        (checked)."""
         with self._locked():
             self._begin_change()
             source, target = self._index(a), self._index(b)
             if add:
-                self._backend.graph_add_dependency(self._handle, a._handle, b._handle)
+                self._backend.graph_add_dependency(self._handle, a._handle, b._handle, kind)
                 self._topology.add_edge(source, target)
             else:
                 self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
                 self._topology.remove_edge(source, target)
             self._end_change()
 
-    def add_dependency(self, a: Node, b: Node) -> None:
-        """Make ``b`` wait for ``a``.
+    def add_dependency(self, a: Node, b: Node, kind: str = "full") -> None:
+        """Make ``b`` wait for ``a``. ``kind`` (one of ``gpugraph.DEPENDENCY_KINDS``) says for what: "full", until
+        ``a`` has finished; between two kernel nodes also "programmatic" (programmatic dependent launch: ``b`` may
+        start once every block of ``a`` has called ``cudaTriggerProgrammaticLaunchCompletion()`` or exited, and
+        its ``cudaGridDependencySynchronize()`` waits for ``a`` to finish and its writes to show) or
+        "launch_order" (``b`` may start once every block of ``a`` has started). The CPU backend runs every edge
+        as a full one, which each kind allows.
 
         Raises:
-            GraphError: If the edge exists already, or would close a cycle.
+            ValueError: If ``kind`` is not one of DEPENDENCY_KINDS.
+            GraphError: If the edge exists already (of any kind), would close a cycle, or is programmatic or
+                launch-order between nodes that are not both kernel nodes.
 
-        See also: cudaGraphAddDependencies.
+        See also: cudaGraphAddDependencies (its edge data: CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, ...).
         """
+        if kind not in DEPENDENCY_KINDS:
+            raise ValueError(f"add_dependency(kind): expected one of {', '.join(DEPENDENCY_KINDS)}, got {kind!r}")
         self._edge_nodes(a, b, "add_dependency")
+        if kind != "full" and (a.kind is not NodeKind.KERNEL or b.kind is not NodeKind.KERNEL):
+            raise GraphError(f"add_dependency({a!r}, {b!r}, kind={kind!r}): a {kind} edge joins two kernel nodes; "
+                             f"got a {a.kind.value} node to a {b.kind.value} node")
         if a is b or self._reaches(b, [a]):
             raise GraphError(f"add_dependency({a!r}, {b!r}): {b!r} already comes before {a!r}; "
                              f"the edge would make a cycle")
         source, target = self._index(a), self._index(b)
         if source in self._topology.deps_of(target):
             raise GraphError(f"add_dependency({a!r}, {b!r}): the edge exists already")
-        self._change_edge(a, b, add=True)
+        self._change_edge(a, b, add=True, kind=kind)
+
+    def dependency_kind(self, a: Node, b: Node) -> str:
+        """The kind of the edge from ``a`` to ``b`` (see ``add_dependency``).
+
+        Raises:
+            GraphError: If ``b`` does not wait for ``a`` directly.
+
+        See also: cudaGraphGetEdges, cudaGraphNodeGetDependencies (their edge data).
+        """
+        self._edge_nodes(a, b, "dependency_kind")
+        if self._index(a) not in self._current().deps_of(self._index(b)):
+            raise GraphError(f"dependency_kind({a!r}, {b!r}): {b!r} does not wait for {a!r} directly")
+        return self._backend.graph_dependency_kind(self._handle, a._handle, b._handle)
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
@@ -1353,6 +1408,17 @@ class Graph:
                 self._user_objects[obj] = held - count
 
     # Queries
+
+    @property
+    def id(self) -> int:
+        """The graph's id, unique in the process, as the driver's DOT dump names it (CUDA 13.1; on an older
+        driver BackendError). See also: cudaGraphGetId."""
+        self._current()  # (refuses a graph that went with its node)
+        return self._backend.graph_id(self._handle)
+
+    def _node_ids(self, node: Node) -> tuple[int, int]:
+        self._index(node)  # (refuses a node no longer in the graph)
+        return self._backend.node_ids(self._handle, node._handle)
 
     @property
     def nodes(self) -> tuple[Node, ...]:

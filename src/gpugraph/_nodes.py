@@ -52,6 +52,12 @@ def why_gone(handle: Any) -> str:
 # (A tuple: ``in`` finds a member by identity first, where a set would call Enum's Python-level __hash__; this
 # one is tested for every node read from a backend.)
 MEMORY_KINDS = (NodeKind.MEM_ALLOC, NodeKind.MEM_FREE)
+
+# What an edge waits for (CUDA's edge data: its type and the source kernel's port). "full": the source node
+# has finished. "programmatic": every block of the source kernel has called cudaTriggerProgrammaticLaunchCompletion
+# or exited (the target's cudaGridDependencySynchronize waits for the rest). "launch_order": every block of the
+# source kernel has started. The last two join kernel nodes only.
+DEPENDENCY_KINDS = ("full", "programmatic", "launch_order")
 SEMAPHORE_KINDS = (NodeKind.SEMAPHORE_SIGNAL, NodeKind.SEMAPHORE_WAIT)
 # CUDA allows enabling and disabling only these kinds on an executable graph.
 TOGGLEABLE_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
@@ -255,14 +261,18 @@ class MemOpsParams:
 
 @dataclass(frozen=True)
 class AllocParams:
-    """Allocate ``nbytes`` of graph memory at the fixed address ``ptr``."""
+    """Allocate ``nbytes`` of graph memory at the fixed address ``ptr``, on the graph's device. ``access``: the
+    indices of the other devices whose kernels may read and write it too (the allocation's access descriptors;
+    a captured allocation takes those of its device's memory pool when it is captured)."""
 
     kind: ClassVar[NodeKind] = NodeKind.MEM_ALLOC
     nbytes: int
     ptr: int
+    access: tuple[int, ...] = ()
 
     def label(self) -> str:
-        return f"alloc {self.nbytes} B at {self.ptr:#x}"
+        shared = f", reachable from devices {', '.join(map(str, self.access))}" if self.access else ""
+        return f"alloc {self.nbytes} B at {self.ptr:#x}{shared}"
 
 
 @dataclass(frozen=True)

@@ -414,7 +414,9 @@ class Stream:
         self._backend.stream_host(self._handle, fn, args, self._capture_handle())
 
     def alloc(self, shape: Any, dtype: Any) -> Array:
-        """Allocate device memory in stream order: usable by work enqueued after this call.
+        """Allocate device memory in stream order: usable by work enqueued after this call. Under capture it
+        becomes an allocation node, reachable from the other devices that this device's pool lets in then
+        (``enable_peer_access``).
 
         See also: cudaMallocAsync.
         """

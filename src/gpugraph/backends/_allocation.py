@@ -12,10 +12,11 @@ class Allocation:
     "graph" (an allocation node). ``live`` is the host-side view of stream-ordered and graph allocations: True
     from the submission of the allocation until the submission of its free, which is what double-free checks
     use. ``owner`` says what the memory is, for error messages. ``buffer`` and ``pool`` are the CPU backend's
-    (its memory while mapped, and the pool that maps it); other backends leave them None.
+    (its memory while mapped, and the pool that maps it); other backends leave them None. ``access``: the indices
+    of the other devices that may use a graph allocation (its node's access descriptors).
     """
 
-    __slots__ = ("ptr", "nbytes", "origin", "index", "live", "owner", "buffer", "pool", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "origin", "index", "live", "owner", "buffer", "pool", "access", "__weakref__")
 
     def __init__(self, ptr: int, nbytes: int, origin: str, index: int, owner: str = "", buffer: Any = None,
                  pool: Any = None) -> None:
@@ -27,3 +28,4 @@ class Allocation:
         self.owner = owner or f"the {origin} allocation at {ptr:#x}"
         self.buffer = buffer
         self.pool = pool
+        self.access: tuple[int, ...] = ()

@@ -201,7 +201,9 @@ class Backend(Protocol):
         """A condition for conditional nodes of ``graph`` or of its bodies (cudaGraphConditionalHandleCreate):
         (its handle, the unsigned 64-bit value kernels are passed for it). A ConditionalParams given to
         ``graph_add_node`` has placeholder bodies; ``node_params`` then names the node's own body graphs."""
-    def graph_add_alloc(self, graph: Handle, nbytes: int, deps: Sequence[Handle]) -> tuple[Handle, int, Handle]: ...
+    def graph_add_alloc(self, graph: Handle, nbytes: int, deps: Sequence[Handle],
+                        access: tuple[int, ...]) -> tuple[Handle, int, Handle]:
+        """An allocation node; ``access``: the other devices that may use it (checked by the front end)."""
     def graph_add_free(self, graph: Handle, alloc: Handle, deps: Sequence[Handle]) -> Handle: ...
     def node_allocation(self, graph: Handle, node: Handle) -> Handle | None:
         """The allocation record that an allocation or free node gpugraph made allocates or frees, else None
@@ -211,7 +213,10 @@ class Backend(Protocol):
         """Give ``node`` of ``graph`` the parameter record ``params``, of its kind (kernel, memcpy, memset, host, event
         record or wait, child graph: the front end has checked them). A child-graph node embeds a new copy of the
         graph ``params`` names (``node_params`` names it). Executable graphs made from ``graph`` keep what they had."""
-    def graph_add_dependency(self, graph: Handle, src: Handle, dst: Handle) -> None: ...
+    def graph_add_dependency(self, graph: Handle, src: Handle, dst: Handle, kind: str) -> None:
+        """An edge of ``kind`` (one of DEPENDENCY_KINDS; the front end checked the nodes suit it)."""
+    def graph_dependency_kind(self, graph: Handle, src: Handle, dst: Handle) -> str:
+        """The kind of the edge from ``src`` to ``dst`` (which the front end knows exists)."""
     def graph_remove_dependency(self, graph: Handle, src: Handle, dst: Handle) -> None: ...
     def graph_nodes(self, graph: Handle) -> list[Handle]: ...
     def graph_edges(self, graph: Handle) -> list[tuple[Handle, Handle]]: ...
@@ -224,6 +229,12 @@ class Backend(Protocol):
         None to leave it to the front end."""
     def node_params(self, graph: Handle, node: Handle) -> Any: ...
     def graph_clone(self, graph: Handle) -> Handle: ...
+    def graph_id(self, graph: Handle) -> int:
+        """The graph's id, unique in the process (cudaGraphGetId)."""
+    def node_ids(self, graph: Handle, node: Handle) -> tuple[int, int]:
+        """The node's id in its graph and the id tools name it by (cudaGraphNodeGetLocalId, ...GetToolsId)."""
+    def exec_id(self, exe: Handle) -> int:
+        """The executable graph's id, unique in the process (cudaGraphExecGetId)."""
     def graph_debug_dot(self, graph: Handle, path: str, flags: tuple[str, ...]) -> bool:
         """Write the driver's DOT description of ``graph`` to ``path``, with ``flags`` (``_dot.DOT_FLAGS`` names);
         False, writing nothing, where the backend has no driver of its own (the front end writes its own)."""

@@ -126,6 +126,12 @@ class CpuBackend:
         with self._lock:
             self._peers.add((index, peer))
 
+    def pool_access(self, index: int) -> tuple[int, ...]:
+        """The other devices that device ``index``'s memory pool lets use its allocations, as CUDA's pool:
+        those enable_peer_access enabled for it."""
+        with self._lock:  # (enable_peer_access may add to the set meanwhile)
+            return tuple(sorted(device for device, peer in self._peers if peer == index))
+
     def device_synchronize(self, index: int) -> None:
         errors = []
         for stream in list(self._streams):
@@ -402,7 +408,9 @@ class CpuBackend:
                 if capture.active:  # (else ended meanwhile, on another thread: allocated as uncaptured)
                     ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
                     alloc = self._new_allocation(stream.index, nbytes, self._graph_pools[stream.index], "graph", ptr)
-                    capture.record(stream, AllocParams(nbytes, alloc.ptr), alloc)
+                    # As CUDA's node does: the access its device's pool gives then (enable_peer_access).
+                    alloc.access = self.pool_access(stream.index)
+                    capture.record(stream, AllocParams(nbytes, alloc.ptr, alloc.access), alloc)
                     return alloc.ptr, alloc
         alloc = self._new_allocation(stream.index, nbytes, self._stream_pools[stream.index], "stream")
         alloc.live = True
@@ -522,10 +530,12 @@ class CpuBackend:
         condition = CpuCondition(default, reset)
         return condition, condition.cell.ctypes.data
 
-    def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode]) -> tuple[CpuNode, int, Any]:
+    def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode],
+                        access: tuple[int, ...]) -> tuple[CpuNode, int, Any]:
         alloc = self._new_allocation(graph.index, nbytes, self._graph_pools[graph.index], "graph",
                                      graph.reusable_address(nbytes, deps))
-        node = graph.add(AllocParams(nbytes, alloc.ptr), deps, alloc)
+        alloc.access = access
+        node = graph.add(AllocParams(nbytes, alloc.ptr, access), deps, alloc)
         return node, alloc.ptr, alloc
 
     def graph_add_free(self, graph: CpuGraph, alloc: Allocation, deps: Sequence[CpuNode]) -> CpuNode:
@@ -539,18 +549,25 @@ class CpuBackend:
             dep.dependents.remove(node)
         for dependent in node.dependents:
             dependent.deps.remove(node)
+            dependent.kinds.pop(node, None)
         graph.nodes.remove(node)
 
     def graph_set_node(self, graph: CpuGraph, node: CpuNode, params: Any) -> None:
         node.params = copied(params)  # (an executable graph runs a copy of the graph: CpuExec.template)
 
-    def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
+    def graph_add_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode, kind: str) -> None:
         dst.deps.append(src)
         src.dependents.append(dst)
+        if kind != "full":
+            dst.kinds[src] = kind
+
+    def graph_dependency_kind(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> str:
+        return dst.kinds.get(src, "full")
 
     def graph_remove_dependency(self, graph: CpuGraph, src: CpuNode, dst: CpuNode) -> None:
         dst.deps.remove(src)
         src.dependents.remove(dst)
+        dst.kinds.pop(src, None)
 
     def graph_nodes(self, graph: CpuGraph) -> list[CpuNode]:
         return list(graph.nodes)
@@ -572,6 +589,15 @@ class CpuBackend:
 
     def graph_clone(self, graph: CpuGraph) -> CpuGraph:
         return graph.clone()
+
+    def graph_id(self, graph: CpuGraph) -> int:
+        return graph.id
+
+    def node_ids(self, graph: CpuGraph, node: CpuNode) -> tuple[int, int]:
+        return node.local_id, graph.id << 32 | node.local_id  # (the tools id: this backend's own, unique too)
+
+    def exec_id(self, exe: CpuExec) -> int:
+        return exe.id
 
     def graph_instantiate(self, graph: CpuGraph, flags: frozenset[str]) -> CpuExec:
         # (use_node_priority: the CPU backend runs ready nodes as its threads take them, a preference CUDA may not

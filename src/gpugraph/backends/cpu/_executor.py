@@ -13,6 +13,7 @@ setters and updates publish a new plan with one assignment, so a launch runs the
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from collections import deque
@@ -120,6 +121,10 @@ class _Plan:
         return plan
 
 
+# Executable graph ids, as CUDA's: unique in the process.
+_exec_ids = itertools.count(1)
+
+
 class CpuExec:
     """An executable graph of the CPU backend.
 
@@ -134,6 +139,7 @@ class CpuExec:
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, node_priority: bool,
                  pool: Callable[[], Executor]) -> None:
         self._pool = pool
+        self.id = next(_exec_ids)
         self.auto_free_on_launch = auto_free_on_launch
         self.node_priority = node_priority  # instantiated with use_node_priority (update keeps the priorities)
         self.template = graph.clone()  # what it runs, and what a launch into a capture embeds

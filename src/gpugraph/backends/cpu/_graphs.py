@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from collections.abc import Sequence
@@ -41,7 +42,7 @@ def copied(params: Any) -> Any:
 class CpuNode:
     """A node: its parameters and its edges in both directions."""
 
-    __slots__ = ("params", "deps", "dependents", "alloc", "attributes", "__weakref__")
+    __slots__ = ("params", "deps", "dependents", "alloc", "attributes", "local_id", "kinds", "__weakref__")
 
     def __init__(self, params: Any, deps: Sequence[CpuNode], alloc: Any = None) -> None:
         self.params = params
@@ -49,6 +50,10 @@ class CpuNode:
         self.deps: list[CpuNode] = list(deps)
         self.dependents: list[CpuNode] = []
         self.alloc = alloc  # the Allocation of an alloc or free node
+        self.local_id = 0  # its id in its graph (given by the graph)
+        # The kinds of its edges from ``deps`` that are not "full" (programmatic edges between kernels); the CPU
+        # backend runs every edge as a full one, which is what such an edge allows at the latest.
+        self.kinds: dict[CpuNode, str] = {}
         for dep in self.deps:
             dep.dependents.append(self)
 
@@ -87,13 +92,19 @@ def _release_all(held: dict[CpuUserObject, int]) -> None:
         obj.release(count)
 
 
+# Graph ids, as CUDA's: unique in the process (itertools.count's next is atomic in CPython).
+_graph_ids = itertools.count(1)
+
+
 class CpuGraph:
     """A graph: nodes in the order they were added, and the references it holds to user objects."""
 
-    __slots__ = ("index", "nodes", "clone_of", "user_objects", "__weakref__")
+    __slots__ = ("index", "id", "nodes", "clone_of", "user_objects", "_local_ids", "__weakref__")
 
     def __init__(self, index: int) -> None:
         self.index = index
+        self.id = next(_graph_ids)
+        self._local_ids = itertools.count()  # the ids of its nodes, never given twice
         self.nodes: list[CpuNode] = []
         self.clone_of: dict[CpuNode, CpuNode] = {}  # original node -> node of this clone
         self.user_objects: dict[CpuUserObject, int] | None = None  # (made, with a finalizer, on the first)
@@ -134,6 +145,7 @@ class CpuGraph:
         else:  # like CUDA, a child-graph node embeds a copy of the child graph taken now
             params = copied(params)
         node = CpuNode(params, deps, alloc)
+        node.local_id = next(self._local_ids)
         self.nodes.append(node)
         return node
 
@@ -168,6 +180,7 @@ class CpuGraph:
         mapping: dict[CpuNode, CpuNode] = {}
         for node in self.nodes:
             mapping[node] = CpuNode(copied(node.params), (), node.alloc)
+            mapping[node].local_id = next(copy._local_ids)
             mapping[node].attributes = node.attributes
             copy.nodes.append(mapping[node])
         # Edges are wired after every node exists: add_dependency may point from a later node to an earlier one.
@@ -175,6 +188,7 @@ class CpuGraph:
             new = mapping[node]
             new.deps = [mapping[d] for d in node.deps]
             new.dependents = [mapping[d] for d in node.dependents]
+            new.kinds = {mapping[d]: kind for d, kind in node.kinds.items()}
         copy.clone_of = mapping
         copy.hold_those_of(self)
         return copy
@@ -187,10 +201,13 @@ def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode],
     ``nodes`` at fault), or None. A child graph at fault is named by its node, as the driver does.
     ``node_priority``: whether the executable graph was instantiated with use_node_priority (its kernel nodes'
     priorities cannot change then)."""
+    paired = dict(zip(originals, nodes))
     for original, node in zip(originals, nodes):
         was, now = original.params, node.params
         if was.kind is not now.kind:
             return "node kind changed", node
+        if (original.kinds or node.kinds) and {paired[d]: k for d, k in original.kinds.items()} != node.kinds:
+            return "topology changed", node  # (an edge's kind: measured on the H200, the driver refuses it too)
         refusal = node_refusal(was, now)
         if refusal is not None:
             return refusal[0], node

@@ -176,9 +176,13 @@ class CudaCapturing(CudaRuntime):
             refuse_in_host_function("Stream.alloc")
         self.contexts.use(stream.index)
         if capture is not None:  # an allocation node, drawing on the graph pool
+            access = self.pool_access(stream.index)
+
             def record(made: Any) -> tuple[AllocParams, Allocation]:
                 ptr = int(made)
-                return AllocParams(nbytes, ptr), Allocation(ptr, nbytes, "graph", stream.index)
+                alloc = Allocation(ptr, nbytes, "graph", stream.index)
+                alloc.access = access
+                return AllocParams(nbytes, ptr, access), alloc
             entry = self._captured(capture, allocate, (nbytes, "graph", drv.mem_alloc_async, max(nbytes, 1),
                                                        stream.handle), record)
             if entry is not None:

@@ -9,9 +9,9 @@ from typing import Any
 from cuda.bindings import driver as cu
 
 from ..._attributes import AttributeLimits, KernelAttributes
-from ..._errors import GraphInstantiateError
+from ..._errors import BackendError, GraphError, GraphInstantiateError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
-from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
+from ..._nodes import DEPENDENCY_KINDS, AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
@@ -20,7 +20,7 @@ from ._capture import CudaCapturing
 from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
-from ._runtime import INVALID_CONTEXT, allocate
+from ._runtime import INVALID_CONTEXT, access_descriptor, allocate
 from ._symbols import drv
 
 _RESULT = cu.CUgraphExecUpdateResult
@@ -42,6 +42,33 @@ _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topolog
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: "parameters changed",
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: "unsupported node kind",
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: "attributes changed"}
+
+
+# The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
+_PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
+          "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
+_KINDS = {int(port): kind for kind, port in _PORTS.items()}
+
+
+def _newer(module: Any, name: str) -> Any:
+    """``module``'s function ``name``; BackendError where this cuda-bindings is older than it."""
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise BackendError("cuda", name, "CUDA_ERROR_NOT_SUPPORTED",
+                           f"this cuda-bindings has no {name}; install cuda-bindings 13.1 or newer")
+    return fn
+
+
+def _kind_of(edge: Any) -> str:
+    """The kind of an edge from its CUgraphEdgeData; a pairing gpugraph does not make (another library's: a
+    launch-completion port, say) is named in an error rather than read as another kind."""
+    kind_type, port = int(edge.type), int(edge.from_port)
+    if not kind_type and not port:
+        return "full"
+    if kind_type == int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) and port in _KINDS:
+        return _KINDS[port]
+    raise GraphError(f"an edge of the CUDA graph has data gpugraph does not name (type {kind_type}, port {port}); "
+                     f"the kinds are {', '.join(DEPENDENCY_KINDS)}")
 
 
 class CudaGraphs(CudaCapturing):
@@ -107,19 +134,24 @@ class CudaGraphs(CudaCapturing):
                       int(flags))
         return handle, int(handle)
 
-    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any]) -> tuple[Any, int, Allocation]:
+    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any],
+                        access: tuple[int, ...]) -> tuple[Any, int, Allocation]:
         self.contexts.use(graph.index)
         p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
         p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
         p.poolProps.location.id = graph.index
         p.bytesize = max(nbytes, 1)
+        if access:  # (measured on the H200: the driver maps it for each peer; no cuCtxEnablePeerAccess is needed)
+            p.accessDescs = [access_descriptor(peer) for peer in access]
+            p.accessDescCount = len(access)
         with graph.lock:  # the node and its records appear together to a pairing on another thread
             node = allocate(nbytes, "graph", drv.graph_add_mem_alloc_node, graph.handle, list(deps), len(deps), p)
             ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
             alloc = Allocation(ptr, nbytes, "graph", graph.index)
+            alloc.access = access
             graph.memory[node] = alloc
-            graph.params[node] = AllocParams(nbytes, ptr)
+            graph.params[node] = AllocParams(nbytes, ptr, access)
         return node, ptr, alloc
 
     def graph_add_free(self, graph: CudaGraph, alloc: Allocation, deps: Sequence[Any]) -> Any:
@@ -154,8 +186,33 @@ class CudaGraphs(CudaCapturing):
         if node in graph.params:
             graph.params[node] = params
 
-    def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
-        call(drv.graph_add_dependencies, graph.handle, [src], [dst], None, 1)
+    def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any, kind: str) -> None:
+        data = None
+        if kind != "full":
+            edge = cu.CUgraphEdgeData()
+            edge.from_port, edge.type = _PORTS[kind], cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+            data = [edge]
+        call(drv.graph_add_dependencies, graph.handle, [src], [dst], data, 1)
+
+    def _kinded_edges(self, graph: CudaGraph) -> set[tuple[int, int, str]]:
+        """The edges of ``graph`` that are not full, as (source position, target position, kind), the positions
+        in creation order."""
+        count = call(drv.graph_get_edges, graph.handle, 0)[-1]
+        if not count:
+            return set()
+        sources, targets, data, count = call(drv.graph_get_edges, graph.handle, count)
+        position = {int(node): i for i, node in enumerate(self.graph_nodes(graph))}
+        return {(position[int(s)], position[int(t)], _kind_of(e))
+                for s, t, e in zip(list(sources)[:count], list(targets)[:count], list(data)[:count])
+                if int(e.type) or int(e.from_port)}
+
+    def graph_dependency_kind(self, graph: CudaGraph, src: Any, dst: Any) -> str:
+        count = call(cu.cuGraphNodeGetDependencies, dst, 0)[-1]
+        nodes, data, count = call(cu.cuGraphNodeGetDependencies, dst, count)
+        for node, edge in zip(list(nodes)[:count], list(data)[:count]):
+            if int(node) == int(src):
+                return _kind_of(edge)
+        raise GraphError(f"no edge from node {int(src):#x} to node {int(dst):#x} in the CUDA graph")
 
     def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
         call(drv.graph_remove_dependencies, graph.handle, [src], [dst], None, 1)
@@ -217,6 +274,19 @@ class CudaGraphs(CudaCapturing):
             bits |= int(bit)
         call(drv.graph_debug_dot_print, graph.handle, os.fsencode(path), bits)
         return True
+
+    def graph_id(self, graph: CudaGraph) -> int:
+        require_driver(13010, "a graph's id (Graph.id)", "cuGraphGetId")
+        return int(call(_newer(cu, "cuGraphGetId"), graph.handle))
+
+    def node_ids(self, graph: CudaGraph, node: Any) -> tuple[int, int]:
+        require_driver(13010, "a node's ids (Node.local_id, Node.tools_id)", "cuGraphNodeGetLocalId")
+        return (int(call(_newer(cu, "cuGraphNodeGetLocalId"), node)),
+                int(call(_newer(cu, "cuGraphNodeGetToolsId"), node)))
+
+    def exec_id(self, exe: CudaExec) -> int:
+        require_driver(13010, "an executable graph's id (GraphExec.id)", "cuGraphExecGetId")
+        return int(call(_newer(cu, "cuGraphExecGetId"), exe.handle))
 
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)
@@ -332,6 +402,8 @@ class CudaGraphs(CudaCapturing):
             if err != cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
                 raise error("cuGraphExecUpdate", err)
             if result is None:  # some cuda-bindings releases return no result info with an error
+                if self._kinded_edges(exec_.source) != self._kinded_edges(graph):
+                    return "topology changed", None  # (an edge's kind, which the driver gives no result for)
                 return "refused by the CUDA driver", None
             return _UPDATE_REASONS.get(result, f"refused by the CUDA driver ({result!r})"), node
         host_keys: list[int] = []

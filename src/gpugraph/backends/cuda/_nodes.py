@@ -118,6 +118,18 @@ def _read_semaphores(p: Any) -> tuple[list[int], list[int]]:
     return handles, values
 
 
+# CUDA_MEM_ALLOC_NODE_PARAMS: the access descriptors' address and count follow the 88 bytes of CUmemPoolProps;
+# a CUmemAccessDesc is 12 bytes: location type, location id, flags (cuda.h; read from memory as above).
+_ACCESS_AT, _ACCESS_SIZE = 88, 12
+
+
+def _read_access(p: Any, own: int) -> tuple[int, ...]:
+    """The other devices an allocation node's access descriptors name."""
+    at, count = (ctypes.c_uint64 * 2).from_address(p.getPtr() + _ACCESS_AT)
+    ids = {ctypes.c_int32.from_address(at + k * _ACCESS_SIZE + 4).value for k in range(count)} if at else set()
+    return tuple(sorted(ids - {own}))
+
+
 _OP = cu.CUstreamBatchMemOpType
 _WAIT_FLAGS = {"geq": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ,
                "eq": cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_EQ,
@@ -524,10 +536,11 @@ class _Alloc(_Kind):
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         p = call(drv.graph_mem_alloc_node_get_params, node)
-        return AllocParams(int(p.bytesize), int(p.dptr))
+        return AllocParams(int(p.bytesize), int(p.dptr), _read_access(p, int(p.poolProps.location.id)))
 
     def describes(self, record: Any, derived: Any) -> bool:
-        return record.ptr == derived.ptr  # the driver reports a 0-byte allocation's size as the 1 it allocated
+        # (not the size: the driver reports a 0-byte allocation's as the 1 it allocated)
+        return record.ptr == derived.ptr and record.access == derived.access
 
 
 class _Free(_Kind):

@@ -110,12 +110,15 @@ class CudaRuntime:
                 raise error("cuCtxEnablePeerAccess", err)
             # The peer's memory pool too: cuMemAllocAsync draws on it, and a captured allocation's access is the
             # pool's as the capture records it.
-            access = cu.CUmemAccessDesc()
-            access.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-            access.location.id = index
-            access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-            call(drv.mem_pool_set_access, call(drv.device_get_mem_pool, self.contexts.devices[peer]), [access], 1)
+            pool = call(drv.device_get_mem_pool, self.contexts.devices[peer])
+            call(drv.mem_pool_set_access, pool, [access_descriptor(index)], 1)
             self._peers.add((index, peer))
+
+    def pool_access(self, index: int) -> tuple[int, ...]:
+        """The other devices that device ``index``'s memory pool lets use its allocations (as gpugraph set it),
+        which an allocation captured on its streams takes."""
+        with self._peer_lock:  # (enable_peer_access may add to the set meanwhile)
+            return tuple(sorted(device for device, peer in self._peers if peer == index))
 
     def _synchronize(self, fn: Any, *args: Any) -> None:
         """A synchronize call; the errors it raises are noted, so that the exit does not report them again
@@ -377,6 +380,16 @@ class CudaRuntime:
         self.contexts.use(index)
         call(fn, *args)
 
+
+
+def access_descriptor(index: int) -> Any:
+    """Read and write access for device ``index`` (the only access CUDA gives pools and graph allocations:
+    measured on the H200, read-only is CUDA_ERROR_NOT_SUPPORTED)."""
+    access = cu.CUmemAccessDesc()
+    access.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    access.location.id = index
+    access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    return access
 
 
 def allocate(nbytes: int, kind: str, fn: Any, *args: Any) -> Any:

@@ -617,6 +617,11 @@ extern "C" inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle
     __atomic_store_n(reinterpret_cast<unsigned int*>(handle), value, __ATOMIC_RELAXED);
 }
 
+// Programmatic dependent launch: the CPU backend runs a programmatic edge as a full one (its source kernel has
+// finished when its target starts), so there is nothing to trigger and nothing to wait for.
+inline void cudaTriggerProgrammaticLaunchCompletion() {}
+inline void cudaGridDependencySynchronize() {}
+
 // min and max as CUDA declares them: integers of mixed signedness compare as the unsigned type; floating
 // values as fmin/fmax do (a NaN loses).
 template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
