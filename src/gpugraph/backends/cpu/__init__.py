@@ -129,8 +129,9 @@ class CpuBackend:
     def pool_access(self, index: int) -> tuple[int, ...]:
         """The other devices that device ``index``'s memory pool lets use its allocations, as CUDA's pool:
         those enable_peer_access enabled for it."""
-        with self._lock:  # (enable_peer_access may add to the set meanwhile)
-            return tuple(sorted(device for device, peer in self._peers if peer == index))
+        # A copy first (one C call, whole under the GIL): enable_peer_access may add to the set meanwhile, and
+        # the backend's lock may be held by this very thread here (a captured allocation).
+        return tuple(sorted(device for device, peer in frozenset(self._peers) if peer == index))
 
     def device_synchronize(self, index: int) -> None:
         errors = []

@@ -117,8 +117,8 @@ class CudaRuntime:
     def pool_access(self, index: int) -> tuple[int, ...]:
         """The other devices that device ``index``'s memory pool lets use its allocations (as gpugraph set it),
         which an allocation captured on its streams takes."""
-        with self._peer_lock:  # (enable_peer_access may add to the set meanwhile)
-            return tuple(sorted(device for device, peer in self._peers if peer == index))
+        # (A copy first, one C call whole under the GIL: enable_peer_access may add to the set meanwhile.)
+        return tuple(sorted(device for device, peer in frozenset(self._peers) if peer == index))
 
     def _synchronize(self, fn: Any, *args: Any) -> None:
         """A synchronize call; the errors it raises are noted, so that the exit does not report them again
