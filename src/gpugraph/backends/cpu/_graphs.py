@@ -201,13 +201,15 @@ def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode],
     ``nodes`` at fault), or None. A child graph at fault is named by its node, as the driver does.
     ``node_priority``: whether the executable graph was instantiated with use_node_priority (its kernel nodes'
     priorities cannot change then)."""
-    paired = dict(zip(originals, nodes))
+    paired: dict[CpuNode, CpuNode] | None = None  # (made only for a graph with kinded edges)
     for original, node in zip(originals, nodes):
         was, now = original.params, node.params
         if was.kind is not now.kind:
             return "node kind changed", node
-        if (original.kinds or node.kinds) and {paired[d]: k for d, k in original.kinds.items()} != node.kinds:
-            return "topology changed", node  # (an edge's kind: measured on the H200, the driver refuses it too)
+        if original.kinds or node.kinds:
+            paired = paired or dict(zip(originals, nodes))
+            if {paired[d]: k for d, k in original.kinds.items()} != node.kinds:
+                return "topology changed", node  # (an edge's kind: measured on the H200, the driver refuses it too)
         refusal = node_refusal(was, now)
         if refusal is not None:
             return refusal[0], node

@@ -21,7 +21,7 @@ from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, access_descriptor, allocate
-from ._symbols import drv
+from ._symbols import CUDA, drv
 
 _RESULT = cu.CUgraphExecUpdateResult
 _FLAG = cu.CUgraphInstantiate_flags
@@ -50,10 +50,11 @@ _PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
 _KINDS = {int(port): kind for kind, port in _PORTS.items()}
 
 
-def _newer(module: Any, name: str) -> Any:
-    """``module``'s function ``name``; BackendError where this cuda-bindings is older than it."""
-    fn = getattr(module, name, None)
+def _newer(generic: str) -> Any:
+    """The driver function ``generic`` names; BackendError where this cuda-bindings is older than it."""
+    fn = getattr(drv, generic, None)
     if fn is None:
+        name = CUDA[generic]
         raise BackendError("cuda", name, "CUDA_ERROR_NOT_SUPPORTED",
                            f"this cuda-bindings has no {name}; install cuda-bindings 13.1 or newer")
     return fn
@@ -207,8 +208,8 @@ class CudaGraphs(CudaCapturing):
                 if int(e.type) or int(e.from_port)}
 
     def graph_dependency_kind(self, graph: CudaGraph, src: Any, dst: Any) -> str:
-        count = call(cu.cuGraphNodeGetDependencies, dst, 0)[-1]
-        nodes, data, count = call(cu.cuGraphNodeGetDependencies, dst, count)
+        count = call(drv.graph_node_get_dependencies, dst, 0)[-1]
+        nodes, data, count = call(drv.graph_node_get_dependencies, dst, count)
         for node, edge in zip(list(nodes)[:count], list(data)[:count]):
             if int(node) == int(src):
                 return _kind_of(edge)
@@ -277,16 +278,15 @@ class CudaGraphs(CudaCapturing):
 
     def graph_id(self, graph: CudaGraph) -> int:
         require_driver(13010, "a graph's id (Graph.id)", "cuGraphGetId")
-        return int(call(_newer(cu, "cuGraphGetId"), graph.handle))
+        return int(call(_newer("graph_get_id"), graph.handle))
 
     def node_ids(self, graph: CudaGraph, node: Any) -> tuple[int, int]:
         require_driver(13010, "a node's ids (Node.local_id, Node.tools_id)", "cuGraphNodeGetLocalId")
-        return (int(call(_newer(cu, "cuGraphNodeGetLocalId"), node)),
-                int(call(_newer(cu, "cuGraphNodeGetToolsId"), node)))
+        return int(call(_newer("graph_node_get_local_id"), node)), int(call(_newer("graph_node_get_tools_id"), node))
 
     def exec_id(self, exe: CudaExec) -> int:
         require_driver(13010, "an executable graph's id (GraphExec.id)", "cuGraphExecGetId")
-        return int(call(_newer(cu, "cuGraphExecGetId"), exe.handle))
+        return int(call(_newer("graph_exec_get_id"), exe.handle))
 
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)

@@ -95,6 +95,11 @@ CUDA = {
     "graph_clone": "cuGraphClone",
     "graph_get_nodes": "cuGraphGetNodes",
     "graph_get_edges": "cuGraphGetEdges",
+    "graph_node_get_dependencies": "cuGraphNodeGetDependencies",
+    "graph_get_id": "cuGraphGetId",  # CUDA 13.1, and the three below
+    "graph_exec_get_id": "cuGraphExecGetId",
+    "graph_node_get_local_id": "cuGraphNodeGetLocalId",
+    "graph_node_get_tools_id": "cuGraphNodeGetToolsId",
     "graph_add_dependencies": "cuGraphAddDependencies",
     "graph_remove_dependencies": "cuGraphRemoveDependencies",
     "graph_destroy_node": "cuGraphDestroyNode",
