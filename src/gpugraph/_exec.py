@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _capture, _params
+from . import _capture, _kernel, _params
 from ._attributes import AttributeRefusal
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -92,7 +92,7 @@ class GraphExec:
 
     __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
                  "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
-                 "_shape", "_recorded_events", "_lock", "_flags", "__weakref__")
+                 "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "__weakref__")
 
     def __init__(self, graph: Any, flags: frozenset[str], graph_type: Any) -> None:
         """(Made by ``Graph.instantiate``, which passes its class, graphs updated from are of it, and the flags
@@ -107,6 +107,8 @@ class GraphExec:
         except GraphInstantiateError as exc:  # (the backend names its own node: named again as the graph's Node)
             raise name_the_node(graph, exc) from None
         self._launch = backend.exec_launch
+        # The kernel arguments naming it, by id (ExecArguments compare as numbers: no WeakSet can hold them apart).
+        self._arguments: dict[int, weakref.ref] = {}
         # The compiled lanes of launch and set_params, or None (they read this object's fields: see cuda._fast.Exec).
         self._fast = backend.exec_fast_lanes(self._handle, self.device)
         self._lock = threading.RLock()  # the calls of several threads take turns (see the class docstring)
@@ -586,9 +588,17 @@ class GraphExec:
 
     def close(self) -> None:
         """Release the executable graph; using it afterwards raises GraphError. Idempotent. (Allowed in host
-        functions: the backend defers the release, as it does a collected one's.)"""
+        functions: the backend defers the release, as it does a collected one's.)
+
+        Raises:
+            GraphError: If a kernel may still launch it: a kernel node, or a launch not yet run, holds it as an
+                argument (drop those first; a kernel would launch a released graph).
+        """
         with self._lock:
             if self._handle is not None:
+                if len(self._arguments):
+                    raise GraphError(f"close: {self!r} is an argument of a kernel that may still launch it (a kernel "
+                                     f"node, or a launch not yet run); release those first")
                 self._handle = None
                 self._finalizer()
                 self.graph._live_execs.discard(self)
@@ -608,3 +618,34 @@ class GraphExec:
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"{len(self.graph)} nodes"
         return f"GraphExec({state}, device={self.device})"
+
+
+class ExecArgument(np.uint64):
+    """A GraphExec as a kernel's ``cudaGraphExec_t`` argument: the number the backend's kernels take for it, holding
+    the GraphExec (``exec``), which cannot be closed or collected while a node or a pending launch holds this."""
+
+    exec: GraphExec
+
+
+def exec_argument(exe: GraphExec, dtype: Any, device: Any, ctype: str, where: str) -> ExecArgument:
+    """The argument a kernel of ``device`` takes for ``exe`` for a parameter of C type ``ctype`` (a kernel launches
+    it with cudaGraphLaunch)."""
+    if dtype is None or dtype != np.uint64:
+        raise TypeError(f"{where}: a GraphExec is passed for a cudaGraphExec_t parameter, not a C {ctype}")
+    if exe._handle is None:
+        raise GraphError(f"{where}: the GraphExec is closed")
+    if "device_launch" not in exe._flags:
+        raise GraphError(f"{where}: {exe!r} was not instantiated with device_launch=True, and a kernel launches "
+                         f"only such a graph (CUDA stops the kernel with an illegal address otherwise, measured on "
+                         f"the H200)")
+    if exe.device is not device:
+        raise ValueError(f"{where}: {exe!r} is on {exe.device}, the kernel on {device}; a kernel launches graphs of "
+                         f"its own device")
+    argument = ExecArgument(exe._backend.exec_device_handle(exe._handle))
+    argument.exec = exe
+    arguments, key = exe._arguments, id(argument)
+    arguments[key] = weakref.ref(argument, lambda _: arguments.pop(key, None))
+    return argument
+
+
+_kernel.graph_exec_type, _kernel.exec_argument = GraphExec, exec_argument

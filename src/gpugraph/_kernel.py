@@ -18,6 +18,11 @@ from ._scalars import bounds, is_number, to_c
 from ._scalars import describe as _describe
 from ._signature import KernelParam, parse_signature
 
+# gpugraph._exec's GraphExec and the argument a kernel takes for one (a cudaGraphExec_t), set when that module, which
+# sits above kernels, is imported.
+graph_exec_type: Any = None
+exec_argument: Callable[[Any, Any, Any, str, str], Any] = None  # type: ignore[assignment]
+
 # Another library's device array given for a pointer parameter, viewed as an Array (None: no such array):
 # gpugraph._interop's kernel_argument, set when that module, which sits above kernels, is imported.
 foreign_array: Callable[[Any, Any, str], Array | None] = None  # type: ignore[assignment]  # (set before any call)
@@ -282,6 +287,8 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
             if (kind is int or not integral) and low <= value <= high:
                 return value
             return to_c(value, dtype, ctype, where)
+        if kind is graph_exec_type:
+            return exec_argument(value, dtype, device, ctype, where)
         if kind is Condition:
             raise TypeError(f"{where}: a Condition is passed only to kernels of its graph (Graph.add_kernel, or a "
                             f"launch on a stream capturing into that graph); a stream launch outside a capture "

@@ -11,12 +11,12 @@ from cuda.bindings import driver as cu
 from ..._attributes import AttributeLimits, KernelAttributes
 from ..._errors import BackendError, GraphError, GraphInstantiateError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
-from ..._nodes import DEPENDENCY_KINDS, AllocParams, ChildGraphParams, FreeParams, NodeKind
+from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
 from ._attributes import cooperative_blocks, limits, read_attributes, write_attributes
-from ._capture import CudaCapturing
+from ._capture import CudaCapturing, edge_data, kind_of
 from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
@@ -44,12 +44,6 @@ _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topolog
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: "attributes changed"}
 
 
-# The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
-_PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
-          "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
-_KINDS = {int(port): kind for kind, port in _PORTS.items()}
-
-
 def _newer(generic: str) -> Any:
     """The driver function ``generic`` names; BackendError where this cuda-bindings is older than it."""
     fn = getattr(drv, generic, None)
@@ -58,18 +52,6 @@ def _newer(generic: str) -> Any:
         raise BackendError("cuda", name, "CUDA_ERROR_NOT_SUPPORTED",
                            f"this cuda-bindings has no {name}; install cuda-bindings 13.1 or newer")
     return fn
-
-
-def _kind_of(edge: Any) -> str:
-    """The kind of an edge from its CUgraphEdgeData; a pairing gpugraph does not make (another library's: a
-    launch-completion port, say) is named in an error rather than read as another kind."""
-    kind_type, port = int(edge.type), int(edge.from_port)
-    if not kind_type and not port:
-        return "full"
-    if kind_type == int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) and port in _KINDS:
-        return _KINDS[port]
-    raise GraphError(f"an edge of the CUDA graph has data gpugraph does not name (type {kind_type}, port {port}); "
-                     f"the kinds are {', '.join(DEPENDENCY_KINDS)}")
 
 
 class CudaGraphs(CudaCapturing):
@@ -188,12 +170,7 @@ class CudaGraphs(CudaCapturing):
             graph.params[node] = params
 
     def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any, kind: str) -> None:
-        data = None
-        if kind != "full":
-            edge = cu.CUgraphEdgeData()
-            edge.from_port, edge.type = _PORTS[kind], cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
-            data = [edge]
-        call(drv.graph_add_dependencies, graph.handle, [src], [dst], data, 1)
+        call(drv.graph_add_dependencies, graph.handle, [src], [dst], None if kind == "full" else [edge_data(kind)], 1)
 
     def _kinded_edges(self, graph: CudaGraph) -> set[tuple[int, int, str]]:
         """The edges of ``graph`` that are not full, as (source position, target position, kind), the positions
@@ -203,7 +180,7 @@ class CudaGraphs(CudaCapturing):
             return set()
         sources, targets, data, count = call(drv.graph_get_edges, graph.handle, count)
         position = {int(node): i for i, node in enumerate(self.graph_nodes(graph))}
-        return {(position[int(s)], position[int(t)], _kind_of(e))
+        return {(position[int(s)], position[int(t)], kind_of(e))
                 for s, t, e in zip(list(sources)[:count], list(targets)[:count], list(data)[:count])
                 if int(e.type) or int(e.from_port)}
 
@@ -212,7 +189,7 @@ class CudaGraphs(CudaCapturing):
         nodes, data, count = call(drv.graph_node_get_dependencies, dst, count)
         for node, edge in zip(list(nodes)[:count], list(data)[:count]):
             if int(node) == int(src):
-                return _kind_of(edge)
+                return kind_of(edge)
         raise GraphError(f"no edge from node {int(src):#x} to node {int(dst):#x} in the CUDA graph")
 
     def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
@@ -304,11 +281,26 @@ class CudaGraphs(CudaCapturing):
                 raise error("cuGraphInstantiateWithParams", err)
             raise GraphInstantiateError(reason, params.hErrNode_out if int(params.hErrNode_out) else None,
                                         f"cuGraphInstantiateWithParams: {err.name}")
+        if "device_launch" in flags:
+            self._upload_now(handle)
         allocated, freed = self._memory_nodes(graph)
         host_keys: list[int] = []
         self._host_keys(graph, host_keys)
         auto_free = "auto_free_on_launch" in flags
         return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
+
+    def _upload_now(self, handle: Any) -> None:
+        """Upload an executable graph and wait for it: a kernel launches only an uploaded graph (cudaGraphLaunch on
+        the device returns cudaErrorInvalidValue otherwise, measured on the H200), and it may run on any stream."""
+        stream = call(drv.stream_create_with_priority, cu.CUstream_flags.CU_STREAM_NON_BLOCKING, 0)
+        try:
+            call(drv.graph_upload, handle, stream)
+            call(drv.stream_synchronize, stream)
+        finally:
+            call(drv.stream_destroy, stream)
+
+    def exec_device_handle(self, exec_: CudaExec) -> int:
+        return exec_.raw
 
     def graph_builder(self, graph: CudaGraph, device: Any) -> Any:
         fast = _compiled.fast
