@@ -96,6 +96,38 @@ def test_a_graph_relaunches_itself_from_the_device(device, stream):
     assert runs.to_numpy()[0] == 40 and n.to_numpy()[0] == 0
 
 
+def test_a_kernel_launches_the_graph_as_last_changed(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = gg.Graph(device)
+    node = child.add_kernel(ADD, 1, 32, x, 1)
+    exe = child.instantiate(device_launch=True)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, exe, MODES["fire_and_forget"], code)
+    with parent.instantiate() as launcher:
+        launcher.launch(stream)
+        stream.synchronize()
+        exe.set_params(node, x, 10)
+        launcher.launch(stream)
+        stream.synchronize()
+        other = gg.Graph(device)
+        other.add_kernel(ADD, 1, 32, x, 100)
+        exe.update(other)
+        launcher.launch(stream)
+        stream.synchronize()
+        exe.set_enabled(node, False)
+        launcher.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 111
+
+
+def test_a_graph_a_kernel_launches_takes_no_params(device):
+    x = device.zeros(1, np.int32)
+    graph = gg.Graph(device)
+    graph.add_kernel(ADD, 1, 32, x, gg.Param(3, np.int32))
+    with pytest.raises(gg.GraphInstantiateError, match=r"device_launch: the graph's kernels take Params"):
+        graph.instantiate(device_launch=True)
+
+
 def test_a_launch_in_no_named_mode_returns_invalid_value(device, stream):
     x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
     child = launchable(device, x)
@@ -110,8 +142,9 @@ def test_a_launch_in_no_named_mode_returns_invalid_value(device, stream):
 def test_a_kernel_outside_a_graph_cannot_launch_one(device, stream):
     x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
     child = launchable(device, x)
-    stream.launch(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
+    # (CUDA refuses the launch at the call; the CPU backend's kernel stops when it runs, reported at synchronize)
     with pytest.raises(gg.BackendError, match="CUDA_ERROR_NOT_SUPPORTED"):
+        stream.launch(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
         stream.synchronize()
     stream.launch(ADD, 1, 32, x, 5)  # (not a sticky error: the device goes on)
     stream.synchronize()

@@ -135,6 +135,11 @@ class GraphExec:
         graph._execs.add(self)
         if _params.in_use:
             self._params.adopt(self._find_params(graph))
+            if self._params and "device_launch" in flags:
+                self.close()
+                raise GraphInstantiateError("instantiate error", detail=(
+                    "device_launch: the graph's kernels take Params, whose values are written at each launch from the "
+                    "host, and a launch from a kernel has none; pass values, and set_params them"))
 
     @property
     def id(self) -> int:

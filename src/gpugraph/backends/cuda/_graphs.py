@@ -281,20 +281,24 @@ class CudaGraphs(CudaCapturing):
                 raise error("cuGraphInstantiateWithParams", err)
             raise GraphInstantiateError(reason, params.hErrNode_out if int(params.hErrNode_out) else None,
                                         f"cuGraphInstantiateWithParams: {err.name}")
-        if "device_launch" in flags:
-            self._upload_now(handle)
         allocated, freed = self._memory_nodes(graph)
         host_keys: list[int] = []
         self._host_keys(graph, host_keys)
         auto_free = "auto_free_on_launch" in flags
-        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
+        exec_ = CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
+        if "device_launch" in flags:
+            exec_.device_launch = True
+            self._upload_now(exec_)
+        return exec_
 
-    def _upload_now(self, handle: Any) -> None:
-        """Upload an executable graph and wait for it: a kernel launches only an uploaded graph (cudaGraphLaunch on
-        the device returns cudaErrorInvalidValue otherwise, measured on the H200), and it may run on any stream."""
+    def _upload_now(self, exec_: CudaExec) -> None:
+        """Upload an executable graph instantiated with device_launch (made, or changed), and wait for it: a kernel
+        launches only an uploaded graph, as it was uploaded (cudaGraphLaunch on the device returns
+        cudaErrorInvalidValue before, and runs the old parameters after set_params or update until uploaded again:
+        measured on the H200), and that kernel may run on any stream."""
         stream = call(drv.stream_create_with_priority, cu.CUstream_flags.CU_STREAM_NON_BLOCKING, 0)
         try:
-            call(drv.graph_upload, handle, stream)
+            call(drv.graph_upload, exec_.handle, stream)
             call(drv.stream_synchronize, stream)
         finally:
             call(drv.stream_destroy, stream)
@@ -309,7 +313,10 @@ class CudaGraphs(CudaCapturing):
 
     def exec_fast_lanes(self, exec_: CudaExec, device: Any) -> Any:
         fast = _compiled.fast
-        return None if fast is None else fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_, fail)
+        # (None for a graph a kernel may launch: each change is uploaded, which the Python path does)
+        if fast is None or exec_.device_launch:
+            return None
+        return fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_, fail)
 
     def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
         """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of
@@ -378,6 +385,8 @@ class CudaGraphs(CudaCapturing):
     def exec_set_node(self, exec_: CudaExec, node: Any, params: Any) -> None:
         self.contexts.use(exec_.index)
         set_exec_node(self, exec_, node, params)
+        if exec_.device_launch:
+            self._upload_now(exec_)
 
     def exec_param_patcher(self, exec_: CudaExec, node: Any, params: Any) -> Any:
         self.contexts.use(exec_.index)
@@ -386,6 +395,8 @@ class CudaGraphs(CudaCapturing):
     def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
         self.contexts.use(exec_.index)
         call(drv.graph_node_set_enabled, exec_.handle, node, int(enabled))
+        if exec_.device_launch:
+            self._upload_now(exec_)
 
     def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> tuple[str, Any] | None:
         self.contexts.use(exec_.index)
@@ -408,6 +419,8 @@ class CudaGraphs(CudaCapturing):
         template, exec_.source, exec_.template = exec_.template, graph, None
         if template is not None:  # forgotten first: an update made again after an interrupt must not destroy it twice
             self.graph_destroy(template)
+        if exec_.device_launch:
+            self._upload_now(exec_)
         return None
 
     @staticmethod
