@@ -87,13 +87,13 @@ def test_a_tail_launch_runs_after_the_launching_graph(device, stream):
 
 
 def test_a_graph_relaunches_itself_from_the_device(device, stream):
-    n, runs = device.asarray(np.array([40], np.int32)), device.zeros(1, np.int32)
+    n, runs = device.asarray(np.array([2000], np.int32)), device.zeros(1, np.int32)
     loop = gg.Graph(device)
     loop.add_kernel(COUNT_DOWN, 1, 32, n, runs)
     with loop.instantiate(device_launch=True) as exe:
         exe.launch(stream)
         stream.synchronize()
-    assert runs.to_numpy()[0] == 40 and n.to_numpy()[0] == 0
+    assert runs.to_numpy()[0] == 2000 and n.to_numpy()[0] == 0
 
 
 def test_a_kernel_launches_the_graph_as_last_changed(device, stream):
@@ -124,8 +124,31 @@ def test_a_graph_a_kernel_launches_takes_no_params(device):
     x = device.zeros(1, np.int32)
     graph = gg.Graph(device)
     graph.add_kernel(ADD, 1, 32, x, gg.Param(3, np.int32))
-    with pytest.raises(gg.GraphInstantiateError, match=r"device_launch: the graph's kernels take Params"):
+    with pytest.raises(gg.GraphInstantiateError, match=r"device_launch: a graph a kernel launches takes no Params"):
         graph.instantiate(device_launch=True)
+    plain = gg.Graph(device)
+    node = plain.add_kernel(ADD, 1, 32, x, 3)
+    with plain.instantiate(device_launch=True) as exe:
+        with pytest.raises(gg.GraphUpdateError, match="a graph a kernel launches takes no Params"):
+            exe.update(graph)
+        with pytest.raises(TypeError, match="a graph a kernel launches takes no Params"):
+            exe.set_params(node, x, gg.Param(4, np.int32))
+
+
+def test_a_graph_a_kernel_may_launch_is_released_once_none_may(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = launchable(device, x)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
+    exe = parent.instantiate()
+    exe.launch(stream)
+    exe.close()
+    child.close()  # (released once the queued launch has run, and no node holds it)
+    del exe, parent
+    stream.synchronize()
+    gc.collect()
+    assert x.to_numpy()[0] == 1
+    assert not child._finalizer.alive
 
 
 def test_a_launch_in_no_named_mode_returns_invalid_value(device, stream):
@@ -145,6 +168,7 @@ def test_a_kernel_outside_a_graph_cannot_launch_one(device, stream):
     # (CUDA refuses the launch at the call; the CPU backend's kernel stops when it runs, reported at synchronize)
     with pytest.raises(gg.BackendError, match="CUDA_ERROR_NOT_SUPPORTED"):
         stream.launch(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
+        assert device.backend == "cpu", "CUDA refuses at the launch"
         stream.synchronize()
     stream.launch(ADD, 1, 32, x, 5)  # (not a sticky error: the device goes on)
     stream.synchronize()
@@ -163,17 +187,22 @@ def test_graph_exec_arguments_are_checked(device, stream):
         with pytest.raises(gg.GraphError, match="was not instantiated with device_launch=True"):
             stream.launch(LAUNCH, 1, 32, host_only, 2, code)
     exe = child.instantiate(device_launch=True)
-    with pytest.raises(TypeError, match="a GraphExec is passed for a cudaGraphExec_t parameter, not a C int"):
+    with pytest.raises(TypeError, match="a GraphExec is passed only for a cudaGraphExec_t parameter, not a C int"):
         graph.add_kernel(TAKES_INT, 1, 32, exe)
+    with pytest.raises(TypeError, match=r"a GraphExec is passed only for a cudaGraphExec_t parameter, not a C "
+                                        r"unsigned long long"):
+        graph.add_kernel(LAUNCH, 1, 32, exe, exe, code)
+    with pytest.raises(TypeError, match=r"argument 0 \(cudaGraphExec_t graph\): expects a GraphExec instantiated "
+                                        r"with device_launch=True, got int"):
+        graph.add_kernel(LAUNCH, 1, 32, 1234, 2, code)
     assert len(graph) == 0  # (nothing half-done)
     node = graph.add_kernel(LAUNCH, 1, 32, exe, 2, code)
-    with pytest.raises(gg.GraphError, match=r"close: GraphExec\(1 nodes, .*\) is an argument of a kernel that may "
-                                            r"still launch it"):
-        exe.close()
+    exe.close()  # (released once no kernel may launch it: the node holds it)
+    assert exe.closed and exe._finalizer.alive
     graph.remove_node(node)
     del node
     gc.collect()
-    exe.close()  # (no kernel holds it now)
+    assert not exe._finalizer.alive
     with pytest.raises(gg.GraphError, match="the GraphExec is closed"):
         graph.add_kernel(LAUNCH, 1, 32, exe, 2, code)
 

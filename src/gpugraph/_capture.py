@@ -489,6 +489,7 @@ class Capture:
         (``Stream.launch`` or ``add_kernel``); other work is refused at its call.
 
         Raises:
+            TypeError: If ``kinds`` is neither a str nor a list or tuple.
             ValueError: If a kind is not one of DEPENDENCY_KINDS, or ``kinds`` has not one kind per node.
             GraphError: If a node is not the capture graph's, or an edge of another kind than "full" would leave
                 a node that is not a kernel node.
@@ -510,7 +511,13 @@ class Capture:
         """One kind per node of ``after`` from ``kinds`` (checked), or None where every edge is full."""
         from ._nodes import DEPENDENCY_KINDS, NodeKind
 
-        per_node = [kinds] * len(after) if isinstance(kinds, str) else list(kinds)
+        if isinstance(kinds, str):
+            per_node = [kinds] * len(after)
+        elif isinstance(kinds, (list, tuple)):
+            per_node = list(kinds)
+        else:
+            raise TypeError(f"set_dependencies(kinds): expected a kind or a list of kinds, one per node, got "
+                            f"{type(kinds).__name__}")
         if len(per_node) != len(after):
             raise ValueError(f"set_dependencies(kinds): expected one kind per node ({len(after)}), "
                              f"got {len(per_node)}")

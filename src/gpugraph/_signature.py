@@ -30,7 +30,8 @@ _NAMED = {
 }
 # CUDA's handle types a kernel takes: what CUDA names them, whatever a source's own typedef makes of them (one for
 # NVRTC, which has no CUDA header, under #ifdef __CUDACC_RTC__: a pointer to an opaque struct).
-_HANDLES = frozenset({"cudaGraphExec_t", "CUgraphExec", "cudaGraphConditionalHandle", "CUgraphConditionalHandle"})
+EXEC_TYPES = frozenset({"cudaGraphExec_t", "CUgraphExec"})  # (a kernel takes a GraphExec for these alone)
+_HANDLES = EXEC_TYPES | {"cudaGraphConditionalHandle", "CUgraphConditionalHandle"}
 # The C keywords that combine into a builtin arithmetic type ("long unsigned int", "signed char", ...).
 _SPECIFIERS = {"signed", "unsigned", "short", "long", "int", "char", "float", "double", "bool", "void"}
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "class", "union", "enum",

@@ -309,7 +309,7 @@ class CpuExec:
                 condition.cell[0] = condition.default
             self.launched = []
             self.run(plan)
-            _run_after(self.launched)
+            _run_after(self)
         finally:
             done.set()
 
@@ -322,7 +322,7 @@ class CpuExec:
         after it."""
         self.launched = []
         self.run()
-        _run_after(self.launched)
+        _run_after(self)
 
     def run(self, plan: _Plan | None = None) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""
@@ -342,11 +342,16 @@ class CpuExec:
             raise error
 
 
-def _run_after(launched: list[CpuExec]) -> None:
-    """Run the tail and sibling launches of a graph that has run, in the order asked, each with its own (CUDA's
-    tail launch: after the launching graph, in order; a sibling has no order with it, so after is one order)."""
-    for graph in launched:
-        graph.run_launched()
+def _run_after(graph: CpuExec) -> None:
+    """Run the tail and sibling launches of ``graph``, which has run, in the order asked, each followed by its own
+    (CUDA's tail launch: after the launching graph, in order; a sibling has no order with it, so after is one
+    order). A loop, not a recursion: a graph that relaunches itself runs as many times as it asks."""
+    pending = list(reversed(graph.launched))
+    while pending:
+        launched = pending.pop()
+        launched.launched = []
+        launched.run()
+        pending.extend(reversed(launched.launched))
 
 
 def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: CpuExec) -> None:

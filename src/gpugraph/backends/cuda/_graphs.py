@@ -288,7 +288,11 @@ class CudaGraphs(CudaCapturing):
         exec_ = CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
         if "device_launch" in flags:
             exec_.device_launch = True
-            self._upload_now(exec_)
+            try:
+                self._upload_now(exec_)
+            except BaseException:
+                call(drv.graph_exec_destroy, handle)
+                raise
         return exec_
 
     def _upload_now(self, exec_: CudaExec) -> None:
@@ -302,6 +306,14 @@ class CudaGraphs(CudaCapturing):
             call(drv.stream_synchronize, stream)
         finally:
             call(drv.stream_destroy, stream)
+
+    def _destroy_launchable(self, exec_: CudaExec) -> None:
+        """Destroy an executable graph a kernel may launch once the device's queued work has run: a kernel queued
+        may still launch it, and no argument the front end sees holds it (a closed launching graph's queued launch)."""
+        self.contexts.use(exec_.index)
+        # (The result is the queued work's, which the next synchronize reports: a sticky error stays.)
+        drv.ctx_synchronize()
+        call(drv.graph_exec_destroy, exec_.handle)
 
     def exec_device_handle(self, exec_: CudaExec) -> int:
         return exec_.raw
@@ -458,6 +470,9 @@ class CudaGraphs(CudaCapturing):
     def exec_destroy(self, exec_: CudaExec) -> None:
         for key in exec_.own_keys.values():
             self._release(self.host.forget, key)
-        self._release(self._in_context, exec_.index, drv.graph_exec_destroy, exec_.handle)
+        if exec_.device_launch:
+            self._release(self._destroy_launchable, exec_)
+        else:
+            self._release(self._in_context, exec_.index, drv.graph_exec_destroy, exec_.handle)
         if exec_.template is not None:
             self.graph_destroy(exec_.template)
