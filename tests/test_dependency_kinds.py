@@ -117,3 +117,85 @@ def test_an_update_cannot_change_an_edges_kind(device, stream, kind):
         exe.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(N) + 1)
+
+
+# Capture: the frontier's edge data (cudaStreamGetCaptureInfo, cudaStreamUpdateCaptureDependencies). On the H200
+# (2026-11-24): kinds set from a kernel node reach the next captured kernel; the driver refuses them from a memset
+# node (CUDA_ERROR_INVALID_VALUE); after the next work the frontier is full again.
+
+@pytest.mark.parametrize("kind", ["programmatic", "launch_order"])
+@pytest.mark.parametrize("how", ["launch", "add_kernel"])
+def test_a_capture_frontier_gives_its_kinds_to_the_next_kernel(device, stream, kind, how):
+    x, y = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    with stream.capture() as cap:
+        stream.launch(PRODUCE, 2, 128, x, N)
+        (producer,) = cap.dependencies
+        assert cap.dependency_kinds == ("full",)
+        cap.set_dependencies(producer, kinds=kind)
+        assert cap.dependencies == (producer,) and cap.dependency_kinds == (kind,)
+        if how == "launch":
+            stream.launch(CONSUME, 2, 128, x, y, N)
+        else:
+            cap.add_kernel(CONSUME, 2, 128, x, y, N)
+        (consumer,) = cap.dependencies
+        assert cap.dependency_kinds == ("full",)
+        stream.memset(x, 0)  # (the kinds were taken: other work is captured again)
+    assert cap.graph.dependency_kind(producer, consumer) == kind
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(N) + 1)
+    np.testing.assert_array_equal(x.to_numpy(), 0)
+
+
+def test_capture_kinds_are_given_per_node(device, stream):
+    x, y, z = device.zeros(N, np.int32), device.zeros(N, np.int32), device.zeros(N, np.int32)
+    with stream.capture() as cap:
+        stream.launch(PRODUCE, 2, 128, x, N)
+        (producer,) = cap.dependencies
+        stream.memset(z, 7)
+        (memset,) = cap.dependencies
+        cap.set_dependencies([producer, memset], kinds=["programmatic", "full"])
+        assert cap.dependency_kinds == ("programmatic", "full")
+        consumer = cap.add_kernel(CONSUME, 2, 128, x, y, N)
+    graph = cap.graph
+    assert graph.dependency_kind(producer, consumer) == "programmatic"
+    assert graph.dependency_kind(memset, consumer) == "full"
+    with graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(N) + 1)
+    np.testing.assert_array_equal(z.to_numpy(), 7)
+
+
+def test_capture_kinds_are_checked(device, stream):
+    x, y = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    event = device.event()
+    with stream.capture() as cap:
+        stream.memset(x, 0)
+        (memset,) = cap.dependencies
+        stream.launch(PRODUCE, 2, 128, x, N)
+        (producer,) = cap.dependencies
+        with pytest.raises(gg.GraphError, match=r"set_dependencies\(Node\(n0, memset\), kinds='programmatic'\): a "
+                                                r"programmatic edge leaves a kernel node; got a memset node"):
+            cap.set_dependencies(memset, kinds="programmatic")
+        with pytest.raises(ValueError, match=r"set_dependencies\(kinds\): expected one of full, programmatic, "
+                                             r"launch_order, got 'partial'"):
+            cap.set_dependencies(producer, kinds="partial")
+        with pytest.raises(ValueError, match=r"expected one kind per node \(1\), got 2"):
+            cap.set_dependencies(producer, kinds=["full", "full"])
+        assert cap.dependencies == (producer,) and cap.dependency_kinds == ("full",)  # (nothing changed)
+        cap.set_dependencies(producer, kinds="programmatic")
+        refused = [lambda: stream.memset(y, 1), lambda: cap.add_memset(y, 1), lambda: stream.record(event),
+                   lambda: cap.add_empty(), lambda: stream.host(print)]
+        for call, api in zip(refused, ["Stream.memset", "Capture.add_memset", "Stream.record", "Capture.add_empty",
+                                       "Stream.host"]):
+            with pytest.raises(gg.CaptureError, match=rf"{api}: the capture frontier carries a programmatic edge "
+                                                      rf"\(set_dependencies\(kinds=...\)\), which only a kernel node "
+                                                      rf"may take"):
+                call()
+        assert cap.dependencies == (producer,) and cap.dependency_kinds == ("programmatic",)
+        assert len(cap.graph.nodes) == 2  # (nothing half-done)
+        cap.set_dependencies(producer)  # full again: other work may follow
+        stream.memset(y, 1)
+    assert cap.graph.dependency_kind(producer, cap.graph.nodes[-1]) == "full"

@@ -29,7 +29,8 @@ PROGRAMS = {
     # The guide launches its explicit graph twice (hx: 1 -> 2 -> 4), the second time without waiting.
     "docs/guide.md": (12, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\ns.synchronize()\n"
                      "assert (hx == 4.0).all(), hx[:4]\n",
-                 ["host step", "digraph gpugraph {", "[5. 5. 5. 5.]", "[1.5 1.5]", "[6. 6.]"]),
+                 ["host step", "digraph gpugraph {", "[5. 5. 5. 5.]", "[1.5 1.5]", "[6. 6.]",
+                  "launched from the device: [2]"]),
 }
 
 

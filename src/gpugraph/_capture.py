@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _interrupts
-from ._errors import CaptureError
+from ._errors import CaptureError, GraphError
 from ._interrupts import guard_interrupts, release_interrupts
 
 if TYPE_CHECKING:
@@ -243,6 +243,9 @@ class Capture:
         # Frontiers that set_dependencies replaced: work they held was joined, as CUDA judges a join by
         # what the capturing stream waited on, not by what its final frontier still reaches.
         self._replaced_frontiers: list[Any] = []
+        # set_dependencies gave the frontier an edge kind other than "full", which only a kernel may take:
+        # until the stream's next captured work, its other calls ask the backend whether one is still there.
+        self._kinded = False
         self._discarding = False  # a discard began: a way out interrupted midway ends in a discard
         self._owned = False  # the captured graph was handed to its Graph (which destroys it when collected)
         self._outcome: str | None = None  # "complete" or "discarded" once the capture has ended
@@ -467,22 +470,91 @@ class Capture:
         backend = self.stream._backend
         return tuple(self.graph._node(h) for h in backend.capture_dependencies(self._handle, self.stream._handle))
 
-    def set_dependencies(self, nodes: Any) -> None:
+    @property
+    def dependency_kinds(self) -> tuple[str, ...]:
+        """The kind (of ``gpugraph.DEPENDENCY_KINDS``) of the edge the next captured work gets from each node of
+        ``dependencies``, in its order: "full" unless ``set_dependencies(kinds=...)`` said otherwise.
+
+        See also: cudaStreamGetCaptureInfo (its edge data).
+        """
+        self._check_active("dependency_kinds")
+        return tuple(self.stream._backend.capture_dependency_kinds(self._handle, self.stream._handle))
+
+    def set_dependencies(self, nodes: Any, kinds: Any = "full") -> None:
         """Replace the stream's capture frontier with ``nodes`` (nodes of ``cap.graph``).
 
-        See also: cudaStreamUpdateCaptureDependencies (cudaStreamSetCaptureDependencies).
+        ``kinds`` gives the edges the next captured work gets from them (see ``Graph.add_dependency``): one kind
+        for all, or a sequence of one kind per node. A "programmatic" or "launch_order" edge leaves a kernel
+        node and enters a kernel node: the next work captured on the stream must then be a kernel launch
+        (``Stream.launch`` or ``add_kernel``); other work is refused at its call.
+
+        Raises:
+            TypeError: If ``kinds`` is neither a str nor a list or tuple.
+            ValueError: If a kind is not one of DEPENDENCY_KINDS, or ``kinds`` has not one kind per node.
+            GraphError: If a node is not the capture graph's, or an edge of another kind than "full" would leave
+                a node that is not a kernel node.
+
+        See also: cudaStreamUpdateCaptureDependencies (cudaStreamSetCaptureDependencies, its edge data).
         """
         self._check_active("set_dependencies")
         after = self.graph._deps(nodes, "set_dependencies")
+        per_node = self._checked_kinds(after, kinds)
         self.graph._locate(after, "set_dependencies")
         deps = [node._handle for node in after]
         backend = self.stream._backend
         self._replaced_frontiers.extend(backend.capture_dependencies(self._handle, self.stream._handle))
-        backend.capture_set_dependencies(self._handle, self.stream._handle, deps)
+        backend.capture_set_dependencies(self._handle, self.stream._handle, deps, per_node)
+        self._kinded = per_node is not None
+
+    @staticmethod
+    def _checked_kinds(after: list[Any], kinds: Any) -> list[str] | None:
+        """One kind per node of ``after`` from ``kinds`` (checked), or None where every edge is full."""
+        from ._nodes import DEPENDENCY_KINDS, NodeKind
+
+        if isinstance(kinds, str):
+            per_node = [kinds] * len(after)
+        elif isinstance(kinds, (list, tuple)):
+            per_node = list(kinds)
+        else:
+            raise TypeError(f"set_dependencies(kinds): expected a kind or a list of kinds, one per node, got "
+                            f"{type(kinds).__name__}")
+        if len(per_node) != len(after):
+            raise ValueError(f"set_dependencies(kinds): expected one kind per node ({len(after)}), "
+                             f"got {len(per_node)}")
+        for node, kind in zip(after, per_node):
+            if kind not in DEPENDENCY_KINDS:
+                raise ValueError(f"set_dependencies(kinds): expected one of {', '.join(DEPENDENCY_KINDS)}, "
+                                 f"got {kind!r}")
+            if kind != "full" and node.kind is not NodeKind.KERNEL:
+                raise GraphError(f"set_dependencies({node!r}, kinds={kind!r}): a {kind} edge leaves a kernel node; "
+                                 f"got a {node.kind.value} node")
+        return None if all(kind == "full" for kind in per_node) else per_node
+
+    def _refuse_kinded_frontier(self, api: str) -> None:
+        """Refuse work other than a kernel while the frontier carries an edge kind only a kernel may take."""
+        kinds = self.stream._backend.capture_dependency_kinds(self._handle, self.stream._handle)
+        kind = next((k for k in kinds if k != "full"), None)
+        if kind is None:
+            self._kinded = False  # (a kernel took the kinds)
+            return
+        raise CaptureError(f"{api}: the capture frontier carries a {kind} edge (set_dependencies(kinds=...)), "
+                           f"which only a kernel node may take; capture a kernel launch next, or set the "
+                           f"dependencies again", api=api, stream=self.stream, mode=self.mode)
 
     def _append(self, api: str, add: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self._check_active(api)
-        node = add(*args, after=self.dependencies, **kwargs)
+        if self._kinded and api != "add_kernel":
+            self._refuse_kinded_frontier(f"Capture.{api}")
+        deps = self.dependencies
+        kinds = self.dependency_kinds if self._kinded else ()
+        if any(kind != "full" for kind in kinds):
+            node = add(*args, after=[d for d, kind in zip(deps, kinds) if kind == "full"], **kwargs)
+            for dep, kind in zip(deps, kinds):
+                if kind != "full":
+                    self.graph.add_dependency(dep, node, kind)
+        else:
+            node = add(*args, after=deps, **kwargs)
+        self._kinded = False
         backend = self.stream._backend
         try:
             backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])

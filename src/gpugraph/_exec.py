@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _capture, _params
+from . import _capture, _kernel, _params
 from ._attributes import AttributeRefusal
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -21,6 +21,7 @@ from ._nesting import nesting_refusal
 from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
+from ._scalars import describe
 from ._semaphores import semaphore_record
 from ._stream import Event, Stream
 from ._topology import Topology
@@ -92,7 +93,7 @@ class GraphExec:
 
     __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
                  "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
-                 "_shape", "_recorded_events", "_lock", "_flags", "__weakref__")
+                 "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "__weakref__")
 
     def __init__(self, graph: Any, flags: frozenset[str], graph_type: Any) -> None:
         """(Made by ``Graph.instantiate``, which passes its class, graphs updated from are of it, and the flags
@@ -107,6 +108,8 @@ class GraphExec:
         except GraphInstantiateError as exc:  # (the backend names its own node: named again as the graph's Node)
             raise name_the_node(graph, exc) from None
         self._launch = backend.exec_launch
+        # The kernel arguments naming it, by id (ExecArguments compare as numbers: no WeakSet can hold them apart).
+        self._arguments: dict[int, weakref.ref] = {}
         # The compiled lanes of launch and set_params, or None (they read this object's fields: see cuda._fast.Exec).
         self._fast = backend.exec_fast_lanes(self._handle, self.device)
         self._lock = threading.RLock()  # the calls of several threads take turns (see the class docstring)
@@ -133,6 +136,9 @@ class GraphExec:
         graph._execs.add(self)
         if _params.in_use:
             self._params.adopt(self._find_params(graph))
+            if self._params and "device_launch" in flags:
+                self.close()
+                raise GraphInstantiateError("instantiate error", detail=f"device_launch: {_DEVICE_LAUNCH_PARAMS}")
 
     @property
     def id(self) -> int:
@@ -349,6 +355,9 @@ class GraphExec:
                                                                f"graph of its own; close that one first (one "
                                                                f"executable graph of such a graph may live at a time)")
         found = self._find_params(graph) if _params.in_use else {}
+        if found and "device_launch" in self._flags:
+            raise GraphUpdateError("parameters changed", graph._node(graph._current().handles[min(found)]),
+                                   _DEVICE_LAUNCH_PARAMS)
         patched_gone = sorted(self._gone.intersection(found))
         if patched_gone:  # (its Params would be patched through the node removed there)
             raise GraphUpdateError("parameters changed", graph._node(graph._current().handles[patched_gone[0]]),
@@ -471,6 +480,8 @@ class GraphExec:
                     shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         i = self._index(node, _KERNEL, "set_params")
         old = self._read_layout().params[i]
+        if "device_launch" in self._flags and any(type(a) is Param for a in args):
+            raise TypeError(f"set_params({node!r}): {_DEVICE_LAUNCH_PARAMS}")
         try:
             self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
                                        self._source, "set_params"), node)
@@ -586,11 +597,15 @@ class GraphExec:
 
     def close(self) -> None:
         """Release the executable graph; using it afterwards raises GraphError. Idempotent. (Allowed in host
-        functions: the backend defers the release, as it does a collected one's.)"""
+        functions: the backend defers the release, as it does a collected one's.) A graph a kernel may still
+        launch (a kernel node, or a launch not yet run, holds it as an argument) is released once none does, and
+        on CUDA once the device's queued work has run, as CUDA's user objects are."""
         with self._lock:
             if self._handle is not None:
                 self._handle = None
-                self._finalizer()
+                self._layout = None  # (nor the arguments its records hold: graphs a kernel launches may close)
+                if not self._arguments:
+                    self._finalizer()
                 self.graph._live_execs.discard(self)
                 self._source._live_execs.discard(self)  # (an update's graph, if it has conditional nodes)
 
@@ -608,3 +623,49 @@ class GraphExec:
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"{len(self.graph)} nodes"
         return f"GraphExec({state}, device={self.device})"
+
+
+_DEVICE_LAUNCH_PARAMS = ("a graph a kernel launches takes no Params: their values are written at launches from the "
+                         "host, and a launch from a kernel has none; pass values, and set_params them")
+
+
+class ExecArgument(np.uint64):
+    """A GraphExec as a kernel's ``cudaGraphExec_t`` argument: the number the backend's kernels take for it, holding
+    the GraphExec (``exec``), which cannot be closed or collected while a node or a pending launch holds this."""
+
+    exec: GraphExec
+
+
+def exec_argument(value: Any, device: Any, where: str) -> ExecArgument:
+    """The argument a kernel of ``device`` takes, for a ``cudaGraphExec_t`` parameter, for ``value``: a GraphExec
+    instantiated with device_launch (the kernel launches it with cudaGraphLaunch), or such an argument again."""
+    exe = value.exec if type(value) is ExecArgument else value
+    if type(exe) is not GraphExec:
+        raise TypeError(f"{where}: expects a GraphExec instantiated with device_launch=True, got {describe(value)} "
+                        f"(a kernel that launches another number faults)")
+    with exe._lock:  # (a close on another thread comes before or after)
+        if exe._handle is None:
+            raise GraphError(f"{where}: the GraphExec is closed")
+        if "device_launch" not in exe._flags:
+            raise GraphError(f"{where}: {exe!r} was not instantiated with device_launch=True, and a kernel launches "
+                             f"only such a graph (CUDA stops the kernel with an illegal address otherwise, measured on "
+                             f"the H200)")
+        if exe.device is not device:
+            raise ValueError(f"{where}: {exe!r} is on {exe.device}, the kernel on {device}; a kernel launches graphs "
+                             f"of its own device")
+        argument = ExecArgument(exe._backend.exec_device_handle(exe._handle))
+        argument.exec = exe
+        key = id(argument)
+        exe._arguments[key] = weakref.ref(argument, functools.partial(_argument_gone, exe, key))
+    return argument
+
+
+def _argument_gone(exe: GraphExec, key: int, _: Any) -> None:
+    """An argument naming ``exe`` was collected: release ``exe`` if it was closed and this was the last one."""
+    arguments = exe._arguments
+    arguments.pop(key, None)
+    if not arguments and exe._handle is None:
+        exe._finalizer()  # (idempotent)
+
+
+_kernel.graph_exec_type, _kernel.exec_argument = GraphExec, exec_argument

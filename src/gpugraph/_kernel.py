@@ -16,7 +16,12 @@ from ._memory import Array
 from ._params import Param
 from ._scalars import bounds, is_number, to_c
 from ._scalars import describe as _describe
-from ._signature import KernelParam, parse_signature
+from ._signature import EXEC_TYPES, KernelParam, parse_signature
+
+# gpugraph._exec's GraphExec and the argument a kernel takes for one (a cudaGraphExec_t), set when that module, which
+# sits above kernels, is imported.
+graph_exec_type: Any = None
+exec_argument: Callable[[Any, Any, str], Any] = None  # type: ignore[assignment]
 
 # Another library's device array given for a pointer parameter, viewed as an Array (None: no such array):
 # gpugraph._interop's kernel_argument, set when that module, which sits above kernels, is imported.
@@ -268,6 +273,12 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
             raise TypeError(f"{where}: expects a device Array, got {_describe(value)}{hint}")
         return to_pointer, to_pointer
 
+    if EXEC_TYPES.intersection(param.ctype.split()):  # a graph the kernel launches: a GraphExec names it, no number
+
+        def to_graph_exec(value: Any, device: Any) -> Any:
+            return exec_argument(value, device, where)
+        return to_graph_exec, to_graph_exec
+
     dtype: Any = param.dtype
     ctype = param.ctype
     known = dtype is not None
@@ -282,6 +293,8 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
             if (kind is int or not integral) and low <= value <= high:
                 return value
             return to_c(value, dtype, ctype, where)
+        if kind is graph_exec_type:
+            raise TypeError(f"{where}: a GraphExec is passed only for a cudaGraphExec_t parameter, not a C {ctype}")
         if kind is Condition:
             raise TypeError(f"{where}: a Condition is passed only to kernels of its graph (Graph.add_kernel, or a "
                             f"launch on a stream capturing into that graph); a stream launch outside a capture "

@@ -26,7 +26,12 @@ _NAMED = {
     "size_t": np.uint64, "ptrdiff_t": np.int64, "ssize_t": np.int64, "intptr_t": np.int64,
     "uintptr_t": np.uint64, "__half": np.float16, "half": np.float16,
     "cudaGraphConditionalHandle": np.uint64, "CUgraphConditionalHandle": np.uint64,
+    "cudaGraphExec_t": np.uint64, "CUgraphExec": np.uint64,  # (a handle: a GraphExec is passed for it)
 }
+# CUDA's handle types a kernel takes: what CUDA names them, whatever a source's own typedef makes of them (one for
+# NVRTC, which has no CUDA header, under #ifdef __CUDACC_RTC__: a pointer to an opaque struct).
+EXEC_TYPES = frozenset({"cudaGraphExec_t", "CUgraphExec"})  # (a kernel takes a GraphExec for these alone)
+_HANDLES = EXEC_TYPES | {"cudaGraphConditionalHandle", "CUgraphConditionalHandle"}
 # The C keywords that combine into a builtin arithmetic type ("long unsigned int", "signed char", ...).
 _SPECIFIERS = {"signed", "unsigned", "short", "long", "int", "char", "float", "double", "bool", "void"}
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "class", "union", "enum",
@@ -419,6 +424,8 @@ def _base_type(words: list[str], source: _Source, seen: frozenset[str]) -> tuple
     if len(words) != 1:
         return None, 0
     word = words[0]
+    if word in _HANDLES:
+        return np.dtype(_NAMED[word]), 0
     if word[0] == "?" or word in source.unknown or word in seen:
         return None, 0
     if word in source.typedefs:

@@ -146,8 +146,11 @@ class Stream:
     def _guard(self, api: str, forking: bool = False) -> None:
         """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``
         function captures (kept off the common path). ``forking``: the call joins this stream to a capture."""
-        if self._capture is not None:
-            _capture.check_usable(self._capture, api)
+        capture = self._capture
+        if capture is not None:
+            _capture.check_usable(capture, api)
+            if capture._kinded and self is capture.stream and api != "Stream.launch":
+                capture._refuse_kinded_frontier(api)
             return
         if self.legacy:
             offended = self._blocking_captures()

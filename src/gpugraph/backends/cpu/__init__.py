@@ -462,8 +462,12 @@ class CpuBackend:
     def capture_dependencies(self, capture: CpuCapture, stream: CpuStream) -> list[CpuNode]:
         return list(capture.frontiers[stream])
 
-    def capture_set_dependencies(self, capture: CpuCapture, stream: CpuStream, deps: Sequence[CpuNode]) -> None:
-        capture.frontiers[stream] = list(deps)
+    def capture_dependency_kinds(self, capture: CpuCapture, stream: CpuStream) -> list[str]:
+        return list(capture.kinds.get(stream) or ["full"] * len(capture.frontiers[stream]))
+
+    def capture_set_dependencies(self, capture: CpuCapture, stream: CpuStream, deps: Sequence[CpuNode],
+                                 kinds: Sequence[str] | None = None) -> None:
+        capture.set_frontier(stream, list(deps), None if kinds is None else list(kinds))
 
     def event_create(self, index: int, timing: bool) -> CpuEvent:
         return CpuEvent(timing)
@@ -602,9 +606,13 @@ class CpuBackend:
 
     def graph_instantiate(self, graph: CpuGraph, flags: frozenset[str]) -> CpuExec:
         # (use_node_priority: the CPU backend runs ready nodes as its threads take them, a preference CUDA may not
-        # follow either, but an update keeps the priorities; device_launch: the front end's rules are all there is
-        # to it here)
-        return CpuExec(graph, "auto_free_on_launch" in flags, "use_node_priority" in flags, self._thread_pool)
+        # follow either, but an update keeps the priorities; device_launch: a kernel may launch it, see
+        # _executor.CpuExec)
+        return CpuExec(graph, "auto_free_on_launch" in flags, "use_node_priority" in flags, self._thread_pool,
+                       "device_launch" in flags)
+
+    def exec_device_handle(self, exe: CpuExec) -> int:
+        return exe.id  # (the number the CPU header's cudaGraphLaunch is given for it)
 
     # Kernel node attributes: kept by the nodes; a kernel's attributes change nothing of what it computes here
 
@@ -670,7 +678,7 @@ class CpuBackend:
         refuse_in_host_function("GraphExec.upload")
 
     def exec_destroy(self, exec_: CpuExec) -> None:
-        pass
+        exec_.forget()
 
 
 def create_backend() -> CpuBackend:

@@ -16,7 +16,7 @@ class CpuCapture:
     """One capture: the graph it records into and the frontier of every stream taking part (the front end's
     Capture holds it, and passes it with the calls of those streams: the streams keep no capture)."""
 
-    __slots__ = ("graph", "origin", "active", "frontiers", "lock", "id")
+    __slots__ = ("graph", "origin", "active", "frontiers", "kinds", "lock", "id")
 
     def __init__(self, graph: CpuGraph, origin: Any) -> None:
         self.id = next(_ids)  # unique in the process, as CUDA's capture ids are
@@ -24,6 +24,9 @@ class CpuCapture:
         self.origin = origin
         self.active = False  # it records work (between begin and end)
         self.frontiers: dict[Any, list[CpuNode]] = {}
+        # The kinds of the edges the next work of a stream gets from its frontier, for a stream whose frontier
+        # ``set_frontier`` gave kinds (cudaStreamUpdateCaptureDependencies' edge data): used once, by that work.
+        self.kinds: dict[Any, list[str]] = {}
         # Held while work is recorded and while the capture ends: work enqueued on another thread as the
         # capture ends is recorded before the end, or runs uncaptured after it (as on CUDA).
         self.lock = threading.RLock()
@@ -39,11 +42,24 @@ class CpuCapture:
         with self.lock:
             if not self.active:
                 return False
-            node = self.graph.add(params, self.frontiers[stream], alloc)
+            frontier = self.frontiers[stream]
+            node = self.graph.add(params, frontier, alloc)
             if attributes is not None:
                 node.attributes = attributes
+            kinds = self.kinds.pop(stream, None)
+            if kinds is not None:
+                node.kinds = {dep: kind for dep, kind in zip(frontier, kinds) if kind != "full"}
             self.frontiers[stream] = [node]
             return True
+
+    def set_frontier(self, stream: Any, deps: list[CpuNode], kinds: list[str] | None) -> None:
+        """Make ``deps`` the frontier of ``stream``, the next work's edges from them of ``kinds`` (None: full)."""
+        with self.lock:
+            if kinds is None or all(kind == "full" for kind in kinds):
+                self.kinds.pop(stream, None)
+            else:
+                self.kinds[stream] = kinds
+            self.frontiers[stream] = deps
 
     def fork_or_join(self, stream: Any, nodes: list[CpuNode]) -> bool:
         """``stream`` waits for ``nodes`` (a captured event): it joins the capture or merges frontiers; False
@@ -52,6 +68,7 @@ class CpuCapture:
             if not self.active:
                 return False
             frontier = self.frontiers.get(stream)
+            self.kinds.pop(stream, None)  # (the front end takes no wait while a frontier has kinds)
             # (One store, last: an exception (KeyboardInterrupt) comes before the change or after it.)
             self.frontiers[stream] = (list(nodes) if frontier is None
                                       else frontier + [n for n in nodes if n not in frontier])

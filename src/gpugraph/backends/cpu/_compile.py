@@ -50,7 +50,7 @@ _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device
 # A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
 # CUDA's error for each way a kernel stops (the entry point's status: 1 + the header's TrapKind).
-_TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED"}
+_TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED", 4: "CUDA_ERROR_NOT_SUPPORTED"}
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
 WORKERS = os.cpu_count() or 1
@@ -363,6 +363,16 @@ class HostModule:
         return _elf.static_shared_size(self._symbols, address_of() - self._base)
 
 
+DEVICE_LAUNCHES = 256  # the launches one kernel launch may ask (gg::kDeviceLaunches of the header)
+
+
+class _DeviceLaunches(ctypes.Structure):
+    """The header's gg::DeviceLaunches: a launch's log of the graphs its kernel launched."""
+
+    _fields_ = [("current", ctypes.c_uint64), ("count", ctypes.c_uint64),
+                ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES))]
+
+
 class HostKernel:
     """One kernel of a HostModule, launched from Python: arguments packed into 8-byte slots, blocks spread
     over the workers."""
@@ -432,26 +442,40 @@ class HostKernel:
                 out[8 * i:8 * i + len(data)] = data
         return bytes(out), translated
 
-    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple) -> None:
-        """Run the kernel over the whole grid; returns when every block has run."""
+    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple,
+               current: int | None = None) -> list[tuple[int, int]]:
+        """Run the kernel over the whole grid; returns when every block has run. ``current``: the number of the
+        executable graph the launch runs in (None: outside a graph); then the graphs the kernel launched, as
+        (number, mode) pairs in the order asked (cudaGraphLaunch's: 1 tail, 2 fire and forget, 3 sibling)."""
         slots, translated = self._slots(args)
+        log = None
+        if current is not None:
+            log = _DeviceLaunches()
+            log.current = current
+            slots += ctypes.addressof(log).to_bytes(8, "little")
+        else:
+            slots += bytes(8)
         dims = (ctypes.c_uint * 6)(*grid, *block)
         blocks = grid[0] * grid[1] * grid[2]
         chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
         try:
             if chunks == 1 or self._module.parallel:  # (with OpenMP, the call spreads the blocks over the cores itself)
                 self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks, chunks))
-                return
-            bounds = [blocks * k // chunks for k in range(chunks + 1)]
-            futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1], 1)
-                       for k in range(1, chunks)]
-            outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1], 1)]
-            outcomes += [future.result() for future in futures]
-            for outcome in outcomes:
-                self._check(outcome)
+            else:
+                bounds = [blocks * k // chunks for k in range(chunks + 1)]
+                futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1], 1)
+                           for k in range(1, chunks)]
+                outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1], 1)]
+                outcomes += [future.result() for future in futures]
+                for outcome in outcomes:
+                    self._check(outcome)
         finally:
             for array, copy, sent in translated:
                 _carry_back(array, copy, sent)
+        if log is None:
+            return []
+        asked = min(log.count, DEVICE_LAUNCHES)
+        return [(log.entries[2 * i], log.entries[2 * i + 1]) for i in range(asked)]
 
     def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int,
                     workers: int) -> tuple[int, bytes]:
@@ -466,7 +490,7 @@ class HostKernel:
         if status == 0:
             return
         code = _TRAPS.get(status)
-        if code is None:  # (the entry points return 0, 2 or 3: any other status is a bug in gpugraph's header)
+        if code is None:  # (the entry points return 0, 2, 3 or 4: any other status is a bug in gpugraph's header)
             raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
         raise BackendError("cpu", f"{self.kernel!r}", code, f"the kernel stopped: {message.decode(errors='replace')}")
 

@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
@@ -23,7 +24,7 @@ from contextlib import suppress
 from itertools import count
 from typing import Any, NamedTuple
 
-from ..._errors import GraphError
+from ..._errors import BackendError, GraphError
 from ..._kernel import LaunchConfig
 from ..._nodes import (
     AllocParams,
@@ -44,6 +45,7 @@ from ..._nodes import (
 )
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
+from ._compile import load as load_compiled
 from ._graphs import CpuGraph, CpuNode, copied
 from ._ops import (
     map_allocation,
@@ -125,6 +127,11 @@ class _Plan:
 _exec_ids = itertools.count(1)
 
 
+# Executable graphs instantiated with device_launch, by the number a kernel takes for them (their id).
+_LAUNCHABLE: weakref.WeakValueDictionary[int, CpuExec] = weakref.WeakValueDictionary()
+_TAIL, _FIRE_AND_FORGET, _SIBLING = 1, 2, 3  # (cudaGraphLaunch's modes: the named streams' top byte)
+
+
 class CpuExec:
     """An executable graph of the CPU backend.
 
@@ -137,9 +144,15 @@ class CpuExec:
     """
 
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, node_priority: bool,
-                 pool: Callable[[], Executor]) -> None:
+                 pool: Callable[[], Executor], device_launch: bool = False, owner: CpuExec | None = None) -> None:
         self._pool = pool
         self.id = next(_exec_ids)
+        # The executable graph whose launch runs this one's nodes (itself, but for a child graph's or a body's):
+        # the graph its kernels' cudaGetCurrentGraphExec names, and that runs the graphs they launch after it.
+        self.owner = self if owner is None else owner
+        self.launched: list[CpuExec] = []  # tail and sibling launches of its kernels, during a run
+        if device_launch:
+            _LAUNCHABLE[self.id] = self
         self.auto_free_on_launch = auto_free_on_launch
         self.node_priority = node_priority  # instantiated with use_node_priority (update keeps the priorities)
         self.template = graph.clone()  # what it runs, and what a launch into a capture embeds
@@ -186,7 +199,7 @@ class CpuExec:
                  waits: list[tuple[Any, list]]) -> Step | None:
         """The call a node of parameters ``p`` (and allocation ``alloc``) makes, every view that can be made
         now made now (None: the node does nothing)."""
-        return _kind(p).step(p, alloc, self._pool, records, waits)
+        return _kind(p).step(p, alloc, self, records, waits)
 
     # Changes: each builds what it changes aside, then publishes it under the lock with one statement of
     # plain stores after the last call (so an exception, KeyboardInterrupt included, comes before the
@@ -294,9 +307,22 @@ class CpuExec:
                 slot[0] = completion
             for condition in plan.resets:  # (cudaGraphCondAssignDefault: at the start of each launch)
                 condition.cell[0] = condition.default
+            self.launched = []
             self.run(plan)
+            _run_after(self)
         finally:
             done.set()
+
+    def forget(self) -> None:
+        """Released: no kernel launches it any more."""
+        _LAUNCHABLE.pop(self.id, None)
+
+    def run_launched(self) -> None:
+        """Run as a graph a kernel launched (cudaGraphLaunch on the device), then the graphs its kernels launched
+        after it."""
+        self.launched = []
+        self.run()
+        _run_after(self)
 
     def run(self, plan: _Plan | None = None) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""
@@ -314,6 +340,34 @@ class CpuExec:
                 error = error or exc
         if error is not None:
             raise error
+
+
+def _run_after(graph: CpuExec) -> None:
+    """Run the tail and sibling launches of ``graph``, which has run, in the order asked, each followed by its own
+    (CUDA's tail launch: after the launching graph, in order; a sibling has no order with it, so after is one
+    order). A loop, not a recursion: a graph that relaunches itself runs as many times as it asks."""
+    pending = list(reversed(graph.launched))
+    while pending:
+        launched = pending.pop()
+        launched.launched = []
+        launched.run()
+        pending.extend(reversed(launched.launched))
+
+
+def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: CpuExec) -> None:
+    """Run a compiled kernel of a graph that may launch graphs (cudaGraphLaunch): a fire-and-forget launch runs
+    now, when the kernel has run (the launching graph completes after it, as on CUDA); a tail or sibling launch
+    is kept for ``owner`` to run after the graph."""
+    for number, mode in load_compiled(kernel).launch(launch.grid, launch.block, launch.shared_mem, args, owner.id):
+        graph = _LAUNCHABLE.get(number)
+        if graph is None:
+            raise BackendError("cpu", "cudaGraphLaunch", "CUDA_ERROR_ILLEGAL_ADDRESS",
+                               f"{kernel!r} launched {number:#x}, which names no open executable graph instantiated "
+                               f"with device_launch=True")
+        if mode == _FIRE_AND_FORGET:
+            graph.run_launched()
+        else:
+            owner.launched.append(graph)
 
 
 class _Undo:
@@ -518,22 +572,26 @@ Records = list[tuple[Any, list]]
 
 
 class _Kind(NamedTuple):
-    """How the CPU backend runs one node kind: ``step(params, alloc, pool, records, waits)`` makes the node's
+    """How the CPU backend runs one node kind: ``step(params, alloc, exec_, records, waits)`` makes the node's
     call once per plan (None: it does nothing; event nodes add their slot to ``records`` or ``waits``), and
     ``in_place`` says whether a setter may swap that call alone (else the plan is made again: child graphs
     and events take part in planning)."""
 
-    step: Callable[[Any, Any, Callable[[], Executor], Records, Records], Step | None]
+    step: Callable[[Any, Any, CpuExec, Records, Records], Step | None]
     in_place: bool
 
 
-def _kernel_step(p: KernelParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
-    args = p.kernel.typed_args(tuple(resolve(a) for a in p.args))
-    return run_kernel, (p.kernel, LaunchConfig(p.grid, p.block, p.shared_mem), tuple(static_arg(a) for a in args))
+def _kernel_step(p: KernelParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
+    kernel = p.kernel
+    args = tuple(static_arg(a) for a in kernel.typed_args(tuple(resolve(a) for a in p.args)))
+    launch = LaunchConfig(p.grid, p.block, p.shared_mem)
+    if kernel.cpu is None and ("cudaGraphLaunch" in kernel.source or "cudaGetCurrentGraphExec" in kernel.source):
+        return _run_kernel_in_graph, (kernel, launch, args, exec_.owner)
+    return run_kernel, (kernel, launch, args)
 
 
-def _child_step(p: ChildGraphParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
-    child = CpuExec(p.graph, False, False, pool)
+def _child_step(p: ChildGraphParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
+    child = CpuExec(p.graph, False, False, exec_._pool, owner=exec_.owner)
     records.extend(child.plan.records)  # recorded and bound at each launch of this graph
     waits.extend(child.plan.waits)
     return child.run, ()
@@ -552,9 +610,9 @@ def _resets(nodes: list[CpuNode]) -> list[Any]:
     return found
 
 
-def _conditional_step(p: ConditionalParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+def _conditional_step(p: ConditionalParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
     # (Bodies hold no event nodes: nothing to add to records or waits.)
-    bodies = [CpuExec(body, False, False, pool) for body in p.bodies]
+    bodies = [CpuExec(body, False, False, exec_._pool, owner=exec_.owner) for body in p.bodies]
     return _RUN_CONDITIONAL[p.type], (p.condition._handle.cell, bodies)
 
 
@@ -580,7 +638,7 @@ def _run_switch(cell: Any, bodies: list[CpuExec]) -> None:
 _RUN_CONDITIONAL = {"if": _run_if, "while": _run_while, "switch": _run_switch}
 
 
-def _record_step(p: EventRecordParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+def _record_step(p: EventRecordParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
     slot: list[Completion | None] = [None]
     records.append((p.event._handle, slot))
     return _fire, (slot,)
@@ -599,7 +657,7 @@ def _memset_step(p: MemsetParams, *_: Any) -> Step:
                         p.offset)
 
 
-def _wait_step(p: EventWaitParams, alloc: Any, pool: Any, records: Records, waits: Records) -> Step:
+def _wait_step(p: EventWaitParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
     slot: list[Completion | None] = [None]
     waits.append((p.event._handle, slot))
     return _wait, (slot,)

@@ -8,11 +8,12 @@ from typing import Any
 from cuda.bindings import driver as cu
 
 from ... import _params
-from ..._errors import BackendError, CaptureError
+from ..._errors import BackendError, CaptureError, GraphError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._memops import bits
 from ..._memory import address_of as address
 from ..._nodes import (
+    DEPENDENCY_KINDS,
     AllocParams,
     FreeParams,
     HostParams,
@@ -31,6 +32,32 @@ from ._nodes import add_node, derive_params, describes, memcpy3d, semaphore_arra
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaSemaphore, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
 from ._symbols import drv
+
+# The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
+_PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
+          "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
+_KINDS = {int(port): kind for kind, port in _PORTS.items()}
+
+
+def kind_of(edge: Any) -> str:
+    """The kind of an edge from its CUgraphEdgeData; a pairing gpugraph does not make (another library's: a
+    launch-completion port, say) is named in an error rather than read as another kind."""
+    kind_type, port = int(edge.type), int(edge.from_port)
+    if not kind_type and not port:
+        return "full"
+    if kind_type == int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) and port in _KINDS:
+        return _KINDS[port]
+    raise GraphError(f"an edge of the CUDA graph has data gpugraph does not name (type {kind_type}, port {port}); "
+                     f"the kinds are {', '.join(DEPENDENCY_KINDS)}")
+
+
+def edge_data(kind: str) -> Any:
+    """The CUgraphEdgeData of an edge of ``kind`` (one of DEPENDENCY_KINDS)."""
+    edge = cu.CUgraphEdgeData()
+    if kind != "full":
+        edge.from_port, edge.type = _PORTS[kind], cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    return edge
+
 
 _MEMSET = {1: drv.memset_d8_async, 2: drv.memset_d16_async, 4: drv.memset_d32_async}
 _MEMSET_2D = {1: drv.memset_d2d8_async, 2: drv.memset_d2d16_async, 4: drv.memset_d2d32_async}
@@ -513,8 +540,15 @@ class CudaCapturing(CudaRuntime):
         info = self._capture_info(stream)  # (the driver's own: it forks and joins streams by itself)
         return list(info[3])[:info[5]]
 
-    def capture_set_dependencies(self, capture: CudaCapture, stream: CudaStream, deps: Sequence[Any]) -> None:
-        call(drv.stream_update_capture_dependencies, stream.handle, list(deps), None, len(deps),
+    def capture_dependency_kinds(self, capture: CudaCapture, stream: CudaStream) -> list[str]:
+        info = self._capture_info(stream)
+        data = list(info[4])[:info[5]] if info[4] else []
+        return [kind_of(edge) for edge in data] if data else ["full"] * info[5]
+
+    def capture_set_dependencies(self, capture: CudaCapture, stream: CudaStream, deps: Sequence[Any],
+                                 kinds: Sequence[str] | None = None) -> None:
+        data = None if kinds is None else [edge_data(kind) for kind in kinds]
+        call(drv.stream_update_capture_dependencies, stream.handle, list(deps), data, len(deps),
              cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES)
 
     # Records of nodes (captured, or of the graphs child-graph nodes embed)

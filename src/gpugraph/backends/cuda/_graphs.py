@@ -11,12 +11,12 @@ from cuda.bindings import driver as cu
 from ..._attributes import AttributeLimits, KernelAttributes
 from ..._errors import BackendError, GraphError, GraphInstantiateError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
-from ..._nodes import DEPENDENCY_KINDS, AllocParams, ChildGraphParams, FreeParams, NodeKind
+from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
 from ._attributes import cooperative_blocks, limits, read_attributes, write_attributes
-from ._capture import CudaCapturing
+from ._capture import CudaCapturing, edge_data, kind_of
 from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
@@ -44,12 +44,6 @@ _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topolog
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: "attributes changed"}
 
 
-# The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
-_PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
-          "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
-_KINDS = {int(port): kind for kind, port in _PORTS.items()}
-
-
 def _newer(generic: str) -> Any:
     """The driver function ``generic`` names; BackendError where this cuda-bindings is older than it."""
     fn = getattr(drv, generic, None)
@@ -58,18 +52,6 @@ def _newer(generic: str) -> Any:
         raise BackendError("cuda", name, "CUDA_ERROR_NOT_SUPPORTED",
                            f"this cuda-bindings has no {name}; install cuda-bindings 13.1 or newer")
     return fn
-
-
-def _kind_of(edge: Any) -> str:
-    """The kind of an edge from its CUgraphEdgeData; a pairing gpugraph does not make (another library's: a
-    launch-completion port, say) is named in an error rather than read as another kind."""
-    kind_type, port = int(edge.type), int(edge.from_port)
-    if not kind_type and not port:
-        return "full"
-    if kind_type == int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) and port in _KINDS:
-        return _KINDS[port]
-    raise GraphError(f"an edge of the CUDA graph has data gpugraph does not name (type {kind_type}, port {port}); "
-                     f"the kinds are {', '.join(DEPENDENCY_KINDS)}")
 
 
 class CudaGraphs(CudaCapturing):
@@ -188,12 +170,7 @@ class CudaGraphs(CudaCapturing):
             graph.params[node] = params
 
     def graph_add_dependency(self, graph: CudaGraph, src: Any, dst: Any, kind: str) -> None:
-        data = None
-        if kind != "full":
-            edge = cu.CUgraphEdgeData()
-            edge.from_port, edge.type = _PORTS[kind], cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
-            data = [edge]
-        call(drv.graph_add_dependencies, graph.handle, [src], [dst], data, 1)
+        call(drv.graph_add_dependencies, graph.handle, [src], [dst], None if kind == "full" else [edge_data(kind)], 1)
 
     def _kinded_edges(self, graph: CudaGraph) -> set[tuple[int, int, str]]:
         """The edges of ``graph`` that are not full, as (source position, target position, kind), the positions
@@ -203,7 +180,7 @@ class CudaGraphs(CudaCapturing):
             return set()
         sources, targets, data, count = call(drv.graph_get_edges, graph.handle, count)
         position = {int(node): i for i, node in enumerate(self.graph_nodes(graph))}
-        return {(position[int(s)], position[int(t)], _kind_of(e))
+        return {(position[int(s)], position[int(t)], kind_of(e))
                 for s, t, e in zip(list(sources)[:count], list(targets)[:count], list(data)[:count])
                 if int(e.type) or int(e.from_port)}
 
@@ -212,7 +189,7 @@ class CudaGraphs(CudaCapturing):
         nodes, data, count = call(drv.graph_node_get_dependencies, dst, count)
         for node, edge in zip(list(nodes)[:count], list(data)[:count]):
             if int(node) == int(src):
-                return _kind_of(edge)
+                return kind_of(edge)
         raise GraphError(f"no edge from node {int(src):#x} to node {int(dst):#x} in the CUDA graph")
 
     def graph_remove_dependency(self, graph: CudaGraph, src: Any, dst: Any) -> None:
@@ -308,7 +285,38 @@ class CudaGraphs(CudaCapturing):
         host_keys: list[int] = []
         self._host_keys(graph, host_keys)
         auto_free = "auto_free_on_launch" in flags
-        return CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
+        exec_ = CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
+        if "device_launch" in flags:
+            exec_.device_launch = True
+            try:
+                self._upload_now(exec_)
+            except BaseException:
+                call(drv.graph_exec_destroy, handle)
+                raise
+        return exec_
+
+    def _upload_now(self, exec_: CudaExec) -> None:
+        """Upload an executable graph instantiated with device_launch (made, or changed), and wait for it: a kernel
+        launches only an uploaded graph, as it was uploaded (cudaGraphLaunch on the device returns
+        cudaErrorInvalidValue before, and runs the old parameters after set_params or update until uploaded again:
+        measured on the H200), and that kernel may run on any stream."""
+        stream = call(drv.stream_create_with_priority, cu.CUstream_flags.CU_STREAM_NON_BLOCKING, 0)
+        try:
+            call(drv.graph_upload, exec_.handle, stream)
+            call(drv.stream_synchronize, stream)
+        finally:
+            call(drv.stream_destroy, stream)
+
+    def _destroy_launchable(self, exec_: CudaExec) -> None:
+        """Destroy an executable graph a kernel may launch once the device's queued work has run: a kernel queued
+        may still launch it, and no argument the front end sees holds it (a closed launching graph's queued launch)."""
+        self.contexts.use(exec_.index)
+        # (The result is the queued work's, which the next synchronize reports: a sticky error stays.)
+        drv.ctx_synchronize()
+        call(drv.graph_exec_destroy, exec_.handle)
+
+    def exec_device_handle(self, exec_: CudaExec) -> int:
+        return exec_.raw
 
     def graph_builder(self, graph: CudaGraph, device: Any) -> Any:
         fast = _compiled.fast
@@ -317,7 +325,10 @@ class CudaGraphs(CudaCapturing):
 
     def exec_fast_lanes(self, exec_: CudaExec, device: Any) -> Any:
         fast = _compiled.fast
-        return None if fast is None else fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_, fail)
+        # (None for a graph a kernel may launch: each change is uploaded, which the Python path does)
+        if fast is None or exec_.device_launch:
+            return None
+        return fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_, fail)
 
     def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
         """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of
@@ -386,6 +397,8 @@ class CudaGraphs(CudaCapturing):
     def exec_set_node(self, exec_: CudaExec, node: Any, params: Any) -> None:
         self.contexts.use(exec_.index)
         set_exec_node(self, exec_, node, params)
+        if exec_.device_launch:
+            self._upload_now(exec_)
 
     def exec_param_patcher(self, exec_: CudaExec, node: Any, params: Any) -> Any:
         self.contexts.use(exec_.index)
@@ -394,6 +407,8 @@ class CudaGraphs(CudaCapturing):
     def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
         self.contexts.use(exec_.index)
         call(drv.graph_node_set_enabled, exec_.handle, node, int(enabled))
+        if exec_.device_launch:
+            self._upload_now(exec_)
 
     def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> tuple[str, Any] | None:
         self.contexts.use(exec_.index)
@@ -416,6 +431,8 @@ class CudaGraphs(CudaCapturing):
         template, exec_.source, exec_.template = exec_.template, graph, None
         if template is not None:  # forgotten first: an update made again after an interrupt must not destroy it twice
             self.graph_destroy(template)
+        if exec_.device_launch:
+            self._upload_now(exec_)
         return None
 
     @staticmethod
@@ -453,6 +470,9 @@ class CudaGraphs(CudaCapturing):
     def exec_destroy(self, exec_: CudaExec) -> None:
         for key in exec_.own_keys.values():
             self._release(self.host.forget, key)
-        self._release(self._in_context, exec_.index, drv.graph_exec_destroy, exec_.handle)
+        if exec_.device_launch:
+            self._release(self._destroy_launchable, exec_)
+        else:
+            self._release(self._in_context, exec_.index, drv.graph_exec_destroy, exec_.handle)
         if exec_.template is not None:
             self.graph_destroy(exec_.template)

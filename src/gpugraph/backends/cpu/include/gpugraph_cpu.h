@@ -155,7 +155,7 @@ namespace gg {
 // A kernel that calls __trap() or fails an assert stops: the exception unwinds to the launch's entry point,
 // which stops its blocks and returns the message for gpugraph to raise when the stream is synchronized (CUDA
 // reports the kernel's failure there too).
-enum TrapKind { kAssert = 1, kTrap = 2 };  // (the entry point returns 1 + the kind)
+enum TrapKind { kAssert = 1, kTrap = 2, kNotSupported = 3 };  // (the entry point returns 1 + the kind)
 struct Trap {
     TrapKind kind;
     std::string message;
@@ -398,9 +398,34 @@ template <int N = 0> long long barrier(long long add) {
     return b->counts[phase % 2];
 }
 
+}  // namespace gg
+
+// Graphs launched from a kernel (CUDA's device graph launch). gpugraph passes a GraphExec instantiated with
+// device_launch as a number that names it; a launch of a graph gives its kernels a log (DeviceLaunches, after the
+// arguments' slots), where cudaGraphLaunch notes each launch asked, and the CPU backend runs them when the kernel
+// has run: a fire-and-forget launch at once, a tail or sibling launch after the launching graph, as CUDA orders
+// them. A kernel outside a graph gets no log, and its launch fails as on CUDA (cudaErrorNotSupported).
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+typedef struct CUstream_st* cudaStream_t;
+enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorLaunchPendingCountExceeded = 69,
+                 cudaErrorNotSupported = 801 };
+typedef enum cudaError cudaError_t;
+#define cudaStreamGraphTailLaunch ((cudaStream_t)0x0100000000000000ull)
+#define cudaStreamGraphFireAndForget ((cudaStream_t)0x0200000000000000ull)
+#define cudaStreamGraphFireAndForgetAsSibling ((cudaStream_t)0x0300000000000000ull)
+namespace gg {
+constexpr unsigned long long kDeviceLaunches = 256;  // the launches one kernel launch may ask
+struct DeviceLaunches {
+    unsigned long long current;             // the executable graph the kernel runs in (cudaGetCurrentGraphExec)
+    std::atomic<unsigned long long> count;  // the launches asked (those past kDeviceLaunches are refused)
+    unsigned long long entries[2 * kDeviceLaunches];  // (graph, mode) pairs, in the order asked
+};
+inline thread_local DeviceLaunches* device_launches = nullptr;  // (set on each worker thread of a launch)
+
 // A kernel's parameters, read from 8-byte slots; the type codes gpugraph checks its packing against.
 template <class T> constexpr char code() {
-    if constexpr (std::is_pointer_v<T>) return 'P';
+    if constexpr (std::is_same_v<T, cudaGraphExec_t>) return 'Q';  // (its handle: gpugraph reads it as a number)
+    else if constexpr (std::is_pointer_v<T>) return 'P';
     else if constexpr (std::is_same_v<T, bool>) return '?';
     else if constexpr (std::is_same_v<T, float>) return 'f';
     else if constexpr (std::is_same_v<T, double>) return 'd';
@@ -615,6 +640,23 @@ inline float atomicExch(float* a, float v) {
 typedef unsigned long long cudaGraphConditionalHandle;
 extern "C" inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value) {
     __atomic_store_n(reinterpret_cast<unsigned int*>(handle), value, __ATOMIC_RELAXED);
+}
+
+extern "C" inline cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream) {
+    gg::DeviceLaunches* log = gg::device_launches;
+    if (log == nullptr)
+        gg::trap(gg::kNotSupported, "cudaGraphLaunch: a kernel launches a graph only while it runs in a graph (CUDA "
+                                    "fails the kernel's launch: cudaErrorNotSupported)");
+    const unsigned long long named = reinterpret_cast<unsigned long long>(stream), mode = named >> 56;
+    if ((named & 0x00ffffffffffffffull) != 0 || mode < 1 || mode > 3) return cudaErrorInvalidValue;
+    const unsigned long long at = log->count.fetch_add(1);
+    if (at >= gg::kDeviceLaunches) return cudaErrorLaunchPendingCountExceeded;
+    log->entries[2 * at] = reinterpret_cast<unsigned long long>(graph);
+    log->entries[2 * at + 1] = mode;
+    return cudaSuccess;
+}
+inline cudaGraphExec_t cudaGetCurrentGraphExec() {
+    return gg::device_launches == nullptr ? nullptr : reinterpret_cast<cudaGraphExec_t>(gg::device_launches->current);
 }
 
 // Programmatic dependent launch: the CPU backend runs a programmatic edge as a full one (its source kernel has
@@ -887,8 +929,11 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
     std::atomic<int> status{0};
     std::string message;  // (written once, by the block whose trap sets the status)
     const bool fibers = uses_barriers();
+    DeviceLaunches* launches;  // (the slot after the arguments': null outside a graph)
+    memcpy(&launches, slots + 8 * Signature<decltype(F)>::count, sizeof launches);
     auto blocks = [&](long long first, long long last) {
         running_kernel = true;
+        device_launches = launches;
         try {
             if (fibers)
                 run<F, true>(dims, shared, slots, first, last);
@@ -899,6 +944,7 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
             if (status.compare_exchange_strong(none, 1 + trap.kind)) message = trap.message;
         }
         running_kernel = false;
+        device_launches = nullptr;
     };
 #ifdef _OPENMP
     if (workers > 1) {

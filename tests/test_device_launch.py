@@ -1,0 +1,215 @@
+"""Graphs launched from a kernel (CUDA's device graph launch): a GraphExec instantiated with device_launch=True passed
+for a cudaGraphExec_t parameter, launched with cudaGraphLaunch in the three modes (fire and forget, tail, sibling)
+and relaunched by itself (cudaGetCurrentGraphExec). Measured on the H200 (2026-11-24): each mode runs the graph
+before the stream's next work; a tail launch after the launching graph; a graph not instantiated for it stops
+the kernel with an illegal address (gpugraph refuses it at the call), an unknown mode returns
+cudaErrorInvalidValue, and a kernel outside a graph fails its launch (CUDA_ERROR_NOT_SUPPORTED)."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+
+# NVRTC has no CUDA runtime header here: the device runtime's declarations, as CUDA's header makes them (the
+# driver resolves cudaGraphLaunch when the module loads). The CPU backend's header has its own.
+SOURCE = r"""
+#ifdef __CUDACC_RTC__
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+typedef struct CUstream_st* cudaStream_t;
+extern "C" __device__ int cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream);
+#define cudaStreamGraphTailLaunch ((cudaStream_t)0x0100000000000000ull)
+#define cudaStreamGraphFireAndForget ((cudaStream_t)0x0200000000000000ull)
+#define cudaStreamGraphFireAndForgetAsSibling ((cudaStream_t)0x0300000000000000ull)
+__device__ inline cudaGraphExec_t cudaGetCurrentGraphExec() {
+    unsigned long long graph;
+    asm("mov.u64 %0, %%current_graph_exec;" : "=l"(graph));
+    return (cudaGraphExec_t)graph;
+}
+#endif
+extern "C" __global__ void add(int* x, int v) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(x, v);
+}
+extern "C" __global__ void copy_first(int* x) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) x[1] = x[0];
+}
+extern "C" __global__ void launch_graph(cudaGraphExec_t graph, unsigned long long mode, int* code) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) code[0] = cudaGraphLaunch(graph, (cudaStream_t)(mode << 56));
+}
+extern "C" __global__ void count_down(int* n, int* runs) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        runs[0] += 1;
+        if (--n[0] > 0) cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
+    }
+}
+extern "C" __global__ void takes_int(int graph) {}
+"""
+ADD, COPY_FIRST, LAUNCH, COUNT_DOWN, TAKES_INT = (gg.Kernel(SOURCE, name) for name in (
+    "add", "copy_first", "launch_graph", "count_down", "takes_int"))
+MODES = {"tail": 1, "fire_and_forget": 2, "sibling": 3}
+
+
+def launchable(device, x, value=1):
+    """An executable graph adding ``value`` to x[0], which a kernel may launch."""
+    child = gg.Graph(device)
+    child.add_kernel(ADD, 1, 32, x, value)
+    return child.instantiate(device_launch=True)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_kernel_launches_a_graph(device, stream, mode):
+    x, code = device.zeros(2, np.int32), device.asarray(np.array([-1], np.int32))
+    child = launchable(device, x)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, child, MODES[mode], code)
+    with parent.instantiate() as exe:
+        for _ in range(3):
+            exe.launch(stream)
+        stream.launch(COPY_FIRST, 1, 32, x)  # (the stream's next work sees what the launched graph did)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [3, 3])
+    assert code.to_numpy()[0] == 0
+
+
+def test_a_tail_launch_runs_after_the_launching_graph(device, stream):
+    x, code = device.zeros(2, np.int32), device.zeros(1, np.int32)
+    child = launchable(device, x)
+    parent = gg.Graph(device)
+    launcher = parent.add_kernel(LAUNCH, 1, 32, child, MODES["tail"], code)
+    parent.add_kernel(COPY_FIRST, 1, 32, x, after=launcher)  # runs before the tail launch
+    with parent.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [1, 0])
+
+
+def test_a_graph_relaunches_itself_from_the_device(device, stream):
+    n, runs = device.asarray(np.array([2000], np.int32)), device.zeros(1, np.int32)
+    loop = gg.Graph(device)
+    loop.add_kernel(COUNT_DOWN, 1, 32, n, runs)
+    with loop.instantiate(device_launch=True) as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    assert runs.to_numpy()[0] == 2000 and n.to_numpy()[0] == 0
+
+
+def test_a_kernel_launches_the_graph_as_last_changed(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = gg.Graph(device)
+    node = child.add_kernel(ADD, 1, 32, x, 1)
+    exe = child.instantiate(device_launch=True)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, exe, MODES["fire_and_forget"], code)
+    with parent.instantiate() as launcher:
+        launcher.launch(stream)
+        stream.synchronize()
+        exe.set_params(node, x, 10)
+        launcher.launch(stream)
+        stream.synchronize()
+        other = gg.Graph(device)
+        other.add_kernel(ADD, 1, 32, x, 100)
+        exe.update(other)
+        launcher.launch(stream)
+        stream.synchronize()
+        exe.set_enabled(node, False)
+        launcher.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 111
+
+
+def test_a_graph_a_kernel_launches_takes_no_params(device):
+    x = device.zeros(1, np.int32)
+    graph = gg.Graph(device)
+    graph.add_kernel(ADD, 1, 32, x, gg.Param(3, np.int32))
+    with pytest.raises(gg.GraphInstantiateError, match=r"device_launch: a graph a kernel launches takes no Params"):
+        graph.instantiate(device_launch=True)
+    plain = gg.Graph(device)
+    node = plain.add_kernel(ADD, 1, 32, x, 3)
+    with plain.instantiate(device_launch=True) as exe:
+        with pytest.raises(gg.GraphUpdateError, match="a graph a kernel launches takes no Params"):
+            exe.update(graph)
+        with pytest.raises(TypeError, match="a graph a kernel launches takes no Params"):
+            exe.set_params(node, x, gg.Param(4, np.int32))
+
+
+def test_a_graph_a_kernel_may_launch_is_released_once_none_may(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = launchable(device, x)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
+    exe = parent.instantiate()
+    exe.launch(stream)
+    exe.close()
+    child.close()  # (released once the queued launch has run, and no node holds it)
+    del exe, parent
+    stream.synchronize()
+    gc.collect()
+    assert x.to_numpy()[0] == 1
+    assert not child._finalizer.alive
+
+
+def test_a_launch_in_no_named_mode_returns_invalid_value(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = launchable(device, x)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, child, 0, code)
+    with parent.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    assert code.to_numpy()[0] == 1 and x.to_numpy()[0] == 0  # cudaErrorInvalidValue; nothing ran
+
+
+def test_a_kernel_outside_a_graph_cannot_launch_one(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = launchable(device, x)
+    # (CUDA refuses the launch at the call; the CPU backend's kernel stops when it runs, reported at synchronize)
+    with pytest.raises(gg.BackendError, match="CUDA_ERROR_NOT_SUPPORTED"):
+        stream.launch(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
+        assert device.backend == "cpu", "CUDA refuses at the launch"
+        stream.synchronize()
+    stream.launch(ADD, 1, 32, x, 5)  # (not a sticky error: the device goes on)
+    stream.synchronize()
+    assert x.to_numpy()[0] == 5
+
+
+def test_graph_exec_arguments_are_checked(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = gg.Graph(device)
+    child.add_kernel(ADD, 1, 32, x, 1)
+    graph = gg.Graph(device)
+    with child.instantiate() as host_only:
+        with pytest.raises(gg.GraphError, match=r"was not instantiated with device_launch=True, and a kernel "
+                                                r"launches only such a graph"):
+            graph.add_kernel(LAUNCH, 1, 32, host_only, 2, code)
+        with pytest.raises(gg.GraphError, match="was not instantiated with device_launch=True"):
+            stream.launch(LAUNCH, 1, 32, host_only, 2, code)
+    exe = child.instantiate(device_launch=True)
+    with pytest.raises(TypeError, match="a GraphExec is passed only for a cudaGraphExec_t parameter, not a C int"):
+        graph.add_kernel(TAKES_INT, 1, 32, exe)
+    with pytest.raises(TypeError, match=r"a GraphExec is passed only for a cudaGraphExec_t parameter, not a C "
+                                        r"unsigned long long"):
+        graph.add_kernel(LAUNCH, 1, 32, exe, exe, code)
+    with pytest.raises(TypeError, match=r"argument 0 \(cudaGraphExec_t graph\): expects a GraphExec instantiated "
+                                        r"with device_launch=True, got int"):
+        graph.add_kernel(LAUNCH, 1, 32, 1234, 2, code)
+    assert len(graph) == 0  # (nothing half-done)
+    node = graph.add_kernel(LAUNCH, 1, 32, exe, 2, code)
+    exe.close()  # (released once no kernel may launch it: the node holds it)
+    assert exe.closed and exe._finalizer.alive
+    graph.remove_node(node)
+    del node
+    gc.collect()
+    assert not exe._finalizer.alive
+    with pytest.raises(gg.GraphError, match="the GraphExec is closed"):
+        graph.add_kernel(LAUNCH, 1, 32, exe, 2, code)
+
+
+def test_a_kernel_launches_graphs_of_its_own_device(pair):
+    device, other = pair
+    x, code = other.zeros(1, np.int32), device.zeros(1, np.int32)
+    exe = launchable(other, x)
+    with pytest.raises(ValueError, match=r"is on .*, the kernel on .*; a kernel launches graphs of its own device"):
+        gg.Graph(device).add_kernel(LAUNCH, 1, 32, exe, 2, code)
