@@ -129,7 +129,7 @@ _exec_ids = itertools.count(1)
 
 # Executable graphs instantiated with device_launch, by the number a kernel takes for them (their id).
 _LAUNCHABLE: weakref.WeakValueDictionary[int, CpuExec] = weakref.WeakValueDictionary()
-_TAIL, _FIRE_AND_FORGET, _SIBLING = 1, 2, 3  # (cudaGraphLaunch's modes: the named streams' top byte)
+_FIRE_AND_FORGET = 2  # (cudaGraphLaunch's mode: the named stream's top byte; 1 tail and 3 sibling run after)
 
 
 class CpuExec:
@@ -309,20 +309,13 @@ class CpuExec:
                 condition.cell[0] = condition.default
             self.launched = []
             self.run(plan)
-            _run_after(self)
+            _run_launched(self.launched)
         finally:
             done.set()
 
     def forget(self) -> None:
         """Released: no kernel launches it any more."""
         _LAUNCHABLE.pop(self.id, None)
-
-    def run_launched(self) -> None:
-        """Run as a graph a kernel launched (cudaGraphLaunch on the device), then the graphs its kernels launched
-        after it."""
-        self.launched = []
-        self.run()
-        _run_after(self)
 
     def run(self, plan: _Plan | None = None) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""
@@ -342,16 +335,17 @@ class CpuExec:
             raise error
 
 
-def _run_after(graph: CpuExec) -> None:
-    """Run the tail and sibling launches of ``graph``, which has run, in the order asked, each followed by its own
-    (CUDA's tail launch: after the launching graph, in order; a sibling has no order with it, so after is one
-    order). A loop, not a recursion: a graph that relaunches itself runs as many times as it asks."""
-    pending = list(reversed(graph.launched))
+def _run_launched(graphs: list[CpuExec]) -> None:
+    """Run graphs kernels launched (cudaGraphLaunch on the device), in the order asked, each followed by the tail and
+    sibling launches of its own kernels (CUDA's tail launch: after the launching graph, in order; a sibling has no
+    order with it, so after is one order). A loop, not a recursion: a graph that relaunches itself runs as many
+    times as it asks."""
+    pending = list(reversed(graphs))
     while pending:
-        launched = pending.pop()
-        launched.launched = []
-        launched.run()
-        pending.extend(reversed(launched.launched))
+        graph = pending.pop()
+        graph.launched = []
+        graph.run()
+        pending.extend(reversed(graph.launched))
 
 
 def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: CpuExec) -> None:
@@ -365,7 +359,7 @@ def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: 
                                f"{kernel!r} launched {number:#x}, which names no open executable graph instantiated "
                                f"with device_launch=True")
         if mode == _FIRE_AND_FORGET:
-            graph.run_launched()
+            _run_launched([graph])
         else:
             owner.launched.append(graph)
 
