@@ -228,7 +228,7 @@ def test_alloc_and_free_nodes(device, stream):
     arr = alloc.array
     assert alloc.kind is NodeKind.MEM_ALLOC
     assert type(arr) is gg.Array and arr.shape == (2, 3) and arr.dtype == np.int32 and arr.device is device
-    assert alloc.params == gg.AllocParams(24, arr.ptr)
+    assert alloc.params == gg.AllocParams(24, arr.ptr, device.index)
     host = K.pinned(device, np.zeros((2, 3), np.int32))
     fill = g.add_kernel(K.fill, 1, 8, arr, 9, 6, after=alloc)
     copy = g.add_memcpy(host, arr, after=fill)

@@ -117,13 +117,13 @@ class CudaGraphs(CudaCapturing):
                       int(flags))
         return handle, int(handle)
 
-    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any],
+    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any], index: int,
                         access: tuple[int, ...]) -> tuple[Any, int, Allocation]:
-        self.contexts.use(graph.index)
+        self.contexts.use(index)
         p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
         p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-        p.poolProps.location.id = graph.index
+        p.poolProps.location.id = index
         p.bytesize = max(nbytes, 1)
         if access:  # (measured on the H200: the driver maps it for each peer; no cuCtxEnablePeerAccess is needed)
             p.accessDescs = [access_descriptor(peer) for peer in access]
@@ -131,10 +131,10 @@ class CudaGraphs(CudaCapturing):
         with graph.lock:  # the node and its records appear together to a pairing on another thread
             node = allocate(nbytes, "graph", drv.graph_add_mem_alloc_node, graph.handle, list(deps), len(deps), p)
             ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
-            alloc = Allocation(ptr, nbytes, "graph", graph.index)
+            alloc = Allocation(ptr, nbytes, "graph", index)
             alloc.access = access
             graph.memory[node] = alloc
-            graph.params[node] = AllocParams(nbytes, ptr, access)
+            graph.params[node] = AllocParams(nbytes, ptr, index, access)
         return node, ptr, alloc
 
     def graph_add_free(self, graph: CudaGraph, alloc: Allocation, deps: Sequence[Any]) -> Any:
