@@ -240,8 +240,8 @@ def test_alloc_and_free_nodes(device, stream):
 
 def test_an_allocation_node_names_only_other_devices_in_its_access(device):
     g = gg.Graph(device)
-    with pytest.raises(ValueError, match=rf"add_alloc\(access=\)\(peer\): {device} is this device, which always "
-                                         r"accesses its own memory"):
+    with pytest.raises(ValueError, match=rf"add_alloc\(access=\): {device} is the allocation's own device, which "
+                                         r"always has access"):
         g.add_alloc(4, np.float32, access=device)
     with pytest.raises(TypeError, match=r"add_alloc\(access=\): expected a Device or an iterable of Devices"):
         g.add_alloc(4, np.float32, access=0)
