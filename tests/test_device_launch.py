@@ -120,6 +120,57 @@ def test_a_kernel_launches_the_graph_as_last_changed(device, stream):
     assert x.to_numpy()[0] == 111
 
 
+def test_a_kernel_launches_the_child_graph_as_last_set(device, stream):
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    inner = gg.Graph(device)
+    inner.add_kernel(ADD, 1, 32, x, 1)
+    child = gg.Graph(device)
+    node = child.add_child(inner)
+    exe = child.instantiate(device_launch=True)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, exe, MODES["tail"], code)
+    with parent.instantiate() as launcher:
+        replacement = gg.Graph(device)
+        replacement.add_kernel(ADD, 1, 32, x, 20)
+        exe.set_child_graph(node, replacement)
+        launcher.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 20 and code.to_numpy()[0] == 0
+    exe.close()
+
+
+def test_a_failed_upload_for_kernels_keeps_the_change_and_is_tried_again(device, stream, monkeypatch):
+    """After a change, a graph kernels launch is uploaded again (CUDA's kernels launch the uploaded copy): should
+    that fail, the change stays, and the next launch, change or kernel argument tries again first."""
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = gg.Graph(device)
+    node = child.add_kernel(ADD, 1, 32, x, 1)
+    exe = child.instantiate(device_launch=True)
+    backend = device._backend
+    upload, tries = backend.exec_upload_for_kernels, []
+
+    def failing(handle):
+        tries.append(handle)
+        raise RuntimeError("out of memory (simulated)")
+    monkeypatch.setattr(backend, "exec_upload_for_kernels", failing)
+    with pytest.raises(gg.GraphError, match=r"set_params: uploading GraphExec\(.*\) for the kernels that launch it "
+                                            r"failed \(out of memory \(simulated\)\); the change took effect"):
+        exe.set_params(node, x, 10)
+    with pytest.raises(gg.GraphError, match=r"launch: uploading"):
+        exe.launch(stream)  # (tried again first: nothing is launched)
+    assert len(tries) == 2
+    stream.synchronize()
+    assert x.to_numpy()[0] == 0
+    monkeypatch.setattr(backend, "exec_upload_for_kernels", upload)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, exe, MODES["fire_and_forget"], code)  # (tried again, and done)
+    with parent.instantiate() as launcher:
+        launcher.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 10  # (the changed parameters: CUDA's kernel launched the new upload)
+    exe.close()
+
+
 def test_a_graph_a_kernel_launches_takes_no_params(device):
     x = device.zeros(1, np.int32)
     graph = gg.Graph(device)

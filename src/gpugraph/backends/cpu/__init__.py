@@ -677,6 +677,9 @@ class CpuBackend:
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         refuse_in_host_function("GraphExec.upload")
 
+    def exec_upload_for_kernels(self, exec_: CpuExec) -> None:
+        pass  # (a launch from a kernel runs the executable graph as it is)
+
     def exec_destroy(self, exec_: CpuExec) -> None:
         exec_.forget()
 
