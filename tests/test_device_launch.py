@@ -45,10 +45,19 @@ extern "C" __global__ void count_down(int* n, int* runs) {
         if (--n[0] > 0) cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
     }
 }
+extern "C" __global__ void launch_itself(int* n, int* codes, unsigned long long mode) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        int k = n[0];
+        if (k < 4) {
+            n[0] = k + 1;
+            codes[k] = cudaGraphLaunch(cudaGetCurrentGraphExec(), (cudaStream_t)(mode << 56));
+        }
+    }
+}
 extern "C" __global__ void takes_int(int graph) {}
 """
-ADD, COPY_FIRST, LAUNCH, COUNT_DOWN, TAKES_INT = (gg.Kernel(SOURCE, name) for name in (
-    "add", "copy_first", "launch_graph", "count_down", "takes_int"))
+ADD, COPY_FIRST, LAUNCH, COUNT_DOWN, LAUNCH_ITSELF, TAKES_INT = (gg.Kernel(SOURCE, name) for name in (
+    "add", "copy_first", "launch_graph", "count_down", "launch_itself", "takes_int"))
 MODES = {"tail": 1, "fire_and_forget": 2, "sibling": 3}
 
 
@@ -94,6 +103,22 @@ def test_a_graph_relaunches_itself_from_the_device(device, stream):
         exe.launch(stream)
         stream.synchronize()
     assert runs.to_numpy()[0] == 2000 and n.to_numpy()[0] == 0
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_running_graph_relaunches_itself_only_as_a_tail_launch(device, stream, mode):
+    """Measured on the H200: fire-and-forget and sibling launches of the graph that runs return cudaErrorInvalidValue
+    and run nothing; tail launches run it again, each after the last."""
+    n, codes = device.zeros(1, np.int32), device.asarray(np.full(4, -1, np.int32))
+    graph = gg.Graph(device)
+    graph.add_kernel(LAUNCH_ITSELF, 1, 32, n, codes, MODES[mode])
+    with graph.instantiate(device_launch=True) as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    if mode == "tail":
+        assert n.to_numpy()[0] == 4 and codes.to_numpy().tolist() == [0, 0, 0, 0]
+    else:
+        assert n.to_numpy()[0] == 1 and codes.to_numpy().tolist() == [1, -1, -1, -1]
 
 
 def test_a_kernel_launches_the_graph_as_last_changed(device, stream):

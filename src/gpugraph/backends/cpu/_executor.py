@@ -151,6 +151,9 @@ class CpuExec:
         # the graph its kernels' cudaGetCurrentGraphExec names, and that runs the graphs they launch after it.
         self.owner = self if owner is None else owner
         self.launched: list[CpuExec] = []  # tail and sibling launches of its kernels, during a run
+        # Held by each run, host-launched or launched from a kernel: one instance runs at a time, as on CUDA (a
+        # host launch is also ordered after the previous one: last_done; a kernel's launch is not).
+        self.running = threading.Lock()
         if device_launch:
             _LAUNCHABLE[self.id] = self
         self.auto_free_on_launch = auto_free_on_launch
@@ -307,9 +310,11 @@ class CpuExec:
                 slot[0] = completion
             for condition in plan.resets:  # (cudaGraphCondAssignDefault: at the start of each launch)
                 condition.cell[0] = condition.default
-            self.launched = []
-            self.run(plan)
-            _run_launched(self.launched)
+            with self.running:
+                self.launched = []
+                self.run(plan)
+                launched = self.launched
+            _run_launched(launched)
         finally:
             done.set()
 
@@ -343,9 +348,11 @@ def _run_launched(graphs: list[CpuExec]) -> None:
     pending = list(reversed(graphs))
     while pending:
         graph = pending.pop()
-        graph.launched = []
-        graph.run()
-        pending.extend(reversed(graph.launched))
+        with graph.running:  # (a graph relaunches itself only as a tail launch: after its run, not within it)
+            graph.launched = []
+            graph.run()
+            launched = graph.launched
+        pending.extend(reversed(launched))
 
 
 def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: CpuExec) -> None:

@@ -649,6 +649,9 @@ extern "C" inline cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_
                                     "fails the kernel's launch: cudaErrorNotSupported)");
     const unsigned long long named = reinterpret_cast<unsigned long long>(stream), mode = named >> 56;
     if ((named & 0x00ffffffffffffffull) != 0 || mode < 1 || mode > 3) return cudaErrorInvalidValue;
+    // A running graph relaunches itself only as a tail launch (CUDA returns cudaErrorInvalidValue for the other
+    // two modes, and runs nothing: measured on the H200).
+    if (reinterpret_cast<unsigned long long>(graph) == log->current && mode != 1) return cudaErrorInvalidValue;
     const unsigned long long at = log->count.fetch_add(1);
     if (at >= gg::kDeviceLaunches) return cudaErrorLaunchPendingCountExceeded;
     log->entries[2 * at] = reinterpret_cast<unsigned long long>(graph);
