@@ -645,8 +645,8 @@ extern "C" inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle
 extern "C" inline cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream) {
     gg::DeviceLaunches* log = gg::device_launches;
     if (log == nullptr)
-        gg::trap(gg::kNotSupported, "cudaGraphLaunch: a kernel launches a graph only while it runs in a graph (CUDA "
-                                    "fails the kernel's launch: cudaErrorNotSupported)");
+        gg::trap(gg::kNotSupported, "cudaGraphLaunch: a kernel that launches graphs runs only as a kernel node of a "
+                                    "graph (CUDA fails the kernel's launch: cudaErrorNotSupported)");
     const unsigned long long named = reinterpret_cast<unsigned long long>(stream), mode = named >> 56;
     if ((named & 0x00ffffffffffffffull) != 0 || mode < 1 || mode > 3) return cudaErrorInvalidValue;
     // A running graph relaunches itself only as a tail launch (CUDA returns cudaErrorInvalidValue for the other
