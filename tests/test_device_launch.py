@@ -83,6 +83,32 @@ def test_a_kernel_launches_a_graph(device, stream, mode):
     assert code.to_numpy()[0] == 0
 
 
+# A kernel whose source never spells the call's name (a macro joins it): nothing finds it by reading the source.
+HIDDEN = gg.Kernel(r"""
+#define GG_JOIN(a, b) a##b
+#ifdef __CUDACC_RTC__
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+typedef struct CUstream_st* cudaStream_t;
+extern "C" __device__ int GG_JOIN(cudaGraph, Launch)(cudaGraphExec_t graph, cudaStream_t stream);
+#endif
+extern "C" __global__ void launch_hidden(cudaGraphExec_t graph, int* code) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) code[0] = GG_JOIN(cudaGraph, Launch)(graph, (cudaStream_t)(2ull << 56));
+}
+""", "launch_hidden")
+
+
+def test_a_kernel_launches_a_graph_through_a_macro(device, stream):
+    x, code = device.zeros(1, np.int32), device.asarray(np.array([-1], np.int32))
+    child = launchable(device, x)
+    parent = gg.Graph(device)
+    parent.add_kernel(HIDDEN, 1, 32, child, code)
+    with parent.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 1 and code.to_numpy()[0] == 0
+    child.close()
+
+
 def test_a_tail_launch_runs_after_the_launching_graph(device, stream):
     x, code = device.zeros(2, np.int32), device.zeros(1, np.int32)
     child = launchable(device, x)

@@ -373,6 +373,9 @@ class _DeviceLaunches(ctypes.Structure):
                 ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES))]
 
 
+_LOGS = threading.local()  # each thread's _DeviceLaunches, given to the kernels of graphs it runs
+
+
 class HostKernel:
     """One kernel of a HostModule, launched from Python: arguments packed into 8-byte slots, blocks spread
     over the workers."""
@@ -449,9 +452,11 @@ class HostKernel:
         (number, mode) pairs in the order asked (cudaGraphLaunch's: 1 tail, 2 fire and forget, 3 sibling)."""
         slots, translated = self._slots(args)
         log = None
-        if current is not None:
-            log = _DeviceLaunches()
-            log.current = current
+        if current is not None:  # (the thread's own log: read before this thread runs anything else)
+            log = getattr(_LOGS, "log", None)
+            if log is None:
+                log = _LOGS.log = _DeviceLaunches()
+            log.current, log.count = current, 0
             slots += ctypes.addressof(log).to_bytes(8, "little")
         else:
             slots += bytes(8)

@@ -356,7 +356,7 @@ def _run_launched(graphs: list[CpuExec]) -> None:
 
 
 def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: CpuExec) -> None:
-    """Run a compiled kernel of a graph that may launch graphs (cudaGraphLaunch): a fire-and-forget launch runs
+    """Run a compiled kernel of a graph, which may launch graphs (cudaGraphLaunch): a fire-and-forget launch runs
     now, when the kernel has run (the launching graph completes after it, as on CUDA); a tail or sibling launch
     is kept for ``owner`` to run after the graph."""
     for number, mode in load_compiled(kernel).launch(launch.grid, launch.block, launch.shared_mem, args, owner.id):
@@ -586,7 +586,7 @@ def _kernel_step(p: KernelParams, alloc: Any, exec_: CpuExec, records: Records, 
     kernel = p.kernel
     args = tuple(static_arg(a) for a in kernel.typed_args(tuple(resolve(a) for a in p.args)))
     launch = LaunchConfig(p.grid, p.block, p.shared_mem)
-    if kernel.cpu is None and ("cudaGraphLaunch" in kernel.source or "cudaGetCurrentGraphExec" in kernel.source):
+    if kernel.cpu is None:  # (its compiled source may launch graphs: it is given the launch log of a graph's kernels)
         return _run_kernel_in_graph, (kernel, launch, args, exec_.owner)
     return run_kernel, (kernel, launch, args)
 
