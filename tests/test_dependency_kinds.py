@@ -227,3 +227,31 @@ def test_a_ctrl_c_while_a_kinded_node_is_captured_leaves_it_whole(device, stream
         exe.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(N) + 1)
+
+
+def test_a_kinded_edge_refused_while_captured_leaves_the_node_fully_ordered(device, stream, monkeypatch):
+    """Should the programmatic edge be refused, the node (which a capture cannot drop) waits for its producer
+    fully, joins the frontier, and the error goes on."""
+    x, y = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    add_dependency = gg.Graph.add_dependency
+
+    def refusing(graph: gg.Graph, a: gg.Node, b: gg.Node, kind: str = "full") -> None:
+        if kind != "full":
+            raise gg.GraphError("refused (simulated)")
+        add_dependency(graph, a, b, kind)
+
+    with stream.capture() as cap:
+        stream.launch(PRODUCE, 2, 128, x, N)
+        (producer,) = cap.dependencies
+        cap.set_dependencies(producer, kinds="programmatic")
+        with monkeypatch.context() as patch:
+            patch.setattr(gg.Graph, "add_dependency", refusing)
+            with pytest.raises(gg.GraphError, match=r"refused \(simulated\)"):
+                cap.add_kernel(CONSUME, 2, 128, x, y, N)
+        (consumer,) = cap.dependencies
+        assert consumer is not producer and cap.dependency_kinds == ("full",)
+    assert cap.graph.dependency_kind(producer, consumer) == "full"
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(N) + 1)

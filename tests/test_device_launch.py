@@ -54,10 +54,14 @@ extern "C" __global__ void launch_itself(int* n, int* codes, unsigned long long 
         }
     }
 }
+extern "C" __global__ void launch_once(cudaGraphExec_t graph, unsigned long long mode, int* runs, int* code) {
+    if (threadIdx.x == 0 && blockIdx.x == 0 && runs[0]++ == 0)
+        code[0] = cudaGraphLaunch(graph, (cudaStream_t)(mode << 56));
+}
 extern "C" __global__ void takes_int(int graph) {}
 """
-ADD, COPY_FIRST, LAUNCH, COUNT_DOWN, LAUNCH_ITSELF, TAKES_INT = (gg.Kernel(SOURCE, name) for name in (
-    "add", "copy_first", "launch_graph", "count_down", "launch_itself", "takes_int"))
+ADD, COPY_FIRST, LAUNCH, COUNT_DOWN, LAUNCH_ITSELF, LAUNCH_ONCE, TAKES_INT = (gg.Kernel(SOURCE, name) for name in (
+    "add", "copy_first", "launch_graph", "count_down", "launch_itself", "launch_once", "takes_int"))
 MODES = {"tail": 1, "fire_and_forget": 2, "sibling": 3}
 
 
@@ -147,6 +151,33 @@ def test_a_running_graph_relaunches_itself_only_as_a_tail_launch(device, stream,
         assert n.to_numpy()[0] == 1 and codes.to_numpy().tolist() == [1, -1, -1, -1]
 
 
+@pytest.mark.parametrize("back", list(MODES))
+@pytest.mark.parametrize("there", list(MODES))
+def test_a_graph_launched_is_running_until_its_launcher_may_be_launched_again(device, stream, there, back):
+    """Graph A launches B (``there``), whose kernel launches A (``back``). Measured on the H200: A runs while its
+    fire-and-forget and sibling launches run, and B's launch of it then returns cudaErrorInvalidValue, whatever
+    the mode; after A's tail launch of B, A has finished and runs again."""
+    x = device.zeros(1, np.int32)
+    runs_a, runs_b = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    code_a, code_b = device.asarray(np.array([-1], np.int32)), device.asarray(np.array([-1], np.int32))
+    placeholder = launchable(device, x)
+    a = gg.Graph(device)
+    node = a.add_kernel(LAUNCH_ONCE, 1, 32, placeholder, MODES[there], runs_a, code_a)
+    exe_a = a.instantiate(device_launch=True)
+    b = gg.Graph(device)
+    b.add_kernel(LAUNCH_ONCE, 1, 32, exe_a, MODES[back], runs_b, code_b)
+    exe_b = b.instantiate(device_launch=True)
+    exe_a.set_params(node, exe_b, MODES[there], runs_a, code_a)  # (A is made before B, which names it)
+    exe_a.launch(stream)
+    stream.synchronize()
+    finished = there == "tail"
+    assert code_a.to_numpy()[0] == 0 and runs_b.to_numpy()[0] == 1
+    assert code_b.to_numpy()[0] == (0 if finished else 1)
+    assert runs_a.to_numpy()[0] == (2 if finished else 1)
+    for exe in (exe_a, exe_b, placeholder):
+        exe.close()
+
+
 def test_a_kernel_launches_the_graph_as_last_changed(device, stream):
     x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
     child = gg.Graph(device)
@@ -191,12 +222,16 @@ def test_a_kernel_launches_the_child_graph_as_last_set(device, stream):
 
 
 def test_a_failed_upload_for_kernels_keeps_the_change_and_is_tried_again(device, stream, monkeypatch):
-    """After a change, a graph kernels launch is uploaded again (CUDA's kernels launch the uploaded copy): should
-    that fail, the change stays, and the next launch, change or kernel argument tries again first."""
+    """After a change, a graph kernels launch is uploaded again (CUDA's kernels launch it as last uploaded, and so do
+    the CPU backend's): should that fail, the change stays for launches from the host, kernels launch the graph as
+    last uploaded, and its next launch, change or kernel argument uploads it first."""
     x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
     child = gg.Graph(device)
     node = child.add_kernel(ADD, 1, 32, x, 1)
     exe = child.instantiate(device_launch=True)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, exe, MODES["fire_and_forget"], code)
+    launcher = parent.instantiate()
     backend = device._backend
     upload, tries = backend.exec_upload_for_kernels, []
 
@@ -204,21 +239,28 @@ def test_a_failed_upload_for_kernels_keeps_the_change_and_is_tried_again(device,
         tries.append(handle)
         raise RuntimeError("out of memory (simulated)")
     monkeypatch.setattr(backend, "exec_upload_for_kernels", failing)
-    with pytest.raises(gg.GraphError, match=r"set_params: uploading GraphExec\(.*\) for the kernels that launch it "
-                                            r"failed \(out of memory \(simulated\)\); the change took effect"):
+    with pytest.raises(gg.GraphError, match=r"set_params: GraphExec\(.*\) changed, but uploading it for the kernels "
+                                            r"that launch it failed \(out of memory \(simulated\)\); launches from "
+                                            r"the host run the change"):
         exe.set_params(node, x, 10)
-    with pytest.raises(gg.GraphError, match=r"launch: uploading"):
-        exe.launch(stream)  # (tried again first: nothing is launched)
-    assert len(tries) == 2
+    launcher.launch(stream)  # (the kernel launches the graph as last uploaded: adding 1)
     stream.synchronize()
-    assert x.to_numpy()[0] == 0
+    assert x.to_numpy()[0] == 1
+    with pytest.raises(gg.GraphError, match=r"launch: an earlier change of GraphExec\(.*\) is not uploaded yet for "
+                                            r"the kernels that launch it, and uploading it failed again \(out of "
+                                            r"memory \(simulated\)\); nothing was launched"):
+        exe.launch(stream)
+    with pytest.raises(gg.GraphError, match=r"the argument was not taken"):
+        parent.add_kernel(LAUNCH, 1, 32, exe, MODES["fire_and_forget"], code)
+    assert len(tries) == 3 and len(parent) == 1
+    stream.synchronize()
+    assert x.to_numpy()[0] == 1
     monkeypatch.setattr(backend, "exec_upload_for_kernels", upload)
-    parent = gg.Graph(device)
-    parent.add_kernel(LAUNCH, 1, 32, exe, MODES["fire_and_forget"], code)  # (tried again, and done)
-    with parent.instantiate() as launcher:
-        launcher.launch(stream)
-        stream.synchronize()
-    assert x.to_numpy()[0] == 10  # (the changed parameters: CUDA's kernel launched the new upload)
+    exe.launch(stream)  # (uploaded first, then run from the host: adding 10)
+    launcher.launch(stream)  # (and the kernel's launch now adds 10 too)
+    stream.synchronize()
+    assert x.to_numpy()[0] == 21
+    launcher.close()
     exe.close()
 
 

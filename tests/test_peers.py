@@ -287,8 +287,8 @@ def test_an_allocation_on_another_device_takes_no_freed_address_of_the_graphs_de
     graph = gg.Graph(first)
     here = graph.add_alloc(N, np.float32)
     freed = graph.add_free(here, after=here)
+    there = graph.add_alloc(N, np.float32, after=freed, device=second)  # (first: the freed range is free)
     again = graph.add_alloc(N, np.float32, after=freed)
-    there = graph.add_alloc(N, np.float32, after=freed, device=second)
     assert there.array.device is second and there.params.device == second.index
     assert there.params.ptr != here.params.ptr
     assert again.params.ptr == here.params.ptr  # (the rule that the other device is kept out of)

@@ -249,7 +249,7 @@ class GraphExec:
             if self._params.pending:
                 self._params.patch(self._prepare_patch)
             if self._stale_for_kernels:  # (it may launch itself again from a kernel: cudaGetCurrentGraphExec)
-                self._upload_for_kernels("launch")
+                self._upload_for_kernels("launch", "nothing was launched")
             # (False: launched uncaptured, also when the capture ended meanwhile on another thread.)
             if self._launch(handle, stream._handle, None if capture is None else capture._handle):
                 self._describe_embedded(capture, stream)
@@ -345,6 +345,8 @@ class GraphExec:
         Raises:
             GraphUpdateError: Naming the node of ``graph`` and the rule it breaks (see gpugraph._update);
                 the executable graph is left as it was.
+            GraphError: If it was instantiated with device_launch and uploading it again for kernels failed:
+                the update stays (see ``Graph.instantiate``).
 
         See also: cudaGraphExecUpdate.
         """
@@ -372,6 +374,7 @@ class GraphExec:
         shape = graph_shape(graph, like=self._source_shape())
         refused = self._refusal(graph, shape)
         if refused is None:
+            self._changing_for_kernels()  # (an update refused changes nothing: the next upload is only redone)
             refused = self._apply(graph, shape, found)
         if refused is None:
             self._upload_for_kernels("update")
@@ -465,6 +468,7 @@ class GraphExec:
         if refusal is not None:
             raise GraphUpdateError(refusal[0], node, refusal[1])
         self._changed = True  # first: should the call below be interrupted, the node may be changed
+        self._changing_for_kernels()
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         layout.params[index] = params
         self._recorded_events = None  # (an event-record node's event may have changed)
@@ -472,19 +476,29 @@ class GraphExec:
             self._params.note(index, params)
         self._upload_for_kernels(api)
 
-    def _upload_for_kernels(self, api: str) -> None:
-        """After a change of an executable graph that kernels may launch (device_launch): upload it again for them,
-        which CUDA needs for them to see the change. Should that fail, the change stays (the host's launches run
-        it) and each launch, change and kernel argument of this executable graph tries again first."""
-        if "device_launch" not in self._flags:
+    def _changing_for_kernels(self) -> None:
+        """Before a change of an executable graph kernels may launch (device_launch): it is to be uploaded again for
+        them (first: should the change be interrupted, the next launch, change or kernel argument uploads it)."""
+        if "device_launch" in self._flags:
+            self._stale_for_kernels = True
+
+    def _upload_for_kernels(self, api: str, refused: str = "") -> None:
+        """Upload an executable graph kernels may launch (device_launch) again after a change, as CUDA's kernels
+        launch it as last uploaded. Should that fail, the change stays (launches from the host run it): kernels
+        launch it as last uploaded until an upload succeeds, which its next launch, change or kernel argument
+        tries first. ``refused``: what such a retry refuses if it fails (a change's own upload: empty)."""
+        if not self._stale_for_kernels:
             return
-        self._stale_for_kernels = True
         try:
             self._backend.exec_upload_for_kernels(self._handle)
         except Exception as exc:
-            raise GraphError(f"{api}: uploading {self!r} for the kernels that launch it failed ({exc}); the change "
-                             f"took effect for launches from the host, and the upload is tried again at this "
-                             f"executable graph's next launch, change or kernel argument") from exc
+            if refused:
+                raise GraphError(f"{api}: an earlier change of {self!r} is not uploaded yet for the kernels that "
+                                 f"launch it, and uploading it failed again ({exc}); {refused}") from exc
+            raise GraphError(f"{api}: {self!r} changed, but uploading it for the kernels that launch it failed "
+                             f"({exc}); launches from the host run the change, and kernels launch it as last "
+                             f"uploaded until an upload succeeds: its next launch, change or kernel argument tries "
+                             f"again first") from exc
         self._stale_for_kernels = False
 
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
@@ -551,6 +565,7 @@ class GraphExec:
         check_update(children[i], layout)
         _refuse_child_params(graph, node.graph, node._handle)
         self._changed = True
+        self._changing_for_kernels()
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         children[i] = layout
         self._upload_for_kernels("set_child_graph")
@@ -612,6 +627,7 @@ class GraphExec:
         self._changed = True  # first: should the call below be interrupted, the node may be changed
         if not enabled:
             self._disabled.add(i)
+        self._changing_for_kernels()
         self._backend.exec_set_enabled(self._handle, self._handles[i], enabled)
         if enabled:  # only now: until the backend has turned it on, it may be off
             self._disabled.discard(i)
@@ -682,7 +698,7 @@ def exec_argument(value: Any, device: Any, where: str) -> ExecArgument:
             raise ValueError(f"{where}: {exe!r} is on {exe.device}, the kernel on {device}; a kernel launches graphs "
                              f"of its own device")
         if exe._stale_for_kernels:
-            exe._upload_for_kernels(where)
+            exe._upload_for_kernels(where, "the argument was not taken")
         argument = ExecArgument(exe._backend.exec_device_handle(exe._handle))
         argument.exec = exe
         key = id(argument)

@@ -1544,7 +1544,10 @@ class Graph:
             use_node_priority: Run kernel nodes at their own priority, not the launch stream's (a captured
                 kernel takes its stream's: cudaGraphInstantiateFlagUseNodePriority).
             device_launch: Make it launchable from the device (cudaGraphInstantiateFlagDeviceLaunch): the graph
-                holds only kernel, memcpy, memset and child-graph nodes, on one device.
+                holds only kernel, memcpy, memset and child-graph nodes, on one device. Each change of the
+                executable graph (setters, set_enabled, update) uploads it again, as kernels launch it as last
+                uploaded: should that fail, the change stays, the call raises GraphError, and kernels launch it as
+                last uploaded until its next launch, change or kernel argument uploads it.
 
         Raises:
             GraphInstantiateError: The graph breaks a rule of instantiation; ``node`` names the node at fault.

@@ -676,9 +676,11 @@ class CpuBackend:
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         refuse_in_host_function("GraphExec.upload")
+        if exec_.uploaded is not None:  # (instantiated with device_launch: kernels launch what is uploaded)
+            exec_.upload()
 
     def exec_upload_for_kernels(self, exec_: CpuExec) -> None:
-        pass  # (a launch from a kernel runs the executable graph as it is)
+        exec_.upload()
 
     def exec_destroy(self, exec_: CpuExec) -> None:
         exec_.forget()

@@ -370,10 +370,14 @@ class _DeviceLaunches(ctypes.Structure):
     """The header's gg::DeviceLaunches: a launch's log of the graphs its kernel launched."""
 
     _fields_ = [("current", ctypes.c_uint64), ("count", ctypes.c_uint64),
-                ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES))]
+                ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES)), ("running", ctypes.c_void_p),
+                ("running_slots", ctypes.c_uint64)]
 
 
 _LOGS = threading.local()  # each thread's _DeviceLaunches, given to the kernels of graphs it runs
+# The ids of the executable graphs running now (0: a free slot), which the header's cudaGraphLaunch reads: the
+# executor marks them (backends.cpu._executor).
+RUNNING = np.zeros(1024, np.uint64)
 
 
 class HostKernel:
@@ -456,6 +460,7 @@ class HostKernel:
             log = getattr(_LOGS, "log", None)
             if log is None:
                 log = _LOGS.log = _DeviceLaunches()
+                log.running, log.running_slots = RUNNING.ctypes.data, len(RUNNING)
             log.current, log.count = current, 0
             slots += ctypes.addressof(log).to_bytes(8, "little")
         else:

@@ -13,9 +13,7 @@ from ._symbols import drv
 
 # What a result of a call means where CUDA's description does not say (measured on the H200).
 _HINTS = {("cuLaunchKernel", "CUDA_ERROR_NOT_SUPPORTED"): "if the kernel launches graphs (cudaGraphLaunch): such a "
-                                                          "kernel runs only as a kernel node of a graph",
-          ("cuLaunchKernelEx", "CUDA_ERROR_NOT_SUPPORTED"): "if the kernel launches graphs (cudaGraphLaunch): such a "
-                                                            "kernel runs only as a kernel node of a graph"}
+                                                          "kernel runs only as a kernel node of a graph"}
 
 
 def error(api: str, code: Any) -> BackendError:
