@@ -264,6 +264,42 @@ def test_a_failed_upload_for_kernels_keeps_the_change_and_is_tried_again(device,
     exe.close()
 
 
+def test_kernels_launch_the_upload_and_not_a_later_change_that_failed(device, stream, monkeypatch):
+    """A change whose upload failed leaves the graph kernels launch as uploaded before it."""
+    x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
+    child = gg.Graph(device)
+    node = child.add_kernel(ADD, 1, 32, x, 1)
+    exe = child.instantiate(device_launch=True)
+    parent = gg.Graph(device)
+    parent.add_kernel(LAUNCH, 1, 32, exe, MODES["fire_and_forget"], code)
+    exe.set_params(node, x, 10)  # (uploaded)
+
+    def failing(handle):
+        raise RuntimeError("out of memory (simulated)")
+    monkeypatch.setattr(device._backend, "exec_upload_for_kernels", failing)
+    with pytest.raises(gg.GraphError, match=r"set_params: .* changed, but uploading it"):
+        exe.set_params(node, x, 100)
+    with parent.instantiate() as launcher:
+        launcher.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 10
+    monkeypatch.undo()
+    exe.close()
+
+
+def test_a_change_is_uploaded_after_the_launches_made_before_it(device, stream):
+    """CUDA's upload is ordered after the executable graph's earlier launches: a loop of tail launches running
+    when its graph is changed runs to its end as it was."""
+    n, before, after = device.asarray(np.array([2000], np.int32)), device.zeros(1, np.int32), device.zeros(1, np.int32)
+    loop = gg.Graph(device)
+    node = loop.add_kernel(COUNT_DOWN, 1, 32, n, before)
+    with loop.instantiate(device_launch=True) as exe:
+        exe.launch(stream)
+        exe.set_params(node, n, after)  # (waits for the loop)
+        stream.synchronize()
+    assert before.to_numpy()[0] == 2000 and after.to_numpy()[0] == 0
+
+
 def test_a_graph_a_kernel_launches_takes_no_params(device):
     x = device.zeros(1, np.int32)
     graph = gg.Graph(device)

@@ -566,10 +566,12 @@ class Capture:
                 except Exception:
                     # CUDA cannot take a node out of a graph being captured: it waits for the rest fully, a
                     # stronger order than each kind asks, and joins the frontier before the error goes on.
-                    for dep in kinded:
-                        self.graph.add_dependency(dep, node)
-                    self._kinded = False
-                    backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])
+                    try:
+                        for dep in kinded:
+                            self.graph.add_dependency(dep, node)
+                    finally:
+                        self._kinded = False
+                        backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])
                     raise
                 self._kinded = False
                 backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])

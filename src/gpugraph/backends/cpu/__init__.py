@@ -677,9 +677,12 @@ class CpuBackend:
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         refuse_in_host_function("GraphExec.upload")
         if exec_.uploaded is not None:  # (instantiated with device_launch: kernels launch what is uploaded)
-            exec_.upload()
+            self.exec_upload_for_kernels(exec_)
 
     def exec_upload_for_kernels(self, exec_: CpuExec) -> None:
+        done = exec_.last_done
+        if done is not None:  # CUDA's upload comes after the launches made before it, their tail launches included
+            done.wait()
         exec_.upload()
 
     def exec_destroy(self, exec_: CpuExec) -> None:

@@ -143,10 +143,11 @@ class CpuExec:
 
     It runs a private copy of the graph it was instantiated from (``template``), so later changes to
     that graph do not reach it; a setter publishes the changed node with a new plan, an update (or a
-    change of a child graph or event) a new copy with a new plan, all or nothing. Each launch
-    runs the plan published when it was launched, as CUDA applies changes only to later launches, and
-    runs after the previous launch has finished, as CUDA runs one instance of an executable graph at a
-    time (whatever the streams and threads).
+    change of a child graph or event) a new copy with a new plan, all or nothing. Each launch from the
+    host runs the plan published when it was launched, as CUDA applies changes only to later launches,
+    and a launch from a kernel the plan last uploaded (``uploaded``: an upload waits for the launches made
+    before it, as CUDA's); each runs after the previous one has finished, as CUDA runs one instance of an
+    executable graph at a time (whatever the streams and threads).
     """
 
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, node_priority: bool,
@@ -369,13 +370,15 @@ def _run_once(graph: CpuExec, plan: _Plan) -> list[CpuExec]:
     """One run of ``graph``, its fire-and-forget launches (run by its kernels' steps) and its sibling launches
     included, marked running all along (the header's cudaGraphLaunch refuses a running graph); its tail launches."""
     with graph.running:  # one instance at a time, host-launched or not (a kernel never launches a running one)
-        with _running_lock:
-            free = np.flatnonzero(RUNNING == 0)
-            if not len(free):
-                raise BackendError("cpu", "cudaGraphLaunch", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
-                                   f"more than {len(RUNNING)} executable graphs run at once")
-            slot = int(free[0])
-            RUNNING[slot] = graph.id
+        slot = None
+        if graph.uploaded is not None:  # (instantiated with device_launch: a kernel may name it)
+            with _running_lock:
+                free = np.flatnonzero(RUNNING == 0)
+                if not len(free):
+                    raise BackendError("cpu", "cudaGraphLaunch", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                                       f"more than {len(RUNNING)} executable graphs kernels may launch run at once")
+                slot = int(free[0])
+                RUNNING[slot] = graph.id
         try:
             graph.launched = []
             graph.run(plan)
@@ -384,7 +387,8 @@ def _run_once(graph: CpuExec, plan: _Plan) -> list[CpuExec]:
                 if mode == _SIBLING:
                     _run_launched(sibling)
         finally:
-            RUNNING[slot] = 0
+            if slot is not None:
+                RUNNING[slot] = 0
     return [tail for tail, mode in launched if mode == _TAIL]
 
 
