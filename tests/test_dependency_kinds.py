@@ -4,6 +4,8 @@ refused where CUDA refuses them (measured on the H200), and run: the CPU backend
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
 
@@ -199,3 +201,57 @@ def test_capture_kinds_are_checked(device, stream):
         cap.set_dependencies(producer)  # full again: other work may follow
         stream.memset(y, 1)
     assert cap.graph.dependency_kind(producer, cap.graph.nodes[-1]) == "full"
+
+
+def test_a_ctrl_c_while_a_kinded_node_is_captured_leaves_it_whole(device, stream, monkeypatch):
+    """The node, its programmatic edge and the frontier's move come together; the interrupt is raised after."""
+    x, y = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    add_dependency = gg.Graph.add_dependency
+
+    def interrupted(graph: gg.Graph, a: gg.Node, b: gg.Node, kind: str = "full") -> None:
+        signal.raise_signal(signal.SIGINT)  # (Ctrl-C between the node and its edge)
+        add_dependency(graph, a, b, kind)
+
+    with stream.capture() as cap:
+        stream.launch(PRODUCE, 2, 128, x, N)
+        (producer,) = cap.dependencies
+        cap.set_dependencies(producer, kinds="programmatic")
+        with monkeypatch.context() as patch:
+            patch.setattr(gg.Graph, "add_dependency", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                cap.add_kernel(CONSUME, 2, 128, x, y, N)
+        (consumer,) = cap.dependencies
+        assert consumer is not producer and cap.dependency_kinds == ("full",)
+    assert cap.graph.dependency_kind(producer, consumer) == "programmatic"
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(N) + 1)
+
+
+def test_a_kinded_edge_refused_while_captured_leaves_the_node_fully_ordered(device, stream, monkeypatch):
+    """Should the programmatic edge be refused, the node (which a capture cannot drop) waits for its producer
+    fully, joins the frontier, and the error goes on."""
+    x, y = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    add_dependency = gg.Graph.add_dependency
+
+    def refusing(graph: gg.Graph, a: gg.Node, b: gg.Node, kind: str = "full") -> None:
+        if kind != "full":
+            raise gg.GraphError("refused (simulated)")
+        add_dependency(graph, a, b, kind)
+
+    with stream.capture() as cap:
+        stream.launch(PRODUCE, 2, 128, x, N)
+        (producer,) = cap.dependencies
+        cap.set_dependencies(producer, kinds="programmatic")
+        with monkeypatch.context() as patch:
+            patch.setattr(gg.Graph, "add_dependency", refusing)
+            with pytest.raises(gg.GraphError, match=r"refused \(simulated\)"):
+                cap.add_kernel(CONSUME, 2, 128, x, y, N)
+        (consumer,) = cap.dependencies
+        assert consumer is not producer and cap.dependency_kinds == ("full",)
+    assert cap.graph.dependency_kind(producer, consumer) == "full"
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(N) + 1)

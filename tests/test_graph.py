@@ -228,7 +228,7 @@ def test_alloc_and_free_nodes(device, stream):
     arr = alloc.array
     assert alloc.kind is NodeKind.MEM_ALLOC
     assert type(arr) is gg.Array and arr.shape == (2, 3) and arr.dtype == np.int32 and arr.device is device
-    assert alloc.params == gg.AllocParams(24, arr.ptr)
+    assert alloc.params == gg.AllocParams(24, arr.ptr, device.index)
     host = K.pinned(device, np.zeros((2, 3), np.int32))
     fill = g.add_kernel(K.fill, 1, 8, arr, 9, 6, after=alloc)
     copy = g.add_memcpy(host, arr, after=fill)
@@ -240,8 +240,8 @@ def test_alloc_and_free_nodes(device, stream):
 
 def test_an_allocation_node_names_only_other_devices_in_its_access(device):
     g = gg.Graph(device)
-    with pytest.raises(ValueError, match=rf"add_alloc\(access=\)\(peer\): {device} is this device, which always "
-                                         r"accesses its own memory"):
+    with pytest.raises(ValueError, match=rf"add_alloc\(access=\): {device} is the allocation's own device, which "
+                                         r"always has access"):
         g.add_alloc(4, np.float32, access=device)
     with pytest.raises(TypeError, match=r"add_alloc\(access=\): expected a Device or an iterable of Devices"):
         g.add_alloc(4, np.float32, access=0)

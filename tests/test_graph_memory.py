@@ -46,6 +46,21 @@ def test_alloc_after_free_reuses_the_address_explicit(device, stream):
     np.testing.assert_array_equal(out2.to_numpy(), np.full(N, 2))
 
 
+def test_add_alloc_device_names_whose_memory_it_is(device, stream):
+    g = gg.Graph(device)
+    alloc = g.add_alloc(N, np.int32, device=device)  # (the graph's own, named: as the default)
+    assert alloc.array.device is device and alloc.params.device == device.index
+    with pytest.raises(TypeError, match=r"add_alloc\(device\): expected a Device or None, got str"):
+        g.add_alloc(N, np.int32, device=str(device))
+    assert len(g) == 1
+    out = device.zeros(N, np.int32)
+    g.add_free(alloc, after=g.add_memcpy(out, alloc.array, after=g.add_kernel(K.fill, GRID, BLOCK, alloc.array,
+                                                                             3, N, after=alloc)))
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(out.to_numpy(), np.full(N, 3))
+
+
 def test_concurrent_allocations_and_other_graphs_never_share(device):
     out1, out2 = device.zeros(N, np.int32), device.zeros(N, np.int32)
     g, a, _, free_a, _ = reuse_graph(device, out1, out2)

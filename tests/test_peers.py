@@ -249,6 +249,65 @@ def test_add_kernel_device_is_checked(pair):
     assert len(graph) == 0
 
 
+def test_an_allocation_node_on_another_device_than_the_graphs(pair):
+    """cudaGraphAddMemAllocNode's poolProps.location: a graph of the first device allocates memory of the second,
+    which a kernel node on the second fills; the first device's kernel node and copy reach it through access=."""
+    first, second = pair
+    if not first.can_access_peer(second):
+        pytest.skip(f"{first} cannot access {second} on this machine")
+    graph = gg.Graph(first)
+    alloc = graph.add_alloc(N, np.float32, access=first, device=second)
+    x = alloc.array
+    assert x.device is second and x.ptr == alloc.params.ptr
+    assert alloc.params == gg.AllocParams(N * 4, x.ptr, second.index, (first.index,))
+    assert f"on device {second.index}, reachable from devices {first.index}" in alloc.params.label()
+    ones = graph.add_memset(x, 1.0, after=alloc)
+    tripled = graph.add_kernel(SCALE, 1, N, x, 3.0, N, after=ones, device=second)
+    doubled = graph.add_kernel(SCALE, 1, N, x, 2.0, N, after=tripled)  # on the graph's device, through access=
+    host = K.pinned(first, np.zeros(N, np.float32))
+    graph.add_free(alloc, after=graph.add_memcpy(host, x, after=doubled))
+    for device in pair:
+        device.synchronize()
+        device.reset_graph_memory_high()
+    used_here = first.graph_memory().used
+    with graph.instantiate() as exe:
+        stream = first.stream()
+        for _ in range(2):  # (freed in the graph: each launch allocates it again)
+            host[:] = 0
+            exe.launch(stream)
+            stream.synchronize()
+            np.testing.assert_array_equal(host, np.full(N, 6, np.float32))
+    assert second.graph_memory().used_high >= N * 4  # the second device's pool gave it
+    assert first.graph_memory().used_high == used_here
+
+
+def test_an_allocation_on_another_device_takes_no_freed_address_of_the_graphs_device(pair):
+    """A free orders its range for reuse by the graph's later allocations of the same device only."""
+    first, second = pair
+    graph = gg.Graph(first)
+    here = graph.add_alloc(N, np.float32)
+    freed = graph.add_free(here, after=here)
+    there = graph.add_alloc(N, np.float32, after=freed, device=second)  # (first: the freed range is free)
+    again = graph.add_alloc(N, np.float32, after=freed)
+    assert there.array.device is second and there.params.device == second.index
+    assert there.params.ptr != here.params.ptr
+    assert again.params.ptr == here.params.ptr  # (the rule that the other device is kept out of)
+
+
+def test_add_alloc_device_is_checked(pair):
+    first, second = pair
+    graph = gg.Graph(first)
+    with pytest.raises(TypeError, match=r"add_alloc\(device\): expected a Device or None, got int"):
+        graph.add_alloc(N, np.float32, device=second.index)
+    with pytest.raises(ValueError, match=rf"add_alloc\(access=\): {second} is the allocation's own device"):
+        graph.add_alloc(N, np.float32, access=second, device=second)
+    others = [b for b in available_backends() if b != first.backend]
+    if others:
+        with pytest.raises(ValueError, match=r"add_alloc\(device\): .* another backend"):
+            graph.add_alloc(N, np.float32, device=gg.Device(others[0]))
+    assert len(graph) == 0
+
+
 def test_an_update_cannot_move_a_kernel_to_another_device(pair):
     first, second = pair
     x = first.zeros(4, np.float32)
@@ -280,6 +339,25 @@ def test_a_capture_forks_onto_a_stream_of_another_device_and_joins_back(pair):
         stream.synchronize()
     np.testing.assert_array_equal(b.to_numpy(), counting() * 3)
     np.testing.assert_array_equal(a.to_numpy(), counting() * 3)
+
+
+def test_a_captured_allocation_on_another_devices_stream_is_that_devices_memory(pair):
+    first, second = pair
+    stream, other = first.stream(), second.stream()
+    host = K.pinned(first, np.zeros(N, np.float32))
+    with stream.capture() as cap:
+        other.wait(stream.record())
+        tmp = other.alloc(N, np.float32)  # the second device's graph memory, in the first device's graph
+        other.memset(tmp, 4.0)
+        other.memcpy(host, tmp)
+        other.free(tmp)
+        stream.wait(other.record())
+    (alloc,) = [node for node in cap.graph.nodes if node.kind is gg.NodeKind.MEM_ALLOC]
+    assert tmp.device is second and alloc.params.device == second.index and alloc.params.ptr == tmp.ptr
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(host, np.full(N, 4, np.float32))
 
 
 def test_a_device_taking_part_in_a_capture_cannot_be_synchronized(pair):
@@ -319,7 +397,7 @@ def test_an_allocation_node_shared_with_another_device(pair):
     graph = gg.Graph(first)
     alloc = graph.add_alloc(N, np.float32, access=[second, second])  # (named twice: once is what counts)
     x = alloc.array
-    assert alloc.params == gg.AllocParams(N * 4, x.ptr, (second.index,))
+    assert alloc.params == gg.AllocParams(N * 4, x.ptr, first.index, (second.index,))
     assert f"reachable from devices {second.index}" in alloc.params.label()
     ones = graph.add_memset(x, 1.0, after=alloc)
     tripled = graph.add_kernel(SCALE, 1, N, x, 3.0, N, after=ones, device=second)
@@ -367,9 +445,9 @@ def test_a_captured_allocation_takes_the_access_of_its_devices_pool(pair):
 def test_allocation_access_is_checked(pair, no_peer_access):
     first, second = pair
     graph = gg.Graph(first)
-    with pytest.raises(ValueError, match=rf"add_alloc\(access=\)\(peer\): {first} is this device"):
+    with pytest.raises(ValueError, match=rf"add_alloc\(access=\): {first} is the allocation's own device"):
         graph.add_alloc(N, np.float32, access=first)
-    with pytest.raises(TypeError, match=r"add_alloc\(access=\)\(peer\): expected a Device, got str"):
+    with pytest.raises(TypeError, match=r"add_alloc\(access=\): expected Devices, got str"):
         graph.add_alloc(N, np.float32, access=[second, "cuda:1"])
     with pytest.raises(TypeError, match=r"add_alloc\(access=\): expected a Device or an iterable of Devices, got int"):
         graph.add_alloc(N, np.float32, access=1)

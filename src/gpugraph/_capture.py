@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _interrupts
 from ._errors import CaptureError, GraphError
-from ._interrupts import guard_interrupts, release_interrupts
+from ._interrupts import guard_interrupts, release_interrupts, without_interrupts
+from ._kernel import Kernel
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
@@ -547,15 +548,39 @@ class Capture:
             self._refuse_kinded_frontier(f"Capture.{api}")
         deps = self.dependencies
         kinds = self.dependency_kinds if self._kinded else ()
-        if any(kind != "full" for kind in kinds):
-            node = add(*args, after=[d for d, kind in zip(deps, kinds) if kind == "full"], **kwargs)
-            for dep, kind in zip(deps, kinds):
-                if kind != "full":
-                    self.graph.add_dependency(dep, node, kind)
-        else:
-            node = add(*args, after=deps, **kwargs)
-        self._kinded = False
         backend = self.stream._backend
+        if any(kind != "full" for kind in kinds):
+            if api == "add_kernel" and type(args[0]) is Kernel:  # (compiled first: Ctrl-C is held back below)
+                self.graph.device._load_kernel(args[0])
+            made: list[Any] = []
+
+            def add_kinded() -> None:
+                node = add(*args, after=[d for d, kind in zip(deps, kinds) if kind == "full"], **kwargs)
+                made.append(node)
+                kinded = [dep for dep, kind in zip(deps, kinds) if kind != "full"]
+                try:
+                    for dep, kind in zip(deps, kinds):
+                        if kind != "full":
+                            self.graph.add_dependency(dep, node, kind)
+                            kinded.remove(dep)
+                except Exception:
+                    # CUDA cannot take a node out of a graph being captured: it waits for the rest fully, a
+                    # stronger order than each kind asks, and joins the frontier before the error goes on.
+                    try:
+                        for dep in kinded:
+                            self.graph.add_dependency(dep, node)
+                    finally:
+                        self._kinded = False
+                        backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])
+                    raise
+                self._kinded = False
+                backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])
+            # The node, its edges and the frontier's move come whole: a Ctrl-C between them would leave it half
+            # joined (it is raised after them).
+            without_interrupts(add_kinded)
+            return made[0]
+        node = add(*args, after=deps, **kwargs)
+        self._kinded = False
         try:
             backend.capture_set_dependencies(self._handle, self.stream._handle, [node._handle])
         except BaseException:

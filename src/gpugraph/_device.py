@@ -232,7 +232,12 @@ class Device:
             raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, "
                             f"got {type(access).__name__}") from None
         for peer in devices:
-            self._check_peer(peer, f"{what}(access=)")
+            if not isinstance(peer, Device):
+                raise TypeError(f"{what}(access=): expected Devices, got {type(peer).__name__}")
+            if peer is self:
+                raise ValueError(f"{what}(access=): {peer} is the allocation's own device, which always has access")
+            if peer.backend != self.backend:
+                raise ValueError(f"{what}(access=): {peer} is a device of another backend than {self}")
         for peer in devices:
             if not self._backend.device_can_access_peer(peer.index, self.index):
                 raise ValueError(f"{what}(access=): {peer} cannot access memory of {self}: the hardware allows "

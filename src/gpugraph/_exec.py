@@ -93,7 +93,8 @@ class GraphExec:
 
     __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
                  "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
-                 "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "__weakref__")
+                 "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "_stale_for_kernels",
+                 "__weakref__")
 
     def __init__(self, graph: Any, flags: frozenset[str], graph_type: Any) -> None:
         """(Made by ``Graph.instantiate``, which passes its class, graphs updated from are of it, and the flags
@@ -117,6 +118,9 @@ class GraphExec:
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
         self._params = ParamUses()  # its nodes taking Params, and their patches
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
+        # Instantiated with device_launch, changed, and not yet uploaded again for kernels launching it (an upload
+        # failed): each launch, change and kernel argument tries again first (_upload_for_kernels).
+        self._stale_for_kernels = False
         # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
         self._disabled: set[int] = set()
         # Positions of nodes removed from the graph it was made from (Graph.remove_node): the backend addresses its
@@ -244,6 +248,8 @@ class GraphExec:
                 self._guard_capture(stream)
             if self._params.pending:
                 self._params.patch(self._prepare_patch)
+            if self._stale_for_kernels:  # (it may launch itself again from a kernel: cudaGetCurrentGraphExec)
+                self._upload_for_kernels("launch", "nothing was launched")
             # (False: launched uncaptured, also when the capture ended meanwhile on another thread.)
             if self._launch(handle, stream._handle, None if capture is None else capture._handle):
                 self._describe_embedded(capture, stream)
@@ -339,6 +345,8 @@ class GraphExec:
         Raises:
             GraphUpdateError: Naming the node of ``graph`` and the rule it breaks (see gpugraph._update);
                 the executable graph is left as it was.
+            GraphError: If it was instantiated with device_launch and uploading it again for kernels failed:
+                the update stays (see ``Graph.instantiate``).
 
         See also: cudaGraphExecUpdate.
         """
@@ -366,7 +374,10 @@ class GraphExec:
         shape = graph_shape(graph, like=self._source_shape())
         refused = self._refusal(graph, shape)
         if refused is None:
+            self._changing_for_kernels()  # (an update refused changes nothing: the next upload is only redone)
             refused = self._apply(graph, shape, found)
+        if refused is None:
+            self._upload_for_kernels("update")
         if refused is not None:  # explain with gpugraph's rules, which name the node of the new graph
             check_update(self._read_layout(), GraphLayout(graph))
             reason, handle = refused
@@ -451,17 +462,44 @@ class GraphExec:
             raise GraphError(f"{api}({node!r}): the node is a {node.kind.value} node, not a {names} node")
         return index
 
-    def _set(self, index: int, params: Any, node: Any) -> None:
+    def _set(self, index: int, params: Any, node: Any, api: str) -> None:
         layout = self._read_layout()  # read already by _index
         refusal = node_refusal(layout.params[index], params)
         if refusal is not None:
             raise GraphUpdateError(refusal[0], node, refusal[1])
         self._changed = True  # first: should the call below be interrupted, the node may be changed
+        self._changing_for_kernels()
         self._backend.exec_set_node(self._handle, self._handles[index], params)
         layout.params[index] = params
         self._recorded_events = None  # (an event-record node's event may have changed)
         if _params.in_use:  # without Params there is nothing to note or forget
             self._params.note(index, params)
+        self._upload_for_kernels(api)
+
+    def _changing_for_kernels(self) -> None:
+        """Before a change of an executable graph kernels may launch (device_launch): it is to be uploaded again for
+        them (first: should the change be interrupted, the next launch, change or kernel argument uploads it)."""
+        if "device_launch" in self._flags:
+            self._stale_for_kernels = True
+
+    def _upload_for_kernels(self, api: str, refused: str = "") -> None:
+        """Upload an executable graph kernels may launch (device_launch) again after a change, as CUDA's kernels
+        launch it as last uploaded. Should that fail, the change stays (launches from the host run it): kernels
+        launch it as last uploaded until an upload succeeds, which its next launch, change or kernel argument
+        tries first. ``refused``: what such a retry refuses if it fails (a change's own upload: empty)."""
+        if not self._stale_for_kernels:
+            return
+        try:
+            self._backend.exec_upload_for_kernels(self._handle)
+        except Exception as exc:
+            if refused:
+                raise GraphError(f"{api}: an earlier change of {self!r} is not uploaded yet for the kernels that "
+                                 f"launch it, and uploading it failed again ({exc}); {refused}") from exc
+            raise GraphError(f"{api}: {self!r} changed, but uploading it for the kernels that launch it failed "
+                             f"({exc}); launches from the host run the change, and kernels launch it as last "
+                             f"uploaded until an upload succeeds: its next launch, change or kernel argument tries "
+                             f"again first") from exc
+        self._stale_for_kernels = False
 
     def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
                    shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
@@ -484,7 +522,7 @@ class GraphExec:
             raise TypeError(f"set_params({node!r}): {_DEVICE_LAUNCH_PARAMS}")
         try:
             self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
-                                       self._source, "set_params"), node)
+                                       self._source, "set_params"), node, "set_params")
         except AttributeRefusal as refusal:  # (the node's attributes, which the backend keeps, refuse the shape)
             raise ValueError(f"set_params({node!r}): {refusal}") from None
 
@@ -497,7 +535,7 @@ class GraphExec:
         with an Array of ``Device.symbol``."""
         i = self._index(node, (NodeKind.MEMCPY,), "set_memcpy")
         self._set(i, memcpy_record(self.device, dst, src, nbytes, "set_memcpy", shape=shape, dst_origin=dst_origin,
-                                   src_origin=src_origin), node)
+                                   src_origin=src_origin), node, "set_memcpy")
 
     @_serialized
     def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None, *, shape: Any = None,
@@ -505,13 +543,14 @@ class GraphExec:
         """Change a memset node: its memory and value; a 2-D memset keeps its shape, a 1-D one stays 1-D (CUDA's
         rule). See also: cudaGraphExecMemsetNodeSetParams."""
         i = self._index(node, (NodeKind.MEMSET,), "set_memset")
-        self._set(i, memset_record(self.device, dst, value, count, "set_memset", shape=shape, origin=origin), node)
+        record = memset_record(self.device, dst, value, count, "set_memset", shape=shape, origin=origin)
+        self._set(i, record, node, "set_memset")
 
     @_serialized
     def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:
         """Change a host node's callable and arguments. See also: cudaGraphExecHostNodeSetParams."""
         i = self._index(node, (NodeKind.HOST,), "set_host")
-        self._set(i, host_record(fn, args, "set_host"), node)
+        self._set(i, host_record(fn, args, "set_host"), node, "set_host")
 
     @_serialized
     def set_child_graph(self, node: Any, graph: Any) -> None:
@@ -526,8 +565,10 @@ class GraphExec:
         check_update(children[i], layout)
         _refuse_child_params(graph, node.graph, node._handle)
         self._changed = True
+        self._changing_for_kernels()
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
         children[i] = layout
+        self._upload_for_kernels("set_child_graph")
 
     @_serialized
     def set_event(self, node: Any, event: Event) -> None:
@@ -536,7 +577,7 @@ class GraphExec:
         See also: cudaGraphExecEventRecordNodeSetEvent, cudaGraphExecEventWaitNodeSetEvent.
         """
         i = self._index(node, (NodeKind.EVENT_RECORD, NodeKind.EVENT_WAIT), "set_event")
-        self._set(i, event_record(self.device, node.kind, event, "set_event"), node)
+        self._set(i, event_record(self.device, node.kind, event, "set_event"), node, "set_event")
 
     @_serialized
     def set_semaphores(self, node: Any, semaphores: Any, values: Any = None) -> None:
@@ -546,7 +587,8 @@ class GraphExec:
         See also: cudaGraphExecExternalSemaphoresSignalNodeSetParams, cudaGraphExecExternalSemaphoresWaitNodeSetParams.
         """
         i = self._index(node, SEMAPHORE_KINDS, "set_semaphores")
-        self._set(i, semaphore_record(self.device, node.kind, semaphores, values, "set_semaphores"), node)
+        self._set(i, semaphore_record(self.device, node.kind, semaphores, values, "set_semaphores"), node,
+                  "set_semaphores")
 
     @_serialized
     def set_mem_ops(self, node: Any, ops: Any) -> None:
@@ -556,7 +598,7 @@ class GraphExec:
         See also: hipGraphExecBatchMemOpNodeSetParams, cuGraphExecBatchMemOpNodeSetParams.
         """
         i = self._index(node, (NodeKind.MEM_OPS,), "set_mem_ops")
-        self._set(i, mem_ops_record(self.device, ops, "set_mem_ops"), node)
+        self._set(i, mem_ops_record(self.device, ops, "set_mem_ops"), node, "set_mem_ops")
 
     @_serialized
     def is_enabled(self, node: Any) -> bool:
@@ -585,9 +627,11 @@ class GraphExec:
         self._changed = True  # first: should the call below be interrupted, the node may be changed
         if not enabled:
             self._disabled.add(i)
+        self._changing_for_kernels()
         self._backend.exec_set_enabled(self._handle, self._handles[i], enabled)
         if enabled:  # only now: until the backend has turned it on, it may be off
             self._disabled.discard(i)
+        self._upload_for_kernels("set_enabled")
 
     # Lifetime
 
@@ -653,6 +697,8 @@ def exec_argument(value: Any, device: Any, where: str) -> ExecArgument:
         if exe.device is not device:
             raise ValueError(f"{where}: {exe!r} is on {exe.device}, the kernel on {device}; a kernel launches graphs "
                              f"of its own device")
+        if exe._stale_for_kernels:
+            exe._upload_for_kernels(where, "the argument was not taken")
         argument = ExecArgument(exe._backend.exec_device_handle(exe._handle))
         argument.exec = exe
         key = id(argument)

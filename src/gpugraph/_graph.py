@@ -897,29 +897,40 @@ class Graph:
         self._refuse_in_body("add_mem_ops", "batch memory-op")
         return self._add(record, after, "add_mem_ops")
 
-    def add_alloc(self, shape: Any, dtype: Any, after: Any = (), access: Any = ()) -> Node:
-        """Add a graph-memory allocation node on this graph's device; ``node.array`` is usable by nodes ordered
-        after it. ``access``: other devices (a Device or several) whose kernels and kernel nodes may use it
-        too, for reading and writing (the only access CUDA gives graph memory).
+    def add_alloc(self, shape: Any, dtype: Any, after: Any = (), access: Any = (),
+                  device: Device | None = None) -> Node:
+        """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
+
+        ``device``: the device whose memory it is, any of the graph's backend (None: the graph's), as a kernel
+        node's ``device``. ``access``: other devices (a Device or several) whose kernels and kernel nodes may
+        use it too, for reading and writing (the only access CUDA gives graph memory); a kernel node of the
+        graph's device using memory of another device needs that device here.
 
         Raises:
-            TypeError: If ``access`` holds something other than Devices.
-            ValueError: If ``access`` names this graph's device, a device of another backend, or one that the
-                hardware does not let reach this device's memory.
+            TypeError: If ``access`` holds something other than Devices, or ``device`` is not a Device.
+            ValueError: If ``access`` names the allocation's device, a device of another backend, or one that
+                the hardware does not let reach the allocation's device; or ``device`` is of another backend.
 
-        See also: cudaGraphAddMemAllocNode (its accessDescs), hipMemPoolSetAccess.
+        See also: cudaGraphAddMemAllocNode (poolProps.location, accessDescs), hipMemPoolSetAccess.
         """
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
-        sharers = self.device._sharers(access, "add_alloc")
+        if device is None:
+            device = self.device
+        elif not isinstance(device, Device):
+            raise TypeError(f"add_alloc(device): expected a Device or None, got {type(device).__name__}")
+        elif device.backend != self.device.backend:
+            raise ValueError(f"add_alloc(device): {device} is a device of another backend than the graph's "
+                             f"({self.device})")
+        sharers = device._sharers(access, "add_alloc")
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
         with self._locked():
             positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
-                                                         [node._handle for node in deps], sharers)
+                                                         [node._handle for node in deps], device.index, sharers)
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
-            node._array = Array(self.device, ptr, shape, dtype, alloc)
+            node._array = Array(device, ptr, shape, dtype, alloc)
             self._end_change()
             return node
 
@@ -1533,7 +1544,10 @@ class Graph:
             use_node_priority: Run kernel nodes at their own priority, not the launch stream's (a captured
                 kernel takes its stream's: cudaGraphInstantiateFlagUseNodePriority).
             device_launch: Make it launchable from the device (cudaGraphInstantiateFlagDeviceLaunch): the graph
-                holds only kernel, memcpy, memset and child-graph nodes, on one device.
+                holds only kernel, memcpy, memset and child-graph nodes, on one device. Each change of the
+                executable graph (setters, set_enabled, update) uploads it again, as kernels launch it as last
+                uploaded: should that fail, the change stays, the call raises GraphError, and kernels launch it as
+                last uploaded until its next launch, change or kernel argument uploads it.
 
         Raises:
             GraphInstantiateError: The graph breaks a rule of instantiation; ``node`` names the node at fault.

@@ -261,18 +261,20 @@ class MemOpsParams:
 
 @dataclass(frozen=True)
 class AllocParams:
-    """Allocate ``nbytes`` of graph memory at the fixed address ``ptr``, on the graph's device. ``access``: the
-    indices of the other devices whose kernels may read and write it too (the allocation's access descriptors;
-    a captured allocation takes those of its device's memory pool when it is captured)."""
+    """Allocate ``nbytes`` of graph memory at the fixed address ``ptr``, on the device of index ``device`` (pinned
+    device memory: its pool's location). ``access``: the indices of the other devices whose kernels may read and
+    write it too (the allocation's access descriptors; a captured allocation takes those of its device's memory
+    pool when it is captured)."""
 
     kind: ClassVar[NodeKind] = NodeKind.MEM_ALLOC
     nbytes: int
     ptr: int
+    device: int
     access: tuple[int, ...] = ()
 
     def label(self) -> str:
         shared = f", reachable from devices {', '.join(map(str, self.access))}" if self.access else ""
-        return f"alloc {self.nbytes} B at {self.ptr:#x}{shared}"
+        return f"alloc {self.nbytes} B at {self.ptr:#x} on device {self.device}{shared}"
 
 
 @dataclass(frozen=True)

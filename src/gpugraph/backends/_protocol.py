@@ -206,9 +206,10 @@ class Backend(Protocol):
         """A condition for conditional nodes of ``graph`` or of its bodies (cudaGraphConditionalHandleCreate):
         (its handle, the unsigned 64-bit value kernels are passed for it). A ConditionalParams given to
         ``graph_add_node`` has placeholder bodies; ``node_params`` then names the node's own body graphs."""
-    def graph_add_alloc(self, graph: Handle, nbytes: int, deps: Sequence[Handle],
+    def graph_add_alloc(self, graph: Handle, nbytes: int, deps: Sequence[Handle], index: int,
                         access: tuple[int, ...]) -> tuple[Handle, int, Handle]:
-        """An allocation node; ``access``: the other devices that may use it (checked by the front end)."""
+        """An allocation node of memory of device ``index``; ``access``: the other devices that may use it
+        (checked by the front end)."""
     def graph_add_free(self, graph: Handle, alloc: Handle, deps: Sequence[Handle]) -> Handle: ...
     def node_allocation(self, graph: Handle, node: Handle) -> Handle | None:
         """The allocation record that an allocation or free node gpugraph made allocates or frees, else None
@@ -259,6 +260,9 @@ class Backend(Protocol):
         """The number a kernel takes for the executable graph (a cudaGraphExec_t) to launch it with cudaGraphLaunch
         (instantiated with device_launch)."""
     def exec_upload(self, exec_: Handle, stream: Handle) -> None: ...
+    def exec_upload_for_kernels(self, exec_: Handle) -> None:
+        """Make what a kernel launching ``exec_`` (instantiated with device_launch) runs its parameters now, and
+        wait for it (CUDA: upload it again; the front end calls this after each change)."""
     def exec_set_node(self, exec_: Handle, node: Handle, params: Any) -> None: ...
     def exec_param_patcher(self, exec_: Handle, node: Handle, params: Any) -> Callable[[], None]: ...
     def exec_set_enabled(self, exec_: Handle, node: Handle, enabled: bool) -> None: ...

@@ -407,11 +407,11 @@ class CpuBackend:
         if capture is not None:  # becomes an allocation node, drawing on the graph pool
             with capture.lock:
                 if capture.active:  # (else ended meanwhile, on another thread: allocated as uncaptured)
-                    ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream])
+                    ptr = capture.graph.reusable_address(nbytes, capture.frontiers[stream], stream.index)
                     alloc = self._new_allocation(stream.index, nbytes, self._graph_pools[stream.index], "graph", ptr)
                     # As CUDA's node does: the access its device's pool gives then (enable_peer_access).
                     alloc.access = self.pool_access(stream.index)
-                    capture.record(stream, AllocParams(nbytes, alloc.ptr, alloc.access), alloc)
+                    capture.record(stream, AllocParams(nbytes, alloc.ptr, stream.index, alloc.access), alloc)
                     return alloc.ptr, alloc
         alloc = self._new_allocation(stream.index, nbytes, self._stream_pools[stream.index], "stream")
         alloc.live = True
@@ -535,12 +535,12 @@ class CpuBackend:
         condition = CpuCondition(default, reset)
         return condition, condition.cell.ctypes.data
 
-    def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode],
+    def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode], index: int,
                         access: tuple[int, ...]) -> tuple[CpuNode, int, Any]:
-        alloc = self._new_allocation(graph.index, nbytes, self._graph_pools[graph.index], "graph",
-                                     graph.reusable_address(nbytes, deps))
+        alloc = self._new_allocation(index, nbytes, self._graph_pools[index], "graph",
+                                     graph.reusable_address(nbytes, deps, index))
         alloc.access = access
-        node = graph.add(AllocParams(nbytes, alloc.ptr, access), deps, alloc)
+        node = graph.add(AllocParams(nbytes, alloc.ptr, index, access), deps, alloc)
         return node, alloc.ptr, alloc
 
     def graph_add_free(self, graph: CpuGraph, alloc: Allocation, deps: Sequence[CpuNode]) -> CpuNode:
@@ -676,6 +676,14 @@ class CpuBackend:
 
     def exec_upload(self, exec_: CpuExec, stream: CpuStream) -> None:
         refuse_in_host_function("GraphExec.upload")
+        if exec_.uploaded is not None:  # (instantiated with device_launch: kernels launch what is uploaded)
+            self.exec_upload_for_kernels(exec_)
+
+    def exec_upload_for_kernels(self, exec_: CpuExec) -> None:
+        done = exec_.last_done
+        if done is not None:  # CUDA's upload comes after the launches made before it, their tail launches included
+            done.wait()
+        exec_.upload()
 
     def exec_destroy(self, exec_: CpuExec) -> None:
         exec_.forget()

@@ -370,7 +370,14 @@ class _DeviceLaunches(ctypes.Structure):
     """The header's gg::DeviceLaunches: a launch's log of the graphs its kernel launched."""
 
     _fields_ = [("current", ctypes.c_uint64), ("count", ctypes.c_uint64),
-                ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES))]
+                ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES)), ("running", ctypes.c_void_p),
+                ("running_slots", ctypes.c_uint64)]
+
+
+_LOGS = threading.local()  # each thread's _DeviceLaunches, given to the kernels of graphs it runs
+# The ids of the executable graphs running now (0: a free slot), which the header's cudaGraphLaunch reads: the
+# executor marks them (backends.cpu._executor).
+RUNNING = np.zeros(1024, np.uint64)
 
 
 class HostKernel:
@@ -449,9 +456,12 @@ class HostKernel:
         (number, mode) pairs in the order asked (cudaGraphLaunch's: 1 tail, 2 fire and forget, 3 sibling)."""
         slots, translated = self._slots(args)
         log = None
-        if current is not None:
-            log = _DeviceLaunches()
-            log.current = current
+        if current is not None:  # (the thread's own log: read before this thread runs anything else)
+            log = getattr(_LOGS, "log", None)
+            if log is None:
+                log = _LOGS.log = _DeviceLaunches()
+                log.running, log.running_slots = RUNNING.ctypes.data, len(RUNNING)
+            log.current, log.count = current, 0
             slots += ctypes.addressof(log).to_bytes(8, "little")
         else:
             slots += bytes(8)

@@ -24,6 +24,8 @@ from contextlib import suppress
 from itertools import count
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..._errors import BackendError, GraphError
 from ..._kernel import LaunchConfig
 from ..._nodes import (
@@ -45,6 +47,7 @@ from ..._nodes import (
 )
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
+from ._compile import RUNNING
 from ._compile import load as load_compiled
 from ._graphs import CpuGraph, CpuNode, copied
 from ._ops import (
@@ -129,7 +132,10 @@ _exec_ids = itertools.count(1)
 
 # Executable graphs instantiated with device_launch, by the number a kernel takes for them (their id).
 _LAUNCHABLE: weakref.WeakValueDictionary[int, CpuExec] = weakref.WeakValueDictionary()
-_FIRE_AND_FORGET = 2  # (cudaGraphLaunch's mode: the named stream's top byte; 1 tail and 3 sibling run after)
+# cudaGraphLaunch's modes (the named stream's top byte): a tail launch runs after the launching graph, a
+# fire-and-forget one when the kernel has run, a sibling one after the launching graph's nodes, while it runs.
+_TAIL, _FIRE_AND_FORGET, _SIBLING = 1, 2, 3
+_running_lock = threading.Lock()  # (taken to mark a graph running in RUNNING)
 
 
 class CpuExec:
@@ -137,10 +143,11 @@ class CpuExec:
 
     It runs a private copy of the graph it was instantiated from (``template``), so later changes to
     that graph do not reach it; a setter publishes the changed node with a new plan, an update (or a
-    change of a child graph or event) a new copy with a new plan, all or nothing. Each launch
-    runs the plan published when it was launched, as CUDA applies changes only to later launches, and
-    runs after the previous launch has finished, as CUDA runs one instance of an executable graph at a
-    time (whatever the streams and threads).
+    change of a child graph or event) a new copy with a new plan, all or nothing. Each launch from the
+    host runs the plan published when it was launched, as CUDA applies changes only to later launches,
+    and a launch from a kernel the plan last uploaded (``uploaded``: an upload waits for the launches made
+    before it, as CUDA's); each runs after the previous one has finished, as CUDA runs one instance of an
+    executable graph at a time (whatever the streams and threads).
     """
 
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, node_priority: bool,
@@ -150,7 +157,10 @@ class CpuExec:
         # The executable graph whose launch runs this one's nodes (itself, but for a child graph's or a body's):
         # the graph its kernels' cudaGetCurrentGraphExec names, and that runs the graphs they launch after it.
         self.owner = self if owner is None else owner
-        self.launched: list[CpuExec] = []  # tail and sibling launches of its kernels, during a run
+        self.launched: list[tuple[CpuExec, int]] = []  # tail and sibling launches of its kernels, with their modes
+        # Held by each run, host-launched or launched from a kernel: one instance runs at a time, as on CUDA (a
+        # host launch is also ordered after the previous one: last_done; a kernel's launch is not).
+        self.running = threading.Lock()
         if device_launch:
             _LAUNCHABLE[self.id] = self
         self.auto_free_on_launch = auto_free_on_launch
@@ -166,6 +176,16 @@ class CpuExec:
                                           [n.alloc for n in order if n.params.kind is NodeKind.MEM_FREE],
                                           auto_free_on_launch)
         self.plan = self._make_plan(order, self.disabled)
+        # What a kernel's launch of it runs (device_launch): the plan when last uploaded, as on CUDA.
+        self.uploaded: _Plan | None = None
+        if device_launch:
+            self.upload()
+
+    def upload(self) -> None:
+        """Make the plan now the one kernels' launches run (CUDA's upload of the graph's device copy)."""
+        with self._lock:
+            self._draft = None  # (taken: a later change copies the steps)
+            self.uploaded = self.plan
 
     def _make_plan(self, order: list[CpuNode], disabled: set[CpuNode]) -> _Plan:
         """Cut the graph into chains and compile every node's call, ``disabled`` nodes as no-ops (not
@@ -307,9 +327,7 @@ class CpuExec:
                 slot[0] = completion
             for condition in plan.resets:  # (cudaGraphCondAssignDefault: at the start of each launch)
                 condition.cell[0] = condition.default
-            self.launched = []
-            self.run(plan)
-            _run_launched(self.launched)
+            _run_launched(self, plan)
         finally:
             done.set()
 
@@ -335,21 +353,47 @@ class CpuExec:
             raise error
 
 
-def _run_launched(graphs: list[CpuExec]) -> None:
-    """Run graphs kernels launched (cudaGraphLaunch on the device), in the order asked, each followed by the tail and
-    sibling launches of its own kernels (CUDA's tail launch: after the launching graph, in order; a sibling has no
-    order with it, so after is one order). A loop, not a recursion: a graph that relaunches itself runs as many
-    times as it asks."""
-    pending = list(reversed(graphs))
-    while pending:
-        graph = pending.pop()
-        graph.launched = []
-        graph.run()
-        pending.extend(reversed(graph.launched))
+def _run_launched(graph: CpuExec, plan: _Plan | None = None) -> None:
+    """Run a launch of ``graph`` (of ``plan``: a host launch's; else a kernel's, of the plan last uploaded) with
+    what its kernels launch, then its tail launches and theirs, in the order asked: a loop, not a recursion, so a
+    graph that relaunches itself as a tail launch runs as many times as it asks."""
+    tails = [graph]
+    while tails:
+        launched = tails.pop()
+        if plan is None:  # (a kernel's launch: of a graph instantiated with device_launch, so uploaded)
+            plan = launched.plan if launched.uploaded is None else launched.uploaded
+        tails.extend(reversed(_run_once(launched, plan)))
+        plan = None
+
+
+def _run_once(graph: CpuExec, plan: _Plan) -> list[CpuExec]:
+    """One run of ``graph``, its fire-and-forget launches (run by its kernels' steps) and its sibling launches
+    included, marked running all along (the header's cudaGraphLaunch refuses a running graph); its tail launches."""
+    with graph.running:  # one instance at a time, host-launched or not (a kernel never launches a running one)
+        slot = None
+        if graph.uploaded is not None:  # (instantiated with device_launch: a kernel may name it)
+            with _running_lock:
+                free = np.flatnonzero(RUNNING == 0)
+                if not len(free):
+                    raise BackendError("cpu", "cudaGraphLaunch", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                                       f"more than {len(RUNNING)} executable graphs kernels may launch run at once")
+                slot = int(free[0])
+                RUNNING[slot] = graph.id
+        try:
+            graph.launched = []
+            graph.run(plan)
+            launched = graph.launched
+            for sibling, mode in launched:
+                if mode == _SIBLING:
+                    _run_launched(sibling)
+        finally:
+            if slot is not None:
+                RUNNING[slot] = 0
+    return [tail for tail, mode in launched if mode == _TAIL]
 
 
 def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: CpuExec) -> None:
-    """Run a compiled kernel of a graph that may launch graphs (cudaGraphLaunch): a fire-and-forget launch runs
+    """Run a compiled kernel of a graph, which may launch graphs (cudaGraphLaunch): a fire-and-forget launch runs
     now, when the kernel has run (the launching graph completes after it, as on CUDA); a tail or sibling launch
     is kept for ``owner`` to run after the graph."""
     for number, mode in load_compiled(kernel).launch(launch.grid, launch.block, launch.shared_mem, args, owner.id):
@@ -359,9 +403,9 @@ def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: 
                                f"{kernel!r} launched {number:#x}, which names no open executable graph instantiated "
                                f"with device_launch=True")
         if mode == _FIRE_AND_FORGET:
-            _run_launched([graph])
+            _run_launched(graph)
         else:
-            owner.launched.append(graph)
+            owner.launched.append((graph, mode))
 
 
 class _Undo:
@@ -579,7 +623,7 @@ def _kernel_step(p: KernelParams, alloc: Any, exec_: CpuExec, records: Records, 
     kernel = p.kernel
     args = tuple(static_arg(a) for a in kernel.typed_args(tuple(resolve(a) for a in p.args)))
     launch = LaunchConfig(p.grid, p.block, p.shared_mem)
-    if kernel.cpu is None and ("cudaGraphLaunch" in kernel.source or "cudaGetCurrentGraphExec" in kernel.source):
+    if kernel.cpu is None:  # (its compiled source may launch graphs: it is given the launch log of a graph's kernels)
         return _run_kernel_in_graph, (kernel, launch, args, exec_.owner)
     return run_kernel, (kernel, launch, args)
 

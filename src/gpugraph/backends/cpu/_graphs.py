@@ -149,10 +149,11 @@ class CpuGraph:
         self.nodes.append(node)
         return node
 
-    def reusable_address(self, nbytes: int, deps: Sequence[CpuNode]) -> int | None:
-        """An address a new allocation node after ``deps`` may take, as CUDA gives it (or None): that of an
-        allocation of this graph whose range fits ``nbytes`` and whose every occupant is freed by a node
-        the new one comes after. Concurrent allocations never share a range, nor do different graphs."""
+    def reusable_address(self, nbytes: int, deps: Sequence[CpuNode], index: int) -> int | None:
+        """An address a new allocation node of device ``index``'s memory after ``deps`` may take, as CUDA gives
+        it (or None): that of an allocation of this graph on that device whose range fits ``nbytes`` and whose
+        every occupant is freed by a node the new one comes after. Concurrent allocations never share a range,
+        nor do different graphs or devices."""
         freed, pending, seen = set(), list(deps), set()
         while pending:  # the frees ordered before the new node
             node = pending.pop()
@@ -165,7 +166,7 @@ class CpuGraph:
             return None
         occupants: dict[int, list[Any]] = {}  # address -> the allocations of this graph made there, in order
         for node in self.nodes:
-            if isinstance(node.params, AllocParams):
+            if isinstance(node.params, AllocParams) and node.alloc.index == index:
                 occupants.setdefault(node.alloc.ptr, []).append(node.alloc)
         for ptr, allocs in occupants.items():  # the first made there reserved the range
             if nbytes <= span(allocs[0].nbytes) and all(a in freed for a in allocs):

@@ -209,7 +209,7 @@ class CudaCapturing(CudaRuntime):
                 ptr = int(made)
                 alloc = Allocation(ptr, nbytes, "graph", stream.index)
                 alloc.access = access
-                return AllocParams(nbytes, ptr, access), alloc
+                return AllocParams(nbytes, ptr, stream.index, access), alloc
             entry = self._captured(capture, allocate, (nbytes, "graph", drv.mem_alloc_async, max(nbytes, 1),
                                                        stream.handle), record)
             if entry is not None:

@@ -11,6 +11,10 @@ from cuda.bindings import driver as cu
 from ..._errors import BackendError
 from ._symbols import drv
 
+# What a result of a call means where CUDA's description does not say (measured on the H200).
+_HINTS = {("cuLaunchKernel", "CUDA_ERROR_NOT_SUPPORTED"): "if the kernel launches graphs (cudaGraphLaunch): such a "
+                                                          "kernel runs only as a kernel node of a graph"}
+
 
 def error(api: str, code: Any) -> BackendError:
     """A BackendError for driver result ``code`` of call ``api``, with CUDA's name and description."""
@@ -18,7 +22,8 @@ def error(api: str, code: Any) -> BackendError:
     _, text = drv.get_error_string(code)
     name = name.decode() if isinstance(name, bytes) else str(code)
     text = text.decode() if isinstance(text, bytes) else ""
-    return BackendError("cuda", api, f"{name} ({int(code)})", text)
+    hint = _HINTS.get((api, name))
+    return BackendError("cuda", api, f"{name} ({int(code)})", f"{text}; {hint}" if hint else text)
 
 
 def fail(api: str, code: int) -> None:

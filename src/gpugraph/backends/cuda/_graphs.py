@@ -117,13 +117,13 @@ class CudaGraphs(CudaCapturing):
                       int(flags))
         return handle, int(handle)
 
-    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any],
+    def graph_add_alloc(self, graph: CudaGraph, nbytes: int, deps: Sequence[Any], index: int,
                         access: tuple[int, ...]) -> tuple[Any, int, Allocation]:
-        self.contexts.use(graph.index)
+        self.contexts.use(index)
         p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
         p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-        p.poolProps.location.id = graph.index
+        p.poolProps.location.id = index
         p.bytesize = max(nbytes, 1)
         if access:  # (measured on the H200: the driver maps it for each peer; no cuCtxEnablePeerAccess is needed)
             p.accessDescs = [access_descriptor(peer) for peer in access]
@@ -131,10 +131,10 @@ class CudaGraphs(CudaCapturing):
         with graph.lock:  # the node and its records appear together to a pairing on another thread
             node = allocate(nbytes, "graph", drv.graph_add_mem_alloc_node, graph.handle, list(deps), len(deps), p)
             ptr = int(p.dptr)  # the driver may give it the address of an allocation freed before it
-            alloc = Allocation(ptr, nbytes, "graph", graph.index)
+            alloc = Allocation(ptr, nbytes, "graph", index)
             alloc.access = access
             graph.memory[node] = alloc
-            graph.params[node] = AllocParams(nbytes, ptr, access)
+            graph.params[node] = AllocParams(nbytes, ptr, index, access)
         return node, ptr, alloc
 
     def graph_add_free(self, graph: CudaGraph, alloc: Allocation, deps: Sequence[Any]) -> Any:
@@ -307,6 +307,10 @@ class CudaGraphs(CudaCapturing):
         finally:
             call(drv.stream_destroy, stream)
 
+    def exec_upload_for_kernels(self, exec_: CudaExec) -> None:
+        self.contexts.use(exec_.index)
+        self._upload_now(exec_)
+
     def _destroy_launchable(self, exec_: CudaExec) -> None:
         """Destroy an executable graph a kernel may launch once the device's queued work has run: a kernel queued
         may still launch it, and no argument the front end sees holds it (a closed launching graph's queued launch)."""
@@ -397,8 +401,6 @@ class CudaGraphs(CudaCapturing):
     def exec_set_node(self, exec_: CudaExec, node: Any, params: Any) -> None:
         self.contexts.use(exec_.index)
         set_exec_node(self, exec_, node, params)
-        if exec_.device_launch:
-            self._upload_now(exec_)
 
     def exec_param_patcher(self, exec_: CudaExec, node: Any, params: Any) -> Any:
         self.contexts.use(exec_.index)
@@ -407,8 +409,6 @@ class CudaGraphs(CudaCapturing):
     def exec_set_enabled(self, exec_: CudaExec, node: Any, enabled: bool) -> None:
         self.contexts.use(exec_.index)
         call(drv.graph_node_set_enabled, exec_.handle, node, int(enabled))
-        if exec_.device_launch:
-            self._upload_now(exec_)
 
     def exec_update(self, exec_: CudaExec, graph: CudaGraph, originals: list[Any]) -> tuple[str, Any] | None:
         self.contexts.use(exec_.index)
@@ -431,8 +431,6 @@ class CudaGraphs(CudaCapturing):
         template, exec_.source, exec_.template = exec_.template, graph, None
         if template is not None:  # forgotten first: an update made again after an interrupt must not destroy it twice
             self.graph_destroy(template)
-        if exec_.device_launch:
-            self._upload_now(exec_)
         return None
 
     @staticmethod

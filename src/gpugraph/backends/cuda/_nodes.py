@@ -536,11 +536,12 @@ class _Alloc(_Kind):
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         p = call(drv.graph_mem_alloc_node_get_params, node)
-        return AllocParams(int(p.bytesize), int(p.dptr), _read_access(p, int(p.poolProps.location.id)))
+        index = int(p.poolProps.location.id)
+        return AllocParams(int(p.bytesize), int(p.dptr), index, _read_access(p, index))
 
     def describes(self, record: Any, derived: Any) -> bool:
         # (not the size: the driver reports a 0-byte allocation's as the 1 it allocated)
-        return record.ptr == derived.ptr and record.access == derived.access
+        return (record.ptr, record.device, record.access) == (derived.ptr, derived.device, derived.access)
 
 
 class _Free(_Kind):

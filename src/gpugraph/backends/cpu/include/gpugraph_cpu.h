@@ -419,7 +419,14 @@ struct DeviceLaunches {
     unsigned long long current;             // the executable graph the kernel runs in (cudaGetCurrentGraphExec)
     std::atomic<unsigned long long> count;  // the launches asked (those past kDeviceLaunches are refused)
     unsigned long long entries[2 * kDeviceLaunches];  // (graph, mode) pairs, in the order asked
+    const volatile unsigned long long* running;  // the executable graphs running now (0: a free slot)
+    unsigned long long running_slots;
 };
+inline bool is_running(const DeviceLaunches* log, unsigned long long graph) {
+    for (unsigned long long k = 0; k < log->running_slots; ++k)
+        if (log->running[k] == graph) return true;
+    return false;
+}
 inline thread_local DeviceLaunches* device_launches = nullptr;  // (set on each worker thread of a launch)
 
 // A kernel's parameters, read from 8-byte slots; the type codes gpugraph checks its packing against.
@@ -645,10 +652,16 @@ extern "C" inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle
 extern "C" inline cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream) {
     gg::DeviceLaunches* log = gg::device_launches;
     if (log == nullptr)
-        gg::trap(gg::kNotSupported, "cudaGraphLaunch: a kernel launches a graph only while it runs in a graph (CUDA "
-                                    "fails the kernel's launch: cudaErrorNotSupported)");
+        gg::trap(gg::kNotSupported, "cudaGraphLaunch: a kernel that launches graphs runs only as a kernel node of a "
+                                    "graph (CUDA fails the kernel's launch: cudaErrorNotSupported)");
     const unsigned long long named = reinterpret_cast<unsigned long long>(stream), mode = named >> 56;
     if ((named & 0x00ffffffffffffffull) != 0 || mode < 1 || mode > 3) return cudaErrorInvalidValue;
+    // A graph that runs (until its fire-and-forget and sibling launches have run too) is launched again only by
+    // itself, as a tail launch: CUDA returns cudaErrorInvalidValue for any other launch of it and runs nothing
+    // (measured on the H200: its own fire-and-forget and sibling launches, and any launch of it by a graph it
+    // launched fire-and-forget or as a sibling).
+    const unsigned long long launched = reinterpret_cast<unsigned long long>(graph);
+    if (launched == log->current ? mode != 1 : gg::is_running(log, launched)) return cudaErrorInvalidValue;
     const unsigned long long at = log->count.fetch_add(1);
     if (at >= gg::kDeviceLaunches) return cudaErrorLaunchPendingCountExceeded;
     log->entries[2 * at] = reinterpret_cast<unsigned long long>(graph);
