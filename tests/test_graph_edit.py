@@ -299,7 +299,7 @@ def test_set_event_on_a_graphs_record_node(device, stream):
     old, new = device.event(), device.event()
     g = gg.Graph(device)
     record = g.add_event_record(old, after=g.add_host(gate.wait, 10))
-    with g.instantiate() as before:
+    with g.instantiate() as before, K.garbage_held(device):  # (no release may wait for the device meanwhile)
         g.set_event(record, new)
         assert record.params.event is new
         after = g.instantiate()
@@ -310,7 +310,7 @@ def test_set_event_on_a_graphs_record_node(device, stream):
             gate.set()
         stream.synchronize()
     gate.clear()
-    with after:
+    with after, K.garbage_held(device):
         after.launch(stream)
         try:
             assert not new.done
@@ -331,10 +331,11 @@ def test_set_event_on_a_graphs_wait_node(device, stream):
     g.add_kernel(K.scale, 1, 4, x, 2.0, 4, after=wait)
     blocked, reader = device.stream(), device.stream()
     host = device.pinned(4, np.float32)
-    # Everything that may wait for the device comes before the host function blocks (on CUDA, a pageable copy
-    # waits for the blocked host-function thread): the executable graphs are made and the copies pinned.
+    # Nothing may wait for the device while the host function blocks (on CUDA, a pageable copy waits for the
+    # blocked host-function thread, and so does a collected object's freed memory): the copies are pinned, and
+    # the cycle collector is held off.
     before = g.instantiate()
-    with before:
+    with before, K.garbage_held(device):
         blocked.host(gate.wait, 10)
         late = blocked.record()
         g.set_event(wait, late)

@@ -215,3 +215,30 @@ def test_a_kernel_captured_on_a_priority_stream_has_the_streams_priority(device)
     with plain.capture() as capture:
         plain.launch(K.fill, 8, 32, x, 1, N)
     assert capture.graph.nodes[0].attributes == gg.KernelAttributes()
+
+
+_GRID_SYNC = """
+#include <cooperative_groups.h>
+extern "C" __global__ void rotate_blocks(int* x, int* out, int n) {
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    x[i] = i * 10;
+    grid.sync();  // every block's write is seen: only a cooperative launch may wait for the whole grid
+    out[i] = x[(i + blockDim.x) % n];
+}
+"""
+
+
+def test_a_cooperative_node_runs_a_kernel_that_waits_for_its_whole_grid(device):
+    """A cooperative kernel node (cudaLaunchAttributeCooperative) runs a kernel that synchronizes its grid
+    (cooperative_groups' grid.sync). The CPU backend refuses cooperative groups in kernel source."""
+    if device.backend == "cpu":
+        pytest.skip("the CPU backend's kernels have no cooperative groups (test_kernel_language)")
+    kernel = gg.Kernel(_GRID_SYNC, "rotate_blocks")
+    x, out = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    g = gg.Graph(device)
+    node = g.add_kernel(kernel, N // 32, 32, x, out, N)
+    g.set_attributes(node, cooperative=True)
+    with g.instantiate() as exe:
+        run(device, exe)
+    np.testing.assert_array_equal(out.to_numpy(), np.roll(np.arange(N) * 10, -32))

@@ -66,9 +66,9 @@ def test_cuda_extra_is_what_the_backend_names():
     extras = pyproject("cuda")
     assert extras == list(cuda_backend.REQUIREMENTS)
     assert any(r.startswith(f"cuda-bindings>={cuda_backend.SUPPORTED_MAJOR},<") for r in extras)
-    # cuda-bindings alone has no NVRTC, nor the runtime headers (cuda_fp16.h) that kernels include
-    assert any(r.startswith("cuda-toolkit[") and {"nvrtc", "cudart"} <= set(r[r.index("[") + 1:r.index("]")].split(","))
-               for r in extras)
+    # cuda-bindings alone has no NVRTC, nor the runtime and CCCL headers (cuda_fp16.h, nv/target) that kernels include
+    assert any(r.startswith("cuda-toolkit[")
+               and {"nvrtc", "cudart", "cccl"} <= set(r[r.index("[") + 1:r.index("]")].split(",")) for r in extras)
 
 
 def test_install_commands_do_not_fetch_gpugraph_from_the_index():
@@ -111,7 +111,7 @@ def test_missing_nvrtc_is_named(monkeypatch):
     fake_cuda_bindings(monkeypatch, "13.3.1", RuntimeError("Failure finding libnvrtc.so.13"))
     with pytest.raises(gg.BackendUnavailableError,
                        match=r"^cuda: NVRTC, which compiles the kernels, cannot be loaded \(Failure finding "
-                             r"libnvrtc\.so\.13\); install it .*\"cuda-toolkit\[nvrtc,cudart\]==13\.\*\"`$"):
+                             r"libnvrtc\.so\.13\); install it .*\"cuda-toolkit\[nvrtc,cudart,cccl\]==13\.\*\"`$"):
         cuda_backend.create_backend()
 
 
