@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import gpugraph as gg
 
 MAP = Path(__file__).resolve().parents[1] / "docs" / "api-map.md"
@@ -44,3 +46,18 @@ def test_each_row_has_a_gpugraph_answer():
     for row in rows():
         answer = row[-2] if row[0].startswith("`hip") else row[1]
         assert answer and (_REFERENCE.search(answer) or answer.startswith("a kernel's call")), row
+
+
+def test_the_hip_twins_of_the_driver_symbol_table_are_rows_of_the_map():
+    """The CUDA backend's symbol table names each function's HIP twin (a HIP backend's table); those of the graph
+    and capture API are functions the map lists."""
+    symbols = pytest.importorskip("gpugraph.backends.cuda._symbols")  # (it needs cuda-bindings)
+    assert set(symbols.HIP_DIFFERS) <= set(symbols.CUDA)
+    assert set(symbols.HIP) == {generic for generic in symbols.CUDA if symbols.HIP_DIFFERS.get(generic, "") is not None}
+    assert all(re.fullmatch(r"hip[A-Z]\w+", name) for name in symbols.HIP.values())
+    graph_api = re.compile(r"hip(Graph|StreamBeginCapture|StreamEndCapture|StreamIsCapturing|StreamGetCaptureInfo|"
+                           r"StreamUpdateCaptureDependencies|ThreadExchangeStreamCaptureMode|UserObject|"
+                           r"DeviceGetGraphMem|DeviceSetGraphMem|DeviceGraphMem)")
+    twins = {name for name in symbols.HIP.values() if graph_api.match(name)}
+    mapped = {row[0].strip("`") for row in rows() if row[0].startswith("`hip")}
+    assert len(twins) > 60 and sorted(twins - mapped) == []
