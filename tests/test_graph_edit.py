@@ -343,10 +343,12 @@ def test_set_event_on_a_graphs_wait_node(device, stream):
         after = g.instantiate()
         try:
             before.launch(stream)
-            stream.synchronize()  # it did not wait for late
+            stream.synchronize()
+            assert not late.done  # before did not wait for late
             after.launch(stream)
             reader.memcpy(host, x)
             reader.synchronize()
+            assert not stream.done  # after waits for late
         finally:
             gate.set()
         np.testing.assert_array_equal(host, [2, 4, 6, 8])  # before scaled once; after still waits for late

@@ -71,6 +71,37 @@ def test_cuda_extra_is_what_the_backend_names():
                and {"nvrtc", "cudart", "cccl"} <= set(r[r.index("[") + 1:r.index("]")].split(",")) for r in extras)
 
 
+def test_nvrtc_is_given_cudarts_and_cccls_headers(monkeypatch):
+    """NVRTC's include folders: cudart's, then CCCL's (cooperative_groups.h includes its nv/target), those found; a
+    pathfinder that does not know CCCL yet gives cudart's alone, and any other failure of the lookup is raised."""
+    compile_ = pytest.importorskip("gpugraph.backends.cuda._compile")  # (it needs cuda-bindings)
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+
+    def finder(known):
+        def find(library):
+            if library not in known:
+                raise RuntimeError(f"UNKNOWN libname={library!r}")
+            if known[library] is RuntimeError:
+                raise RuntimeError(f"the {library} wheel is damaged")
+            return known[library]
+        return find
+
+    try:
+        for known, folders in (({"cudart": "/c", "cccl": "/l"}, ("/c", "/l")), ({"cudart": "/c"}, ("/c",)),
+                               ({"cudart": "/c", "cccl": None}, ("/c",))):
+            monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", finder(known))
+            compile_.toolkit_includes.cache_clear()
+            assert compile_.toolkit_includes() == folders
+        monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", finder({"cudart": "/c", "cccl": RuntimeError}))
+        compile_.toolkit_includes.cache_clear()
+        with pytest.raises(RuntimeError, match="the cccl wheel is damaged"):
+            compile_.toolkit_includes()
+    finally:
+        compile_.toolkit_includes.cache_clear()
+    # The hint for a missing nv/target names the extra the cuda extra brings
+    assert "cuda-toolkit[cccl]==13.*" in compile_.CCCL_MISSING and "cccl" in cuda_backend.REQUIREMENTS[1]
+
+
 def test_install_commands_do_not_fetch_gpugraph_from_the_index():
     """`pip install 'gpugraph[cuda]'` fails: gpugraph is not on the package index."""
     texts = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *pathlib.Path(gg.__file__).parent.rglob("*.py")]

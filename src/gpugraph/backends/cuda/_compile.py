@@ -32,15 +32,18 @@ def toolkit_includes() -> tuple[str, ...]:
         from cuda.pathfinder import find_nvidia_header_directory
     except ImportError:  # (cuda-bindings 13 depends on cuda-pathfinder; an older install may lack it)
         return ()
-    found = []
-    for library in ("cudart", "cccl"):
-        try:
-            folder = find_nvidia_header_directory(library)
-        except RuntimeError:  # ("UNKNOWN libname": a pathfinder older than CCCL's lookup; as not found)
-            folder = None
-        if folder is not None:
-            found.append(folder)
-    return tuple(found)
+    found = [find_nvidia_header_directory("cudart")]
+    try:
+        found.append(find_nvidia_header_directory("cccl"))
+    except RuntimeError as exc:  # a pathfinder older than its CCCL lookup says "UNKNOWN libname='cccl'"
+        if not str(exc).startswith("UNKNOWN"):
+            raise
+    return tuple(folder for folder in found if folder is not None)
+
+
+# Where NVRTC cannot find CCCL's headers, what a compile error adds (cooperative_groups.h includes nv/target).
+CCCL_MISSING = ("; CCCL's headers (nv/target, cuda/std/...) were not found: install them with "
+                "`pip install \"cuda-toolkit[cccl]==13.*\"`")
 
 
 class ModuleCache:
@@ -126,7 +129,10 @@ class ModuleCache:
                 size = _nvrtc(nvrtc.nvrtcGetProgramLogSize, program)
                 log = b" " * size
                 _nvrtc(nvrtc.nvrtcGetProgramLog, program, log)
-                raise KernelCompileError(kernel.name, log.decode(errors="replace").rstrip("\x00 \n"))
+                text = log.decode(errors="replace").rstrip("\x00 \n")
+                if "nv/target" in text and len(toolkit_includes()) < 2:
+                    text += CCCL_MISSING
+                raise KernelCompileError(kernel.name, text)
             size = _nvrtc(nvrtc.nvrtcGetCUBINSize, program)
             cubin = b" " * size
             _nvrtc(nvrtc.nvrtcGetCUBIN, program, cubin)

@@ -171,36 +171,44 @@ CUDA = {
 }
 
 # Each function's HIP twin: "hip" and the CUDA name without its "cu" (cuGraphAddKernelNode: hipGraphAddKernelNode)
-# but for those below; None where HIP has none. Checked against ROCm's hip_runtime_api.h (rocm-systems, develop)
-# and HIPIFY's table of the driver API, 2026-11-24. The comments say where HIP's call differs beyond its name.
+# but for those below; None where HIP has none. Checked against ROCm's hip_runtime_api.h (rocm-systems, develop),
+# HIPIFY's table of the driver API and docs/api-map.md, 2026-11-24. HIP's structs are its own (hipKernelNodeParams,
+# HIP_MEMCPY3D, ...). Where a call takes other arguments: hipDeviceEnablePeerAccess the peer's device ordinal, not a
+# context; hipMemcpyAsync a kind (hipMemcpyDefault); hipStreamWaitValue32/64 a mask; hipKernelNameRef returns the
+# name; hipGraphKernelNodeCopyAttributes takes (src, dst), CUDA's (dst, src); hipGraphExecUpdate gives the error
+# node and result as two values; HIP's edges carry no data (hipGraphGetEdges, hipGraphAddDependencies,
+# hipGraphRemoveDependencies, hipGraphNodeGetDependencies, hipStreamGetCaptureInfo_v2,
+# hipStreamUpdateCaptureDependencies). Recent: hipMemsetD2D8/16/32Async (ROCm 7.1), the batch mem-op calls (6.4).
 HIP_DIFFERS: dict[str, str | None] = {
     "get_error_name": "hipDrvGetErrorName",
     "get_error_string": "hipDrvGetErrorString",
     "ctx_synchronize": "hipDeviceSynchronize",  # (hipCtxSynchronize is deprecated)
-    "ctx_enable_peer_access": "hipDeviceEnablePeerAccess",  # takes the peer's device ordinal, not a context
+    "ctx_enable_peer_access": "hipDeviceEnablePeerAccess",  # (hipCtxEnablePeerAccess is deprecated)
     "mem_alloc": "hipMalloc",
     "mem_free": "hipFree",
     "mem_alloc_async": "hipMallocAsync",
     "mem_free_async": "hipFreeAsync",
     "mem_host_alloc": "hipHostAlloc",
-    "mem_free_host": "hipFreeHost",
-    "memcpy_async": "hipMemcpyAsync",  # takes a kind: hipMemcpyDefault
+    "mem_free_host": "hipHostFree",
     "memcpy3d_async": "hipDrvMemcpy3DAsync",
-    "memset_d2d8_async": "hipMemsetD2D8Async",  # ROCm 7.1, as the two below
-    "stream_wait_value32": "hipStreamWaitValue32",  # takes a mask, as the 64-bit one
-    "func_get_name": "hipKernelNameRef",  # returns the name
+    "func_get_name": "hipKernelNameRef",
     "func_get_module": None,
     "func_get_param_info": None,  # (hipKernelGetParamInfo takes a hipKernel_t, which no hipFunction_t gives)
     "launch_kernel": "hipModuleLaunchKernel",
     "event_create": "hipEventCreateWithFlags",
-    "stream_get_capture_info": "hipStreamGetCaptureInfo_v2",  # without edge data
-    "stream_update_capture_dependencies": "hipStreamUpdateCaptureDependencies",  # without edge data
+    "stream_get_capture_info": "hipStreamGetCaptureInfo_v2",
     "graph_get_id": None,  # (CUDA 13.1's ids: none in HIP, as the three below)
     "graph_exec_get_id": None,
     "graph_node_get_local_id": None,
     "graph_node_get_tools_id": None,
-    "graph_add_batch_mem_op_node": "hipGraphAddBatchMemOpNode",  # ROCm 6.4, as the three other batch calls
-    "graph_kernel_node_copy_attributes": "hipGraphKernelNodeCopyAttributes",  # takes (src, dst); CUDA's (dst, src)
+    # The driver's structs (CUDA_MEMCPY3D, CUDA_MEMSET_NODE_PARAMS, a device pointer): HIP's hipDrv* calls
+    "graph_add_memcpy_node": "hipDrvGraphAddMemcpyNode",
+    "graph_add_memset_node": "hipDrvGraphAddMemsetNode",
+    "graph_add_mem_free_node": "hipDrvGraphAddMemFreeNode",
+    "graph_memcpy_node_get_params": "hipDrvGraphMemcpyNodeGetParams",
+    "graph_memcpy_node_set_params": "hipDrvGraphMemcpyNodeSetParams",
+    "graph_exec_memcpy_node_set_params": "hipDrvGraphExecMemcpyNodeSetParams",
+    "graph_exec_memset_node_set_params": "hipDrvGraphExecMemsetNodeSetParams",
     "ctx_get_stream_priority_range": "hipDeviceGetStreamPriorityRange",
     "occupancy_max_active_blocks_per_multiprocessor": "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
 }
