@@ -254,6 +254,6 @@ def test_a_kernel_that_needs_ccccls_headers_names_them_when_they_are_missing(dev
     cudart_only = _compile.toolkit_includes()[:1]
     monkeypatch.setattr(_compile, "toolkit_includes", lambda: cudart_only)
     kernel = gg.Kernel(_GRID_SYNC + f"// {np.random.default_rng().integers(1 << 62)}\n", "rotate_blocks")
-    with pytest.raises(gg.KernelCompileError, match=r"(?s)nv/target.*CCCL's headers .* were not found: install them with "
-                                                    r"`pip install \"cuda-toolkit\[cccl\]==13\.\*\"`"):
+    with pytest.raises(gg.KernelCompileError, match=r"(?s)nv/target.*CCCL's headers .* were not found: install "
+                                                    r"them with `pip install \"cuda-toolkit\[cccl\]==13\.\*\"`"):
         gg.Graph(device).add_kernel(kernel, 1, 32, device.zeros(32, np.int32), device.zeros(32, np.int32), 32)
