@@ -554,6 +554,9 @@ def test_debug_dot_print_writes_the_backends_own_description(device, tmp_path, b
         assert text == g.to_dot()
     else:
         assert "fill" in text  # (the verbose kernel parameters name the function)
+        plain = tmp_path / "plain.dot"
+        g.debug_dot_print(plain)
+        assert plain.read_text().count("->") == 1 and len(plain.read_text()) < len(text)  # (the flags add to it)
     with pytest.raises(ValueError, match="unknown flag 'loud'; the flags are verbose, "):
         g.debug_dot_print(path, flags=("loud",))
     with pytest.raises(TypeError, match=r"expected an iterable of flag names, got the str 'verbose'"):

@@ -6,6 +6,7 @@ executable graphs made earlier (they keep what they were made with), clone/find,
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -258,6 +259,105 @@ def test_the_other_setters_of_a_graph(device, stream):
     np.testing.assert_array_equal(x.to_numpy(), [1, 2, 3, 4])
 
 
+def test_executable_graphs_made_before_keep_what_each_setter_changed(device, stream):
+    g = gg.Graph(device)
+    x, y, z = K.f32(device, [1, 2, 3, 4]), device.zeros(4, np.float32), K.f32(device, [5, 6, 7, 8])
+    copy = g.add_memcpy(y, x)
+    w = device.zeros(4, np.float32)
+    memset = g.add_memset(w, 1.0, after=copy)
+    seen = []
+    host = g.add_host(seen.append, "old", after=memset)
+    source = device.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    plane = device.zeros((3, 4), np.float32)
+    box = g.add_memcpy(plane, source, shape=(2, 2), after=host)
+    flags = device.zeros(2, np.uint64)
+    ops = g.add_mem_ops([gg.WriteValue(flags, 1)], after=box)
+    with g.instantiate() as before:
+        g.set_memcpy(copy, y, z)
+        g.set_memset(memset, w, 2.0, 2)
+        g.set_host(host, seen.append, "new")
+        g.set_memcpy(box, plane, source, shape=(2, 2), src_origin=(1, 1))
+        g.set_mem_ops(ops, [gg.WriteValue(flags, 7, index=1)])
+        K.launch_and_wait(before, stream)  # made before the changes: all it was made with
+        assert seen == ["old"]
+        np.testing.assert_array_equal(y.to_numpy(), [1, 2, 3, 4])
+        np.testing.assert_array_equal(w.to_numpy(), [1, 1, 1, 1])
+        np.testing.assert_array_equal(plane.to_numpy()[:2, :2], [[0, 1], [4, 5]])
+        np.testing.assert_array_equal(flags.to_numpy(), [1, 0])
+    ran(g, stream)  # made after: all the changes
+    assert seen == ["old", "new"]
+    np.testing.assert_array_equal(y.to_numpy(), [5, 6, 7, 8])
+    np.testing.assert_array_equal(w.to_numpy(), [2, 2, 1, 1])
+    np.testing.assert_array_equal(plane.to_numpy()[:2, :2], [[5, 6], [9, 10]])
+    np.testing.assert_array_equal(flags.to_numpy(), [1, 7])
+
+
+def test_set_event_on_a_graphs_record_node(device, stream):
+    """cudaGraphEventRecordNodeSetEvent: an executable graph made before records the old event, one made after
+    the new one (each is seen recorded, not yet done, while a host node before the record blocks)."""
+    gate = threading.Event()
+    old, new = device.event(), device.event()
+    g = gg.Graph(device)
+    record = g.add_event_record(old, after=g.add_host(gate.wait, 10))
+    with g.instantiate() as before, K.garbage_held(device):  # (no release may wait for the device meanwhile)
+        g.set_event(record, new)
+        assert record.params.event is new
+        after = g.instantiate()
+        before.launch(stream)
+        try:
+            assert not old.done and new.done  # (new: never recorded yet)
+        finally:
+            gate.set()
+        stream.synchronize()
+    gate.clear()
+    with after, K.garbage_held(device):
+        after.launch(stream)
+        try:
+            assert not new.done
+        finally:
+            gate.set()
+        stream.synchronize()
+    assert old.done and new.done
+
+
+@pytest.mark.overlap  # a second stream stays blocked while the first runs
+def test_set_event_on_a_graphs_wait_node(device, stream):
+    """cudaGraphEventWaitNodeSetEvent: an executable graph made after waits for the new event; one made before
+    still waits for the old one, which was never recorded, so it runs at once."""
+    gate = threading.Event()
+    x = K.f32(device, [1, 2, 3, 4])
+    g = gg.Graph(device)
+    wait = g.add_event_wait(device.event())
+    g.add_kernel(K.scale, 1, 4, x, 2.0, 4, after=wait)
+    blocked, reader = device.stream(), device.stream()
+    host = device.pinned(4, np.float32)
+    # Nothing may wait for the device while the host function blocks (on CUDA, a pageable copy waits for the
+    # blocked host-function thread, and so does a collected object's freed memory): the copies are pinned, and
+    # the cycle collector is held off.
+    before = g.instantiate()
+    with before, K.garbage_held(device):
+        blocked.host(gate.wait, 10)
+        late = blocked.record()
+        g.set_event(wait, late)
+        assert wait.params.event is late
+        after = g.instantiate()
+        try:
+            before.launch(stream)
+            stream.synchronize()
+            assert not late.done  # before did not wait for late
+            after.launch(stream)
+            reader.memcpy(host, x)
+            reader.synchronize()
+            assert not stream.done  # after waits for late
+        finally:
+            gate.set()
+        np.testing.assert_array_equal(host, [2, 4, 6, 8])  # before scaled once; after still waits for late
+        stream.synchronize()
+        after.close()
+    blocked.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), [4, 8, 12, 16])
+
+
 def test_setters_refuse_wrong_kinds_nodes_and_arguments(device):
     g = gg.Graph(device)
     x = K.f32(device, [1, 2, 3, 4])
@@ -293,6 +393,27 @@ def test_a_param_set_into_the_graph_is_patched_by_executable_graphs_made_after(d
         value.value = 9
         K.launch_and_wait(exe, stream)
         assert x.to_numpy().tolist() == [9] * 4
+
+
+def test_an_executable_graph_made_before_keeps_patching_the_param_a_set_replaced(device, stream):
+    g = gg.Graph(device)
+    x = device.zeros(4, np.int32)
+    old = gg.Param(5)
+    node = g.add_kernel(K.fill, 1, 4, x, old, 4)
+    with g.instantiate() as before:
+        new = gg.Param(8)
+        g.set_params(node, x, new, 4)  # another Param
+        old.value = 6
+        K.launch_and_wait(before, stream)
+        assert x.to_numpy().tolist() == [6] * 4
+        ran(g, stream)
+        assert x.to_numpy().tolist() == [8] * 4
+        g.set_params(node, x, 3, 4)  # no Param at all
+        old.value, new.value = 7, 9
+        K.launch_and_wait(before, stream)
+        assert x.to_numpy().tolist() == [7] * 4
+        ran(g, stream)
+        assert x.to_numpy().tolist() == [3] * 4
 
 
 def test_a_param_cannot_be_set_into_a_conditional_body(device):

@@ -496,6 +496,18 @@ def test_stream_from_external_refuses_what_is_not_a_cuda_stream(device):
             gg.Stream.from_external(StreamProtocol(answer), device)
 
 
+@pytest.mark.gpu
+def test_stream_from_external_takes_the_default_handles_and_refuses_the_per_thread_stream(cuda_device):
+    """The map's answer for the _spt calls (hipGraphLaunch_spt, hipStreamBeginCapture_spt, ...): CUDA's legacy
+    default stream handles (0 and 1) are the device's default Stream; the per-thread one (2) is refused."""
+    for handle in (0, 1):
+        assert gg.Stream.from_external(StreamProtocol((0, handle)), cuda_device) is cuda_device.default_stream
+    with pytest.raises(ValueError, match=r"^Stream\.from_external: handle 2 is CUDA's per-thread default stream, "
+                                         r"which gpugraph does not model; use a stream of its own \(dev\.stream\(\)\) "
+                                         r"or the legacy default stream$"):
+        gg.Stream.from_external(StreamProtocol((0, 2)), cuda_device)
+
+
 def test_the_protocols_follow_the_backends_facts_not_its_name(monkeypatch):
     """Which protocols apply is the backend's fact (Backend.speaks_cuda, Backend.dlpack_device_type), never a
     test of its name in the front end."""

@@ -115,7 +115,7 @@ def test_only_kernel_nodes_of_the_graph_have_attributes(device):
                                             r"kernel node"):
         g.set_attributes(memset, priority=0)
     _, theirs, _ = fill_graph(device)
-    with pytest.raises(gg.GraphError, match="set_attributes"):
+    with pytest.raises(gg.GraphError, match=r"set_attributes: Node\(n\d+, kernel fill\) belongs to another graph"):
         g.set_attributes(theirs, priority=0)
     with pytest.raises(TypeError, match=r"set_attributes\(node\): expected a Node, got int"):
         g.set_attributes(3, priority=0)
@@ -215,3 +215,45 @@ def test_a_kernel_captured_on_a_priority_stream_has_the_streams_priority(device)
     with plain.capture() as capture:
         plain.launch(K.fill, 8, 32, x, 1, N)
     assert capture.graph.nodes[0].attributes == gg.KernelAttributes()
+
+
+_GRID_SYNC = """
+#include <cooperative_groups.h>
+extern "C" __global__ void rotate_blocks(int* x, int* out, int n) {
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    __nanosleep(20000 * blockIdx.x);  // later blocks write later: without the grid's sync, a block reads too soon
+    x[i] = i * 10;
+    grid.sync();  // every block's write is seen: only a cooperative launch may wait for the whole grid
+    out[i] = x[(i + blockDim.x) % n];
+}
+"""
+
+
+def test_a_cooperative_node_runs_a_kernel_that_waits_for_its_whole_grid(device):
+    """A cooperative kernel node (cudaLaunchAttributeCooperative) runs a kernel that synchronizes its grid
+    (cooperative_groups' grid.sync). The CPU backend refuses cooperative groups in kernel source."""
+    kernel = gg.Kernel(_GRID_SYNC, "rotate_blocks")
+    x, out = device.zeros(N, np.int32), device.zeros(N, np.int32)
+    g = gg.Graph(device)
+    if device.backend == "cpu":
+        with pytest.raises(gg.KernelCompileError, match="cooperative groups"):
+            g.add_kernel(kernel, N // 32, 32, x, out, N)
+        return
+    node = g.add_kernel(kernel, N // 32, 32, x, out, N)
+    g.set_attributes(node, cooperative=True)
+    with g.instantiate() as exe:
+        run(device, exe)
+    np.testing.assert_array_equal(out.to_numpy(), np.roll(np.arange(N) * 10, -32))
+
+
+def test_a_kernel_that_needs_ccccls_headers_names_them_when_they_are_missing(device, monkeypatch):
+    if device.backend != "cuda":
+        pytest.skip("NVRTC's include folders are CUDA's")
+    from gpugraph.backends.cuda import _compile
+    cudart_only = _compile.toolkit_includes()[:1]
+    monkeypatch.setattr(_compile, "toolkit_includes", lambda: cudart_only)
+    kernel = gg.Kernel(_GRID_SYNC + f"// {np.random.default_rng().integers(1 << 62)}\n", "rotate_blocks")
+    with pytest.raises(gg.KernelCompileError, match=r"(?s)nv/target.*CCCL's headers .* were not found: install "
+                                                    r"them with `pip install \"cuda-toolkit\[cccl\]==13\.\*\"`"):
+        gg.Graph(device).add_kernel(kernel, 1, 32, device.zeros(32, np.int32), device.zeros(32, np.int32), 32)

@@ -135,7 +135,8 @@ def test_mem_op_errors_name_the_call_and_the_rule(device):
         g.add_mem_ops([1])
     assert len(g) == 0
     node = g.add_mem_ops([gg.WriteValue(flag, 1), gg.WaitValue(flag, 1)])
-    with pytest.raises(gg.GraphError, match=r"set_mem_ops"):
+    with pytest.raises(gg.GraphError, match=r"^set_mem_ops\(Node\(n1, empty\)\): the node is a empty node, not a "
+                                            r"mem_ops node$"):
         g.set_mem_ops(g.add_empty(), gg.WriteValue(flag, 1))
     exe = g.instantiate()
     with pytest.raises(gg.GraphUpdateError, match=r"parameters changed \(an executable graph's batch memory-op "
@@ -153,7 +154,7 @@ def test_mem_op_errors_name_the_call_and_the_rule(device):
     stranger = gg.Graph(device).add_mem_ops(gg.WriteValue(flag, 1))
     with pytest.raises(gg.GraphError, match=r"set_mem_ops: .* is not a node of the graph this executable graph"):
         exe.set_mem_ops(stranger, gg.WriteValue(flag, 1))
-    with pytest.raises(gg.GraphError, match=r"set_mem_ops"):
+    with pytest.raises(gg.GraphError, match=r"^set_mem_ops: Node\(n0, mem_ops\) belongs to another graph$"):
         g.set_mem_ops(stranger, gg.WriteValue(flag, 1))
     g.set_mem_ops(node, gg.WriteValue(flag, 2))
     with pytest.raises(gg.GraphUpdateError, match=r"keeps the kind and width of each operation"):

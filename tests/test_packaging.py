@@ -66,9 +66,40 @@ def test_cuda_extra_is_what_the_backend_names():
     extras = pyproject("cuda")
     assert extras == list(cuda_backend.REQUIREMENTS)
     assert any(r.startswith(f"cuda-bindings>={cuda_backend.SUPPORTED_MAJOR},<") for r in extras)
-    # cuda-bindings alone has no NVRTC, nor the runtime headers (cuda_fp16.h) that kernels include
-    assert any(r.startswith("cuda-toolkit[") and {"nvrtc", "cudart"} <= set(r[r.index("[") + 1:r.index("]")].split(","))
-               for r in extras)
+    # cuda-bindings alone has no NVRTC, nor the runtime and CCCL headers (cuda_fp16.h, nv/target) that kernels include
+    assert any(r.startswith("cuda-toolkit[")
+               and {"nvrtc", "cudart", "cccl"} <= set(r[r.index("[") + 1:r.index("]")].split(",")) for r in extras)
+
+
+def test_nvrtc_is_given_cudarts_and_cccls_headers(monkeypatch):
+    """NVRTC's include folders: cudart's, then CCCL's (cooperative_groups.h includes its nv/target), those found; a
+    pathfinder that does not know CCCL yet gives cudart's alone, and any other failure of the lookup is raised."""
+    compile_ = pytest.importorskip("gpugraph.backends.cuda._compile")  # (it needs cuda-bindings)
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+
+    def finder(known):
+        def find(library):
+            if library not in known:
+                raise RuntimeError(f"UNKNOWN libname={library!r}")
+            if known[library] is RuntimeError:
+                raise RuntimeError(f"the {library} wheel is damaged")
+            return known[library]
+        return find
+
+    try:
+        for known, folders in (({"cudart": "/c", "cccl": "/l"}, ("/c", "/l")), ({"cudart": "/c"}, ("/c",)),
+                               ({"cudart": "/c", "cccl": None}, ("/c",))):
+            monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", finder(known))
+            compile_.toolkit_includes.cache_clear()
+            assert compile_.toolkit_includes() == folders
+        monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", finder({"cudart": "/c", "cccl": RuntimeError}))
+        compile_.toolkit_includes.cache_clear()
+        with pytest.raises(RuntimeError, match="the cccl wheel is damaged"):
+            compile_.toolkit_includes()
+    finally:
+        compile_.toolkit_includes.cache_clear()
+    # The hint for a missing nv/target names the extra the cuda extra brings
+    assert "cuda-toolkit[cccl]==13.*" in compile_.CCCL_MISSING and "cccl" in cuda_backend.REQUIREMENTS[1]
 
 
 def test_install_commands_do_not_fetch_gpugraph_from_the_index():
@@ -111,7 +142,7 @@ def test_missing_nvrtc_is_named(monkeypatch):
     fake_cuda_bindings(monkeypatch, "13.3.1", RuntimeError("Failure finding libnvrtc.so.13"))
     with pytest.raises(gg.BackendUnavailableError,
                        match=r"^cuda: NVRTC, which compiles the kernels, cannot be loaded \(Failure finding "
-                             r"libnvrtc\.so\.13\); install it .*\"cuda-toolkit\[nvrtc,cudart\]==13\.\*\"`$"):
+                             r"libnvrtc\.so\.13\); install it .*\"cuda-toolkit\[nvrtc,cudart,cccl\]==13\.\*\"`$"):
         cuda_backend.create_backend()
 
 

@@ -275,7 +275,8 @@ def test_host_functions_cannot_make_or_change_graphs_streams_and_events(device):
         "GraphExec.update": lambda: exe.update(g),
         "GraphExec.set_params": lambda: exe.set_params(kernel, x, 2, N),
         "GraphExec.set_enabled": lambda: exe.set_enabled(kernel, False),
-        "GraphExec.is_enabled": lambda: exe.is_enabled(kernel),  # (a CUDA call in CUDA: cudaGraphNodeGetEnabled)
+        # (is_enabled answers from the executable graph's own record, under cudaGraphNodeGetEnabled's rule)
+        "GraphExec.is_enabled": lambda: exe.is_enabled(kernel),
         "GraphExec.upload": lambda: exe.upload(other),
         "Device.stream": device.stream,
         "Device.event": device.event,

@@ -83,12 +83,15 @@ def test_semaphore_nodes_run_set_and_update(device, host):
     assert signal.params == gg.SemaphoreSignalParams((host.semaphore,), (9,))
     assert "signal 1 semaphore" in g.to_dot() and "wait for 1 semaphore" in g.to_dot()
     exe = g.instantiate()
+    g.set_semaphores(wait, host.semaphore, 30)  # (the graph's nodes change: the executable graph keeps 7 and 9)
+    g.set_semaphores(signal, host.semaphore, 31)
     exe.launch(stream)
     time.sleep(0.1)
     assert not stream.done
     host.signal(7)
     assert host.wait(9, WAIT)
     stream.synchronize()
+    assert host.value == 9  # (signaled 9, not the graph's 31)
     np.testing.assert_array_equal(out.to_numpy(), [9] * 4)
     # The executable graph's nodes take new values (cudaGraphExecExternalSemaphoresSignalNodeSetParams, ...Wait...)
     exe.set_semaphores(wait, host.semaphore, 10)
@@ -191,7 +194,8 @@ def test_semaphore_errors_name_the_call_and_the_rule(device, host):
     assert len(g) == 0  # (nothing half-added)
     signal = g.add_semaphore_signal(host.semaphore, 1)
     fill = g.add_memset(device.zeros(2, np.int32), 0)
-    with pytest.raises(gg.GraphError, match=r"set_semaphores"):
+    with pytest.raises(gg.GraphError, match=r"set_semaphores\(Node\(n1, memset\)\): the node is a memset node, not a "
+                                            r"semaphore_signal or semaphore_wait node"):
         g.set_semaphores(fill, host.semaphore, 2)
     exe = g.instantiate()
     with pytest.raises(gg.GraphError, match=r"set_semaphores\(Node\(n1, memset\)\): the node is a memset node, not a "
@@ -201,7 +205,7 @@ def test_semaphore_errors_name_the_call_and_the_rule(device, host):
     stranger = other.add_semaphore_signal(host.semaphore, 1)
     with pytest.raises(gg.GraphError, match=r"set_semaphores: .* is not a node of the graph this executable graph"):
         exe.set_semaphores(stranger, host.semaphore, 2)
-    with pytest.raises(gg.GraphError, match=r"set_semaphores"):
+    with pytest.raises(gg.GraphError, match=r"^set_semaphores: Node\(n0, semaphore_signal\) belongs to another graph$"):
         g.set_semaphores(stranger, host.semaphore, 2)
     with pytest.raises(gg.GraphUpdateError, match=r"parameters changed \(an executable graph's semaphore node keeps "
                                                   r"its number of semaphores \(CUDA's rule, measured\): it had 1, got "

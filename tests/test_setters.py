@@ -278,6 +278,33 @@ def test_is_enabled_follows_set_enabled_per_executable_graph_and_through_an_upda
         exe1.is_enabled(node)
 
 
+def test_is_enabled_agrees_with_the_driver(device, stream):
+    """The executable graph keeps is_enabled's answer itself; on CUDA it is checked against cuGraphNodeGetEnabled,
+    through set_enabled and an update."""
+    if device.backend != "cuda":
+        pytest.skip("cuGraphNodeGetEnabled is CUDA's")
+    from cuda.bindings import driver
+
+    def driver_says(exe: gg.GraphExec) -> bool:
+        err, enabled = driver.cuGraphNodeGetEnabled(exe._handle.handle, exe._handles[0])
+        assert err == driver.CUresult.CUDA_SUCCESS, err
+        return bool(enabled)
+
+    x = K.f32(device, X0)
+    g, node = scale_graph(device, x)
+    with g.instantiate() as exe:
+        assert exe.is_enabled(node) is driver_says(exe) is True
+        exe.set_enabled(node, False)
+        assert exe.is_enabled(node) is driver_says(exe) is False
+        other, twin = scale_graph(device, x)
+        exe.update(other)
+        assert exe.is_enabled(twin) is driver_says(exe) is False
+        exe.set_enabled(twin, True)
+        assert exe.is_enabled(twin) is driver_says(exe) is True
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
+
+
 def test_set_enabled_memcpy_node(device, stream):
     x, y = K.f32(device, X0), device.zeros(N, np.float32)
     g = gg.Graph(device)
@@ -413,6 +440,24 @@ def test_setter_on_a_node_of_another_graph(device, stream, setter):
             call(exe, node)
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
+
+
+@pytest.mark.parametrize("setter", SETTERS)
+def test_graph_setter_on_a_node_of_another_kind_or_graph(device, stream, setter):
+    """The graph's own setters (cudaGraphKernelNodeSetParams and its kin) refuse what the executable graph's do."""
+    g, x, nodes = _one_of_each(device)
+    kinds, call = _setter_calls(device, x)[setter]
+    node = nodes[WRONG_KIND[setter]]
+    with pytest.raises(gg.GraphError, match=rf"^{setter}\({re.escape(repr(node))}\): the node is a "
+                                            rf"{node.kind.value} node, not a {' or '.join(kinds)} node$"):
+        call(g, node)
+    _other, _, other_nodes = _one_of_each(device)
+    stranger = other_nodes[kinds[0]]
+    with pytest.raises(gg.GraphError, match=rf"^{setter}: {re.escape(repr(stranger))} belongs to another graph$"):
+        call(g, stranger)
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 2)  # the kernel node was not changed
 
 
 def test_setter_on_a_node_of_a_clone(device, stream):

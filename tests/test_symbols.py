@@ -101,12 +101,16 @@ def test_symbol_copies_as_graph_nodes_captured_and_set(device, combine):
     stream.synchronize()
     np.testing.assert_array_equal(out.to_numpy(), expected([1, 1, 5, 5], [7, 8, 9], zeros, 0))
     np.testing.assert_array_equal(back.to_numpy(), [5, 5])
-    # ... and the graph's node too (...MemcpyNodeSetParamsToSymbol), which the executable graph takes by update
-    g.set_memcpy(to_symbol, coeffs, device.asarray(np.full(4, 2, np.float32)))
+    # ... and the graph's nodes too (...MemcpyNodeSetParamsToSymbol, ...FromSymbol), which the executable graph
+    # takes by update
+    g.set_memcpy(to_symbol, coeffs, device.asarray(np.array([2, 3, 4, 5], np.float32)))
+    g.set_memcpy(from_symbol, back, coeffs, shape=(2,), src_origin=(0,))
+    assert from_symbol.params.src is coeffs
     exe.update(g)
     exe.launch(stream)
     stream.synchronize()
-    np.testing.assert_array_equal(out.to_numpy(), expected([2, 2, 2, 2], [7, 8, 9], zeros, 0))
+    np.testing.assert_array_equal(out.to_numpy(), expected([2, 3, 4, 5], [7, 8, 9], zeros, 0))
+    np.testing.assert_array_equal(back.to_numpy(), [2, 3])
     # Captured: a stream copy to a symbol becomes a copy node (hipMemcpyToSymbolAsync under capture)
     threes = device.asarray(np.full(4, 3, np.float32))
     with stream.capture() as capture:

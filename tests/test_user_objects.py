@@ -126,6 +126,19 @@ def test_user_object_errors(device):
         g.retain_user_object("obj")
     with pytest.raises(TypeError, match=r"retain_user_object\(move\): expected a bool"):
         g.retain_user_object(obj, move=1)
+    for call, error, got in ((obj.retain, ValueError, 0), (obj.retain, TypeError, True), (obj.release, ValueError, 0)):
+        with pytest.raises(error, match=rf"^UserObject\.{call.__name__}\(count\): expected a positive int, got "
+                                        rf"{'bool' if got is True else got}$"):
+            call(got)
+    with pytest.raises(TypeError, match=r"^retain_user_object\(count\): expected a positive int, got float$"):
+        g.retain_user_object(obj, count=1.0)
+    with pytest.raises(ValueError, match=r"^release_user_object\(count\): expected a positive int, got -1$"):
+        g.release_user_object(obj, -1)
+    with pytest.raises(gg.GraphError, match=r"release_user_object\(UserObject\(.*references=1\), 1\): the graph "
+                                            r"holds 0 reference"):
+        g.release_user_object(obj, 1)
+    with pytest.raises(TypeError, match=r"release_user_object\(obj\): expected a UserObject, got str"):
+        g.release_user_object("obj")
     g.retain_user_object(obj, move=True)
     with pytest.raises(gg.GraphError, match="the caller holds no reference"):
         obj.retain()

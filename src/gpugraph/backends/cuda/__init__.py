@@ -10,7 +10,7 @@ from ..._errors import BackendUnavailableError
 # What the backend needs from the package index: pyproject's `cuda` extra lists the same (a test checks).
 # The code calls the driver API with CUDA 13's signatures (edge data in cuGraphAddDependencies,
 # cuGraphGetEdges, cuStreamGetCaptureInfo), which cuda-bindings 12 lacks; NVRTC compiles the kernels.
-REQUIREMENTS = ("cuda-bindings>=13,<14", "cuda-toolkit[nvrtc,cudart]==13.*")
+REQUIREMENTS = ("cuda-bindings>=13,<14", "cuda-toolkit[nvrtc,cudart,cccl]==13.*")
 SUPPORTED_MAJOR = 13
 _QUOTED = " ".join(f'"{r}"' for r in REQUIREMENTS)
 INSTALL = f'from a gpugraph checkout with `pip install ".[cuda]"`, or anywhere with `pip install {_QUOTED}`'

@@ -23,14 +23,27 @@ def _nvrtc(fn: Any, *args: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def toolkit_include() -> str | None:
-    """The CUDA toolkit's include folder (the cuda-toolkit wheels' or $CUDA_HOME's), which holds the headers
-    kernels include beyond NVRTC's built-in ones (cuda_fp16.h, cuda_bf16.h, ...); None where none is found."""
+def toolkit_includes() -> tuple[str, ...]:
+    """The CUDA toolkit's include folders (the cuda-toolkit wheels' or $CUDA_HOME's), which hold the headers
+    kernels include beyond NVRTC's built-in ones: cudart's (cuda_fp16.h, cuda_bf16.h, cooperative_groups.h, ...)
+    and, since CUDA 13 keeps them apart, CCCL's (nv/target, which cooperative_groups.h includes; cuda/std/...);
+    those found, in that order."""
     try:
         from cuda.pathfinder import find_nvidia_header_directory
     except ImportError:  # (cuda-bindings 13 depends on cuda-pathfinder; an older install may lack it)
-        return None
-    return find_nvidia_header_directory("cudart")
+        return ()
+    found = [find_nvidia_header_directory("cudart")]
+    try:
+        found.append(find_nvidia_header_directory("cccl"))
+    except RuntimeError as exc:  # a pathfinder older than its CCCL lookup says "UNKNOWN libname='cccl'"
+        if not str(exc).startswith("UNKNOWN"):
+            raise
+    return tuple(folder for folder in found if folder is not None)
+
+
+# Where NVRTC cannot find CCCL's headers, what a compile error adds (cooperative_groups.h includes nv/target).
+CCCL_MISSING = ("; CCCL's headers (nv/target, cuda/std/...) were not found: install them with "
+                "`pip install \"cuda-toolkit[cccl]==13.*\"`")
 
 
 class ModuleCache:
@@ -108,16 +121,18 @@ class ModuleCache:
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name
                 _nvrtc(nvrtc.nvrtcAddNameExpression, program, name.encode())
-            include = toolkit_include()
             options = [f"--gpu-architecture=sm_{major}{minor}".encode(), b"-default-device",
                        *(o.encode() for o in kernel.options),
-                       *([f"--include-path={include}".encode()] if include else [])]
+                       *(f"--include-path={folder}".encode() for folder in toolkit_includes())]
             (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
             if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
                 size = _nvrtc(nvrtc.nvrtcGetProgramLogSize, program)
                 log = b" " * size
                 _nvrtc(nvrtc.nvrtcGetProgramLog, program, log)
-                raise KernelCompileError(kernel.name, log.decode(errors="replace").rstrip("\x00 \n"))
+                text = log.decode(errors="replace").rstrip("\x00 \n")
+                if "nv/target" in text and len(toolkit_includes()) < 2:
+                    text += CCCL_MISSING
+                raise KernelCompileError(kernel.name, text)
             size = _nvrtc(nvrtc.nvrtcGetCUBINSize, program)
             cubin = b" " * size
             _nvrtc(nvrtc.nvrtcGetCUBIN, program, cubin)

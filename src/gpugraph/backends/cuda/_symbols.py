@@ -1,7 +1,7 @@
 """The CUDA backend's driver symbol table (see backends._symbols): ``drv.graph_add_kernel_node`` is
 cuda-bindings' ``cuda.bindings.driver.cuGraphAddKernelNode``, and so on for every driver function the backend
-calls. A HIP backend is a second table of the same names over hip-python (hipGraphAddKernelNode,
-hipModuleLaunchKernel for ``launch_kernel``, hipMalloc for ``mem_alloc``, ...).
+calls; and each one's HIP twin (``HIP``), the names a HIP backend's table over hip-python takes
+(hipGraphAddKernelNode, hipModuleLaunchKernel for ``launch_kernel``, hipMalloc for ``mem_alloc``, ...).
 
 Only functions: the driver's types, structs and enums (CUresult, CUDA_MEMCPY3D, CUgraphNodeType, ...) are
 the vendor's own, used where the backend fills them (the node kinds in _nodes build the node structs).
@@ -23,9 +23,9 @@ CUDA = {
     "device_get_name": "cuDeviceGetName",
     "device_primary_ctx_retain": "cuDevicePrimaryCtxRetain",
     "ctx_set_current": "cuCtxSetCurrent",
-    "ctx_synchronize": "cuCtxSynchronize",  # HIP: hipDeviceSynchronize
+    "ctx_synchronize": "cuCtxSynchronize",
     "device_can_access_peer": "cuDeviceCanAccessPeer",
-    "ctx_enable_peer_access": "cuCtxEnablePeerAccess",  # HIP: hipDeviceEnablePeerAccess
+    "ctx_enable_peer_access": "cuCtxEnablePeerAccess",
     "device_get_mem_pool": "cuDeviceGetMemPool",
     "mem_pool_set_access": "cuMemPoolSetAccess",
     # Memory
@@ -39,8 +39,8 @@ CUDA = {
     "memset_d8_async": "cuMemsetD8Async",
     "memset_d16_async": "cuMemsetD16Async",
     "memset_d32_async": "cuMemsetD32Async",
-    "memcpy3d_async": "cuMemcpy3DAsync",  # HIP: hipMemcpy3DAsync (hipDrvMemcpy3DAsync)
-    "memset_d2d8_async": "cuMemsetD2D8Async",  # HIP: hipMemset2DAsync (1-byte patterns)
+    "memcpy3d_async": "cuMemcpy3DAsync",
+    "memset_d2d8_async": "cuMemsetD2D8Async",
     "memset_d2d16_async": "cuMemsetD2D16Async",
     "memset_d2d32_async": "cuMemsetD2D32Async",
     "pointer_get_attribute": "cuPointerGetAttribute",
@@ -48,23 +48,23 @@ CUDA = {
     "device_graph_mem_trim": "cuDeviceGraphMemTrim",
     "device_set_graph_mem_attribute": "cuDeviceSetGraphMemAttribute",
     # External semaphores
-    "import_external_semaphore": "cuImportExternalSemaphore",  # HIP: hipImportExternalSemaphore
+    "import_external_semaphore": "cuImportExternalSemaphore",
     "destroy_external_semaphore": "cuDestroyExternalSemaphore",
     "signal_external_semaphores_async": "cuSignalExternalSemaphoresAsync",
     "wait_external_semaphores_async": "cuWaitExternalSemaphoresAsync",
     # Memory operations
-    "stream_wait_value32": "cuStreamWaitValue32",  # HIP: hipStreamWaitValue32
+    "stream_wait_value32": "cuStreamWaitValue32",
     "stream_wait_value64": "cuStreamWaitValue64",
-    "stream_write_value32": "cuStreamWriteValue32",  # HIP: hipStreamWriteValue32
+    "stream_write_value32": "cuStreamWriteValue32",
     "stream_write_value64": "cuStreamWriteValue64",
     # Modules and kernels
     "module_load_data": "cuModuleLoadData",
     "module_get_function": "cuModuleGetFunction",
-    "module_get_global": "cuModuleGetGlobal",  # HIP: hipModuleGetGlobal
+    "module_get_global": "cuModuleGetGlobal",
     "func_get_name": "cuFuncGetName",
     "func_get_module": "cuFuncGetModule",
-    "func_get_param_info": "cuFuncGetParamInfo",  # CUDA 12.4; HIP: hipKernelGetParamInfo
-    "launch_kernel": "cuLaunchKernel",  # HIP: hipModuleLaunchKernel
+    "func_get_param_info": "cuFuncGetParamInfo",  # CUDA 12.4
+    "launch_kernel": "cuLaunchKernel",
     "launch_host_func": "cuLaunchHostFunc",
     # Streams and events
     "stream_create_with_priority": "cuStreamCreateWithPriority",
@@ -121,7 +121,7 @@ CUDA = {
     "graph_add_mem_alloc_node": "cuGraphAddMemAllocNode",
     "graph_add_mem_free_node": "cuGraphAddMemFreeNode",
     "graph_add_external_semaphores_signal_node": "cuGraphAddExternalSemaphoresSignalNode",
-    "graph_add_batch_mem_op_node": "cuGraphAddBatchMemOpNode",  # HIP: hipGraphAddBatchMemOpNode
+    "graph_add_batch_mem_op_node": "cuGraphAddBatchMemOpNode",
     "graph_batch_mem_op_node_get_params": "cuGraphBatchMemOpNodeGetParams",
     "graph_batch_mem_op_node_set_params": "cuGraphBatchMemOpNodeSetParams",
     "graph_add_external_semaphores_wait_node": "cuGraphAddExternalSemaphoresWaitNode",
@@ -144,7 +144,7 @@ CUDA = {
     "graph_kernel_node_get_attribute": "cuGraphKernelNodeGetAttribute",
     "graph_kernel_node_set_attribute": "cuGraphKernelNodeSetAttribute",
     "graph_kernel_node_copy_attributes": "cuGraphKernelNodeCopyAttributes",
-    "ctx_get_stream_priority_range": "cuCtxGetStreamPriorityRange",  # HIP: hipDeviceGetStreamPriorityRange
+    "ctx_get_stream_priority_range": "cuCtxGetStreamPriorityRange",
     "occupancy_max_active_blocks_per_multiprocessor": "cuOccupancyMaxActiveBlocksPerMultiprocessor",
     "graph_memcpy_node_set_params": "cuGraphMemcpyNodeSetParams",
     "graph_memset_node_set_params": "cuGraphMemsetNodeSetParams",
@@ -169,5 +169,50 @@ CUDA = {
     "graph_exec_batch_mem_op_node_set_params": "cuGraphExecBatchMemOpNodeSetParams",
     "graph_exec_external_semaphores_wait_node_set_params": "cuGraphExecExternalSemaphoresWaitNodeSetParams",
 }
+
+# Each function's HIP twin: "hip" and the CUDA name without its "cu" (cuGraphAddKernelNode: hipGraphAddKernelNode)
+# but for those below; None where HIP has none. Checked against ROCm's hip_runtime_api.h (rocm-systems, develop),
+# HIPIFY's table of the driver API and docs/api-map.md, 2026-11-24. HIP's structs are its own (hipKernelNodeParams,
+# HIP_MEMCPY3D, ...). Where a call takes other arguments: hipDeviceEnablePeerAccess the peer's device ordinal, not a
+# context; hipMemcpyAsync a kind (hipMemcpyDefault); hipStreamWaitValue32/64 a mask; hipKernelNameRef returns the
+# name; hipGraphKernelNodeCopyAttributes takes (src, dst), CUDA's (dst, src); hipGraphExecUpdate gives the error
+# node and result as two values; HIP's edges carry no data (hipGraphGetEdges, hipGraphAddDependencies,
+# hipGraphRemoveDependencies, hipGraphNodeGetDependencies, hipStreamGetCaptureInfo_v2,
+# hipStreamUpdateCaptureDependencies). Recent: hipMemsetD2D8/16/32Async (ROCm 7.1), the batch mem-op calls (6.4).
+HIP_DIFFERS: dict[str, str | None] = {
+    "get_error_name": "hipDrvGetErrorName",
+    "get_error_string": "hipDrvGetErrorString",
+    "ctx_synchronize": "hipDeviceSynchronize",  # (hipCtxSynchronize is deprecated)
+    "ctx_enable_peer_access": "hipDeviceEnablePeerAccess",  # (hipCtxEnablePeerAccess is deprecated)
+    "mem_alloc": "hipMalloc",
+    "mem_free": "hipFree",
+    "mem_alloc_async": "hipMallocAsync",
+    "mem_free_async": "hipFreeAsync",
+    "mem_host_alloc": "hipHostAlloc",
+    "mem_free_host": "hipHostFree",
+    "memcpy3d_async": "hipDrvMemcpy3DAsync",
+    "func_get_name": "hipKernelNameRef",
+    "func_get_module": None,
+    "func_get_param_info": None,  # (hipKernelGetParamInfo takes a hipKernel_t, which no hipFunction_t gives)
+    "launch_kernel": "hipModuleLaunchKernel",
+    "event_create": "hipEventCreateWithFlags",
+    "stream_get_capture_info": "hipStreamGetCaptureInfo_v2",
+    "graph_get_id": None,  # (CUDA 13.1's ids: none in HIP, as the three below)
+    "graph_exec_get_id": None,
+    "graph_node_get_local_id": None,
+    "graph_node_get_tools_id": None,
+    # The driver's structs (CUDA_MEMCPY3D, CUDA_MEMSET_NODE_PARAMS, a device pointer): HIP's hipDrv* calls
+    "graph_add_memcpy_node": "hipDrvGraphAddMemcpyNode",
+    "graph_add_memset_node": "hipDrvGraphAddMemsetNode",
+    "graph_add_mem_free_node": "hipDrvGraphAddMemFreeNode",
+    "graph_memcpy_node_get_params": "hipDrvGraphMemcpyNodeGetParams",
+    "graph_memcpy_node_set_params": "hipDrvGraphMemcpyNodeSetParams",
+    "graph_exec_memcpy_node_set_params": "hipDrvGraphExecMemcpyNodeSetParams",
+    "graph_exec_memset_node_set_params": "hipDrvGraphExecMemsetNodeSetParams",
+    "ctx_get_stream_priority_range": "hipDeviceGetStreamPriorityRange",
+    "occupancy_max_active_blocks_per_multiprocessor": "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+}
+HIP: dict[str, str] = {generic: twin for generic, name in CUDA.items()
+                       if (twin := HIP_DIFFERS.get(generic, "hip" + name[2:])) is not None}
 
 drv = symbol_table(cu, CUDA)
