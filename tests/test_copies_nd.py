@@ -213,3 +213,98 @@ def test_a_2d_memset_takes_a_new_value_whatever_its_bytes(device):
     # One row from both starts is a 1-D copy, as CUDA reads it back.
     row = gg.Graph(device).add_memcpy(plane, plane_ones, shape=4)
     assert row.params.box is None and row.params.nbytes == 16
+
+
+def test_graph_nodes_refuse_bad_boxes_at_the_call(device):
+    # The box rules of Stream.memcpy and Stream.memset (test_box_rules_are_checked_at_the_call), through the graph.
+    src = cube(device, source())
+    dst = device.zeros((D, H, W), np.float32)
+    plane = device.zeros((H, W), np.float32)
+    g = gg.Graph(device)
+    with pytest.raises(ValueError, match=r"^add_memcpy\(dst\): a box of shape \(2, 2, 8\) at \(0, 0, 0\) passes the "
+                                         r"end of dst \(of shape \(3, 5, 7\)\) along axis 2$"):
+        g.add_memcpy(dst, src, shape=(2, 2, 8))
+    with pytest.raises(ValueError, match=r"^add_memcpy\(src\): a box of shape \(2, 2\) at \(4, 0\) passes the end of "
+                                         r"src \(of shape \(3, 5, 7\)\) along axis 0$"):
+        g.add_memcpy(dst, src, shape=(2, 2), src_origin=(4, 0))
+    with pytest.raises(ValueError, match=r"^add_memcpy\(dst\): a box of shape \(3, 1, 1\) at \(1, 0, 0\) passes the "
+                                         r"end of dst \(of shape \(3, 5, 7\)\) along axis 0$"):
+        g.add_memcpy(dst, src, shape=(3, 1, 1), dst_origin=(1, 0, 0))
+    with pytest.raises(ValueError, match=r"^add_memcpy\(dst_origin\): \(1, 1\) has 2 dimensions and shape \(2, 2, 2\) "
+                                         r"3$"):
+        g.add_memcpy(dst, src, shape=(2, 2, 2), dst_origin=(1, 1))
+    with pytest.raises(ValueError, match=r"^add_memcpy\(src_origin\): \(0, 0, 1\) has 3 dimensions and shape \(2, 2\) "
+                                         r"2$"):
+        g.add_memcpy(dst, src, shape=(2, 2), src_origin=(0, 0, 1))
+    with pytest.raises(TypeError, match=r"^add_memcpy: dst is float32 and src is int32; a box copy moves elements of "
+                                        r"one dtype$"):
+        g.add_memcpy(dst, device.zeros((D, H, W), np.int32), shape=(2, 2))
+    with pytest.raises(ValueError, match=r"^add_memcpy\(dst\): 2-D and 3-D copies take arrays of 1 to 3 dimensions, "
+                                         r"got 4$"):
+        g.add_memcpy(device.zeros((1, D, H, W), np.float32), src, shape=(2, 2))
+    with pytest.raises(ValueError, match=r"^add_memset\(dst\): a box of shape \(2, 2\) at \(4, 0\) passes the end of "
+                                         r"dst \(of shape \(5, 7\)\) along axis 0$"):
+        g.add_memset(plane, 0.0, shape=(2, 2), origin=(4, 0))
+    with pytest.raises(ValueError, match=r"^add_memset\(dst\): memsets are 2-D; dst has 3 dimensions"):
+        g.add_memset(dst, 0.0, shape=(2, 2))
+    assert len(g) == 0  # (nothing half-added)
+
+
+def test_setters_refuse_bad_boxes_and_keep_the_node(device, stream):
+    src = cube(device, source())
+    dst = device.zeros((D, H, W), np.float32)
+    plane = device.zeros((H, W), np.int32)
+    g = gg.Graph(device)
+    copy = g.add_memcpy(dst, src, shape=(2, 2), src_origin=(1, 1))
+    band = g.add_memset(plane, 1, shape=(2, 2), origin=(1, 1), after=copy)
+    was = copy.params, band.params
+    for call, error, message in (
+            (lambda: g.set_memcpy(copy, dst, src, shape=(2, 8)), ValueError,
+             r"^set_memcpy\(dst\): a box of shape \(2, 8\) at \(0, 0\) passes the end of dst \(of shape \(3, 5, 7\)\) "
+             r"along axis 1$"),
+            (lambda: g.set_memcpy(copy, dst, src, shape=(2, 2), src_origin=(4, 6)), ValueError,
+             r"^set_memcpy\(src\): a box of shape \(2, 2\) at \(4, 6\) passes the end of src \(of shape \(3, 5, 7\)\) "
+             r"along axis 0$"),
+            (lambda: g.set_memcpy(copy, dst, src, shape=(2, 2), dst_origin=(0, 0, 0)), ValueError,
+             r"^set_memcpy\(dst_origin\): \(0, 0, 0\) has 3 dimensions and shape \(2, 2\) 2$"),
+            (lambda: g.set_memcpy(copy, dst, device.zeros((D, H, W), np.int32), shape=(2, 2)), TypeError,
+             r"^set_memcpy: dst is float32 and src is int32; a box copy moves elements of one dtype$"),
+            (lambda: g.set_memset(band, plane, 2, shape=(2, 2), origin=(4, 6)), ValueError,
+             r"^set_memset\(dst\): a box of shape \(2, 2\) at \(4, 6\) passes the end of dst \(of shape \(5, 7\)\) "
+             r"along axis 0$")):
+        with pytest.raises(error, match=message):
+            call()
+        assert (copy.params, band.params) == was  # the nodes keep their copy and memset
+    assert g.nodes == (copy, band) and g.edges == ((copy, band),)
+    with g.instantiate() as exe:  # (made after the refusals: the backend's node kept its copy too)
+        for call, error, message in (
+                (lambda: exe.set_memcpy(copy, dst, src, shape=(2, 8), src_origin=(1, 1)), ValueError,
+                 r"^set_memcpy\(dst\): a box of shape \(2, 8\) at \(0, 0\) passes the end of dst"),
+                (lambda: exe.set_memcpy(copy, dst, src, shape=(2, 2), src_origin=(1,)), ValueError,
+                 r"^set_memcpy\(src_origin\): \(1,\) has 1 dimensions and shape \(2, 2\) 2$"),
+                (lambda: exe.set_memcpy(copy, dst, device.zeros((D, H, W), np.int32), shape=(2, 2),
+                                        src_origin=(1, 1)), TypeError,
+                 r"^set_memcpy: dst is float32 and src is int32; a box copy moves elements of one dtype$"),
+                (lambda: exe.set_memset(band, plane, 2, shape=(2, 8)), ValueError,
+                 r"^set_memset\(dst\): a box of shape \(2, 8\) at \(0, 0\) passes the end of dst \(of shape \(5, 7\)\) "
+                 r"along axis 1$"),
+                (lambda: exe.set_memset(band, plane, 2, shape=(2, 2), origin=(4, 0)), ValueError,
+                 r"^set_memset\(dst\): a box of shape \(2, 2\) at \(4, 0\) passes the end of dst \(of shape \(5, 7\)\) "
+                 r"along axis 0$"),
+                (lambda: exe.set_memset(band, plane, 2, shape=(2, 2), origin=(1,)), ValueError,
+                 r"^set_memset\(origin\): \(1,\) has 1 dimensions and shape \(2, 2\) 2$"),
+                (lambda: exe.set_memset(band, plane, 1.5, shape=(2, 2)), ValueError,
+                 r"^set_memset: value 1\.5 is not representable as int32$"),
+                (lambda: exe.set_memset(band, device.zeros((D, H, W), np.int32), 2, shape=(2, 2)), ValueError,
+                 r"^set_memset\(dst\): memsets are 2-D; dst has 3 dimensions")):
+            with pytest.raises(error, match=message):
+                call()
+        exe.launch(stream)
+        stream.synchronize()
+    assert (copy.params, band.params) == was
+    want = np.zeros((D, H, W), np.float32)
+    want[0, 0:2, 0:2] = source()[0, 1:3, 1:3]
+    np.testing.assert_array_equal(dst.to_numpy(), want)  # the copy it was made with
+    banded = np.zeros((H, W), np.int32)
+    banded[1:3, 1:3] = 1
+    np.testing.assert_array_equal(plane.to_numpy(), banded)  # the memset it was made with

@@ -63,6 +63,8 @@ extern "C" __global__ void takes_int(int graph) {}
 ADD, COPY_FIRST, LAUNCH, COUNT_DOWN, LAUNCH_ITSELF, LAUNCH_ONCE, TAKES_INT = (gg.Kernel(SOURCE, name) for name in (
     "add", "copy_first", "launch_graph", "count_down", "launch_itself", "launch_once", "takes_int"))
 MODES = {"tail": 1, "fire_and_forget": 2, "sibling": 3}
+# The modes as test parameters: sibling launches are left out of compute-sanitizer's pass (pyproject's marker says why).
+MODE_PARAMS = [pytest.param(mode, marks=pytest.mark.sibling_launch) if mode == "sibling" else mode for mode in MODES]
 
 
 def launchable(device, x, value=1):
@@ -72,7 +74,7 @@ def launchable(device, x, value=1):
     return child.instantiate(device_launch=True)
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_a_kernel_launches_a_graph(device, stream, mode):
     x, code = device.zeros(2, np.int32), device.asarray(np.array([-1], np.int32))
     child = launchable(device, x)
@@ -135,7 +137,7 @@ def test_a_graph_relaunches_itself_from_the_device(device, stream):
     assert runs.to_numpy()[0] == 2000 and n.to_numpy()[0] == 0
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_a_running_graph_relaunches_itself_only_as_a_tail_launch(device, stream, mode):
     """Measured on the H200: fire-and-forget and sibling launches of the graph that runs return cudaErrorInvalidValue
     and run nothing; tail launches run it again, each after the last."""
@@ -151,8 +153,8 @@ def test_a_running_graph_relaunches_itself_only_as_a_tail_launch(device, stream,
         assert n.to_numpy()[0] == 1 and codes.to_numpy().tolist() == [1, -1, -1, -1]
 
 
-@pytest.mark.parametrize("back", list(MODES))
-@pytest.mark.parametrize("there", list(MODES))
+@pytest.mark.parametrize("back", MODE_PARAMS)
+@pytest.mark.parametrize("there", MODE_PARAMS)
 def test_a_graph_launched_is_running_until_its_launcher_may_be_launched_again(device, stream, there, back):
     """Graph A launches B (``there``), whose kernel launches A (``back``). Measured on the H200: A runs while its
     fire-and-forget and sibling launches run, and B's launch of it then returns cudaErrorInvalidValue, whatever

@@ -1,6 +1,6 @@
 """Kernel node attributes (hipGraphKernelNodeGetAttribute/SetAttribute/CopyAttributes, cudaGraphKernelNode*Attribute*):
-priority, cooperative launch, the L2 access policy window and cluster dimensions, their rules, and how clones,
-captures, executable graphs, setters and updates carry them, on every backend."""
+priority, cooperative launch, the L2 access policy window, cluster dimensions, the memory synchronization domain,
+their rules, and how clones, captures, executable graphs, setters and updates carry them, on every backend."""
 
 from __future__ import annotations
 
@@ -257,3 +257,80 @@ def test_a_kernel_that_needs_ccccls_headers_names_them_when_they_are_missing(dev
     with pytest.raises(gg.KernelCompileError, match=r"(?s)nv/target.*CCCL's headers .* were not found: install "
                                                     r"them with `pip install \"cuda-toolkit\[cccl\]==13\.\*\"`"):
         gg.Graph(device).add_kernel(kernel, 1, 32, device.zeros(32, np.int32), device.zeros(32, np.int32), 32)
+
+
+def test_the_mem_sync_domain_is_kept_carried_and_checked(device):
+    g, node, x = fill_graph(device)
+    assert node.attributes.mem_sync_domain == "default" and gg.MEM_SYNC_DOMAINS == ("default", "remote")
+    early = g.instantiate()
+    g.set_attributes(node, mem_sync_domain="remote")
+    assert node.attributes == gg.KernelAttributes(mem_sync_domain="remote")
+    # A refused value changes nothing, the others given with it neither (the driver refuses 2: INVALID_VALUE).
+    with pytest.raises(ValueError, match=r"set_attributes\(mem_sync_domain\): expected one of \('default', 'remote'\), "
+                                         r"got 2"):
+        g.set_attributes(node, priority=device.priority_range[1], mem_sync_domain=2)
+    with pytest.raises(ValueError, match=r"set_attributes\(mem_sync_domain\): expected one of .*got 'local'"):
+        g.set_attributes(node, mem_sync_domain="local")
+    assert node.attributes == gg.KernelAttributes(mem_sync_domain="remote")
+    # Clones and copy_attributes carry it; the executable graph made before keeps what it was made with, and an
+    # update takes it (measured on the H200: cuGraphExecUpdate succeeds).
+    copy = g.clone()
+    assert copy.find(node).attributes == node.attributes
+    other, target, y = fill_graph(device, value=4)
+    other.copy_attributes(node, target)
+    assert target.attributes.mem_sync_domain == "remote"
+    g.set_attributes(node, mem_sync_domain="default")
+    assert copy.find(node).attributes.mem_sync_domain == "remote"
+    early.update(other)
+    run(device, early)
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 4, np.int32))
+    early.close()
+    with g.instantiate() as exe:
+        run(device, exe)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 7, np.int32))
+
+
+def test_copy_attributes_refuses_nodes_it_cannot_copy_between(device):
+    g, node, x = fill_graph(device)
+    g.set_attributes(node, cluster_dims=2)
+    other, target, _ = fill_graph(device)
+    _, theirs, _ = fill_graph(device)
+    with pytest.raises(gg.GraphError, match=r"copy_attributes: Node\(n0, kernel fill\) belongs to another graph"):
+        other.copy_attributes(node, theirs)
+    # An executable graph made before a copy keeps its attributes: no clusters, so a grid of 6 still launches.
+    early = other.instantiate()
+    other.copy_attributes(node, target)
+    with pytest.raises(ValueError, match=r"its cluster dims \(2, 1, 1\) must divide its grid \(7, 1, 1\)"):
+        other.set_params(target, grid=7)
+    early.set_params(target, grid=7)
+    run(device, early)
+    early.close()
+    # A node removed from either graph, and a graph a capture records into, are refused; nothing changes.
+    removed, gone, _ = fill_graph(device)
+    removed.add_kernel(K.fill, 1, 32, x, 1, 1)
+    removed.remove_node(gone)
+    with pytest.raises(gg.GraphError, match="removed with remove_node"):
+        other.copy_attributes(gone, target)
+    with pytest.raises(gg.GraphError, match="removed with remove_node"):
+        removed.copy_attributes(node, gone)
+    with pytest.raises(gg.GraphError, match="removed with remove_node"):
+        removed.set_attributes(gone, priority=0)
+    stream = device.stream()
+    fresh, fresh_node, _ = fill_graph(device)
+    with stream.capture(into=fresh, after=[fresh_node]):
+        with pytest.raises(gg.GraphError, match="a capture records into this graph"):
+            fresh.copy_attributes(node, fresh_node)
+        with pytest.raises(gg.GraphError, match="a capture records into this graph"):
+            fresh.set_attributes(fresh_node, priority=0)
+    assert fresh_node.attributes == gg.KernelAttributes()
+
+
+def test_copy_attributes_refuses_nodes_of_different_devices(pair):
+    first, last = pair
+    g, node, _ = fill_graph(first)
+    other, target, _ = fill_graph(last)
+    g.set_attributes(node, mem_sync_domain="remote")
+    with pytest.raises(ValueError, match=r"copy_attributes\(Node\(n0, kernel fill\), Node\(n0, kernel fill\)\): the "
+                                         r"nodes run on different devices"):
+        other.copy_attributes(node, target)
+    assert target.attributes == gg.KernelAttributes()

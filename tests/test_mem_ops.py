@@ -3,6 +3,7 @@ a stream or a node waits for a value that other work writes to device memory, on
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 
@@ -190,3 +191,53 @@ def test_a_64_bit_wait_compares_cyclically(device):
         writing.write_value(flag, 2**40 + 5)
         waiting.synchronize()
     np.testing.assert_array_equal(out.to_numpy(), [8])
+
+
+def test_mem_ops_refuse_a_target_on_another_device(pair):
+    first, second = pair
+    mine, theirs = first.zeros(2, np.uint32), second.zeros(2, np.uint32)
+    refused = rf"\(target\): {re.escape(repr(theirs))} belongs to {second}, not {first}$"
+    g = gg.Graph(first)
+    with pytest.raises(ValueError, match=rf"^add_mem_ops{refused}"):
+        g.add_mem_ops(gg.WriteValue(theirs, 1))
+    with pytest.raises(ValueError, match=rf"^add_mem_ops{refused}"):
+        g.add_mem_ops([gg.WriteValue(mine, 1), gg.WaitValue(theirs, 1)])  # (one of several)
+    assert len(g) == 0  # (nothing half-added)
+    node = g.add_mem_ops([gg.WriteValue(mine, 3), gg.WaitValue(mine, 3)])
+    was = node.params
+    with pytest.raises(ValueError, match=rf"^set_mem_ops{refused}"):
+        g.set_mem_ops(node, [gg.WriteValue(theirs, 4), gg.WaitValue(mine, 4)])
+    assert node.params == was == gg.MemOpsParams((gg.WriteValue(mine, 3), gg.WaitValue(mine, 3)))
+    stream = first.stream()
+    with g.instantiate() as exe:
+        with pytest.raises(ValueError, match=rf"^set_mem_ops{refused}"):
+            exe.set_mem_ops(node, [gg.WriteValue(mine, 4), gg.WaitValue(theirs, 4)])
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(mine.to_numpy(), [3, 0])  # (the node's own operations ran)
+    np.testing.assert_array_equal(theirs.to_numpy(), [0, 0])
+
+
+def test_stream_mem_ops_refuse_a_target_on_another_device(pair):
+    first, second = pair
+    stream, writing = first.stream(), second.stream()
+    theirs = second.zeros(1, np.uint32)
+    out = first.zeros(2, np.int32)
+    refused = rf"\(target\): {re.escape(repr(theirs))} belongs to {second}, not {first}$"
+    with K.garbage_held(first), released(writing, theirs, 1):  # (were a wait enqueued, it is released after)
+        with pytest.raises(ValueError, match=rf"^wait_value{refused}"):
+            stream.wait_value(theirs, 1)
+        with pytest.raises(ValueError, match=rf"^write_value{refused}"):
+            stream.write_value(theirs, 5)
+        with stream.capture() as capture:
+            with pytest.raises(ValueError, match=rf"^wait_value{refused}"):
+                stream.wait_value(theirs, 1)
+        assert capture.graph.nodes == ()  # (no batch node recorded)
+        stream.memset(out, 4)
+        deadline = time.monotonic() + 10
+        while not stream.done and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stream.done  # (no wait was enqueued: nothing holds the stream)
+        np.testing.assert_array_equal(theirs.to_numpy(), [0])  # (and nothing written)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), [4, 4])

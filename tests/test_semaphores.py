@@ -221,6 +221,116 @@ def test_semaphore_errors_name_the_call_and_the_rule(device, host):
     exe.close()
 
 
+def _imported_into(device):
+    """``_Host(device)``, or a skip where CUDA imports no semaphore of the first Vulkan device into ``device``."""
+    try:
+        return _Host(device)
+    except ValueError as why:
+        pytest.skip(f"the driver imports no Vulkan semaphore into {device} here: {why}")
+
+
+def _refused_on(semaphore, device):
+    """The message of a semaphore imported into another device than ``device``, where the work runs."""
+    return rf"ExternalSemaphore\(timeline, device={semaphore.device}\) was imported into {semaphore.device}, not " \
+           rf"{device}, where this work runs$"
+
+
+def _finishes(stream, within=WAIT):
+    """Whether ``stream``'s work finishes within ``within`` seconds (it is not left waiting)."""
+    deadline = time.monotonic() + within
+    while not stream.done:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_nodes_and_streams_refuse_a_semaphore_imported_into_another_device(pair):
+    first, second = pair
+    theirs = _Host(first)
+    try:
+        g = gg.Graph(second)
+        refused = _refused_on(theirs.semaphore, second)
+        with pytest.raises(ValueError, match=rf"^add_semaphore_signal: {refused}"):
+            g.add_semaphore_signal(theirs.semaphore, 1)
+        with pytest.raises(ValueError, match=rf"^add_semaphore_wait: {refused}"):
+            g.add_semaphore_wait([theirs.semaphore], [1])
+        assert len(g) == 0  # (nothing half-added)
+        stream = second.stream()
+        out = second.zeros(2, np.int32)
+        with pytest.raises(ValueError, match=rf"^wait_semaphores: {refused}"):
+            stream.wait_semaphores(theirs.semaphore, 1)
+        with pytest.raises(ValueError, match=rf"^signal_semaphores: {refused}"):
+            stream.signal_semaphores(theirs.semaphore, 1)
+        stream.memset(out, 3)
+        assert _finishes(stream)  # (no wait was enqueued: nothing holds the stream)
+        assert theirs.value == 0  # (and no signal)
+        np.testing.assert_array_equal(out.to_numpy(), [3, 3])
+    finally:
+        theirs.signal(1 << 40)  # (whatever might wait on it, released)
+        second.synchronize()
+        if theirs.made is not None:
+            theirs.made.close()
+
+
+def test_set_semaphores_refuses_a_semaphore_imported_into_another_device(pair):
+    first, second = pair
+    mine = _Host(first)
+    try:
+        theirs = _imported_into(second)
+        try:
+            _set_across_devices(first, mine, theirs)
+        finally:
+            if theirs.made is not None:
+                theirs.made.close()
+    finally:
+        if mine.made is not None:
+            mine.made.close()
+
+
+def _set_across_devices(device, mine, theirs):
+    g = gg.Graph(device)
+    signal = g.add_semaphore_signal(mine.semaphore, 1)
+    refused = _refused_on(theirs.semaphore, device)
+    with pytest.raises(ValueError, match=rf"^set_semaphores: {refused}"):
+        g.set_semaphores(signal, theirs.semaphore, 2)
+    with pytest.raises(ValueError, match=rf"^set_semaphores: {refused}"):
+        g.set_semaphores(signal, [mine.semaphore, theirs.semaphore], [2, 3])  # (one of several)
+    assert signal.params == gg.SemaphoreSignalParams((mine.semaphore,), (1,))  # (the node unchanged)
+    with g.instantiate() as exe:
+        with pytest.raises(ValueError, match=rf"^set_semaphores: {refused}"):
+            exe.set_semaphores(signal, theirs.semaphore, 2)
+        stream = device.stream()
+        exe.launch(stream)
+        assert mine.wait(1, WAIT)  # the node still signals its own semaphore, to 1
+        stream.synchronize()
+    assert (mine.value, theirs.value) == (1, 0)
+
+
+def test_set_semaphores_refuses_a_removed_node(device, host):
+    # The executable graph, made before the removal, keeps the node (and its value, 2), which its setter no longer
+    # reaches; the graph's setter refuses it as every call does after remove_node.
+    stream = device.stream()
+    g = gg.Graph(device)
+    first = g.add_semaphore_signal(host.semaphore, 1)
+    gone = g.add_semaphore_signal(host.semaphore, 2, after=first)
+    exe = g.instantiate()
+    g.remove_node(gone)
+    with pytest.raises(gg.GraphError, match=r"^set_semaphores: Node\(n1, semaphore_signal\) is no longer in this "
+                                            r"graph \(it was removed with remove_node\)$"):
+        g.set_semaphores(gone, host.semaphore, 5)
+    with pytest.raises(gg.GraphError, match=r"^set_semaphores: Node\(n1, semaphore_signal\) is no longer in its "
+                                            r"graph \(it was removed with remove_node\); an executable graph's setters "
+                                            r"name nodes of the graph it was made from \(CUDA's\)$"):
+        exe.set_semaphores(gone, host.semaphore, 5)
+    assert g.nodes == (first,) and first.params == gg.SemaphoreSignalParams((host.semaphore,), (1,))
+    exe.launch(stream)
+    assert host.wait(2, WAIT)
+    stream.synchronize()
+    assert host.value == 2  # (the removed node's 2, not the refused 5)
+    exe.close()
+
+
 def test_imports_refuse_what_the_backend_cannot_take(device):
     if device.backend == "cpu":
         with pytest.raises(TypeError, match=r"import_semaphore: the CPU backend imports a gg.EmulatedSemaphore .* got "

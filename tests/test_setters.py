@@ -442,6 +442,21 @@ def test_setter_on_a_node_of_another_graph(device, stream, setter):
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
+def test_is_enabled_on_a_node_of_another_graph(device, stream):
+    # (The stranger is a kernel node at the same place, n0, as the executable graph's own, which is off: an answer
+    # by place would be False, not a refusal.)
+    g, x, nodes = _one_of_each(device)
+    _other, _, other_nodes = _one_of_each(device)
+    stranger = other_nodes["kernel"]
+    with g.instantiate() as exe:
+        exe.set_enabled(nodes["kernel"], False)
+        with pytest.raises(gg.GraphError, match=rf"^is_enabled: {re.escape(repr(stranger))} is not a node of the graph "
+                                                rf"this executable graph was made from \(or last updated with\)$"):
+            exe.is_enabled(stranger)
+        assert not exe.is_enabled(nodes["kernel"])  # (its own node answers as before)
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), X0)  # the kernel node stayed off
+
 @pytest.mark.parametrize("setter", SETTERS)
 def test_graph_setter_on_a_node_of_another_kind_or_graph(device, stream, setter):
     """The graph's own setters (cudaGraphKernelNodeSetParams and its kin) refuse what the executable graph's do."""

@@ -166,6 +166,52 @@ def test_symbol_errors_name_the_variable_and_the_rule(device, combine):
         device.symbol(broken, "v")
 
 
+def test_past_the_end_symbol_copy_nodes_are_refused(device, combine):
+    # The stream's rule (test_symbol_errors_name_the_variable_and_the_rule) for copy nodes to and from a symbol
+    # (hipGraphAddMemcpyNodeToSymbol/FromSymbol) and the graph's and executable graph's setters of them.
+    coeffs = device.symbol(combine, "coeffs")  # (4 float32s: 16 bytes)
+    stream = device.stream()
+    stream.memcpy(coeffs, np.zeros(4, np.float32))
+    values = device.asarray(np.array([1, 2, 3, 4], np.float32))
+    five = device.zeros(5, np.float32)
+    back = device.zeros(2, np.float32)
+    g = gg.Graph(device)
+    with pytest.raises(ValueError, match=r"^add_memcpy\(dst\): a box of shape \(2,\) at \(3,\) passes the end of dst "
+                                         r"\(of shape \(4,\)\) along axis 0$"):
+        g.add_memcpy(coeffs, values, shape=(2,), dst_origin=(3,))
+    with pytest.raises(ValueError, match=r"^add_memcpy\(src\): a box of shape \(2,\) at \(3,\) passes the end of src "
+                                         r"\(of shape \(4,\)\) along axis 0$"):
+        g.add_memcpy(back, coeffs, shape=(2,), src_origin=(3,))
+    with pytest.raises(ValueError, match=r"^add_memcpy: nbytes=20 exceeds dst \(16 bytes\) or src \(20 bytes\)$"):
+        g.add_memcpy(coeffs, five, 20)
+    with pytest.raises(ValueError, match=r"^add_memcpy: nbytes=20 exceeds dst \(20 bytes\) or src \(16 bytes\)$"):
+        g.add_memcpy(five, coeffs, 20)
+    assert len(g) == 0  # (nothing half-added)
+    to_symbol = g.add_memcpy(coeffs, values, shape=(2,), dst_origin=(2,))  # coeffs[2:4] = values[0:2]
+    from_symbol = g.add_memcpy(back, coeffs, shape=(2,), src_origin=(2,), after=to_symbol)  # back = coeffs[2:4]
+    was = to_symbol.params, from_symbol.params
+    with pytest.raises(ValueError, match=r"^set_memcpy\(dst\): a box of shape \(2,\) at \(3,\) passes the end of dst "
+                                         r"\(of shape \(4,\)\) along axis 0$"):
+        g.set_memcpy(to_symbol, coeffs, values, shape=(2,), dst_origin=(3,))
+    with pytest.raises(ValueError, match=r"^set_memcpy: nbytes=20 exceeds dst \(16 bytes\) or src \(20 bytes\)$"):
+        g.set_memcpy(to_symbol, coeffs, five, 20)
+    with pytest.raises(ValueError, match=r"^set_memcpy\(src\): a box of shape \(2,\) at \(3,\) passes the end of src "
+                                         r"\(of shape \(4,\)\) along axis 0$"):
+        g.set_memcpy(from_symbol, back, coeffs, shape=(2,), src_origin=(3,))
+    assert (to_symbol.params, from_symbol.params) == was  # the nodes keep their copies
+    with g.instantiate() as exe:  # (made after the refusals: the backend's nodes kept theirs too)
+        with pytest.raises(ValueError, match=r"^set_memcpy\(dst\): a box of shape \(2,\) at \(3,\) passes the end of "
+                                             r"dst \(of shape \(4,\)\) along axis 0$"):
+            exe.set_memcpy(to_symbol, coeffs, values, shape=(2,), dst_origin=(3,))
+        with pytest.raises(ValueError, match=r"^set_memcpy\(src\): a box of shape \(2,\) at \(3,\) passes the end of "
+                                             r"src \(of shape \(4,\)\) along axis 0$"):
+            exe.set_memcpy(from_symbol, back, coeffs, shape=(2,), src_origin=(3,))
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(coeffs.to_numpy(), [0, 0, 1, 2])
+    np.testing.assert_array_equal(back.to_numpy(), [1, 2])
+
+
 def test_a_python_kernel_s_symbols_are_refused_on_every_backend(device):
     # (The CPU backend runs its Python implementation, with no module: so CUDA refuses them too, and the two agree.)
     kernel = gg.Kernel("__device__ int v;\n__global__ void k(int* x) { x[0] = v; }", "k", cpu=lambda launch, x: None)

@@ -274,7 +274,6 @@ def test_threads_adding_to_one_graph_keep_the_backends_order(device):
     assert all(copy.find(node).params.args[1] == node.params.args[1] for node in g.nodes)
 
 
-@pytest.mark.frees_at_once
 def test_a_captured_graph_nobody_queried_is_freed_without_the_cycle_collector(device, stream):
     x = K.f32(device, X0)
     collecting = gc.isenabled()

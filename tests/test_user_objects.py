@@ -161,3 +161,24 @@ def test_a_destructor_that_raises_is_reported_not_lost(device, capfd):
         time.sleep(0.05)
         err += capfd.readouterr().err
     assert "Exception ignored in the destroy of a UserObject" in err and "RuntimeError: cleanup failed" in err
+
+
+def test_a_graph_refuses_a_user_object_of_another_backend():
+    backends = gg.available_backends()
+    gpus = [name for name in backends if name != "cpu"]
+    if "cpu" not in backends or not gpus:
+        pytest.skip(f"needs the CPU backend and a GPU backend side by side; available here: {', '.join(backends)}")
+    for mine, theirs in (("cpu", gpus[0]), (gpus[0], "cpu")):
+        destroyed = Destroyed()
+        obj = gg.Device(theirs).user_object(destroyed)
+        g = gg.Graph(gg.Device(mine))
+        for move in (False, True):
+            with pytest.raises(gg.GraphError, match=rf"^retain_user_object: UserObject\({theirs}, references=1\) is "
+                                                    rf"of another backend than Graph\(device={mine}:0, nodes=0\)$"):
+                g.retain_user_object(obj, move=move)
+        assert obj.references == 1  # (the move handed the caller's reference to no one)
+        with pytest.raises(gg.GraphError, match=r"the graph holds 0 reference"):
+            g.release_user_object(obj)  # (the graph took none)
+        assert destroyed.not_yet()
+        obj.release()
+        assert destroyed.ran()

@@ -4,7 +4,13 @@ Build graphs by stream capture or explicitly, instantiate them once and launch t
 CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
 """
 
-from ._attributes import ACCESS_PROPERTIES, MAX_CLUSTER_BLOCKS, AccessPolicyWindow, KernelAttributes
+from ._attributes import (
+    ACCESS_PROPERTIES,
+    MAX_CLUSTER_BLOCKS,
+    MEM_SYNC_DOMAINS,
+    AccessPolicyWindow,
+    KernelAttributes,
+)
 from ._capture import Capture, exchange_capture_mode, thread_capture_mode
 from ._captured import CapturedFunction, CapturedStats, captured
 from ._collectives import (
@@ -71,6 +77,7 @@ __all__ = [
     "DOT_FLAGS",
     "INSTANTIATE_FLAGS",
     "MAX_CLUSTER_BLOCKS",
+    "MEM_SYNC_DOMAINS",
     "AccessPolicyWindow",
     "AllocParams",
     "Array",

@@ -1,6 +1,6 @@
 """Kernel node attributes (cudaGraphKernelNodeSetAttribute, hipGraphKernelNodeSetAttribute): a kernel node's
-priority, cooperative launch, L2 access policy window and thread-block cluster dimensions, and the rules every
-backend applies to them.
+priority, cooperative launch, L2 access policy window, thread-block cluster dimensions and memory synchronization
+domain, and the rules every backend applies to them.
 
 A backend keeps each node's attributes (the CUDA driver does: clones, captures and instantiates carry them). The
 front end checks every value before a backend sees it; the rules that tie attributes to a launch shape
@@ -18,6 +18,8 @@ import numpy as np
 
 # The L2 cache properties of an access policy window's hits and misses (CUaccessProperty).
 ACCESS_PROPERTIES = ("normal", "streaming", "persisting")
+# The memory synchronization domains a kernel's fences may take (CUlaunchMemSyncDomain).
+MEM_SYNC_DOMAINS = ("default", "remote")
 # The most blocks a cluster may have: CUDA's portable cluster size (the driver refuses more unless the kernel is
 # built for non-portable sizes, which gpugraph's kernels are not).
 MAX_CLUSTER_BLOCKS = 8
@@ -51,12 +53,16 @@ class KernelAttributes:
         access_policy_window: The L2 access policy window of the node's accesses, or None.
         cluster_dims: The node's thread-block cluster dimensions; (1, 1, 1) for no clusters. Each divides the
             grid's, and they hold at most ``MAX_CLUSTER_BLOCKS`` blocks.
+        mem_sync_domain: The memory synchronization domain of the node's fences, one of ``MEM_SYNC_DOMAINS``:
+            "remote" for a kernel whose fences need order only work of other devices sees (a communication
+            kernel), so that they do not wait on this device's other kernels' writes.
     """
 
     priority: int = 0
     cooperative: bool = False
     access_policy_window: AccessPolicyWindow | None = None
     cluster_dims: tuple[int, int, int] = (1, 1, 1)
+    mem_sync_domain: str = "default"
 
 
 DEFAULT_ATTRIBUTES = KernelAttributes()
@@ -149,9 +155,19 @@ def _checked_cluster(value: Any, limits: AttributeLimits, what: str) -> tuple[in
     return dims
 
 
+def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any, AttributeLimits, str], str]:
+    """The check of an attribute that is one of ``choices``."""
+    def checked(value: Any, limits: AttributeLimits, what: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"{what}({name}): expected one of {choices}, got {value!r}")
+        return value
+    return checked
+
+
 _CHECKS: dict[str, Callable[[Any, AttributeLimits, str], Any]] = {
     "priority": _checked_priority, "cooperative": _checked_cooperative,
-    "access_policy_window": _checked_window, "cluster_dims": _checked_cluster}
+    "access_policy_window": _checked_window, "cluster_dims": _checked_cluster,
+    "mem_sync_domain": _choice("mem_sync_domain", MEM_SYNC_DOMAINS)}
 
 
 def attributes_with(old: KernelAttributes, changes: dict[str, Any], limits: AttributeLimits,

@@ -125,8 +125,9 @@ class Node:
 
     @property
     def attributes(self) -> KernelAttributes:
-        """A kernel node's attributes: priority, cooperative launch, L2 access policy window, cluster dims (what the
-        backend keeps: a node captured on a stream of priority ``p`` has priority ``p``).
+        """A kernel node's attributes: priority, cooperative launch, L2 access policy window, cluster dims, memory
+        synchronization domain (what the backend keeps: a node captured on a stream of priority ``p`` has priority
+        ``p``).
 
         Raises:
             GraphError: If this is not a kernel node, or no longer in its graph.
@@ -1220,7 +1221,8 @@ class Graph:
             raise ValueError(f"{what}({node!r}): {refusal}")
 
     def set_attributes(self, node: Node, *, priority: int = _KEEP, cooperative: bool = _KEEP,
-                       access_policy_window: Any = _KEEP, cluster_dims: Any = _KEEP) -> None:
+                       access_policy_window: Any = _KEEP, cluster_dims: Any = _KEEP,
+                       mem_sync_domain: str = _KEEP) -> None:
         """Change attributes of a kernel node (those given; see ``KernelAttributes``). Executable graphs made earlier
         keep what they were made with; ``GraphExec.update`` takes them, but for ``cooperative``, and ``priority``
         where the executable graph was instantiated with ``use_node_priority``.
@@ -1234,7 +1236,7 @@ class Graph:
         See also: cudaGraphKernelNodeSetAttribute.
         """
         changes = {"priority": priority, "cooperative": cooperative, "access_policy_window": access_policy_window,
-                   "cluster_dims": cluster_dims}
+                   "cluster_dims": cluster_dims, "mem_sync_domain": mem_sync_domain}
         with self._locked():
             i = self._own_node(node, (NodeKind.KERNEL,), "set_attributes")
             record = self._topology.records[i]

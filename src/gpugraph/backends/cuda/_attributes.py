@@ -17,6 +17,10 @@ _PRIORITY = _ID.CU_LAUNCH_ATTRIBUTE_PRIORITY
 _COOPERATIVE = _ID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
 _WINDOW = _ID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
 _CLUSTER = _ID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+_DOMAIN = _ID.CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN
+_DOMAINS = {"default": cu.CUlaunchMemSyncDomain.CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT,
+            "remote": cu.CUlaunchMemSyncDomain.CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE}
+_DOMAIN_NAME = {int(value): name for name, value in _DOMAINS.items()}
 _PROPERTY = {"normal": cu.CUaccessProperty.CU_ACCESS_PROPERTY_NORMAL,
              "streaming": cu.CUaccessProperty.CU_ACCESS_PROPERTY_STREAMING,
              "persisting": cu.CUaccessProperty.CU_ACCESS_PROPERTY_PERSISTING}
@@ -38,7 +42,8 @@ def read_attributes(node: Any) -> KernelAttributes:
         access_policy_window=None if not window.num_bytes else AccessPolicyWindow(
             int(window.base_ptr), window.num_bytes, window.hitRatio, _PROPERTY_NAME[int(window.hitProp)],
             _PROPERTY_NAME[int(window.missProp)]),
-        cluster_dims=(1, 1, 1) if dims == (0, 0, 0) else dims)
+        cluster_dims=(1, 1, 1) if dims == (0, 0, 0) else dims,
+        mem_sync_domain=_DOMAIN_NAME[int(call(get, node, _DOMAIN).memSyncDomain)])
 
 
 def _value(name: str, attributes: KernelAttributes) -> tuple[Any, Any]:
@@ -53,6 +58,9 @@ def _value(name: str, attributes: KernelAttributes) -> tuple[Any, Any]:
     if name == "cluster_dims":
         value.clusterDim.x, value.clusterDim.y, value.clusterDim.z = attributes.cluster_dims
         return _CLUSTER, value
+    if name == "mem_sync_domain":
+        value.memSyncDomain = _DOMAINS[attributes.mem_sync_domain]
+        return _DOMAIN, value
     window, target = attributes.access_policy_window, value.accessPolicyWindow
     if window is not None:  # (None: the driver's no-window, all zeros)
         target.base_ptr, target.num_bytes, target.hitRatio = window.base, window.nbytes, window.hit_ratio
@@ -60,7 +68,7 @@ def _value(name: str, attributes: KernelAttributes) -> tuple[Any, Any]:
     return _WINDOW, value
 
 
-_NAMES = ("priority", "cooperative", "access_policy_window", "cluster_dims")
+_NAMES = ("priority", "cooperative", "access_policy_window", "cluster_dims", "mem_sync_domain")
 
 
 def write_attributes(node: Any, new: KernelAttributes, old: KernelAttributes) -> None:
