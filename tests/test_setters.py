@@ -457,6 +457,7 @@ def test_is_enabled_on_a_node_of_another_graph(device, stream):
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(x.to_numpy(), X0)  # the kernel node stayed off
 
+
 @pytest.mark.parametrize("setter", SETTERS)
 def test_graph_setter_on_a_node_of_another_kind_or_graph(device, stream, setter):
     """The graph's own setters (cudaGraphKernelNodeSetParams and its kin) refuse what the executable graph's do."""

@@ -54,8 +54,8 @@ class KernelAttributes:
         cluster_dims: The node's thread-block cluster dimensions; (1, 1, 1) for no clusters. Each divides the
             grid's, and they hold at most ``MAX_CLUSTER_BLOCKS`` blocks.
         mem_sync_domain: The memory synchronization domain of the node's fences, one of ``MEM_SYNC_DOMAINS``:
-            "remote" for a kernel whose fences need order only work of other devices sees (a communication
-            kernel), so that they do not wait on this device's other kernels' writes.
+            "remote" for a kernel whose memory fences need order only what other devices see (a communication
+            kernel), so that they do not wait for this device's other kernels' writes.
     """
 
     priority: int = 0
@@ -158,7 +158,9 @@ def _checked_cluster(value: Any, limits: AttributeLimits, what: str) -> tuple[in
 def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any, AttributeLimits, str], str]:
     """The check of an attribute that is one of ``choices``."""
     def checked(value: Any, limits: AttributeLimits, what: str) -> str:
-        if not isinstance(value, str) or value not in choices:
+        if not isinstance(value, str):
+            raise TypeError(f"{what}({name}): expected one of {choices}, got {value!r}")
+        if value not in choices:
             raise ValueError(f"{what}({name}): expected one of {choices}, got {value!r}")
         return value
     return checked
