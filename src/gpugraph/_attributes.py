@@ -155,21 +155,18 @@ def _checked_cluster(value: Any, limits: AttributeLimits, what: str) -> tuple[in
     return dims
 
 
-def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any, AttributeLimits, str], str]:
-    """The check of an attribute that is one of ``choices``."""
-    def checked(value: Any, limits: AttributeLimits, what: str) -> str:
-        if not isinstance(value, str):
-            raise TypeError(f"{what}({name}): expected one of {choices}, got {value!r}")
-        if value not in choices:
-            raise ValueError(f"{what}({name}): expected one of {choices}, got {value!r}")
-        return value
-    return checked
+def _checked_domain(value: Any, limits: AttributeLimits, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what}(mem_sync_domain): expected one of {MEM_SYNC_DOMAINS}, got {value!r}")
+    if value not in MEM_SYNC_DOMAINS:
+        raise ValueError(f"{what}(mem_sync_domain): expected one of {MEM_SYNC_DOMAINS}, got {value!r}")
+    return value
 
 
 _CHECKS: dict[str, Callable[[Any, AttributeLimits, str], Any]] = {
     "priority": _checked_priority, "cooperative": _checked_cooperative,
     "access_policy_window": _checked_window, "cluster_dims": _checked_cluster,
-    "mem_sync_domain": _choice("mem_sync_domain", MEM_SYNC_DOMAINS)}
+    "mem_sync_domain": _checked_domain}
 
 
 def attributes_with(old: KernelAttributes, changes: dict[str, Any], limits: AttributeLimits,
