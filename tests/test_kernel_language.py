@@ -318,20 +318,26 @@ def test_more_dynamic_shared_memory_than_48_kib_is_refused_on_every_backend(devi
 
 
 def test_a_thread_may_use_as_much_local_memory_as_on_a_gpu(device, stream):
-    """A GPU thread may have 512 KiB of local memory; on the CPU a block that synchronizes runs its threads
-    as fibers, whose stacks hold it."""
+    """A GPU thread may have 512 KiB of local memory; on the CPU a block that synchronizes runs its threads as fibers,
+    whose stacks hold 400 KiB. A GPU reserves a launch's local memory for every thread it can hold at once, so there
+    the size is what half the device's memory allows (400 KiB on an H200, 144 KiB on an 80 GB H100), at most 400 KiB."""
+    floats = 100 * 1024
+    if device.backend != "cpu":
+        properties = device.properties
+        resident = properties["multiProcessorCount"] * properties["maxThreadsPerMultiProcessor"]
+        floats = min(floats, properties["totalGlobalMem"] // 2 // resident // 4 // 1024 * 1024)
     source = r"""
     __global__ void local(float* out) {
-        float scratch[100 * 1024];  // 400 KiB
-        for (int i = 0; i < 100 * 1024; ++i) scratch[i] = threadIdx.x + i;
+        float scratch[FLOATS];
+        for (int i = 0; i < FLOATS; ++i) scratch[i] = threadIdx.x + i;
         __syncthreads();
         float sum = 0.0f;
-        for (int i = 0; i < 100 * 1024; i += 1024) sum += scratch[i];
+        for (int i = 0; i < FLOATS; i += 1024) sum += scratch[i];
         out[threadIdx.x] = sum;
-    }"""
+    }""".replace("FLOATS", str(floats))
     out = device.zeros(4, np.float32)
     run(stream, gg.Kernel(source, "local"), 1, 4, out)
-    want = [sum(float(t + i) for i in range(0, 100 * 1024, 1024)) for t in range(4)]
+    want = [sum(float(t + i) for i in range(0, floats, 1024)) for t in range(4)]
     np.testing.assert_allclose(out.to_numpy(), want, rtol=1e-6)
 
 
@@ -868,8 +874,9 @@ def test_a_struct_parameter_of_16_bytes_is_refused_when_loaded_on_the_cpu():
 
 
 def test_a_compile_error_is_not_hidden_behind_no_kernel(device, stream):
-    """A name the source lacks, in a source that does not compile: the compiler's errors, not "no kernel"."""
-    source = "__global__ void k(float* x) { x[0] = not_declared_anywhere; }"
+    """A name the source has no kernel of, in a source that does not compile (and spells the name, so that gpugraph
+    cannot tell before compiling): the compiler's errors, not "no kernel"."""
+    source = "__device__ float missing;\n__global__ void k(float* x) { x[0] = not_declared_anywhere + missing; }"
     with pytest.raises(gg.KernelCompileError, match="not_declared_anywhere") as caught:
         stream.launch(gg.Kernel(source, "missing"), 1, 1, device.zeros(1, np.float32))
     assert "has no kernel" not in str(caught.value)

@@ -218,3 +218,14 @@ def test_multidimensional_byte_arrays_round_trip(device, dtype):
     s.memcpy(out, a)
     s.synchronize()
     np.testing.assert_array_equal(out, host)
+
+
+def test_numpy_conversion_of_an_array_is_refused_naming_the_ways(device):
+    """np.asarray would otherwise give a 0-d object array holding the Array, silently."""
+    x = device.zeros(3, np.float32)
+    for convert in (np.asarray, np.array):
+        with pytest.raises(TypeError, match=r"^np\.asarray/np\.array: Array\(shape=\(3,\), .*\) is device memory, not "
+                                            r"a host sequence; use array\.to_numpy\(\) for a host copy .* or "
+                                            r"np\.from_dlpack\(array\)"):
+            convert(x)
+    np.testing.assert_array_equal(x.to_numpy(), np.zeros(3))

@@ -39,9 +39,10 @@ from ._errors import (
 )
 from ._exec import GraphExec
 from ._graph import Graph, Node
+from ._host_memory import HostRegistration
 from ._instantiate import INSTANTIATE_FLAGS
 from ._interop import from_cuda_array_interface, from_dlpack
-from ._kernel import Kernel, LaunchConfig
+from ._kernel import Kernel, LaunchConfig, Module
 from ._memory import Array
 from ._nodes import (
     DEPENDENCY_KINDS,
@@ -64,6 +65,7 @@ from ._nodes import (
     WriteValue,
 )
 from ._params import Param
+from ._properties import PROPERTIES, SCHEDULES
 from ._semaphores import EmulatedSemaphore, ExternalSemaphore
 from ._stream import Event, Stream
 from ._user_objects import UserObject
@@ -78,6 +80,8 @@ __all__ = [
     "INSTANTIATE_FLAGS",
     "MAX_CLUSTER_BLOCKS",
     "MEM_SYNC_DOMAINS",
+    "PROPERTIES",
+    "SCHEDULES",
     "AccessPolicyWindow",
     "AllocParams",
     "Array",
@@ -108,6 +112,7 @@ __all__ = [
     "GraphMemoryUsage",
     "GraphUpdateError",
     "HostParams",
+    "HostRegistration",
     "Kernel",
     "KernelAttributes",
     "KernelCompileError",
@@ -116,6 +121,7 @@ __all__ = [
     "MemOpsParams",
     "MemcpyParams",
     "MemsetParams",
+    "Module",
     "Node",
     "NodeKind",
     "Param",

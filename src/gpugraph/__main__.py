@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 import traceback
 
@@ -47,9 +48,25 @@ def _info(args: argparse.Namespace) -> int:
         for index in range(backend.device_count()):
             print(f"  {name}:{index:<3} {backend.device_name(index)}")
     print(f"default device: {open_device(None)} (available: {', '.join(available_backends())})")
-    from .backends.cuda import _compiled
-    print(f"CUDA compiled path: {_compiled.status}")
+    print(f"CUDA compiled path: {_compiled_path()}")
     return 0
+
+
+def _compiled_path() -> str:
+    """What ``info`` says of the CUDA backend's compiled path: its status, or plainly that it is unused where the
+    CUDA backend itself is not installed (setup.py builds the extension wherever it can, GPU or not)."""
+    from .backends.cuda import _compiled
+    if _compiled.fast is None and _compiled.status.startswith("built but not importable") and not _has_bindings():
+        return ("built, but unused: the CUDA backend's package, cuda-bindings, is not installed (see the cuda line "
+                "above); the CPU backend does not need it")
+    return _compiled.status
+
+
+def _has_bindings() -> bool:
+    try:
+        return importlib.util.find_spec("cuda.bindings") is not None
+    except ImportError:  # no `cuda` package at all
+        return False
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -77,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
+    try:
+        available_backends()  # none usable at all (a wrong $GPUGRAPH_CPU_DEVICES): said before anything runs
+    except BackendUnavailableError as exc:
+        return report(f"{PROG} {args.command}", str(exc))
     try:
         return args.run(args)
     except UsageError as exc:

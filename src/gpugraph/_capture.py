@@ -67,13 +67,14 @@ def _where() -> str:
     return "".join(traceback.format_list(frames[-6:])).rstrip()
 
 
-def invalidate(captures: Iterable[Capture], api: str, rule: str) -> CaptureError:
-    """Mark ``captures`` invalidated by ``api`` and return the error to raise."""
+def invalidate(captures: Iterable[Capture], api: str, rule: str, instead: str = "") -> CaptureError:
+    """Mark ``captures`` invalidated by ``api`` and return the error to raise (``instead``: what to do instead,
+    when there is a way)."""
     captures = list(captures)
     first = captures[0]
     error = CaptureError(f"{api}: {rule} (capture on {first.stream!r}, mode {first.mode!r}); "
-                         f"the capture is invalidated", api=api, stream=first.stream, mode=first.mode,
-                         where=_where())
+                         f"the capture is invalidated" + (f"; {instead}" if instead else ""),
+                         api=api, stream=first.stream, mode=first.mode, where=_where())
     for capture in captures:
         if capture.error is None:
             capture.error = error
@@ -82,6 +83,19 @@ def invalidate(captures: Iterable[Capture], api: str, rule: str) -> CaptureError
 
 _UNSAFE = ("synchronous allocations and copies are forbidden while a 'global' capture runs, or in the "
            "thread of a 'thread_local' one")
+
+# What to do instead of a synchronous allocation under capture, by call: allocate in stream order, which the
+# capture records, or before the capture.
+_STREAM_ALLOC = ("use stream.alloc(shape, dtype) instead: a stream-ordered allocation on the capturing stream "
+                 "(gg.current_stream() in a @captured function), which the capture records as a graph allocation "
+                 "node")
+_INSTEAD = {
+    "Device.empty": _STREAM_ALLOC,
+    "Device.zeros": _STREAM_ALLOC + ", then stream.memset(array, 0) on the same stream",
+    "Device.asarray": "copy the host data to the device before the capture and use that Array inside",
+    "Device.pinned": "allocate page-locked memory before the capture and use it inside (it has no "
+                     "stream-ordered form)",
+}
 
 
 INSTANTIATE_RULE = ("instantiating a graph is forbidden while a 'global' capture runs, or in the thread of a "
@@ -141,7 +155,7 @@ def forbid_unsafe(api: str, rule: str = _UNSAFE) -> None:
     offended = [c for c in list(_active) if (c.thread == me and c.mode != "relaxed")
                 or (mode == "global" and c.thread != me and c.mode == "global")]
     if offended:
-        raise invalidate(offended, api, rule)
+        raise invalidate(offended, api, rule, _INSTEAD.get(api, ""))
 
 
 _SECTION_TIMEOUT = 60.0  # seconds unsafe_section waits for other threads' global captures to end

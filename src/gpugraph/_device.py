@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -14,9 +15,11 @@ import numpy as np
 from . import _capture
 from ._attributes import AttributeLimits
 from ._errors import BackendUnavailableError
+from ._host_memory import HostRegistration
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
+from ._properties import SCHEDULES
 from ._semaphores import ExternalSemaphore
 from ._stream import Event, Stream
 from ._user_objects import UserObject
@@ -81,6 +84,7 @@ class Device:
     _backend: Backend
     _default_stream: Stream | None
     _limits: AttributeLimits | None = None  # (read when first needed: _attribute_limits)
+    _properties: Mapping[str, Any] | None = None  # (read when first asked for: properties)
 
     _instances: ClassVar[dict[tuple[str, int], Device]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -300,6 +304,56 @@ class Device:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         raw = self._backend.pinned_empty(self.index, Array.bytes_for(shape, dtype))
         return raw.view(dtype).reshape(shape)
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        """The device's properties by their names in hipDeviceProp_t (cudaDeviceProp): ``totalGlobalMem``,
+        ``multiProcessorCount``, ``asyncEngineCount``, ``concurrentKernels``, ... (``gpugraph.PROPERTIES`` lists them
+        and what each is). Read once; a read-only mapping.
+
+        See also: hipGetDeviceProperties, hipDeviceGetAttribute (cudaGetDeviceProperties, cudaDeviceGetAttribute).
+        """
+        properties = self._properties
+        if properties is None:
+            properties = self._properties = MappingProxyType(self._backend.device_properties(self.index))
+        return properties
+
+    @property
+    def schedule(self) -> str:
+        """How host threads wait for this device in a synchronize: "auto", "spin", "yield" or "blocking_sync" (see
+        ``set_schedule``). See also: hipGetDeviceFlags (cudaGetDeviceFlags)."""
+        return self._backend.device_schedule(self.index)
+
+    def set_schedule(self, schedule: str) -> None:
+        """Choose how host threads wait for this device in a synchronize: "spin" (lowest latency, a core busy),
+        "yield" (spin, yielding the core), "blocking_sync" (sleep until woken: no core busy) or "auto" (the driver
+        chooses by the number of cores and devices). The CPU backend's threads always sleep; it keeps the choice.
+
+        Raises:
+            ValueError: For another name.
+
+        See also: hipSetDeviceFlags with hipDeviceScheduleSpin, ...Yield, ...BlockingSync, ...Auto
+        (cudaSetDeviceFlags).
+        """
+        if schedule not in SCHEDULES:
+            raise ValueError(f"set_schedule: expected one of {', '.join(map(repr, SCHEDULES))}, got {schedule!r}")
+        self._backend.set_device_schedule(self.index, schedule)
+
+    def register_host(self, array: np.ndarray, *, read_only: bool = False) -> HostRegistration:
+        """Page-lock the memory of an existing NumPy array for every device of this backend, until the registration's
+        ``release`` (or the end of its ``with`` block). ``pinned`` makes new page-locked memory instead.
+
+        Copies to and from it then run asynchronously at their turn, and kernels may use it in place through
+        ``device_array``. ``read_only``: the devices only read it (needed for read-only memory maps). Graph and
+        captured copies page-lock their NumPy operands themselves; registering the same memory again is counted.
+
+        Raises:
+            TypeError: If ``array`` is not a NumPy array of plain data.
+            ValueError: If it is empty, or the driver refuses to page-lock it.
+
+        See also: hipHostRegister / cudaHostRegister.
+        """
+        return HostRegistration(self, array, read_only)
 
     def symbol(self, kernel: Any, name: str, dtype: Any = None) -> Array:
         """The ``__device__``, ``__constant__`` or ``__managed__`` variable ``name`` of ``kernel``'s module on this

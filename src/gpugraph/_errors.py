@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if sys.version_info < (3, 11):  # (the backport, a dependency there: pyproject.toml)
+    from exceptiongroup import BaseExceptionGroup, ExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
 
 class GpuGraphError(Exception):
     """Root of gpugraph's own errors."""
@@ -112,24 +121,50 @@ class CollectiveError(GpuGraphError):
         self.rank, self.collective = rank, collective
 
 
-class StreamErrors(GpuGraphError):
-    """A device synchronize found errors on several streams (host functions or CPU kernels that raised).
+class StreamErrors(ExceptionGroup, GpuGraphError):
+    """A device synchronize found errors on several streams (host functions or CPU kernels that raised): an
+    ExceptionGroup of them, so ``except* ZeroDivisionError`` catches the streams' ZeroDivisionErrors.
 
     Attributes:
         errors: The first error of each stream since its last synchronize, in the order the streams were
-            created; each is reported here only (the streams no longer keep them).
+            created; each is reported here only (the streams no longer keep them). The same as
+            ``exceptions``, as a list.
     """
 
-    def __init__(self, errors: list[BaseException]) -> None:
+    errors: list[Exception]
+
+    # ExceptionGroup takes (message, exceptions) in both __new__ and __init__; this group makes its message.
+    def __new__(cls, errors: Sequence[Exception]) -> Self:
+        return super().__new__(cls, _message(errors), errors)
+
+    def __init__(self, errors: Sequence[Exception]) -> None:
+        super().__init__(_message(errors), errors)
         self.errors = list(errors)
-        listed = "; ".join(f"{type(e).__name__}: {e}" for e in self.errors)
-        super().__init__(f"{len(self.errors)} streams raised errors since their last synchronize: {listed}")
+
+    def derive(self, excs: Sequence[Exception]) -> StreamErrors:  # type: ignore[override,unused-ignore]
+        """The group ``except*`` and ``split`` make of some of the errors: a StreamErrors too."""
+        return StreamErrors(excs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StreamErrors, (self.errors,))
+
+
+def _message(errors: Sequence[BaseException]) -> str:
+    listed = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+    if len(errors) == 1:  # (a part of a group that except* or split made)
+        return f"1 stream raised an error since its last synchronize: {listed}"
+    return f"{len(errors)} streams raised errors since their last synchronize: {listed}"
 
 
 def raise_stream_errors(errors: list[BaseException]) -> None:
     """What a device synchronize raises for the errors it took from its streams: the error itself when there
-    is one, ``StreamErrors`` holding all of them when there are several."""
+    is one, ``StreamErrors`` holding all of them when there are several, or a ``BaseExceptionGroup`` of them
+    when one is no Exception (a host function's KeyboardInterrupt or SystemExit: Python lets no
+    ExceptionGroup hold one)."""
     if len(errors) == 1:
         raise errors[0]
     if errors:
-        raise StreamErrors(errors)
+        exceptions = [e for e in errors if isinstance(e, Exception)]
+        if len(exceptions) < len(errors):
+            raise BaseExceptionGroup(_message(errors), errors)
+        raise StreamErrors(exceptions)

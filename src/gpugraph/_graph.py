@@ -626,7 +626,9 @@ class Graph:
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = (), *, shape: Any = None,
                    dst_origin: Any = None, src_origin: Any = None) -> Node:
-        """Add a copy node (any direction; Arrays or page-locked NumPy arrays from ``Device.pinned``).
+        """Add a copy node (any direction; Arrays or C-contiguous NumPy arrays). An ordinary NumPy array's pages are
+        page-locked while a graph or executable graph refers to the node, so that the copy reads or writes the array at
+        its turn (memory page-locked already, such as ``Device.pinned``'s, is used as it is).
 
         A 2-D or 3-D copy: ``shape`` (elements: ``w``, ``(h, w)`` or ``(d, h, w)``) of the arrays seen as (slices,
         rows, row), each of 1 to 3 dimensions and one dtype, from ``src_origin`` to ``dst_origin`` (default: 0s). An
@@ -634,8 +636,8 @@ class Graph:
 
         Raises:
             TypeError: If the dtypes differ and ``nbytes`` is not given.
-            ValueError: If the copy moves 0 bytes, a box passes the end of an array, or a NumPy operand is pageable
-                host memory.
+            ValueError: If the copy moves 0 bytes, a box passes the end of an array, or the driver refuses to page-lock
+                a NumPy operand (or it writes memory registered read-only).
 
         See also: cudaGraphAddMemcpyNode1D, cudaGraphAddMemcpyNode (a 3-D copy).
         """

@@ -1,4 +1,5 @@
-"""Kernel: CUDA/HIP C++ source compiled lazily per device, plus an optional CPU implementation."""
+"""Kernel: a GPU function launched by gpugraph, from CUDA/HIP C++ source compiled lazily per device, from a compiled
+Module (PTX, cubin, fatbin) or from another library's compiled function; plus an optional CPU implementation."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from ._conditions import Condition
+from ._errors import KernelCompileError
 from ._memory import Array
 from ._params import Param
 from ._scalars import bounds, is_number, to_c
 from ._scalars import describe as _describe
-from ._signature import EXEC_TYPES, KernelParam, parse_signature
+from ._signature import EXEC_TYPES, KernelParam, absent_kernel, parse_declared, parse_signature
 
 # gpugraph._exec's GraphExec and the argument a kernel takes for one (a cudaGraphExec_t), set when that module, which
 # sits above kernels, is imported.
@@ -164,8 +166,29 @@ def _absolute_include(option: str) -> str:
     return option
 
 
+def _check_cpu(cpu: Any, what: str) -> None:
+    if cpu is not None and not callable(cpu):
+        raise TypeError(f"{what}: cpu must be callable or None, got {type(cpu).__name__}")
+
+
+def _binary_name(name: Any, what: str) -> str:
+    """A kernel's name as a compiled module or the driver spells it (``axpy``, a mangled ``_Z4axpyPfPKffi``), or raise
+    naming what was got."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: name must be a str, the kernel's name in the compiled code, got {name!r}")
+    if not name or re.search(r"[\s\x00(),<>]", name):
+        raise ValueError(f"{what}: name must be the kernel's name as the compiled code spells it: its identifier for "
+                         f"an extern \"C\" kernel, else its mangled name (_Z...), got {name!r}")
+    return name
+
+
 class Kernel:
-    """A ``__global__`` function in CUDA/HIP C++ source, compiled lazily once per device.
+    """A ``__global__`` function, loaded once per device on first use and launched by streams and graph nodes.
+
+    ``Kernel(source, name)`` compiles CUDA/HIP C++ source; ``Module(image).function(name, signature=...)`` takes a
+    kernel of compiled code (PTX, cubin, fatbin); ``Kernel.from_function(handle, signature=..., device=...)`` takes a
+    function another library compiled and loaded (CuPy's RawKernel, a CUfunction). All three launch, make nodes,
+    take setters, Params and captures alike, and convert their arguments by their C signature.
 
     Args:
         source: CUDA/HIP C++ source holding the kernel.
@@ -179,7 +202,22 @@ class Kernel:
     Raises:
         TypeError: If ``source``/``name`` are not strings, ``options`` is not None or a sequence of
             strings, or ``cpu`` is not callable.
+        KernelCompileError: If ``source`` certainly declares no ``__global__`` function ``name`` (it never spells
+            the name, and no header, macro pasting or option could make it): the error lists the kernels it has.
+
+    Attributes:
+        source: The C++ source ("" for a kernel of a Module or of another library).
+        name: The kernel's name (in the compiled code, for a Module's kernel).
+        signature: Its parameters (``KernelParam``), read from the source or the ``signature=`` given; None when
+            gpugraph cannot tell them (arguments must then carry their own types).
+        module: The Module the kernel comes from (``Module.function``), else None.
+        handle: The address of another library's function (``Kernel.from_function``), else None.
+        device: The Device that function belongs to (``Kernel.from_function``), else None.
     """
+
+    module: Module | None
+    handle: int | None
+    device: Any
 
     def __init__(self, source: str, name: str, options: Sequence[str] | None = (),
                  cpu: Callable[..., Any] | None = None) -> None:
@@ -191,13 +229,30 @@ class Kernel:
                             f"{name!r}")
         name = _normalized(name)
         options = _options(name, options)
-        if cpu is not None and not callable(cpu):
-            raise TypeError(f"Kernel {name!r}: cpu must be callable or None, got {type(cpu).__name__}")
+        _check_cpu(cpu, f"Kernel {name!r}")
+        signature = parse_signature(source, name, options)
+        if signature is None:
+            # (Said here, on every backend: else the first use would refuse the arguments, which a kernel of unknown
+            # signature takes only with types of their own, before any compiler could say that the name is wrong.)
+            declared = absent_kernel(source, name, options)
+            if declared is not None:
+                raise KernelCompileError.no_kernel(
+                    name, f"(it has: {', '.join(declared) if declared else 'no __global__ function'})")
+        self._setup(source, name, options, cpu, signature)
+
+    def _setup(self, source: str, name: str, options: tuple[str, ...], cpu: Callable[..., Any] | None,
+               signature: tuple[KernelParam, ...] | None, module: Module | None = None, handle: int | None = None,
+               device: Any = None, owner: Any = None) -> None:
+        """Set the kernel's fields and make its argument converters, whichever way it was made."""
         self.source = source
         self.name = name
         self.options = tuple(options)
         self.cpu = cpu
-        self.signature: tuple[KernelParam, ...] | None = parse_signature(source, name, self.options)
+        self.module = module
+        self.handle = handle
+        self.device = device
+        self._owner = owner  # (what holds another library's function loaded: its module lives while the Kernel does)
+        self.signature: tuple[KernelParam, ...] | None = signature
         converters = (None if self.signature is None
                       else [_converter(self, i, p) for i, p in enumerate(self.signature)])
         # Per parameter: (stream launches' converter, graph nodes' converter), made once from the signature.
@@ -205,6 +260,58 @@ class Kernel:
         self._typed_converters = None if converters is None else tuple(t for _, t in converters)
         # Backend function handles, one per Device, filled by Device.load_kernel.
         self._functions: dict[Any, Any] = {}
+
+    @classmethod
+    def _without_source(cls, name: str | None, signature: Any, cpu: Callable[..., Any] | None, what: str,
+                        fallback: str = "", module: Module | None = None, handle: int | None = None,
+                        device: Any = None, owner: Any = None) -> Kernel:
+        """A kernel that comes as compiled code: named ``name``, else as its signature declares it, else
+        ``fallback``."""
+        _check_cpu(cpu, what)
+        params, declared = (None, None) if signature is None else parse_declared(signature, what)
+        kernel = cls.__new__(cls)
+        kernel._setup("", name or declared or fallback, (), cpu, params, module, handle, device, owner)
+        return kernel
+
+    @classmethod
+    def from_function(cls, handle: Any, signature: str | None = None, *, device: Any, name: str | None = None,
+                      cpu: Callable[..., Any] | None = None) -> Kernel:
+        """A kernel another library compiled and loaded, launched by gpugraph on the device it belongs to.
+
+        Args:
+            handle: The function: a CUfunction's address as an int, a ``cuda.bindings.driver.CUfunction``, or CuPy's
+                ``RawKernel`` (its function for CuPy's current device) or ``cupy.cuda.Function``. For Numba, Triton
+                and others, pass their CUfunction as an int (Triton: ``compiled.function``). gpugraph holds
+                ``handle`` while the Kernel lives, so a library that unloads a function with its object keeps it.
+            signature: The kernel's C parameters (``"float* y, const float* x, float a, int n"``) or declaration
+                (``'extern "C" __global__ void axpy(...)'``), by which arguments are checked and converted as a
+                source kernel's are; None: arguments must carry their own types (Arrays, NumPy scalars).
+            device: The Device whose context the function was loaded in (a CUfunction runs in that context only;
+                CuPy's is its current device): the kernel runs there, and a launch on another GPU is refused.
+            name: The name repr and errors give it (default: the name its signature declares, CuPy's kernel name,
+                else the handle's address).
+            cpu: The CPU backend's implementation, called as ``cpu(launch, *args)``: the CPU backend cannot run
+                another library's GPU code, so without it a use there is refused.
+
+        Raises:
+            TypeError: If ``handle`` is none of those, ``device`` no Device, ``signature`` no str, ``cpu`` not
+                callable.
+            ValueError: If ``handle`` is a null function, or ``signature`` cannot be read.
+
+        See also: cuLaunchKernel (hipModuleLaunchKernel) with a hipFunction_t of another library.
+        """
+        what = "Kernel.from_function"
+        address, known = _function_address(handle, what)
+        if not (isinstance(getattr(device, "backend", None), str) and type(getattr(device, "index", None)) is int):
+            raise TypeError(f"{what}: device must be the gg.Device the function was loaded on (CUfunctions belong to "
+                            f"one device's context), got {device!r}")
+        return cls._without_source(None if name is None else _binary_name(name, what), signature, cpu, what,
+                                   known or f"CUfunction {address:#x}", handle=address, device=device, owner=handle)
+
+    @property
+    def from_source(self) -> bool:
+        """Whether the kernel is compiled from its C++ source (not a Module's or another library's)."""
+        return self.module is None and self.handle is None
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r})"
@@ -231,6 +338,129 @@ class Kernel:
         (GPU backends pack them as the C types); graph nodes and CPU implementations get NumPy types.
         """
         return _typed(self, args)
+
+
+def _function_address(handle: Any, what: str) -> tuple[int, str | None]:
+    """The address of the CUfunction ``handle`` names, and the kernel's name where the handle's library knows it."""
+    kind = type(handle)
+    library = kind.__module__.partition(".")[0]
+    name = None
+    if kind is bool or kind is np.bool_:
+        address = -1
+    elif isinstance(handle, (int, np.integer)) or (kind.__name__ == "CUfunction" and library == "cuda"):
+        address = int(handle)  # (an address, or cuda-bindings' handle: cuModuleGetFunction's, whose int it is)
+    elif kind.__name__ == "RawKernel" and library == "cupy":  # its cupy.cuda.Function for CuPy's current device
+        address, name = handle.kernel.ptr, handle.name
+    elif kind.__name__ == "Function" and library == "cupy":  # a loaded CuPy function: .ptr is its CUfunction
+        address = handle.ptr
+    else:
+        raise TypeError(f"{what}: handle must be a CUfunction: its address as an int, a cuda.bindings.driver."
+                        f"CUfunction, or CuPy's RawKernel or cupy.cuda.Function (for Numba, Triton and other "
+                        f"libraries, pass their CUfunction as an int), got {type(handle).__name__}")
+    if not 0 < address < 2**64:
+        raise ValueError(f"{what}: handle must be a loaded function, got {'a bool' if address == -1 else address} "
+                         f"(a CUfunction's address is a positive 64-bit number)")
+    return address, name
+
+
+_ELF = b"\x7fELF"  # a cubin
+_FATBIN = (b"\x50\xed\x55\xba", b"\xb1\x43\x62\x46")  # a fatbin's magic (0xBA55ED50), its wrapper's (0x466243B1)
+_PTX_COMMENT = re.compile(rb"//[^\n]*|/\*.*?(?:\*/|\Z)|\"(?:[^\"\\\n]|\\.)*\"", re.S)
+_PTX_VERSION = re.compile(rb"^\s*\.version\s+\d", re.M)
+_PTX_ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
+
+
+class Module:
+    """Compiled GPU code holding kernels, loaded once per device on first use (all its kernels share the loaded
+    module, and its ``__device__`` variables).
+
+    Args:
+        image: The code: a path (a str or ``os.PathLike``) of a ``.ptx``, ``.cubin`` or ``.fatbin`` file, read now;
+            or the code itself, as bytes (a bytes-like object) or as PTX text (a str of several lines, as
+            ``nvrtcGetPTX``, Numba's ``compile_ptx`` or Triton's ``asm["ptx"]`` give it).
+
+    Raises:
+        TypeError: If ``image`` is none of those.
+        ValueError: If it is empty.
+        OSError: If the file cannot be read.
+
+    The driver reads the code when a kernel of it is first used on a device (``cuModuleLoadData``): an image it
+    refuses (not PTX, a cubin or a fatbin, none of them for the device's architecture, PTX newer than the driver)
+    raises ``BackendError`` there, naming the driver's error. The CPU backend runs no compiled GPU code: a Module's
+    kernel runs there only with a Python implementation (``function(..., cpu=fn)``).
+
+    See also: hipModuleLoad, hipModuleLoadData (cuModuleLoad, cuModuleLoadData).
+    """
+
+    def __init__(self, image: Any) -> None:
+        self.path: str | None = None
+        if (isinstance(image, str) and "\n" not in image) or isinstance(image, os.PathLike):
+            self.path = os.fspath(image)
+            try:
+                with open(self.path, "rb") as file:
+                    data = file.read()
+            except OSError as exc:
+                raise type(exc)(f"Module: cannot read the module file {self.path!r}: {exc.strerror or exc} (a str "
+                                f"without line breaks is a file's path; give PTX text as a str of its lines, or the "
+                                f"code as bytes)") from None
+        elif isinstance(image, str):
+            data = image.encode()
+        else:
+            try:
+                data = bytes(memoryview(image))
+            except TypeError:
+                raise TypeError(f"Module: image must be a path (str or os.PathLike) of a PTX, cubin or fatbin file, "
+                                f"or the code as bytes (or PTX text as a str), got {type(image).__name__}") from None
+        if not data.strip(b"\x00 \t\r\n"):
+            raise ValueError(f"Module: the code {'in ' + repr(self.path) if self.path else 'given'} is empty")
+        if data.startswith(_ELF):
+            self.format = "cubin"
+        elif data.startswith(_FATBIN):
+            self.format = "fatbin"
+        else:
+            self.format = "PTX" if _PTX_VERSION.search(_PTX_COMMENT.sub(b" ", data)) else "code"
+            # (The driver reads PTX up to a NUL, and may take unknown code for PTX: it never reads past the end.)
+            data = data if data.endswith(b"\x00") else data + b"\x00"
+        self.image = data
+        """The code the driver loads (text with its NUL appended)."""
+        # The kernels the code holds, where gpugraph can tell them all: PTX's .entry directives (with no preprocessor
+        # directive, which could make one); None for binary code, which the driver reads.
+        text = _PTX_COMMENT.sub(b" ", data) if self.format == "PTX" else b""
+        self._entries: tuple[str, ...] | None = None
+        if self.format == "PTX" and not re.search(rb"^\s*#", text, re.M):
+            self._entries = tuple(sorted({m.decode() for m in _PTX_ENTRY.findall(text)}))
+
+    def __repr__(self) -> str:
+        return f"Module({self.path!r})" if self.path else f"Module(<{self.format}, {len(self.image)} bytes>)"
+
+    def function(self, name: str, signature: str | None = None, cpu: Callable[..., Any] | None = None) -> Kernel:
+        """The kernel ``name`` of this module, as a Kernel.
+
+        Args:
+            name: Its name as the compiled code spells it: the identifier of an ``extern "C"`` kernel, else its mangled
+                C++ name (``_Z4axpyPfPKffi``; ``cuobjdump -symbols`` or NVRTC's ``nvrtcGetLoweredName`` give it).
+            signature: Its C parameters (``"float* y, const float* x, float a, int n"``) or declaration
+                (``'extern "C" __global__ void axpy(float* y, ...)'``): compiled code carries no C types, so this is
+                what arguments are checked and converted by, as a source kernel's are (on CUDA also checked against
+                the loaded kernel's parameter sizes). None: arguments must carry their own types (Arrays, NumPy
+                scalars), and CUDA checks their count and sizes.
+            cpu: The CPU backend's implementation, called as ``cpu(launch, *args)`` (the CPU backend cannot run
+                compiled GPU code: without it, a use there is refused).
+
+        Raises:
+            TypeError: If ``name`` or ``signature`` is not a str, or ``cpu`` not callable.
+            ValueError: If ``signature`` cannot be read, or this PTX certainly has no kernel ``name``. A cubin's or
+                fatbin's kernels are known once loaded: a name it lacks is refused at the first use on a GPU.
+
+        See also: hipModuleGetFunction (cuModuleGetFunction).
+        """
+        what = f"{self!r}.function"
+        name = _binary_name(name, what)
+        if self._entries is not None and name not in self._entries:
+            raise ValueError(f"{what}: the PTX has no kernel {name!r} (it has: {', '.join(self._entries) or 'none'}); "
+                             f"a C++ kernel's name there is its mangled name (_Z...) unless it is declared "
+                             f"extern \"C\"")
+        return Kernel._without_source(name, signature, cpu, what, module=self)
 
 
 def _typed(kernel: Kernel, args: tuple) -> tuple:
@@ -351,6 +581,10 @@ def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any
         return _own_type(value, f"{kernel!r} argument {index}")
     if type(value) is Param and value.dtype is not None:
         return value
-    raise TypeError(f"{kernel!r} argument {index}: gpugraph cannot read `__global__ void {kernel.name}(...)` "
-                    f"from the source (not found, or macros decide its parameters), so arguments must be "
-                    f"Arrays or NumPy scalars; got {_describe(value)}")
+    if kernel.from_source:
+        why = (f"gpugraph cannot read `__global__ void {kernel.name}(...)` from the source (not found, or macros "
+               f"decide its parameters)")
+    else:
+        why = "it was made without signature= (compiled code carries no C types)"
+    raise TypeError(f"{kernel!r} argument {index}: {why}, so arguments must be Arrays or NumPy scalars; got "
+                    f"{_describe(value)}")

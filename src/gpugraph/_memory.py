@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._dlpack import device_tuple, export
+from .backends._host_registry import HostRegistrationError
 
 
 class Array:
@@ -85,6 +86,12 @@ class Array:
     def __dlpack_device__(self) -> tuple[int, int]:
         """(DLPack device type, device index)."""
         return device_tuple(self)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Refused: NumPy would otherwise make a 0-d object array holding the Array (``np.asarray(array)``)."""
+        raise TypeError(f"np.asarray/np.array: {self!r} is device memory, not a host sequence; use array.to_numpy() "
+                        f"for a host copy (it waits for the device's work), or np.from_dlpack(array) for the memory "
+                        f"itself on the CPU backend")
 
     def to_numpy(self) -> np.ndarray:
         """Wait for all work on the device, then copy the contents into a new NumPy array.
@@ -169,19 +176,34 @@ def memcpy_nbytes(dst: Any, src: Any, nbytes: Any, what: str = "memcpy", *, node
     return n
 
 
-# Why graph and captured copies refuse pageable host memory (docs/capture.md, "Host memory in captured
-# and graph copies").
-PAGEABLE_RULE = ("graph and captured copies need page-locked host memory from dev.pinned(shape, dtype): CUDA "
-                 "copies pageable memory through a staging buffer of its own at a time it chooses, not when "
-                 "the node's turn comes, so the copy would read or write the array at the wrong time; see "
-                 "docs/capture.md")
+def pin_host(device: Any, operand: Any, nbytes: int, what: str, *, writes: bool) -> Any:
+    """Page-lock the memory of a NumPy operand of a graph or captured copy (``writes``: its destination) for as long
+    as the returned pin is held, or None (an Array; memory page-locked already by other means; nothing to copy).
+
+    CUDA copies pageable memory through a staging buffer of its own at a time it chooses, not at the node's turn, so
+    a copy node would read an array before the host node filling it ran; page-locked memory is copied by the node
+    itself, in graph order. The copy's record holds the pin, so the pages stay locked as long as a graph or
+    executable graph may run the copy (backends/_host_registry.py counts the uses).
+    """
+    if not isinstance(operand, np.ndarray) or not nbytes:
+        return None
+    try:
+        return device._backend.host_registry.pin(operand.__array_interface__["data"][0], nbytes, operand,
+                                                 writes=writes, what=what)
+    except HostRegistrationError as exc:
+        raise ValueError(f"{what}: graph and captured copies page-lock a NumPy array's memory so that the copy runs "
+                         f"at its turn, and the driver refused to page-lock this one ({exc}); copy the data into an "
+                         f"array of dev.pinned(shape, dtype) and use that"
+                         + ("" if writes else ", or page-lock it yourself with dev.register_host(array, "
+                                              "read_only=True) if it is read-only memory")) from None
 
 
-def check_pinned(device: Any, operand: Any, nbytes: int, what: str) -> None:
-    """Refuse a NumPy operand of a graph or captured copy that is not page-locked host memory."""
-    if isinstance(operand, np.ndarray) and not device._backend.host_memory_pinned(
-            device.index, operand.__array_interface__["data"][0], nbytes):
-        raise ValueError(f"{what}: the NumPy array is pageable host memory; {PAGEABLE_RULE}")
+def host_pins(device: Any, dst: Any, src: Any, nbytes: int, box: Any, what: str) -> tuple:
+    """The pins holding a copy's NumPy operands page-locked (``pin_host``): a box's operands whole, as its rows
+    may lie anywhere in them."""
+    pins = (pin_host(device, dst, nbytes if box is None else dst.nbytes, f"{what}(dst)", writes=True),
+            pin_host(device, src, nbytes if box is None else src.nbytes, f"{what}(src)", writes=False))
+    return tuple(p for p in pins if p is not None)
 
 
 def memset_pattern(dst: Any, value: Any, count: Any, what: str = "memset", *,

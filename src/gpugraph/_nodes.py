@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 
@@ -108,13 +108,15 @@ class Box(NamedTuple):
 @dataclass(frozen=True)
 class MemcpyParams:
     """A copy of ``nbytes`` bytes from ``src`` to ``dst`` (Arrays or host NumPy arrays): from their starts, or
-    (``box``) a 2-D or 3-D box of them, ``nbytes`` in all."""
+    (``box``) a 2-D or 3-D box of them, ``nbytes`` in all. ``pins`` hold its NumPy operands' memory page-locked for as
+    long as the record lives (``gpugraph._memory.pin_host``); they are no part of what the copy is."""
 
     kind: ClassVar[NodeKind] = NodeKind.MEMCPY
     dst: Any
     src: Any
     nbytes: int
     box: Box | None = None
+    pins: tuple = field(default=(), compare=False, repr=False)
 
     def label(self) -> str:
         if self.box is not None:

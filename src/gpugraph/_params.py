@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -20,6 +20,19 @@ from ._scalars import bounds, check_dtype, is_number, to_c
 
 # Set once any Param exists, so stream launches check for Params only in programs that use them.
 in_use = False
+
+
+def _refuse(expression: str) -> Callable[..., NoReturn]:
+    """A method of Param that refuses ``expression`` ("{p} + {o}": ``{p}`` the Param, ``{o}`` the other operand)."""
+    def refuse(self: Param, other: Any = None, *rest: Any) -> NoReturn:
+        shown = expression.format(p=repr(self), o=repr(other)[:60])
+        raise TypeError(f"{shown}: {self!r} is a gpugraph Param, a placeholder for a kernel argument that is patched "
+                        f"at each launch (a dynamic argument of @captured is one while the function is captured), "
+                        f"so Python cannot compute with it: it can only be passed to kernels as an argument. Do "
+                        f"the computation on the device, in the kernel that takes it, or make the argument "
+                        f"non-dynamic (each new value is then captured anew); outside a capture, `param.value` "
+                        f"is the current value")
+    return refuse
 
 
 class Param:
@@ -34,7 +47,10 @@ class Param:
     float that the dtype holds.
 
     A Param has no truth value: ``if param:`` inside a captured function would be decided once, at the
-    capture, so it raises ``TypeError``; compare ``param.value`` for the current value.
+    capture, so it raises ``TypeError``; compare ``param.value`` for the current value. Nor does it take part
+    in arithmetic, ordering or conversions (``param + 1``, ``param < 2``, ``int(param)``: ``TypeError``): its
+    value is patched at each launch, so only a kernel can compute with it. ``==`` and hashing are identity's
+    (a Param is a key of the registries that patch it).
 
     Raises:
         TypeError: If ``value`` is neither a real scalar nor an Array, or ``dtype`` is not a C number type.
@@ -126,6 +142,29 @@ class Param:
     def __repr__(self) -> str:
         shown = f"Array of {self.dtype}" if self.is_array else repr(self._value)
         return f"Param({shown})"
+
+    # Arithmetic, ordering and conversions: refused (see _refuse). Not == (identity, as Params are dict keys).
+    __add__, __radd__ = _refuse("{p} + {o}"), _refuse("{o} + {p}")
+    __sub__, __rsub__ = _refuse("{p} - {o}"), _refuse("{o} - {p}")
+    __mul__, __rmul__ = _refuse("{p} * {o}"), _refuse("{o} * {p}")
+    __matmul__, __rmatmul__ = _refuse("{p} @ {o}"), _refuse("{o} @ {p}")
+    __truediv__, __rtruediv__ = _refuse("{p} / {o}"), _refuse("{o} / {p}")
+    __floordiv__, __rfloordiv__ = _refuse("{p} // {o}"), _refuse("{o} // {p}")
+    __mod__, __rmod__ = _refuse("{p} % {o}"), _refuse("{o} % {p}")
+    __divmod__, __rdivmod__ = _refuse("divmod({p}, {o})"), _refuse("divmod({o}, {p})")
+    __pow__, __rpow__ = _refuse("{p} ** {o}"), _refuse("{o} ** {p}")
+    __lshift__, __rlshift__ = _refuse("{p} << {o}"), _refuse("{o} << {p}")
+    __rshift__, __rrshift__ = _refuse("{p} >> {o}"), _refuse("{o} >> {p}")
+    __and__, __rand__ = _refuse("{p} & {o}"), _refuse("{o} & {p}")
+    __or__, __ror__ = _refuse("{p} | {o}"), _refuse("{o} | {p}")
+    __xor__, __rxor__ = _refuse("{p} ^ {o}"), _refuse("{o} ^ {p}")
+    __neg__, __pos__, __invert__, __abs__ = _refuse("-{p}"), _refuse("+{p}"), _refuse("~{p}"), _refuse("abs({p})")
+    __lt__, __le__ = _refuse("{p} < {o}"), _refuse("{p} <= {o}")
+    __gt__, __ge__ = _refuse("{p} > {o}"), _refuse("{p} >= {o}")
+    __int__, __float__, __complex__ = _refuse("int({p})"), _refuse("float({p})"), _refuse("complex({p})")
+    __index__ = _refuse("{p} as an index")
+    __round__, __trunc__ = _refuse("round({p})"), _refuse("math.trunc({p})")
+    __floor__, __ceil__ = _refuse("math.floor({p})"), _refuse("math.ceil({p})")
 
 
 def resolve(arg: Any) -> Any:

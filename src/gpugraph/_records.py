@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._kernel import Kernel, check_shared_mem, launch_dims
-from ._memory import check_pinned, copy_box, memcpy_nbytes, memset_pattern, memset_plane
+from ._memory import copy_box, host_pins, memcpy_nbytes, memset_pattern, memset_plane
 from ._nodes import EventRecordParams, EventWaitParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 from ._stream import Event
 
@@ -42,8 +42,8 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
 
 def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str, *, shape: Any = None,
                   dst_origin: Any = None, src_origin: Any = None) -> MemcpyParams:
-    """A copy node's record (any direction; Arrays of ``device``'s backend or page-locked NumPy arrays): ``nbytes``
-    from the operands' starts, or (``shape``) the box ``_memory.copy_box`` checks."""
+    """A copy node's record (any direction; Arrays of ``device``'s backend or NumPy arrays, which it holds page-locked:
+    ``_memory.pin_host``): ``nbytes`` from the operands' starts, or (``shape``) the box ``_memory.copy_box`` checks."""
     box = None
     if shape is not None or dst_origin is not None or src_origin is not None:
         nbytes, box = copy_box(dst, src, nbytes, shape, dst_origin, src_origin, what)
@@ -51,10 +51,7 @@ def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str
         nbytes = memcpy_nbytes(dst, src, nbytes, what, node=True)
     device._check_same_backend(dst, f"{what}(dst)")
     device._check_same_backend(src, f"{what}(src)")
-    # (A box's operands are checked whole: its rows may lie anywhere in them.)
-    check_pinned(device, dst, nbytes if box is None else dst.nbytes, f"{what}(dst)")
-    check_pinned(device, src, nbytes if box is None else src.nbytes, f"{what}(src)")
-    return MemcpyParams(dst, src, nbytes, box)
+    return MemcpyParams(dst, src, nbytes, box, host_pins(device, dst, src, nbytes, box, what))
 
 
 def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: str, *, shape: Any = None,

@@ -559,30 +559,35 @@ def parse_signature(source: str, name: str, options: Sequence[str] = ()) -> tupl
     return next((params for params in found if all(p.name for p in params)), found[0])
 
 
-def check_compiled(signature: tuple[KernelParam, ...] | None, sizes: Sequence[int] | None) -> str | None:
-    """Why the parameters read from the source do not match the compiled kernel's ``sizes`` (the bytes of
-    each parameter, as the driver reports them), or None if they match or either is unknown."""
+def check_compiled(signature: tuple[KernelParam, ...] | None, sizes: Sequence[int] | None,
+                   given: bool = False) -> str | None:
+    """Why the parameters read from the source (``given``: from the signature the user gave) do not match the
+    compiled kernel's ``sizes`` (the bytes of each parameter, as the driver reports them), or None if they match or
+    either is unknown."""
     if signature is None or sizes is None:
         return None
+    origin = "the signature given" if given else "the source"
     if len(signature) != len(sizes):
         read = ", ".join(map(str, signature)) or "none"
         count = f"{len(signature)} parameter{'s' * (len(signature) != 1)}"
-        return (f"gpugraph refuses to load it: the source reads as {count} ({read}), but the compiled kernel "
-                f"takes {len(sizes)} (of {', '.join(map(str, sizes)) or 'no'} bytes); a header or macro "
-                f"gpugraph does not read changes the parameter list")
+        cause = ("give the kernel's parameters as it declares them (signature=)" if given else
+                 "a header or macro gpugraph does not read changes the parameter list")
+        return (f"gpugraph refuses to load it: {origin} reads as {count} ({read}), but the compiled kernel "
+                f"takes {len(sizes)} (of {', '.join(map(str, sizes)) or 'no'} bytes); {cause}")
     for index, (param, size) in enumerate(zip(signature, sizes)):
         if param.size is not None and param.size != size:
             what = "a pointer" if param.pointer else str(param.dtype)
-            return (f"gpugraph refuses to load it: parameter {index} ({param}) reads from the source as {what} "
-                    f"({param.size} bytes), but the compiled kernel takes {size} bytes; a header or macro "
-                    f"gpugraph does not read changes its type")
+            cause = ("give its C type as the kernel declares it (signature=)" if given else
+                     "a header or macro gpugraph does not read changes its type")
+            return (f"gpugraph refuses to load it: parameter {index} ({param}) reads from {origin} as {what} "
+                    f"({param.size} bytes), but the compiled kernel takes {size} bytes; {cause}")
     return None
 
 
-def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
+def kernel_names(source: str, options: Sequence[str] = (), templates: bool = False) -> list[str]:
     """The names of the ``__global__`` functions declared in ``source`` that are not templates (comments and
     literals ignored), qualified by the namespaces they are declared in: the kernels a module holds without a
-    name expression."""
+    name expression. With ``templates``, the templates too, each as its name and ``<...>``."""
     tokens = _read_source(source, tuple(options)).tokens
     names = set()
     spaces: list[tuple[str, int]] = []  # the namespaces open at this token: (its name, "" if none; brace depth)
@@ -599,7 +604,10 @@ def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
             if spaces and spaces[-1][1] == depth:
                 spaces.pop()
             depth -= 1
-        if token != "__global__" or _template_parameters(tokens, i) != []:
+        if token != "__global__":
+            continue
+        template = _template_parameters(tokens, i) != []
+        if template and not templates:
             continue
         j, name = i + 1, None
         while j < len(tokens) and tokens[j] not in (";", "{", "}"):
@@ -609,8 +617,105 @@ def kernel_names(source: str, options: Sequence[str] = ()) -> list[str]:
             else:
                 j += 1
         if name is not None:
-            names.add("::".join([space for space, _ in spaces if space] + [name]))
+            names.add("::".join([space for space, _ in spaces if space] + [name]) + ("<...>" if template else ""))
     return sorted(names)
+
+
+# Headers that declare no ``__global__`` function: a source that includes no others declares each of its kernels
+# in its own text (the toolkits' runtime, half-precision and cooperative-groups headers, HIP's, and the C ones).
+_KERNEL_FREE_HEADERS = frozenset({
+    "cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "cuda_fp16.h", "cuda_bf16.h",
+    "cooperative_groups.h", "hip/hip_runtime.h", "hip/hip_runtime_api.h", "hip/hip_fp16.h", "hip/hip_bf16.h",
+    "assert.h", "cassert", "float.h", "cfloat", "limits.h", "climits", "math.h", "cmath", "stddef.h", "cstddef",
+    "stdint.h", "cstdint", "stdio.h", "cstdio"})
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\w*(.*)$", re.M)
+_HEADER = re.compile(r"\s*(?:<([^<>\n]+)>|\"([^\"\n]+)\")")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+@functools.lru_cache(maxsize=64)
+def _spelled(source: str) -> tuple[frozenset[str], bool, bool]:
+    """The identifiers ``source`` spells outside comments and literals; whether it may make a name it does not
+    spell (``##`` pastes one, ``\\u`` spells one as universal characters, a header it includes may declare one);
+    and whether it includes a header at all (an include path given may put another header under its name)."""
+    text = source.replace("\\\r\n", "").replace("\\\n", "")  # spliced lines first, as in the compiler
+    # (Directives found in comments or literals too: each one found only makes the answer less certain.)
+    headers = [_HEADER.match(rest) for rest in _INCLUDE.findall(text)]
+    code = _LEXEME.sub(_neutral, text)
+    hidden = ("##" in code or "\\u" in code or "\\U" in code
+              or any(h is None or (h[1] or h[2]).strip() not in _KERNEL_FREE_HEADERS for h in headers))
+    return frozenset(_WORD.findall(code)), hidden, bool(headers)
+
+
+def absent_kernel(source: str, name: str, options: Sequence[str] = ()) -> list[str] | None:
+    """The kernels ``source`` declares (as ``kernel_names`` lists them, templates too), when it certainly declares
+    no ``__global__`` function ``name`` (a name expression's template, in any namespace); None when it may.
+
+    Certain means that the source never spells the name (comments and literals aside), and that nothing can make
+    it otherwise: no ``##`` pasting, no universal character names, no header included but those that declare no
+    kernel (and no include path that could put another header under their names), no option naming it or
+    including a header. A mangled name (``_Z...``) is never refused here: CUDA's module knows a kernel by it.
+    """
+    base = unqualified(split_name(name)[0])
+    if base.startswith("_Z"):
+        return None
+    words, hidden, includes = _spelled(source)
+    if hidden or base in words:
+        return None
+    for option in options:
+        flag = option.strip().lstrip("-")
+        if base in _WORD.findall(option):
+            return None
+        if flag.startswith(("I", "include-path")):
+            if includes:
+                return None
+        elif flag.startswith(("include", "pre-include")):  # (a header included before the source)
+            return None
+    return kernel_names(source, options, templates=True)
+
+
+# The name a parameter list is read under, as the declaration of a kernel (signature=)
+_PLACEHOLDER = "gpugraph_signature_"
+
+
+def parse_declared(signature: str, what: str) -> tuple[tuple[KernelParam, ...], str | None]:
+    """The parameters of a kernel's C signature as a user gives it for a kernel that comes without source, and the
+    kernel's name where the signature is its whole declaration.
+
+    ``signature`` is a parameter list (``"float* y, const float* x, float a, int n"``, ``""`` or ``"void"`` for none)
+    or the kernel's declaration (``"__global__ void axpy(float* y, ...)"``; ``extern "C"``, ``template <...>`` and a
+    body may be there, and ``__global__`` may be left out). It is read as a source holding that declaration.
+
+    Raises:
+        TypeError: If ``signature`` is not a str.
+        ValueError: If it is no parameter list or declaration the reader can read; ``what`` names the call.
+    """
+    if not isinstance(signature, str):
+        raise TypeError(f"{what}: signature must be a str holding the kernel's C parameters, such as "
+                        f"'float* y, const float* x, float a, int n', or its declaration, got {signature!r}")
+    text = signature.strip().removesuffix(";")
+    tokens = _read_source(text, ()).tokens
+    opening = tokens.index("(") if "(" in tokens else -1
+    name: str | None = None
+    if opening >= 0 and "," not in tokens[:opening]:  # a declaration (a list's commas come before any group)
+        if "__global__" not in tokens:
+            start = _matching(tokens, 1, "<", ">") + 1 if tokens[:2] == ["template", "<"] else 0
+            tokens = [*tokens[:start], "__global__", *tokens[start:]]
+        source = _text(tokens)
+        names = kernel_names(source, templates=True)
+        name = names[0].removesuffix("<...>") if len(names) == 1 else None
+        read = None if name is None else parse_signature(source, unqualified(name))
+    elif re.search(r"^\s*,|,\s*,|,\s*$", text):
+        raise ValueError(f"{what}: signature {signature!r} has an empty parameter (two commas in a row, or one at an "
+                         f"end)")
+    else:
+        read = parse_signature(f"__global__ void {_PLACEHOLDER}({text});", _PLACEHOLDER)
+    if read is None:
+        raise ValueError(f"{what}: gpugraph cannot read the kernel's parameters from signature {signature!r}: give "
+                         f"them as a C parameter list, such as 'float* y, const float* x, float a, int n', or as the "
+                         f"kernel's declaration, such as '__global__ void axpy(float* y, const float* x, float a, "
+                         f"int n)' (no '...' parameter)")
+    return read, name
 
 
 def is_device_function(source: str, name: str, options: Sequence[str] = ()) -> bool:

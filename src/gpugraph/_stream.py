@@ -15,8 +15,8 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
 from ._memory import (
     Array,
-    check_pinned,
     copy_box,
+    host_pins,
     memcpy_nbytes,
     memset_pattern,
     memset_plane,
@@ -306,30 +306,26 @@ class Stream:
         of the box ``shape`` (see ``Graph.add_memcpy``).
 
         Without ``nbytes``, ``dst`` and ``src`` must have the same dtype and size. A captured copy of
-        0 bytes records no node; a captured copy's NumPy operands must be page-locked (``Device.pinned``).
+        0 bytes records no node. A captured copy holds its NumPy operands page-locked while its graph and executable
+        graphs may run it, so that it reads and writes them at its turn (see ``Graph.add_memcpy``).
 
         See also: cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemcpy3DAsync.
         """
         if self._capture is not None or self.legacy or _capture.function_captures:
             self._guard("Stream.memcpy")
+        box = None
         if shape is not None or dst_origin is not None or src_origin is not None:
             nbytes, box = copy_box(dst, src, nbytes, shape, dst_origin, src_origin, "memcpy")
-            self.device._check_same_backend(dst, "memcpy(dst)")
-            self.device._check_same_backend(src, "memcpy(src)")
-            if self._capture is not None:  # (a box's operands are checked whole: its rows may lie anywhere in them)
-                check_pinned(self.device, dst, dst.nbytes, "memcpy(dst)")
-                check_pinned(self.device, src, src.nbytes, "memcpy(src)")
-            self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle(), box)
-            return
-        nbytes = memcpy_nbytes(dst, src, nbytes)
+        else:
+            nbytes = memcpy_nbytes(dst, src, nbytes)
         self.device._check_same_backend(dst, "memcpy(dst)")  # (any device: a copy between devices needs no access)
         self.device._check_same_backend(src, "memcpy(src)")
+        pins: tuple = ()
         if self._capture is not None:
             if not nbytes:
                 return  # CUDA captures no node for a zero-byte copy
-            check_pinned(self.device, dst, nbytes, "memcpy(dst)")
-            check_pinned(self.device, src, nbytes, "memcpy(src)")
-        self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle())
+            pins = host_pins(self.device, dst, src, nbytes, box, "memcpy")
+        self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle(), box, pins)
 
     def memset(self, dst: Array, value: Any, count: int | None = None, *, shape: Any = None,
                origin: Any = None) -> None:

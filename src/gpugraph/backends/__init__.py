@@ -58,7 +58,12 @@ def loaded_backends() -> list[Backend]:
 
 
 def available_backends() -> list[str]:
-    """Names of the backends usable here, best first; ``"cpu"`` is always among them."""
+    """Names of the backends usable here, best first; never empty.
+
+    Raises:
+        BackendUnavailableError: If no backend is usable: only where the CPU backend, the last resort, is
+            configured wrongly (``$GPUGRAPH_CPU_DEVICES``); its message says how.
+    """
     names = []
     for name in BACKEND_ORDER:
         try:
@@ -66,4 +71,8 @@ def available_backends() -> list[str]:
         except BackendUnavailableError:
             continue
         names.append(name)
+    if not names:
+        # The last resort's own reason: the others' (no driver, no package) are expected on a machine without
+        # a GPU, and would bury the one thing to fix.
+        raise BackendUnavailableError(_failed[BACKEND_ORDER[-1]])
     return names

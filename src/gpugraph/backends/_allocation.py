@@ -12,7 +12,8 @@ class Allocation:
     "graph" (an allocation node). ``live`` is the host-side view of stream-ordered and graph allocations: True
     from the submission of the allocation until the submission of its free, which is what double-free checks
     use. ``owner`` says what the memory is, for error messages. ``buffer`` and ``pool`` are the CPU backend's
-    (its memory while mapped, and the pool that maps it); other backends leave them None. ``access``: the indices
+    (its memory while mapped, and the pool that maps it); other backends leave them None, but for page-locked host
+    memory that kernels reach (``mem_host_mapped``), whose NumPy array ``buffer`` keeps alive. ``access``: the indices
     of the other devices that may use a graph allocation (its node's access descriptors).
     """
 

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ._host_registry import HostRegistry
+
 Handle = Any
 
 
@@ -20,6 +22,8 @@ class Backend(Protocol):
     """What a backend (cpu, cuda, hip) provides."""
 
     name: str
+    # The host memory page-locked for copies and Device.register_host (cudaHostRegister), with its uses counted.
+    host_registry: HostRegistry
     # Whether the backend's streams and memory are CUDA's, so that the CUDA stream protocol and the CUDA
     # Array Interface apply to them (gpugraph._interop asks; a HIP backend would speak its own protocols).
     speaks_cuda: bool
@@ -30,6 +34,11 @@ class Backend(Protocol):
     def device_count(self) -> int: ...
     def device_name(self, index: int) -> str: ...
     def device_synchronize(self, index: int) -> None: ...
+    def device_properties(self, index: int) -> dict[str, Any]:
+        """The value of each of ``gpugraph._properties.PROPERTIES`` for device ``index``."""
+    def device_schedule(self, index: int) -> str:
+        """How host threads wait for device ``index`` (a name of ``gpugraph._properties.SCHEDULES``)."""
+    def set_device_schedule(self, index: int, schedule: str) -> None: ...
     def device_can_access_peer(self, index: int, peer: int) -> bool:
         """Whether the hardware lets kernels on device ``index`` access memory of device ``peer``."""
     def peer_access(self, index: int, peer: int) -> bool:
@@ -42,8 +51,6 @@ class Backend(Protocol):
     def mem_alloc(self, index: int, nbytes: int) -> tuple[int, Handle]: ...
     def mem_free(self, alloc: Handle) -> None: ...
     def pinned_empty(self, index: int, nbytes: int) -> np.ndarray: ...
-    def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
-        """Whether host memory ``[ptr, ptr + nbytes)`` is page-locked (graph and captured copies need it)."""
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         """Copy ``nbytes`` from ``src`` to ``dst`` (Arrays or host arrays), done when it returns: work queued after it
         on any stream sees the data."""
@@ -55,6 +62,9 @@ class Backend(Protocol):
         """An allocation record (origin "device") for ``nbytes`` at ``ptr`` that another library allocated and
         keeps alive (gpugraph never frees it); ValueError saying what the memory is when it is not memory of
         device ``index``."""
+    def mem_host_mapped(self, index: int, array: np.ndarray) -> Handle:
+        """An allocation record (origin "device", never freed, keeping ``array`` alive) of the page-locked memory of
+        the C-contiguous ``array`` as device ``index``'s kernels reach it (hipHostGetDevicePointer)."""
     def graph_memory(self, index: int) -> dict[str, int]: ...
     def graph_memory_trim(self, index: int) -> None: ...
     def graph_memory_reset_high(self, index: int) -> None:
@@ -68,7 +78,12 @@ class Backend(Protocol):
     def semaphore_destroy(self, semaphore: Handle) -> None: ...
 
     # Kernels
-    def kernel_load(self, index: int, kernel: Any) -> Handle: ...
+    def kernel_load(self, index: int, kernel: Any) -> Handle:
+        """``kernel``'s function on device ``index``, made on first use from what the Kernel comes as: its source
+        (compiled), a Module's code (``kernel.module``: loaded once per device, its kernels sharing it) or another
+        library's function (``kernel.handle``, of the device ``kernel.device`` only: ValueError on any other). A
+        backend that cannot run the code refuses it here, saying what to do, unless ``kernel.cpu`` stands in for it
+        (the CPU backend runs no compiled GPU code: GpuGraphError)."""
     def kernel_variable(self, index: int, kernel: Any, name: str) -> Handle | None:
         """The allocation record (origin "device", never freed) of the variable of linkage name ``name`` in the
         module ``kernel`` runs from on device ``index`` (cuModuleGetGlobal), loading it on first use; None where the
@@ -117,8 +132,9 @@ class Backend(Protocol):
     def stream_launch(self, stream: Handle, function: Handle, grid: tuple, block: tuple,
                       shared_mem: int, args: tuple, capture: Handle | None) -> None: ...
     def stream_memcpy(self, stream: Handle, dst: Any, src: Any, nbytes: int, capture: Handle | None,
-                      box: Any = None) -> None:
-        """Copy ``nbytes`` from the operands' starts, or the ``_nodes.Box`` ``box`` of them (a 2-D or 3-D copy)."""
+                      box: Any = None, pins: tuple = ()) -> None:
+        """Copy ``nbytes`` from the operands' starts, or the ``_nodes.Box`` ``box`` of them (a 2-D or 3-D copy); a
+        captured copy's record holds ``pins`` (its host operands page-locked: ``_memory.host_pins``)."""
     def stream_memset(self, stream: Handle, dst: Any, value: Any, pattern: int, element_size: int,
                       count: int, capture: Handle | None, plane: tuple[int, int, int] | None = None) -> None:
         """Set ``count`` elements from ``dst``'s start; with ``plane`` (pitch, rows, offset), ``count`` elements in each

@@ -17,8 +17,10 @@ from dataclasses import asdict
 from typing import Any
 
 from .._cli import Parser, UsageError, open_device, report
+from .._errors import BackendUnavailableError
+from ..backends import available_backends
 from . import _gpu, _rk4, _workloads  # noqa: F401 - register the workloads
-from ._core import WORKLOADS, Options, Row, ValidationError, workload
+from ._core import WORKLOADS, Options, Row, ValidationError, needs_gpu, workload
 from ._report import machine, markdown_table, target_met, targets_table
 
 __all__ = ["WORKLOADS", "Options", "Row", "ValidationError", "main", "run", "workload"]
@@ -72,9 +74,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(device: Any, names: list[str], options: Options, progress: Callable[[str], None] | None = None) -> list[Row]:
     """Run the named workloads on ``device`` and return all their rows; ``progress`` (if given) is told
-    in words when each workload starts and ends."""
+    in words when each workload starts and ends. GPU workloads are skipped on other devices (``progress`` is
+    told so)."""
     rows: list[Row] = []
     for number, name in enumerate(names, 1):
+        if not WORKLOADS[name].runs_on(device):
+            if progress is not None:
+                progress(f"[{number}/{len(names)}] skipped {needs_gpu([name], device)}")
+            continue
         step = f"[{number}/{len(names)}] {name}"
         if progress is not None:
             progress(f"{step}: {WORKLOADS[name].description} ...")
@@ -102,10 +109,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     options = Options(repeats=args.repeats, warmup=args.warmup, nodes=args.nodes, width=args.width)
     try:
+        available_backends()  # none usable at all (a wrong $GPUGRAPH_CPU_DEVICES): said before anything runs
         device = open_device(args.backend)
-    except UsageError as exc:
+    except (BackendUnavailableError, UsageError) as exc:
         return report(PROG, str(exc))
     names = args.workload or list(WORKLOADS)
+    skipped = [name for name in names if not WORKLOADS[name].runs_on(device)]
+    if len(skipped) == len(names):
+        return report(PROG, needs_gpu(skipped, device))
+    if skipped:
+        _to_stderr(f"skipped {needs_gpu(skipped, device)}")
+        names = [name for name in names if name not in skipped]
     info = machine(device, argv)
     print(f"gpugraph {info['gpugraph']} bench on {device} ({device.name}); {info['cpu']}, {info['cores']} cores; "
           f"Python {info['python']}, NumPy {info['numpy']}; {info['date']}")

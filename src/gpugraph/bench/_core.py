@@ -77,26 +77,43 @@ class Row:
 Workload = Callable[[Any, Options], list[Row]]
 
 
+# The backends whose devices the GPU workloads time (they call the CUDA driver beside gpugraph).
+GPU_BACKENDS = ("cuda",)
+
+
 @dataclass(frozen=True)
 class Entry:
-    """A registered workload."""
+    """A registered workload; ``gpu``: it runs on a GPU backend only."""
 
     name: str
     description: str
     run: Workload
+    gpu: bool = False
+
+    def runs_on(self, device: Any) -> bool:
+        """Whether the workload can time ``device``."""
+        return not self.gpu or device.backend in GPU_BACKENDS
 
 
 WORKLOADS: dict[str, Entry] = {}
 
 
-def workload(name: str, description: str) -> Callable[[Workload], Workload]:
-    """Register ``fn(device, options) -> list[Row]`` under ``name``; runs in registration order."""
+def workload(name: str, description: str, gpu: bool = False) -> Callable[[Workload], Workload]:
+    """Register ``fn(device, options) -> list[Row]`` under ``name``; runs in registration order. ``gpu``: it
+    needs a device of a GPU backend (``GPU_BACKENDS``), and is skipped on others."""
     def register(fn: Workload) -> Workload:
         if name in WORKLOADS:
             raise ValueError(f"workload {name!r} is registered twice")
-        WORKLOADS[name] = Entry(name, description, fn)
+        WORKLOADS[name] = Entry(name, description, fn, gpu)
         return fn
     return register
+
+
+def needs_gpu(names: list[str], device: Any) -> str:
+    """Why the workloads ``names`` do not run on ``device``, in words."""
+    each = "each needs" if len(names) > 1 else "needs"
+    return (f"{', '.join(names)}: {each} a GPU backend (--backend {GPU_BACKENDS[0]}), and this run is on {device} "
+            f"({device.name})")
 
 
 @contextlib.contextmanager

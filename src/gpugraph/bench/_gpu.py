@@ -1,5 +1,5 @@
 """GPU workloads: gpugraph beside raw cuda-bindings, CuPy, PyTorch and a C++ program (the floor), in one
-process run on one GPU. They return no rows on other backends.
+process run on one GPU. They are registered as GPU workloads: ``bench.run`` skips them on other backends.
 
 Each gpugraph figure gets a ratio row against the C++ floor where PERFORMANCE.md sets a target, computed
 from medians of the same run; peers that are not installed are left out.
@@ -27,10 +27,6 @@ from ._core import Options, Row, ValidationError, gc_held, workload
 TINY = 'extern "C" __global__ void tiny(float* x, int n){ int i = threadIdx.x; if (i < n) x[i] += 1.0f; }'
 LAUNCHES = 10_000
 _floor_cache: dict[str, Any] = {}
-
-
-def _cuda(device: Any) -> bool:
-    return device.backend == "cuda"
 
 
 def _samples(fn: Callable[[], float], options: Options, repeats: int | None = None) -> list[float]:
@@ -98,10 +94,8 @@ def _nvcc(device: Any, source: str) -> str | None:
     return program
 
 
-@workload("launch", "GPU: one tiny kernel on a stream, end to end per kernel, against the peers")
+@workload("launch", "GPU: one tiny kernel on a stream, end to end per kernel, against the peers", gpu=True)
 def launch(device: Any, options: Options) -> list[Row]:
-    if not _cuda(device):
-        return []
     kernel = Kernel(TINY, "tiny")
     stream = device.stream()
     x = device.zeros(32, np.float32)
@@ -205,10 +199,8 @@ def _chain(device: Any, kernel: Kernel, x: Any, nodes: int, width: int) -> Graph
     return graph
 
 
-@workload("graphs", "GPU: graph launch host cost and GPU time per node, chains of N tiny kernels")
+@workload("graphs", "GPU: graph launch host cost and GPU time per node, chains of N tiny kernels", gpu=True)
 def graphs(device: Any, options: Options) -> list[Row]:
-    if not _cuda(device):
-        return []
     from cuda.bindings import driver as cu
     kernel = Kernel(TINY, "tiny")
     stream = device.stream()
@@ -259,10 +251,8 @@ def graphs(device: Any, options: Options) -> list[Row]:
     return rows
 
 
-@workload("manage", "GPU: capture, explicit build, instantiate, update and set params, per node")
+@workload("manage", "GPU: capture, explicit build, instantiate, update and set params, per node", gpu=True)
 def manage(device: Any, options: Options) -> list[Row]:
-    if not _cuda(device):
-        return []
     kernel = Kernel(TINY, "tiny")
     stream = device.stream()
     x = device.zeros(32, np.float32)
@@ -442,10 +432,9 @@ def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Opt
     return rows
 
 
-@workload("dynamic", "GPU: the seed blog's dynamic-parameter workload, four strategies and the C++ floor")
+@workload("dynamic", "GPU: the seed blog's dynamic-parameter workload, four strategies and the C++ floor",
+          gpu=True)
 def dynamic(device: Any, options: Options) -> list[Row]:
-    if not _cuda(device):
-        return []
     from ..examples import dynamic_parameters as seed
     iterations = seed.GPU_ITERATIONS
     samples: dict[str, list[float]] = {}
@@ -481,12 +470,11 @@ def dynamic(device: Any, options: Options) -> list[Row]:
 SOLVER_N, SOLVER_DIAGONAL, SOLVER_EVERY = 4096, 2.01, (1, 10, 100)
 
 
-@workload("solver", "GPU: a Jacobi solver to a tolerance: one launch of a WHILE node, host-driven graphs, C++")
+@workload("solver", "GPU: a Jacobi solver to a tolerance: one launch of a WHILE node, host-driven graphs, C++",
+          gpu=True)
 def solver(device: Any, options: Options) -> list[Row]:
     """Time to converge and host time per sweep of gpugraph.examples.conditional_solver (n = 4096, d = 2.01):
     its WHILE graph, the host-driven graph read back every k launches, and the C++ program's WHILE graph."""
-    if not _cuda(device):
-        return []
     from ..examples import conditional_solver as example
     problem, stream = example.Problem(device, SOLVER_N), device.stream()
     want_x, want_sweeps = example.reference(SOLVER_N, SOLVER_DIAGONAL)
@@ -563,10 +551,9 @@ def _solver_program(device: Any) -> str | None:
     return _floor_cache["solver"]
 
 
-@workload("memory", "GPU: Python-side bytes per node of a 10,000-node graph; 100,000 graphs made and dropped")
+@workload("memory", "GPU: Python-side bytes per node of a 10,000-node graph; 100,000 graphs made and dropped",
+          gpu=True)
 def memory(device: Any, options: Options) -> list[Row]:
-    if not _cuda(device):
-        return []
     from cuda.bindings import driver as cu
     kernel = Kernel(TINY, "tiny")
     x = device.zeros(32, np.float32)

@@ -21,7 +21,7 @@ from ... import _params
 from ..._attributes import AttributeLimits, AttributeRefusal, KernelAttributes, launch_refusal
 from ..._errors import BackendUnavailableError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
-from ..._kernel import LaunchConfig
+from ..._kernel import SHARED_MEM_LIMIT, LaunchConfig
 from ..._nodes import (
     AllocParams,
     ChildGraphParams,
@@ -38,13 +38,14 @@ from ..._semaphores import EmulatedSemaphore
 from .. import _exit as at_exit
 from .._allocation import Allocation
 from .._exit import exit_timeout
+from .._host_registry import HostRegistry
 from ._capture import CpuCapture
 from ._collectives import CpuComm, init_all, part_task
 from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
-from ._memory import ADDRESSES, PinnedRegistry, Pool, check_mappable, typed_view
+from ._memory import ADDRESSES, MACHINE_MEMORY, PinnedRegistry, Pool, check_mappable, typed_view
 from ._ops import map_allocation, run_kernel, run_mem_ops, run_memcpy, run_memset, run_semaphores, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
@@ -91,6 +92,12 @@ class CpuBackend:
         self._graph_pools = [Pool() for _ in range(self._count)]
         self._stream_pools = [Pool(release_threshold=0) for _ in range(self._count)]
         self._pinned = PinnedRegistry()
+        # Host memory page-locked for copies (Device.register_host, graph and captured copies), counted as the CUDA
+        # backend counts its driver's registrations: here a registration is its record alone, so releases need no
+        # particular place and run at once.
+        self.host_registry = HostRegistry(lambda start, nbytes, read_only: None, lambda handle: None,
+                                          self._pinned.holds, lambda release: release())
+        self._schedules = ["auto"] * self._count  # (Device.set_schedule)
         # Every stream in creation order, destroyed ones included until their work has run and their error
         # (if any) has been reported: a device synchronize waits for them, as CUDA's does.
         self._streams: dict[CpuStream, None] = {}
@@ -115,6 +122,28 @@ class CpuBackend:
 
     def device_name(self, index: int) -> str:
         return f"CPU reference device ({os.cpu_count()} cores)"
+
+    def device_properties(self, index: int) -> dict[str, Any]:
+        cores = os.cpu_count() or 1
+        # What the emulation does: kernels compiled for an sm_80 (gpugraph_cpu.h), blocks of up to 1024 threads run by
+        # the machine's cores, copies and kernels of several streams run at once on the streams' threads, kernels use
+        # any host memory in place, no grid-wide synchronization; no clocks, registers or PCI location of its own (0).
+        return {"name": self.device_name(index), "totalGlobalMem": MACHINE_MEMORY or 0,
+                "sharedMemPerBlock": SHARED_MEM_LIMIT, "sharedMemPerMultiprocessor": SHARED_MEM_LIMIT,
+                "regsPerBlock": 0, "regsPerMultiprocessor": 0, "warpSize": 32, "maxThreadsPerBlock": 1024,
+                "maxThreadsDim": (1024, 1024, 64), "maxGridSize": (2**31 - 1, 65535, 65535),
+                "maxThreadsPerMultiProcessor": 1024, "multiProcessorCount": cores, "clockRate": 0,
+                "memoryClockRate": 0, "memoryBusWidth": 0, "l2CacheSize": 0, "totalConstMem": 64 * 1024, "major": 8,
+                "minor": 0, "asyncEngineCount": 2, "concurrentKernels": 1, "canMapHostMemory": 1,
+                "unifiedAddressing": 1, "pageableMemoryAccess": 1, "managedMemory": 1, "cooperativeLaunch": 0,
+                "streamPrioritiesSupported": 1, "memoryPoolsSupported": 1, "integrated": 1, "pciBusID": 0,
+                "pciDeviceID": 0, "pciDomainID": 0}
+
+    def device_schedule(self, index: int) -> str:
+        return self._schedules[index]
+
+    def set_device_schedule(self, index: int, schedule: str) -> None:
+        self._schedules[index] = schedule  # (kept for reading back: a synchronize here always blocks its thread)
 
     def device_can_access_peer(self, index: int, peer: int) -> bool:
         return True  # (all host memory: the rule that access be enabled first is kept all the same)
@@ -182,9 +211,6 @@ class CpuBackend:
         self._pinned.add(buffer)
         return buffer[:nbytes]
 
-    def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
-        return self._pinned.holds(ptr, nbytes)
-
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         run_memcpy(dst, src, nbytes)
 
@@ -202,6 +228,11 @@ class CpuBackend:
         # Host memory another library exported (DLPack kDLCPU), viewed where it is; its owner keeps it alive.
         return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}",
                           buffer=_host_bytes(ptr, nbytes))
+
+    def mem_host_mapped(self, index: int, array: np.ndarray) -> Allocation:
+        ptr = array.__array_interface__["data"][0]  # (kernels here reach host memory where it is)
+        return Allocation(ptr, array.nbytes, "device", index, owner=f"page-locked host memory at {ptr:#x}",
+                          buffer=array.reshape(-1).view(np.uint8))
 
     def graph_memory(self, index: int) -> dict[str, int]:
         return self._graph_pools[index].usage()
@@ -315,10 +346,10 @@ class CpuBackend:
         stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None,
-                      box: Any = None) -> None:
+                      box: Any = None, pins: tuple = ()) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
-        if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes, box)):
+        if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes, box, pins)):
             return
         stream.submit(run_memcpy, (dst, src, nbytes, box))
 

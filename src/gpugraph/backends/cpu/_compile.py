@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._errors import BackendError, KernelCompileError
+from ..._errors import BackendError, GpuGraphError, KernelCompileError
 from ..._kernel import SHARED_MEM_LIMIT
 from ..._memory import Array
 from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
@@ -535,6 +535,8 @@ def load(kernel: Any) -> HostKernel:
     loaded = _loaded.get(kernel)
     if loaded is not None:
         return loaded
+    if not kernel.from_source:
+        raise GpuGraphError(_no_source(kernel))
     names = kernel_names(kernel.source, kernel.options)
     if is_device_function(kernel.source, kernel.name, kernel.options):  # (CUDA's module has no such kernel)
         raise KernelCompileError.no_kernel(kernel.name)
@@ -551,6 +553,17 @@ def load(kernel: Any) -> HostKernel:
         raise KernelCompileError(kernel.name, module.refusal)
     loaded = _loaded[kernel] = HostKernel(module, kernel)
     return loaded
+
+
+def _no_source(kernel: Any) -> str:
+    """Why the CPU backend cannot run ``kernel``, which comes as compiled GPU code, and what to do instead."""
+    if kernel.module is not None:
+        what, how = f"GPU code of {kernel.module!r}", f"{kernel.module!r}.function({kernel.name!r}, ..., cpu=fn)"
+    else:
+        what, how = "another library's compiled GPU function", "Kernel.from_function(..., cpu=fn)"
+    return (f"{kernel!r} is {what}, which the CPU backend cannot run: it runs kernels from their CUDA/HIP source "
+            f"(gg.Kernel(source, name), compiled with the machine's C++ compiler) or as Python; give the kernel a "
+            f"Python implementation, {how}, called as fn(launch, *args), or make it from its source")
 
 
 def _module(kernel: Any, names: list[str]) -> HostModule:

@@ -65,6 +65,9 @@ def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
                 stream.error = exc
         finally:
             unmark(ident)
+        # Hold nothing of the task while waiting for the next: its arguments (a graph's run, a copy's arrays and the
+        # pages they hold locked) go as soon as it has run.
+        item = fn = args = None
         stream.completed = number
 
 
@@ -229,4 +232,5 @@ class BranchPool(Executor):
                     future.set_result(result)
                 finally:
                     unmark(ident)
+            future = fn = args = kwargs = None  # (hold nothing of the task while idle: see _work above)
             self._idle.release()

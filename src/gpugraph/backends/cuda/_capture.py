@@ -159,14 +159,14 @@ class CudaCapturing(CudaRuntime):
                                        block[0], block[1], block[2], shared_mem, stream.handle, params, 0)
 
     def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int,
-                      capture: CudaCapture | None, box: Any = None) -> None:
+                      capture: CudaCapture | None, box: Any = None, pins: tuple = ()) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.memcpy")
         self.contexts.use(stream.index)
         arguments = ((drv.memcpy_async, address(dst), address(src), nbytes, stream.handle) if box is None else
                      (drv.memcpy3d_async, memcpy3d(dst, src, nbytes, stream.index, box), stream.handle))
         if capture is not None and self._captured(
-                capture, call, arguments, lambda _: (MemcpyParams(dst, src, nbytes, box), None)) is not None:
+                capture, call, arguments, lambda _: (MemcpyParams(dst, src, nbytes, box, pins), None)) is not None:
             return
         check_allocated(dst, src)
         call(*arguments)

@@ -1,4 +1,5 @@
-"""Compiling kernel source with NVRTC for a device, once per (device, source, options)."""
+"""Kernels' functions on a device: their source compiled with NVRTC once per (device, source, options), a Module's
+code loaded once per device, another library's function taken as it is."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cuda.bindings import nvrtc
 
 from ..._errors import BackendError, KernelCompileError
 from ..._signature import kernel_names
-from ._driver import call
+from ._driver import call, error
 from ._symbols import drv
 
 
@@ -53,10 +54,21 @@ class ModuleCache:
 
     def __init__(self) -> None:
         self._modules: dict[tuple, Any] = {}
+        self._images: dict[tuple[int, Any], Any] = {}  # a Module's CUmodule by (device, Module)
         self._lock = threading.Lock()
 
     def function(self, index: int, device: Any, kernel: Any) -> Any:
-        """The CUfunction of ``kernel`` on device ``index``, compiling its source on first use."""
+        """The CUfunction of ``kernel`` on device ``index``: compiling its source, or loading its Module, on first
+        use; another library's function as it is, on its own device only."""
+        if kernel.module is not None:
+            return self._module_function(index, device, kernel)
+        if kernel.handle is not None:
+            owner = kernel.device
+            if owner.backend != "cuda" or owner.index != index:
+                raise ValueError(f"{kernel!r} is another library's function loaded on {owner}, and a CUfunction runs "
+                                 f"only in the context it was loaded in: use it on {owner}, or give Kernel."
+                                 f"from_function the library's function for cuda:{index}")
+            return cu.CUfunction(kernel.handle)
         # (A template's instance is compiled into a module of its own: the source's module lacks it.)
         key: tuple = (index, kernel.source, kernel.options, kernel.name if "<" in kernel.name else None)
         names = kernel_names(kernel.source, kernel.options)  # as the signature reader sees them: no comments
@@ -107,16 +119,34 @@ class ModuleCache:
             return False
         return True
 
+    def _module_function(self, index: int, device: Any, kernel: Any) -> Any:
+        """The CUfunction of a Module's kernel, loading the Module on device ``index`` first (once: its kernels share
+        the loaded module)."""
+        with self._lock:
+            loaded = self._images.get((index, kernel.module))
+            if loaded is None:
+                err, loaded = drv.module_load_data(kernel.module.image)
+                if err:
+                    raise _load_error(err, index, device, kernel.module)
+                self._images[(index, kernel.module)] = loaded
+        err, function = drv.module_get_function(loaded, kernel.name.encode())
+        if err == cu.CUresult.CUDA_ERROR_NOT_FOUND:
+            names = _function_names(loaded)
+            listed = f" (it has: {', '.join(names) or 'none'})" if names is not None else ""
+            raise ValueError(f"{kernel.module!r}.function({kernel.name!r}): the module loaded on cuda:{index} has no "
+                             f"kernel {kernel.name!r}{listed}; a C++ kernel's name there is its mangled name (_Z...) "
+                             f"unless it is declared extern \"C\"")
+        if err:
+            raise error("cuModuleGetFunction", err)
+        return function
+
     @staticmethod
     def _unload(compiled: tuple[Any, dict[str, bytes]]) -> None:
-        call(cu.cuModuleUnload, compiled[0])
+        call(drv.module_unload, compiled[0])
 
     @staticmethod
     def _compile(device: Any, kernel: Any, names: list[str]) -> tuple[Any, dict[str, bytes]]:
-        major = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                     device)
-        minor = call(drv.device_get_attribute, cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                     device)
+        major, minor = _capability(device)
         program = _nvrtc(nvrtc.nvrtcCreateProgram, kernel.source.encode(), f"{kernel.name}.cu".encode(), 0, [], [])
         try:
             for name in names:  # C++ names are mangled; name expressions give each kernel's lowered name
@@ -140,3 +170,41 @@ class ModuleCache:
         finally:
             nvrtc.nvrtcDestroyProgram(program)
         return call(drv.module_load_data, cubin), lowered
+
+
+def _capability(device: Any) -> tuple[int, int]:
+    """The compute capability (major, minor) of the CUdevice ``device``."""
+    attribute = cu.CUdevice_attribute
+    return (call(drv.device_get_attribute, attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+            call(drv.device_get_attribute, attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device))
+
+
+def _load_error(err: Any, index: int, device: Any, module: Any) -> BackendError:
+    """The error for a Module's code the driver refused to load (cuModuleLoadData's result ``err``): the driver's
+    words, the Module, the device and what code it takes."""
+    refused = error("cuModuleLoadData", err)
+    major, minor = _capability(device)
+    _, text = drv.get_error_string(err)
+    text = text.decode() if isinstance(text, bytes) else ""
+    return BackendError(refused.backend, refused.api, refused.code,
+                        f"{text}: {module!r} cannot be loaded on cuda:{index}, a device of compute "
+                        f"capability {major}.{minor}: give it PTX the driver can compile (from a CUDA no newer than "
+                        f"the driver), or a cubin or fatbin holding code for sm_{major}{minor}")
+
+
+def _function_names(module: Any) -> list[str] | None:
+    """The names of the kernels of the loaded ``module``, or None where the driver cannot list them (one older than
+    CUDA 12.4): a courtesy of the error that reports a name the module lacks."""
+    err, count = drv.module_get_function_count(module)
+    if err:
+        return None
+    err, functions = drv.module_enumerate_functions(count, module)
+    if err:
+        return None
+    names = []
+    for function in list(functions)[:count]:
+        err, name = drv.func_get_name(function)
+        if err:
+            return None
+        names.append(name.decode() if isinstance(name, bytes) else str(name))
+    return sorted(names)

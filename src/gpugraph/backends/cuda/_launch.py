@@ -81,11 +81,15 @@ class Function:
 
     def __init__(self, handle: Any, kernel: Any) -> None:
         """Raises KernelCompileError if the signature read from the source disagrees with the compiled
-        kernel's parameters (count or sizes): packing by it would pass the kernel wrong values."""
+        kernel's parameters (count or sizes): packing by it would pass the kernel wrong values; ValueError if the
+        signature given for compiled code does (``Module.function``, ``Kernel.from_function``)."""
         signature = kernel.signature
         self.sizes = param_sizes(handle)  # what the compiled kernel takes, per parameter
-        mismatch = check_compiled(signature, self.sizes)
+        mismatch = check_compiled(signature, self.sizes, given=not kernel.from_source)
         if mismatch is not None:
+            if not kernel.from_source:
+                raise ValueError(f"{kernel!r} (signature={', '.join(map(str, signature or ())) or 'void'!r}): "
+                                 f"{mismatch}")
             raise KernelCompileError(kernel.name, mismatch)
         self.handle = handle
         self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)

@@ -19,11 +19,13 @@ from ..._memory import Array
 from ..._memory import address_of as address
 from .. import _exit as at_exit
 from .._allocation import Allocation
+from .._host_registry import HostRegistrationError, HostRegistry
 from ._compile import ModuleCache
 from ._driver import Contexts, call, error, fail
 from ._host import HostCalls
 from ._launch import Function
 from ._objects import CudaCapture
+from ._properties import read_properties, schedule_of, set_schedule
 from ._symbols import drv
 
 _ATTR = cu.CUgraphMem_attribute
@@ -71,6 +73,10 @@ class CudaRuntime:
         self.contexts.use(0)
         self._raised: set[int] = set()  # the driver errors synchronize calls raised (see _synchronize)
         self._exit_waiter = at_exit.ExitWaiter("gpugraph-cuda-exit")
+        # Host memory page-locked for copies (Device.register_host, graph and captured copies): one registration
+        # serves every device (portable), and a release waits as a free does (see _release_memory).
+        self.host_registry = HostRegistry(self._register_host, self._unregister_host, self._locked_elsewhere,
+                                           self._release_memory)
         atexit.register(self._finish_at_exit)
 
     # Devices
@@ -81,6 +87,15 @@ class CudaRuntime:
     def device_name(self, index: int) -> str:
         name = call(drv.device_get_name, 256, self.contexts.devices[index])
         return name.split(b"\0", 1)[0].decode()
+
+    def device_properties(self, index: int) -> dict[str, Any]:
+        return read_properties(self.contexts.devices[index], self.device_name(index))
+
+    def device_schedule(self, index: int) -> str:
+        return schedule_of(self.contexts.devices[index])
+
+    def set_device_schedule(self, index: int, schedule: str) -> None:
+        set_schedule(self.contexts.devices[index], schedule)
 
     def device_synchronize(self, index: int) -> None:
         self._refuse_in_host_function("Device.synchronize")
@@ -264,11 +279,25 @@ class CudaRuntime:
         # ctypes arrays export the buffer protocol; NumPy's stubs name buffer types one by one before Python 3.12.
         return np.frombuffer(raw, np.uint8, count=nbytes)  # type: ignore[call-overload]
 
-    def host_memory_pinned(self, index: int, ptr: int, nbytes: int) -> bool:
-        # The driver knows page-locked memory (cuMemHostAlloc, cuMemHostRegister, other libraries' pinned
-        # memory), not pageable memory. Both ends are asked, for a range that starts in page-locked memory
-        # and runs past it.
-        self.contexts.use(index)
+    def _register_host(self, start: int, nbytes: int, read_only: bool) -> int:
+        if HOST_THREADS:
+            refuse_in_host_function("page-locking host memory (a copy node, a captured copy, Device.register_host)")
+        self.contexts.use(0)
+        # Portable: page-locked for every device's context. Mapped: kernels may reach it by its own address.
+        flags = cu.CU_MEMHOSTREGISTER_PORTABLE | cu.CU_MEMHOSTREGISTER_DEVICEMAP
+        (err,) = drv.mem_host_register(start, nbytes, flags | (cu.CU_MEMHOSTREGISTER_READ_ONLY if read_only else 0))
+        if err:
+            raise HostRegistrationError(str(error("cuMemHostRegister", err)))
+        return start
+
+    def _unregister_host(self, start: int) -> None:
+        self.contexts.use(0)
+        call(drv.mem_host_unregister, start)
+
+    def _locked_elsewhere(self, ptr: int, nbytes: int) -> bool:
+        # The driver knows page-locked memory (cuMemHostAlloc, cuMemHostRegister, other libraries' pinned memory), not
+        # pageable memory. Both ends are asked, for a range that starts in page-locked memory and runs past it.
+        self.contexts.use(0)
         return all(_memory_type(at) is not None for at in {ptr, ptr + max(nbytes, 1) - 1})
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
@@ -298,6 +327,13 @@ class CudaRuntime:
             if ordinal != index:
                 raise ValueError(f"the memory at {ptr:#x} is on cuda:{ordinal}, not cuda:{index}")
         return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}")
+
+    def mem_host_mapped(self, index: int, array: np.ndarray) -> Allocation:
+        self.contexts.use(index)
+        ptr = array.__array_interface__["data"][0]
+        device_ptr = int(call(drv.mem_host_get_device_pointer, ptr, 0))  # (the same address with unified addressing)
+        return Allocation(device_ptr, array.nbytes, "device", index, owner=f"page-locked host memory at {ptr:#x}",
+                          buffer=array)
 
     def graph_memory(self, index: int) -> dict[str, int]:
         device = self.contexts.devices[index]

@@ -38,6 +38,10 @@
 #define __constant__
 #define __managed__
 #define __grid_constant__
+// The CUDA runtime's own specifiers, which sources that declare its device functions themselves write (as
+// cuda-python's samples declare cudaGraphSetConditional for NVRTC): the host compiler needs neither.
+#define __cudart_builtin__
+#define CUDARTAPI
 #define __align__(n) __attribute__((aligned(n)))
 // Shared memory: one copy per worker thread, which runs one block at a time (its fibers share it). In a
 // function, thread_local alone is static, so `static __shared__` means the same.

@@ -1,0 +1,189 @@
+"""Host memory page-locked by gpugraph (cudaHostRegister / hipHostRegister), counted and shared by every use.
+
+A graph copy, a captured copy or ``Device.register_host`` that needs host memory page-locked takes a ``HostPin``:
+one use of the registrations covering its pages. A registration covers a run of whole pages, page-locked for every
+device of the backend at once; a later use over pages already registered uses those registrations, and registers
+only the pages between them, so arrays that share pages (small NumPy arrays often share one), several graphs and
+several devices share one registration. A registration is released when the last use of any of its pages goes.
+
+The backend supplies the driver's side (register, unregister, and whether memory is page-locked by someone else,
+such as ``Device.pinned`` or another library, in which case it is used as it is), and the place where a release may
+run: never inside a garbage collection or a capture, where the driver must not be called (see ``reap``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+PAGE = mmap.PAGESIZE
+
+
+class HostRegistrationError(ValueError):
+    """The driver refused to page-lock host memory (``HostRegistry.pin`` says which memory and why)."""
+
+
+class Registration:
+    """One run of pages the backend page-locked: ``[start, end)``, its backend handle, its live uses, and the objects
+    owning the memory of every use it had. Those stay alive until it is unregistered: memory freed and mapped again
+    while registered would leave the registration on the old pages, and copies would miss the new ones."""
+
+    __slots__ = ("start", "end", "handle", "uses", "read_only", "owners")
+
+    def __init__(self, start: int, end: int, handle: Any, read_only: bool) -> None:
+        self.start, self.end, self.handle, self.read_only = start, end, handle, read_only
+        self.uses = 0
+        self.owners: list[Any] = []
+
+
+class HostPin:
+    """One use of page-locked host memory: it holds the registrations covering its range until ``release`` or until
+    it is garbage-collected (a copy node's record holds its pins, so they last as long as any graph or executable
+    graph holding the record)."""
+
+    __slots__ = ("ptr", "nbytes", "_release", "__weakref__")
+
+    def __init__(self, registry: HostRegistry, ptr: int, nbytes: int, registrations: list[Registration]) -> None:
+        self.ptr, self.nbytes = ptr, nbytes
+        self._release = weakref.finalize(self, registry._dropped, registrations)
+        self._release.atexit = False  # (the driver may be gone at interpreter exit)
+
+    @property
+    def released(self) -> bool:
+        """Whether this use has ended."""
+        return not self._release.alive
+
+    def release(self) -> None:
+        """End this use now (once; later calls do nothing)."""
+        self._release()
+
+    def __repr__(self) -> str:
+        return f"HostPin({self.ptr:#x}, {self.nbytes} bytes{', released' if self.released else ''})"
+
+
+class HostRegistry:
+    """The registrations one backend made, and their uses.
+
+    Args:
+        register: ``register(start, nbytes, read_only)`` page-locks whole pages for every device of the backend and
+            returns a handle; it raises ``HostRegistrationError`` saying why the driver refused.
+        unregister: ``unregister(handle)`` makes them pageable again.
+        locked_elsewhere: ``locked_elsewhere(ptr, nbytes)``: whether that memory is page-locked by other means
+            (``Device.pinned``, another library): such memory is used as it is.
+        schedule: ``schedule(fn)`` calls ``fn`` where the driver may be called: at once, or later (outside a garbage
+            collection, a driver callback or a capture).
+    """
+
+    def __init__(self, register: Callable[[int, int, bool], Any], unregister: Callable[[Any], None],
+                 locked_elsewhere: Callable[[int, int], bool], schedule: Callable[[Callable[[], None]], None]) -> None:
+        self._register, self._unregister = register, unregister
+        self._locked_elsewhere, self._schedule = locked_elsewhere, schedule
+        self._lock = threading.Lock()
+        self._live: list[Registration] = []  # sorted by start, disjoint; uses 0: to be released at the next reap
+        # The registrations of pins collected since the counts were last brought up to date: a collection may run
+        # on any thread, inside an operation holding the lock, so it only notes them here.
+        self._dead: deque[list[Registration]] = deque()
+        self._reap_asked = False
+
+    def pin(self, ptr: int, nbytes: int, owner: Any, *, read_only: bool = False, writes: bool = False,
+            what: str = "host memory") -> HostPin | None:
+        """A use of ``[ptr, ptr + nbytes)``, whose memory ``owner`` keeps (a NumPy array), page-locked: the
+        registrations of its pages, made where missing (with ``read_only``, as memory the devices only read); None
+        where the memory is page-locked by other means.
+
+        Raises:
+            ValueError: With ``writes``, if part of it is registered read-only.
+            HostRegistrationError: If the driver refuses to page-lock it (nothing stays registered for it).
+        """
+        start, end = _pages(ptr, nbytes)
+        try:
+            with self._lock:
+                self._count_dead()
+                covering = [r for r in self._live if r.start < end and start < r.end]
+                if writes and any(r.read_only for r in covering):
+                    raise ValueError(f"{what}: its memory is page-locked read-only (register_host(read_only=True)) "
+                                     f"and this copy writes it; release that registration, or copy into other memory")
+                if not covering and self._locked_elsewhere(ptr, nbytes):
+                    return None
+                made = self._register_gaps(start, end, covering, read_only)
+                self._live = sorted([*self._live, *made], key=lambda r: r.start)
+                registrations = covering + made
+                for r in registrations:
+                    r.uses += 1
+                    r.owners.append(owner)
+                return HostPin(self, ptr, nbytes, registrations)
+        finally:
+            if self._reap_asked:
+                self._schedule(self.reap)
+
+    def _register_gaps(self, start: int, end: int, covering: list[Registration],
+                       read_only: bool) -> list[Registration]:
+        """(With the lock.) Register the runs of pages of ``[start, end)`` that ``covering`` (sorted) leaves out, all
+        or none."""
+        made: list[Registration] = []
+        at = start
+        try:
+            for r in [*covering, None]:
+                gap_end = end if r is None else r.start
+                if at < gap_end:
+                    made.append(Registration(at, gap_end, self._register(at, gap_end - at, read_only), read_only))
+                if r is not None:
+                    at = r.end
+        except BaseException:
+            for r in made:  # nothing half-registered stays
+                self._unregister(r.handle)
+            raise
+        return made
+
+    def registrations(self) -> list[tuple[int, int, int]]:
+        """(start, bytes, uses) of each registration, by address, once what was released is unregistered (uses 0: its
+        release waits, as in a capture, for a place where the driver may be called)."""
+        with self._lock:
+            self._count_dead()
+        if self._reap_asked:
+            self._schedule(self.reap)
+        with self._lock:
+            return [(r.start, r.end - r.start, r.uses) for r in self._live]
+
+    def reap(self) -> None:
+        """Unregister the registrations no pin uses. Called through ``schedule``, where the driver may be called;
+        while another call holds the registry, that call asks for it again when done."""
+        if not self._lock.acquire(blocking=False):
+            self._reap_asked = True
+            return
+        failure = None
+        try:
+            self._reap_asked = False
+            self._count_dead()
+            for r in [r for r in self._live if not r.uses]:
+                self._live.remove(r)
+                try:
+                    self._unregister(r.handle)
+                except Exception as exc:  # noqa: BLE001 - the others are released all the same; the first is raised
+                    failure = failure or exc
+        finally:
+            self._lock.release()
+        if failure is not None:
+            raise failure
+
+    def _count_dead(self) -> None:
+        """(With the lock.) Take the uses of collected pins off their registrations' counts."""
+        while self._dead:
+            for r in self._dead.popleft():
+                r.uses -= 1
+                if not r.uses:
+                    self._reap_asked = True
+
+    def _dropped(self, registrations: list[Registration]) -> None:
+        """A pin was released or collected (any thread; maybe inside a collection during a call holding the lock)."""
+        self._dead.append(registrations)
+        self._schedule(self.reap)
+
+
+def _pages(ptr: int, nbytes: int) -> tuple[int, int]:
+    """The whole pages holding ``[ptr, ptr + nbytes)`` (one page at least), as ``[start, end)``."""
+    return ptr // PAGE * PAGE, -(-(ptr + max(nbytes, 1)) // PAGE) * PAGE
