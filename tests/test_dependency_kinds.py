@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
+from test_reliability_threads import pythons_sigint_handler
 
 N = 256
 # NVRTC has no CUDA runtime header here: the two device calls are defined as CUDA's header does. The CPU
@@ -212,7 +213,9 @@ def test_a_ctrl_c_while_a_kinded_node_is_captured_leaves_it_whole(device, stream
         signal.raise_signal(signal.SIGINT)  # (Ctrl-C between the node and its edge)
         add_dependency(graph, a, b, kind)
 
-    with stream.capture() as cap:
+    # Python's own SIGINT handler, whatever this process inherited: one started with SIGINT ignored (as a
+    # shell starts a job in the background) keeps ignoring it, and raise_signal would raise nothing.
+    with pythons_sigint_handler(), stream.capture() as cap:
         stream.launch(PRODUCE, 2, 128, x, N)
         (producer,) = cap.dependencies
         cap.set_dependencies(producer, kinds="programmatic")

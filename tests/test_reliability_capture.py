@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 import sys
+import tempfile
 import threading
 
 import numpy as np
@@ -363,7 +365,8 @@ def test_interrupted_update_leaves_the_exec_wholly_old_or_wholly_new(device, str
 
 
 # Item 7: real SIGINTs, sent at random moments by a thread to a subprocess looping over captures,
-# updates and @captured calls. The script prints one JSON line of counts.
+# updates and @captured calls. The script prints a line per iteration done (its progress), then one JSON
+# line of counts.
 
 SIGINT_LOOP = r"""
 import json, mmap, os, random, signal, struct, sys, time, traceback
@@ -389,6 +392,14 @@ if os.fork() == 0:
         struct.pack_into("d", shared, 0, 0.0)
         os.kill(parent, signal.SIGINT)
         struct.pack_into("q", shared, 8, count + 1)
+
+# Python's own handler, as a program that sets none has: a process started with SIGINT ignored (as a shell
+# starts a job in the background) would pass that on to this one, and no SIGINT would interrupt anything.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
+def wait_until_sent(i):
+    while struct.unpack_from("q", shared, 8)[0] <= i:
+        time.sleep(1e-5)
 
 import threading
 import numpy as np
@@ -505,6 +516,7 @@ for i in range(iterations):
             pass
         operation(i)
         finished = True
+        wait_until_sent(i)  # however late the sender is: the signal then comes in here, not in the checks
         for _ in range(5000):  # short sleeps: the signal may reach another thread, then none of them ends
             time.sleep(1e-4)
     except KeyboardInterrupt as exc:
@@ -513,27 +525,52 @@ for i in range(iterations):
         inside += os.path.abspath(where).startswith(package)
     during += not finished
     longest = max(1e-6, longest * 0.8) if finished else min(1e-3, longest * 1.25)
-    while struct.unpack_from("q", shared, 8)[0] <= i:  # this iteration's signal is sent: none comes in the checks
-        time.sleep(1e-5)
+    wait_until_sent(i)  # this iteration's signal is sent: none comes in the checks
     try:
         check(i)
     except Exception as exc:
         failures.append(f"{i}: {type(exc).__name__}: {exc}"[:300])
         if len(failures) > 3:
             break
+    print(i, flush=True)
 struct.pack_into("q", shared, 16, 1)
 print(json.dumps({"interrupted": interrupted, "during": during, "inside": inside, "failures": failures}))
 """
+
+
+STALLED_AFTER = 120.0  # seconds without progress: the child is stuck (an iteration takes well under one)
+
+
+def run_while_progressing(args: list[str], env: dict[str, str]) -> tuple[int, list[str], str]:
+    """Run ``args`` to its end however long that takes, as long as it prints something at least every
+    STALLED_AFTER seconds; return its exit status, its lines and its stderr. One that goes quiet longer is
+    stuck: it is killed, and the test fails."""
+    out, stalled = b"", False
+    with tempfile.TemporaryFile() as err:
+        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, env=env) as child:
+            while not stalled:
+                stalled = not select.select([child.stdout], [], [], STALLED_AFTER)[0]
+                if stalled:
+                    child.kill()
+                elif chunk := os.read(child.stdout.fileno(), 1 << 16):
+                    out += chunk
+                else:
+                    break  # the end of its output
+        err.seek(0)
+        errors = err.read().decode(errors="replace")[-3000:]
+    lines = out.decode().splitlines()
+    assert not stalled, f"no progress for {STALLED_AFTER} s after {lines[-1:]}; stderr: {errors}"
+    return child.returncode, lines, errors
 
 
 @pytest.mark.parametrize("scenario", ["capture", "abort", "update", "captured"])
 def test_real_sigints_leave_captures_and_execs_whole(backend, scenario):
     iterations = 250
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", SIGINT_LOOP, backend, scenario, str(iterations)],
-                          capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    returncode, lines, errors = run_while_progressing(
+        [sys.executable, "-c", SIGINT_LOOP, backend, scenario, str(iterations)], env)
+    assert returncode == 0, errors
+    counts = json.loads(lines[-1])
     assert counts["failures"] == [], counts
     assert counts["interrupted"] >= iterations * 0.9, counts  # (a few are lost in garbage-collector callbacks)
     assert counts["during"] >= iterations // 4, counts  # enough of them stopped the operation to mean something

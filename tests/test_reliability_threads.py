@@ -646,3 +646,37 @@ def test_waiting_for_an_event_recorded_in_an_ended_capture_is_refused_until_reco
     other.wait(event)
     other.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 2, np.int32))
+
+
+def test_another_threads_step_does_not_hold_back_the_main_threads_ctrl_c(device):
+    """A step another thread makes with Ctrl-C held back (without_interrupts) holds back no interrupt of the main
+    thread, whose own release would be the only one to raise it, maybe much later."""
+    import signal
+
+    from gpugraph import _interrupts
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def step() -> None:
+        inside.set()
+        leave.wait(30)
+
+    worker = threading.Thread(target=_interrupts.without_interrupts, args=(step,))
+    raised_at_the_signal = raised_later = False
+    with pythons_sigint_handler():
+        try:
+            with gg.use_stream(device.stream()):  # (the block installs the stand-in)
+                worker.start()
+                try:
+                    assert inside.wait(30)
+                    try:
+                        signal.raise_signal(signal.SIGINT)
+                    except KeyboardInterrupt:
+                        raised_at_the_signal = True
+                finally:
+                    leave.set()
+                    worker.join(30)
+        except KeyboardInterrupt:
+            raised_later = True
+    assert (raised_at_the_signal, raised_later) == (True, False)
+    assert not _interrupts._holding and not _interrupts._deferred_interrupt

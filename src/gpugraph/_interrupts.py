@@ -117,12 +117,15 @@ def without_interrupts(fn: Callable[[], None]) -> None:
     default handler (or the stand-in); elsewhere ``fn()`` runs as it is."""
     global _holding
     owner = object()
+    # Counted in the main thread only: another thread's step must not hold back the main thread's Ctrl-C (which only
+    # the main thread's own release raises), nor race the main thread's count.
+    main = _thread.get_ident() == _MAIN_THREAD
     try:
         guard_interrupts(owner)
-        _holding += 1  # no call between this and the try: the finally always undoes it
+        _holding += main  # no call between this and the try: the finally always undoes it
         try:
             fn()
         finally:
-            _holding -= 1
+            _holding -= main
     finally:
         release_interrupts(owner)
