@@ -17,7 +17,7 @@ _REFERENCE = re.compile(r"`((?:gg|Graph|GraphExec|Stream|Device|Event|Node|Captu
 # The heading of the map's second part, the rest of HIP that the seeds name (streams, events, memory, ...).
 REST = "## The rest of HIP that the seeds name"
 
-# The HIP calls the seed documents (/work/shared/seeds, outside the repository) name, found with `hip[A-Z]\w*`:
+# The HIP calls the seed documents (the HIP and CUDA pages gpugraph was designed from) name, found with `hip[A-Z]\w*`:
 # the functions, and the device properties they name (as the map's rows spell them).
 SEED_CALLS = {
     # hip-async-concurrent-execution.txt

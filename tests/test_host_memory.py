@@ -33,6 +33,11 @@ def registered(device: gg.Device) -> list[tuple[int, int, int]]:
     return device._backend.host_registry.registrations()
 
 
+def own_pages(n: int) -> np.ndarray:
+    """An ordinary array of ``n`` float32 zeros on pages of its own (a memory map): no other array shares them."""
+    return np.frombuffer(mmap.mmap(-1, -(-4 * n // PAGE) * PAGE), np.float32)[:n]
+
+
 def pages_of(array: np.ndarray) -> tuple[int, int]:
     start = array.__array_interface__["data"][0]
     return start // PAGE * PAGE, -(-(start + array.nbytes) // PAGE) * PAGE
@@ -55,6 +60,19 @@ class Checker:
             self.wrong += 1
 
 
+def round_trip(device: gg.Device, checker: Checker, source: np.ndarray, result: np.ndarray,
+               x: gg.Array) -> tuple[gg.Graph, gg.Node, gg.Node, gg.Node]:
+    """The graph of the seed's pattern: fill ``source`` on the host, copy it to ``x``, add 1 there, copy it back into
+    ``result`` and check it on the host; with its copy nodes and its checking node."""
+    g = gg.Graph(device)
+    fill = g.add_host(checker.fill)
+    up = g.add_memcpy(x, source, after=fill)
+    inc = g.add_kernel(K.shift, *K.launch_1d(x.size), x, 1.0, x.size, after=up)
+    down = g.add_memcpy(result, x, after=inc)
+    check = g.add_host(checker.check, result, after=down)
+    return g, up, down, check
+
+
 # Every copy reads and writes its ordinary array at its turn
 
 
@@ -62,14 +80,8 @@ def test_a_graph_copies_ordinary_arrays_at_their_turn(device, stream):
     """A host node fills an ordinary array, a copy node takes it to the device, a kernel adds 1, a copy node brings it
     back into another ordinary array and a host node reads it: right at every launch, with a new value each time."""
     source, result = np.zeros(N, np.float32), np.zeros(N, np.float32)
-    x = device.zeros(N, np.float32)
     checker = Checker(source)
-    g = gg.Graph(device)
-    fill = g.add_host(checker.fill)
-    up = g.add_memcpy(x, source, after=fill)
-    inc = g.add_kernel(K.shift, *K.launch_1d(N), x, 1.0, N, after=up)
-    down = g.add_memcpy(result, x, after=inc)
-    g.add_host(checker.check, result, after=down)
+    g, *_ = round_trip(device, checker, source, result, device.zeros(N, np.float32))
     with g.instantiate() as exe:
         K.launch_and_wait(exe, stream, LAUNCHES)
     assert (checker.checked, checker.wrong) == (LAUNCHES, 0)
@@ -92,21 +104,37 @@ def test_captured_copies_of_ordinary_arrays_run_at_their_turn(device, stream):
     assert (checker.checked, checker.wrong) == (LAUNCHES, 0)
 
 
+def test_registering_leaves_a_global_capture_running(device, stream):
+    """Registering pages is no call a "global" capture forbids (it touches no stream): a copy recorded in the capture
+    and one added to another graph by another thread meanwhile both register, and the capture goes on."""
+    import threading
+
+    source, other = own_pages(N), own_pages(N)
+    source[:] = 5
+    x, y = device.zeros(N, np.float32), device.zeros(N, np.float32)
+    elsewhere = gg.Graph(device)
+    with stream.capture(mode="global") as cap:
+        stream.memcpy(x, source)
+        worker = threading.Thread(target=elsewhere.add_memcpy, args=(y, other))
+        worker.start()
+        worker.join()
+        stream.launch(K.shift, *K.launch_1d(N), x, 1.0, N)
+    assert len(elsewhere) == 1 and len(registered(device)) == 2
+    with cap.graph.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 6.0))
+
+
 def test_set_memcpy_takes_new_ordinary_arrays(device, stream):
     """exe.set_memcpy and Graph.set_memcpy with arrays made after the executable graph: the copies use them at their
-    turn, and the arrays they replaced are released."""
+    turn; the executable graph holds them page-locked, and lets go of those it no longer copies."""
     x = device.zeros(N, np.float32)
-    first_source, first_result = np.zeros(N, np.float32), np.zeros(N, np.float32)
+    first_source, first_result = own_pages(N), own_pages(N)
     checker = Checker(first_source)
-    g = gg.Graph(device)
-    fill = g.add_host(checker.fill)
-    up = g.add_memcpy(x, first_source, after=fill)
-    inc = g.add_kernel(K.shift, *K.launch_1d(N), x, 1.0, N, after=up)
-    down = g.add_memcpy(first_result, x, after=inc)
-    check = g.add_host(checker.check, first_result, after=down)
+    g, up, down, check = round_trip(device, checker, first_source, first_result, x)
     with g.instantiate() as exe:
         K.launch_and_wait(exe, stream)
-        source, result = np.zeros(N, np.float32), np.zeros(N, np.float32)
+        source, result = own_pages(N), own_pages(N)
         checker.source = source
         exe.set_memcpy(up, x, source)
         exe.set_memcpy(down, result, x)
@@ -115,9 +143,16 @@ def test_set_memcpy_takes_new_ordinary_arrays(device, stream):
         assert (checker.checked, checker.wrong) == (LAUNCHES + 1, 0)
         np.testing.assert_array_equal(result, np.full(N, LAUNCHES + 2))
         assert first_result[0] == 2  # (the first launch's: the replaced array was not written again)
+        starts = {start for start, _, _ in registered(device)}
+        assert {pages_of(a)[0] for a in (first_source, first_result, source, result)} <= starts
+        exe.set_memcpy(up, x, first_source)  # back to the graph's own arrays: source and result are let go
+        exe.set_memcpy(down, first_result, x)
+        starts = {start for start, _, _ in registered(device)}
+        assert pages_of(source)[0] not in starts and pages_of(result)[0] not in starts
     g.set_memcpy(up, x, np.full(N, 41, np.float32))  # the graph's own node: the next instantiate uses it
-    g.set_host(fill, lambda: None)
     g.set_memcpy(down, result, x)
+    g.set_host(check, lambda: None)
+    g.set_host(g.nodes[0], lambda: None)
     with g.instantiate() as exe:
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(result, np.full(N, 42))
@@ -171,23 +206,23 @@ def test_a_captured_function_copies_ordinary_arrays(device):
 # Registrations: counted by pages, shared, and gone when nothing refers to the memory
 
 
-def test_registrations_are_counted_by_pages_and_shared(device):
-    gc.collect()
-    before = registered(device)
-    assert before == [], before
-    base = np.zeros(4 * PAGE // 4, np.float32)  # pages 0..4 of its own (it may start inside a page)
-    first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views that overlap on one page and more
-    g1, g2 = gg.Graph(device), gg.Graph(device)
-    g1.add_memcpy(device.zeros(first.size, np.float32), first)
+@pytest.mark.parametrize("first_dropped", ["first", "second"])
+def test_registrations_are_counted_by_pages_and_shared(device, first_dropped):
+    assert registered(device) == []
+    base = own_pages(4 * PAGE // 4)  # four pages of its own
+    first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views sharing their second page
+    graphs = {"first": gg.Graph(device), "second": gg.Graph(device)}
+    graphs["first"].add_memcpy(device.zeros(first.size, np.float32), first)
     lo, hi = pages_of(first)
     assert registered(device) == [(lo, hi - lo, 1)]
-    g2.add_memcpy(device.zeros(second.size, np.float32), second)
+    graphs["second"].add_memcpy(device.zeros(second.size, np.float32), second)
     # The second view's pages past the first registration are registered on their own; the shared ones are counted.
     _, second_hi = pages_of(second)
     assert registered(device) == [(lo, hi - lo, 2), (hi, second_hi - hi, 1)]
-    del g1
-    assert registered(device) == [(lo, hi - lo, 1), (hi, second_hi - hi, 1)]
-    del g2
+    del graphs[first_dropped]
+    assert registered(device) == ([(lo, hi - lo, 1), (hi, second_hi - hi, 1)] if first_dropped == "first" else
+                                  [(lo, hi - lo, 1)])
+    graphs.clear()
     assert registered(device) == []
 
 
@@ -244,16 +279,16 @@ def test_a_clone_and_a_child_graph_keep_the_copies_page_locked(device, stream):
     parent.add_child(g)
     del g, up
     assert registered(device)
-    with clone.instantiate() as exe:
-        K.launch_and_wait(exe, stream)
-    np.testing.assert_array_equal(result, source)
-    del clone, exe
-    assert registered(device)
-    result[:] = 0
     with parent.instantiate() as exe:
         K.launch_and_wait(exe, stream)
     np.testing.assert_array_equal(result, source)
     del parent, exe
+    assert registered(device)  # the clone alone holds them now
+    result[:] = 0
+    with clone.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(result, source)
+    del clone, exe
     assert registered(device) == []
 
 
@@ -360,6 +395,33 @@ def test_register_host_refusals(device):
     assert registered(device) == []
 
 
+def test_a_device_array_holds_the_memory_page_locked_while_it_lives(device, stream):
+    host = own_pages(N)
+    lo, hi = pages_of(host)
+    view = device.register_host(host).device_array  # the registration itself is dropped at once
+    assert registered(device) == [(lo, hi - lo, 1)]
+    stream.launch(K.shift, *K.launch_1d(N), view, 2.0, N)
+    stream.synchronize()
+    np.testing.assert_array_equal(host, np.full(N, 2.0))
+    del view
+    assert registered(device) == []
+
+
+def test_register_host_takes_read_only_arrays_as_read_only(device):
+    base = own_pages(N)
+    host = base.view()
+    host.flags.writeable = False
+    with device.register_host(host) as registration:
+        assert registration.read_only
+        with pytest.raises(ValueError, match=r"^register_host\(array\): its memory is page-locked read-only .*, and "
+                                             r"this use writes it"):
+            device.register_host(base)  # (for writing too, over the read-only registration)
+    with pytest.raises(ValueError, match=r"^register_host\(array\): the array is read-only \(its flags\.writeable is "
+                                         r"False\), so the devices may only read it: register it with read_only=True"):
+        device.register_host(host, read_only=False)
+    assert registered(device) == []
+
+
 def test_a_copy_may_not_write_memory_registered_read_only(device, stream):
     host = np.full(N, 7, np.float32)
     x = K.f32(device, np.arange(N))
@@ -367,8 +429,8 @@ def test_a_copy_may_not_write_memory_registered_read_only(device, stream):
         assert registration.read_only
         g = gg.Graph(device)
         with pytest.raises(ValueError, match=r"^add_memcpy\(dst\): its memory is page-locked read-only "
-                                             r"\(register_host\(read_only=True\)\) and this copy writes it; release "
-                                             r"that registration, or copy into other memory$"):
+                                             r"\(register_host\(read_only=True\); .*\), and this use writes it; "
+                                             r"release that registration, or use other memory$"):
             g.add_memcpy(host, x)
         g.add_memcpy(x, host)  # reading it is what read-only registration is for
         with g.instantiate() as exe:
@@ -376,3 +438,81 @@ def test_a_copy_may_not_write_memory_registered_read_only(device, stream):
         np.testing.assert_array_equal(x.to_numpy(), host)
         del g, exe
     assert registered(device) == []
+
+
+# The registry's own rules, with a driver that refuses on request
+
+
+class Driver:
+    """A fake driver's registrations: it refuses the n-th registration for writing, or any for writing."""
+
+    def __init__(self, refuse_at: int = -1, writable: bool = True) -> None:
+        self.live: dict[int, tuple[int, bool]] = {}
+        self.calls, self.refuse_at, self.writable = 0, refuse_at, writable
+
+    def register(self, start: int, nbytes: int, read_only: bool) -> int:
+        from gpugraph.backends._host_registry import HostRegistrationError
+
+        self.calls += 1
+        if self.calls == self.refuse_at or (not read_only and not self.writable):
+            raise HostRegistrationError("refused (a fake driver)")
+        assert start not in self.live  # (a page is never registered twice)
+        self.live[start] = (nbytes, read_only)
+        return start
+
+    def registry(self):
+        from gpugraph.backends._host_registry import HostRegistry
+
+        return HostRegistry(self.register, self.live.pop, lambda ptr, nbytes: False, lambda release: release())
+
+
+def test_a_refused_registration_leaves_nothing_registered():
+    driver = Driver(refuse_at=3)
+    registry = driver.registry()
+    base = own_pages(4 * PAGE // 4)
+    address = base.__array_interface__["data"][0]
+    held = registry.pin(address + PAGE, PAGE, base)  # the second page: the pin below has a gap on each side
+    from gpugraph.backends._host_registry import HostRegistrationError
+
+    with pytest.raises(HostRegistrationError, match="refused"):
+        registry.pin(address, 4 * PAGE, base, writes=True)  # the first gap is registered, the second refused: undone
+    assert list(driver.live) == [address + PAGE] and registry.registrations() == [(address + PAGE, PAGE, 1)]
+    held.release()
+    assert driver.live == {} and registry.registrations() == []
+
+
+def test_a_source_the_driver_will_not_register_for_writing_is_registered_read_only():
+    driver = Driver(writable=False)
+    registry = driver.registry()
+    base = own_pages(N)
+    address = base.__array_interface__["data"][0]
+    source = registry.pin(address, base.nbytes, base)  # a copy's source: read-only will do
+    assert driver.live == {address: (PAGE * (-(-base.nbytes // PAGE)), True)}
+    with pytest.raises(ValueError, match=r"^host memory: its memory is page-locked read-only"):
+        registry.pin(address, base.nbytes, base, writes=True)
+    from gpugraph.backends._host_registry import HostRegistrationError
+
+    with pytest.raises(HostRegistrationError):
+        driver.registry().pin(address, base.nbytes, base, writes=True)  # (a destination must be writable)
+    del source
+    assert registry.registrations() == [] and driver.live == {}
+
+
+@pytest.mark.gpu
+def test_the_driver_sees_the_pages_page_locked_exactly_while_used(gpu_device):
+    """Asked of the driver itself: the pages are page-locked host memory while a graph copies them, and unknown to it
+    (pageable) once nothing does."""
+    from cuda.bindings import driver
+
+    def page_locked(array: np.ndarray) -> bool:
+        err, _ = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                              array.__array_interface__["data"][0])
+        return err == driver.CUresult.CUDA_SUCCESS
+
+    host = own_pages(N)
+    assert not page_locked(host)
+    g = gg.Graph(gpu_device)
+    g.add_memcpy(gpu_device.zeros(N, np.float32), host)
+    assert page_locked(host)
+    del g
+    assert registered(gpu_device) == [] and not page_locked(host)

@@ -339,13 +339,14 @@ class Device:
             raise ValueError(f"set_schedule: expected one of {', '.join(map(repr, SCHEDULES))}, got {schedule!r}")
         self._backend.set_device_schedule(self.index, schedule)
 
-    def register_host(self, array: np.ndarray, *, read_only: bool = False) -> HostRegistration:
+    def register_host(self, array: np.ndarray, *, read_only: bool | None = None) -> HostRegistration:
         """Page-lock the memory of an existing NumPy array for every device of this backend, until the registration's
         ``release`` (or the end of its ``with`` block). ``pinned`` makes new page-locked memory instead.
 
         Copies to and from it then run asynchronously at their turn, and kernels may use it in place through
-        ``device_array``. ``read_only``: the devices only read it (needed for read-only memory maps). Graph and
-        captured copies page-lock their NumPy operands themselves; registering the same memory again is counted.
+        ``device_array``. ``read_only``: the devices only read it (None: where the array is read-only, as a read-only
+        memory map is). Graph and captured copies page-lock their NumPy operands themselves; registering the same
+        memory again is counted. Keep the registration: dropping it releases it.
 
         Raises:
             TypeError: If ``array`` is not a NumPy array of plain data.
@@ -353,6 +354,8 @@ class Device:
 
         See also: hipHostRegister / cudaHostRegister.
         """
+        if HOST_THREADS:
+            refuse_in_host_function("Device.register_host")
         return HostRegistration(self, array, read_only)
 
     def symbol(self, kernel: Any, name: str, dtype: Any = None) -> Array:

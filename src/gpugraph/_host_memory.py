@@ -36,7 +36,8 @@ class HostRegistration:
     Attributes:
         array: The NumPy array (kept alive while registered).
         device: The Device it was registered through (every device of its backend sees it page-locked).
-        read_only: Whether the devices only read it (``hipHostRegisterReadOnly``).
+        read_only: Whether the devices only read it (``hipHostRegisterReadOnly``): as asked, or, where not said,
+            whether the array is read-only (``flags.writeable`` False, as a read-only memory map's is).
 
     See also: hipHostRegister / cudaHostRegister (portable and mapped: every device, and its address for kernels),
     hipHostUnregister / cudaHostUnregister.
@@ -44,12 +45,17 @@ class HostRegistration:
 
     __slots__ = ("array", "device", "read_only", "_pin", "_released", "__weakref__")
 
-    def __init__(self, device: Any, array: Any, read_only: bool) -> None:
+    def __init__(self, device: Any, array: Any, read_only: bool | None) -> None:
         """(Made by ``Device.register_host``.)"""
         if not isinstance(array, np.ndarray):
             raise TypeError(f"register_host(array): expected a NumPy array, got {type(array).__name__}")
-        if not isinstance(read_only, bool):
+        if read_only is None:
+            read_only = not array.flags.writeable
+        elif not isinstance(read_only, bool):
             raise TypeError(f"register_host(read_only): expected a bool, got {read_only!r}")
+        elif not read_only and not array.flags.writeable:
+            raise ValueError("register_host(array): the array is read-only (its flags.writeable is False), so the "
+                             "devices may only read it: register it with read_only=True (or leave read_only out)")
         if array.dtype.hasobject:
             raise TypeError(f"register_host(array): the array has dtype {array.dtype}, which holds Python objects; "
                             f"devices can use plain data only")
@@ -59,7 +65,7 @@ class HostRegistration:
         start, end = _byte_bounds(array)
         try:
             pin = device._backend.host_registry.pin(start, end - start, array, read_only=read_only,
-                                                    what="register_host(array)")
+                                                    writes=not read_only, what="register_host(array)")
         except HostRegistrationError as exc:
             hint = ("" if read_only else "; if the memory is read-only (a read-only memory map), pass read_only=True")
             raise ValueError(f"register_host(array): the driver refused to page-lock the array's memory ({exc}){hint}; "
@@ -91,7 +97,8 @@ class HostRegistration:
     @property
     def device_array(self) -> Array:
         """The registered memory as an Array of ``device``, for kernels to read and write in place over the bus
-        (zero-copy); the array must be C-contiguous. Use it only while registered.
+        (zero-copy; read only, where registered ``read_only``); the array must be C-contiguous. The Array holds the
+        memory page-locked as long as it lives, whether this registration is released or not.
 
         Raises:
             ValueError: If released, or if the array is not C-contiguous.
@@ -105,7 +112,11 @@ class HostRegistration:
             raise ValueError(f"device_array: the array is not C-contiguous (strides {array.strides}); an Array is, so "
                              f"register a contiguous array (np.ascontiguousarray copies one)")
         device = self.device
-        alloc = device._backend.mem_host_mapped(device.index, array)
+        start = array.__array_interface__["data"][0]
+        # (A use of its own: None where the memory is page-locked by other means, which keep it so themselves.)
+        pin = device._backend.host_registry.pin(start, array.nbytes, array, read_only=self.read_only,
+                                                writes=not self.read_only, what="device_array")
+        alloc = device._backend.mem_host_mapped(device.index, array, pin)
         return Array(device, alloc.ptr, array.shape, array.dtype, alloc)
 
     def __enter__(self) -> Self:

@@ -12,12 +12,13 @@ class Allocation:
     "graph" (an allocation node). ``live`` is the host-side view of stream-ordered and graph allocations: True
     from the submission of the allocation until the submission of its free, which is what double-free checks
     use. ``owner`` says what the memory is, for error messages. ``buffer`` and ``pool`` are the CPU backend's
-    (its memory while mapped, and the pool that maps it); other backends leave them None, but for page-locked host
-    memory that kernels reach (``mem_host_mapped``), whose NumPy array ``buffer`` keeps alive. ``access``: the indices
+    (its memory while mapped, and the pool that maps it); other backends leave them None. ``keep``: what the memory
+    depends on, held as long as the record (page-locked host memory that kernels reach, ``mem_host_mapped``: its
+    NumPy array and its page-locking). ``access``: the indices
     of the other devices that may use a graph allocation (its node's access descriptors).
     """
 
-    __slots__ = ("ptr", "nbytes", "origin", "index", "live", "owner", "buffer", "pool", "access", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "origin", "index", "live", "owner", "buffer", "pool", "access", "keep", "__weakref__")
 
     def __init__(self, ptr: int, nbytes: int, origin: str, index: int, owner: str = "", buffer: Any = None,
                  pool: Any = None) -> None:
@@ -30,3 +31,4 @@ class Allocation:
         self.buffer = buffer
         self.pool = pool
         self.access: tuple[int, ...] = ()
+        self.keep: Any = None

@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .._interrupts import without_interrupts
+
 PAGE = mmap.PAGESIZE
 
 
@@ -28,16 +30,17 @@ class HostRegistrationError(ValueError):
 
 
 class Registration:
-    """One run of pages the backend page-locked: ``[start, end)``, its backend handle, its live uses, and the objects
-    owning the memory of every use it had. Those stay alive until it is unregistered: memory freed and mapped again
-    while registered would leave the registration on the old pages, and copies would miss the new ones."""
+    """One run of pages the backend page-locked: ``[start, end)``, its backend handle and its live uses.
 
-    __slots__ = ("start", "end", "handle", "uses", "read_only", "owners")
+    ``owner`` owns the memory of the use that made it, which touches each of its pages: kept alive until it is
+    unregistered, it keeps them mapped. (Memory freed and mapped again while registered would leave the registration on
+    the old pages, and copies would miss the new ones.)"""
 
-    def __init__(self, start: int, end: int, handle: Any, read_only: bool) -> None:
-        self.start, self.end, self.handle, self.read_only = start, end, handle, read_only
+    __slots__ = ("start", "end", "handle", "uses", "read_only", "owner")
+
+    def __init__(self, start: int, end: int, handle: Any, read_only: bool, owner: Any) -> None:
+        self.start, self.end, self.handle, self.read_only, self.owner = start, end, handle, read_only, owner
         self.uses = 0
-        self.owners: list[Any] = []
 
 
 class HostPin:
@@ -92,45 +95,58 @@ class HostRegistry:
     def pin(self, ptr: int, nbytes: int, owner: Any, *, read_only: bool = False, writes: bool = False,
             what: str = "host memory") -> HostPin | None:
         """A use of ``[ptr, ptr + nbytes)``, whose memory ``owner`` keeps (a NumPy array), page-locked: the
-        registrations of its pages, made where missing (with ``read_only``, as memory the devices only read); None
-        where the memory is page-locked by other means.
+        registrations of its pages, made where missing; None where the memory is page-locked by other means.
+
+        ``read_only``: the devices only read it. A use that does not write (a copy's source) whose pages the driver
+        refuses to register for writing (a read-only memory map) is registered read-only. ``writes``: it is written
+        (a copy's destination), so no part of it may be registered read-only.
 
         Raises:
             ValueError: With ``writes``, if part of it is registered read-only.
             HostRegistrationError: If the driver refuses to page-lock it (nothing stays registered for it).
         """
+        if self._reap_asked:  # first: a released registration in the way (read-only, say) goes where it may
+            self._schedule(self.reap)
         start, end = _pages(ptr, nbytes)
+        pin: list[HostPin | None] = []
+
+        def make() -> None:  # (whole or not at all, Ctrl-C held back: a registration the registry lost stays)
+            self._count_dead()
+            covering = [r for r in self._live if r.start < end and start < r.end]
+            if writes and any(r.read_only for r in covering):
+                raise ValueError(f"{what}: its memory is page-locked read-only (register_host(read_only=True); a "
+                                 f"released registration stays so until its release can run, after a capture), and "
+                                 f"this use writes it; release that registration, or use other memory")
+            if not covering and self._locked_elsewhere(ptr, nbytes):
+                pin.append(None)
+                return
+            # (True: read-only; False: for writing; None: for writing where the driver allows it, else read-only)
+            made = self._register_gaps(start, end, covering, True if read_only else False if writes else None, owner)
+            registrations = covering + made
+            for r in registrations:
+                r.uses += 1
+            pin.append(HostPin(self, ptr, nbytes, registrations))  # (nothing can fail after the counts)
+            self._live = sorted([*self._live, *made], key=lambda r: r.start)
+
         try:
             with self._lock:
-                self._count_dead()
-                covering = [r for r in self._live if r.start < end and start < r.end]
-                if writes and any(r.read_only for r in covering):
-                    raise ValueError(f"{what}: its memory is page-locked read-only (register_host(read_only=True)) "
-                                     f"and this copy writes it; release that registration, or copy into other memory")
-                if not covering and self._locked_elsewhere(ptr, nbytes):
-                    return None
-                made = self._register_gaps(start, end, covering, read_only)
-                self._live = sorted([*self._live, *made], key=lambda r: r.start)
-                registrations = covering + made
-                for r in registrations:
-                    r.uses += 1
-                    r.owners.append(owner)
-                return HostPin(self, ptr, nbytes, registrations)
+                without_interrupts(make)
+            return pin[0]
         finally:
             if self._reap_asked:
                 self._schedule(self.reap)
 
-    def _register_gaps(self, start: int, end: int, covering: list[Registration],
-                       read_only: bool) -> list[Registration]:
+    def _register_gaps(self, start: int, end: int, covering: list[Registration], read_only: bool | None,
+                       owner: Any) -> list[Registration]:
         """(With the lock.) Register the runs of pages of ``[start, end)`` that ``covering`` (sorted) leaves out, all
-        or none."""
+        or none; ``read_only`` None: for writing, else read-only where the driver refuses writing."""
         made: list[Registration] = []
         at = start
         try:
             for r in [*covering, None]:
                 gap_end = end if r is None else r.start
                 if at < gap_end:
-                    made.append(Registration(at, gap_end, self._register(at, gap_end - at, read_only), read_only))
+                    made.append(self._register_run(at, gap_end, read_only, owner))
                 if r is not None:
                     at = r.end
         except BaseException:
@@ -138,6 +154,15 @@ class HostRegistry:
                 self._unregister(r.handle)
             raise
         return made
+
+    def _register_run(self, start: int, end: int, read_only: bool | None, owner: Any) -> Registration:
+        try:
+            return Registration(start, end, self._register(start, end - start, bool(read_only)), bool(read_only),
+                                owner)
+        except HostRegistrationError:
+            if read_only is not None:
+                raise
+            return Registration(start, end, self._register(start, end - start, True), True, owner)
 
     def registrations(self) -> list[tuple[int, int, int]]:
         """(start, bytes, uses) of each registration, by address, once what was released is unregistered (uses 0: its
@@ -151,22 +176,25 @@ class HostRegistry:
 
     def reap(self) -> None:
         """Unregister the registrations no pin uses. Called through ``schedule``, where the driver may be called;
-        while another call holds the registry, that call asks for it again when done."""
-        if not self._lock.acquire(blocking=False):
-            self._reap_asked = True
-            return
+        while another call holds the registry, that call reaps when done (the request is noted before the lock is
+        tried, and looked at again after the lock is let go)."""
+        self._reap_asked = True
         failure = None
-        try:
-            self._reap_asked = False
-            self._count_dead()
-            for r in [r for r in self._live if not r.uses]:
-                self._live.remove(r)
-                try:
-                    self._unregister(r.handle)
-                except Exception as exc:  # noqa: BLE001 - the others are released all the same; the first is raised
-                    failure = failure or exc
-        finally:
-            self._lock.release()
+        while self._reap_asked:
+            if not self._lock.acquire(blocking=False):
+                return
+            try:
+                self._reap_asked = False
+                self._count_dead()
+                for r in [r for r in self._live if not r.uses]:
+                    self._live.remove(r)
+                    try:
+                        self._unregister(r.handle)
+                    except Exception as exc:  # noqa: BLE001 - the others are released all the same; the first is raised
+                        failure = failure or exc
+                    r.owner = None
+            finally:
+                self._lock.release()
         if failure is not None:
             raise failure
 
@@ -175,12 +203,11 @@ class HostRegistry:
         while self._dead:
             for r in self._dead.popleft():
                 r.uses -= 1
-                if not r.uses:
-                    self._reap_asked = True
 
     def _dropped(self, registrations: list[Registration]) -> None:
         """A pin was released or collected (any thread; maybe inside a collection during a call holding the lock)."""
         self._dead.append(registrations)
+        self._reap_asked = True
         self._schedule(self.reap)
 
 

@@ -62,9 +62,10 @@ class Backend(Protocol):
         """An allocation record (origin "device") for ``nbytes`` at ``ptr`` that another library allocated and
         keeps alive (gpugraph never frees it); ValueError saying what the memory is when it is not memory of
         device ``index``."""
-    def mem_host_mapped(self, index: int, array: np.ndarray) -> Handle:
-        """An allocation record (origin "device", never freed, keeping ``array`` alive) of the page-locked memory of
-        the C-contiguous ``array`` as device ``index``'s kernels reach it (hipHostGetDevicePointer)."""
+    def mem_host_mapped(self, index: int, array: np.ndarray, keep: Any) -> Handle:
+        """An allocation record (origin "device", never freed, keeping ``array`` and ``keep`` alive: the memory's
+        page-locking) of the page-locked memory of the C-contiguous ``array`` as device ``index``'s kernels reach it
+        (hipHostGetDevicePointer)."""
     def graph_memory(self, index: int) -> dict[str, int]: ...
     def graph_memory_trim(self, index: int) -> None: ...
     def graph_memory_reset_high(self, index: int) -> None:

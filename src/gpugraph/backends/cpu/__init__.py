@@ -229,10 +229,12 @@ class CpuBackend:
         return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}",
                           buffer=_host_bytes(ptr, nbytes))
 
-    def mem_host_mapped(self, index: int, array: np.ndarray) -> Allocation:
+    def mem_host_mapped(self, index: int, array: np.ndarray, keep: Any) -> Allocation:
         ptr = array.__array_interface__["data"][0]  # (kernels here reach host memory where it is)
-        return Allocation(ptr, array.nbytes, "device", index, owner=f"page-locked host memory at {ptr:#x}",
-                          buffer=array.reshape(-1).view(np.uint8))
+        alloc = Allocation(ptr, array.nbytes, "device", index, owner=f"page-locked host memory at {ptr:#x}",
+                           buffer=array.reshape(-1).view(np.uint8))
+        alloc.keep = keep
+        return alloc
 
     def graph_memory(self, index: int) -> dict[str, int]:
         return self._graph_pools[index].usage()

@@ -227,10 +227,13 @@ class BranchPool(Executor):
                 try:
                     result = fn(*args, **kwargs)
                 except BaseException as exc:  # noqa: BLE001 - kept in the future, as ThreadPoolExecutor does
+                    fn = args = kwargs = None  # (before the waiter wakes: hold nothing of the task, see _work above)
                     future.set_exception(exc)
                 else:
+                    fn = args = kwargs = None
                     future.set_result(result)
+                    result = None
                 finally:
                     unmark(ident)
-            future = fn = args = kwargs = None  # (hold nothing of the task while idle: see _work above)
+            future = fn = args = kwargs = None
             self._idle.release()

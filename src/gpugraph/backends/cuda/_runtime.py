@@ -32,6 +32,7 @@ _ATTR = cu.CUgraphMem_attribute
 _POINTER = cu.CUpointer_attribute
 _DEVICE_MEMORY = (int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE), int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED))
 INVALID_CONTEXT = cu.CUresult.CUDA_ERROR_INVALID_CONTEXT
+_RELAXED = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
 _INVALID_VALUE = cu.CUresult.CUDA_ERROR_INVALID_VALUE
 _OUT_OF_MEMORY = cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY
 _LEGACY = cu.CUstream(cu.CU_STREAM_LEGACY)
@@ -285,12 +286,25 @@ class CudaRuntime:
         self.contexts.use(0)
         # Portable: page-locked for every device's context. Mapped: kernels may reach it by its own address.
         flags = cu.CU_MEMHOSTREGISTER_PORTABLE | cu.CU_MEMHOSTREGISTER_DEVICEMAP
-        (err,) = drv.mem_host_register(start, nbytes, flags | (cu.CU_MEMHOSTREGISTER_READ_ONLY if read_only else 0))
+        if read_only:
+            flags |= cu.CU_MEMHOSTREGISTER_READ_ONLY
+        # In relaxed capture mode for the call: it touches no stream, but a capture in "global" mode on any thread
+        # would refuse it as a potentially unsafe call and be invalidated (a copy recorded in a capture registers).
+        mode = call(drv.thread_exchange_stream_capture_mode, _RELAXED)
+        try:
+            (err,) = drv.mem_host_register(start, nbytes, flags)
+        finally:
+            call(drv.thread_exchange_stream_capture_mode, mode)
         if err:
             raise HostRegistrationError(str(error("cuMemHostRegister", err)))
         return start
 
     def _unregister_host(self, start: int) -> None:
+        # A copy the devices queued may still use the pages (a graph launched just before the last use of them went):
+        # they finish their work first, as a free of page-locked memory waits for it.
+        for index in self.contexts.retained():
+            self.contexts.use(index)
+            call(drv.ctx_synchronize)
         self.contexts.use(0)
         call(drv.mem_host_unregister, start)
 
@@ -328,12 +342,13 @@ class CudaRuntime:
                 raise ValueError(f"the memory at {ptr:#x} is on cuda:{ordinal}, not cuda:{index}")
         return Allocation(ptr, nbytes, "device", index, owner=f"imported memory at {ptr:#x}")
 
-    def mem_host_mapped(self, index: int, array: np.ndarray) -> Allocation:
+    def mem_host_mapped(self, index: int, array: np.ndarray, keep: Any) -> Allocation:
         self.contexts.use(index)
         ptr = array.__array_interface__["data"][0]
         device_ptr = int(call(drv.mem_host_get_device_pointer, ptr, 0))  # (the same address with unified addressing)
-        return Allocation(device_ptr, array.nbytes, "device", index, owner=f"page-locked host memory at {ptr:#x}",
-                          buffer=array)
+        alloc = Allocation(device_ptr, array.nbytes, "device", index, owner=f"page-locked host memory at {ptr:#x}")
+        alloc.keep = (array, keep)
+        return alloc
 
     def graph_memory(self, index: int) -> dict[str, int]:
         device = self.contexts.devices[index]
