@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -57,3 +58,11 @@ def test_doc_blocks_run(device, tmp_path, doc):
     for line in printed:
         assert line in lines, f"{line!r} not printed:\n{done.stdout}"
     assert lines[-1] == "ALL BLOCKS RAN"
+
+
+def test_the_guide_says_arrays_default_to_float32(device):
+    """NumPy's default dtype is float64, gpugraph's float32 (a float* kernel parameter's): the guide says so where
+    arrays are made, and it holds."""
+    memory = (ROOT / "docs/guide.md").read_text().split("## Memory", 1)[1].split("\n## ", 1)[0]
+    assert "The dtype of `empty`, `zeros` and `pinned` is **float32**" in memory
+    assert device.zeros(4).dtype == device.empty(4).dtype == device.pinned(4).dtype == np.float32

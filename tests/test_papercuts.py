@@ -229,7 +229,7 @@ def test_run_reports_a_skipped_gpu_workload_to_progress():
 @pytest.mark.skipif(importlib.util.find_spec("gpugraph.backends.cuda._fast") is None,
                     reason="the compiled CUDA path is not built here (setup.py)")
 def test_info_says_plainly_that_the_compiled_path_is_unused_without_cuda_bindings():
-    done = run_gpugraph("info")
+    done = run_gpugraph("info", env={"GPUGRAPH_COMPILED": "1"})  # (not turned off: the path is built here)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines()[-1] == ("CUDA compiled path: built, but unused: the CUDA backend's package, "
                                             "cuda-bindings, is not installed (see the cuda line above); the CPU "
