@@ -32,9 +32,10 @@ foreign_array: Callable[[Any, Any, str], Array | None] = None  # type: ignore[as
 # A kernel's name: an identifier, qualified by namespaces or not, or a name expression instantiating a template
 # (``axpb<double, 4>``, ``ns::axpb<float>``).
 _NAME = re.compile(r"(?:::\s*)?(?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*(?:\s*<.*>)?", re.S)
-_MAX_BLOCK_THREADS = 1024
-_MAX_GRID = (2**31 - 1, 65535, 65535)
-_MAX_BLOCK = (1024, 1024, 64)
+# The launch limits CUDA checks (a block of at most 1024 threads), which the CPU backend reports as its properties too.
+MAX_BLOCK_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,9 @@ def _cache_key(value: Any) -> Any:
 
 
 def _block_dims(value: Any) -> tuple[int, int, int]:
-    b = _dims(value, "block", _MAX_BLOCK)
-    if b[0] * b[1] * b[2] > _MAX_BLOCK_THREADS:
-        raise ValueError(f"block: {b} has {b[0] * b[1] * b[2]} threads; a block holds at most {_MAX_BLOCK_THREADS}")
+    b = _dims(value, "block", MAX_BLOCK)
+    if b[0] * b[1] * b[2] > MAX_BLOCK_THREADS:
+        raise ValueError(f"block: {b} has {b[0] * b[1] * b[2]} threads; a block holds at most {MAX_BLOCK_THREADS}")
     return b
 
 
@@ -101,7 +102,7 @@ def launch_dims(grid: Any, block: Any) -> tuple[tuple[int, int, int], tuple[int,
     """Validate and normalise a launch's grid and block, caching plain int inputs (a hot path)."""
     g = _grid_cache.get(grid) if type(grid) is int else None
     if g is None:
-        g = _cached(grid, _grid_cache, lambda v: _dims(v, "grid", _MAX_GRID))
+        g = _cached(grid, _grid_cache, lambda v: _dims(v, "grid", MAX_GRID))
     b = _block_cache.get(block) if type(block) is int else None
     if b is None:
         b = _cached(block, _block_cache, _block_dims)

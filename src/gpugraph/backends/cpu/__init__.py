@@ -21,7 +21,7 @@ from ... import _params
 from ..._attributes import AttributeLimits, AttributeRefusal, KernelAttributes, launch_refusal
 from ..._errors import BackendUnavailableError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
-from ..._kernel import SHARED_MEM_LIMIT, LaunchConfig
+from ..._kernel import MAX_BLOCK, MAX_BLOCK_THREADS, MAX_GRID, SHARED_MEM_LIMIT, LaunchConfig
 from ..._nodes import (
     AllocParams,
     ChildGraphParams,
@@ -130,9 +130,9 @@ class CpuBackend:
         # any host memory in place, no grid-wide synchronization; no clocks, registers or PCI location of its own (0).
         return {"name": self.device_name(index), "totalGlobalMem": MACHINE_MEMORY or 0,
                 "sharedMemPerBlock": SHARED_MEM_LIMIT, "sharedMemPerMultiprocessor": SHARED_MEM_LIMIT,
-                "regsPerBlock": 0, "regsPerMultiprocessor": 0, "warpSize": 32, "maxThreadsPerBlock": 1024,
-                "maxThreadsDim": (1024, 1024, 64), "maxGridSize": (2**31 - 1, 65535, 65535),
-                "maxThreadsPerMultiProcessor": 1024, "multiProcessorCount": cores, "clockRate": 0,
+                "regsPerBlock": 0, "regsPerMultiprocessor": 0, "warpSize": 32, "maxThreadsPerBlock": MAX_BLOCK_THREADS,
+                "maxThreadsDim": MAX_BLOCK, "maxGridSize": MAX_GRID, "maxThreadsPerMultiProcessor": MAX_BLOCK_THREADS,
+                "multiProcessorCount": cores, "clockRate": 0,
                 "memoryClockRate": 0, "memoryBusWidth": 0, "l2CacheSize": 0, "totalConstMem": 64 * 1024, "major": 8,
                 "minor": 0, "asyncEngineCount": 2, "concurrentKernels": 1, "canMapHostMemory": 1,
                 "unifiedAddressing": 1, "pageableMemoryAccess": 1, "managedMemory": 1, "cooperativeLaunch": 0,
