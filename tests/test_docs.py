@@ -17,7 +17,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Per document: the fewest blocks it has, code run after its blocks, and lines its program must print.
 PROGRAMS = {
-    "README.md": (6, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n", []),
+    "README.md": (6, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
+                  ["Kernel('axpy') argument 1 (float* x): expects a device Array, got ndarray of shape (1024,), "
+                   "dtype float32 (copy it to the device with dev.asarray first)"]),
     "docs/capture.md": (10, "assert not stream.is_capturing\n"
                             "assert device is gg.Device(os.environ['GPUGRAPH_BACKEND'])\n",
                    ["capture(mode): expected one of global, thread_local, relaxed, got 'strict'",

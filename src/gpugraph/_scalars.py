@@ -25,8 +25,14 @@ def is_number(value: Any) -> bool:
 
 
 def describe(value: Any) -> str:
-    """``value``'s type and (the start of) its repr, for messages."""
-    return f"{type(value).__name__} {repr(value)[:60]}"
+    """``value``'s type and a short form of it, for messages: an array's shape and dtype (its repr would be cut
+    before them), else its repr, cut at a space after at most 60 characters and marked with "..."."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return f"ndarray of shape {value.shape}, dtype {value.dtype}"
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:60].rsplit(" ", 1)[0] + " ..."
+    return f"{type(value).__name__} {shown}"
 
 
 def check_dtype(dtype: Any, where: str) -> np.dtype:

@@ -53,8 +53,8 @@ def _call(api: str, fn: Any, *args: Any) -> Any:
 
 def _refuse_timeout(where: str, timeout: float | None) -> None:
     if timeout is not None:
-        raise NotImplementedError(f"cuda: {where}(timeout=...) is not built yet: the watchdog that aborts a "
-                                  f"waiting NCCL communicator comes next (issue 15)")
+        raise NotImplementedError(f"cuda: {where}(timeout=...) is not built yet: gpugraph has no watchdog that "
+                                  f"aborts a waiting NCCL communicator on CUDA; pass timeout=None (the default)")
 
 
 class CudaCollectives:
