@@ -1,4 +1,5 @@
-"""One set of rules for a number given where a C scalar is expected: kernel arguments and Param values.
+"""One set of rules for a number given where a C scalar is expected: kernel arguments and Param values; and
+for the ints, real numbers and bools that gpugraph's calls take (``as_int``, ``as_real``, ``as_bool``).
 
 A real number — a Python bool, int or float, or a NumPy bool, integer or floating scalar — is accepted
 when the C type holds its value: an integer type takes integral values within its range (``bool`` takes
@@ -111,3 +112,16 @@ def as_int(value: Any) -> int | None:
         return operator.index(value) if not isinstance(value, bool) else None
     except TypeError:
         return None
+
+
+def as_real(value: Any) -> float | None:
+    """``value`` as a float where it is a real number (a Python or NumPy integer or float) and not a bool, else
+    None."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, NUMBERS):
+        return None
+    return float(value)
+
+
+def as_bool(value: Any) -> bool | None:
+    """``value`` as a bool where it is one (a NumPy one too), else None: 0 and 1 are ints, not bools."""
+    return bool(value) if isinstance(value, (bool, np.bool_)) else None
