@@ -9,9 +9,12 @@ checks values against NumPy; only behaviour CUDA also has is asserted.
 
 from __future__ import annotations
 
+import functools
+import gc
 import inspect
 import re
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -234,6 +237,91 @@ def test_positional_only_and_keyword_only_parameters(device):
     assert (s["captures"], s["instantiations"], s["replays"]) == (2, 2, 1)
 
 
+def test_a_list_argument_is_keyed_by_its_items(device):
+    @gg.captured
+    def scale_by(x, factors):
+        for f in factors:
+            gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, f, N)
+
+    x = K.f32(device, X0)
+    factors = [2.0]
+    scale_by(x, factors)
+    factors[0] = 3.0
+    scale_by(x, factors)  # the same list holding another value: another key, captured again
+    scale_by(x, [3.0])  # another list holding the same value: the same key, replayed
+    scale_by(x, (3.0,))  # a tuple is not a list: another key
+    sync(device)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 2 * 3 * 3 * 3)
+    s = stats(scale_by)
+    assert (s["captures"], s["replays"]) == (3, 1)
+
+
+def test_arrays_inside_a_dict_or_tuple_are_keyed_by_address(device):
+    @gg.captured
+    def scale_group(x, group):
+        for y in group["arrays"]:
+            gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, y, group["f"], N)
+
+    x, a, b = K.f32(device, X0), K.f32(device, X0), K.f32(device, X0)
+    group = {"arrays": (a,), "f": 2.0}
+    scale_group(x, group)
+    group["arrays"] = (b,)
+    scale_group(x, group)  # b's address: another key, so b is scaled, not a again
+    sync(device)
+    np.testing.assert_array_equal(a.to_numpy(), X0 * 2)
+    np.testing.assert_array_equal(b.to_numpy(), X0 * 2)
+    assert stats(scale_group)["captures"] == 2
+
+
+def test_a_list_inside_itself_is_keyed_by_its_items(device):
+    @gg.captured
+    def scale_by_first(x, factors):
+        gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, factors[0], N)
+
+    x = K.f32(device, X0)
+    factors: list = [2.0]
+    factors.append(factors)
+    scale_by_first(x, factors)
+    factors[0] = 3.0
+    scale_by_first(x, factors)
+    sync(device)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 6)
+
+
+class Factor:
+    """An unhashable object of the user's own (it defines ``__eq__`` and no ``__hash__``)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Factor) and other.value == self.value
+
+
+def test_an_unhashable_object_is_keyed_by_identity_and_kept_alive_while_cached(device):
+    @gg.captured
+    def scale_by(x, factor):
+        gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, factor.value, N)
+
+    x = K.f32(device, np.ones(N))
+    first = Factor(2.0)
+    ref = weakref.ref(first)
+    scale_by(x, first)
+    del first
+    gc.collect()
+    assert ref() is not None  # the cached key holds it: its id cannot be another object's meanwhile
+    expected = 2.0
+    for value in (3.0, 4.0, 5.0, 6.0):  # fresh objects, each another key (captured again, updated in place)
+        scale_by(x, Factor(value))
+        expected *= value
+    sync(device)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, expected))
+    assert stats(scale_by)["captures"] == 5
+    scale_by.clear()
+    gc.collect()
+    assert ref() is None
+
+
 # Memory allocated inside the function
 
 
@@ -375,11 +463,59 @@ def test_dynamic_name_not_in_the_signature(device):
         gg.captured(dynamic="beta")(f)
 
 
+def test_dynamic_names_a_star_parameter():
+    def f(x, *alphas, **options):
+        pass
+
+    for name, star in (("alphas", "*"), ("options", "**")):
+        with pytest.raises(ValueError, match=rf"^captured\(dynamic\): .*f's parameter {re.escape(star + name)} "
+                                             r"gathers any number of arguments, .* Give the value a named parameter"):
+            gg.captured(f, dynamic=("x", name))
+        with pytest.raises(ValueError, match=re.escape(f"parameter {star}{name} gathers")):
+            gg.captured(dynamic=name)(f)
+
+
+def gen(x):
+    yield x
+
+
+async def coro(x):
+    return x
+
+
+async def agen(x):
+    yield x
+
+
+@pytest.mark.parametrize(("fn", "what"), [(gen, "a generator function"), (coro, "an async function"),
+                                          (agen, "an async generator function")])
+def test_generator_and_async_functions_are_refused(fn, what):
+    message = f"captured: {fn.__qualname__} is {what}: calling it runs none of its body"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}.* Decorate a plain function that enqueues the work$"):
+        gg.captured(fn)
+    with pytest.raises(TypeError, match=re.escape(message)):
+        gg.captured(dynamic=("x",))(fn)
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, 2.0, "4"])
 def test_max_graphs_must_be_a_positive_int(bad):
     message = f"captured(max_graphs): expected an int of at least 1, got {bad!r}"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         gg.captured(lambda x: None, max_graphs=bad)
+
+
+def test_repr_names_the_function_even_a_partial(device):
+    def scale_by(x, factor):
+        gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, factor, N)
+
+    plain = gg.captured(scale_by)
+    assert re.fullmatch(r"captured\(.*scale_by, 0 graphs cached\)", repr(plain))
+    double = gg.captured(functools.partial(scale_by, factor=2.0))
+    x = K.f32(device, X0)
+    double(x)
+    sync(device)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
+    assert re.fullmatch(r"captured\(functools\.partial\(.*scale_by.*\), 1 graphs cached\)", repr(double))
 
 
 def test_captured_needs_a_callable():

@@ -1,7 +1,9 @@
 """``@captured``: call a function once to capture it, then replay the graph (AMDGPU.jl's @captured).
 
 A call's key is made from its arguments: Arrays by shape, dtype, device and address; scalars and other
-hashable values by value; arguments named in ``dynamic`` by type only. On a call:
+hashable values by value; lists, tuples, sets and dicts by their items, in order, each keyed as an argument
+is; other unhashable objects by identity, the key keeping the object alive (so its id cannot become another
+object's while a graph is cached for it); arguments named in ``dynamic`` by type only. On a call:
 
 * the same key replays the executable graph, after setting each dynamic argument's Param (patching just
   the nodes that take it, never recapturing);
@@ -92,8 +94,28 @@ def _topology(graph: Any) -> tuple:
     return tuple(zip(layout.kinds, layout.deps))
 
 
-def _key_part(value: Any, dynamic: bool) -> Any:
-    """One argument's part of a call's key (with its type: 1, 1.0 and True make different keys)."""
+class _Identity:
+    """An unhashable object's key part: equal only for the same object, which it holds, so that the object's
+    id is not given to another object while a key made from it is cached (the new object would replay the old
+    one's graph)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Identity and other.value is self.value
+
+
+def _key_part(value: Any, dynamic: bool, outer: tuple[int, ...] = ()) -> Any:
+    """One argument's part of a call's key (with its type: 1, 1.0 and True make different keys). A list,
+    tuple, set or dict counts by its items' key parts in their order (an Array in it by its address, as an
+    argument); another unhashable object by identity, held by the key. ``outer``: the ids of the containers
+    whose items are being keyed (one met again inside itself counts by identity)."""
     kind = type(value)
     if kind is Array:
         return (Array, value.shape, value.dtype, value.device) if dynamic else (
@@ -102,10 +124,17 @@ def _key_part(value: Any, dynamic: bool) -> Any:
         return (kind, getattr(value, "dtype", None))
     if isinstance(value, (int, float, bool, str, bytes, np.generic, type(None))):
         return (kind, value)
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        if id(value) in outer:  # in itself: the outer key part already has what it holds
+            return _Identity(value)
+        outer += (id(value),)
+        if isinstance(value, dict):
+            return (kind, tuple((_key_part(k, False, outer), _key_part(v, False, outer)) for k, v in value.items()))
+        return (kind, tuple(_key_part(item, False, outer) for item in value))
     try:
         hash(value)
     except TypeError:
-        return (object, id(value))
+        return _Identity(value)
     return (hash, value)
 
 
@@ -151,17 +180,32 @@ class CapturedFunction:
         if not callable(fn):
             raise TypeError(f"captured: expected a function, got {type(fn).__name__}")
         _check_options(max_graphs, mode)
+        self._name = name = getattr(fn, "__qualname__", repr(fn))  # (a functools.partial has no __qualname__)
+        for test, what, makes in ((inspect.isgeneratorfunction, "a generator function", "a generator"),
+                                  (inspect.iscoroutinefunction, "an async function", "a coroutine"),
+                                  (inspect.isasyncgenfunction, "an async generator function", "an async generator")):
+            if test(fn):
+                raise TypeError(f"captured: {name} is {what}: calling it runs none of its body (it only makes "
+                                f"{makes}), so its capture would record no work. Decorate a plain function that "
+                                f"enqueues the work")
         self._fn = fn
         self._signature = inspect.signature(fn)
-        unknown = [name for name in dynamic if name not in self._signature.parameters]
+        parameters = self._signature.parameters
+        unknown = [p for p in dynamic if p not in parameters]
         if unknown:
-            raise ValueError(f"captured(dynamic): {fn.__qualname__} has no parameter {', '.join(map(repr, unknown))} "
-                             f"(parameters: {', '.join(self._signature.parameters)})")
+            raise ValueError(f"captured(dynamic): {name} has no parameter {', '.join(map(repr, unknown))} "
+                             f"(parameters: {', '.join(parameters)})")
+        for p in dynamic:
+            kind = parameters[p].kind
+            if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                star = "*" if kind is inspect.Parameter.VAR_POSITIONAL else "**"
+                raise ValueError(f"captured(dynamic): {name}'s parameter {star}{p} gathers any number of arguments, "
+                                 f"and a dynamic argument is one value passed as one Param. Give the value a "
+                                 f"named parameter of its own and name that in dynamic")
         self._dynamic = frozenset(dynamic)
         # A call that passes every parameter positionally (and nothing else) is bound without inspect: the
         # common case, on every replay. None where the signature has *args, **kwargs or keyword-only ones.
         plain = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.POSITIONAL_ONLY
-        parameters = self._signature.parameters
         self._names = tuple(parameters) if all(p.kind in plain for p in parameters.values()) else None
         self._dynamic_flags = tuple(name in self._dynamic for name in parameters)
         self._max_graphs = max_graphs
@@ -370,7 +414,7 @@ class CapturedFunction:
                         self._dropped.remove(entry)
 
     def __repr__(self) -> str:
-        return f"captured({self._fn.__qualname__}, {len(self._cache)} graphs cached)"
+        return f"captured({self._name}, {len(self._cache)} graphs cached)"
 
 
 def captured(fn: Callable[..., Any] | None = None, *, dynamic: tuple[str, ...] | list[str] = (),
