@@ -256,6 +256,38 @@ def test_a_list_argument_is_keyed_by_its_items(device):
     assert (s["captures"], s["replays"]) == (3, 1)
 
 
+def test_float_arguments_are_keyed_by_their_bits(device):
+    @gg.captured
+    def scale_by(x, factor):
+        gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, factor, N)
+
+    plus, minus = K.f32(device, np.abs(X0) + 1), K.f32(device, np.abs(X0) + 1)
+    scale_by(plus, 0.0)
+    scale_by(minus, -0.0)  # equal to 0.0 but not the same value: a graph of its own
+    sync(device)
+    assert not np.signbit(plus.to_numpy()).any() and np.signbit(minus.to_numpy()).all()
+    x = K.f32(device, X0)
+    scale_by(x, float("nan"))
+    scale_by(x, float("nan"))  # a NaN equals nothing, yet it is the same value: replayed
+    sync(device)
+    assert np.isnan(x.to_numpy()).all()
+    s = stats(scale_by)
+    assert (s["captures"], s["replays"]) == (3, 1)
+
+
+def test_a_function_returning_a_generator_or_coroutine_is_refused_at_its_capture(device):
+    async def work(x):
+        gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, 2.0, N)
+
+    x = K.f32(device, X0)
+    for fn, kind in ((lambda x: work(x), "coroutine"), (lambda x: (x for _ in range(1)), "generator")):
+        with pytest.raises(TypeError, match=rf"^captured: .*<lambda> returned {kind} .*the capture recorded none "
+                                            r"of it\. Decorate a function that enqueues the work itself$"):
+            gg.captured(fn)(x)
+    sync(device)
+    np.testing.assert_array_equal(x.to_numpy(), X0)
+
+
 def test_arrays_inside_a_dict_or_tuple_are_keyed_by_address(device):
     @gg.captured
     def scale_group(x, group):

@@ -122,7 +122,9 @@ def _key_part(value: Any, dynamic: bool, outer: tuple[int, ...] = ()) -> Any:
             Array, value.shape, value.dtype, value.device, value.ptr)
     if dynamic:
         return (kind, getattr(value, "dtype", None))
-    if isinstance(value, (int, float, bool, str, bytes, np.generic, type(None))):
+    if isinstance(value, (float, complex, np.inexact)):  # by bits: 0.0 == -0.0, and a NaN equals nothing
+        return (kind, np.asarray(value).tobytes())
+    if isinstance(value, (int, bool, str, bytes, np.generic, type(None))):
         return (kind, value)
     if isinstance(value, (list, tuple, set, frozenset, dict)):
         if id(value) in outer:  # in itself: the outer key part already has what it holds
@@ -136,6 +138,17 @@ def _key_part(value: Any, dynamic: bool, outer: tuple[int, ...] = ()) -> Any:
     except TypeError:
         return _Identity(value)
     return (hash, value)
+
+
+def _refuse_deferred(name: str, result: Any) -> None:
+    """Refuse a function whose call only made a generator or coroutine (a plain function returning one, such
+    as a lambda): none of the work it stands for ran during the capture."""
+    if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
+        if inspect.iscoroutine(result):
+            result.close()  # (never awaited: closed, so Python does not warn of it)
+        raise TypeError(f"captured: {name} returned {type(result).__name__} {getattr(result, '__name__', '')!r}: "
+                        f"its work does not run when it is called, so the capture recorded none of it. Decorate a "
+                        f"function that enqueues the work itself")
 
 
 _thread = threading.local()  # .token: this thread's _ThreadToken; .sentinel: collected when the thread ends
@@ -287,6 +300,7 @@ class CapturedFunction:
             try:
                 _capture.function_captures[me] = cap
                 result = self._fn(*call.args, **call.kwargs)
+                _refuse_deferred(self._name, result)
             finally:
                 if outer is None:
                     _capture.function_captures.pop(me, None)
