@@ -421,6 +421,31 @@ def test_bad_values_for_a_pointer_param(device):
     assert buf.value is x
 
 
+def test_a_pointer_param_takes_arrays_of_its_size_only(device, stream):
+    """Its nodes were given an Array of N elements and write N: a smaller Array would be written past its end, a
+    larger one would not be the size they were given either."""
+    x = K.f32(device, X0)
+    buf = gg.Param(x)
+    g = gg.Graph(device)
+    g.add_kernel(K.scale, GRID, BLOCK, buf, 2.0, N)
+    for size in (2, N + 1):
+        with pytest.raises(ValueError, match=rf"^Param\(Array of float32\)\.value: a pointer Param takes Arrays of the "
+                                             rf"size of the one it was made with, which the kernels given it may read "
+                                             rf"and write whole: {N} elements \({4 * N} bytes\), got {size} "
+                                             rf"\({4 * size} bytes\); pass an Array of {N} elements \(of any shape\), "
+                                             rf"or make a new Param of the new Array and build or capture a new graph "
+                                             rf"with it$"):
+            buf.value = device.zeros(size, np.float32)
+    assert buf.value is x
+    square = (X0 * 10).reshape(2, N // 2)
+    other = device.asarray(square)  # another shape, the same size: taken
+    buf.value = other
+    with g.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(other.to_numpy(), square * 2)
+    np.testing.assert_array_equal(x.to_numpy(), X0)
+
+
 @pytest.mark.parametrize(("dtype", "fits", "beyond"), [
     (np.int32, (2**31 - 1, -(2**31), 0), (2**31, -(2**31) - 1)),
     (np.uint32, (0, 2**32 - 1), (-1, 2**32)),
@@ -543,6 +568,56 @@ def test_refused_binding_leaves_the_param_unbound(device, stream):
     stream.launch(K.scale, GRID, BLOCK, x, loose, N)  # a float parameter takes it
     stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2.5)
+
+
+def test_a_refused_call_leaves_an_untyped_param_untyped(device, stream):
+    """A call refused for any reason, after the Param was taken too, fixes no type: the Param still goes to the
+    double parameter it was meant for."""
+    f = gg.Param(2.0)
+    x = K.f32(device, X0)
+    g = gg.Graph(device)
+    with pytest.raises(TypeError, match=r"argument 2 \(int n\): expects a C int scalar, got str 'n'$"):
+        g.add_kernel(K.scale, GRID, BLOCK, x, f, "n")  # an argument after it
+    with pytest.raises(TypeError, match=r"after=.*expected Nodes, got str"):
+        g.add_kernel(K.scale, GRID, BLOCK, x, f, N, after=["n0"])  # the node's dependencies
+    with pytest.raises(ValueError, match=r"shared_mem: expected a non-negative int, got -1"):
+        g.add_kernel(K.scale, GRID, BLOCK, x, f, N, shared_mem=-1)
+    body = g.add_while(g.condition(0)).bodies[0]
+    with pytest.raises(gg.GraphError, match=r"is the body of a conditional node, and a Param is patched"):
+        body.add_kernel(K.scale, GRID, BLOCK, x, f, N)
+    with pytest.raises(TypeError, match=r"argument 2 \(int n\): expects a C int scalar, got str 'n'$"):
+        stream.launch(K.scale, GRID, BLOCK, x, f, "n")
+    with stream.capture():
+        with pytest.raises(TypeError, match=r"argument 2 \(int n\): expects a C int scalar, got str 'n'$"):
+            stream.launch(K.scale, GRID, BLOCK, x, f, "n")
+    assert f.dtype is None and len(g) == 1  # (the while node)
+    # Passed for a double parameter at last: a double it is, and the node computes with it.
+    axpy64 = gg.Kernel("""
+    __global__ void axpy64(double a, const double* x, double* y, int n){
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if(i < n){y[i] = a * x[i] + y[i];}
+    }""", "axpy64", cpu=lambda launch, a, x, y, n: y.__setitem__(slice(0, n), a * x[:n] + y[:n]))
+    y = device.zeros(N, np.float64)
+    h = gg.Graph(device)
+    h.add_kernel(axpy64, GRID, BLOCK, f, device.asarray(np.ones(N)), y, N)
+    assert f.dtype == np.float64 and type(f.value) is np.float64
+    with h.instantiate() as exe:
+        K.launch_and_wait(exe, stream)
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 2.0))
+
+
+def test_an_untyped_param_is_refused_for_two_parameters_of_different_types(device):
+    both = gg.Kernel("__global__ void both(float* x, float f, double d, int n){}", "both",
+                     cpu=lambda launch, x, f, d, n: None)
+    f = gg.Param(2.0)
+    g = gg.Graph(device)
+    with pytest.raises(TypeError, match=r"^Kernel\('both'\) argument 2 \(double d\): Param\(2\.0\) is passed for "
+                                        r"argument 1 \(float f\) too, and a Param holds one type; pass two Params, or "
+                                        r"give it one with dtype=$"):
+        g.add_kernel(both, 1, 1, K.f32(device, X0), f, f, N)
+    assert f.dtype is None and len(g) == 0
+    g.add_kernel(both, 1, 1, K.f32(device, X0), f, 3.0, N)
+    assert f.dtype == np.float32
 
 
 # Params outside graphs

@@ -616,13 +616,15 @@ class Graph:
             raise GraphError(f"add_kernel(device={device}): {self!r} is the body of a conditional node, whose nodes "
                              f"all run on its graph's device ({self.device})")
         grid, block = launch_dims(grid, block)
-        converted = kernel.convert_args(args, device, typed=True)
+        converted = kernel.convert_args(args, device, typed=True, bind=False)
         converted = self._condition_values(converted, f"add_kernel({kernel!r})")
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
         self._refuse_body_params(params, "add_kernel")
         device._load_kernel(kernel)
         device._check_shared(kernel, params.shared_mem)
-        return self._add(params, after, "add_kernel")
+        node = self._add(params, after, "add_kernel")
+        kernel.bind_params(converted)  # (once the node is made: a refused add_kernel changes no Param)
+        return node
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None, after: Any = (), *, shape: Any = None,
                    dst_origin: Any = None, src_origin: Any = None) -> Node:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _params
 from ._conditions import Condition
 from ._errors import KernelCompileError
 from ._memory import Array
@@ -317,12 +318,16 @@ class Kernel:
     def __repr__(self) -> str:
         return f"Kernel({self.name!r})"
 
-    def convert_args(self, args: tuple, device: Any, typed: bool = False) -> tuple:
+    def convert_args(self, args: tuple, device: Any, typed: bool = False, bind: bool = True) -> tuple:
         """Check ``args`` against the signature and return them as Arrays and NumPy scalars; with ``typed``,
         as graph nodes keep them (``typed_args`` of the result, in one pass).
 
         Raises:
             TypeError: On a wrong argument count or an argument of an unsupported type.
+        An untyped Param among them takes the type of its parameter (``bind_params``) once every argument has
+        been accepted; with ``bind=False`` the caller binds them once its whole call has been accepted. Either
+        way a refused call leaves every Param as it was.
+
         """
         converters = self._typed_converters if typed else self._converters
         if converters is None:
@@ -330,7 +335,33 @@ class Kernel:
         if len(args) != len(converters):
             raise TypeError(f"{self!r} takes {len(converters)} arguments "
                             f"({', '.join(map(str, self.signature or ()))}), got {len(args)}")
-        return tuple([c(a, device) for c, a in zip(converters, args)])
+        converted = tuple([c(a, device) for c, a in zip(converters, args)])
+        if _params.in_use:  # (no Param made yet: none to look for)
+            self._check_untyped_params(converted)
+            if bind:
+                self.bind_params(converted)
+        return converted
+
+    def _check_untyped_params(self, args: tuple) -> None:
+        """Refuse an untyped Param passed for two parameters of different types (it would hold both)."""
+        signature = self.signature or ()
+        first: dict[int, int] = {}  # id(Param) -> the index of the first parameter it is passed for
+        for i, arg in enumerate(args):
+            if type(arg) is Param and arg.dtype is None:
+                j = first.setdefault(id(arg), i)
+                if signature[j].dtype != signature[i].dtype:
+                    raise TypeError(f"{self!r} argument {i} ({signature[i]}): {arg!r} is passed for argument {j} "
+                                    f"({signature[j]}) too, and a Param holds one type; pass two Params, or give "
+                                    f"it one with dtype=")
+
+    def bind_params(self, args: tuple) -> None:
+        """Give each untyped Param among ``args`` (as ``convert_args`` returned them) the type of the parameter it
+        is passed for: called once the call passing them has been accepted."""
+        if self.signature is None:
+            return  # (such a kernel takes typed Params only)
+        for param, arg in zip(self.signature, args):
+            if type(arg) is Param and arg.dtype is None and param.dtype is not None:
+                arg.bind(param.dtype)
 
     def typed_args(self, args: tuple) -> tuple:
         """Converted arguments with plain Python numbers as the NumPy types of the C signature.
@@ -537,7 +568,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
                 if value.dtype is None:
                     raise TypeError(f"{where}: gpugraph cannot tell the C type {ctype!r}; give the Param a dtype")
             else:
-                value.bind(dtype, where)
+                value.check(dtype, where)
             return value
         if known:
             return to_c(value, dtype, ctype, where)

@@ -40,11 +40,11 @@ class Param:
 
     Args:
         value: The first value: a scalar (int, float, NumPy scalar) or an Array.
-        dtype: The scalar's type; by default the kernel parameter's C type at first use (for a float
-            value) or NumPy's type of ``value``. Ignored for Arrays.
+        dtype: The scalar's type; by default the C type of the kernel parameter the first accepted call
+            passes it to (a refused call leaves it untyped). Ignored for Arrays.
 
     Values follow the rules of kernel arguments (gpugraph._scalars): a Python or NumPy bool, integer or
-    float that the dtype holds.
+    float that the dtype holds. An Array Param takes Arrays of the dtype, device and size of the first.
 
     A Param has no truth value: ``if param:`` inside a captured function would be decided once, at the
     capture, so it raises ``TypeError``; compare ``param.value`` for the current value. Nor does it take part
@@ -109,9 +109,16 @@ class Param:
         if self._is_array:
             if type(new) is not Array:
                 raise TypeError(f"{self!r}.value: an Array Param takes an Array, got {type(new).__name__}")
-            if new.dtype != self.dtype or new.device is not self._value.device:
-                raise ValueError(f"{self!r}.value: expected an Array of {self.dtype} on {self._value.device}, "
+            old = self._value
+            if new.dtype != self.dtype or new.device is not old.device:
+                raise ValueError(f"{self!r}.value: expected an Array of {self.dtype} on {old.device}, "
                                  f"got one of {new.dtype} on {new.device}")
+            if new.nbytes != old.nbytes:  # (kernels given the Param may read and write that much of it)
+                raise ValueError(f"{self!r}.value: a pointer Param takes Arrays of the size of the one it was made "
+                                 f"with, which the kernels given it may read and write whole: {old.size} elements "
+                                 f"({old.nbytes} bytes), got {new.size} ({new.nbytes} bytes); pass an Array of "
+                                 f"{old.size} elements (of any shape), or make a new Param of the new Array and "
+                                 f"build or capture a new graph with it")
             self._value = new
         elif type(new) is self._fast and self._low <= new <= self._high:
             self._value = self.dtype.type(new)  # the common case, cheaply: a Python number the type holds
@@ -126,13 +133,21 @@ class Param:
             if uses is not None:
                 uses.pending.add(self)
 
-    def bind(self, dtype: np.dtype, where: str) -> None:
-        """Fix or check the scalar type against the kernel parameter it is passed to."""
+    def check(self, dtype: np.dtype, where: str) -> None:
+        """Refuse this scalar Param for a kernel parameter of ``dtype`` (``where``) that it cannot be passed to: a
+        typed Param of another type, an untyped one whose value ``dtype`` does not hold. Changes nothing: ``bind``
+        fixes an untyped Param's type once the whole call that passes it has been accepted."""
         if self.dtype is None:
-            dtype = np.dtype(dtype)  # converted first: a refusal leaves the Param as it was
-            self._set(to_c(self._value, dtype, str(dtype), f"{where} given {self!r}"), dtype)
+            to_c(self._value, dtype, str(dtype), f"{where} given {self!r}")
         elif self.dtype != dtype:
             raise TypeError(f"{where}: the Param holds {self.dtype}, the parameter takes {dtype}")
+
+    def bind(self, dtype: np.dtype) -> None:
+        """Give an untyped Param the type ``dtype`` of the kernel parameter an accepted call passed it to (``check``
+        refused the calls it does not fit); a typed Param keeps its own."""
+        if self.dtype is None:
+            dtype = np.dtype(dtype)
+            self._set(to_c(self._value, dtype, str(dtype), repr(self)), dtype)
 
     def __bool__(self) -> bool:
         raise TypeError(f"{self!r} has no truth value: in a captured function `if param:` would be decided "
