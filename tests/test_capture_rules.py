@@ -403,7 +403,7 @@ def test_only_the_unjoined_stream_is_named(device, stream):
 
 def test_forked_stream_cannot_be_synchronized_nor_capture_again(device, stream):
     other = device.stream()
-    with pytest.raises(gg.CaptureError, match=re.escape(f"capture: {other!r} is already capturing")):
+    with pytest.raises(gg.CaptureError, match=re.escape(f"Stream.capture: {other!r} is already capturing")):
         with stream.capture():
             other.wait(stream.record())
             other.capture().__enter__()
@@ -476,14 +476,39 @@ def test_merging_two_captures_is_an_error(device, stream):
 # Nesting and the legacy default stream
 
 
+NEST_RULE = "{stream!r} is already capturing; captures cannot nest on one stream"
+
+
 def test_nested_capture_on_one_stream(device, stream):
-    message = re.escape(f"capture: {stream!r} is already capturing; captures cannot nest on one stream")
-    with pytest.raises(gg.CaptureError, match=message) as info:
+    message = capture_message("Stream.capture", NEST_RULE.format(stream=stream), stream, "global")
+    with pytest.raises(gg.CaptureError, match=message + re.escape("; end it first, or begin this capture on another "
+                                                                  "stream")) as info:
         with stream.capture():
             with stream.capture(mode="relaxed"):
                 pass
     assert info.value.api == "Stream.capture"
     assert not stream.is_capturing
+
+
+def test_a_refused_nested_capture_invalidates_the_running_one(device, stream):
+    """Caught or not, a nested capture refused invalidates the capture, as every refused call does: its end raises
+    the nested capture's error, and no graph comes of it."""
+    x = device.zeros(N, np.float32)
+    with pytest.raises(gg.CaptureError, match=capture_message("Stream.capture", NEST_RULE.format(stream=stream),
+                                                              stream, "thread_local")) as info:
+        with stream.capture(mode="thread_local") as cap:
+            stream.memset(x, 1.0)
+            inner = stream.capture()
+            with pytest.raises(gg.CaptureError, match=r"^Stream\.capture: ") as refused:
+                inner.__enter__()
+            with pytest.raises(gg.CaptureError, match=r"invalidated earlier by Stream\.capture"):
+                stream.memset(x, 2.0)
+    assert info.value.api == "Stream.capture" and refused.value.api == "Stream.capture"
+    assert "inner.__enter__()" in info.value.where
+    assert cap.graph is None and not stream.is_capturing
+    with stream.capture() as again:  # the stream captures again, and the Capture refused was never begun
+        stream.memset(x, 3.0)
+    assert len(again.graph) == 1 and not inner.active
 
 
 def test_two_streams_may_capture_at_once(device, stream):

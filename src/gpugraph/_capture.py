@@ -268,12 +268,16 @@ class Capture:
     # Entering and leaving
 
     def _refuse_to_begin(self) -> None:
-        """Raise CaptureError if this capture cannot begin: used already, on a capturing or legacy stream."""
+        """Raise CaptureError if this capture cannot begin: on a capturing stream (which invalidates that stream's
+        capture, as every call a capture refuses does), used already, or on the legacy stream."""
         stream = self.stream
+        running = stream._capture
+        if running is not None:
+            raise invalidate([running], "Stream.capture", f"{stream!r} is already capturing; captures cannot nest "
+                                                          f"on one stream", "end it first, or begin this capture on "
+                                                          "another stream")
         if self.active or self.streams or self._outcome is not None:
             why = "this Capture was used already; call stream.capture() again"
-        elif stream._capture is not None:
-            why = f"{stream!r} is already capturing; captures cannot nest on one stream"
         elif stream.legacy:
             why = "the legacy default stream cannot be captured; use Device.stream()"
         else:
