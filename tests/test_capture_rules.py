@@ -294,7 +294,7 @@ def test_fork_without_work_needs_no_join(device, stream):
 def test_joined_forks_stay_joined_after_set_dependencies(device, stream):
     """The issue's case: fork two streams, join both, then move the frontier to an explicit node that does
     not follow the joins (the combined approach with a node placed by hand). CUDA accepts it
-    (tools/gpu_probe_rules.py cases 1a, 1b); the graph runs with every node in its order."""
+    (tools/probes/gpu_probe_rules.py cases 1a, 1b); the graph runs with every node in its order."""
     left, right = device.stream(), device.stream()
     x, y, z = device.zeros(N, np.float32), device.zeros(N, np.float32), device.zeros(N, np.float32)
     with stream.capture() as cap:
@@ -530,7 +530,7 @@ def test_two_streams_may_capture_at_once(device, stream):
 @pytest.mark.parametrize("mode", MODES)
 def test_legacy_stream_cannot_say_whether_it_captures_while_a_blocking_stream_does(device, mode):
     """CUDA answers cudaStreamIsCapturing(0) with cudaErrorStreamCaptureImplicit while a blocking stream
-    captures, in every mode, and the capture goes on (tools/gpu_probe_rules.py cases 6a-6g)."""
+    captures, in every mode, and the capture goes on (tools/probes/gpu_probe_rules.py cases 6a-6g)."""
     blocking, legacy = device.stream(non_blocking=False), device.default_stream
     x = device.zeros(N, np.float32)
     with blocking.capture(mode=mode) as cap:

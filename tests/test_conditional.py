@@ -379,7 +379,7 @@ def test_a_captured_body_refuses_host_and_memory_work_at_the_call(device, work):
     assert len(body.nodes) == 0 and not stream.is_capturing
 
 
-# What the review of issue 16 found (session 14): each fixed, on every backend.
+# Cases a review of conditional nodes found wanting: each fixed, on every backend.
 
 
 def test_set_params_takes_a_condition_of_the_graph(device):

@@ -57,7 +57,7 @@ def test_data_parallel_over_processes_matches_numpy(device):
 
 
 def test_data_parallel_steps_eager_and_graphed_match_numpy(device):
-    """The issue-15 example: every device of the backend trains on its shard; eager and graphed steps both
+    """The data-parallel example: every device of the backend trains on its shard; eager and graphed steps both
     match NumPy's."""
     if device.backend != "cpu" and importlib.util.find_spec("nccl") is None:
         pytest.skip(f"{device.backend}: collectives need nccl4py (pip install '.[nccl]' in a gpugraph checkout)")

@@ -1,4 +1,4 @@
-"""Editing a graph's nodes (issue 17): removing a node (cudaGraphDestroyNode) and setting a node's parameters in
+"""Editing a graph's nodes: removing a node (cudaGraphDestroyNode) and setting a node's parameters in
 the graph (cudaGraphKernelNodeSetParams and its kin), with what HIP's and CUDA's own tests check: the effect at
 launch, wrong node kinds, nodes of another graph or removed ones, a node with dependants, graphs with memory nodes,
 executable graphs made earlier (they keep what they were made with), clone/find, Params and child graphs."""

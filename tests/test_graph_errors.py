@@ -302,7 +302,7 @@ def test_find_of_a_node_added_after_the_clone(device, g, stream):
 
 def test_embedded_child_graph_is_instantiated_through_a_clone(device, g, stream):
     """CUDA refuses to instantiate the graph a child node embeds (NOT_SUPPORTED); both backends refuse it
-    with a GraphError saying why, and its clone instantiates (CUDA: tools/gpu_probe_rules.py, 7a-7c)."""
+    with a GraphError saying why, and its clone instantiates (CUDA: tools/probes/gpu_probe_rules.py, 7a-7c)."""
     x = K.f32(device, [1.0, 2.0, 3.0, 4.0])
     child = gg.Graph(device)
     child.add_kernel(K.scale, 1, 4, x, 2.0, 4)

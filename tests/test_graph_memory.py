@@ -1,7 +1,7 @@
-"""Graph memory addresses are reused, as CUDA reuses them (issue 10, item 2).
+"""Graph memory addresses are reused, as CUDA reuses them.
 
 An allocation node ordered after a free node of the same graph may get the freed allocation's address
-(CUDA does: tools/gpu_probe_rules.py, 2a); concurrent allocations and other graphs' allocations never share
+(CUDA does: tools/probes/gpu_probe_rules.py, 2a); concurrent allocations and other graphs' allocations never share
 one (2b, 2c). gpugraph tells allocations apart by their records, never by address, so the patterns of
 cuda-samples' graphMemoryNodes and graphMemoryFootprint (alloc -> kernel -> free -> alloc -> kernel -> free
 in one graph) raise no false double free, and real double frees are still refused.

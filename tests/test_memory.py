@@ -111,7 +111,7 @@ def test_zero_size_array(device):
 @pytest.mark.parametrize("data, dtype", [(3.0, np.float64), (np.float32(2.5), np.float32), (np.array(7), None),
                                          (True, np.bool_)])
 def test_zero_d_arrays_keep_their_shape(device, data, dtype):
-    """Like NumPy: dev.asarray(3.0).shape == (), and to_numpy gives a 0-d array back (issue 10, item 13)."""
+    """Like NumPy: dev.asarray(3.0).shape == (), and to_numpy gives a 0-d array back."""
     a = device.asarray(data)
     assert a.shape == () and a.ndim == 0 and a.size == 1
     assert a.dtype == np.asarray(data).dtype and a.nbytes == a.dtype.itemsize

@@ -1,15 +1,15 @@
-"""Reliability of captures, updates and ``@gg.captured`` (issue 11 items 7, 8 and 11, and item 16's
-``captured(mode=...)`` and ``set_enabled`` checks).
+"""Reliability of captures, updates and ``@gg.captured``, and the checks of ``captured(mode=...)`` and
+``set_enabled``.
 
-* Item 7: beginning or ending a capture, and updating an executable graph, are all or nothing whatever
+* Beginning or ending a capture, and updating an executable graph, are all or nothing whatever
   exception stops them, KeyboardInterrupt included. Each window (between a backend call and the front end's
   bookkeeping) is interrupted deterministically, by making the call in it raise KeyboardInterrupt, on every
   backend; then real SIGINTs are sent at random moments to a subprocess looping over the same operations.
   Afterwards the stream is not capturing, its work runs (a memset's result is visible), other threads can
   allocate, and an executable graph runs the whole old graph or the whole new one.
-* Item 8: ``@gg.captured`` called from several threads at once, each on its own stream, with a short
+* ``@gg.captured`` called from several threads at once, each on its own stream, with a short
   switch interval: every call gets its own values and its own graph memory.
-* Item 11: a node turned off by ``set_enabled`` stays off through ``update``, and such an executable graph
+* A node turned off by ``set_enabled`` stays off through ``update``, and such an executable graph
   is not launched into a capture (which would embed the graph with the node on).
 """
 
@@ -89,7 +89,7 @@ def assert_usable(device: gg.Device, stream: gg.Stream) -> None:
     assert len(cap.graph) == 1
 
 
-# Item 7: an interrupted beginning
+# An interrupted beginning
 
 
 BEGIN_WINDOWS = {
@@ -126,7 +126,7 @@ def test_interrupted_capture_begin_into_a_graph_leaves_it_as_it_was(device, stre
     assert_usable(device, stream)
 
 
-# Item 7: an interrupted end. Before the backend has ended the capture it is discarded; after, it is complete.
+# An interrupted end. Before the backend has ended the capture it is discarded; after, it is complete.
 
 
 END_WINDOWS = {
@@ -304,7 +304,7 @@ def test_interrupted_explicit_node_at_the_frontier_is_completed(device, stream, 
     np.testing.assert_array_equal(x.to_numpy(), 3.0)
 
 
-# Item 7: an interrupted update
+# An interrupted update
 
 
 def two_graphs(device: gg.Device, out: gg.Array, param: gg.Param) -> tuple[gg.Graph, gg.Graph]:
@@ -364,7 +364,7 @@ def test_interrupted_update_leaves_the_exec_wholly_old_or_wholly_new(device, str
         np.testing.assert_array_equal(out.to_numpy(), 18.0)
 
 
-# Item 7: real SIGINTs, sent at random moments by a thread to a subprocess looping over captures,
+# Real SIGINTs, sent at random moments by a thread to a subprocess looping over captures,
 # updates and @captured calls. The script prints a line per iteration done (its progress), then one JSON
 # line of counts.
 
@@ -576,7 +576,7 @@ def test_real_sigints_leave_captures_and_execs_whole(backend, scenario):
     assert counts["during"] >= iterations // 4, counts  # enough of them stopped the operation to mean something
 
 
-# Item 8: @gg.captured from several threads
+# @gg.captured from several threads
 
 
 @pytest.fixture
@@ -713,7 +713,7 @@ def test_captured_function_keyed_by_value_from_threads(device, short_switch_inte
     assert_usable(device, device.stream())
 
 
-# Item 11: a node turned off stays off through an update, and is never embedded on by a capture
+# A node turned off stays off through an update, and is never embedded on by a capture
 
 
 def on_off_graphs(device: gg.Device, x: gg.Array) -> tuple[gg.Graph, gg.Node, gg.Graph]:
@@ -761,7 +761,7 @@ def test_an_exec_with_a_node_off_is_not_launched_into_a_capture_after_an_update(
     np.testing.assert_array_equal(x.to_numpy(), 2.0)
 
 
-# Item 16: options checked where they are given
+# Options checked where they are given
 
 
 @pytest.mark.parametrize("value", ["no", "", 0, 1, None, np.int32(0), 0.0])

@@ -1,12 +1,12 @@
-"""Executable graphs under scale, threads and interrupts (issue 11, items 1, 2, 4, 5 and 12).
+"""Executable graphs under scale, threads and interrupts.
 
-- A launch costs time linear in nodes and edges whatever the graph's shape (item 1).
+- A launch costs time linear in nodes and edges whatever the graph's shape.
 - A launch interrupted at any point (KeyboardInterrupt included) is made in full or not at all, and
-  later launches of the same graph run (item 2).
+  later launches of the same graph run.
 - Setters and updates made while another thread launches give each launch the whole old or the whole
-  new graph (item 4).
-- A wait on an event that was never recorded completes at once, in a graph and on a stream (item 5).
-- One executable graph runs one instance at a time, whatever the threads and streams launching it (12).
+  new graph.
+- A wait on an event that was never recorded completes at once, in a graph and on a stream.
+- One executable graph runs one instance at a time, whatever the threads and streams launching it.
 
 Tests that could hang run their work in a daemon thread joined with a timeout, or in a subprocess.
 """
@@ -174,7 +174,7 @@ def interrupt_at(step: int, fn: Callable[[], Any], deliver: Callable[[Any], None
     return fired
 
 
-# Item 1: linear cost
+# Linear cost
 
 
 def _count_helper_requests(device: gg.Device, monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -246,7 +246,7 @@ def test_many_branches_run_every_node_and_raise_the_error_after_all_ran(device, 
     assert ran[-1] == -1  # the join ran after every branch, the failed one included
 
 
-# Item 2: an interrupted launch is all or nothing
+# An interrupted launch is all or nothing
 
 
 def test_a_launch_interrupted_anywhere_is_made_in_full_or_not_at_all(device):
@@ -367,7 +367,7 @@ def test_real_sigints_during_launches_never_hang(device, tmp_path):
     assert launched + 1 <= runs <= launched + 1 + interrupted  # interrupted launches ran once or not at all
 
 
-# Item 4: changes while another thread launches
+# Changes while another thread launches
 
 
 def _tagged_graph(device: gg.Device, log: list, tag: str, width: int = 4) -> gg.Graph:
@@ -441,7 +441,7 @@ def test_set_event_while_another_thread_launches(device):
     assert len(ran) == launches and e1.done and e2.done
 
 
-# Item 5: waits on events never recorded
+# Waits on events never recorded
 
 
 def test_event_wait_node_before_the_record_node_of_its_event(device):
@@ -466,7 +466,7 @@ def test_stream_wait_on_a_never_recorded_event_completes(device):
     np.testing.assert_array_equal(x.to_numpy(), [7, 7, 7, 7])
 
 
-# Item 12: one instance at a time
+# One instance at a time
 
 
 def test_one_exec_launched_from_8_threads_runs_one_instance_at_a_time(device):
@@ -502,7 +502,7 @@ def test_one_exec_launched_from_8_threads_runs_one_instance_at_a_time(device):
     assert overlaps[0] == 0
 
 
-# Item 7 (CPU executor): the backend's update is all or nothing by itself, whatever stops it
+# The CPU executor: the backend's update is all or nothing by itself, whatever stops it
 
 
 UPDATE_N = 8

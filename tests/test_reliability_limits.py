@@ -1,4 +1,4 @@
-"""Leaks and limits (issue 11, items 13-16): pool memory goes back at synchronize and at a trim, launch-shape
+"""Leaks and limits: pool memory goes back at synchronize and at a trim, launch-shape
 caches stay bounded, child-graph nesting has a stated limit, and bad inputs fail at the call that made them.
 
 Memory figures are read in a fresh interpreter (``/proc/self/statm``), where no other test's memory counts.
@@ -33,7 +33,7 @@ def run_script(script: str, device: gg.Device, timeout: float = 120) -> subproce
 
 needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads RSS from /proc/self/statm")
 
-# Item 13: the stream-ordered pool releases at synchronize (threshold 0), the graph pool at a trim.
+# The stream-ordered pool releases at synchronize (threshold 0), the graph pool at a trim.
 
 POOL_SCRIPT = r"""
 import json, os, sys
@@ -143,7 +143,7 @@ def test_pool_release_threshold():
     assert block_size(0) == block_size(1) == 256
 
 
-# Item 14: launch-shape caches are bounded
+# Launch-shape caches are bounded
 
 
 def test_launch_shape_caches_stay_bounded(device, stream):
@@ -158,7 +158,7 @@ def test_launch_shape_caches_stay_bounded(device, stream):
     np.testing.assert_array_equal(x.to_numpy(), np.full(64, 3.0, np.float32))
 
 
-# Item 15: child-graph nesting
+# Child-graph nesting
 
 
 def nested(device: gg.Device, levels: int, out: gg.Array, value: int) -> gg.Graph:
@@ -226,7 +226,7 @@ def test_a_launch_into_a_capture_keeps_the_nesting_limit(device, stream):
     np.testing.assert_array_equal(out.to_numpy(), np.full(4, 5))
 
 
-# Item 16: errors at the call
+# Errors at the call
 
 
 def test_object_arrays_are_refused_at_the_copy(device, stream):

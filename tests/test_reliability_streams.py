@@ -1,4 +1,4 @@
-"""Reliability of streams (issue 11): host functions refused the calls CUDA forbids there (whatever the
+"""Reliability of streams: host functions refused the calls CUDA forbids there (whatever the
 graph's shape), what interpreter exit does with queued work, work of dropped streams, and every stream's
 error reported by a device synchronize.
 
@@ -57,7 +57,7 @@ def run_script(code: str, backend: str = "cpu", exit_timeout: object = None,
                           text=True, env=environ, timeout=timeout)
 
 
-# Item 3: host functions must not wait or enqueue, on any backend, whatever the shape
+# Host functions must not wait or enqueue, on any backend, whatever the shape
 
 
 def test_host_nodes_of_parallel_branches_cannot_synchronize_their_stream(device):
@@ -204,7 +204,7 @@ def test_synchronize_from_an_ordinary_thread_still_works(device, stream):
     np.testing.assert_array_equal(x.to_numpy(), [5, 5, 5, 5])
 
 
-# Item 9: work of a stream dropped while busy is finished and waited for
+# Work of a stream dropped while busy is finished and waited for
 
 
 def _work_on_a_temporary_stream(device, x, gate):
@@ -285,7 +285,7 @@ def test_streams_destroyed_while_other_threads_synchronize_never_hang(device):
     finishes(device.synchronize)
 
 
-# Item 10: a device synchronize reports the error of every stream
+# A device synchronize reports the error of every stream
 
 
 def test_device_synchronize_reports_the_errors_of_every_stream(device):
@@ -328,7 +328,7 @@ def test_errors_of_a_live_and_a_dropped_stream_are_both_reported(device):
     finishes(device.synchronize)
 
 
-# Item 16: flags must be bools
+# Flags must be bools
 
 
 @pytest.mark.parametrize("value", ["no", 0, 1, None, 2.0])
@@ -348,7 +348,7 @@ def test_numpy_bools_are_bools(device):
     assert device.event(timing=np.True_).timing is True
 
 
-# Item 6: interpreter exit: queued work finishes, within a bounded wait, on every backend
+# Interpreter exit: queued work finishes, within a bounded wait, on every backend
 
 
 def test_exit_runs_queued_host_functions(device):
@@ -438,7 +438,7 @@ def test_a_bad_exit_timeout_is_reported_and_the_default_used(device):
     assert "GPUGRAPH_EXIT_TIMEOUT must be a number of seconds, got 'soon'" in done.stderr
 
 
-# Item 7: a CPU stream's count of queued work stays whole when queueing is stopped by an exception
+# A CPU stream's count of queued work stays whole when queueing is stopped by an exception
 
 
 class _QueueStoppedOnce:

@@ -1,5 +1,5 @@
-"""Issue 11, threads: what another thread's global capture forbids (the driver's answers, measured on the
-H200 by tools/gpu_probe_threads.py), ``@captured`` from several threads, and executable graphs shared by
+"""Threads: what another thread's global capture forbids (the driver's answers, measured on the
+H200 by tools/probes/gpu_probe_threads.py), ``@captured`` from several threads, and executable graphs shared by
 threads. Every test runs on every backend."""
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ def test_ended_threads_graph_memory_is_kept_to_max_graphs(device):
     assert len(doubled._cache) <= 3 and doubled.stats.evictions >= 2  # 2 kept, plus the last until the next
 
 
-# Interrupts inside @captured calls and at a capture's exit (issue 11 item 7, review)
+# Interrupts inside @captured calls and at a capture's exit
 
 
 @contextmanager

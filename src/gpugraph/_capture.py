@@ -11,7 +11,7 @@ The rules are CUDA's (cudaStreamBeginCapture, "Prohibited and unhandled operatio
   instantiating a graph) are forbidden to the thread that began a ``global`` or ``thread_local`` capture,
   and to every thread while any ``global`` capture runs; ``relaxed`` captures forbid them to no one. (The
   H200's driver answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED to each of these from another thread and
-  invalidates the global capture: tools/gpu_probe_threads.py.) ``unsafe_section`` lets gpugraph make such a
+  invalidates the global capture: tools/probes/gpu_probe_threads.py.) ``unsafe_section`` lets gpugraph make such a
   call for the user (``@captured`` instantiating its graph) once no other thread's global capture runs.
 
 A forbidden call raises CaptureError at once and invalidates the capture: the error names the call, the
@@ -417,7 +417,7 @@ class Capture:
 
         A forked stream is joined when every node of its frontier was, at some time, in the capturing
         stream's frontier or before a node that was: a join stays a join after ``set_dependencies``
-        moves the frontier on (CUDA's rule, measured: tools/gpu_probe_rules.py, cases 1a-1i).
+        moves the frontier on (CUDA's rule, measured: tools/probes/gpu_probe_rules.py, cases 1a-1i).
         """
         if len(self.streams) <= 1:
             return []  # nothing was forked: no walk through the graph

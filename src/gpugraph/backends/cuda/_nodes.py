@@ -654,7 +654,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
             fmt.pack_into(buffer, offset, value.ptr if type(value) is Array else value)
         if current() is not context:
             # First: from a thread with no current context the driver crashes here (a NULL dereference in
-            # cuGraphExecKernelNodeSetParams, driver 580 on the H200: tools/gpu_probe_threads.py, C) rather
+            # cuGraphExecKernelNodeSetParams, driver 580 on the H200: tools/probes/gpu_probe_threads.py, C) rather
             # than answering CUDA_ERROR_INVALID_CONTEXT; a new thread's first call may be this patch.
             contexts.use(index)
         (err,) = set_params(exec_handle, node, prepared)
