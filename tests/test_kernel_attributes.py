@@ -104,6 +104,31 @@ def test_attribute_values_are_checked_and_nothing_changes_on_a_refusal(device):
         big.set_attributes(huge, cooperative=True)
     assert huge.attributes.cooperative is False
 
+def test_attributes_take_numpy_scalars_as_python_ones(device):
+    g, node, x = fill_graph(device)
+    g.set_attributes(node, cooperative=np.True_, cluster_dims=(np.int32(2), 1),
+                     access_policy_window=gg.AccessPolicyWindow(np.uint64(x.ptr), np.int64(64), np.float32(0.5)))
+    got = node.attributes
+    assert got == gg.KernelAttributes(0, True, gg.AccessPolicyWindow(x.ptr, 64, 0.5), (2, 1, 1))
+    assert type(got.cooperative) is bool and type(got.access_policy_window.nbytes) is int
+    g.set_attributes(node, cooperative=np.False_, cluster_dims=np.int64(4))
+    assert node.attributes.cooperative is False and node.attributes.cluster_dims == (4, 1, 1)
+    # What is not a bool, an int or a number is named as what it is.
+    with pytest.raises(TypeError, match=r"^set_attributes\(cooperative\): expected a bool, got int 1$"):
+        g.set_attributes(node, cooperative=1)
+    with pytest.raises(TypeError, match=r"^set_attributes\(access_policy_window\): hit_ratio must be a number from 0 "
+                                        r"to 1, got str '0\.5'$"):
+        g.set_attributes(node, access_policy_window=gg.AccessPolicyWindow(x, hit_ratio="0.5"))
+    with pytest.raises(ValueError, match=r"hit_ratio must be a number from 0 to 1, got nan$"):
+        g.set_attributes(node, access_policy_window=gg.AccessPolicyWindow(x, hit_ratio=np.float32("nan")))
+    with pytest.raises(TypeError, match=r"^set_attributes\(access_policy_window\): nbytes must be an int, got "
+                                        r"float 64\.0$"):
+        g.set_attributes(node, access_policy_window=gg.AccessPolicyWindow(x, 64.0))
+    with pytest.raises(TypeError, match=r"expected an int or a tuple of 1 to 3 ints, got \(2, np\.True_\)"):
+        g.set_attributes(node, cluster_dims=(2, np.True_))
+    assert node.attributes.cooperative is False and node.attributes.cluster_dims == (4, 1, 1)  # (refusals: no change)
+
+
 
 def test_only_kernel_nodes_of_the_graph_have_attributes(device):
     g, node, x = fill_graph(device)

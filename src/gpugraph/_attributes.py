@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._scalars import as_bool, as_int, as_real, describe
+
 # The L2 cache properties of an access policy window's hits and misses (CUaccessProperty).
 ACCESS_PROPERTIES = ("normal", "streaming", "persisting")
 # The memory synchronization domains a kernel's fences may take (CUlaunchMemSyncDomain).
@@ -96,11 +98,12 @@ def _checked_priority(value: Any, limits: AttributeLimits, what: str) -> int:
 
 
 def _checked_cooperative(value: Any, limits: AttributeLimits, what: str) -> bool:
-    if type(value) is not bool:
-        raise TypeError(f"{what}(cooperative): expected a bool, got {type(value).__name__}")
-    if value and not limits.cooperative:
+    flag = as_bool(value)
+    if flag is None:
+        raise TypeError(f"{what}(cooperative): expected a bool, got {describe(value)}")
+    if flag and not limits.cooperative:
         raise ValueError(f"{what}(cooperative): this device cannot launch cooperative kernels")
-    return value
+    return flag
 
 
 def _checked_window(value: Any, limits: AttributeLimits, what: str) -> AccessPolicyWindow | None:
@@ -109,25 +112,32 @@ def _checked_window(value: Any, limits: AttributeLimits, what: str) -> AccessPol
     if not isinstance(value, AccessPolicyWindow):
         raise TypeError(f"{what}(access_policy_window): expected an AccessPolicyWindow or None, "
                         f"got {type(value).__name__}")
-    base, nbytes = value.base, value.nbytes
+    base, given = value.base, value.nbytes
+    nbytes = as_int(given)
+    if given is not None and nbytes is None:
+        raise TypeError(f"{what}(access_policy_window): nbytes must be an int, got {describe(given)}")
     if hasattr(base, "ptr") and hasattr(base, "nbytes"):  # an Array: its address (and its size, by default)
         if nbytes is None:
             nbytes = base.nbytes
-        elif isinstance(nbytes, int) and not isinstance(nbytes, bool) and nbytes > base.nbytes:
+        elif nbytes > base.nbytes:
             raise ValueError(f"{what}(access_policy_window): the window's {nbytes} bytes pass the end of its base "
                              f"{base!r} ({base.nbytes} bytes)")
-        base = base.ptr
-    elif isinstance(base, bool) or not isinstance(base, int) or base <= 0:
-        raise TypeError(f"{what}(access_policy_window): base must be an Array or a non-zero address, got {base!r}")
+        address = base.ptr
+    else:
+        address = as_int(base)
+        if address is None or address <= 0:
+            raise TypeError(f"{what}(access_policy_window): base must be an Array or a non-zero address, got "
+                            f"{base!r}")
     if nbytes is None:
         raise ValueError(f"{what}(access_policy_window): nbytes is needed with an address for base")
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-        raise TypeError(f"{what}(access_policy_window): nbytes must be an int, got {type(nbytes).__name__}")
     if not 0 < nbytes <= limits.max_window_bytes:
         raise ValueError(f"{what}(access_policy_window): nbytes must be from 1 to this device's largest window, "
                          f"{limits.max_window_bytes} bytes; got {nbytes}")
-    ratio = value.hit_ratio
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+    ratio = as_real(value.hit_ratio)
+    if ratio is None:
+        raise TypeError(f"{what}(access_policy_window): hit_ratio must be a number from 0 to 1, got "
+                        f"{describe(value.hit_ratio)}")
+    if not 0.0 <= ratio <= 1.0:
         raise ValueError(f"{what}(access_policy_window): hit_ratio must be a number from 0 to 1, got {ratio!r}")
     for side in ("hit", "miss"):
         prop = getattr(value, side)
@@ -136,15 +146,15 @@ def _checked_window(value: Any, limits: AttributeLimits, what: str) -> AccessPol
     if value.miss == "persisting":
         raise ValueError(f"{what}(access_policy_window): miss may be 'normal' or 'streaming', not 'persisting'")
     # (As the driver keeps it, a float: every backend reads back the same number.)
-    return AccessPolicyWindow(base, nbytes, float(np.float32(ratio)), value.hit, value.miss)
+    return AccessPolicyWindow(address, nbytes, float(np.float32(ratio)), value.hit, value.miss)
 
 
 def _checked_cluster(value: Any, limits: AttributeLimits, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else value
-    if (not isinstance(dims, tuple) or not 1 <= len(dims) <= 3
-            or any(isinstance(d, bool) or not isinstance(d, int) for d in dims)):
+    given = value if isinstance(value, tuple) else (value,)
+    numbers = [n for n in map(as_int, given) if n is not None]
+    if not 1 <= len(given) <= 3 or len(numbers) != len(given):
         raise TypeError(f"{what}(cluster_dims): expected an int or a tuple of 1 to 3 ints, got {value!r}")
-    dims = (*dims, 1, 1)[:3]
+    dims: tuple[int, int, int] = (*numbers, 1, 1)[:3]  # type: ignore[assignment]
     if min(dims) < 1:
         raise ValueError(f"{what}(cluster_dims): each dimension must be at least 1, got {dims}")
     if math.prod(dims) > MAX_CLUSTER_BLOCKS:
