@@ -8,7 +8,7 @@ import pytest
 
 import gpugraph as gg
 from gpugraph import bench
-from gpugraph.bench import _rk4
+from gpugraph.bench import _rk4, _workloads
 
 FAST = bench.Options(repeats=2, warmup=1, nodes=16, width=2)
 
@@ -21,7 +21,7 @@ def test_rk4_reference_is_the_known_solution():
     np.testing.assert_allclose(_rk4.reference(y0, r), exact, rtol=1e-6)  # RK4 error: about 4e-7
 
 
-@pytest.mark.parametrize("name", ["chain", "rk4"])
+@pytest.mark.parametrize("name", ["chain", "rk4", "axpy"])
 def test_workload_rows(device, name):
     rows = bench.run(device, [name], FAST)
     assert rows and all(row.workload == name and row.repeats == FAST.repeats for row in rows)
@@ -36,6 +36,13 @@ def test_rk4_refuses_a_wrong_result(device, monkeypatch):
         bench.run(device, ["rk4"], FAST)
 
 
+def test_axpy_refuses_a_wrong_kernel(device, monkeypatch):
+    """A kernel that computes something else stops the workload before any figure is reported."""
+    monkeypatch.setattr(_workloads, "AXPY", gg.Kernel(_workloads.AXPY_SOURCE.replace("+ y[i]", "- y[i]"), "axpy"))
+    with pytest.raises(bench.ValidationError, match=r"^axpy: the kernel path's result is off 2\*x \+ y"):
+        bench.run(device, ["axpy"], FAST)
+
+
 def test_gpu_workloads_report_nothing_on_the_cpu():
     cpu = gg.Device("cpu")
     assert bench.run(cpu, ["launch", "graphs", "manage", "dynamic", "memory"], FAST) == []
@@ -48,4 +55,7 @@ def test_main_writes_json(tmp_path, capsys):
     written = json.loads(out.read_text())
     figures = [row["figure"] for row in written["rows"]]
     assert "eager / graph (gpugraph)" in figures
+    machine = written["machine"]  # what the reference tables name for the run (tools/dev/bench_tables.py)
+    assert machine["compiler"] and machine["driver"] is None and machine["date"] and machine["command"]
+    assert isinstance(machine["versions"], dict)
     assert "rk4" in capsys.readouterr().out

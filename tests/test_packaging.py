@@ -47,7 +47,7 @@ def manifest_files() -> set[str]:
 
 
 def test_sdist_carries_tests_docs_and_license():
-    needed = {"LICENSE", "tools/structure_counts.py",
+    needed = {"LICENSE", "tools/dev/structure_counts.py",
               *(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("tests/*.py"), *ROOT.glob("docs/*.md")])}
     assert {"tests/conftest.py", "tests/kernels.py", "docs/guide.md"} <= needed
     missing = needed - manifest_files()
@@ -162,10 +162,10 @@ def test_package_ships_its_annotations_and_configures_its_checkers():
 
 
 def test_the_package_imports_in_layers_with_no_circle():
-    """Each module can be read knowing only those below it (issue 12): no import circle among gpugraph's
+    """Each module can be read knowing only those below it: no import circle among gpugraph's
     modules, counting imports inside functions and leaving out those for type annotations only."""
     import subprocess
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "structure_counts.py"), "--list"],
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "dev" / "structure_counts.py"), "--list"],
                             capture_output=True, text=True, check=True)
     circles = [line for line in result.stdout.splitlines() if line.startswith(("import circles:", "circle:"))]
     assert circles == ["import circles:                      0 ( modules)"], circles

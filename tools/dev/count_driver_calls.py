@@ -17,7 +17,7 @@ captured on a stream; "children + Param", a kernel taking a Param, then N - 1 ch
 embedding a kernel and a child graph of its own (three levels).
 
 Usage (on a CUDA machine, from the repository root):
-    PYTHONPATH=src python3 tools/count_driver_calls.py [--sizes 10 100 1000] [--top 6] [--json PATH]
+    PYTHONPATH=src python3 tools/dev/count_driver_calls.py [--sizes 10 100 1000] [--top 6] [--json PATH]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download the Vulkan loader's Debian packages (amd64) into .gl/, for a GPU machine without one: carry .gl to it
-# and tools/gpu_check.sh unpacks them, so that tests/test_semaphores.py imports a real Vulkan semaphore into CUDA.
+# and tools/dev/gpu_check.sh unpacks them, so that tests/test_semaphores.py imports a real Vulkan semaphore into CUDA.
 # (On a machine whose loader is installed, the tests use it and this is not needed.)
 set -euo pipefail
 grep -qx "/.gl/" .git/info/exclude 2>/dev/null || echo "/.gl/" >> .git/info/exclude

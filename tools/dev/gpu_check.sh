@@ -3,10 +3,12 @@
 # suite, the driver probes (update rules; capture, memory and kernel rules; threads), a profile of the hot
 # paths, and compute-sanitizer memcheck over the CUDA tests (left out by "quick"). Logs go to $OUT
 # (or ./gpu-logs).
-# Usage: bash tools/gpu_check.sh [quick|memcheck [K/N]]  (quick: all but memcheck; memcheck: it alone, over
+# Usage: bash tools/dev/gpu_check.sh [quick|memcheck [K/N]]  (quick: all but memcheck; memcheck: it alone, over
 # every test file, or over the K-th of N shares of them. quick fits the device tool's 10-minute calls;
 # memcheck over all files reached 95% in 10 minutes on an H200 (2026-11-23): run it as 1/2 and 2/2.)
+# The benchmark's JSON ($OUT/bench.json) renders docs/performance.md's CUDA tables: tools/dev/bench_tables.py.
 set -uo pipefail
+cd "$(dirname "$0")/../.."  # the repository root: the paths below are relative to it
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 # The compiled CUDA path, built in place (setup.py; a cuda.h at least as new as cuda-bindings is needed:
@@ -14,7 +16,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
 # nvidia-cuda-profiler-api's headers). Then the suite runs on it and again with GPUGRAPH_COMPILED=0.
 python3 setup.py build_ext --inplace > "$OUT/build.txt" 2>&1 || echo "gpu_check: building the compiled path failed ($OUT/build.txt)"
 # The Vulkan loader, for the external semaphore tests' real Vulkan semaphore: where the machine lacks it, the
-# packages tools/fetch_vulkan.sh downloads into .gl/ (carried to the GPU machine) are unpacked here.
+# packages tools/dev/fetch_vulkan.sh downloads into .gl/ (carried to the GPU machine) are unpacked here.
 if ! ldconfig -p | grep -q libvulkan.so.1 && compgen -G ".gl/*.deb" > /dev/null; then
   for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 fi
@@ -28,11 +30,12 @@ if [ "${1:-}" != memcheck ]; then
 python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
 GPUGRAPH_COMPILED=0 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest-python-path.txt" | tail -3
-python3 -m gpugraph bench --backend cuda --workload launch --workload graphs --workload manage \
-  --workload dynamic --workload memory --workload rk4 --repeats 10 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" | tail -8
-{ python3 tools/gpu_probe_update.py; python3 tools/gpu_probe_rules.py; python3 tools/gpu_probe_threads.py 5; } 2>&1 \
+# The benchmark as docs/performance.md runs it: every workload, the process pinned to one core where there are four.
+pin=(); [ "$(nproc)" -ge 4 ] && command -v taskset >/dev/null && pin=(taskset -c 3)
+"${pin[@]}" python3 -m gpugraph bench --backend cuda --repeats 7 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" | tail -8
+{ python3 tools/probes/gpu_probe_update.py; python3 tools/probes/gpu_probe_rules.py; python3 tools/probes/gpu_probe_threads.py 5; } 2>&1 \
   | tee "$OUT/probes.txt"
-python3 tools/profile_hot_paths.py > "$OUT/profile.txt" 2>&1; grep -E "^##|^ +[0-9.]+  " "$OUT/profile.txt"
+python3 tools/dev/profile_hot_paths.py > "$OUT/profile.txt" 2>&1; grep -E "^##|^ +[0-9.]+  " "$OUT/profile.txt"
 fi
 if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
   # The sanitizer serializes work across streams, so tests that need a second stream to run while the

@@ -3,7 +3,7 @@ array's pages) beside the same copy of ``dev.pinned`` memory (no registration); 
 alone (``Device.register_host`` and ``release``, what a copy node's pin does); and a launch of each graph, which must
 cost the same.
 
-Usage: python tools/host_registration_cost.py [--backend cuda] [--repeats 20]
+Usage: python tools/dev/host_registration_cost.py [--backend cuda] [--repeats 20]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 cProfile of each gpugraph path, so a gap to the C++ floor can be split into binding and Python layer.
 
 Usage (on a CUDA machine, from the repository root):
-    PYTHONPATH=src python3 tools/profile_hot_paths.py [--top 14]
+    PYTHONPATH=src python3 tools/dev/profile_hot_paths.py [--top 14]
 """
 
 from __future__ import annotations

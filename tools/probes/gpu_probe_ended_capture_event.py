@@ -2,7 +2,7 @@
 another stream, a synchronize and a query, then the same after the event is recorded again outside a capture.
 Measured on the H200 (2026-11-23): CUDA_ERROR_INVALID_VALUE for all three, success once recorded again.
 
-Usage (on a CUDA machine): python3 tools/gpu_probe_ended_capture_event.py
+Usage (on a CUDA machine): python3 tools/probes/gpu_probe_ended_capture_event.py
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""What the CUDA driver itself does in the cases where gpugraph's CPU backend must match it (issue 10):
-capture joins after a frontier move, graph-memory address reuse, pageable host memory, zero-byte copies,
-the legacy stream during a capture, instantiating a child node's embedded graph, kernel parameter info.
+"""What the CUDA driver itself does in the cases where gpugraph's CPU backend must match it: capture
+joins after a frontier move (cases 1a-1i), graph-memory address reuse (2a-2c), pageable host memory (3b),
+zero-byte copies (4a-4g), the legacy stream during a capture (6a-6g), instantiating a child node's embedded
+graph (7a-7d), kernel parameter info (10a).
 
-Raw cuda-bindings calls only (no gpugraph), so the answers are the driver's. Run on a GPU machine:
-``python tools/gpu_probe_rules.py``.
+Raw cuda-bindings calls only (no gpugraph), so the answers are the driver's. Run on a GPU machine, from the
+repository root: ``python tools/probes/gpu_probe_rules.py``.
 """
 
 from __future__ import annotations

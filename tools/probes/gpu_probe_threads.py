@@ -1,9 +1,10 @@
 """What the CUDA driver does to a launch in flight when its executable graph changes, and whether patching
-one executable graph from several threads while others capture is safe (issue 11, items 4 and 8).
+one executable graph from several threads while others capture is safe (A1-A7), which calls another thread's
+global capture forbids (B), and what a call from a thread with no current context does (C).
 
-Raw cuda-bindings calls only (no gpugraph), so the answers are the driver's. Run on a GPU machine:
-``python tools/gpu_probe_threads.py [stress seconds]``. Each launch in flight is held at a first host node
-(a gate) until the change has been made, then released.
+Raw cuda-bindings calls only (no gpugraph), so the answers are the driver's. Run on a GPU machine, from the
+repository root: ``python tools/probes/gpu_probe_threads.py [stress seconds]``. Each launch in flight is held at a
+first host node (a gate) until the change has been made, then released.
 """
 
 from __future__ import annotations

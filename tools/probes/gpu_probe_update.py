@@ -1,5 +1,9 @@
 """What the CUDA driver itself accepts in a whole-graph update (cuGraphExecUpdate), bypassing gpugraph's
-own check, so the CPU backend's rules (gpugraph/_update.py) can be confirmed against the driver."""
+own check, so the CPU backend's rules (gpugraph/_update.py) can be confirmed against the driver.
+
+Run on a GPU machine, from the repository root (it imports tests/kernels.py):
+``PYTHONPATH=src python tools/probes/gpu_probe_update.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """GPU workloads: gpugraph beside raw cuda-bindings, CuPy, PyTorch and a C++ program (the floor), in one
 process run on one GPU. They are registered as GPU workloads: ``bench.run`` skips them on other backends.
 
-Each gpugraph figure gets a ratio row against the C++ floor where PERFORMANCE.md sets a target, computed
-from medians of the same run; peers that are not installed are left out.
+Each gpugraph figure with a target (docs/performance.md, "Targets") gets a ratio row against the C++ floor,
+computed from medians of the same run; peers that are not installed are left out.
 """
 
 from __future__ import annotations
@@ -40,6 +40,18 @@ def _timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def driver_version() -> str:
+    """The NVIDIA driver's version (nvidia-smi's answer) and the CUDA version it runs, in words."""
+    from ..backends.cuda._driver import driver_version as cuda_version
+    cuda = cuda_version()
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        smi = []
+    return f"{smi[0] if smi else 'unknown (nvidia-smi did not answer)'}, CUDA {cuda // 1000}.{cuda % 1000 // 10}"
 
 
 def _vs_floor(name: str, figure: str, ours: Row, floor: float | None, target: str) -> list[Row]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
 import re
 import shlex
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -26,22 +28,44 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+# The distributions (as pip names them) whose versions a run records.
+PEERS = ("cuda-bindings", "cuda-core", "cupy-cuda13x", "cupy-cuda12x", "cupy", "torch")
+
+
+def versions() -> dict[str, str]:
+    """The installed versions of the peers' packages (and cuda-bindings, the CUDA backend's), by distribution name."""
+    found = {}
+    for name in PEERS:
+        with contextlib.suppress(metadata.PackageNotFoundError):  # (not installed: no version to record)
+            found[name] = metadata.version(name)
+    return found
+
+
 def machine(device: Any, argv: list[str]) -> dict[str, Any]:
     """Where and with what a run was taken; ``argv`` are the bench arguments, for the command line."""
     from .. import __version__
-    path = None
+    path = driver = compiler = None
     if device.backend == "cuda":  # which of the CUDA backend's two paths ran (the compiled one or Python's)
         from ..backends.cuda import _compiled
-        path = _compiled.status
+        from ._gpu import driver_version
+        path, driver = _compiled.status, driver_version()
+    elif device.backend == "cpu":  # the compiler that built the kernels
+        from ..backends.cpu import _compile
+        found = _compile.compiler()
+        compiler = None if found is None else found[1]
     return {
         "date": datetime.date.today().isoformat(),
         "device": str(device),
         "device_name": device.name,
+        "driver": driver,
+        "compiler": compiler,
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
+        "cores_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "numpy": np.__version__,
+        "versions": versions(),
         "gpugraph": __version__,
         "cuda_path": path,
         "command": " ".join(["python -m gpugraph bench", *map(shlex.quote, argv)]),

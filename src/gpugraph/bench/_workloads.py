@@ -139,3 +139,54 @@ def branches(device: Any, options: Options) -> list[Row]:
                graph_ms),
         _ratio_row("branches", "(c) / (d): branches running at once", stream_ms, graph_ms, f"> 1 (≤ {width})"),
     ]
+
+
+AXPY_SOURCE = r"""
+__global__ void axpy(float a, const float* x, const float* y, float* out, int n){
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + y[i];
+}
+"""
+AXPY = Kernel(AXPY_SOURCE, "axpy")
+AXPY_ELEMENTS, AXPY_BLOCK = 1 << 20, 256
+
+
+@workload("axpy", "a*x + y over 2^20 elements: one kernel launch vs the same expression in NumPy on the host")
+def axpy(device: Any, options: Options) -> list[Row]:
+    """A kernel of real size compiled from CUDA source (on the CPU backend, by the machine's C++ compiler) against
+    NumPy's ``np.add(2 * x, y, out=)``, both on float32; both results must match the float64 expression."""
+    rng = np.random.default_rng(0)
+    xs, ys = rng.random(AXPY_ELEMENTS, np.float32), rng.random(AXPY_ELEMENTS, np.float32)
+    want = 2.0 * xs.astype(np.float64) + ys
+    stream = device.stream()
+    x, y, out = device.asarray(xs), device.asarray(ys), device.zeros(AXPY_ELEMENTS, np.float32)
+    result = np.empty(AXPY_ELEMENTS, np.float32)
+    grid = AXPY_ELEMENTS // AXPY_BLOCK
+
+    def kernel() -> None:
+        stream.launch(AXPY, grid, AXPY_BLOCK, 2.0, x, y, out, AXPY_ELEMENTS)
+        stream.synchronize()
+
+    def numpy() -> None:
+        np.add(np.float32(2.0) * xs, ys, out=result)
+
+    def reset() -> None:
+        stream.memset(out, 0.0)
+        stream.synchronize()
+        result[:] = 0.0
+
+    def check(path: str) -> None:
+        got = out.to_numpy() if path == "kernel" else result
+        if not np.allclose(got, want, rtol=1e-6, atol=0.0):
+            worst = float(np.max(np.abs(got - want)))
+            raise ValidationError(f"axpy: the {path} path's result is off 2*x + y by up to {worst:g}")
+
+    kernel()  # compiled (and loaded) here, not in the first timed run
+    samples = time_paired({"kernel": kernel, "numpy": numpy}, options, reset, check)
+    kernel_ms, numpy_ms = ([s * 1e3 for s in samples[path]] for path in ("kernel", "numpy"))
+    return [
+        Row.of("axpy", f"kernel: a*x + y, 2^20 float32 ({grid} blocks of {AXPY_BLOCK}) + synchronize", "ms",
+               kernel_ms),
+        Row.of("axpy", "NumPy: np.add(2 * x, y, out=) on the host", "ms", numpy_ms),
+        _ratio_row("axpy", "kernel / NumPy", kernel_ms, numpy_ms, "≤ 1"),
+    ]

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""The driver calls of the issue-13 figures, looped and timed in C inside a Python process: the floor any
-compiled path reaches there (tools/inprocess_floor/measure.py). Not part of gpugraph."""
+"""The driver calls of gpugraph's CUDA host-side figures, looped and timed in C inside a Python process: the floor
+any compiled path reaches there (tools/dev/inprocess_floor/measure.py). Not part of gpugraph."""
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset

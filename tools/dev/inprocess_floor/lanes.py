@@ -1,12 +1,12 @@
-"""Where gpugraph's own time goes on each hot path of issue 13, in one process: the whole call; its compiled
-lane called directly (no front-end Python frame); the thinnest Python call into C making the same driver call
-(driver_loops.Calls); the driver call timed in C. Interleaved rounds, medians, µs (per node for capture and
-build). The difference between the whole call and the lane is the front end's Python frame; between the lane
-and the thinnest call, the lane's own bookkeeping.
+"""Where gpugraph's own time goes on each CUDA hot path (set_params, a Param patch, capture, explicit build, graph
+launch), in one process: the whole call; its compiled lane called directly (no front-end Python frame); the
+thinnest Python call into C making the same driver call (driver_loops.Calls); the driver call timed in C.
+Interleaved rounds, medians, µs (per node for capture and build). The difference between the whole call and the
+lane is the front end's Python frame; between the lane and the thinnest call, the lane's own bookkeeping.
 
 Usage (from the repository root, on a CUDA machine, with the compiled path and driver_loops built; see
 measure.py):
-    PYTHONPATH=src taskset -c 3 python3 tools/inprocess_floor/lanes.py
+    PYTHONPATH=src taskset -c 3 python3 tools/dev/inprocess_floor/lanes.py
 """
 
 from __future__ import annotations

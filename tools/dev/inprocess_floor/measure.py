@@ -1,11 +1,12 @@
-"""Issue 13's figures against the floor inside this Python process, in one run: the same driver calls looped and
-timed in C (driver_loops); the same calls made one Python call at a time into C (the least any Python API adds);
-gpugraph; and the C++ program; then where a graph launch's host time goes, how
-much of it the CPU's caches decide, and the machine's drift within one process.
+"""gpugraph's CUDA host-side figures (graph launch, instantiate, explicit build, capture, set_params) against the
+floor inside this Python process, in one run: the same driver calls looped and timed in C (driver_loops); the same
+calls made one Python call at a time into C (the least any Python API adds); gpugraph; and the C++ program; then
+where a graph launch's host time goes, how much of it the CPU's caches decide, and the machine's drift within one
+process.
 
 Usage (from the repository root, on a CUDA machine; build first, see setup.py):
-    (cd tools/inprocess_floor && CUDA_HOME=... python3 setup.py build_ext --inplace)
-    PYTHONPATH=src taskset -c 3 python3 tools/inprocess_floor/measure.py
+    (cd tools/dev/inprocess_floor && CUDA_HOME=... python3 setup.py build_ext --inplace)
+    PYTHONPATH=src taskset -c 3 python3 tools/dev/inprocess_floor/measure.py
 """
 
 from __future__ import annotations
