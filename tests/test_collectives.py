@@ -6,6 +6,7 @@ default), so these run in CI; on CUDA they need nccl4py, and a group of several 
 from __future__ import annotations
 
 import importlib.util
+import re
 import threading
 
 import numpy as np
@@ -240,10 +241,75 @@ def test_communicators_are_checked(devices):
         gg.communicators([devices[0], "cpu:1"])
     with pytest.raises(ValueError, match=r"^communicators\(devices\): each device may be one rank only"):
         gg.communicators([devices[0], devices[0]])
-    with pytest.raises(ValueError, match=r"^communicators\(timeout\): expected seconds > 0 or None, got 0$"):
-        gg.communicators(devices, timeout=0)
+    for bad in (0, -1, float("nan"), np.float32("nan")):
+        with pytest.raises(ValueError, match=r"^communicators\(timeout\): expected seconds > 0, or inf or None for "
+                                             rf"no limit; got {re.escape(repr(bad))}$"):
+            gg.communicators(devices, timeout=bad)
+    for bad, shown in (("5", "str '5'"), (True, "bool True"), (np.bool_(True), "bool np.True_")):
+        with pytest.raises(TypeError, match=r"^communicators\(timeout\): expected seconds \(an int or float\) or "
+                                            rf"None, got {shown}$"):
+            gg.communicators(devices, timeout=bad)
     with gg.collective_group(), pytest.raises(gg.CollectiveError, match=r"^communicators: cannot be made inside "):
         gg.communicators(devices)
+
+
+def test_an_infinite_timeout_is_no_limit(devices):
+    comm = gg.communicators(devices[:1], timeout=float("inf"))[0]  # (a Python lock refuses inf as a timeout)
+    assert comm.timeout is None
+    comm.close()
+    if devices[0].backend == "cpu":  # (CUDA refuses a timeout: it has no watchdog)
+        comm = gg.communicators(devices[:1], timeout=np.float32(2.5))[0]
+        assert comm.timeout == 2.5 and type(comm.timeout) is float
+        stream, x = devices[0].stream(), devices[0].asarray(values(0))
+        comm.all_reduce(x, x, stream=stream)
+        stream.synchronize()
+        np.testing.assert_array_equal(x.to_numpy(), values(0))
+        comm.close()
+
+
+def test_each_rank_s_own_arguments_are_checked_at_the_call_as_root_or_not(several):
+    comms = gg.communicators(several)
+    x = several[1].zeros(N, np.float32)
+    stream = several[1].stream()
+    with gg.collective_group():
+        with pytest.raises(ValueError, match=r"^Communicator.broadcast: rank 1 is the root, so it needs a send Array, "
+                                             r"got None$"):
+            comms[1].broadcast(None, x, root=1, stream=stream)
+        with pytest.raises(ValueError, match=r"^Communicator.reduce: rank 1 is the root, so it needs a recv Array, "
+                                             r"got None$"):
+            comms[1].reduce(x, None, root=1, stream=stream)
+        with pytest.raises(ValueError, match=r"^Communicator.broadcast: send and recv need the same number of "
+                                             r"elements, got send of 3 and recv of 12$"):  # (a send given off the root)
+            comms[1].broadcast(several[1].zeros(3, np.float32), x, root=0, stream=stream)
+        with pytest.raises(TypeError, match=r"^Communicator.reduce: send holds float32, recv int32: the same "):
+            comms[1].reduce(x, several[1].zeros(N, np.int32), root=0, stream=stream)
+        with pytest.raises(TypeError, match=r"^Communicator.recv\(array\): expected an Array, got list$"):
+            comms[1].recv([0.0] * N, peer=0, stream=stream)
+    for c in comms:
+        c.close()
+
+
+def test_ranks_whose_sizes_or_element_types_differ_are_told_when_their_parts_meet(several):
+    """Each call sees its own rank's arguments only, so a disagreement between ranks is found where the parts meet,
+    when they run: at each rank's next synchronize (NCCL finds none of it)."""
+    if several[0].backend != "cpu":
+        pytest.skip("NCCL does not check that the ranks' calls match (it hangs or computes garbage)")
+    comms = gg.communicators(several, timeout=5)
+    streams = [d.stream() for d in several]
+    xs = [d.asarray(values(r, N + (r == 1), np.float64 if r == 2 else np.float32)) for r, d in enumerate(several)]
+    with gg.collective_group():
+        for c, s, x in zip(comms, streams, xs):
+            c.all_reduce(x, x, stream=s)
+    shown = r"rank 0: all_reduce\(count=12, dtype=float32, op=sum, root=-1\); rank 1: all_reduce\(count=13, "
+    if len(several) > 2:
+        shown += r"dtype=float32, op=sum, root=-1\); rank 2: all_reduce\(count=12, dtype=float64"
+    for rank, s in enumerate(streams):
+        with pytest.raises(gg.CollectiveError, match=rf"^cpu: rank {rank}'s all_reduce: the ranks' calls for "
+                                                     rf"collective #0 of the communicator differ \({shown}"):
+            s.synchronize()
+    np.testing.assert_array_equal(xs[0].to_numpy(), values(0))  # (nothing computed)
+    for c in comms:
+        c.close()
 
 
 def test_several_ranks_driven_by_one_thread_need_a_group(several):

@@ -171,8 +171,12 @@ def test_communicator_checks_its_arguments(backend):
     other = "cuda" if backend == "cpu" else "cpu"
     with pytest.raises(ValueError, match=rf"^communicator\(unique_id\): the id is of the {other} backend, "):
         gg.communicator(device, rank=0, size=1, unique_id=gg.UniqueId(other, b"x"))
-    with pytest.raises(ValueError, match=r"^communicator\(timeout\): expected seconds > 0 or None, got 0$"):
+    with pytest.raises(ValueError, match=r"^communicator\(timeout\): expected seconds > 0, or inf or None for no "
+                                         r"limit; got 0$"):
         gg.communicator(device, rank=0, size=1, unique_id=uid, timeout=0)
+    with pytest.raises(TypeError, match=r"^communicator\(timeout\): expected seconds \(an int or float\) or None, "
+                                        r"got str '5'$"):
+        gg.communicator(device, rank=0, size=1, unique_id=uid, timeout="5")
     with gg.collective_group(), pytest.raises(gg.CollectiveError, match=r"^communicator: cannot be made inside "):
         gg.communicator(device, rank=0, size=1, unique_id=uid)
     with pytest.raises(TypeError, match=r"^communicator\(unique_id\): its data must be bytes, got str$"):

@@ -222,6 +222,32 @@ def test_condition_arguments_are_checked(device):
         _ = graph.add_empty().bodies
 
 
+def test_a_switch_node_has_at_most_max_switch_bodies(device):
+    graph = gg.Graph(device)
+    condition = graph.condition()
+    limit = gg.MAX_SWITCH_BODIES
+    with pytest.raises(ValueError, match=rf"^add_switch\(count\): expected a positive int of at most {limit} "
+                                         r"\(gg.MAX_SWITCH_BODIES, the bodies a SWITCH node may have\), got 100000; "
+                                         r"for more cases, let one body's kernel choose by the value$"):
+        graph.add_switch(condition, 100_000)
+    with pytest.raises(ValueError, match=rf"at most {limit} .*, got {limit + 1};"):
+        graph.add_switch(condition, limit + 1)
+    with pytest.raises(TypeError, match=r"^add_switch\(count\): expected a positive int \(the number of bodies\), "
+                                        r"got float 3\.0$"):
+        graph.add_switch(condition, 3.0)
+    with pytest.raises(TypeError, match=r"got bool True$"):
+        graph.add_switch(condition, True)
+    assert len(graph) == 0  # (nothing half-done: the condition is free for the next node)
+    node = graph.add_switch(condition, np.int32(limit))
+    assert len(node.bodies) == limit
+    stream, x = device.stream(), device.zeros(1, np.int32)
+    with stream.capture() as capture:
+        with pytest.raises(ValueError, match=rf"at most {limit} "):
+            capture.add_switch(capture.condition(), limit + 1)
+        stream.memset(x, 1)  # (the capture goes on)
+    assert len(capture.graph) == 1
+
+
 def test_graphs_with_conditional_nodes_are_not_cloned_nested_or_instantiated_twice(device):
     graph = gg.Graph(device)
     unused = graph.condition()

@@ -3,7 +3,8 @@ for a cudaGraphExec_t parameter, launched with cudaGraphLaunch in the three mode
 and relaunched by itself (cudaGetCurrentGraphExec). Measured on the H200 (2026-11-24): each mode runs the graph
 before the stream's next work; a tail launch after the launching graph; a graph not instantiated for it stops
 the kernel with an illegal address (gpugraph refuses it at the call), an unknown mode returns
-cudaErrorInvalidValue, and a kernel outside a graph fails its launch (CUDA_ERROR_NOT_SUPPORTED)."""
+cudaErrorInvalidValue, and a kernel outside a graph fails its launch (CUDA_ERROR_NOT_SUPPORTED; gpugraph refuses
+it at the call where the kernel takes a graph)."""
 
 from __future__ import annotations
 
@@ -344,14 +345,33 @@ def test_a_launch_in_no_named_mode_returns_invalid_value(device, stream):
     assert code.to_numpy()[0] == 1 and x.to_numpy()[0] == 0  # cudaErrorInvalidValue; nothing ran
 
 
-def test_a_kernel_outside_a_graph_cannot_launch_one(device, stream):
+def test_a_kernel_that_takes_a_graph_is_refused_at_a_launch_outside_a_graph(device, stream):
     x, code = device.zeros(1, np.int32), device.zeros(1, np.int32)
     child = launchable(device, x)
-    # (CUDA refuses the launch at the call; the CPU backend's kernel stops when it runs, reported at synchronize)
-    with pytest.raises(gg.BackendError, match=r"CUDA_ERROR_NOT_SUPPORTED.*runs only as a kernel node of a graph"):
+    with pytest.raises(gg.GraphError, match=r"^Stream.launch\(Kernel\('launch_graph'\)\): the kernel takes a graph "
+                                            r"to launch \(a cudaGraphExec_t\), and a kernel that launches graphs runs "
+                                            r"only as a kernel node of a graph \(CUDA fails its launch outside one\); "
+                                            r"add it with Graph.add_kernel, or launch it on a stream that captures"):
         stream.launch(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
+    stream.synchronize()  # (nothing was enqueued: no error waits for the synchronize)
+    with stream.capture() as cap:  # captured, the same launch is a kernel node, which launches the graph
+        stream.launch(LAUNCH, 1, 32, child, MODES["fire_and_forget"], code)
+    with cap.graph.instantiate() as exe:
+        exe.launch(stream)
+        stream.synchronize()
+    assert x.to_numpy()[0] == 1 and code.to_numpy()[0] == 0
+    child.close()
+
+
+def test_a_kernel_outside_a_graph_cannot_relaunch_its_graph(device, stream):
+    n, runs = device.asarray(np.array([2], np.int32)), device.zeros(1, np.int32)
+    # (It takes no graph, so gpugraph cannot tell it launches one: CUDA refuses the launch at the call; the CPU
+    # backend's kernel stops when it runs, reported at synchronize.)
+    with pytest.raises(gg.BackendError, match=r"CUDA_ERROR_NOT_SUPPORTED.*runs only as a kernel node of a graph"):
+        stream.launch(COUNT_DOWN, 1, 32, n, runs)
         assert device.backend == "cpu", "CUDA refuses at the launch"
         stream.synchronize()
+    x = device.zeros(1, np.int32)
     stream.launch(ADD, 1, 32, x, 5)  # (not a sticky error: the device goes on)
     stream.synchronize()
     assert x.to_numpy()[0] == 5
@@ -367,7 +387,8 @@ def test_graph_exec_arguments_are_checked(device, stream):
                                                 r"launches only such a graph"):
             graph.add_kernel(LAUNCH, 1, 32, host_only, 2, code)
         with pytest.raises(gg.GraphError, match="was not instantiated with device_launch=True"):
-            stream.launch(LAUNCH, 1, 32, host_only, 2, code)
+            with stream.capture():
+                stream.launch(LAUNCH, 1, 32, host_only, 2, code)
     exe = child.instantiate(device_launch=True)
     with pytest.raises(TypeError, match="a GraphExec is passed only for a cudaGraphExec_t parameter, not a C int"):
         graph.add_kernel(TAKES_INT, 1, 32, exe)

@@ -4,6 +4,7 @@ signal and wait nodes and their setters): on CUDA a real Vulkan timeline semapho
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -363,6 +364,28 @@ def test_the_emulated_semaphore_follows_vulkan_s_host_rules():
         binary.signal(1)
     with pytest.raises(ValueError, match=r"a binary semaphore starts signaled \(1\) or not \(0\), got 2"):
         gg.EmulatedSemaphore(2, timeline=False)
+
+
+def test_a_host_wait_s_timeout_is_checked_at_the_call():
+    """Seconds >= 0 (0: whether it is signaled now), None or inf for no limit; anything else is refused before the
+    wait looks at the semaphore (a binary one keeps its signal)."""
+    timeline, binary = gg.EmulatedSemaphore(2), gg.EmulatedSemaphore(1, timeline=False)
+    for bad in (float("nan"), -1, -0.5, np.float32("nan")):
+        for semaphore, value in ((timeline, 2), (binary, None)):
+            with pytest.raises(ValueError, match=r"^EmulatedSemaphore.wait\(timeout\): expected seconds >= 0 \(0: "
+                                                 rf"do not wait\), or inf or None for no limit; got "
+                                                 rf"{re.escape(repr(bad))}$"):
+                semaphore.wait(value, timeout=bad)
+    for bad, shown in (("x", "str 'x'"), (True, "bool True"), ([1], "list [1]")):
+        with pytest.raises(TypeError, match=r"^EmulatedSemaphore.wait\(timeout\): expected seconds \(an int or "
+                                            rf"float\) or None, got {re.escape(shown)}$"):
+            binary.wait(timeout=bad)
+    assert binary.value == 1  # (no refused wait took the signal)
+    assert timeline.wait(2, timeout=0) and not timeline.wait(3, timeout=np.int8(0))
+    assert not timeline.wait(3, timeout=np.float64(0.01))
+    threading.Timer(0.05, timeline.signal, (3,)).start()
+    assert timeline.wait(3, timeout=float("inf"))  # (no limit: a Python lock refuses inf as a timeout)
+    assert timeline.wait(3, timeout=10**400) and binary.wait(timeout=1e300)
 
 
 def test_a_semaphore_dropped_while_a_stream_waits_on_it(device, host):

@@ -420,12 +420,29 @@ def test_elapsed_ms_of_never_recorded_timing_events_raises(device):
 
 
 def test_stream_priority_must_be_int(device):
-    with pytest.raises(TypeError, match=r"priority must be an int, got 1\.5"):
+    with pytest.raises(TypeError, match=r"^Device.stream\(priority\): expected an int, got float 1\.5$"):
         device.stream(priority=1.5)
-    with pytest.raises(TypeError, match="priority must be an int, got True"):
+    with pytest.raises(TypeError, match=r"^Device.stream\(priority\): expected an int, got bool True$"):
         device.stream(priority=True)
     s = device.stream(non_blocking=False, priority=-1)
     assert (s.non_blocking, s.priority, s.device) == (False, -1, device)
+    assert device.stream(priority=np.int64(-1)).priority == -1 and type(s.priority) is int
+
+
+def test_a_stream_priority_outside_the_devices_range_is_clamped_to_it(device):
+    """As CUDA clamps it (cuStreamCreateWithPriority): the stream, the kernels captured on it and a kernel node
+    given the same priority all have the clamped value."""
+    least, greatest = device.priority_range
+    assert device.stream(priority=least + 99).priority == least
+    assert device.stream(priority=np.int32(greatest - 99)).priority == greatest
+    stream = device.stream(priority=greatest - 99)
+    x = device.zeros(8, np.int32)
+    with stream.capture() as capture:
+        stream.launch(K.fill, 1, 8, x, 1, 8)
+    (node,) = capture.graph.nodes
+    assert node.attributes.priority == greatest == stream.priority
+    capture.graph.set_attributes(node, priority=least + 99)
+    assert node.attributes.priority == least
 
 
 def test_device_synchronize_waits_for_every_stream(device):

@@ -38,7 +38,7 @@ from ._errors import (
     StreamErrors,
 )
 from ._exec import GraphExec
-from ._graph import Graph, Node
+from ._graph import MAX_SWITCH_BODIES, Graph, Node
 from ._host_memory import HostRegistration
 from ._instantiate import INSTANTIATE_FLAGS
 from ._interop import from_cuda_array_interface, from_dlpack
@@ -79,6 +79,7 @@ __all__ = [
     "DOT_FLAGS",
     "INSTANTIATE_FLAGS",
     "MAX_CLUSTER_BLOCKS",
+    "MAX_SWITCH_BODIES",
     "MEM_SYNC_DOMAINS",
     "PROPERTIES",
     "SCHEDULES",

@@ -49,7 +49,8 @@ class KernelAttributes:
 
     Attributes:
         priority: The node's priority, used where the executable graph was instantiated with
-            ``use_node_priority=True``: within ``Device.priority_range`` (lower numbers run first).
+            ``use_node_priority=True``: within ``Device.priority_range`` (lower numbers run first), to which one
+            outside it is clamped, as CUDA does.
         cooperative: Whether all the node's blocks are resident at once, as ``cudaLaunchCooperativeKernel``
             launches (grid-wide synchronisation); its grid must then fit on the device at once.
         access_policy_window: The L2 access policy window of the node's accesses, or None.
@@ -78,6 +79,12 @@ class AttributeLimits(NamedTuple):
     clusters: bool  # CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH
     cooperative: bool  # CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH
 
+    def clamped_priority(self, priority: int) -> int:
+        """``priority`` within ``priorities``, as CUDA clamps a stream's (cuStreamCreateWithPriority) and a kernel
+        node's (measured: 100 read back as 0)."""
+        least, greatest = self.priorities
+        return min(max(priority, greatest), least)
+
 
 class AttributeRefusal(ValueError):
     """A backend's refusal of a launch shape that a kernel node's attributes do not allow (``launch_refusal``'s
@@ -88,13 +95,10 @@ _KEEP: Any = object()  # (set_attributes' default: the attribute stays as it is)
 
 
 def _checked_priority(value: Any, limits: AttributeLimits, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = as_int(value)
+    if number is None:
         raise TypeError(f"{what}(priority): expected an int, got {type(value).__name__}")
-    least, greatest = limits.priorities
-    if not greatest <= value <= least:
-        raise ValueError(f"{what}(priority): this device's priorities run from {least} (least) to {greatest} "
-                         f"(greatest), got {value}")
-    return value
+    return limits.clamped_priority(number)
 
 
 def _checked_cooperative(value: Any, limits: AttributeLimits, what: str) -> bool:

@@ -12,10 +12,15 @@ on a stream of its own device, and the collective completes when all ranks' part
 that drives several ranks would otherwise wait in the first rank's call for the others, the calls of a group
 of several ranks are made inside ``collective_group()`` (ncclGroupStart/End), on every backend.
 
+Each call checks its own rank's arguments and refuses bad ones at the call. Whether the ranks' calls agree
+(the same collective, element count, element type, op and root) is known only once every rank's part has come,
+when the parts run on their streams: another rank's call may be made later, in another thread or process. The
+CPU backend reports a disagreement then, at each rank's next synchronize; NCCL does not check it.
+
 ``timeout``: a rank whose part waits longer than this for the other ranks aborts the communicator (NCCL's
 ncclCommAbort); the error, raised at the next synchronize of that rank's stream, names the rank and the
-collective (on the CPU backend; CUDA refuses ``timeout`` until its watchdog is built). A communicator aborted
-or closed refuses new calls.
+collective (on the CPU backend; CUDA refuses ``timeout``, as gpugraph has no watchdog there). A communicator
+aborted or closed refuses new calls.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ._errors import CollectiveError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._memory import Array
 from ._stream import Event, Stream
+from ._timeouts import timeout_seconds
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
@@ -379,20 +385,13 @@ def communicator(device: Device, *, rank: int, size: int, unique_id: UniqueId,
     if unique_id.backend != device.backend:
         raise ValueError(f"{where}(unique_id): the id is of the {unique_id.backend} backend, {device} of "
                          f"{device.backend}")
-    _check_timeout(where, timeout)
+    timeout = timeout_seconds(timeout, where, zero=False)
     _refuse_in_group(where)
     _capture.forbid_unsafe(where)
     handle = device._backend.comm_init_rank(device.index, int(rank), int(size), unique_id.data, timeout)
     group: list[Communicator] = []
     group.append(Communicator(device, int(rank), int(size), timeout, handle, group))
     return group[0]
-
-
-def _check_timeout(where: str, timeout: Any) -> None:
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-        raise TypeError(f"{where}(timeout): expected seconds (a number) or None, got {type(timeout).__name__}")
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"{where}(timeout): expected seconds > 0 or None, got {timeout!r}")
 
 
 def _refuse_in_group(where: str) -> None:
@@ -403,8 +402,8 @@ def _refuse_in_group(where: str) -> None:
 
 def communicators(devices: Sequence[Device], *, timeout: float | None = None) -> list[Communicator]:
     """One Communicator per device, ranks in the order given, for collectives among devices this process
-    drives (ncclCommInitAll). ``timeout`` (seconds, or None for none): how long a rank's part of a collective
-    may wait for the others before the communicator is aborted."""
+    drives (ncclCommInitAll). ``timeout`` (seconds above 0; None or inf: no limit): how long a rank's part of a
+    collective may wait for the others before the communicator is aborted."""
     if isinstance(devices, Device) or not isinstance(devices, (list, tuple)):
         raise TypeError(f"communicators(devices): expected a list or tuple of Devices, got {type(devices).__name__}")
     devices = list(devices)
@@ -417,7 +416,7 @@ def communicators(devices: Sequence[Device], *, timeout: float | None = None) ->
             raise ValueError(f"communicators(devices): {d} is of another backend than {devices[0]}")
     if len({d.index for d in devices}) != len(devices):
         raise ValueError(f"communicators(devices): each device may be one rank only, got {devices}")
-    _check_timeout("communicators", timeout)
+    timeout = timeout_seconds(timeout, "communicators", zero=False)
     _refuse_in_group("communicators")
     _capture.forbid_unsafe("communicators")
     handles = devices[0]._backend.comm_init_all([d.index for d in devices], timeout)

@@ -153,10 +153,14 @@ class Device:
         return self._default_stream
 
     def stream(self, non_blocking: bool = True, priority: int = 0) -> Stream:
-        """Create a stream (see ``Stream``).
+        """Create a stream (see ``Stream``). ``priority``: lower numbers run first; one outside ``priority_range``
+        is clamped to it, as CUDA does, and the stream's ``priority`` says the value it has.
 
         Raises:
-            TypeError: If ``non_blocking`` is not a bool (or NumPy bool), or ``priority`` not an int.
+            TypeError: If ``non_blocking`` is not a bool (or NumPy bool), or ``priority`` not an int (a NumPy
+                integer too; not a bool).
+
+        See also: cudaStreamCreateWithPriority.
         """
         _check_bool(non_blocking, "stream: non_blocking")
         if HOST_THREADS:
@@ -434,7 +438,8 @@ class Device:
     @property
     def priority_range(self) -> tuple[int, int]:
         """(least, greatest) priority of this device's streams and kernel nodes: lower numbers are greater
-        priorities, e.g. (0, -5). See also: cudaDeviceGetStreamPriorityRange."""
+        priorities, e.g. (0, -5); one outside the range is clamped to it, as CUDA does. See also:
+        cudaDeviceGetStreamPriorityRange."""
         return self._attribute_limits().priorities
 
     def _attribute_limits(self) -> AttributeLimits:

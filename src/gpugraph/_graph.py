@@ -46,10 +46,17 @@ from ._nodes import (
 )
 from ._params import Param
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
+from ._scalars import as_int, describe
 from ._semaphores import semaphore_record
 from ._stream import Event
 from ._topology import Topology
 from ._user_objects import UserObject, count_of
+
+# The most bodies a SWITCH node has (add_switch), on every backend. CUDA documents no maximum (the node's size is
+# an unsigned int, "any value greater than zero"), so this bound is gpugraph's: thousands of branches are a table
+# for a kernel to index, not bodies, and each body is a graph to make. tools/probes/gpu_probe_switch_limit.py
+# measures what the driver accepts.
+MAX_SWITCH_BODIES = 4096
 
 
 class _ChainLock:
@@ -758,14 +765,23 @@ class Graph:
         return self._add_conditional("while", condition, 1, after)
 
     def add_switch(self, condition: Condition, count: int, after: Any = ()) -> Node:
-        """Add a node with ``count`` bodies that runs body ``n`` when ``condition``'s value is ``n`` (none when it is
-        ``count`` or more). Fill the bodies through ``node.bodies``.
+        """Add a node with ``count`` bodies (1 to ``gg.MAX_SWITCH_BODIES``) that runs body ``n`` when ``condition``'s
+        value is ``n`` (none when it is ``count`` or more). Fill the bodies through ``node.bodies``.
+
+        Raises:
+            TypeError: If ``count`` is not an int (a NumPy integer too; not a bool).
+            ValueError: If ``count`` is below 1 or above ``gg.MAX_SWITCH_BODIES``.
 
         See also: cudaGraphAddNode with cudaGraphCondTypeSwitch (CUDA 12.8).
         """
-        if type(count) is not int or count < 1:
-            raise ValueError(f"add_switch(count): expected a positive int, got {count!r}")
-        return self._add_conditional("switch", condition, count, after)
+        number = as_int(count)
+        if number is None:
+            raise TypeError(f"add_switch(count): expected a positive int (the number of bodies), got {describe(count)}")
+        if not 1 <= number <= MAX_SWITCH_BODIES:
+            more = "; for more cases, let one body's kernel choose by the value" if number > 1 else ""
+            raise ValueError(f"add_switch(count): expected a positive int of at most {MAX_SWITCH_BODIES} "
+                             f"(gg.MAX_SWITCH_BODIES, the bodies a SWITCH node may have), got {count!r}{more}")
+        return self._add_conditional("switch", condition, number, after)
 
     def _add_conditional(self, kind: str, condition: Any, count: int, after: Any) -> Node:
         what = f"add_{kind}"

@@ -19,7 +19,7 @@ from ._memory import Array
 from ._params import Param
 from ._scalars import bounds, is_number, to_c
 from ._scalars import describe as _describe
-from ._signature import EXEC_TYPES, KernelParam, absent_kernel, parse_declared, parse_signature
+from ._signature import KernelParam, absent_kernel, parse_declared, parse_signature
 
 # gpugraph._exec's GraphExec and the argument a kernel takes for one (a cudaGraphExec_t), set when that module, which
 # sits above kernels, is imported.
@@ -255,6 +255,8 @@ class Kernel:
         self.device = device
         self._owner = owner  # (what holds another library's function loaded: its module lives while the Kernel does)
         self.signature: tuple[KernelParam, ...] | None = signature
+        # Whether it launches graphs: it takes a graph to launch (cudaGraphLaunch), so it runs only as a kernel node.
+        self.launches_graphs = signature is not None and any(p.graph_exec for p in signature)
         converters = (None if self.signature is None
                       else [_converter(self, i, p) for i, p in enumerate(self.signature)])
         # Per parameter: (stream launches' converter, graph nodes' converter), made once from the signature.
@@ -535,7 +537,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
             raise TypeError(f"{where}: expects a device Array, got {_describe(value)}{hint}")
         return to_pointer, to_pointer
 
-    if EXEC_TYPES.intersection(param.ctype.split()):  # a graph the kernel launches: a GraphExec names it, no number
+    if param.graph_exec:  # a graph the kernel launches: a GraphExec names it, no number
 
         def to_graph_exec(value: Any, device: Any) -> Any:
             return exec_argument(value, device, where)

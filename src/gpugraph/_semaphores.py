@@ -10,6 +10,7 @@ from typing import Any
 
 from ._nodes import NodeKind, SemaphoreSignalParams, SemaphoreWaitParams
 from ._scalars import as_int
+from ._timeouts import timeout_seconds
 
 _MAX_VALUE = 2**64 - 1
 
@@ -65,13 +66,18 @@ class EmulatedSemaphore:
         self._set(value)
 
     def wait(self, value: int | None = None, timeout: float | None = None) -> bool:
-        """Whether the semaphore was signaled within ``timeout`` seconds (None: no limit): a timeline one to at least
-        ``value``; a binary one, whose signal the wait takes."""
+        """Whether the semaphore was signaled within ``timeout`` seconds (0: whether it is now; None or inf: no
+        limit): a timeline one to at least ``value``; a binary one, whose signal the wait takes.
+
+        Raises:
+            TypeError: If ``timeout`` is not a number or None.
+            ValueError: If ``value`` is not what the semaphore takes, or ``timeout`` is NaN or negative.
+        """
         if self.timeline:
             value = check_value(value, "EmulatedSemaphore.wait")
         elif value is not None:
             raise ValueError(f"EmulatedSemaphore.wait: a binary semaphore takes no value, got {value!r}")
-        return self._take(value, timeout)
+        return self._take(value, timeout_seconds(timeout, "EmulatedSemaphore.wait", zero=True))
 
     def _set(self, value: int | None) -> None:
         """Signal, as a stream or a node does: a timeline semaphore's counter grows to ``value`` (a smaller value

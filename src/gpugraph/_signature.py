@@ -68,6 +68,11 @@ class KernelParam:
         return f"{self.ctype} {self.name}".strip()
 
     @property
+    def graph_exec(self) -> bool:
+        """Whether the parameter takes a graph the kernel launches (a ``cudaGraphExec_t``: a GraphExec is passed)."""
+        return not self.pointer and not EXEC_TYPES.isdisjoint(self.ctype.split())
+
+    @property
     def size(self) -> int | None:
         """The bytes the parameter takes in the kernel's parameter block, or None when unknown."""
         if self.pointer:

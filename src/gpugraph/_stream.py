@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _capture, _params
-from ._errors import CaptureError
+from ._errors import CaptureError, GraphError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
@@ -25,6 +25,7 @@ from ._memory import (
 )
 from ._nodes import NodeKind, WaitValue, WriteValue
 from ._params import resolve
+from ._scalars import as_int, describe
 from ._semaphores import semaphore_record
 
 # The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
@@ -119,12 +120,17 @@ class Stream:
                  _wrap: Any = None) -> None:
         """``legacy``: the device's legacy default stream. ``_wrap`` (gpugraph's own, not the user's): the
         backend's handle of a native stream gpugraph does not own (another library's, for
-        ``Stream.from_external``; ``non_blocking`` and ``priority`` say what it is), destroyed by nothing here."""
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"stream: priority must be an int, got {priority!r}")
+        ``Stream.from_external``; ``non_blocking`` and ``priority`` say what it is), destroyed by nothing here.
+        A new stream's ``priority`` outside ``device.priority_range`` is clamped to it, as CUDA clamps it
+        (cuStreamCreateWithPriority); ``priority`` is the value the stream has."""
+        number = as_int(priority)
+        if number is None:
+            raise TypeError(f"Device.stream(priority): expected an int, got {describe(priority)}")
+        if not legacy and _wrap is None:
+            number = device._attribute_limits().clamped_priority(number)
         self.device = device
         self.non_blocking = bool(non_blocking) and not legacy
-        self.priority = priority
+        self.priority = number
         self.legacy = legacy  # the legacy default stream (stream 0), which synchronizes with blocking streams
         backend = self._backend = device._backend
         self._capture: Any = None  # the Capture this stream records into, if any
@@ -134,7 +140,7 @@ class Stream:
         elif _wrap is not None:
             self._handle = _wrap  # registered by its maker (gpugraph._interop), which knows the address
         else:
-            self._handle = backend.stream_create(device.index, self.non_blocking, priority)
+            self._handle = backend.stream_create(device.index, self.non_blocking, number)
             weakref.finalize(self, backend.stream_destroy, self._handle).atexit = False
             if backend.speaks_cuda:  # its handle, however another library gets it, must give this Stream back
                 address = self.ptr
@@ -259,6 +265,8 @@ class Stream:
             TypeError: If ``kernel`` is not a Kernel or an argument has an unsupported type.
             ValueError: If grid/block/shared_mem are out of range.
             KernelCompileError: If the kernel fails to compile for this device.
+            GraphError: Outside a capture, if the kernel launches graphs (takes a ``cudaGraphExec_t``): such a
+                kernel runs only as a kernel node of a graph.
             GpuGraphError: If the backend cannot run the kernel (no CPU implementation, say).
 
         See also: cudaLaunchKernel.
@@ -283,6 +291,11 @@ class Stream:
         if (capture is not None and capture.error is not None) or self.legacy or (
                 capture is None and _capture.function_captures):
             self._guard("Stream.launch")
+        if capture is None and kernel.launches_graphs:
+            raise GraphError(f"Stream.launch({kernel!r}): the kernel takes a graph to launch (a cudaGraphExec_t), "
+                             f"and a kernel that launches graphs runs only as a kernel node of a graph (CUDA fails "
+                             f"its launch outside one); add it with Graph.add_kernel, or launch it on a stream that "
+                             f"captures, and launch that graph")
         g, b = launch_dims(grid, block)
         if type(shared_mem) is not int or shared_mem:
             shared_mem = check_shared_mem(shared_mem)

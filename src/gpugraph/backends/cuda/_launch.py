@@ -12,7 +12,7 @@ from cuda.bindings import driver as cu
 
 from ..._errors import KernelCompileError
 from ..._memory import Array
-from ..._signature import EXEC_TYPES, check_compiled
+from ..._signature import check_compiled
 from ._driver import error
 from ._symbols import drv
 
@@ -62,7 +62,7 @@ def fast_layout(signature: Any) -> tuple[bytes, tuple[Any, ...]]:
     (None: any), a scalar slot the NumPy scalar type a graph node keeps its value as."""
     # (A graph a kernel launches, "G", is no code the compiled path writes: a GraphExec takes the Python path, which
     # checks it, and nothing else may pass for it.)
-    codes = b"".join(b"P" if p.pointer else b"G" if EXEC_TYPES.intersection(p.ctype.split())
+    codes = b"".join(b"P" if p.pointer else b"G" if p.graph_exec
                      else _code(p.dtype, False).encode() for p in signature)
     return codes, tuple(p.dtype if p.pointer else p.dtype.type for p in signature)
 
