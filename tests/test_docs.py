@@ -68,3 +68,29 @@ def test_the_guide_says_arrays_default_to_float32(device):
     memory = (ROOT / "docs/guide.md").read_text().split("## Memory", 1)[1].split("\n## ", 1)[0]
     assert "The dtype of `empty`, `zeros` and `pinned` is **float32**" in memory
     assert device.zeros(4).dtype == device.empty(4).dtype == device.pinned(4).dtype == np.float32
+
+
+LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")  # [text](target)
+CODE = re.compile(r"^```.*?^```$|`[^`\n]*`", flags=re.S | re.M)  # fenced blocks and inline code: not links
+DOCS = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
+
+
+def relative_links(doc: str) -> list[str]:
+    """The targets of the relative links of ``doc``, outside code, without their #anchors."""
+    text = CODE.sub("", (ROOT / doc).read_text())
+    targets = [target.split("#", 1)[0] for target in LINK.findall(text)]
+    return [target for target in targets if target and not re.match(r"^[a-z][a-z+.-]*:", target)]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_relative_links_resolve(doc):
+    """Every relative link of the README and of each doc names a file or folder that exists."""
+    missing = [target for target in relative_links(doc) if not (ROOT / doc).parent.joinpath(target).exists()]
+    assert not missing, f"{doc} links to {missing}, which do not exist"
+
+
+def test_links_are_found():
+    """The link pattern finds the links the docs are known to have, and none inside code."""
+    assert "docs/guide.md" in relative_links("README.md")
+    assert "results/" in relative_links("docs/performance.md")
+    assert LINK.findall(CODE.sub("", "`a[0](b)` and [x](y.md)")) == ["y.md"]
