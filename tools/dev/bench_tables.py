@@ -1,12 +1,14 @@
 """Render docs/performance.md's tables from the JSON that ``python -m gpugraph bench --json PATH`` writes.
 
 Each workload's table sits in the document between a line ``<!-- bench: BACKEND/WORKLOAD -->`` and a line
-``<!-- /bench -->`` (BACKEND is the run's backend, ``cuda`` or ``cpu``) and names the run it comes from; the runs
-themselves (date, device, driver or compiler, host, versions, path, the bench command and a link to the JSON)
-between ``<!-- bench: BACKEND/runs -->`` and ``<!-- /bench -->``; the targets of a backend's workloads, met or
-not, between ``<!-- bench: BACKEND/targets -->`` and ``<!-- /bench -->``.
+``<!-- /bench -->`` (BACKEND is the run's backend, ``cuda`` or ``cpu``) and names the run it comes from (by the
+folder its JSON is kept in, ``docs/results/DATE-MACHINE/``); the runs themselves (date, device, driver or
+compiler, host, versions, path, the bench command and a link to the JSON) between ``<!-- bench: BACKEND/runs -->``
+and ``<!-- /bench -->``; the targets of a backend's workloads, met or not, between
+``<!-- bench: BACKEND/targets -->`` and ``<!-- /bench -->`` (a figure with a target is shown there, not in its
+workload's table). Workloads come in the bench's order.
 
-Usage (from the repository root):
+Usage (from the repository root, with gpugraph importable: installed, or ``PYTHONPATH=src``):
     python tools/dev/bench_tables.py RUN.json [RUN.json ...]                       # print the tables
     python tools/dev/bench_tables.py RUN.json [RUN.json ...] --write docs/performance.md
 
@@ -26,6 +28,8 @@ import re
 import sys
 from typing import Any
 
+from gpugraph.bench import WORKLOADS
+
 BEGIN = re.compile(r"^<!-- bench: (\S+) -->$", re.M)
 END = "<!-- /bench -->"
 PACKAGES = {"cuda-bindings": "cuda-bindings", "cuda-core": "cuda.core", "cupy-cuda13x": "CuPy",
@@ -41,6 +45,12 @@ def number(value: float) -> str:
 
 def backend(run: dict[str, Any]) -> str:
     return str(run["machine"]["device"]).split(":")[0]
+
+
+def label(link: str) -> str:
+    """A run's name: the folder its JSON is kept in (``2026-11-24-h200-b``), else the file's name."""
+    folder, name = os.path.split(link)
+    return os.path.basename(folder) or name
 
 
 def run_line(run: dict[str, Any], link: str) -> str:
@@ -60,7 +70,7 @@ def run_line(run: dict[str, Any], link: str) -> str:
         shown.append("the compiled path" if str(m["cuda_path"]).startswith("built (") else "the pure-Python path")
     options = run.get("options", {})
     method = f"medians of {options.get('repeats', '?')} runs after {options.get('warmup', '?')} warm-up runs"
-    return (f"- [{m['date']}]({link}): {device}; {host}; {', '.join(shown)}; {method}:\n"
+    return (f"- [{label(link)}]({link}), {m['date']}: {device}; {host}; {', '.join(shown)}; {method}:\n"
             f"  `{m['command']}`")
 
 
@@ -69,7 +79,9 @@ def met(row: dict[str, Any]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    """A workload's rows: figures measured at several N as one table (rows by N), the rest one row each."""
+    """A workload's rows without a target: figures measured at several N as one table (rows by N), the rest one row
+    each."""
+    rows = [r for r in rows if r.get("met") is None]
     sized: dict[str, set[str]] = {}
     for r in rows:
         found = BY_SIZE.match(r["figure"])
@@ -95,11 +107,10 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         lines.append("")
     rest = [r for r in rows if not (BY_SIZE.match(r["figure"]) and BY_SIZE.match(r["figure"])["metric"] in metrics)]
     if rest:
-        lines += ["| figure | median | IQR (q1–q3) | unit | target | met? |", "|---|---:|---:|---|---|---|"]
+        lines += ["| figure | median | IQR (q1–q3) | unit |", "|---|---:|---:|---|"]
         for r in rest:
             spread = f"{number(r['q1'])}–{number(r['q3'])}" if r["repeats"] > 1 else ""
-            lines.append(f"| {r['figure']} | **{number(r['median'])}** | {spread} | {r['unit']} | {r['target']} "
-                         f"| {met(r)} |")
+            lines.append(f"| {r['figure']} | **{number(r['median'])}** | {spread} | {r['unit']} |")
     return lines[:-1] if lines and not lines[-1] else lines
 
 
@@ -111,7 +122,7 @@ def targets(chosen: dict[str, tuple[dict[str, Any], str]]) -> list[str]:
             if r["workload"] == workload and r.get("met") is not None:
                 unit = "×" if r["unit"] == "×" else f" {r['unit']}"
                 lines.append(f"| {workload} | {r['figure']} | {number(r['median'])}{unit} | {r['target']} | {met(r)} "
-                             f"| [{run['machine']['date']}]({link}) |")
+                             f"| [{label(link)}]({link}) |")
     return lines
 
 
@@ -132,18 +143,20 @@ def render(paths: list[str], base: str, settings: list[str]) -> dict[str, str]:
             if place.get(name) is None:
                 place[name] = value
         runs.append((run, os.path.relpath(path, base).replace(os.sep, "/")))
-    chosen: dict[str, dict[str, tuple[dict[str, Any], str]]] = {}
+    newest: dict[str, dict[str, tuple[dict[str, Any], str]]] = {}
     for run, link in sorted(runs, key=lambda pair: pair[0]["machine"]["date"]):  # (stable: ties keep their order)
         for r in run["rows"]:
-            chosen.setdefault(backend(run), {})[r["workload"]] = (run, link)
+            newest.setdefault(backend(run), {})[r["workload"]] = (run, link)
+    order = {name: index for index, name in enumerate(WORKLOADS)}
+    chosen = {name: dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+              for name, found in newest.items()}
     blocks = {}
     for name, workloads in chosen.items():
         used: dict[str, dict[str, Any]] = {}
         for workload, (run, link) in workloads.items():
             rows = [r for r in run["rows"] if r["workload"] == workload]
             used[link] = run
-            blocks[f"{name}/{workload}"] = "\n".join([f"From the run of [{run['machine']['date']}]({link}):", "",
-                                                      *table(rows)])
+            blocks[f"{name}/{workload}"] = "\n".join([f"From the run [{label(link)}]({link}):", "", *table(rows)])
         blocks[f"{name}/runs"] = "\n".join(run_line(run, link) for link, run in used.items())
         blocks[f"{name}/targets"] = "\n".join(targets(workloads))
     return blocks
