@@ -3,6 +3,8 @@ condition's value says, which kernels of the graph set on the device (cudaGraphS
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -169,6 +171,28 @@ def test_update_takes_the_bodies_of_a_graph_of_the_same_shape(device):
                                                           r"bodies, got " + ("while with 1" if kind == "while" else
                                                                              "if with 2")):
                 exe.update(other)
+
+
+def test_an_update_whose_body_has_another_node_count_names_the_body_and_its_counts(device):
+    x = device.zeros(1, np.float32)
+
+    def build(body_nodes):
+        graph = gg.Graph(device)
+        condition = graph.condition(default=1)
+        setter = graph.add_kernel(SET, 1, 1, condition, value_of(device, 0))
+        body = graph.add_if(condition, after=setter).bodies[0]
+        for _ in range(body_nodes):
+            body.add_kernel(ADD, 1, 1, x, 1.0)
+        return graph
+
+    with build(1).instantiate() as exe:
+        new = build(3)
+        node = new.nodes[1]
+        message = rf"^update refused at {re.escape(repr(node))}: topology changed \(its body 0 has 3 nodes, the " \
+                  rf"executable graph's 1\)$"
+        with pytest.raises(gg.GraphUpdateError, match=message) as info:
+            exe.update(new)
+        assert info.value.node is node and node.kind is gg.NodeKind.CONDITIONAL
 
 
 # Refusals: the same on every backend, at the call that breaks CUDA's rule.

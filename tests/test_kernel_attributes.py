@@ -4,6 +4,8 @@ their rules, and how clones, captures, executable graphs, setters and updates ca
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -225,6 +227,43 @@ def test_update_takes_attributes_but_not_a_cooperative_change_nor_a_fixed_priori
     np.testing.assert_array_equal(x.to_numpy(), np.zeros(N, np.int32))
     exe.close()
     fixed.close()
+
+
+KEEPS_COOPERATIVE = ("an executable graph's kernel node keeps whether it is cooperative (CUDA's rule); instantiate the "
+                     "new graph instead")
+KEEPS_PRIORITY = ("an executable graph instantiated with use_node_priority keeps its kernel nodes' priorities (CUDA's "
+                  "rule); instantiate the new graph instead")
+
+
+def test_a_refused_update_names_the_attribute_and_both_values(device):
+    """Both values: the executable graph's (those it was made or last updated with, even where its graph changed them
+    since) and the new graph's."""
+    g, node, _ = fill_graph(device)
+    greatest = device.priority_range[1]
+    with g.instantiate() as exe, g.instantiate(use_node_priority=True) as fixed:
+        cooperative, cooperative_node, _ = fill_graph(device, value=3)
+        cooperative.set_attributes(cooperative_node, cooperative=True)
+        message = r"^update refused at Node\(n0, kernel fill\): attributes changed \({}: {}\)$"
+        with pytest.raises(gg.GraphUpdateError, match=message.format("cooperative was False, got True",
+                                                                     re.escape(KEEPS_COOPERATIVE))) as info:
+            exe.update(cooperative)
+        assert info.value.reason == "attributes changed" and info.value.node is cooperative_node
+        prioritized, prioritized_node, y = fill_graph(device, value=5)
+        prioritized.set_attributes(prioritized_node, priority=greatest)
+        exe.update(prioritized)  # (its priorities are not fixed: taken)
+        with pytest.raises(gg.GraphUpdateError, match=message.format(f"priority was 0, got {greatest}",
+                                                                     re.escape(KEEPS_PRIORITY))):
+            fixed.update(prioritized)
+        # The graph it follows changes after the update, by set_attributes; the graph it was made from, by
+        # copy_attributes: each executable graph keeps the attributes it took.
+        prioritized.set_attributes(prioritized_node, cooperative=True)
+        g.copy_attributes(prioritized_node, node)
+        for executable, graph in ((exe, prioritized), (fixed, g)):
+            with pytest.raises(gg.GraphUpdateError, match=message.format("cooperative was False, got True",
+                                                                         re.escape(KEEPS_COOPERATIVE))):
+                executable.update(graph)
+        run(device, exe)
+    np.testing.assert_array_equal(y.to_numpy(), np.full(N, 5, np.int32))
 
 
 def test_a_kernel_captured_on_a_priority_stream_has_the_streams_priority(device):

@@ -189,7 +189,7 @@ def test_set_child_graph_with_another_topology_is_refused(device, stream):
     node = g.add_child(first)
     with g.instantiate() as exe:
         with pytest.raises(gg.GraphUpdateError, match=r"^update refused: topology changed \(the new graph has "
-                                                      r"1 nodes, the executable graph 2\)$") as info:
+                                                      r"1 node, the executable graph 2\)$") as info:
             exe.set_child_graph(node, other)
         assert info.value.reason == "topology changed"
         with pytest.raises(TypeError, match=r"^set_child_graph\(graph\): expected a Graph, got Node$"):

@@ -360,7 +360,8 @@ def _two_kernel_child(device, x, variant=None):
     return child
 
 
-# variant -> (reason, kind of the offending node of the new child graph, or None for the whole child)
+# variant -> (reason, kind of the offending node of the new child graph, or None for the whole child: the child-graph
+# node is named)
 CHILD_REFUSALS = {
     "child node count": ("topology changed", None),
     "child missing edge": ("topology changed", KIND.KERNEL),
@@ -382,7 +383,9 @@ def test_child_graph_breaking_a_rule_refuses_the_update(device, stream, variant)
             exe.update(g2)
         assert info.value.reason == reason
         if kind is None:
-            assert info.value.node is None
+            assert info.value.node is g2.nodes[0]
+            assert str(info.value) == (f"update refused at {g2.nodes[0]!r}: topology changed (its child graph has 1 "
+                                       f"node, the executable graph's 2)")
         else:  # a node of the child graph inside the new graph, not a node of the new graph itself
             node = info.value.node
             assert node.graph is not g2 and node not in g2.nodes

@@ -379,7 +379,7 @@ class GraphExec:
         if refused is None:
             self._upload_for_kernels("update")
         if refused is not None:  # explain with gpugraph's rules, which name the node of the new graph
-            check_update(self._read_layout(), GraphLayout(graph))
+            check_update(self._read_layout(), GraphLayout(graph), True, "use_node_priority" in self._flags)
             reason, handle = refused
             raise GraphUpdateError(reason, None if handle is None else graph._node(handle))
 

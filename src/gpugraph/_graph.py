@@ -50,6 +50,7 @@ from ._scalars import as_int, describe
 from ._semaphores import semaphore_record
 from ._stream import Event
 from ._topology import Topology
+from ._update import attributes_changing
 from ._user_objects import UserObject, count_of
 
 # The most bodies a SWITCH node has (add_switch), on every backend. CUDA documents no maximum (the node's size is
@@ -1266,6 +1267,7 @@ class Graph:
             self._check_launch(node, new, record, "set_attributes")
             if new != old:
                 self._begin_change()
+                attributes_changing(self, node._handle, old)
                 without_interrupts(lambda: self._backend.node_set_attributes(self._handle, node._handle, new))
                 self._end_change()
 
@@ -1287,7 +1289,9 @@ class Graph:
                                  f"({src.graph.device._sibling(source.device)} and "
                                  f"{self.device._sibling(record.device)})")
             self._check_launch(dst, attributes, record, "copy_attributes")
+            old = self._backend.node_attributes(self._handle, dst._handle)
             self._begin_change()
+            attributes_changing(self, dst._handle, old)
             without_interrupts(lambda: self._backend.node_copy_attributes(self._handle, dst._handle,
                                                                           src.graph._handle, src._handle))
             self._end_change()

@@ -11,6 +11,8 @@ in the same order). The update is refused, naming the node of the new graph and 
 * the graph holds allocation or free nodes, whose fixed addresses an update cannot move
   ("unsupported node kind");
 * a conditional node changes type or body count ("parameters changed");
+* a kernel node changes whether it is cooperative, or its priority where the executable graph was
+  instantiated with use_node_priority ("attributes changed");
 * a child graph or a conditional node's body breaks any of these rules inside it.
 
 Kernel nodes may change function, launch shape and arguments; host nodes their callable and arguments;
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ._attributes import KernelAttributes
 from ._errors import GraphUpdateError
 from ._memops import shape_of
 from ._memory import address_of
@@ -44,7 +47,7 @@ class GraphLayout:
     """What an update compares: a graph's nodes in creation order, their kinds, dependencies and parameters."""
 
     __slots__ = ("graph", "handles", "index", "numbers", "kinds", "deps", "params", "children", "bodies", "memory",
-                 "_shape")
+                 "_shape", "_attributes")
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
@@ -64,6 +67,9 @@ class GraphLayout:
         self.memory = topology.memory  # whether any node allocates or frees
         self._shape = (topology.shape(), tuple(child.shape() for _, child in sorted(self.children.items())),
                        tuple(tuple(body.shape() for body in bodies) for _, bodies in sorted(self.bodies.items())))
+        # Kernel nodes' attributes, by position, as the graph had them when the layout was taken: read when first
+        # asked (the backend keeps them), or kept by ``keep_attributes`` before the graph changes them.
+        self._attributes: dict[int, KernelAttributes] = {}
 
     def __len__(self) -> int:
         return len(self.handles)
@@ -75,6 +81,52 @@ class GraphLayout:
     def shape(self) -> tuple[Any, ...]:
         """The graph's ``graph_shape`` when the layout was taken."""
         return self._shape
+
+    def attributes(self, i: int) -> KernelAttributes:
+        """The attributes of the kernel node at position ``i`` when the layout was taken."""
+        attributes = self._attributes.get(i)
+        if attributes is None:
+            graph = self.graph
+            attributes = self._attributes[i] = graph._backend.node_attributes(graph._handle, self.handles[i])
+        return attributes
+
+    def keep_attributes(self, graph: Any, handle: Any, attributes: KernelAttributes) -> None:
+        """Kernel node ``handle`` of ``graph`` (the layout's graph, or one of its child graphs or bodies) is about
+        to take other attributes than ``attributes``: the layout keeps those, unless it has them already."""
+        if graph is self.graph:
+            i = self.index.get(handle)
+            if i is not None:
+                self._attributes.setdefault(i, attributes)
+            return
+        for inner in itertools.chain(self.children.values(), *self.bodies.values()):
+            inner.keep_attributes(graph, handle, attributes)
+
+
+def attributes_changing(graph: Any, handle: Any, attributes: KernelAttributes) -> None:
+    """Kernel node ``handle`` of ``graph`` is about to take other attributes than ``attributes``: the executable
+    graphs following the graph (or the graph it is a body of) keep these in their layout, which an update's
+    refusal is explained with (the executable graph keeps the attributes it was made or last updated with)."""
+    top = graph
+    while top._owner is not None:
+        top = top._owner
+    for exe in list(top._execs):
+        layout = exe._layout  # (read before the change began: Graph._tell_watchers)
+        if layout is not None and exe._source is top:
+            layout.keep_attributes(graph, handle, attributes)
+
+
+def attribute_refusal(old: KernelAttributes, new: KernelAttributes, node_priority: bool) -> str | None:
+    """Why a kernel node of an executable graph cannot go from attributes ``old`` to ``new`` in an update, or None:
+    it keeps whether it is cooperative, and its priority where the executable graph was instantiated with
+    use_node_priority (``node_priority``); it takes the other attributes."""
+    if old.cooperative != new.cooperative:
+        return (f"cooperative was {old.cooperative}, got {new.cooperative}: an executable graph's kernel node keeps "
+                f"whether it is cooperative (CUDA's rule); instantiate the new graph instead")
+    if node_priority and old.priority != new.priority:
+        return (f"priority was {old.priority}, got {new.priority}: an executable graph instantiated with "
+                f"use_node_priority keeps its kernel nodes' priorities (CUDA's rule); instantiate the new graph "
+                f"instead")
+    return None
 
 
 def graph_shape(graph: Any, like: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
@@ -154,11 +206,20 @@ def node_refusal(old: Any, new: Any) -> tuple[str, str] | None:
     return None
 
 
-def check_update(old: GraphLayout, new: GraphLayout) -> None:
-    """Raise GraphUpdateError naming the first node of ``new`` that breaks a rule (module docstring)."""
+def check_update(old: GraphLayout, new: GraphLayout, attributes: bool = False, node_priority: bool = False,
+                 within: tuple[Any, str] | None = None) -> None:
+    """Raise GraphUpdateError naming the first node of ``new`` that breaks a rule (module docstring).
+
+    ``attributes``: compare kernel nodes' attributes too, as an update does (``attribute_refusal``, with
+    ``node_priority``). ``within``: (the node of the new graph, and what ``new`` is of it: "its body 0") when
+    ``new`` is a child graph or a body, which a different node count names."""
     if len(old) != len(new):
-        raise GraphUpdateError("topology changed", None,
-                               f"the new graph has {len(new)} nodes, the executable graph {len(old)}")
+        count = f"{len(new)} node" + ("s" if len(new) != 1 else "")
+        if within is None:
+            raise GraphUpdateError("topology changed", None, f"the new graph has {count}, the executable graph "
+                                                             f"{len(old)}")
+        raise GraphUpdateError("topology changed", within[0], f"{within[1]} has {count}, the executable graph's "
+                                                              f"{len(old)}")
     for i, now in enumerate(new.kinds):  # (Node objects are made only to name one in an error)
         was = old.kinds[i]
         if was is not now:
@@ -175,8 +236,12 @@ def check_update(old: GraphLayout, new: GraphLayout) -> None:
         refusal = node_refusal(old.params[i], new.params[i])
         if refusal is not None:
             raise GraphUpdateError(refusal[0], new.node(i), refusal[1])
-        if now is NodeKind.GRAPH:
-            check_update(old.children[i], new.children[i])
+        if now is NodeKind.KERNEL and attributes:
+            detail = attribute_refusal(old.attributes(i), new.attributes(i), node_priority)
+            if detail is not None:
+                raise GraphUpdateError("attributes changed", new.node(i), detail)
+        elif now is NodeKind.GRAPH:
+            check_update(old.children[i], new.children[i], attributes, node_priority, (new.node(i), "its child graph"))
         elif now is NodeKind.CONDITIONAL:
-            for was_body, body in zip(old.bodies[i], new.bodies[i]):
-                check_update(was_body, body)
+            for b, (was_body, body) in enumerate(zip(old.bodies[i], new.bodies[i])):
+                check_update(was_body, body, attributes, node_priority, (new.node(i), f"its body {b}"))
