@@ -324,12 +324,12 @@ class Kernel:
         """Check ``args`` against the signature and return them as Arrays and NumPy scalars; with ``typed``,
         as graph nodes keep them (``typed_args`` of the result, in one pass).
 
-        Raises:
-            TypeError: On a wrong argument count or an argument of an unsupported type.
         An untyped Param among them takes the type of its parameter (``bind_params``) once every argument has
         been accepted; with ``bind=False`` the caller binds them once its whole call has been accepted. Either
         way a refused call leaves every Param as it was.
 
+        Raises:
+            TypeError: On a wrong argument count or an argument of an unsupported type.
         """
         converters = self._typed_converters if typed else self._converters
         if converters is None:
@@ -338,14 +338,14 @@ class Kernel:
             raise TypeError(f"{self!r} takes {len(converters)} arguments "
                             f"({', '.join(map(str, self.signature or ()))}), got {len(args)}")
         converted = tuple([c(a, device) for c, a in zip(converters, args)])
-        if _params.in_use:  # (no Param made yet: none to look for)
-            self._check_untyped_params(converted)
-            if bind:
-                self.bind_params(converted)
+        # (No Param made yet: none to look for.)
+        if _params.in_use and self._untyped_params(converted) and bind:
+            self.bind_params(converted)
         return converted
 
-    def _check_untyped_params(self, args: tuple) -> None:
-        """Refuse an untyped Param passed for two parameters of different types (it would hold both)."""
+    def _untyped_params(self, args: tuple) -> bool:
+        """Whether ``args`` hold an untyped Param; refuse one passed for two parameters of different types (it
+        would take both)."""
         signature = self.signature or ()
         first: dict[int, int] = {}  # id(Param) -> the index of the first parameter it is passed for
         for i, arg in enumerate(args):
@@ -355,6 +355,7 @@ class Kernel:
                     raise TypeError(f"{self!r} argument {i} ({signature[i]}): {arg!r} is passed for argument {j} "
                                     f"({signature[j]}) too, and a Param holds one type; pass two Params, or give "
                                     f"it one with dtype=")
+        return bool(first)
 
     def bind_params(self, args: tuple) -> None:
         """Give each untyped Param among ``args`` (as ``convert_args`` returned them) the type of the parameter it
