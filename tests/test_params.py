@@ -585,6 +585,15 @@ def test_a_refused_call_leaves_an_untyped_param_untyped(device, stream):
     body = g.add_while(g.condition(0)).bodies[0]
     with pytest.raises(gg.GraphError, match=r"is the body of a conditional node, and a Param is patched"):
         body.add_kernel(K.scale, GRID, BLOCK, x, f, N)
+    in_body = body.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    with pytest.raises(gg.GraphError, match=r"is the body of a conditional node, and a Param is patched"):
+        body.set_params(in_body, x, f, N)
+    cooperative = gg.Graph(device)
+    node = cooperative.add_kernel(K.scale, GRID, BLOCK, x, 2.0, N)
+    cooperative.set_attributes(node, cooperative=True)
+    with cooperative.instantiate() as exe:
+        with pytest.raises(ValueError, match=r"it is cooperative, so its 100000 blocks must all be resident"):
+            exe.set_params(node, x, f, N, grid=100_000, block=1024)  # the node's attributes refuse the shape
     with pytest.raises(TypeError, match=r"argument 2 \(int n\): expects a C int scalar, got str 'n'$"):
         stream.launch(K.scale, GRID, BLOCK, x, f, "n")
     with stream.capture():

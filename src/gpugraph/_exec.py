@@ -521,10 +521,12 @@ class GraphExec:
         if "device_launch" in self._flags and any(type(a) is Param for a in args):
             raise TypeError(f"set_params({node!r}): {_DEVICE_LAUNCH_PARAMS}")
         try:
-            self._set(i, kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
-                                       self._source, "set_params"), node, "set_params")
+            record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
+                                   self._source, "set_params")
+            self._set(i, record, node, "set_params")
         except AttributeRefusal as refusal:  # (the node's attributes, which the backend keeps, refuse the shape)
             raise ValueError(f"set_params({node!r}): {refusal}") from None
+        record.kernel.bind_params(record.args)
 
     @_serialized
     def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None,

@@ -1219,6 +1219,7 @@ class Graph:
                 attributes = self._backend.node_attributes(self._handle, node._handle)
                 self._check_launch(node, attributes, record, "set_params")
             self._set_record(node, record)
+            record.kernel.bind_params(record.args)
 
     # Kernel node attributes
 

@@ -19,7 +19,8 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
                   device: Any, graph: Any, what: str) -> KernelParams:
     """``old`` with what a kernel-node setter changes: new arguments (none: keep them), launch shape, shared memory
     or kernel (a new kernel checks the arguments it is given, or the current ones). ``device``: the node's Device;
-    ``graph``: the graph whose Conditions the arguments may name."""
+    ``graph``: the graph whose Conditions the arguments may name. The setter binds the untyped Params among the
+    arguments once it has set the record (``Kernel.bind_params``)."""
     kernel = old.kernel if kernel is None else kernel
     if type(kernel) is not Kernel:
         raise TypeError(f"{what}(kernel): expected a Kernel, got {type(kernel).__name__}")
@@ -30,9 +31,9 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
     shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
     if kernel is not old.kernel:
         device._load_kernel(kernel)
-        args = kernel.convert_args(args or old.args, device, typed=True)
+        args = kernel.convert_args(args or old.args, device, typed=True, bind=False)
     elif args:
-        args = kernel.convert_args(args, device, typed=True)
+        args = kernel.convert_args(args, device, typed=True, bind=False)
     else:
         args = old.args
     args = graph._condition_values(args, f"{what}({kernel!r})")  # (as Graph.add_kernel takes them)
