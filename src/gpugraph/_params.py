@@ -41,7 +41,7 @@ class Param:
     Args:
         value: The first value: a scalar (int, float, NumPy scalar) or an Array.
         dtype: The scalar's type; by default the C type of the kernel parameter the first accepted call
-            passes it to (a refused call leaves it untyped). Ignored for Arrays.
+            passes it to (``Kernel.convert_args`` says when a refused call leaves it untyped). Ignored for Arrays.
 
     Values follow the rules of kernel arguments (gpugraph._scalars): a Python or NumPy bool, integer or
     float that the dtype holds. An Array Param takes Arrays of the dtype, device and size of the first.
