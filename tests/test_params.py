@@ -8,6 +8,7 @@ checks values against NumPy; only behaviour CUDA also has is asserted.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 
@@ -599,6 +600,17 @@ def test_a_refused_call_leaves_an_untyped_param_untyped(device, stream):
     with stream.capture():
         with pytest.raises(TypeError, match=r"argument 2 \(int n\): expects a C int scalar, got str 'n'$"):
             stream.launch(K.scale, GRID, BLOCK, x, f, "n")
+    tiled = gg.Kernel("""
+    __global__ void tiled(float* x, float a, int n){
+        __shared__ float tile[8192];  // 32 KiB: with 20,000 bytes more, past a launch's 48 KiB
+        tile[threadIdx.x] = a * x[threadIdx.x];
+        __syncthreads();
+        if (threadIdx.x < n) x[threadIdx.x] = tile[n - 1 - threadIdx.x];
+    }""", "tiled")
+    for capturing in (False, True):  # refused once every argument was accepted
+        with stream.capture() if capturing else contextlib.nullcontext():
+            with pytest.raises(ValueError, match=r"__shared__ variables, which with 20000 bytes"):
+                stream.launch(tiled, 1, N, x, f, N, shared_mem=20_000)
     assert f.dtype is None and len(g) == 1  # (the while node)
     # Passed for a double parameter at last: a double it is, and the node computes with it.
     axpy64 = gg.Kernel("""

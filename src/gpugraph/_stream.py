@@ -300,11 +300,12 @@ class Stream:
         if type(shared_mem) is not int or shared_mem:
             shared_mem = check_shared_mem(shared_mem)
         device = self.device
+        # Untyped Params take their parameters' types only once the launch is made: a refused one changes none.
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
-            args = kernel.convert_args(args, device, typed=True)
-            args = capture.graph._condition_values(args, f"launch({kernel!r})")  # (as a kernel node takes them)
+            converted = kernel.convert_args(args, device, typed=True, bind=False)
+            args = capture.graph._condition_values(converted, f"launch({kernel!r})")  # (as a kernel node takes them)
         else:
-            args = kernel.convert_args(args, device)
+            args = converted = kernel.convert_args(args, device, bind=False)
             if _params.in_use:
                 args = tuple([resolve(a) for a in args])
         function = kernel._functions.get(device) or device._load_kernel(kernel)
@@ -312,6 +313,8 @@ class Stream:
             device._check_shared(kernel, shared_mem)
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
                                     None if capture is None else capture._handle)
+        if _params.in_use:
+            kernel.bind_params(converted)
 
     def memcpy(self, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None, dst_origin: Any = None,
                src_origin: Any = None) -> None:
