@@ -27,7 +27,7 @@ class Condition:
         self.default = default
         self.reset = reset
         self._handle = handle  # the backend's
-        self._value = value  # what kernels are passed for it (CUDA's handle; the CPU backend's value address)
+        self._value = value  # what kernels are passed for it: the backend's handle (CUDA's, or the CPU backend's)
         self._node: Any = None  # the conditional node that reads it, once given to one
 
     def __repr__(self) -> str:

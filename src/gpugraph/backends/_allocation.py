@@ -14,7 +14,8 @@ class Allocation:
     use. ``owner`` says what the memory is, for error messages. ``buffer`` and ``pool`` are the CPU backend's
     (its memory while mapped, and the pool that maps it); other backends leave them None. ``keep``: what the memory
     depends on, held as long as the record (page-locked host memory that kernels reach, ``mem_host_mapped``: its
-    NumPy array and its page-locking). ``access``: the indices
+    NumPy array and its page-locking; a CPU pool allocation's block, whose last bytes are its memory, while
+    mapped). ``access``: the indices
     of the other devices that may use a graph allocation (its node's access descriptors).
     """
 

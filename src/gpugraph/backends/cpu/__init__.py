@@ -45,7 +45,7 @@ from ._compile import load as load_compiled
 from ._executor import POOL_THREADS, CpuExec
 from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
-from ._memory import ADDRESSES, MACHINE_MEMORY, PinnedRegistry, Pool, check_mappable, typed_view
+from ._memory import ADDRESSES, MACHINE_MEMORY, PinnedRegistry, Pool, check_mappable, guarded, typed_view
 from ._ops import map_allocation, run_kernel, run_mem_ops, run_memcpy, run_memset, run_semaphores, unmap_allocation
 from ._streams import BranchPool, CpuEvent, CpuStream
 
@@ -196,7 +196,7 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("a device allocation (Device.empty, Device.zeros, Device.asarray)")
         check_mappable(nbytes, "device")
-        buffer = np.empty(max(nbytes, 1), np.uint8)
+        buffer = guarded(nbytes, "device")  # (an access past its end stops the kernel: an illegal address)
         alloc = Allocation(buffer.ctypes.data, nbytes, "device", index, buffer=buffer)
         return alloc.ptr, alloc
 
@@ -207,7 +207,7 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Device.pinned")
         check_mappable(nbytes, "page-locked host")
-        buffer = np.empty(max(nbytes, 1), np.uint8)  # never empty: each buffer has an address of its own
+        buffer = guarded(nbytes, "page-locked host")  # (never empty: each buffer has an address of its own)
         self._pinned.add(buffer)
         return buffer[:nbytes]
 
@@ -258,20 +258,21 @@ class CpuBackend:
 
     def kernel_load(self, index: int, kernel: Any) -> Any:
         if kernel.cpu is None:  # compiled from its source (raising KernelCompileError here, at the call)
-            load_compiled(kernel)
+            load_compiled(kernel, index)
         return kernel
 
     def kernel_variable(self, index: int, kernel: Any, name: str) -> Allocation | None:
-        found = load_compiled(kernel).module.variable(name)
+        found = load_compiled(kernel, index).module.variable(name)
         if found is None:
             return None
-        # (The library stays loaded while the process runs: its variable is memory like any other.)
+        # (The device's instance of the library stays loaded while the process runs: its variable is memory like any
+        # other, of this device alone.)
         address, size = found
         return Allocation(address, size, "device", index, owner=f"the module variable {name!r} of {kernel!r}",
                           buffer=_host_bytes(address, size))
 
     def kernel_static_shared(self, index: int, kernel: Any) -> int:
-        return 0 if kernel.cpu is not None else load_compiled(kernel).static_shared
+        return 0 if kernel.cpu is not None else load_compiled(kernel, index).static_shared
 
     # Streams and events
 
@@ -345,7 +346,8 @@ class CpuBackend:
                 return
             if _params.in_use:  # ended meanwhile (on another thread): run uncaptured, the Params' values now
                 args = tuple([resolve(a) for a in args])
-        stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args)))
+        stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args),
+                                   stream.index))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None,
                       box: Any = None, pins: tuple = ()) -> None:
@@ -566,7 +568,7 @@ class CpuBackend:
 
     def graph_condition(self, graph: CpuGraph, default: int, reset: bool) -> tuple[CpuCondition, int]:
         condition = CpuCondition(default, reset)
-        return condition, condition.cell.ctypes.data
+        return condition, condition.handle
 
     def graph_add_alloc(self, graph: CpuGraph, nbytes: int, deps: Sequence[CpuNode], index: int,
                         access: tuple[int, ...]) -> tuple[CpuNode, int, Any]:

@@ -36,7 +36,7 @@ from ..._kernel import SHARED_MEM_LIMIT
 from ..._memory import Array
 from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
 from . import _elf
-from ._memory import ADDRESSES, typed_view
+from ._memory import ADDRESSES, ALIGNMENT, PAGE, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
 _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
@@ -50,7 +50,8 @@ _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device
 # A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
 # CUDA's error for each way a kernel stops (the entry point's status: 1 + the header's TrapKind).
-_TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED", 4: "CUDA_ERROR_NOT_SUPPORTED"}
+_TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED", 4: "CUDA_ERROR_NOT_SUPPORTED",
+          5: "CUDA_ERROR_ILLEGAL_ADDRESS"}
 # Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
 PARALLEL_THREADS = 1 << 15
 WORKERS = os.cpu_count() or 1
@@ -148,7 +149,8 @@ def _program(kernel: Any, names: list[str]) -> str:
     """The translation unit: the header, the kernel's source (its lines numbered as the user's file), and one
     entry point per kernel name: ``gg_run_<i>`` runs a range of blocks, ``gg_codes_<i>`` gives its parameters'
     type codes, ``gg_address_<i>`` its address (for its shared variables' sizes); ``gg_uses_barriers`` says
-    whether the blocks run as fibers, ``gg_stop_message`` what stopped the calling thread's last launch."""
+    whether the blocks run as fibers, ``gg_stop_message`` what stopped the calling thread's last launch and
+    ``gg_stop_address`` the illegal address it reached."""
     return (f'#include "gpugraph_cpu.h"\n#line 1 "{_file_name(kernel)}"\n{host_source(kernel.source)}\n'
             f'#line 1 {_ENTRY_FILE}\n' + _PRELUDE + "".join(_entry(i, name) for i, name in enumerate(names)))
 
@@ -157,7 +159,9 @@ _ENTRY_FILE = '"gpugraph-entry-points.cpp"'
 _PRELUDE = ('extern "C" __attribute__((visibility("default"))) int gg_uses_barriers() {\n'
             '    return ::gg::uses_barriers();\n}\n'
             'extern "C" __attribute__((visibility("default"))) const char* gg_stop_message() {\n'
-            '    return ::gg::last_stop.c_str();\n}\n')
+            '    return ::gg::last_stop.c_str();\n}\n'
+            'extern "C" __attribute__((visibility("default"))) uintptr_t gg_stop_address() {\n'
+            '    return ::gg::last_stop_address;\n}\n')
 
 
 def _entry(i: int, name: str) -> str:
@@ -293,9 +297,9 @@ def _fresh(library: Path) -> bool:
 
 
 class HostModule:
-    """One compiled source: its library and the kernels it holds, by name."""
+    """One compiled source: its library, loaded for one CPU device, and the kernels it holds, by name."""
 
-    def __init__(self, kernel: Any, names: list[str]) -> None:
+    def __init__(self, kernel: Any, names: list[str], device: int = 0) -> None:
         found = compiler()
         if found is None:
             chosen = os.environ.get("CXX")
@@ -312,16 +316,16 @@ class HostModule:
         key = hashlib.sha256("\0".join([program, version, *command[1:], _header_digest()]).encode()).hexdigest()
         library = cache_folder() / f"{key[:32]}.so"
         if _fresh(library):
-            self._load(library)
+            self._load(library, device)
         else:
             try:
                 _build(kernel, program, command, library)
-                self._load(library)
+                self._load(library, device)
             except OSError:  # (an unwritable or read-only cache: a temporary folder, removed once loaded)
                 with tempfile.TemporaryDirectory(prefix="gpugraph-") as folder:
                     library = Path(folder) / library.name
                     _build(kernel, program, command, library)
-                    self._load(library)
+                    self._load(library, device)
         self.names = names
         # Each kernel's static shared memory. One past CUDA's limit refuses the whole source, as CUDA's compiler
         # does (it compiles every kernel of a module): no kernel of it may run here either.
@@ -333,8 +337,22 @@ class HostModule:
         self.fibers = bool(self.library.gg_uses_barriers())  # (the blocks of its kernels run as fibers)
         self.stop_message = self.library.gg_stop_message
         self.stop_message.restype = ctypes.c_char_p
+        self.stop_address = self.library.gg_stop_address
+        self.stop_address.restype = ctypes.c_size_t
 
-    def _load(self, library: Path) -> None:
+    def _load(self, library: Path, device: int) -> None:
+        """Load ``library`` for CPU device ``device``: device 0 the file itself, any other a copy of it, made in a
+        temporary folder removed once loaded. (The dynamic loader loads a file once per process, and each device
+        has its own instance of the module's variables, as each GPU loads a module of its own.)"""
+        if device:
+            with tempfile.TemporaryDirectory(prefix="gpugraph-") as folder:
+                copy = Path(folder) / f"{library.stem}-device{device}.so"
+                shutil.copyfile(library, copy)
+                self._load_file(copy)
+        else:
+            self._load_file(library)
+
+    def _load_file(self, library: Path) -> None:
         """Load ``library`` and read its symbol table (for the sizes of shared variables), from where the load
         placed it: ``_base`` is added to a symbol's value to give its address in this process."""
         self.library = ctypes.CDLL(str(library))
@@ -371,7 +389,8 @@ class _DeviceLaunches(ctypes.Structure):
 
     _fields_ = [("current", ctypes.c_uint64), ("count", ctypes.c_uint64),
                 ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES)), ("running", ctypes.c_void_p),
-                ("running_slots", ctypes.c_uint64)]
+                ("running_slots", ctypes.c_uint64), ("conditions", ctypes.c_void_p),
+                ("condition_count", ctypes.c_uint64)]
 
 
 _LOGS = threading.local()  # each thread's _DeviceLaunches, given to the kernels of graphs it runs
@@ -418,14 +437,17 @@ class HostKernel:
         # The parameters that take arrays of device addresses (T**), whose addresses a launch translates.
         self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
-    def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-        """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; and, for each
+    def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                                           list[tuple[int, np.ndarray]]]:
+        """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; for each
         array of device addresses that holds stream-ordered or graph allocations, (the array, the translated
-        copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back."""
+        copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back; and
+        (position, array) of each array passed, to name the one an illegal address lies past."""
         if len(args) != len(self.codes):
             raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
         out = bytearray(8 * len(args))
         translated = []
+        arrays = []
         for i, (arg, code) in enumerate(zip(args, self.codes)):
             if code == "P":
                 if type(arg) is Array:
@@ -438,6 +460,7 @@ class HostKernel:
                     if copy is not None:
                         translated.append((arg.reshape(-1), copy, copy.copy()))
                         arg = copy
+                arrays.append((i, arg))
                 out[8 * i:8 * i + 8] = arg.ctypes.data.to_bytes(8, "little")
             else:
                 want = DTYPES[code]
@@ -447,14 +470,16 @@ class HostKernel:
                                     f"got {arg!r} ({type(arg).__name__})")
                 data = value.tobytes()
                 out[8 * i:8 * i + len(data)] = data
-        return bytes(out), translated
+        return bytes(out), translated, arrays
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple,
-               current: int | None = None) -> list[tuple[int, int]]:
+               current: int | None = None, conditions: np.ndarray | None = None) -> list[tuple[int, int]]:
         """Run the kernel over the whole grid; returns when every block has run. ``current``: the number of the
-        executable graph the launch runs in (None: outside a graph); then the graphs the kernel launched, as
-        (number, mode) pairs in the order asked (cudaGraphLaunch's: 1 tail, 2 fire and forget, 3 sibling)."""
-        slots, translated = self._slots(args)
+        executable graph the launch runs in (None: outside a graph), and ``conditions`` its conditions (uint64
+        pairs of a handle and its value's address: those cudaGraphSetConditional may set); then the graphs the
+        kernel launched, as (number, mode) pairs in the order asked (cudaGraphLaunch's: 1 tail, 2 fire and forget,
+        3 sibling)."""
+        slots, translated, arrays = self._slots(args)
         log = None
         if current is not None:  # (the thread's own log: read before this thread runs anything else)
             log = getattr(_LOGS, "log", None)
@@ -462,6 +487,10 @@ class HostKernel:
                 log = _LOGS.log = _DeviceLaunches()
                 log.running, log.running_slots = RUNNING.ctypes.data, len(RUNNING)
             log.current, log.count = current, 0
+            if conditions is None or not len(conditions):
+                log.conditions, log.condition_count = None, 0
+            else:
+                log.conditions, log.condition_count = conditions.ctypes.data, len(conditions) // 2
             slots += ctypes.addressof(log).to_bytes(8, "little")
         else:
             slots += bytes(8)
@@ -470,7 +499,7 @@ class HostKernel:
         chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
         try:
             if chunks == 1 or self._module.parallel:  # (with OpenMP, the call spreads the blocks over the cores itself)
-                self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks, chunks))
+                self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks, chunks), arrays)
             else:
                 bounds = [blocks * k // chunks for k in range(chunks + 1)]
                 futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1], 1)
@@ -478,7 +507,7 @@ class HostKernel:
                 outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1], 1)]
                 outcomes += [future.result() for future in futures]
                 for outcome in outcomes:
-                    self._check(outcome)
+                    self._check(outcome, arrays)
         finally:
             for array, copy, sent in translated:
                 _carry_back(array, copy, sent)
@@ -488,21 +517,33 @@ class HostKernel:
         return [(log.entries[2 * i], log.entries[2 * i + 1]) for i in range(asked)]
 
     def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int,
-                    workers: int) -> tuple[int, bytes]:
-        """Run blocks [begin, end); the status, and the message of a trap that stopped them (read on this thread,
-        which the library keeps it for)."""
+                    workers: int) -> tuple[int, bytes, int]:
+        """Run blocks [begin, end); the status, and the message and the illegal address (0: none) of a trap that
+        stopped them (read on this thread, which the library keeps them for)."""
         status = self._run(dims, shared_mem, slots, begin, end, workers)
-        return status, (self._module.stop_message() if status else b"")
+        if not status:
+            return status, b"", 0
+        return status, self._module.stop_message(), self._module.stop_address()
 
-    def _check(self, outcome: tuple[int, bytes]) -> None:
-        """Raise what stopped the kernel: CUDA's error for it (a failed assert, or a trap's launch failure)."""
-        status, message = outcome
+    def _check(self, outcome: tuple[int, bytes, int], arrays: list[tuple[int, np.ndarray]]) -> None:
+        """Raise what stopped the kernel: CUDA's error for it (a failed assert, a trap's launch failure, an illegal
+        address, which is named as past the end of one of the ``arrays`` passed where it lies in the page that
+        follows it)."""
+        status, message, address = outcome
         if status == 0:
             return
         code = _TRAPS.get(status)
-        if code is None:  # (the entry points return 0, 2, 3 or 4: any other status is a bug in gpugraph's header)
+        if code is None:  # (the entry points return 0, 2, 3, 4 or 5: any other status is a bug in gpugraph's header)
             raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
-        raise BackendError("cpu", f"{self.kernel!r}", code, f"the kernel stopped: {message.decode(errors='replace')}")
+        detail = f"the kernel stopped: {message.decode(errors='replace')}"
+        for i, array in arrays if address else ():
+            end = array.ctypes.data + array.nbytes
+            if end <= address < end + ALIGNMENT + PAGE:  # (the allocation's last bytes, then its guard page)
+                param = self.kernel.signature[i] if self.kernel.signature else f"parameter {i}"
+                detail += (f", {address - end} bytes past the end of argument {i} ({param}: {array.size} "
+                           f"{array.dtype})")
+                break
+        raise BackendError("cpu", f"{self.kernel!r}", code, detail)
 
 
 def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
@@ -516,8 +557,9 @@ def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _lock = threading.Lock()
-_modules: dict[tuple[str, tuple[str, ...], str], HostModule] = {}  # by (source, options, template instance)
-_loaded: weakref.WeakKeyDictionary[Any, HostKernel] = weakref.WeakKeyDictionary()  # by Kernel
+# By (source, options, template instance) and CPU device.
+_modules: dict[tuple[tuple[str, tuple[str, ...], str], int], HostModule] = {}
+_loaded: weakref.WeakKeyDictionary[Any, dict[int, HostKernel]] = weakref.WeakKeyDictionary()  # by Kernel, by device
 
 
 def _workers() -> concurrent.futures.ThreadPoolExecutor:
@@ -529,10 +571,12 @@ def _workers() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
-def load(kernel: Any) -> HostKernel:
-    """``kernel`` compiled for the host: once per Kernel; its source once per process for its options and
-    template instance, and once per machine with the disk cache."""
-    loaded = _loaded.get(kernel)
+def load(kernel: Any, device: int = 0) -> HostKernel:
+    """``kernel`` compiled for the host and loaded for CPU device ``device``: once per Kernel and device; its source
+    compiled once per process for its options and template instance, and once per machine with the disk cache;
+    its library loaded once per device (device 0's first: it compiles, and the others load copies of its library)."""
+    by_device = _loaded.get(kernel)
+    loaded = None if by_device is None else by_device.get(device)
     if loaded is not None:
         return loaded
     if not kernel.from_source:
@@ -544,14 +588,23 @@ def load(kernel: Any) -> HostKernel:
         names = [*names, kernel.name]
     key = (kernel.source, kernel.options, kernel.name if "<" in kernel.name else "")
     with _lock:
-        module = _modules.get(key)
+        module = _modules.get((key, 0))
     if module is None or kernel.name not in module.names:
         module = _module(kernel, names)  # (a failure leaves the source's module as it was)
         with _lock:
-            _modules[key] = module
+            _modules[key, 0] = module
+    if device:
+        with _lock:
+            own = _modules.get((key, device))
+        if own is None or own.names != module.names:  # (device 0's took a new name: load its library)
+            own = HostModule(kernel, module.names, device)
+            with _lock:
+                _modules[key, device] = own
+        module = own
     if module.refusal is not None:
         raise KernelCompileError(kernel.name, module.refusal)
-    loaded = _loaded[kernel] = HostKernel(module, kernel)
+    loaded = HostKernel(module, kernel)
+    _loaded.setdefault(kernel, {})[device] = loaded
     return loaded
 
 

@@ -107,22 +107,25 @@ class _Plan:
     of one executable graph never overlap, so one slot per node suffices.
     """
 
-    __slots__ = ("chains", "steps", "roots", "where", "records", "waits", "resets")
+    __slots__ = ("chains", "steps", "roots", "where", "records", "waits", "resets", "conditions")
 
     def __init__(self, chains: list[_Chain], steps: list[list[Step]], where: dict[CpuNode, tuple[int, int]],
-                 records: list[tuple[Any, list]], waits: list[tuple[Any, list]], resets: list[Any]) -> None:
+                 records: list[tuple[Any, list]], waits: list[tuple[Any, list]], conditions: list[Any]) -> None:
         self.chains = chains
         self.steps = steps
         self.roots = [c for c in chains if not c.preds]
         self.where = where  # node -> its chain's index and step position
         self.records = records  # (event, slot): every event-record node's, child graphs' included
         self.waits = waits  # (event, slot): every event-wait node's
-        self.resets = resets  # the CpuConditions (of conditional nodes, in bodies too) that each launch resets
+        self.resets = [c for c in conditions if c.reset]  # the CpuConditions that each launch resets
+        # What the header's cudaGraphSetConditional may set in a run of this plan: (handle, value's address) of
+        # every condition its conditional nodes read, in bodies too.
+        self.conditions = np.array([n for c in conditions for n in (c.handle, c.cell.ctypes.data)], np.uint64)
 
     def with_steps(self, steps: list[list[Step]]) -> _Plan:
         plan = _Plan.__new__(_Plan)
         plan.chains, plan.steps, plan.roots, plan.where = self.chains, steps, self.roots, self.where
-        plan.records, plan.waits, plan.resets = self.records, self.waits, self.resets
+        plan.records, plan.waits, plan.resets, plan.conditions = self.records, self.waits, self.resets, self.conditions
         return plan
 
 
@@ -158,6 +161,9 @@ class CpuExec:
         # the graph its kernels' cudaGetCurrentGraphExec names, and that runs the graphs they launch after it.
         self.owner = self if owner is None else owner
         self.launched: list[tuple[CpuExec, int]] = []  # tail and sibling launches of its kernels, with their modes
+        # The conditions of the plan it runs now (_Plan.conditions), which its kernels, its bodies' and its child
+        # graphs' may set: set by each run (one at a time).
+        self.conditions: np.ndarray | None = None
         # Held by each run, host-launched or launched from a kernel: one instance runs at a time, as on CUDA (a
         # host launch is also ordered after the previous one: last_done; a kernel's launch is not).
         self.running = threading.Lock()
@@ -213,7 +219,7 @@ class CpuExec:
         for chain in chains:
             for pred in chain.preds:
                 pred.successors.append(chain)
-        return _Plan(chains, steps, where, records, waits, _resets(order))
+        return _Plan(chains, steps, where, records, waits, _conditions(order))
 
     def _compile(self, p: Any, alloc: Any, records: list[tuple[Any, list]],
                  waits: list[tuple[Any, list]]) -> Step | None:
@@ -380,7 +386,7 @@ def _run_once(graph: CpuExec, plan: _Plan) -> list[CpuExec]:
                 slot = int(free[0])
                 RUNNING[slot] = graph.id
         try:
-            graph.launched = []
+            graph.launched, graph.conditions = [], plan.conditions
             graph.run(plan)
             launched = graph.launched
             for sibling, mode in launched:
@@ -392,11 +398,13 @@ def _run_once(graph: CpuExec, plan: _Plan) -> list[CpuExec]:
     return [tail for tail, mode in launched if mode == _TAIL]
 
 
-def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, owner: CpuExec) -> None:
-    """Run a compiled kernel of a graph, which may launch graphs (cudaGraphLaunch): a fire-and-forget launch runs
-    now, when the kernel has run (the launching graph completes after it, as on CUDA); a tail or sibling launch
-    is kept for ``owner`` to run after the graph."""
-    for number, mode in load_compiled(kernel).launch(launch.grid, launch.block, launch.shared_mem, args, owner.id):
+def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, device: int, owner: CpuExec) -> None:
+    """Run a compiled kernel of a graph on CPU device ``device``: it may set the conditions of the graph ``owner``
+    runs, and launch graphs (cudaGraphLaunch): a fire-and-forget launch runs now, when the kernel has run (the
+    launching graph completes after it, as on CUDA); a tail or sibling launch is kept for ``owner`` to run after
+    the graph."""
+    for number, mode in load_compiled(kernel, device).launch(launch.grid, launch.block, launch.shared_mem, args,
+                                                             owner.id, owner.conditions):
         graph = _LAUNCHABLE.get(number)
         if graph is None:
             raise BackendError("cpu", "cudaGraphLaunch", "CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -624,8 +632,8 @@ def _kernel_step(p: KernelParams, alloc: Any, exec_: CpuExec, records: Records, 
     args = tuple(static_arg(a) for a in kernel.typed_args(tuple(resolve(a) for a in p.args)))
     launch = LaunchConfig(p.grid, p.block, p.shared_mem)
     if kernel.cpu is None:  # (its compiled source may launch graphs: it is given the launch log of a graph's kernels)
-        return _run_kernel_in_graph, (kernel, launch, args, exec_.owner)
-    return run_kernel, (kernel, launch, args)
+        return _run_kernel_in_graph, (kernel, launch, args, p.device, exec_.owner)
+    return run_kernel, (kernel, launch, args, p.device)
 
 
 def _child_step(p: ChildGraphParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
@@ -635,16 +643,15 @@ def _child_step(p: ChildGraphParams, alloc: Any, exec_: CpuExec, records: Record
     return child.run, ()
 
 
-def _resets(nodes: list[CpuNode]) -> list[Any]:
-    """The conditions with ``reset`` that conditional nodes among ``nodes``, or in their bodies, read."""
+def _conditions(nodes: list[CpuNode]) -> list[Any]:
+    """The conditions (CpuConditions) that conditional nodes among ``nodes``, or in their bodies, read."""
     found = []
     for node in nodes:
         p = node.params
         if isinstance(p, ConditionalParams):
-            if p.condition._handle.reset:
-                found.append(p.condition._handle)
+            found.append(p.condition._handle)
             for body in p.bodies:
-                found.extend(_resets(body.nodes))
+                found.extend(_conditions(body.nodes))
     return found
 
 

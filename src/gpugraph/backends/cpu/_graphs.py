@@ -16,17 +16,22 @@ from ..._nodes import AllocParams, ChildGraphParams, ConditionalParams, FreePara
 from ..._update import node_refusal
 from ._memory import span
 
+# Condition handles: unique in the process, so that a stale one names no live condition; never 0.
+_condition_handles = itertools.count(1)
+
 
 class CpuCondition:
-    """A condition's value (``cell[0]``), which kernels set through its address (gpugraph_cpu.h's
-    cudaGraphSetConditional), and the value it takes at each launch when ``reset``."""
+    """A condition's value (``cell[0]``), which kernels set through its ``handle`` (gpugraph_cpu.h's
+    cudaGraphSetConditional, which finds the handle among the conditions of the graph it runs in), and the value it
+    takes at each launch when ``reset``."""
 
-    __slots__ = ("cell", "default", "reset")
+    __slots__ = ("cell", "default", "reset", "handle")
 
     def __init__(self, default: int, reset: bool) -> None:
         self.cell = np.array([default], dtype=np.uint32)
         self.default = default
         self.reset = reset
+        self.handle = next(_condition_handles)
 
 
 def copied(params: Any) -> Any:

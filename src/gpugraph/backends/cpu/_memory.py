@@ -1,9 +1,11 @@
 """CPU device memory: real host buffers for plain allocations, and mapped-on-use memory for
-stream-ordered and graph allocations, so that a use outside an allocation's lifetime is caught."""
+stream-ordered and graph allocations, so that a use outside an allocation's lifetime is caught. Every buffer
+ends where an inaccessible page begins, so that a kernel's access past its end faults, as a GPU's does."""
 
 from __future__ import annotations
 
 import bisect
+import ctypes
 import mmap
 import os
 import threading
@@ -21,11 +23,38 @@ from .._allocation import Allocation
 # mapped to the address only while the allocation is live in stream or graph order.
 VIRTUAL_BASE = 1 << 52
 ALIGNMENT = 256
+PAGE = mmap.PAGESIZE
 
 
 def span(nbytes: int) -> int:
     """The bytes of address range an allocation of ``nbytes`` takes."""
     return max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_mprotect = _libc.mprotect
+_mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_mprotect.restype = ctypes.c_int
+
+
+def guarded(nbytes: int, kind: str) -> np.ndarray:
+    """``span(nbytes)`` bytes of new zeroed memory, a uint8 array whose end is where an inaccessible page begins (its
+    start aligned to ALIGNMENT): a kernel's access past the end faults, and the kernel's library turns the fault into
+    CUDA's illegal-address error (include/gpugraph_cpu.h). A mapping of its own, freed when nothing views it; the
+    page after it takes address space, not memory (at most about vm.max_map_count / 2 such buffers live at once)."""
+    size = span(nbytes)
+    pages = -(-size // PAGE) * PAGE
+    try:
+        memory = mmap.mmap(-1, pages + PAGE, flags=mmap.MAP_PRIVATE)  # (anonymous: no file)
+    except OSError as exc:
+        raise MemoryError(f"cpu: out of memory: cannot map {nbytes} bytes of {kind} memory ({exc.strerror}; the "
+                          f"CPU backend maps each allocation apart, followed by an inaccessible page)") from None
+    buffer = np.frombuffer(memory, np.uint8, count=size, offset=pages - size)
+    if _mprotect(buffer.ctypes.data + size, PAGE, 0) != 0:  # (PROT_NONE)
+        reason = os.strerror(ctypes.get_errno())
+        raise MemoryError(f"cpu: out of memory: cannot protect the page after {nbytes} bytes of {kind} memory "
+                          f"({reason}; the system's limit on a process's mappings, vm.max_map_count, may be reached)")
+    return buffer
 
 
 class AddressSpace:
@@ -134,11 +163,6 @@ class PinnedRegistry:
             return any(start <= ptr and ptr + nbytes <= end for start, end in self._ranges.items())
 
 
-# Pool blocks of at least this size are mapped with mmap, so that releasing one gives its memory back to
-# the OS at once (the C heap may keep a freed malloc block); smaller ones come from NumPy.
-_MMAP_MIN = 64 << 10
-
-
 def block_size(nbytes: int) -> int:
     """The size of the pool block an allocation of ``nbytes`` takes: rounded up to one of four sizes per power
     of two (at most a quarter more), so that an allocation reuses blocks freed by allocations of nearby sizes."""
@@ -146,15 +170,6 @@ def block_size(nbytes: int) -> int:
         return ALIGNMENT
     step = 1 << max((nbytes - 1).bit_length() - 3, 8)
     return -(-nbytes // step) * step
-
-
-def _new_block(size: int) -> np.ndarray:
-    if size < _MMAP_MIN:
-        return np.empty(size, np.uint8)
-    try:
-        return np.frombuffer(mmap.mmap(-1, size), np.uint8)
-    except OSError as exc:
-        raise MemoryError(f"cpu: cannot map {size} bytes of pool memory ({exc.strerror})") from None
 
 
 def _machine_memory() -> int | None:
@@ -178,7 +193,10 @@ def check_mappable(nbytes: int, kind: str) -> None:
 class Pool:
     """A memory pool that keeps freed blocks for reuse (the device's graph pool or its async pool).
 
-    Its figures follow what CUDA reports for graph memory (cudaDeviceGetGraphMemAttribute): memory stays
+    A block is a guarded buffer (``guarded``: a mapping of its own, so releasing it gives its memory back to the OS
+    at once); an allocation's memory is the block's last ``span(nbytes)`` bytes, so that the inaccessible page after
+    the block is right after the allocation too. Its figures follow what CUDA reports for graph memory
+    (cudaDeviceGetGraphMemAttribute): memory stays
     counted as used once a graph allocation has held it, freed or not, until ``trim`` returns it.
     ``release_threshold`` is CUDA's cudaMemPoolAttrReleaseThreshold: at each synchronize (``release``) the
     pool gives back unused blocks while it holds more than that many bytes; None never (the graph pool,
@@ -192,30 +210,32 @@ class Pool:
         self.used = self.reserved = self.used_high = self.reserved_high = 0
 
     def map(self, alloc: Allocation) -> None:
-        """Give ``alloc`` memory, reusing a freed block of its block size when there is one."""
+        """Give ``alloc`` memory, reusing a freed block of its block size when there is one (kept as the
+        allocation's ``keep``, its memory's owner, until unmapped)."""
         size = block_size(alloc.nbytes)
+        block = None
         with self._lock:
             blocks = self._free.get(size)
             if blocks:
-                alloc.buffer = blocks.pop()
-                return
-        buffer = _new_block(size)  # outside the lock: an mmap takes a system call
-        with self._lock:
-            self.reserved += size
-            self.used += size
-            self.reserved_high = max(self.reserved_high, self.reserved)
-            self.used_high = max(self.used_high, self.used)
-        alloc.buffer = buffer
+                block = blocks.pop()
+        if block is None:  # (mapped outside the lock: a mapping takes system calls)
+            block = guarded(size, f"{alloc.origin}-ordered" if alloc.origin == "stream" else alloc.origin)
+            with self._lock:
+                self.reserved += size
+                self.used += size
+                self.reserved_high = max(self.reserved_high, self.reserved)
+                self.used_high = max(self.used_high, self.used)
+        alloc.keep, alloc.buffer = block, block[size - span(alloc.nbytes):]
 
     def unmap(self, alloc: Allocation) -> None:
         """Return ``alloc``'s memory to the pool."""
-        buffer = alloc.buffer
-        if buffer is None:
+        block = alloc.keep
+        if alloc.buffer is None or block is None:
             raise GpuGraphError(f"free of {alloc.owner} at {alloc.ptr:#x}: "
                                 f"the memory is not allocated at this point (double free?)")
-        alloc.buffer = None
+        alloc.buffer = alloc.keep = None
         with self._lock:
-            self._free.setdefault(buffer.size, []).append(buffer)
+            self._free.setdefault(block.size, []).append(block)
 
     def trim(self, keep: int = 0) -> None:
         """Release blocks no allocation holds, largest first, while the pool holds more than ``keep`` bytes.

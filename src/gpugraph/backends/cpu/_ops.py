@@ -22,10 +22,11 @@ from ._memory import Pool, byte_view, typed_view
 _WIDTH_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
-def run_kernel(kernel: Any, launch: Any, args: tuple) -> None:
-    """Run ``kernel`` over ``launch``'s grid: its Python implementation if it has one, else its compiled source."""
+def run_kernel(kernel: Any, launch: Any, args: tuple, device: int) -> None:
+    """Run ``kernel`` over ``launch``'s grid on CPU device ``device``: its Python implementation if it has one, else
+    its compiled source (the device's instance of its module)."""
     if kernel.cpu is None:
-        load_compiled(kernel).launch(launch.grid, launch.block, launch.shared_mem, args)
+        load_compiled(kernel, device).launch(launch.grid, launch.block, launch.shared_mem, args)
     else:
         kernel.cpu(launch, *[typed_view(a) if type(a) is Array else a for a in args])
 

@@ -158,41 +158,64 @@ namespace gg {
 
 // A kernel that calls __trap() or fails an assert stops: the exception unwinds to the launch's entry point,
 // which stops its blocks and returns the message for gpugraph to raise when the stream is synchronized (CUDA
-// reports the kernel's failure there too).
-enum TrapKind { kAssert = 1, kTrap = 2, kNotSupported = 3 };  // (the entry point returns 1 + the kind)
+// reports the kernel's failure there too). An illegal address carries the address, for gpugraph to name the
+// Array it lies past.
+// (The entry point returns 1 + the kind.)
+enum TrapKind { kAssert = 1, kTrap = 2, kNotSupported = 3, kIllegalAddress = 4 };
 struct Trap {
     TrapKind kind;
     std::string message;
+    uintptr_t address;
 };
-[[noreturn]] inline void trap(TrapKind kind, const std::string& what) {
+[[noreturn]] inline void trap(TrapKind kind, const std::string& what, uintptr_t address = 0) {
     char where[160];
     snprintf(where, sizeof where, "block (%u, %u, %u), thread (%u, %u, %u): ", blockIdx.x, blockIdx.y, blockIdx.z,
              threadIdx.x, threadIdx.y, threadIdx.z);
-    throw Trap{kind, where + what};
+    throw Trap{kind, where + what, address};
 }
 
-// An integer division by zero (or INT_MIN / -1) gives an unspecified value on a GPU; on the CPU the instruction
-// faults. While this library runs a kernel on a thread, the fault is a trap that stops the kernel (the library is
-// built with -fnon-call-exceptions, so it can be thrown from the signal's handler); otherwise the handler that was
-// there before is called. SA_NODEFER: a handler left by an exception would leave SIGFPE blocked.
+// Faults. An integer division by zero (or INT_MIN / -1) gives an unspecified value on a GPU; on the CPU the
+// instruction faults (SIGFPE). An access to memory the kernel was not given (past an Array's end, where gpugraph
+// maps an inaccessible page after each allocation, or through a null or stale pointer) is an illegal address on
+// a GPU; on the CPU it faults (SIGSEGV, or SIGBUS). While this library runs a kernel on a thread, the fault is a
+// trap that stops the kernel (the library is built with -fnon-call-exceptions, so it can be thrown from the
+// signal's handler); otherwise the handler that was there before is called, and the process fares as it would
+// have without gpugraph. SA_NODEFER: a handler left by an exception would leave the signal blocked.
 static thread_local bool running_kernel = false;
-static struct sigaction previous_sigfpe;
-static void on_sigfpe(int signal, siginfo_t* info, void* context) {
-    if (running_kernel) trap(kTrap, "integer division by zero or overflow (a GPU gives an unspecified value)");
-    if (previous_sigfpe.sa_flags & SA_SIGINFO) {
-        if (previous_sigfpe.sa_sigaction != nullptr) previous_sigfpe.sa_sigaction(signal, info, context);
-    } else if (previous_sigfpe.sa_handler != SIG_IGN && previous_sigfpe.sa_handler != SIG_DFL) {
-        previous_sigfpe.sa_handler(signal);
+constexpr int kFaults[] = {SIGFPE, SIGSEGV, SIGBUS};
+static struct sigaction previous_actions[3];
+static void on_fault(int signal, siginfo_t* info, void* context) {
+    if (running_kernel && info->si_code > 0) {  // (a fault: si_code <= 0 is a signal sent, as by kill)
+        if (signal == SIGFPE) trap(kTrap, "integer division by zero or overflow (a GPU gives an unspecified value)");
+        const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+        const char* access = "an access to";
+#if defined(__x86_64__) && defined(__linux__)
+        // (the page fault's error code: bit 1 is set for a write)
+        access = static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & 2 ? "a write to" : "a read of";
+#endif
+        char what[96];
+        snprintf(what, sizeof what, "illegal address: %s 0x%lx", access, static_cast<unsigned long>(address));
+        trap(kIllegalAddress, what, address);
+    }
+    int k = 0;
+    while (kFaults[k] != signal) ++k;
+    struct sigaction& previous = previous_actions[k];
+    if (previous.sa_flags & SA_SIGINFO) {
+        if (previous.sa_sigaction != nullptr) previous.sa_sigaction(signal, info, context);
+    } else if (previous.sa_handler != SIG_IGN && previous.sa_handler != SIG_DFL) {
+        previous.sa_handler(signal);
     } else {
-        sigaction(SIGFPE, &previous_sigfpe, nullptr);  // (the instruction faults again, with the default action)
+        sigaction(signal, &previous, nullptr);  // (the instruction faults again, with the default action)
     }
 }
-[[maybe_unused]] static const bool sigfpe_handled = [] {
+[[maybe_unused]] static const bool faults_handled = [] {
     struct sigaction action = {};
-    action.sa_sigaction = on_sigfpe;
+    action.sa_sigaction = on_fault;
     action.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigemptyset(&action.sa_mask);
-    return sigaction(SIGFPE, &action, &previous_sigfpe) == 0;
+    bool handled = true;
+    for (int k = 0; k < 3; ++k) handled = sigaction(kFaults[k], &action, &previous_actions[k]) == 0 && handled;
+    return handled;
 }();
 
 // Dynamic shared memory: the launch's shared_mem bytes, one buffer per worker thread.
@@ -425,6 +448,8 @@ struct DeviceLaunches {
     unsigned long long entries[2 * kDeviceLaunches];  // (graph, mode) pairs, in the order asked
     const volatile unsigned long long* running;  // the executable graphs running now (0: a free slot)
     unsigned long long running_slots;
+    const unsigned long long* conditions;  // the running graph's conditions: (handle, value's address) pairs
+    unsigned long long condition_count;
 };
 inline bool is_running(const DeviceLaunches* log, unsigned long long graph) {
     for (unsigned long long k = 0; k < log->running_slots; ++k)
@@ -644,13 +669,27 @@ inline float atomicExch(float* a, float v) {
 }
 #undef GG_ATOMIC_REAL
 
-// Conditional nodes: a handle is what gpugraph passes for a gg.Condition, the address of the value the
-// executable graph's conditional node reads (one per condition: CUDA lets one executable graph of a graph
-// with conditional nodes live at a time). extern "C", as the CUDA runtime declares it, so that a source that
-// declares it itself (for NVRTC, which has no CUDA header) compiles here too.
+// Conditional nodes: a handle is what gpugraph passes for a gg.Condition, a number that names it. A launch of a
+// graph gives its kernels the graph's conditions in its log (DeviceLaunches::conditions: pairs of a handle and
+// the address of the value the conditional node reads), and cudaGraphSetConditional sets one of those alone: a
+// handle of no condition of the running graph (a stale one, another graph's, any number), or a call outside a
+// graph, stops the kernel with an illegal address instead of writing anywhere. extern "C", as the CUDA runtime
+// declares it, so that a source that declares it itself (for NVRTC, which has no CUDA header) compiles here too.
 typedef unsigned long long cudaGraphConditionalHandle;
 extern "C" inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value) {
-    __atomic_store_n(reinterpret_cast<unsigned int*>(handle), value, __ATOMIC_RELAXED);
+    const gg::DeviceLaunches* log = gg::device_launches;
+    for (unsigned long long k = 0; log != nullptr && k < log->condition_count; ++k)
+        if (log->conditions[2 * k] == handle) {
+            __atomic_store_n(reinterpret_cast<unsigned int*>(log->conditions[2 * k + 1]), value, __ATOMIC_RELAXED);
+            return;
+        }
+    char call[128];
+    snprintf(call, sizeof call, "illegal address: cudaGraphSetConditional(0x%llx, %u): ", handle, value);
+    gg::trap(gg::kIllegalAddress, call + std::string(log == nullptr
+                                                         ? "the kernel runs outside a graph, which has no condition to "
+                                                           "set (a kernel node of a graph sets its conditions)"
+                                                         : "the handle names no condition of the graph the kernel "
+                                                           "runs in (pass a gg.Condition of that graph)"));
 }
 
 extern "C" inline cudaError_t cudaGraphLaunch(cudaGraphExec_t graph, cudaStream_t stream) {
@@ -935,8 +974,10 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
 }
 
 namespace gg {
-// What stopped the calling thread's last launch (the library's gg_stop_message reads it).
+// What stopped the calling thread's last launch, and the illegal address it reached (0: none), which the library's
+// gg_stop_message and gg_stop_address read.
 inline thread_local std::string last_stop;
+inline thread_local uintptr_t last_stop_address = 0;
 
 // The launch's entry point for kernel F: runs blocks [begin, end), spread over `workers` threads where the module
 // is built with OpenMP (libgomp keeps one pool for the process), and returns 0, or 1 + the kind of the first trap
@@ -944,7 +985,8 @@ inline thread_local std::string last_stop;
 template <auto F>
 int enter(const unsigned* dims, unsigned shared, const char* slots, long long begin, long long end, int workers) {
     std::atomic<int> status{0};
-    std::string message;  // (written once, by the block whose trap sets the status)
+    std::string message;  // (written once, by the block whose trap sets the status, as is the address)
+    uintptr_t address = 0;
     const bool fibers = uses_barriers();
     DeviceLaunches* launches;  // (the slot after the arguments': null outside a graph)
     memcpy(&launches, slots + 8 * Signature<decltype(F)>::count, sizeof launches);
@@ -958,7 +1000,10 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
                 run<F, false>(dims, shared, slots, first, last);
         } catch (const Trap& trap) {  // (no exception may leave an OpenMP region)
             int none = 0;
-            if (status.compare_exchange_strong(none, 1 + trap.kind)) message = trap.message;
+            if (status.compare_exchange_strong(none, 1 + trap.kind)) {
+                message = trap.message;
+                address = trap.address;
+            }
         }
         running_kernel = false;
         device_launches = nullptr;
@@ -974,7 +1019,10 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
 #endif
         blocks(begin, end);
     fflush(stdout);  // (printf's output appears when the kernel has run, as a synchronize shows it on a GPU)
-    if (status.load() != 0) last_stop = message;
+    if (status.load() != 0) {
+        last_stop = message;
+        last_stop_address = address;
+    }
     return status.load();
 }
 }  // namespace gg
