@@ -529,11 +529,25 @@ def test_generator_and_async_functions_are_refused(fn, what):
         gg.captured(dynamic=("x",))(fn)
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "4"])
+@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "4", np.int64(0)])
 def test_max_graphs_must_be_a_positive_int(bad):
-    message = f"captured(max_graphs): expected an int of at least 1, got {bad!r}"
+    message = f"captured(max_graphs): expected an int of at least 1, got {type(bad).__name__} {bad!r}"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         gg.captured(lambda x: None, max_graphs=bad)
+
+
+def test_max_graphs_may_be_a_numpy_int(device):
+    @gg.captured(max_graphs=np.int64(1))
+    def scale_times(x, times):
+        for _ in range(times):
+            gg.current_stream(x.device).launch(K.scale, GRID, BLOCK, x, 2.0, N)
+
+    x = K.f32(device, X0)
+    scale_times(x, 1)
+    scale_times(x, 2)  # a graph of another shape: the first one goes
+    sync(device)
+    np.testing.assert_array_equal(x.to_numpy(), X0 * 8)
+    assert stats(scale_times)["evictions"] == 1
 
 
 def test_repr_names_the_function_even_a_partial(device):

@@ -383,8 +383,10 @@ def test_register_host_refusals(device):
     with pytest.raises(ValueError, match=r"^register_host\(array\): the array is empty \(shape \(0,\)\): there is no "
                                          r"memory to page-lock$"):
         device.register_host(np.zeros(0))
-    with pytest.raises(TypeError, match=r"^register_host\(read_only\): expected a bool, got 1$"):
+    with pytest.raises(TypeError, match=r"^register_host\(read_only\): expected a bool, got int 1$"):
         device.register_host(np.zeros(4), read_only=1)
+    with device.register_host(np.zeros(4), read_only=np.True_) as numpy_flag:  # a NumPy bool is a bool
+        assert numpy_flag.read_only is True
     registration = device.register_host(np.zeros(4))
     registration.release()
     with pytest.raises(ValueError, match=r"released already \(each registration is released once\)$"):

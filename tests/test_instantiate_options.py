@@ -37,6 +37,10 @@ def test_instantiate_options_are_checked(device):
         g.instantiate(device_launch="yes")
     with pytest.raises(ValueError, match="auto_free_on_launch and device_launch cannot be combined"):
         g.instantiate(auto_free_on_launch=True, device_launch=True)
+    with pytest.raises(ValueError, match="auto_free_on_launch and device_launch cannot be combined"):
+        g.instantiate(auto_free_on_launch=np.True_, device_launch=np.True_)
+    with g.instantiate(use_node_priority=np.True_, device_launch=np.False_) as exe:  # NumPy bools are bools
+        assert exe.flags == {"use_node_priority"}
 
 
 def test_use_node_priority_runs_a_graph_captured_on_a_high_priority_stream(device):

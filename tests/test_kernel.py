@@ -367,6 +367,9 @@ def test_launch_rejects_non_kernel(device, stream):
     ("a", 1, TypeError, "grid: expected an int or a tuple of 1 to 3 ints"),
     (1.5, 1, TypeError, "grid: expected an int or a tuple"),
     (1, (2.0, 1), TypeError, "block: expected an int or a tuple"),
+    (True, 1, TypeError, "grid: expected an int or a tuple of 1 to 3 ints, got True"),
+    (np.True_, 1, TypeError, "grid: expected an int or a tuple of 1 to 3 ints"),
+    (1, (4, True), TypeError, "block: expected an int or a tuple"),
 ])
 def test_bad_launch_shape(device, stream, grid, block, exc, match):
     x = device.zeros(4, np.float32)

@@ -345,7 +345,7 @@ def test_imports_refuse_what_the_backend_cannot_take(device):
             device.import_semaphore(gg.EmulatedSemaphore())
         with pytest.raises(ValueError, match=r"import_semaphore: the driver refuses file descriptor 1000000"):
             device.import_semaphore(1_000_000)
-    with pytest.raises(TypeError, match=r"import_semaphore: timeline must be a bool, got 1"):
+    with pytest.raises(TypeError, match=r"import_semaphore: timeline must be a bool, got int 1$"):
         device.import_semaphore(gg.EmulatedSemaphore(), timeline=1)
 
 

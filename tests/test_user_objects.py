@@ -117,6 +117,7 @@ def test_user_object_errors(device):
         device.user_object(lambda: None, "2")
     with pytest.raises(ValueError, match=r"user_object\(count\): expected a positive int, got 0"):
         device.user_object(print, count=0)
+    device.user_object(lambda: None, count=np.int64(2)).release(2)  # a NumPy int counts: 2 references to release
     with pytest.raises(gg.GraphError, match=r"UserObject.release\(2\): the caller holds 1 reference"):
         obj.release(2)
     g = gg.Graph(device)
@@ -126,11 +127,13 @@ def test_user_object_errors(device):
         g.retain_user_object("obj")
     with pytest.raises(TypeError, match=r"retain_user_object\(move\): expected a bool"):
         g.retain_user_object(obj, move=1)
+    with pytest.raises(TypeError, match=r"\(count\): expected a positive int, got bool True$"):
+        g.retain_user_object(obj, count=True)
     for call, error, got in ((obj.retain, ValueError, 0), (obj.retain, TypeError, True), (obj.release, ValueError, 0)):
         with pytest.raises(error, match=rf"^UserObject\.{call.__name__}\(count\): expected a positive int, got "
-                                        rf"{'bool' if got is True else got}$"):
+                                        rf"{'bool True' if got is True else got}$"):
             call(got)
-    with pytest.raises(TypeError, match=r"^retain_user_object\(count\): expected a positive int, got float$"):
+    with pytest.raises(TypeError, match=r"^retain_user_object\(count\): expected a positive int, got float 1\.0$"):
         g.retain_user_object(obj, count=1.0)
     with pytest.raises(ValueError, match=r"^release_user_object\(count\): expected a positive int, got -1$"):
         g.release_user_object(obj, -1)

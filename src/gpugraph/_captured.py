@@ -53,6 +53,7 @@ from ._current import current_stream, own_stream, use_stream
 from ._errors import GraphUpdateError
 from ._memory import Array
 from ._params import Param
+from ._scalars import as_int, describe
 from ._update import GraphLayout
 
 
@@ -179,11 +180,14 @@ def _thread_token() -> _ThreadToken:
     return token
 
 
-def _check_options(max_graphs: Any, mode: Any) -> None:
-    if isinstance(max_graphs, bool) or not isinstance(max_graphs, int) or max_graphs < 1:
-        raise ValueError(f"captured(max_graphs): expected an int of at least 1, got {max_graphs!r}")
+def _check_options(max_graphs: Any, mode: Any) -> int:
+    """``max_graphs`` as an int, once it and ``mode`` are checked."""
+    count = as_int(max_graphs)
+    if count is None or count < 1:
+        raise ValueError(f"captured(max_graphs): expected an int of at least 1, got {describe(max_graphs)}")
     if not isinstance(mode, str) or mode not in _capture.MODES:
         raise ValueError(f"captured(mode): expected one of {', '.join(_capture.MODES)}, got {mode!r}")
+    return count
 
 
 class CapturedFunction:
@@ -192,7 +196,7 @@ class CapturedFunction:
     def __init__(self, fn: Callable[..., Any], dynamic: tuple[str, ...], max_graphs: int, mode: str) -> None:
         if not callable(fn):
             raise TypeError(f"captured: expected a function, got {type(fn).__name__}")
-        _check_options(max_graphs, mode)
+        max_graphs = _check_options(max_graphs, mode)
         self._name = name = getattr(fn, "__qualname__", repr(fn))  # (a functools.partial has no __qualname__)
         for test, what, makes in ((inspect.isgeneratorfunction, "a generator function", "a generator"),
                                   (inspect.iscoroutinefunction, "an async function", "a coroutine"),
@@ -448,7 +452,7 @@ def captured(fn: Callable[..., Any] | None = None, *, dynamic: tuple[str, ...] |
     """
     if isinstance(dynamic, str):
         dynamic = (dynamic,)
-    _check_options(max_graphs, mode)  # at decoration, also as @gg.captured(...)
+    max_graphs = _check_options(max_graphs, mode)  # at decoration, also as @gg.captured(...)
     if fn is None:
         return lambda f: CapturedFunction(f, tuple(dynamic), max_graphs, mode)
     return CapturedFunction(fn, tuple(dynamic), max_graphs, mode)

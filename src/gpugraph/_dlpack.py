@@ -17,6 +17,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._scalars import as_bool
+from ._scalars import describe as describe_value
+
 CPU = 1  # kDLCPU: host memory (each backend names its own type: Backend.dlpack_device_type)
 _DEVICE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan", 8: "kDLMetal",
                  9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 13: "kDLCUDAManaged", 14: "kDLOneAPI"}
@@ -138,8 +141,9 @@ def export(array: Any, *, stream: Any = None, max_version: Any = None, dl_device
     versioned = _versioned(max_version, what)
     own = device_tuple(array)
     target = own if dl_device is None else _device_arg(dl_device, f"{what}(dl_device)")
-    if copy is not None and not isinstance(copy, bool):
-        raise TypeError(f"{what}(copy): expected True, False or None, got {copy!r}")
+    if copy is not None and as_bool(copy) is None:
+        raise TypeError(f"{what}(copy): expected True, False or None, got {describe_value(copy)}")
+    copy = None if copy is None else bool(copy)
     check_stream(stream, target[0], what)
     if target != own:
         if target != (CPU, 0):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._memory import Array
+from ._scalars import as_bool, describe
 from .backends._host_registry import HostRegistrationError
 
 if TYPE_CHECKING:
@@ -51,11 +52,12 @@ class HostRegistration:
             raise TypeError(f"register_host(array): expected a NumPy array, got {type(array).__name__}")
         if read_only is None:
             read_only = not array.flags.writeable
-        elif not isinstance(read_only, bool):
-            raise TypeError(f"register_host(read_only): expected a bool, got {read_only!r}")
+        elif as_bool(read_only) is None:
+            raise TypeError(f"register_host(read_only): expected a bool, got {describe(read_only)}")
         elif not read_only and not array.flags.writeable:
             raise ValueError("register_host(array): the array is read-only (its flags.writeable is False), so the "
                              "devices may only read it: register it with read_only=True (or leave read_only out)")
+        read_only = bool(read_only)
         if array.dtype.hasobject:
             raise TypeError(f"register_host(array): the array has dtype {array.dtype}, which holds Python objects; "
                             f"devices can use plain data only")

@@ -12,6 +12,7 @@ from typing import Any
 from ._errors import GraphInstantiateError
 from ._memory import Array
 from ._nodes import NodeKind
+from ._scalars import as_bool, describe
 
 # cudaGraphInstantiateFlags, by name (upload, cudaGraphInstantiateFlagUpload, is instantiate's upload= Stream).
 INSTANTIATE_FLAGS = ("auto_free_on_launch", "device_launch", "use_node_priority")
@@ -25,8 +26,9 @@ def instantiate_flags(auto_free_on_launch: Any, device_launch: Any, use_node_pri
     given = {"auto_free_on_launch": auto_free_on_launch, "device_launch": device_launch,
              "use_node_priority": use_node_priority}
     for name, value in given.items():
-        if type(value) is not bool:
-            raise TypeError(f"instantiate({name}): expected a bool, got {type(value).__name__}")
+        if as_bool(value) is None:
+            raise TypeError(f"instantiate({name}): expected a bool, got {describe(value)}")
+    given = {name: bool(value) for name, value in given.items()}
     if auto_free_on_launch and device_launch:
         raise ValueError("instantiate: auto_free_on_launch and device_launch cannot be combined (CUDA refuses it)")
     return frozenset(name for name, value in given.items() if value)

@@ -25,6 +25,7 @@ from . import _dlpack, _kernel, _stream
 from ._device import Device
 from ._errors import BackendUnavailableError
 from ._memory import Array, normalize_dtype
+from ._scalars import as_bool, describe
 from ._stream import Stream
 from .backends import BACKEND_ORDER, get_backend
 
@@ -189,8 +190,9 @@ def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | 
     if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
         raise TypeError(f"{what}: {_name(x)} does not support DLPack (it has no __dlpack__ and "
                         f"__dlpack_device__)")
-    if copy is not None and not isinstance(copy, bool):
-        raise TypeError(f"{what}(copy): expected True, False or None, got {copy!r}")
+    if copy is not None and as_bool(copy) is None:
+        raise TypeError(f"{what}(copy): expected True, False or None, got {describe(copy)}")
+    copy = None if copy is None else bool(copy)
     source = _dlpack_device(x, what)
     device = _device(_device_of_memory(x, source, what) if device is None else device, what)
     _check_same_memory(x, source, device, what)

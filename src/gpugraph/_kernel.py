@@ -3,7 +3,6 @@ Module (PTX, cubin, fatbin) or from another library's compiled function; plus an
 
 from __future__ import annotations
 
-import operator
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -17,7 +16,7 @@ from ._conditions import Condition
 from ._errors import KernelCompileError
 from ._memory import Array
 from ._params import Param
-from ._scalars import bounds, is_number, to_c
+from ._scalars import as_int, bounds, is_number, to_c
 from ._scalars import describe as _describe
 from ._signature import KernelParam, absent_kernel, parse_declared, parse_signature
 
@@ -48,11 +47,18 @@ class LaunchConfig:
     shared_mem: int = 0
 
 
+def _dim(value: Any) -> int:
+    """One dimension: an int (a NumPy one too), not a bool."""
+    dim = as_int(value)
+    if dim is None:
+        raise TypeError
+    return dim
+
+
 def _dims(value: Any, what: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
     """Normalise an int or a 1-3 tuple of ints to a 3-tuple, checking CUDA's limits."""
     try:
-        dims = (operator.index(value),) if not isinstance(value, (tuple, list)) else tuple(
-            operator.index(v) for v in value)
+        dims = (_dim(value),) if not isinstance(value, (tuple, list)) else tuple(_dim(v) for v in value)
     except TypeError:
         raise TypeError(f"{what}: expected an int or a tuple of 1 to 3 ints, got {value!r}") from None
     if not 1 <= len(dims) <= 3:

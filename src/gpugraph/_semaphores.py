@@ -9,16 +9,17 @@ import weakref
 from typing import Any
 
 from ._nodes import NodeKind, SemaphoreSignalParams, SemaphoreWaitParams
-from ._scalars import as_int
+from ._scalars import as_bool, as_int, describe
 from ._timeouts import timeout_seconds
 
 _MAX_VALUE = 2**64 - 1
 
 
 def _check_timeline(timeline: Any, what: str) -> bool:
-    if not isinstance(timeline, bool):
-        raise TypeError(f"{what}: timeline must be a bool, got {timeline!r}")
-    return timeline
+    flag = as_bool(timeline)
+    if flag is None:
+        raise TypeError(f"{what}: timeline must be a bool, got {describe(timeline)}")
+    return flag
 
 
 def check_value(value: Any, what: str) -> int:

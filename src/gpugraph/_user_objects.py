@@ -17,15 +17,17 @@ from typing import Any
 
 from ._errors import GraphError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._scalars import as_int, describe
 
 
 def count_of(count: Any, what: str) -> int:
     """``count``, checked to be a positive int (a number of references)."""
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise TypeError(f"{what}(count): expected a positive int, got {type(count).__name__}")
-    if count < 1:
-        raise ValueError(f"{what}(count): expected a positive int, got {count!r}")
-    return count
+    number = as_int(count)
+    if number is None:
+        raise TypeError(f"{what}(count): expected a positive int, got {describe(count)}")
+    if number < 1:
+        raise ValueError(f"{what}(count): expected a positive int, got {number}")
+    return number
 
 
 def _release_held(backend: Any, handle: Any, held: list[int]) -> None:
