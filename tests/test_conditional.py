@@ -238,8 +238,13 @@ def test_condition_arguments_are_checked(device):
         graph.condition(default=-1)
     with pytest.raises(TypeError, match="expected an int"):
         graph.condition(default=1.5)
-    with pytest.raises(TypeError, match="expected a bool"):
+    with pytest.raises(TypeError, match=r"^condition\(reset\): expected a bool, got int 1$"):
         graph.condition(reset=1)
+    with pytest.raises(TypeError, match=r"^add_if\(has_else\): expected a bool, got int 1$"):
+        graph.add_if(graph.condition(), has_else=1)
+    numpy_flags = graph.condition(np.int64(3), reset=np.False_)  # NumPy scalars as Python ones
+    assert (numpy_flags.default, numpy_flags.reset) == (3, False) and type(numpy_flags.reset) is bool
+    assert len(graph.add_if(numpy_flags, has_else=np.True_).bodies) == 2
     with pytest.raises(ValueError, match="positive int"):
         graph.add_switch(graph.condition(), 0)
     with pytest.raises(gg.GraphError, match="only conditional nodes have bodies"):

@@ -46,7 +46,7 @@ from ._nodes import (
 )
 from ._params import Param
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
-from ._scalars import as_int, describe
+from ._scalars import as_bool, as_int, describe
 from ._semaphores import semaphore_record
 from ._stream import Event
 from ._topology import Topology
@@ -736,8 +736,9 @@ class Graph:
             raise TypeError(f"condition(default): expected an int, got {default!r} ({type(default).__name__})")
         if not 0 <= default < 2**32:
             raise ValueError(f"condition(default): a condition's value is an unsigned 32-bit int; got {default}")
-        if type(reset) is not bool:
-            raise TypeError(f"condition(reset): expected a bool, got {reset!r} ({type(reset).__name__})")
+        if as_bool(reset) is None:
+            raise TypeError(f"condition(reset): expected a bool, got {describe(reset)}")
+        reset = bool(reset)
         if HOST_THREADS:
             refuse_in_host_function("Graph.condition")
         with self._lock:
@@ -752,8 +753,8 @@ class Graph:
 
         See also: cudaGraphAddNode with cudaGraphCondTypeIf (size 2 for an else: CUDA 12.8).
         """
-        if type(has_else) is not bool:
-            raise TypeError(f"add_if(has_else): expected a bool, got {has_else!r} ({type(has_else).__name__})")
+        if as_bool(has_else) is None:
+            raise TypeError(f"add_if(has_else): expected a bool, got {describe(has_else)}")
         return self._add_conditional("if", condition, 2 if has_else else 1, after)
 
     def add_while(self, condition: Condition, after: Any = ()) -> Node:
@@ -1400,8 +1401,9 @@ class Graph:
             raise TypeError(f"retain_user_object(obj): expected a UserObject (Device.user_object), got "
                             f"{type(obj).__name__}")
         count = count_of(count, "retain_user_object")
-        if type(move) is not bool:
-            raise TypeError(f"retain_user_object(move): expected a bool, got {move!r} ({type(move).__name__})")
+        if as_bool(move) is None:
+            raise TypeError(f"retain_user_object(move): expected a bool, got {describe(move)}")
+        move = bool(move)
         if obj._backend is not self._backend:
             raise GraphError(f"retain_user_object: {obj!r} is of another backend than {self!r}")
         if HOST_THREADS:
