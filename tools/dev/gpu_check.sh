@@ -30,9 +30,11 @@ if [ "${1:-}" != memcheck ]; then
 python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
 GPUGRAPH_COMPILED=0 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest-python-path.txt" | tail -3
-# The benchmark as docs/performance.md runs it: every workload, the process pinned to one core where there are four.
+# The benchmark as docs/performance.md runs it (its GPU workloads and RK4), pinned to one core where there are four.
 pin=(); [ "$(nproc)" -ge 4 ] && command -v taskset >/dev/null && pin=(taskset -c 3)
-"${pin[@]}" python3 -m gpugraph bench --backend cuda --repeats 7 --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" | tail -8
+"${pin[@]}" python3 -m gpugraph bench --backend cuda --workload launch --workload graphs --workload manage \
+  --workload dynamic --workload solver --workload rk4 --workload memory --repeats 7 --json "$OUT/bench.json" 2>&1 \
+  | tee "$OUT/bench.txt" | tail -8
 { python3 tools/probes/gpu_probe_update.py; python3 tools/probes/gpu_probe_rules.py; python3 tools/probes/gpu_probe_threads.py 5; } 2>&1 \
   | tee "$OUT/probes.txt"
 python3 tools/dev/profile_hot_paths.py > "$OUT/profile.txt" 2>&1; grep -E "^##|^ +[0-9.]+  " "$OUT/profile.txt"
