@@ -336,10 +336,9 @@ class CpuBackend:
         if HOST_THREADS:
             refuse_in_host_function("Stream.launch")
         if capture is not None:
-            # (A kernel captured on a stream of priority p has priority p, as CUDA's do: within the device's range,
-            # to which CUDA clamps a stream's priority.)
-            least, greatest = _LIMITS.priorities
-            priority = min(max(stream.priority, greatest), least)
+            # (A kernel captured on a stream of priority p has priority p, as CUDA's do; the stream's priority is
+            # within the device's range already, where Stream clamped it.)
+            priority = stream.priority
             attributes = KernelAttributes(priority=priority) if priority else None
             if capture.record(stream, KernelParams(function, grid, block, shared_mem, args, stream.index),
                               attributes=attributes):

@@ -13,7 +13,7 @@ import numpy as np
 from ..._attributes import DEFAULT_ATTRIBUTES
 from ..._host_threads import HOST_THREADS
 from ..._nodes import AllocParams, ChildGraphParams, ConditionalParams, FreeParams, NodeKind
-from ..._update import node_refusal
+from ..._update import attribute_refusal, node_refusal
 from ._memory import span
 
 # Condition handles: unique in the process, so that a stale one names no live condition; never 0.
@@ -220,9 +220,8 @@ def update_refusal(originals: Sequence[CpuNode], nodes: Sequence[CpuNode],
         if refusal is not None:
             return refusal[0], node
         if now.kind is NodeKind.KERNEL:
-            old, new = original.attributes, node.attributes
-            if old.cooperative != new.cooperative or (node_priority and old.priority != new.priority):
-                return "attributes changed", node
+            if attribute_refusal(original.attributes, node.attributes, node_priority) is not None:
+                return "attributes changed", node  # (the driver's words; the front end explains which)
         elif now.kind is NodeKind.GRAPH:
             inside = update_refusal(was.graph.nodes, now.graph.nodes, node_priority)
             if inside is not None:
