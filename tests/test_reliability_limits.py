@@ -111,7 +111,9 @@ def test_pool_release_threshold():
     class Alloc:
         nbytes = 0
         buffer = None
+        keep = None
         owner = ""
+        origin = "stream"
         ptr = 0
 
     def fill(pool: Pool, sizes: list[int]) -> None:
