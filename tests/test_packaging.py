@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import json
 import pathlib
 import re
+import subprocess
 import sys
 import types
 
@@ -161,20 +163,87 @@ def test_package_ships_its_annotations_and_configures_its_checkers():
     assert isinstance(lint, list) and {r.split(">")[0] for r in lint} == {"mypy", "ruff"}
 
 
-def test_the_package_imports_in_layers_with_no_circle():
+STRUCTURE_COUNTS = ROOT / "tools" / "dev" / "structure_counts.py"
+
+# The edges between modules that a plain import does not show, and the sizes, at their present numbers (the
+# tool's docstring defines each). A change that adds one fails here; a change that removes one lowers its number
+# here, so it stays removed.
+HIDDEN_EDGES = {
+    "typing_circles": 2, "typing_circles_modules": 8, "hook_circles": 2, "hook_circles_modules": 22,
+    "hooks": 7, "private_reads": 447, "cross_module_private_reads": 239,
+    "any_parameters": 886, "any_typed_parameters": 142, "any_typed_parameters_backends": 128,
+    "lane_references": 30, "in_step_notes": 3, "pyx_lines": 914,
+    "modules_over_600": 10, "functions_over_60": 2,
+}
+
+
+def structure_counts(*options: str) -> dict[str, int]:
+    result = subprocess.run([sys.executable, str(STRUCTURE_COUNTS), "--json", *options],
+                            capture_output=True, text=True, check=True)
+    counts: dict[str, int] = json.loads(result.stdout)
+    return counts
+
+
+@pytest.fixture(scope="module")
+def counts() -> dict[str, int]:
+    return structure_counts()
+
+
+def test_the_package_imports_in_layers_with_no_circle(counts):
     """Each module can be read knowing only those below it: no import circle among gpugraph's
     modules, counting imports inside functions and leaving out those for type annotations only."""
-    import subprocess
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "dev" / "structure_counts.py"), "--list"],
-                            capture_output=True, text=True, check=True)
-    circles = [line for line in result.stdout.splitlines() if line.startswith(("import circles:", "circle:"))]
-    assert circles == ["import circles:                      0 ( modules)"], circles
+    assert (counts["import_circles"], counts["import_circles_modules"]) == (0, 0), \
+        "an import circle: tools/dev/structure_counts.py --list names its modules"
 
 
-def test_the_layers_above_are_wired_into_those_below():
-    """Three lower modules reach an object of a higher layer through an attribute the higher module sets
-    when the package imports it (docs/design.md, "The modules in layers")."""
-    from gpugraph import _capture, _interop, _kernel, _stream
-    assert _capture.graph_type is gg.Graph
-    assert _stream.external_stream is _interop.external_stream
-    assert _kernel.foreign_array is _interop.kernel_argument
+def test_hidden_edges_and_sizes_only_go_down(counts):
+    """Each figure of HIDDEN_EDGES is exactly its number: above it a change added a hidden edge (or a long module
+    or function); below it the number here must be lowered, so the edge removed stays removed."""
+    grown = {name: f"{counts[name]} > {limit}" for name, limit in HIDDEN_EDGES.items() if counts[name] > limit}
+    assert not grown, f"more than before: {grown}; tools/dev/structure_counts.py --list names each"
+    lowered = {name: counts[name] for name, limit in HIDDEN_EDGES.items() if counts[name] < limit}
+    assert not lowered, f"fewer than HIDDEN_EDGES holds: lower its numbers to {lowered}"
+
+
+def test_structure_counts_finds_each_kind_of_hidden_edge(tmp_path):
+    """The tool's rules on a made-up package (--root): each figure the ratchet holds counts what it names."""
+    package = tmp_path / "src" / "gpugraph"
+    (package / "backends").mkdir(parents=True)
+    files = {
+        "__init__.py": "from . import _a, _b, _c\n",
+        "backends/__init__.py": "",
+        "backends/_protocol.py": "from typing import Any\n\n\nclass Backend:\n"
+                                 "    def kernel_load(self, kernel: Any, name: Any) -> None: ...\n",
+        "_a.py": "from __future__ import annotations\n"
+                 "from typing import TYPE_CHECKING, Any\n"
+                 "if TYPE_CHECKING:\n    from ._b import Graph\n"
+                 "made: Any = None\n\n\n"
+                 "class Capture:\n    __slots__ = ('_done', '_fast')\n\n"
+                 "    def __init__(self, graph: Graph) -> None:\n"
+                 "        self._done = False\n        self._fast = None\n\n"
+                 "    def ended(self, other: Capture) -> bool:\n        return other._done\n",
+        "_b.py": "from typing import Any\n\nfrom . import _a\nfrom ._a import Capture\n\n\n"
+                 "class Graph:\n    def __init__(self, device: Any) -> None:\n"
+                 "        self._capture = Capture(self)  # keep in step with _lanes.pyx\n\n"
+                 "    def done(self, capture: Any, count: Any) -> bool:\n"
+                 "        return capture._done and _a._helper()\n\n\n"
+                 "_a.made = Graph\n",
+        "_c.py": "from . import _a\n\n_a.other, fast = 1, None\nfast.set_types(_a.Capture)\n\n\n"
+                 "def long():\n" + "    x = 1\n" * 60,
+        "_d.py": "from . import _e\n",
+        "_e.py": "def late():\n    from . import _d\n    return _d\n",
+        "_big.py": "x = 1\n" * 601,
+        "_lanes.pyx": "a\nb\nc\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    found = structure_counts("--root", str(tmp_path))
+    assert {name: found[name] for name in [*HIDDEN_EDGES, "import_circles", "late_imports", "protocol_methods"]} == {
+        "import_circles": 1, "late_imports": 1,  # _d and _e, one of them importing inside a function
+        "typing_circles": 2, "typing_circles_modules": 4,  # and _a with _b
+        "hook_circles": 2, "hook_circles_modules": 5,  # _a reaches _b's Graph and _c's value
+        "hooks": 3, "private_reads": 3, "cross_module_private_reads": 2,  # _b reads capture._done, _a._helper
+        "any_parameters": 5, "any_typed_parameters": 2, "any_typed_parameters_backends": 1,
+        "lane_references": 1, "in_step_notes": 1, "pyx_lines": 3,
+        "modules_over_600": 1, "functions_over_60": 1, "protocol_methods": 1,
+    }
