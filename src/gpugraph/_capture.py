@@ -105,6 +105,12 @@ INSTANTIATE_RULE = ("instantiating a graph is forbidden while a 'global' capture
 _thread = threading.local()  # ``mode``: the thread's capture interaction mode, when not "global"
 
 
+def check_mode(mode: object, what: str) -> None:
+    """Refuse a capture mode (or thread interaction mode) other than those of ``MODES``, naming the call ``what``."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"{what}(mode): expected one of {', '.join(MODES)}, got {mode!r}")
+
+
 def exchange_capture_mode(mode: str) -> str:
     """Set the calling thread's capture interaction mode and return the one it replaces ("global" at first).
 
@@ -115,8 +121,7 @@ def exchange_capture_mode(mode: str) -> str:
 
     See also: cudaThreadExchangeStreamCaptureMode.
     """
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"exchange_capture_mode(mode): expected one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode, "exchange_capture_mode")
     # (Below captures; imported here, as this module imports nothing above it.)
     from ._host_threads import HOST_THREADS, refuse_in_host_function
     from .backends import available_backends, get_backend
@@ -136,6 +141,7 @@ def exchange_capture_mode(mode: str) -> str:
 def thread_capture_mode(mode: str) -> Iterator[None]:
     """The calling thread's capture interaction mode is ``mode`` for the block (``exchange_capture_mode``), then
     what it was."""
+    check_mode(mode, "thread_capture_mode")
     previous = exchange_capture_mode(mode)
     try:
         yield
@@ -234,8 +240,7 @@ class Capture:
     graph: Graph | Any
 
     def __init__(self, stream: Any, mode: str, into: Any, after: Any) -> None:
-        if mode not in MODES:
-            raise ValueError(f"capture(mode): expected one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode, "capture")
         if into is not None and not isinstance(into, graph_type):
             raise TypeError(f"capture(into): expected a Graph or None, got {type(into).__name__}")
         if into is not None and into.device is not stream.device:
@@ -244,7 +249,7 @@ class Capture:
         self.mode = mode
         self.graph = into
         self._into = into
-        self._after = graph_type._as_nodes(after)
+        self._after = graph_type._as_nodes(after, "capture")
         if self._after and into is None:
             raise ValueError("capture(after): starting dependencies need into=graph")
         self.thread = threading.get_ident()
@@ -560,8 +565,10 @@ class Capture:
                            f"which only a kernel node may take; capture a kernel launch next, or set the "
                            f"dependencies again", api=api, stream=self.stream, mode=self.mode)
 
-    def _append(self, api: str, add: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _append(self, api: str, *args: Any, **kwargs: Any) -> Any:
+        """Add a node by the graph's method ``api`` at the frontier and advance it."""
         self._check_active(api)
+        add = getattr(self.graph, api)  # (once running: before the capture begins there is no graph)
         if self._kinded and api != "add_kernel":
             self._refuse_kinded_frontier(f"Capture.{api}")
         deps = self.dependencies
@@ -611,27 +618,27 @@ class Capture:
 
     def add_kernel(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> Any:
         """Add a kernel node at the frontier and advance it (see ``Graph.add_kernel``)."""
-        return self._append("add_kernel", self.graph.add_kernel, kernel, grid, block, *args, shared_mem=shared_mem)
+        return self._append("add_kernel", kernel, grid, block, *args, shared_mem=shared_mem)
 
     def add_memcpy(self, dst: Any, src: Any, nbytes: int | None = None) -> Any:
         """Add a copy node at the frontier and advance it (see ``Graph.add_memcpy``)."""
-        return self._append("add_memcpy", self.graph.add_memcpy, dst, src, nbytes)
+        return self._append("add_memcpy", dst, src, nbytes)
 
     def add_memset(self, dst: Any, value: Any, count: int | None = None) -> Any:
         """Add a memset node at the frontier and advance it (see ``Graph.add_memset``)."""
-        return self._append("add_memset", self.graph.add_memset, dst, value, count)
+        return self._append("add_memset", dst, value, count)
 
     def add_host(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Add a host node at the frontier and advance it (see ``Graph.add_host``)."""
-        return self._append("add_host", self.graph.add_host, fn, *args)
+        return self._append("add_host", fn, *args)
 
     def add_child(self, graph: Any) -> Any:
         """Add a child-graph node at the frontier and advance it (see ``Graph.add_child``)."""
-        return self._append("add_child", self.graph.add_child, graph)
+        return self._append("add_child", graph)
 
     def add_empty(self) -> Any:
         """Add an empty node at the frontier and advance it (see ``Graph.add_empty``)."""
-        return self._append("add_empty", self.graph.add_empty)
+        return self._append("add_empty")
 
     # Conditional nodes: added at the frontier as explicit nodes (as CUDA's captures add them, with
     # cudaStreamGetCaptureInfo, cudaGraphAddNode and cudaStreamUpdateCaptureDependencies); their bodies are
@@ -644,15 +651,15 @@ class Capture:
 
     def add_if(self, condition: Any, has_else: bool = False) -> Any:
         """Add an IF node at the frontier and advance it (see ``Graph.add_if``)."""
-        return self._append("add_if", self.graph.add_if, condition, has_else)
+        return self._append("add_if", condition, has_else)
 
     def add_while(self, condition: Any) -> Any:
         """Add a WHILE node at the frontier and advance it (see ``Graph.add_while``)."""
-        return self._append("add_while", self.graph.add_while, condition)
+        return self._append("add_while", condition)
 
     def add_switch(self, condition: Any, count: int) -> Any:
         """Add a SWITCH node at the frontier and advance it (see ``Graph.add_switch``)."""
-        return self._append("add_switch", self.graph.add_switch, condition, count)
+        return self._append("add_switch", condition, count)
 
     def _refuse_in_body(self, api: str, kind: str) -> None:
         """Refuse work that would add a node of ``kind`` to the conditional node's body this captures into."""

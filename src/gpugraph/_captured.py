@@ -185,8 +185,7 @@ def _check_options(max_graphs: Any, mode: Any) -> int:
     count = as_int(max_graphs)
     if count is None or count < 1:
         raise ValueError(f"captured(max_graphs): expected an int of at least 1, got {describe(max_graphs)}")
-    if not isinstance(mode, str) or mode not in _capture.MODES:
-        raise ValueError(f"captured(mode): expected one of {', '.join(_capture.MODES)}, got {mode!r}")
+    _capture.check_mode(mode, "captured")
     return count
 
 
@@ -243,7 +242,10 @@ class CapturedFunction:
         if names is not None and not kwargs and len(args) == len(names):
             arguments = dict(zip(names, args))
         else:
-            bound = self._signature.bind(*args, **kwargs)
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError as exc:  # (inspect names no function: say which, as Python's own call would)
+                raise TypeError(f"{self._name}(): {exc}") from None
             bound.apply_defaults()
             arguments = bound.arguments
         device = None
@@ -273,7 +275,7 @@ class CapturedFunction:
     def _replay(self, entry: _Entry, arguments: Any, stream: Any) -> None:
         for name, param in entry.params.items():
             value = arguments[name]
-            if value is not param.value and (type(value) is Array or value != param.value):
+            if param.changed_by(value):
                 param.value = value
                 self.stats.patches += 1
         self.stats.replays += 1
@@ -450,9 +452,16 @@ def captured(fn: Callable[..., Any] | None = None, *, dynamic: tuple[str, ...] |
     Returns:
         A CapturedFunction (or a decorator making one, when called with options only).
     """
-    if isinstance(dynamic, str):
-        dynamic = (dynamic,)
+    names = _dynamic_names(dynamic)
     max_graphs = _check_options(max_graphs, mode)  # at decoration, also as @gg.captured(...)
     if fn is None:
-        return lambda f: CapturedFunction(f, tuple(dynamic), max_graphs, mode)
-    return CapturedFunction(fn, tuple(dynamic), max_graphs, mode)
+        return lambda f: CapturedFunction(f, names, max_graphs, mode)
+    return CapturedFunction(fn, names, max_graphs, mode)
+
+
+def _dynamic_names(dynamic: object) -> tuple[str, ...]:
+    """``captured``'s ``dynamic``: a parameter's name, or a tuple, list or set of them."""
+    names = (dynamic,) if isinstance(dynamic, str) else dynamic
+    if not isinstance(names, (tuple, list, set, frozenset)) or not all(isinstance(name, str) for name in names):
+        raise TypeError(f"captured(dynamic): expected a tuple of parameter names (str), got {describe(dynamic)}")
+    return tuple(names)

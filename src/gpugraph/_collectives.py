@@ -358,6 +358,8 @@ def unique_id(backend: str) -> UniqueId:
     the group is closed."""
     if not isinstance(backend, str):
         raise TypeError(f"unique_id(backend): expected a backend's name (str), got {type(backend).__name__}")
+    if backend not in backends.BACKEND_ORDER:
+        raise ValueError(f"unique_id(backend): expected one of {', '.join(backends.BACKEND_ORDER)}, got {backend!r}")
     _capture.forbid_unsafe("unique_id")
     return UniqueId(backend, backends.get_backend(backend).comm_unique_id())
 

@@ -20,6 +20,7 @@ from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._properties import SCHEDULES
+from ._scalars import describe
 from ._semaphores import ExternalSemaphore
 from ._stream import Event, Stream
 from ._user_objects import UserObject
@@ -45,12 +46,6 @@ class GraphMemoryUsage:
     reserved: int
     used_high: int
     reserved_high: int
-
-
-def _check_bool(value: Any, what: str) -> None:
-    # Not truthiness: the string 'no' is truthy.
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what} must be a bool, got {value!r}")
 
 
 def _parse(spec: str) -> tuple[str, int]:
@@ -162,7 +157,6 @@ class Device:
 
         See also: cudaStreamCreateWithPriority.
         """
-        _check_bool(non_blocking, "stream: non_blocking")
         if HOST_THREADS:
             refuse_in_host_function("Device.stream")
         return Stream(self, non_blocking, priority)
@@ -173,7 +167,6 @@ class Device:
         Raises:
             TypeError: If ``timing`` is not a bool (or NumPy bool).
         """
-        _check_bool(timing, "event: timing")
         if HOST_THREADS:
             refuse_in_host_function("Device.event")
         return Event(self, timing)
@@ -291,7 +284,19 @@ class Device:
     def asarray(self, data: Any, dtype: Any = None) -> Array:
         """Copy host data (anything ``numpy.asarray`` takes) into new device memory, synchronously."""
         _capture.forbid_unsafe("Device.asarray")
-        host = np.asarray(data, dtype=dtype, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+        if type(data) is Array:
+            raise TypeError(f"asarray(data): {data!r} is device memory already, not host data; copy it on the device "
+                            f"with stream.memcpy(dev.empty_like(array), array), to any device of its backend")
+        if dtype is not None:
+            dtype = normalize_dtype(dtype)
+        try:
+            host = np.asarray(data, dtype=dtype, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"asarray(data): NumPy makes no array of {describe(data)}: {exc}") from None
+        if host.dtype.hasobject:
+            raise TypeError(f"asarray(data): {describe(data)} is not an array of numbers (NumPy would hold it as "
+                            f"Python objects, which device memory cannot); pass numbers, or an array of a "
+                            f"plain-data dtype")
         array = self.empty(host.shape, host.dtype)
         self._backend.copy(array, host, array.nbytes)
         return array

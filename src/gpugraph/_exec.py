@@ -76,6 +76,18 @@ def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
     return locked
 
 
+def check_stream(stream: object, device: object, what: str, arg: str = "stream") -> None:
+    """Refuse a ``stream`` (the argument ``arg`` of the call ``what``) that is not a Stream of ``device``, the device of
+    the graph it is to run or upload."""
+    if type(stream) is not Stream:
+        # Another library's stream: wrapped once, it keeps one capture state (see Stream.from_external).
+        hint = (" (wrap another library's stream once with gg.Stream.from_external(stream))"
+                if hasattr(stream, "__cuda_stream__") else "")
+        raise TypeError(f"{what}({arg}): expected a Stream, got {type(stream).__name__}{hint}")
+    if stream.device is not device:
+        raise ValueError(f"{what}({arg}): the stream is on {stream.device}, the graph on {device}")
+
+
 class GraphExec:
     """An executable graph, made by ``Graph.instantiate``; launch it on any stream of its device.
 
@@ -221,13 +233,7 @@ class GraphExec:
     def _stream_handle(self, stream: Any, what: str) -> Any:
         if self._handle is None:
             raise GraphError(f"{what}: this GraphExec is closed")
-        if type(stream) is not Stream:
-            # Another library's stream: wrapped once, it keeps one capture state (see Stream.from_external).
-            hint = (" (wrap another library's stream once with gg.Stream.from_external(stream))"
-                    if hasattr(stream, "__cuda_stream__") else "")
-            raise TypeError(f"{what}(stream): expected a Stream, got {type(stream).__name__}{hint}")
-        if stream.device is not self.device:
-            raise ValueError(f"{what}: the stream is on {stream.device}, the graph on {self.device}")
+        check_stream(stream, self.device, what)
         return stream._handle
 
     def launch(self, stream: Stream) -> None:
@@ -440,6 +446,8 @@ class GraphExec:
         index = self._indices.get(getattr(node, "_handle", None))
         if index is None or getattr(node, "graph", None) not in (self.graph, self._source):
             graph = getattr(node, "graph", None)
+            if graph is None:  # (every Node has its graph)
+                raise TypeError(f"{api}(node): expected a Node, got {describe(node)}")
             if graph is not None and graph._in_body():  # (CUDA's exec setters take no node of a body either)
                 raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
                                  f"setters change the nodes of its graph's top level only (change a body with "

@@ -23,7 +23,7 @@ from ._conditions import Condition, condition_args
 from ._device import Device
 from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
-from ._exec import GraphExec
+from ._exec import GraphExec, check_stream
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import check_device_launch, instantiate_flags
 from ._interrupts import without_interrupts
@@ -537,8 +537,8 @@ class Graph:
         return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
 
     @staticmethod
-    def _as_nodes(after: Any) -> tuple[Any, ...]:
-        """The nodes an ``after=`` argument names: None, a Node, or an iterable of them."""
+    def _as_nodes(after: Any, what: str) -> tuple[Any, ...]:
+        """The nodes an ``after=`` argument of the call ``what`` names: None, a Node, or an iterable of them."""
         if after is None:
             return ()
         if isinstance(after, Node):
@@ -546,7 +546,8 @@ class Graph:
         try:
             return tuple(after)
         except TypeError:
-            raise TypeError(f"after: expected a Node or an iterable of Nodes, got {type(after).__name__}") from None
+            raise TypeError(f"{what}(after=...): expected a Node or an iterable of Nodes, got "
+                            f"{describe(after)}") from None
 
     def _deps(self, after: Any, what: str) -> list[Node]:
         """The Nodes ``after`` names, checked to be Nodes of this graph, each named once (that they are still
@@ -555,7 +556,7 @@ class Graph:
             return [after]
         nodes: list[Node] = []
         handles: list[Any] = []
-        for node in self._as_nodes(after):
+        for node in self._as_nodes(after, what):
             if not isinstance(node, Node):
                 raise TypeError(f"{what}(after=...): expected Nodes, got {type(node).__name__}")
             if node.graph is not self:
@@ -1596,6 +1597,8 @@ class Graph:
         if self._memory and len(self._live_execs):
             raise GraphError("instantiate: a graph with allocation or free nodes may have only one "
                              "executable graph at a time; close the other one first")
+        if upload is not None:
+            check_stream(upload, self.device, "instantiate", "upload")
         conditional = self._holds(NodeKind.CONDITIONAL)
         if conditional or self._conditions:  # (CUDA refuses an unused condition with no conditional node too)
             self._check_conditional_instantiate()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ._dlpack import device_tuple, export
+from ._scalars import describe
 from .backends._host_registry import HostRegistrationError
 
 
@@ -26,14 +27,35 @@ class Array:
     """
 
     __slots__ = ("device", "ptr", "shape", "dtype", "nbytes", "_alloc", "__weakref__")
+    device: Any
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    nbytes: int
+    _alloc: Any
 
     def __init__(self, device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype, alloc: Any) -> None:
-        self.device = device
-        self.ptr = ptr
-        self.shape = shape
-        self.dtype = dtype
-        self.nbytes = Array.bytes_for(shape, dtype)
-        self._alloc = alloc  # the backend's record of the allocation
+        init = object.__setattr__  # (the fields are read-only: __setattr__ refuses them)
+        init(self, "device", device)
+        init(self, "ptr", ptr)
+        init(self, "shape", shape)
+        init(self, "dtype", dtype)
+        init(self, "nbytes", Array.bytes_for(shape, dtype))
+        init(self, "_alloc", alloc)  # the backend's record of the allocation
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Refused: an Array's address, shape, dtype and device describe memory the backend allocated, and kernels,
+        copies and ``to_numpy`` trust them (a larger shape would reach past the allocation)."""
+        raise AttributeError(f"Array.{name}: an Array's fields are read-only (they describe the memory it was "
+                             f"allocated as); got an assignment of {describe(value)}; allocate another Array "
+                             f"(dev.empty(shape, dtype)) or copy into one of the shape you need")
+
+    def __reduce__(self) -> Any:
+        """Refused: an Array is this process's device memory, whose address means nothing to another process, and a
+        copy by ``copy.copy`` or ``pickle`` would share the memory as a second owner."""
+        raise TypeError(f"{self!r} cannot be pickled or copied by the copy module: it is device memory of this "
+                        f"process; pickle array.to_numpy() instead, or copy it on the device with "
+                        f"stream.memcpy(dev.empty_like(array), array)")
 
     @staticmethod
     def bytes_for(shape: tuple[int, ...], dtype: np.dtype) -> int:
@@ -92,6 +114,18 @@ class Array:
         raise TypeError(f"np.asarray/np.array: {self!r} is device memory, not a host sequence; use array.to_numpy() "
                         f"for a host copy (it waits for the device's work), or np.from_dlpack(array) for the memory "
                         f"itself on the CPU backend")
+
+    def __getitem__(self, key: object) -> NoReturn:
+        """Refused: an Array has no elements on the host and no views (a kernel, a copy or ``to_numpy`` reads it)."""
+        raise TypeError(f"{self!r}[{key!r}]: an Array is device memory, with no indexing, slicing or views; use "
+                        f"array.to_numpy()[...] for a host copy, or a box copy (stream.memcpy(dst, array, shape=..., "
+                        f"src_origin=...)) for part of it on the device")
+
+    def __setitem__(self, key: object, value: object) -> NoReturn:
+        """Refused, as ``__getitem__`` is."""
+        raise TypeError(f"{self!r}[{key!r}] = ...: an Array is device memory, with no item assignment; use "
+                        f"stream.memset(array, value) or a copy (stream.memcpy, with shape= and dst_origin= for part "
+                        f"of it)")
 
     def to_numpy(self) -> np.ndarray:
         """Wait for all work on the device, then copy the contents into a new NumPy array.
@@ -226,11 +260,17 @@ def memset_pattern(dst: Any, value: Any, count: Any, what: str = "memset", *,
     if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, bool, np.generic)):
         raise TypeError(f"{what}: value must be a scalar, got {type(value).__name__}")
     try:
-        raw = np.array(value, dtype=dst.dtype).tobytes()
+        with np.errstate(over="ignore", invalid="ignore"):
+            element = np.array(value, dtype=dst.dtype)
     except (OverflowError, ValueError, TypeError):
         raise ValueError(f"{what}: value {value!r} is not representable as {dst.dtype}") from None
-    if dst.dtype.kind in "iub" and isinstance(value, (float, np.floating)) and not float(value).is_integer():
+    # (NumPy wraps a NumPy integer that does not fit and turns a float past the type's range into inf: refused,
+    # as a kernel argument's value is, where the element would not hold the value given.)
+    kind = dst.dtype.kind
+    finite = isinstance(value, (int, np.integer, np.bool_)) or bool(np.isfinite(value))
+    if (kind in "iub" and (not finite or value != element)) or (kind == "f" and finite and not np.isfinite(element)):
         raise ValueError(f"{what}: value {value!r} is not representable as {dst.dtype}")
+    raw = element.tobytes()
     for width in (1, 2, 4):
         if len(raw) % width == 0 and raw == raw[:width] * (len(raw) // width):
             return int.from_bytes(raw[:width], "little"), width, int(count) * len(raw) // width

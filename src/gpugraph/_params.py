@@ -41,7 +41,8 @@ class Param:
     Args:
         value: The first value: a scalar (int, float, NumPy scalar) or an Array.
         dtype: The scalar's type; by default the C type of the kernel parameter the first accepted call
-            passes it to (``Kernel.convert_args`` says when a refused call leaves it untyped). Ignored for Arrays.
+            passes it to (``Kernel.convert_args`` says when a refused call leaves it untyped). An Array Param's
+            is its Array's (None, or that dtype).
 
     Values follow the rules of kernel arguments (gpugraph._scalars): a Python or NumPy bool, integer or
     float that the dtype holds. An Array Param takes Arrays of the dtype, device and size of the first.
@@ -53,11 +54,12 @@ class Param:
     (a Param is a key of the registries that patch it).
 
     Raises:
-        TypeError: If ``value`` is neither a real scalar nor an Array, or ``dtype`` is not a C number type.
+        TypeError: If ``value`` is neither a real scalar nor an Array, or ``dtype`` is not a C number type (or,
+            for an Array, not its dtype).
         ValueError: If ``value`` does not fit in ``dtype``.
     """
 
-    __slots__ = ("_value", "dtype", "_users", "_is_array", "_fast", "_low", "_high", "__weakref__")
+    __slots__ = ("_value", "_dtype", "_users", "_is_array", "_fast", "_low", "_high", "__weakref__")
 
     def __init__(self, value: Any, dtype: Any = None) -> None:
         global in_use
@@ -70,13 +72,16 @@ class Param:
         self._fast: Any = float  # Any: comparing with a type would narrow `new` to object
         self._low, self._high = np.inf, -np.inf  # none yet
         if self._is_array:
-            self.dtype = value.dtype
+            if dtype is not None and check_dtype(dtype, "Param") != value.dtype:
+                raise TypeError(f"Param: an Array Param's type is its Array's, {value.dtype}, got dtype="
+                                f"{np.dtype(dtype)}; leave dtype out (or pass an Array of {np.dtype(dtype)})")
+            self._dtype = value.dtype
             self._value = value
             return
         if not is_number(value):
             raise TypeError(f"Param: expected a real scalar (bool, int or float, Python or NumPy) or an Array, "
                             f"got {type(value).__name__}")
-        self._value, self.dtype = value, None
+        self._value, self._dtype = value, None
         if dtype is not None:
             dtype = check_dtype(dtype, "Param")
             self._set(to_c(value, dtype, str(dtype), "Param"), dtype)
@@ -84,9 +89,15 @@ class Param:
     def _set(self, value: Any, dtype: np.dtype) -> None:
         """Fix the scalar type (and the Python numbers the value setter takes at once: ints in range for an
         integer type, floats in range for a floating one)."""
-        self._value, self.dtype = value, dtype
+        self._value, self._dtype = value, dtype
         integral, self._low, self._high = bounds(dtype)
         self._fast = int if integral else float
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        """The value's type: a scalar's C type (None until the first accepted call types it), or the Array's dtype.
+        Read-only: the nodes and executable graphs that take the Param were checked against it."""
+        return self._dtype
 
     @property
     def is_array(self) -> bool:
@@ -110,8 +121,8 @@ class Param:
             if type(new) is not Array:
                 raise TypeError(f"{self!r}.value: an Array Param takes an Array, got {type(new).__name__}")
             old = self._value
-            if new.dtype != self.dtype or new.device is not old.device:
-                raise ValueError(f"{self!r}.value: expected an Array of {self.dtype} on {old.device}, "
+            if new.dtype != self._dtype or new.device is not old.device:
+                raise ValueError(f"{self!r}.value: expected an Array of {self._dtype} on {old.device}, "
                                  f"got one of {new.dtype} on {new.device}")
             if new.nbytes != old.nbytes:  # (kernels given the Param may read and write that much of it)
                 raise ValueError(f"{self!r}.value: a pointer Param takes Arrays of the size of the one it was made "
@@ -121,31 +132,44 @@ class Param:
                                  f"build or capture a new graph with it")
             self._value = new
         elif type(new) is self._fast and self._low <= new <= self._high:
-            self._value = self.dtype.type(new)  # the common case, cheaply: a Python number the type holds
+            self._value = self._dtype.type(new)  # the common case, cheaply: a Python number the type holds
         else:
             if not is_number(new):
                 raise TypeError(f"{self!r}.value: expected a real scalar, got {type(new).__name__}")
-            if self.dtype is not None:
-                new = to_c(new, self.dtype, str(self.dtype), f"{self!r}.value")
+            if self._dtype is not None:
+                new = to_c(new, self._dtype, str(self._dtype), f"{self!r}.value")
             self._value = new
         for ref in list(self._users.values()):
             uses = ref()
             if uses is not None:
                 uses.pending.add(self)
 
+    def changed_by(self, new: object) -> bool:
+        """Whether setting ``value`` to ``new`` would change it (an Array other than the one held; a number whose
+        value differs from it, as NumPy compares them)."""
+        old = self._value
+        if new is old:
+            return False
+        if self._is_array or type(new) is Array:
+            return True
+        if isinstance(new, (int, float)) and self._low <= new <= self._high:  # (the common case: no cast overflows)
+            return bool(new != old)
+        with np.errstate(over="ignore", invalid="ignore"):  # (a value past the type's range: the setter says so)
+            return bool(new != old)
+
     def check(self, dtype: np.dtype, where: str) -> None:
         """Refuse this scalar Param for a kernel parameter of ``dtype`` (``where``) that it cannot be passed to: a
         typed Param of another type, an untyped one whose value ``dtype`` does not hold. Changes nothing: ``bind``
         fixes an untyped Param's type once the whole call that passes it has been accepted."""
-        if self.dtype is None:
+        if self._dtype is None:
             to_c(self._value, dtype, str(dtype), f"{where} given {self!r}")
-        elif self.dtype != dtype:
-            raise TypeError(f"{where}: the Param holds {self.dtype}, the parameter takes {dtype}")
+        elif self._dtype != dtype:
+            raise TypeError(f"{where}: the Param holds {self._dtype}, the parameter takes {dtype}")
 
     def bind(self, dtype: np.dtype) -> None:
         """Give an untyped Param the type ``dtype`` of the kernel parameter an accepted call passed it to (``check``
         refused the calls it does not fit); a typed Param keeps its own."""
-        if self.dtype is None:
+        if self._dtype is None:
             dtype = np.dtype(dtype)
             self._set(to_c(self._value, dtype, str(dtype), repr(self)), dtype)
 
@@ -155,7 +179,7 @@ class Param:
                         f"current value")
 
     def __repr__(self) -> str:
-        shown = f"Array of {self.dtype}" if self.is_array else repr(self._value)
+        shown = f"Array of {self._dtype}" if self.is_array else repr(self._value)
         return f"Param({shown})"
 
     # Arithmetic, ordering and conversions: refused (see _refuse). Not == (identity, as Params are dict keys).

@@ -38,7 +38,11 @@ def describe(value: Any) -> str:
 
 def check_dtype(dtype: Any, where: str) -> np.dtype:
     """``dtype`` as a NumPy dtype of a C number type (bool, integer or floating, at most 8 bytes)."""
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{where}: dtype must be a C number type (bool, integer or floating, at most 8 bytes), "
+                        f"got {describe(dtype)}, which is no NumPy dtype") from None
     if dtype.kind not in "biuf" or dtype.itemsize > 8:
         raise TypeError(f"{where}: dtype must be a C number type (bool, integer or floating, at most 8 bytes), "
                         f"got {dtype}")

@@ -25,7 +25,7 @@ from ._memory import (
 )
 from ._nodes import NodeKind, WaitValue, WriteValue
 from ._params import resolve
-from ._scalars import as_int, describe
+from ._scalars import as_bool, as_int, describe
 from ._semaphores import semaphore_record
 
 # The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
@@ -56,6 +56,8 @@ class Event:
     __slots__ = ("device", "timing", "_backend", "_handle", "_capture", "__weakref__")
 
     def __init__(self, device: Any, timing: bool) -> None:
+        if as_bool(timing) is None:  # (not truthiness: the string 'no' is truthy)
+            raise TypeError(f"event: timing must be a bool, got {timing!r}")
         self.device = device
         self.timing = bool(timing)
         self._backend = device._backend
@@ -123,6 +125,8 @@ class Stream:
         ``Stream.from_external``; ``non_blocking`` and ``priority`` say what it is), destroyed by nothing here.
         A new stream's ``priority`` outside ``device.priority_range`` is clamped to it, as CUDA clamps it
         (cuStreamCreateWithPriority); ``priority`` is the value the stream has."""
+        if as_bool(non_blocking) is None:  # (not truthiness: the string 'no' is truthy)
+            raise TypeError(f"stream: non_blocking must be a bool, got {non_blocking!r}")
         number = as_int(priority)
         if number is None:
             raise TypeError(f"Device.stream(priority): expected an int, got {describe(priority)}")

@@ -19,14 +19,20 @@ from ._errors import GraphError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._scalars import as_int, describe
 
+# The most references one call may create, retain, move or release: CUDA's INT_MAX (cudaUserObjectRetain: "must be
+# nonzero and not larger than INT_MAX"; the counts are C ints there).
+MAX_COUNT = 2**31 - 1
+
 
 def count_of(count: Any, what: str) -> int:
-    """``count``, checked to be a positive int (a number of references)."""
+    """``count``, checked to be a positive int of at most ``MAX_COUNT`` (a number of references)."""
     number = as_int(count)
     if number is None:
         raise TypeError(f"{what}(count): expected a positive int, got {describe(count)}")
     if number < 1:
         raise ValueError(f"{what}(count): expected a positive int, got {number}")
+    if number > MAX_COUNT:
+        raise ValueError(f"{what}(count): at most {MAX_COUNT} references a call (CUDA's INT_MAX), got {number}")
     return number
 
 

@@ -48,8 +48,14 @@ def _json_path(path: str) -> str:
         raise argparse.ArgumentTypeError(f"{path!r} is a folder; expected a file name")
     if not os.path.isdir(folder):
         raise argparse.ArgumentTypeError(f"the folder {folder!r} does not exist")
-    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{path!r} is not writable")
+    existed = os.path.exists(path)
+    try:  # (opened, not asked: os.access says yes to root wherever the file system says no, as in /proc)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{path!r} is not writable ({exc.strerror})") from None
+    if not existed:
+        os.remove(path)  # (written when the run is done)
     return path
 
 

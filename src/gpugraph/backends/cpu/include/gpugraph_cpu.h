@@ -180,7 +180,9 @@ struct Trap {
 // a GPU; on the CPU it faults (SIGSEGV, or SIGBUS). While this library runs a kernel on a thread, the fault is a
 // trap that stops the kernel (the library is built with -fnon-call-exceptions, so it can be thrown from the
 // signal's handler); otherwise the handler that was there before is called, and the process fares as it would
-// have without gpugraph. SA_NODEFER: a handler left by an exception would leave the signal blocked.
+// have without gpugraph. SA_NODEFER: a handler left by an exception would leave the signal blocked. SA_ONSTACK:
+// a thread that overflows its stack (deep recursion) faults with no stack left for the handler, so each thread
+// that runs kernels has an alternate stack for it (kernel_signal_stack), and the overflow stops the kernel too.
 static thread_local bool running_kernel = false;
 constexpr int kFaults[] = {SIGFPE, SIGSEGV, SIGBUS};
 static struct sigaction previous_actions[3];
@@ -193,8 +195,15 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
         // (the page fault's error code: bit 1 is set for a write)
         access = static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & 2 ? "a write to" : "a read of";
 #endif
-        char what[96];
+        char what[160];
         snprintf(what, sizeof what, "illegal address: %s 0x%lx", access, static_cast<unsigned long>(address));
+#if defined(__x86_64__) && defined(__linux__)
+        // (at the stack pointer or just below it: the thread's stack, its local memory, is used up)
+        const uintptr_t sp = static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RSP];
+        if (address + 4096 > sp && address < sp + 4096)
+            snprintf(what, sizeof what, "stack overflow: the thread used up its stack (its local memory), %s 0x%lx "
+                     "(deep recursion, or large local arrays)", access, static_cast<unsigned long>(address));
+#endif
         trap(kIllegalAddress, what, address);
     }
     int k = 0;
@@ -211,12 +220,29 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
 [[maybe_unused]] static const bool faults_handled = [] {
     struct sigaction action = {};
     action.sa_sigaction = on_fault;
-    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
     bool handled = true;
     for (int k = 0; k < 3; ++k) handled = sigaction(kFaults[k], &action, &previous_actions[k]) == 0 && handled;
     return handled;
 }();
+
+// Give the calling thread an alternate signal stack for on_fault, where it has none (once per thread, for the
+// thread's life: libgomp's and gpugraph's worker threads are pooled).
+inline void kernel_signal_stack() {
+    static thread_local bool ready = false;
+    if (ready) return;
+    ready = true;
+    stack_t current;
+    if (sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;  // (one is there: keep it)
+    constexpr size_t size = 256 << 10;
+    void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED) return;
+    stack_t stack = {};
+    stack.ss_sp = memory;
+    stack.ss_size = size;
+    if (sigaltstack(&stack, nullptr) != 0) munmap(memory, size);
+}
 
 // Dynamic shared memory: the launch's shared_mem bytes, one buffer per worker thread.
 inline thread_local std::vector<std::max_align_t> shared_buffer;
@@ -991,6 +1017,7 @@ int enter(const unsigned* dims, unsigned shared, const char* slots, long long be
     DeviceLaunches* launches;  // (the slot after the arguments': null outside a graph)
     memcpy(&launches, slots + 8 * Signature<decltype(F)>::count, sizeof launches);
     auto blocks = [&](long long first, long long last) {
+        kernel_signal_stack();
         running_kernel = true;
         device_launches = launches;
         try {
