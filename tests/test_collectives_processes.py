@@ -149,7 +149,7 @@ def test_a_unique_id_travels_as_bytes_and_by_pickle(backend):
         gg.UniqueId.from_bytes("cpu:xyz")
     with pytest.raises(TypeError, match=r"^unique_id\(backend\): expected a backend's name \(str\), got Device$"):
         gg.unique_id(gg.Device(f"{backend}:0"))
-    with pytest.raises(ValueError, match=r"^backend: expected one of .*got 'tpu'$"):
+    with pytest.raises(ValueError, match=r"^unique_id\(backend\): expected one of .*got 'tpu'$"):
         gg.unique_id("tpu")
 
 
