@@ -7,11 +7,12 @@ from typing import Any
 
 from . import _interrupts
 from ._device import Device
-from ._interrupts import guard_interrupts, release_interrupts
+from ._interrupts import guard_interrupts, release_interrupts, stream_choices
 from ._stream import Stream
 
+# This thread's own streams (attribute ``own``). The stack of chosen streams is _interrupts.stream_choices: it
+# keeps Ctrl-C's stand-in while a block is open.
 _local = threading.local()
-_interrupts.stream_choices = _local  # (the stack of chosen streams keeps Ctrl-C's stand-in: _interrupts)
 
 
 def current_stream(device: Any = None) -> Stream:
@@ -27,7 +28,7 @@ def current_stream(device: Any = None) -> Stream:
     elif type(device) is not Device:
         hint = f" (pass gg.Device({device!r}))" if isinstance(device, str) else ""
         raise TypeError(f"current_stream(device): expected a Device or None, got {type(device).__name__}{hint}")
-    chosen = getattr(_local, "chosen", None)
+    chosen = getattr(stream_choices, "chosen", None)
     if chosen:
         for stream in reversed(chosen):
             if stream.device is device:
@@ -63,9 +64,9 @@ class use_stream:  # lower case: used as a function, ``with gg.use_stream(s):``
         self.stream = stream
 
     def __enter__(self) -> Stream:
-        chosen = getattr(_local, "chosen", None)
+        chosen = getattr(stream_choices, "chosen", None)
         if chosen is None:
-            chosen = _local.chosen = []
+            chosen = stream_choices.chosen = []
         stream = self.stream
         # The first instruction of __exit__ is a check point: the stand-in covers it while the block is open.
         # (An interrupt just after this call leaves it installed with nothing pushed: the next release of
@@ -76,7 +77,7 @@ class use_stream:  # lower case: used as a function, ``with gg.use_stream(s):``
 
     def __exit__(self, *exc_info: object) -> None:
         try:
-            _local.chosen.pop()
+            stream_choices.chosen.pop()
         finally:  # an interrupt held back at this method's entry is raised by the release
             release_interrupts()
 

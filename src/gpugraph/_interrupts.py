@@ -1,8 +1,8 @@
 """Ctrl-C around the ways out of a capture and of a gg.use_stream block: KeyboardInterrupt held back where
 no ``try`` can cover it, and raised once the way out is done.
 
-The ways out register here (``ways_out``: ``Capture.__exit__``, ``use_stream.__exit__``), and gg.use_stream
-its thread-local stack of chosen streams (``stream_choices``), so that this module imports neither.
+The ways out register here (``ways_out``: ``Capture.__exit__``, ``use_stream.__exit__``), so that this module
+imports neither; gg.use_stream keeps its thread-local stack of chosen streams here (``stream_choices``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import signal
 import threading
 from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any
 
 # The code objects of the ways out whose entry is held back (each calls release_interrupts).
 ways_out: list[CodeType] = []
-# gg.use_stream's thread-local stack of chosen streams (attribute ``chosen``): while one is open in the main
-# thread, the stand-in stays.
-stream_choices: Any = threading.local()
+# gg.use_stream's thread-local stack of chosen streams (attribute ``chosen``, gpugraph._current's): while one is
+# open in the main thread, the stand-in stays.
+stream_choices = threading.local()
 
 
 # Ctrl-C. Python raises KeyboardInterrupt at the first check point after SIGINT arrives, and the first
