@@ -639,7 +639,7 @@ def test_capture_error_fields_and_traceback(device, stream):
     assert THIS_FILE in error.where
     assert "stream.synchronize()  # the offending line" in error.where
     assert "test_capture_error_fields_and_traceback" in error.where
-    assert "_capture.py" not in error.where and "_stream.py" not in error.where  # gpugraph's frames left out
+    assert os.path.dirname(os.path.abspath(gg.__file__)) not in error.where  # gpugraph's frames left out
     assert str(error).startswith(f"Stream.synchronize: {STREAM_WAIT_RULE} (capture on {stream!r}, "
                                  f"mode 'thread_local'); the capture is invalidated\n"
                                  f"The offending call was made here:\n")

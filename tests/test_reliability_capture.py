@@ -29,7 +29,7 @@ import pytest
 
 import gpugraph as gg
 import kernels as K
-from gpugraph import _capture
+from gpugraph import _capture, _capture_rules
 from gpugraph._params import ParamUses
 
 N = 8
@@ -57,7 +57,7 @@ def interrupt(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, when: s
 
 
 class _InterruptedLock:
-    """Stands for _capture._lock: the first ``with`` raises KeyboardInterrupt, as Ctrl-C there would."""
+    """Stands for _capture_rules.lock: the first ``with`` raises KeyboardInterrupt, as Ctrl-C there would."""
 
     def __init__(self) -> None:
         self.lock, self.armed = threading.Lock(), True
@@ -98,7 +98,7 @@ BEGIN_WINDOWS = {
     "backend begin, after": lambda mp, dev: interrupt(mp, dev._backend, "capture_begin", "after"),
     "graph wrapped": lambda mp, dev: interrupt(mp, gg.Graph, "_wrap", "after"),
     "stream joined": lambda mp, dev: interrupt(mp, _capture.Capture, "_join", "after"),
-    "capture registered": lambda mp, dev: mp.setattr(_capture, "_lock", _InterruptedLock()),
+    "capture registered": lambda mp, dev: mp.setattr(_capture_rules, "lock", _InterruptedLock()),
 }
 
 

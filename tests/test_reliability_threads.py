@@ -414,7 +414,7 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
     SIGINT stand-in is gone once no capture or use_stream block is left."""
     import signal
 
-    from gpugraph import _capture, _interrupts
+    from gpugraph import _capture_rules, _interrupts
 
     memory = path == "instantiate and evict"
 
@@ -442,7 +442,7 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
                 # Nothing held back without a release to come, no capture's guard left behind.
                 assert not _interrupts._deferred_interrupt and not _interrupts._interrupt_guards, (step, LAST_SIGINT)
                 assert len(scaled._cache) <= 1, (step, LAST_SIGINT)  # max_graphs, whatever was interrupted
-                assert not _capture._active and not _capture.function_captures, (step, LAST_SIGINT)
+                assert not _capture_rules.active and not _capture_rules.function_captures, (step, LAST_SIGINT)
                 assert gg.current_stream(device) is stream, (step, LAST_SIGINT)
                 stream.memset(x, 1.0)
                 assert scaled(x, factor) == factor
@@ -465,7 +465,7 @@ def test_ctrl_c_at_the_first_instruction_of_a_captures_exit_is_held_back(device)
     import signal
     import sys
 
-    from gpugraph import _capture
+    from gpugraph import _capture, _capture_rules
 
     stream, x = device.stream(), device.zeros(N, np.float32)
     fired = []
@@ -487,7 +487,7 @@ def test_ctrl_c_at_the_first_instruction_of_a_captures_exit_is_held_back(device)
         finally:
             sys.settrace(old)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
-    assert fired and not stream.is_capturing and not _capture._active
+    assert fired and not stream.is_capturing and not _capture_rules.active
     exe = cap.graph.instantiate()  # the capture completed before the interrupt was raised
     exe.launch(stream)
     stream.synchronize()

@@ -11,7 +11,8 @@ from ._attributes import (
     AccessPolicyWindow,
     KernelAttributes,
 )
-from ._capture import Capture, exchange_capture_mode, thread_capture_mode
+from ._capture import Capture
+from ._capture_rules import exchange_capture_mode, thread_capture_mode
 from ._captured import CapturedFunction, CapturedStats, captured
 from ._collectives import (
     Communicator,

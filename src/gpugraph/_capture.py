@@ -1,22 +1,5 @@
-"""Stream capture: the Capture context manager and the rules of which calls a capture forbids.
-
-The rules are CUDA's (cudaStreamBeginCapture, "Prohibited and unhandled operations"):
-
-* Always invalid while a stream captures, in every mode: synchronizing or querying a capturing stream,
-  an event last recorded inside a capture, or the device; waiting from a capturing stream on an event
-  recorded outside any capture; merging two captures through an event; using the legacy default stream
-  while a blocking stream captures; beginning a second capture on a capturing stream.
-* "Potentially unsafe" calls (synchronous allocation, synchronous copies, waiting for or querying a stream
-  or event outside the capture, stream-ordered allocation on a stream that is not capturing, and
-  instantiating a graph) are forbidden to the thread that began a ``global`` or ``thread_local`` capture,
-  and to every thread while any ``global`` capture runs; ``relaxed`` captures forbid them to no one. (The
-  H200's driver answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED to each of these from another thread and
-  invalidates the global capture: tools/probes/gpu_probe_threads.py.) ``unsafe_section`` lets gpugraph make such a
-  call for the user (``@captured`` instantiating its graph) once no other thread's global capture runs.
-
-A forbidden call raises CaptureError at once and invalidates the capture: the error names the call, the
-stream and the mode, and carries the traceback of the offending line. Later calls on the invalidated
-capture raise a CaptureError that repeats the first one, so the first cause is never buried.
+"""Stream capture: the Capture context manager. The rules of which calls a running capture forbids are in
+gpugraph._capture_rules.
 
 Beginning and ending a capture are all or nothing, whatever exception stops them (KeyboardInterrupt
 included): the backend never records work the front end does not know is captured, and a capture is
@@ -26,17 +9,17 @@ either complete or discarded, never left running (see ``Capture._recover``).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _interrupts
+from . import _capture_rules, _interrupts
+from ._capture_rules import check_mode, check_usable, invalidate, user_stack
 from ._errors import CaptureError, GraphError
 from ._interrupts import guard_interrupts, release_interrupts, without_interrupts
 from ._kernel import Kernel
+from ._nodes import DEPENDENCY_KINDS, NodeKind
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
@@ -44,180 +27,8 @@ if TYPE_CHECKING:
     from ._graph import Graph
 
 # The Graph type, which a capture records into and makes. A Graph sits above captures (its methods apply the
-# rules below), so gpugraph._graph sets this when it is imported, and this module imports nothing above it.
+# capture rules), so gpugraph._graph sets this when it is imported, and this module imports nothing above it.
 graph_type: Any = None
-
-MODES = ("global", "thread_local", "relaxed")
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-# Guards _active. Held from a capture's beginning in the backend to its noting in _active, and through an
-# unsafe_section, so that no capture begins unnoted while gpugraph makes a potentially unsafe call itself.
-_lock = threading.RLock()
-_ended = threading.Condition(_lock)  # notified when a capture leaves _active
-_active: list[Capture] = []
-# Threads now capturing a ``@captured`` function, each with its Capture: the function's work must go to the
-# capturing stream, since work on any other stream of the device would run once and stay out of the graph.
-function_captures: dict[int, Capture] = {}
-
-
-def _where() -> str:
-    """The caller's stack, without gpugraph's own frames: where the user made the call."""
-    frames = [f for f in traceback.extract_stack()
-              if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR + os.sep)]
-    return "".join(traceback.format_list(frames[-6:])).rstrip()
-
-
-def invalidate(captures: Iterable[Capture], api: str, rule: str, instead: str = "") -> CaptureError:
-    """Mark ``captures`` invalidated by ``api`` and return the error to raise (``instead``: what to do instead,
-    when there is a way)."""
-    captures = list(captures)
-    first = captures[0]
-    error = CaptureError(f"{api}: {rule} (capture on {first.stream!r}, mode {first.mode!r}); "
-                         f"the capture is invalidated" + (f"; {instead}" if instead else ""),
-                         api=api, stream=first.stream, mode=first.mode, where=_where())
-    for capture in captures:
-        if capture.error is None:
-            capture.error = error
-    return error
-
-
-_UNSAFE = ("synchronous allocations and copies are forbidden while a 'global' capture runs, or in the "
-           "thread of a 'thread_local' one")
-
-# What to do instead of a synchronous allocation under capture, by call: allocate in stream order, which the
-# capture records, or before the capture.
-_STREAM_ALLOC = ("use stream.alloc(shape, dtype) instead: a stream-ordered allocation on the capturing stream "
-                 "(gg.current_stream() in a @captured function), which the capture records as a graph allocation "
-                 "node")
-_INSTEAD = {
-    "Device.empty": _STREAM_ALLOC,
-    "Device.zeros": _STREAM_ALLOC + ", then stream.memset(array, 0) on the same stream",
-    "Device.asarray": "copy the host data to the device before the capture and use that Array inside",
-    "Device.pinned": "allocate page-locked memory before the capture and use it inside (it has no "
-                     "stream-ordered form)",
-}
-
-
-INSTANTIATE_RULE = ("instantiating a graph is forbidden while a 'global' capture runs, or in the thread of a "
-                    "'thread_local' one")
-
-
-_thread = threading.local()  # ``mode``: the thread's capture interaction mode, when not "global"
-
-
-def check_mode(mode: object, what: str) -> None:
-    """Refuse a capture mode (or thread interaction mode) other than those of ``MODES``, naming the call ``what``."""
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"{what}(mode): expected one of {', '.join(MODES)}, got {mode!r}")
-
-
-def exchange_capture_mode(mode: str) -> str:
-    """Set the calling thread's capture interaction mode and return the one it replaces ("global" at first).
-
-    It says which running captures forbid this thread's potentially unsafe calls (synchronous allocations,
-    copies and waits, instantiating): "global", its own captures but relaxed ones, and every thread's global
-    captures; "thread_local", its own captures but relaxed ones; "relaxed", none. A library that must make such a
-    call while its caller may be capturing sets "relaxed" around it and puts the old mode back.
-
-    See also: cudaThreadExchangeStreamCaptureMode.
-    """
-    check_mode(mode, "exchange_capture_mode")
-    # (Below captures; imported here, as this module imports nothing above it.)
-    from ._host_threads import HOST_THREADS, refuse_in_host_function
-    from .backends import available_backends, get_backend
-
-    if HOST_THREADS:
-        refuse_in_host_function("exchange_capture_mode")
-    # Every backend's driver judges the thread's calls too, so it holds the same mode (a backend is loaded for it
-    # now rather than later, when this thread's mode would not reach it).
-    for name in available_backends():
-        get_backend(name).thread_capture_mode(mode)
-    previous: str = getattr(_thread, "mode", "global")
-    _thread.mode = mode
-    return previous
-
-
-@contextlib.contextmanager
-def thread_capture_mode(mode: str) -> Iterator[None]:
-    """The calling thread's capture interaction mode is ``mode`` for the block (``exchange_capture_mode``), then
-    what it was."""
-    check_mode(mode, "thread_capture_mode")
-    previous = exchange_capture_mode(mode)
-    try:
-        yield
-    finally:
-        exchange_capture_mode(previous)
-
-
-def forbid_unsafe(api: str, rule: str = _UNSAFE) -> None:
-    """Refuse a 'potentially unsafe' call (synchronous allocation, copy or wait) that a running capture forbids to
-    this thread (its interaction mode: ``exchange_capture_mode``)."""
-    if not _active:
-        return
-    mode = getattr(_thread, "mode", "global")
-    if mode == "relaxed":
-        return
-    me = threading.get_ident()
-    offended = [c for c in list(_active) if (c.thread == me and c.mode != "relaxed")
-                or (mode == "global" and c.thread != me and c.mode == "global")]
-    if offended:
-        raise invalidate(offended, api, rule, _INSTEAD.get(api, ""))
-
-
-_SECTION_TIMEOUT = 60.0  # seconds unsafe_section waits for other threads' global captures to end
-
-
-@contextlib.contextmanager
-def unsafe_section(api: str) -> Iterator[None]:
-    """Run gpugraph's own potentially unsafe call for the user (``@captured`` instantiating its graph) once no
-    other thread's ``global`` capture runs, and keep new captures from beginning until it is done: the call
-    then neither fails nor invalidates another thread's capture, as it would if made at once. Captures of
-    this thread still forbid it (``forbid_unsafe``).
-
-    Raises:
-        CaptureError: If other threads' global captures ran for all of ``_SECTION_TIMEOUT`` seconds.
-    """
-    me = threading.get_ident()
-
-    def no_foreign_global_capture() -> bool:
-        return not any(c.thread != me and c.mode == "global" for c in _active)
-
-    # The lock itself, not the Condition: Condition.__enter__ is Python code, and a KeyboardInterrupt at its
-    # return would leave the lock held by this thread for good.
-    with _lock:
-        if not no_foreign_global_capture() and not _ended.wait_for(no_foreign_global_capture, _SECTION_TIMEOUT):
-            running = next(c for c in _active if c.thread != me and c.mode == "global")
-            raise CaptureError(f"{api}: waited {_SECTION_TIMEOUT:.0f} s for another thread's 'global' capture to "
-                               f"end (it forbids this call in every thread); capture in mode 'thread_local' "
-                               f"to let other threads go on", api=api, stream=running.stream, mode=running.mode)
-        yield
-
-
-def forbid_device_sync(api: str, device: Any) -> None:
-    """Refuse waiting for a whole device while one of its streams captures."""
-    if not _active:
-        return
-    offended = [c for c in list(_active) if any(s.device is device for s in c.streams)]
-    if offended:
-        raise invalidate(offended, api, f"{device} has a capturing stream, which runs nothing, so the "
-                                         f"device cannot be waited for")
-
-
-def refuse_outside_function_capture(stream: Any, api: str) -> None:
-    """Refuse work enqueued on ``stream`` (not capturing) by a thread capturing a ``@captured`` function."""
-    capture = function_captures.get(threading.get_ident())
-    if capture is not None and capture.stream.device is stream.device:
-        raise invalidate([capture], api, f"{stream!r} is not capturing, so a captured function's work on it "
-                                          f"would run once now and never be part of the graph; enqueue on "
-                                          f"gg.current_stream() (the capturing stream)")
-
-
-def check_usable(capture: Capture, api: str) -> None:
-    """Raise the first error again if ``capture`` was invalidated (later calls fail, naming the cause)."""
-    error = capture.error
-    if error is not None:
-        raise CaptureError(f"{api}: the capture was invalidated earlier by {error.api}: {error}",
-                           api=error.api, stream=error.stream, mode=error.mode)
 
 
 class Capture:
@@ -287,7 +98,8 @@ class Capture:
             why = "the legacy default stream cannot be captured; use Device.stream()"
         else:
             return
-        raise CaptureError(f"capture: {why}", api="Stream.capture", stream=stream, mode=self.mode, where=_where())
+        raise CaptureError(f"capture: {why}", api="Stream.capture", stream=stream, mode=self.mode,
+                           where=user_stack())
 
     def __enter__(self) -> Self:
         self._refuse_to_begin()
@@ -305,7 +117,7 @@ class Capture:
             guard_interrupts(self)
             # Begun and noted together (see unsafe_section); a change of ``into`` on another thread comes
             # before or after, so that the backend knows which of its nodes the capture did not make.
-            with _lock, into._lock if into is not None else contextlib.nullcontext():
+            with _capture_rules.lock, into._lock if into is not None else contextlib.nullcontext():
                 if into is not None:  # from now on the backend may add to it: read again when asked
                     self._recorded = into
                     into._begin_recording()
@@ -318,7 +130,7 @@ class Capture:
                     self.graph = self._recorded = graph_type._wrap(stream.device, handle, own=False, recording=True)
                 self.active = True
                 self._join(stream)
-                _active.append(self)
+                _capture_rules.active.append(self)
         except BaseException:
             # Whatever was interrupted (KeyboardInterrupt included), the backend must not go on recording
             # work the front end does not know is captured: end the capture wherever it got to.
@@ -336,13 +148,14 @@ class Capture:
     def _fork(self, stream: Any) -> None:
         """``stream`` waited for an event of this capture: it records into the capture from now on, unless the
         capture has ended meanwhile (on another thread; ``_finish`` holds the same lock)."""
-        with _lock:
+        with _capture_rules.lock:
             if self.active:
                 self._join(stream)
 
     def _finish(self) -> None:
         """The front end's part of ending: no stream records into this capture any more. Idempotent."""
-        with _lock:  # (a stream forking in on another thread meanwhile comes before, or finds it inactive)
+        # (A stream forking in on another thread meanwhile comes before, or finds it inactive.)
+        with _capture_rules.lock:
             self.active = False
             for stream in self.streams:
                 if stream._capture is self:
@@ -350,10 +163,10 @@ class Capture:
         graph, self._recorded = self._recorded, None
         if graph is not None:  # the backend records no more into it: read it whole once more, then no more
             graph._end_recording()
-        with _lock:
-            if self in _active:
-                _active.remove(self)
-                _ended.notify_all()
+        with _capture_rules.lock:
+            if self in _capture_rules.active:
+                _capture_rules.active.remove(self)
+                _capture_rules.ended.notify_all()
 
     # Every way out of a capture ends in _discard or _complete. Both can run again, so that when an exception
     # (KeyboardInterrupt) stops one of them, or the steps before them, _recover finishes the way out from the
@@ -390,7 +203,7 @@ class Capture:
         except CaptureError as error:
             self._discard()
             raise CaptureError(str(error), api="Stream.capture (end)", stream=self.stream,
-                               mode=self.mode, where=_where()) from None
+                               mode=self.mode, where=user_stack()) from None
         self._complete()
         return False
 
@@ -481,7 +294,7 @@ class Capture:
         """
         if self._handle is None or not (self.active or self._outcome is not None):
             raise CaptureError("Capture.id: the capture has not begun", api="Capture.id", stream=self.stream,
-                               mode=self.mode, where=_where())
+                               mode=self.mode, where=user_stack())
         return self.stream._backend.capture_id(self._handle)
 
     @property
@@ -533,8 +346,6 @@ class Capture:
     @staticmethod
     def _checked_kinds(after: list[Any], kinds: Any) -> list[str] | None:
         """One kind per node of ``after`` from ``kinds`` (checked), or None where every edge is full."""
-        from ._nodes import DEPENDENCY_KINDS, NodeKind
-
         if isinstance(kinds, str):
             per_node = [kinds] * len(after)
         elif isinstance(kinds, (list, tuple)):

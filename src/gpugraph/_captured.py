@@ -32,7 +32,7 @@ runs, so a thread that makes one while another thread's call captures makes that
 CaptureError, as CUDA would; programs whose threads synchronize while others may capture should use
 ``mode="thread_local"``, which forbids them only in the capturing thread. The instantiations (and frees)
 that ``captured`` makes itself wait until no other thread's global capture runs
-(``gpugraph._capture.unsafe_section``), so its calls from several threads work in every mode.
+(``gpugraph._capture_rules.unsafe_section``), so its calls from several threads work in every mode.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _capture, _interrupts
+from . import _capture_rules, _interrupts
 from ._current import current_stream, own_stream, use_stream
 from ._errors import GraphUpdateError
 from ._memory import Array
@@ -185,7 +185,7 @@ def _check_options(max_graphs: Any, mode: Any) -> int:
     count = as_int(max_graphs)
     if count is None or count < 1:
         raise ValueError(f"captured(max_graphs): expected an int of at least 1, got {describe(max_graphs)}")
-    _capture.check_mode(mode, "captured")
+    _capture_rules.check_mode(mode, "captured")
     return count
 
 
@@ -302,16 +302,16 @@ class CapturedFunction:
         with use_stream(capture_stream), capture_stream.capture(mode=self._mode) as cap:
             # This thread's work on other streams of the device is refused meanwhile (no context manager:
             # its exit could be interrupted before it restores the mark).
-            outer = _capture.function_captures.get(me)
+            outer = _capture_rules.function_captures.get(me)
             try:
-                _capture.function_captures[me] = cap
+                _capture_rules.function_captures[me] = cap
                 result = self._fn(*call.args, **call.kwargs)
                 _refuse_deferred(self._name, result)
             finally:
                 if outer is None:
-                    _capture.function_captures.pop(me, None)
+                    _capture_rules.function_captures.pop(me, None)
                 else:
-                    _capture.function_captures[me] = outer
+                    _capture_rules.function_captures[me] = outer
         graph = cap.graph
         with self._lock:
             self.stats.captures += 1
@@ -326,7 +326,7 @@ class CapturedFunction:
         # Instantiated without the lock, which a call capturing in another thread may need meanwhile (to replay
         # another captured function inside its capture), once no other thread's global capture runs: CUDA
         # refuses instantiation while one does, and invalidates that capture.
-        with _capture.unsafe_section("captured (instantiating the captured graph)"):
+        with _capture_rules.unsafe_section("captured (instantiating the captured graph)"):
             exe = graph.instantiate(auto_free_on_launch=True)
         with self._lock:
             entry = self._find(key)
@@ -420,7 +420,7 @@ class CapturedFunction:
         the next capture (or clear) closes the rest: no graph memory is left behind."""
         if not self._dropped:
             return
-        with self._closing, _capture.unsafe_section("captured (dropping a cached graph)"):
+        with self._closing, _capture_rules.unsafe_section("captured (dropping a cached graph)"):
             while True:
                 with self._lock:
                     # One whose taking out was interrupted is still cached: not dropped after all.

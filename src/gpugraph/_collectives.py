@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import _capture, backends
+from . import _capture_rules, backends
 from ._device import Device
 from ._errors import CollectiveError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -308,7 +308,7 @@ class Communicator:
                                   rank=self.rank, collective=kind)
         if HOST_THREADS:
             refuse_in_host_function(where)
-        if stream._capture is not None or stream.legacy or _capture.function_captures:
+        if stream._capture is not None or stream.legacy or _capture_rules.function_captures:
             stream._guard(where)
         call = _Call(self, where, stream, stream._capture, kind, send, recv, count, op, root)
         if _group_depth():
@@ -360,7 +360,7 @@ def unique_id(backend: str) -> UniqueId:
         raise TypeError(f"unique_id(backend): expected a backend's name (str), got {type(backend).__name__}")
     if backend not in backends.BACKEND_ORDER:
         raise ValueError(f"unique_id(backend): expected one of {', '.join(backends.BACKEND_ORDER)}, got {backend!r}")
-    _capture.forbid_unsafe("unique_id")
+    _capture_rules.forbid_unsafe("unique_id")
     return UniqueId(backend, backends.get_backend(backend).comm_unique_id())
 
 
@@ -389,7 +389,7 @@ def communicator(device: Device, *, rank: int, size: int, unique_id: UniqueId,
                          f"{device.backend}")
     timeout = timeout_seconds(timeout, where, zero=False)
     _refuse_in_group(where)
-    _capture.forbid_unsafe(where)
+    _capture_rules.forbid_unsafe(where)
     handle = device._backend.comm_init_rank(device.index, int(rank), int(size), unique_id.data, timeout)
     group: list[Communicator] = []
     group.append(Communicator(device, int(rank), int(size), timeout, handle, group))
@@ -420,7 +420,7 @@ def communicators(devices: Sequence[Device], *, timeout: float | None = None) ->
         raise ValueError(f"communicators(devices): each device may be one rank only, got {devices}")
     timeout = timeout_seconds(timeout, "communicators", zero=False)
     _refuse_in_group("communicators")
-    _capture.forbid_unsafe("communicators")
+    _capture_rules.forbid_unsafe("communicators")
     handles = devices[0]._backend.comm_init_all([d.index for d in devices], timeout)
     group: list[Communicator] = []
     group.extend(Communicator(d, rank, len(devices), timeout, h, group) for rank, (d, h) in

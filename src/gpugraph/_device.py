@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import _capture
+from . import _capture_rules
 from ._attributes import AttributeLimits
 from ._errors import BackendUnavailableError
 from ._host_memory import HostRegistration
@@ -137,7 +137,7 @@ class Device:
 
     def _synchronize(self, api: str) -> None:
         refuse_in_host_function(api)
-        _capture.forbid_device_sync(api, self)
+        _capture_rules.forbid_device_sync(api, self)
         self._backend.device_synchronize(self.index)
 
     @property
@@ -210,7 +210,7 @@ class Device:
         if not backend.device_can_access_peer(index, peer.index):
             raise ValueError(f"{what}: {self} cannot access memory of {peer}: the hardware allows no peer access "
                              f"between them (cudaDeviceCanAccessPeer); copy the data with Stream.memcpy instead")
-        _capture.forbid_unsafe(f"{what} (enabling peer access from {self} to {peer})")
+        _capture_rules.forbid_unsafe(f"{what} (enabling peer access from {self} to {peer})")
         backend.enable_peer_access(index, peer.index)
 
     def _check_peer(self, peer: Any, what: str) -> None:
@@ -266,7 +266,7 @@ class Device:
 
     def empty(self, shape: Any, dtype: Any = np.float32) -> Array:
         """Allocate uninitialised device memory (cudaMalloc); freed when the Array is collected."""
-        _capture.forbid_unsafe("Device.empty")
+        _capture_rules.forbid_unsafe("Device.empty")
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         ptr, alloc = self._backend.mem_alloc(self.index, Array.bytes_for(shape, dtype))
         array = Array(self, ptr, shape, dtype, alloc)
@@ -275,7 +275,7 @@ class Device:
 
     def zeros(self, shape: Any, dtype: Any = np.float32) -> Array:
         """Allocate device memory filled with zeros."""
-        _capture.forbid_unsafe("Device.zeros")
+        _capture_rules.forbid_unsafe("Device.zeros")
         array = self.empty(shape, dtype)
         zeros = np.zeros(array.shape, array.dtype)
         self._backend.copy(array, zeros, array.nbytes)
@@ -283,7 +283,7 @@ class Device:
 
     def asarray(self, data: Any, dtype: Any = None) -> Array:
         """Copy host data (anything ``numpy.asarray`` takes) into new device memory, synchronously."""
-        _capture.forbid_unsafe("Device.asarray")
+        _capture_rules.forbid_unsafe("Device.asarray")
         if type(data) is Array:
             raise TypeError(f"asarray(data): {data!r} is device memory already, not host data; copy it on the device "
                             f"with stream.memcpy(dev.empty_like(array), array), to any device of its backend")
@@ -309,7 +309,7 @@ class Device:
 
     def pinned(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
         """Allocate page-locked host memory as a NumPy array, for asynchronous copies."""
-        _capture.forbid_unsafe("Device.pinned")
+        _capture_rules.forbid_unsafe("Device.pinned")
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         raw = self._backend.pinned_empty(self.index, Array.bytes_for(shape, dtype))
         return raw.view(dtype).reshape(shape)

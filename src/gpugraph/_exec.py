@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _capture, _kernel, _params
+from . import _capture_rules, _kernel, _params
 from ._attributes import AttributeRefusal
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -250,7 +250,7 @@ class GraphExec:
             if handle is None or type(stream) is not Stream or stream.device is not self.device:
                 self._stream_handle(stream, "launch")
             capture = stream._capture
-            if capture is not None or stream.legacy or _capture.function_captures:
+            if capture is not None or stream.legacy or _capture_rules.function_captures:
                 self._guard_capture(stream)
             if self._params.pending:
                 self._params.patch(self._prepare_patch)
@@ -299,34 +299,34 @@ class GraphExec:
         if stream._capture is None:
             return
         if self.graph._memory:
-            raise _capture.invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free nodes "
-                              "cannot be launched into a capture (it would become a child graph)")
+            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free "
+                              "nodes cannot be launched into a capture (it would become a child graph)")
         if self._read_layout().bodies:  # (as instantiated or last updated)
-            raise _capture.invalidate([stream._capture], "GraphExec.launch", "a graph with conditional nodes "
+            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "a graph with conditional nodes "
                               "cannot be launched into a capture (it would become a child graph, which CUDA refuses)")
         into = stream._capture._into
         if into is not None and into._in_body():
             kind = self._source._holds_other_than(BODY_KINDS)
             if kind is not None:
-                raise _capture.invalidate([stream._capture], "GraphExec.launch", f"the capture fills the body of a "
-                                  f"conditional node, which cannot hold {kind.name.lower()} nodes, and the graph "
+                raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", f"the capture fills the body "
+                                  f"of a conditional node, which cannot hold {kind.name.lower()} nodes, and the graph "
                                   f"launched into it (as a child graph) has one")
         if self._source._version != self._source_version:
-            raise _capture.invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
+            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")
         if self._disabled:
-            raise _capture.invalidate([stream._capture], "GraphExec.launch", "an executable graph with a node "
+            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "an executable graph with a node "
                               "turned off by set_enabled (an update keeps it off) cannot be launched into a "
                               "capture (the capture embeds the graph it was made from, with every node on); "
                               "turn the node on again first, or capture the work itself")
         if self._changed or self._params:
-            raise _capture.invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by setters, "
-                              "set_enabled or Params cannot be launched into a capture (the capture embeds the "
-                              "graph it was made from); launch that graph's instantiation before the changes, or "
+            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by "
+                              "setters, set_enabled or Params cannot be launched into a capture (the capture embeds "
+                              "the graph it was made from); launch that graph's instantiation before the changes, or "
                               "capture the work itself")
         refusal = nesting_refusal(stream._capture.graph, self._source)
         if refusal is not None:
-            raise _capture.invalidate([stream._capture], "GraphExec.launch", refusal)
+            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", refusal)
 
     @_serialized
     def upload(self, stream: Stream) -> None:

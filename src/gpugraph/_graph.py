@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _capture
+from . import _capture, _capture_rules
 from ._attributes import _KEEP, KernelAttributes, attributes_with, launch_refusal
 from ._conditions import Condition, condition_args
 from ._device import Device
@@ -1606,7 +1606,7 @@ class Graph:
             check_device_launch(self)
         if HOST_THREADS:
             refuse_in_host_function("Graph.instantiate")
-        _capture.forbid_unsafe("Graph.instantiate", _capture.INSTANTIATE_RULE)
+        _capture_rules.forbid_unsafe("Graph.instantiate", _capture_rules.INSTANTIATE_RULE)
         exe = GraphExec(self, flags, Graph)
         if self._memory or conditional:
             self._live_execs.add(exe)

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _capture, _params
+from . import _capture, _capture_rules, _params
 from ._errors import CaptureError, GraphError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
@@ -68,13 +68,13 @@ class Event:
     def _check_not_captured(self, api: str) -> None:
         capture = self._capture
         if capture is not None and capture.active:
-            raise _capture.invalidate([capture], api, "the event was last recorded inside a capture, so it "
+            raise _capture_rules.invalidate([capture], api, "the event was last recorded inside a capture, so it "
                                                        "marks work that has not run and cannot be waited for")
 
     def synchronize(self) -> None:
         """Block until the work before the event's last record has finished."""
         self._check_not_captured("Event.synchronize")
-        _capture.forbid_unsafe("Event.synchronize", _WAIT_RULE)
+        _capture_rules.forbid_unsafe("Event.synchronize", _WAIT_RULE)
         self._backend.event_synchronize(self._handle)
 
     @property
@@ -83,7 +83,7 @@ class Event:
         self._check_not_captured("Event.done")
         if HOST_THREADS:
             refuse_in_host_function("Event.done")
-        _capture.forbid_unsafe("Event.done", _WAIT_RULE)
+        _capture_rules.forbid_unsafe("Event.done", _WAIT_RULE)
         return self._backend.event_query(self._handle)
 
     def elapsed_ms(self, end: Event) -> float:
@@ -158,21 +158,21 @@ class Stream:
         function captures (kept off the common path). ``forking``: the call joins this stream to a capture."""
         capture = self._capture
         if capture is not None:
-            _capture.check_usable(capture, api)
+            _capture_rules.check_usable(capture, api)
             if capture._kinded and self is capture.stream and api != "Stream.launch":
                 capture._refuse_kinded_frontier(api)
             return
         if self.legacy:
             offended = self._blocking_captures()
             if offended:
-                raise _capture.invalidate(offended, api, "the legacy default stream synchronizes with "
+                raise _capture_rules.invalidate(offended, api, "the legacy default stream synchronizes with "
                                            "blocking streams, and a blocking stream is capturing")
-        if _capture.function_captures and not forking:
-            _capture.refuse_outside_function_capture(self, api)
+        if _capture_rules.function_captures and not forking:
+            _capture_rules.refuse_outside_function_capture(self, api)
 
     def _blocking_captures(self) -> list[Any]:
         """The running captures of this stream's device that include a blocking stream."""
-        return [c for c in list(_capture._active)
+        return [c for c in list(_capture_rules.active)
                 if c.stream.device is self.device and any(not s.non_blocking for s in c.streams)]
 
     @property
@@ -224,7 +224,7 @@ class Stream:
                 synchronizes with blocking streams, so it cannot be used then; CUDA answers
                 cudaErrorStreamCaptureImplicit). The capture goes on.
         """
-        if self.legacy and _capture._active:
+        if self.legacy and _capture_rules.active:
             offended = self._blocking_captures()
             if offended:
                 first = offended[0]
@@ -251,7 +251,7 @@ class Stream:
         """Record the work enqueued on this stream inside a ``with`` block into a graph.
 
         Args:
-            mode: "global", "thread_local" or "relaxed" (see ``gpugraph._capture`` for the rules).
+            mode: "global", "thread_local" or "relaxed" (see ``gpugraph._capture_rules`` for the rules).
             into: An existing Graph to append to (cudaStreamBeginCaptureToGraph), or None for a new one.
             after: With ``into``, nodes of that graph the first captured work depends on.
 
@@ -285,7 +285,7 @@ class Stream:
             if function is not None:
                 capture = self._capture
                 if capture is None:
-                    if not _capture.function_captures and fast(function, grid, block, args):
+                    if not _capture_rules.function_captures and fast(function, grid, block, args):
                         return
                 elif capture.error is None and fast.captured(capture._handle, kernel, function, grid, block, args):
                     return
@@ -293,7 +293,7 @@ class Stream:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
         capture = self._capture
         if (capture is not None and capture.error is not None) or self.legacy or (
-                capture is None and _capture.function_captures):
+                capture is None and _capture_rules.function_captures):
             self._guard("Stream.launch")
         if capture is None and kernel.launches_graphs:
             raise GraphError(f"Stream.launch({kernel!r}): the kernel takes a graph to launch (a cudaGraphExec_t), "
@@ -331,7 +331,7 @@ class Stream:
 
         See also: cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemcpy3DAsync.
         """
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.memcpy")
         box = None
         if shape is not None or dst_origin is not None or src_origin is not None:
@@ -354,7 +354,7 @@ class Stream:
 
         See also: cudaMemsetD8Async / D16 / D32, cudaMemset2DAsync.
         """
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.memset")
         if shape is not None or origin is not None:
             pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, count, shape, origin, "memset")
@@ -386,7 +386,7 @@ class Stream:
 
     def _semaphores(self, kind: NodeKind, semaphores: Any, values: Any, what: str) -> None:
         record = semaphore_record(self.device, kind, semaphores, values, what)
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard(f"Stream.{what}")
             if self._capture is not None:
                 self._capture._refuse_in_body(f"Stream.{what}", kind.value.replace("_", " "))
@@ -411,7 +411,7 @@ class Stream:
 
     def _mem_ops(self, op: Any, what: str) -> None:
         record = mem_ops_record(self.device, op, what)
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard(f"Stream.{what}")
             if self._capture is not None:
                 self._capture._refuse_in_body(f"Stream.{what}", "batch memory-op")
@@ -426,7 +426,7 @@ class Stream:
         """
         if not callable(fn):
             raise TypeError(f"host(fn): expected a callable, got {type(fn).__name__}")
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.host")
             if self._capture is not None:
                 self._capture._refuse_in_body("Stream.host", "host")
@@ -439,12 +439,12 @@ class Stream:
 
         See also: cudaMallocAsync.
         """
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.alloc")
             if self._capture is not None:
                 self._capture._refuse_in_body("Stream.alloc", "memory allocation")
-        if self._capture is None and _capture._active:
-            _capture.forbid_unsafe("Stream.alloc", _ALLOC_RULE)
+        if self._capture is None and _capture_rules.active:
+            _capture_rules.forbid_unsafe("Stream.alloc", _ALLOC_RULE)
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
         ptr, alloc = self._backend.stream_alloc(self._handle, nbytes, self._capture_handle())
@@ -461,12 +461,12 @@ class Stream:
         """
         if type(array) is not Array:
             raise TypeError(f"free(array): expected an Array, got {type(array).__name__}")
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.free")
             if self._capture is not None:
                 self._capture._refuse_in_body("Stream.free", "memory free")
-        if self._capture is None and _capture._active:
-            _capture.forbid_unsafe("Stream.free", _ALLOC_RULE)
+        if self._capture is None and _capture_rules.active:
+            _capture_rules.forbid_unsafe("Stream.free", _ALLOC_RULE)
         self.device._check_same_device(array, "free(array)")
         alloc = array._alloc
         if alloc.origin == "device":
@@ -484,13 +484,13 @@ class Stream:
         """A captured free becomes a free node: it may free only graph memory, and only once per graph."""
         capture = self._capture
         if alloc.origin != "graph":
-            raise _capture.invalidate([capture], "Stream.free", f"{alloc.owner} was not made by a graph "
+            raise _capture_rules.invalidate([capture], "Stream.free", f"{alloc.owner} was not made by a graph "
                                        f"allocation; a captured free can only free graph memory "
                                        f"(allocate it inside the capture)")
         graph = capture.graph  # allocations are told apart by record, not address: CUDA reuses addresses
         topology = graph._current()
         if any(freed is alloc and topology.records[i].kind.value == "mem_free" for i, freed in topology.allocs.items()):
-            raise _capture.invalidate([capture], "Stream.free",
+            raise _capture_rules.invalidate([capture], "Stream.free",
                                        f"{alloc.owner} is already freed in this capture (double free)")
 
     def record(self, event: Event | None = None) -> Event:
@@ -503,7 +503,7 @@ class Stream:
         elif not isinstance(event, Event):
             raise TypeError(f"record(event): expected an Event or None, got {type(event).__name__}")
         self.device._check_same_device(event, "record(event)")
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.record")
         captured = self._backend.event_record(event._handle, self._handle, self._capture_handle())
         event._capture = self._capture if captured else None  # (None too if it ended meanwhile, on another thread)
@@ -522,15 +522,15 @@ class Stream:
             raise TypeError(f"wait(event): expected an Event, got {type(event).__name__}")
         self.device._check_same_backend(event, "wait(event)")  # (an event of any device of the backend)
         capture = event._capture if event._capture is not None and event._capture.active else None
-        if self._capture is not None or self.legacy or _capture.function_captures:
+        if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.wait", forking=capture is not None)
         if capture is not None and self._capture is not None and capture is not self._capture:
-            raise _capture.invalidate([self._capture, capture], "Stream.wait",
+            raise _capture_rules.invalidate([self._capture, capture], "Stream.wait",
                                        "the event was recorded in another capture; two captures cannot merge")
         if capture is not None and self.legacy:
-            raise _capture.invalidate([capture], "Stream.wait", "the legacy default stream cannot join a capture")
+            raise _capture_rules.invalidate([capture], "Stream.wait", "the legacy default stream cannot join a capture")
         if capture is None and self._capture is not None:
-            raise _capture.invalidate([self._capture], "Stream.wait",
+            raise _capture_rules.invalidate([self._capture], "Stream.wait",
                                        "a capturing stream cannot wait for an event recorded outside the capture")
         if capture is None and event._capture is not None:
             self._refuse_ended_capture_event(event)
@@ -561,7 +561,7 @@ class Stream:
             self._refuse_wait("Stream.synchronize")
         elif self.legacy:
             self._guard("Stream.synchronize")
-        _capture.forbid_unsafe("Stream.synchronize", _WAIT_RULE)
+        _capture_rules.forbid_unsafe("Stream.synchronize", _WAIT_RULE)
         self._backend.stream_synchronize(self._handle)
 
     @property
@@ -573,12 +573,12 @@ class Stream:
             self._guard("Stream.done")
         if HOST_THREADS:
             refuse_in_host_function("Stream.done")
-        _capture.forbid_unsafe("Stream.done", _WAIT_RULE)
+        _capture_rules.forbid_unsafe("Stream.done", _WAIT_RULE)
         return self._backend.stream_query(self._handle)
 
     def _refuse_wait(self, api: str) -> None:
-        _capture.check_usable(self._capture, api)
-        raise _capture.invalidate([self._capture], api, "a capturing stream runs nothing, so it cannot be "
+        _capture_rules.check_usable(self._capture, api)
+        raise _capture_rules.invalidate([self._capture], api, "a capturing stream runs nothing, so it cannot be "
                                                          "waited for or queried")
 
     def __repr__(self) -> str:

@@ -1,5 +1,5 @@
 """Capture mechanics of the CPU backend: each capturing stream has a frontier of nodes, and work
-enqueued on it becomes a node depending on that frontier (the rules live in gpugraph._capture)."""
+enqueued on it becomes a node depending on that frontier (the rules live in gpugraph._capture_rules)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ else:
         else:
             from cuda.bindings import driver as cu
 
-            from ..._capture import function_captures
+            from ..._capture_rules import function_captures
             from ..._graph import Node
             from ..._host_threads import HOST_THREADS
             from ..._memory import Array
