@@ -1,11 +1,11 @@
 """Other libraries' streams and arrays in gpugraph: the CUDA stream protocol (``__cuda_stream__``), DLPack
 and the CUDA Array Interface (``__cuda_array_interface__``, version 3).
 
-This module owns every import rule (``Stream.from_external``, ``gg.from_dlpack``,
-``gg.from_cuda_array_interface`` and other libraries' arrays given to kernels); the registry of CUDA
-streams by native handle is gpugraph._stream's, and the exports are ``Array.__dlpack__`` /
-``__cuda_array_interface__`` and ``Stream.__cuda_stream__``. Which protocols apply is the backend's fact
-(``Backend.speaks_cuda``, ``Backend.dlpack_device_type``).
+This module owns the import rules of ``Stream.from_external``, ``gg.from_dlpack`` and
+``gg.from_cuda_array_interface``; reading and viewing other libraries' arrays (those given to kernels
+included) is gpugraph._foreign_arrays', the registry of CUDA streams by native handle is gpugraph._stream's,
+and the exports are ``Array.__dlpack__`` / ``__cuda_array_interface__`` and ``Stream.__cuda_stream__``.
+Which protocols apply is the backend's fact (``Backend.speaks_cuda``, ``Backend.dlpack_device_type``).
 
 Imports view memory, never copy it. An imported Array is C-contiguous, writable memory of the device it
 is used on; it keeps the producer alive (a DLPack import calls the producer's deleter) as long as the
@@ -16,15 +16,22 @@ a malformed object gets the same error on every backend.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from . import _dlpack, _kernel, _stream
+from . import _dlpack, _stream
 from ._device import Device
 from ._errors import BackendUnavailableError
-from ._memory import Array, normalize_dtype
+from ._foreign_arrays import (
+    check_same_memory,
+    dlpack_device,
+    import_capsule,
+    keep,
+    name_of,
+    need_cuda,
+    read_interface,
+    view_memory,
+)
+from ._memory import Array
 from ._scalars import as_bool, describe
 from ._stream import Stream
 from .backends import BACKEND_ORDER, get_backend
@@ -33,15 +40,11 @@ _LEGACY_HANDLES = (0, 1)  # the default stream as the protocols give it, and CU_
 _PER_THREAD_HANDLE = 2  # CU_STREAM_PER_THREAD
 
 
-def _name(obj: Any) -> str:
-    return type(obj).__name__
-
-
 def _device(device: Any, what: str) -> Any:
     if device is None:
         return Device()
     if type(device) is not Device:
-        raise TypeError(f"{what}(device): expected a Device or None, got {_name(device)}")
+        raise TypeError(f"{what}(device): expected a Device or None, got {name_of(device)}")
     return device
 
 
@@ -49,7 +52,7 @@ def _check_stream(stream: Any, device: Any, what: str) -> Stream | None:
     if stream is None:
         return None
     if type(stream) is not Stream:
-        raise TypeError(f"{what}(stream): expected a gpugraph Stream or None, got {_name(stream)}"
+        raise TypeError(f"{what}(stream): expected a gpugraph Stream or None, got {name_of(stream)}"
                         + (" (wrap it with gg.Stream.from_external first)" if hasattr(stream, "__cuda_stream__")
                            else ""))
     if stream.device is not device:
@@ -65,18 +68,18 @@ def _stream_address(obj: Any, what: str) -> int:
     method = getattr(obj, "__cuda_stream__", None)
     if method is None:
         raise TypeError(f"{what}: expected a gpugraph Stream or an object with __cuda_stream__ (the CUDA stream "
-                        f"protocol: CuPy, PyTorch, cuda.core streams), got {_name(obj)}")
+                        f"protocol: CuPy, PyTorch, cuda.core streams), got {name_of(obj)}")
     result = method()
     if (not isinstance(result, tuple) or len(result) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in result)):
-        raise ValueError(f"{what}: {_name(obj)}.__cuda_stream__() must return (version, handle) as two ints, "
+        raise ValueError(f"{what}: {name_of(obj)}.__cuda_stream__() must return (version, handle) as two ints, "
                          f"got {result!r}")
     version, address = result
     if version != 0:
-        raise ValueError(f"{what}: {_name(obj)} speaks version {version} of the CUDA stream protocol; "
+        raise ValueError(f"{what}: {name_of(obj)} speaks version {version} of the CUDA stream protocol; "
                          f"gpugraph understands version 0")
     if address < 0:
-        raise ValueError(f"{what}: {_name(obj)}.__cuda_stream__() gave the handle {address}, not an address")
+        raise ValueError(f"{what}: {name_of(obj)}.__cuda_stream__() gave the handle {address}, not an address")
     return address
 
 
@@ -90,7 +93,7 @@ def external_stream(obj: Any, device: Any = None) -> Stream:
     address = _stream_address(obj, what)
     device = _device(device, what)
     if not device._backend.speaks_cuda:
-        raise ValueError(f"{what}: {_name(obj)} is a CUDA stream (__cuda_stream__) and {device} is not a CUDA "
+        raise ValueError(f"{what}: {name_of(obj)} is a CUDA stream (__cuda_stream__) and {device} is not a CUDA "
                          f"device; use a cuda device")
     return _stream_at(device, address, obj, what)
 
@@ -112,7 +115,7 @@ def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
         if index != device.index:
             raise ValueError(f"{what}: the stream {address:#x} belongs to {device.backend}:{index}, not {device}")
         made = Stream(device, non_blocking, priority, _wrap=handle)
-        weakref.finalize(made, _keep, owner).atexit = False  # the owner's stream lives as long as the Stream
+        weakref.finalize(made, keep, owner).atexit = False  # the owner's stream lives as long as the Stream
         with _stream.by_address_lock:
             stream = _stream.by_address.setdefault(address, made)
     if stream.device is not device:
@@ -122,37 +125,13 @@ def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
 
 # Arrays
 
-def _view(device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype, what: str) -> Array:
-    """An Array viewing memory that gpugraph did not allocate (the backend checks it is the device's)."""
-    nbytes = Array.bytes_for(shape, dtype)
-    try:
-        alloc = device._backend.mem_import(device.index, ptr, nbytes)
-    except ValueError as exc:
-        raise ValueError(f"{what}: {exc}") from None
-    return Array(device, ptr, shape, dtype, alloc)
-
-
-def _keep(_owner: Any) -> None:
-    """A finalizer holding the producer of a view until the view is collected."""
-
-
 def _same_allocation(x: Array) -> Array:
     """A gpugraph Array imported again: an Array on its allocation record (the same address, lifetime checks
     and frees: importing through the backend would make CPU stream and graph memory escape its lifetime
     checks), keeping ``x`` alive (its collection frees ``Device.empty`` memory)."""
     array = Array(x.device, x.ptr, x.shape, x.dtype, x._alloc)
-    weakref.finalize(array, _keep, x).atexit = False
+    weakref.finalize(array, keep, x).atexit = False
     return array
-
-
-def _plain_dtype(typestr: Any, source: str, what: str) -> np.dtype:
-    try:
-        result = normalize_dtype(typestr) if isinstance(typestr, str) else None
-    except TypeError:
-        result = None
-    if result is None or result.kind not in "biufc" or not result.isnative:
-        raise BufferError(f"{what}: {source} has 'typestr' {typestr!r}; an Array holds native-endian numbers")
-    return result
 
 
 def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | None = None) -> Array:
@@ -188,19 +167,19 @@ def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | 
     """
     what = "from_dlpack"
     if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
-        raise TypeError(f"{what}: {_name(x)} does not support DLPack (it has no __dlpack__ and "
+        raise TypeError(f"{what}: {name_of(x)} does not support DLPack (it has no __dlpack__ and "
                         f"__dlpack_device__)")
     if copy is not None and as_bool(copy) is None:
         raise TypeError(f"{what}(copy): expected True, False or None, got {describe(copy)}")
     copy = None if copy is None else bool(copy)
-    source = _dlpack_device(x, what)
+    source = dlpack_device(x, what)
     device = _device(_device_of_memory(x, source, what) if device is None else device, what)
-    _check_same_memory(x, source, device, what)
+    check_same_memory(x, source, device, what)
     stream = _check_stream(stream, device, what)
     if type(x) is Array and not copy:
         return _same_allocation(x)
     producer_stream = None if source[0] == _dlpack.CPU or stream is None else stream.ptr
-    return _import_capsule(x, device, producer_stream, copy, what)
+    return import_capsule(x, device, producer_stream, copy, what)
 
 
 def _device_of_memory(x: Any, source: tuple[int, int], what: str) -> Any:
@@ -218,104 +197,8 @@ def _device_of_memory(x: Any, source: tuple[int, int], what: str) -> Any:
         if backend.dlpack_device_type == kind:
             return Device(f"{name}:{index}")
         known.append(f"{name} uses {_dlpack.type_name(backend.dlpack_device_type)} memory")
-    raise ValueError(f"{what}: {_name(x)} is in {_dlpack.describe(source)} memory, which no gpugraph backend "
+    raise ValueError(f"{what}: {name_of(x)} is in {_dlpack.describe(source)} memory, which no gpugraph backend "
                      f"uses here ({'; '.join(known)})")
-
-
-def _dlpack_device(x: Any, what: str) -> tuple[int, int]:
-    found = x.__dlpack_device__()
-    try:
-        kind, index = (int(v) for v in found)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: {_name(x)}.__dlpack_device__() must return (device type, index), "
-                         f"got {found!r}") from None
-    return kind, index
-
-
-def _check_same_memory(x: Any, source: tuple[int, int], device: Any, what: str, verb: str = "viewed on") -> None:
-    own = _dlpack.device_tuple(device)
-    if source != own:
-        hint = " (copy host data with dev.asarray instead)" if source[0] == _dlpack.CPU else ""
-        raise ValueError(f"{what}: {_name(x)} is in {_dlpack.describe(source)} memory and cannot be {verb} "
-                         f"{device}, whose memory is {_dlpack.describe(own)}{hint}")
-
-
-def _import_capsule(x: Any, device: Any, producer_stream: int | None, copy: bool | None, what: str) -> Array:
-    """Ask ``x`` for a capsule (a versioned one first, as the array API standard says), view its memory,
-    and hand the capsule's deleter to the Array. A refused capsule stays unused: it frees itself."""
-    kwargs: dict[str, Any] = {"stream": producer_stream, "max_version": _dlpack.VERSION}
-    if copy is not None:
-        kwargs["copy"] = copy
-    try:
-        capsule = x.__dlpack__(**kwargs)
-    except TypeError:
-        if copy:  # a producer without max_version (DLPack before 1.0) knows no copy either
-            raise BufferError(f"{what}: {_name(x)}.__dlpack__ takes no copy= (a DLPack producer before 1.0), "
-                              f"so it cannot be asked for a copy") from None
-        capsule = x.__dlpack__(stream=producer_stream)
-    tensor = _dlpack.read(capsule, what, _name(x))
-    if tensor.device != _dlpack.device_tuple(device):
-        raise ValueError(f"{what}: {_name(x)}'s capsule is in {_dlpack.describe(tensor.device)} memory, not "
-                         f"{device}'s")
-    if tensor.read_only:
-        raise BufferError(f"{what}: {_name(x)} exported read-only memory (DLPack's READ_ONLY flag); an Array "
-                          f"is written by kernels and copies, so gpugraph views only writable memory")
-    array = _view(device, tensor.ptr, tensor.shape, tensor.dtype, what)
-    release = _dlpack.consume(capsule, tensor)
-    weakref.finalize(array, release).atexit = False  # the producer may be gone at interpreter exit
-    return array
-
-
-class _Interface:
-    """A parsed ``__cuda_array_interface__``."""
-
-    __slots__ = ("dtype", "ptr", "shape", "stream")
-
-    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype, stream: int | None) -> None:
-        self.ptr, self.shape, self.dtype, self.stream = ptr, shape, dtype, stream
-
-
-def _interface(x: Any, what: str, desc: Any = None) -> _Interface:
-    """Read and check ``x.__cuda_array_interface__`` (versions 0 to 3; ``desc`` if already read) as an
-    Array's description."""
-    if desc is None:
-        try:
-            desc = x.__cuda_array_interface__
-        except AttributeError:
-            raise TypeError(f"{what}: {_name(x)} has no __cuda_array_interface__ (it is not CUDA memory); copy "
-                            f"host data with dev.asarray") from None
-    source = f"{_name(x)}'s __cuda_array_interface__"
-    if not isinstance(desc, Mapping):
-        raise TypeError(f"{what}: {source} must be a dict, got {_name(desc)}")
-    version, shape, data = desc.get("version"), desc.get("shape"), desc.get("data")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise ValueError(f"{what}: {source} has no valid 'version' (got {version!r})")
-    if (not isinstance(shape, tuple) or
-            not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
-        raise ValueError(f"{what}: {source} 'shape' must be a tuple of non-negative ints, got {shape!r}")
-    if not isinstance(data, tuple) or len(data) != 2 or not isinstance(data[0], int) or data[0] < 0:
-        raise ValueError(f"{what}: {source} 'data' must be (pointer, read_only), got {data!r}")
-    dtype = _plain_dtype(desc.get("typestr"), source, what)
-    if data[1]:
-        raise BufferError(f"{what}: {_name(x)} is read-only ('data' read-only flag); an Array is written by "
-                          f"kernels and copies, so gpugraph views only writable memory")
-    if desc.get("mask") is not None:
-        raise BufferError(f"{what}: {_name(x)} is a masked array ('mask'); an Array has no mask")
-    strides = desc.get("strides")
-    if not _dlpack.c_contiguous(shape, strides, dtype.itemsize):
-        raise BufferError(f"{what}: {_name(x)} is not C-contiguous (shape {shape}, strides {strides} bytes); an "
-                          f"Array is C-contiguous: make a contiguous copy first")
-    stream = desc.get("stream") if version >= 3 else None
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
-        raise ValueError(f"{what}: {source} 'stream' must be None or a stream handle (a positive int), "
-                         f"got {stream!r}")
-    return _Interface(data[0], shape, dtype, stream)
-
-
-def _need_cuda(x: Any, device: Any, what: str) -> None:
-    if not device._backend.speaks_cuda:
-        raise ValueError(f"{what}: {_name(x)} is CUDA memory (__cuda_array_interface__) and {device} is not a "
-                         f"CUDA device")
 
 
 def from_cuda_array_interface(x: Any, *, device: Any = None, stream: Any = None) -> Array:
@@ -341,16 +224,16 @@ def from_cuda_array_interface(x: Any, *, device: Any = None, stream: Any = None)
             device memory of ``device``.
     """
     what = "from_cuda_array_interface"
-    interface = _interface(x, what)
+    interface = read_interface(x, what)
     device = _device(device, what)
-    _need_cuda(x, device, what)
+    need_cuda(x, device, what)
     consumer = _check_stream(stream, device, what)
     if type(x) is Array:
         if x.device is not device:
             raise ValueError(f"{what}: {x!r} is memory of {x.device}, not of {device}")
         return _same_allocation(x)
-    array = _view(device, interface.ptr, interface.shape, interface.dtype, what)
-    weakref.finalize(array, _keep, x).atexit = False
+    array = view_memory(device, interface.ptr, interface.shape, interface.dtype, what)
+    weakref.finalize(array, keep, x).atexit = False
     if interface.stream is not None:
         consumer = consumer if consumer is not None else device.default_stream
         if interface.stream != consumer.ptr:
@@ -359,33 +242,4 @@ def from_cuda_array_interface(x: Any, *, device: Any = None, stream: Any = None)
     return array
 
 
-def kernel_argument(value: Any, device: Any, where: str) -> Array | None:
-    """Another library's device array given for a kernel's pointer parameter, viewed as an Array; None when
-    ``value`` is no such array (host memory included: kernels take device memory only, on every backend).
-
-    Memory with ``__cuda_array_interface__`` is used first, then DLPack. Nothing is synchronized: as with
-    gpugraph's own Arrays, the producer's work on the memory must be ordered before the launch (the same
-    stream, via ``Stream.from_external``, or an event); ``gg.from_dlpack(x, stream=s)`` imports once with
-    the producer ordering it.
-    """
-    try:
-        desc = value.__cuda_array_interface__
-    except AttributeError:
-        desc = None
-    if desc is not None:
-        interface = _interface(value, where, desc)
-        _need_cuda(value, device, where)
-        array = _view(device, interface.ptr, interface.shape, interface.dtype, where)
-        weakref.finalize(array, _keep, value).atexit = False
-        return array
-    if not hasattr(value, "__dlpack__") or not hasattr(value, "__dlpack_device__"):
-        return None
-    source = _dlpack_device(value, where)
-    if source[0] == _dlpack.CPU:
-        return None
-    _check_same_memory(value, source, device, where, "used by a launch on")
-    return _import_capsule(value, device, -1, None, where)  # -1: the producer must not synchronize
-
-
 _stream.external_stream = external_stream  # (Stream.from_external: see gpugraph._stream)
-_kernel.foreign_array = kernel_argument  # (other libraries' arrays given to kernels: see gpugraph._kernel)

@@ -14,6 +14,7 @@ import numpy as np
 from . import _params
 from ._conditions import Condition
 from ._errors import KernelCompileError
+from ._foreign_arrays import kernel_argument
 from ._memory import Array
 from ._params import Param
 from ._scalars import as_int, bounds, is_number, to_c
@@ -24,10 +25,6 @@ from ._signature import KernelParam, absent_kernel, parse_declared, parse_signat
 # sits above kernels, is imported.
 graph_exec_type: Any = None
 exec_argument: Callable[[Any, Any, str], Any] = None  # type: ignore[assignment]
-
-# Another library's device array given for a pointer parameter, viewed as an Array (None: no such array):
-# gpugraph._interop's kernel_argument, set when that module, which sits above kernels, is imported.
-foreign_array: Callable[[Any, Any, str], Array | None] = None  # type: ignore[assignment]  # (set before any call)
 
 # A kernel's name: an identifier, qualified by namespaces or not, or a name expression instantiating a template
 # (``axpb<double, 4>``, ``ns::axpb<float>``).
@@ -537,7 +534,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
                 if want is not None and value.dtype is not want and value.dtype != want:
                     raise TypeError(f"{where}: expects {want} data{addresses}, got an Array of {value.dtype}")
                 return value
-            view = foreign_array(value, device, where)  # another library's device array, viewed without a copy
+            view = kernel_argument(value, device, where)  # another library's device array, viewed without a copy
             if view is not None:
                 return to_pointer(view, device)
             hint = " (copy it to the device with dev.asarray first)" if isinstance(value, np.ndarray) else ""
