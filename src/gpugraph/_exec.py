@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _capture_rules, _kernel, _params
+from . import _capture_rules, _params
 from ._attributes import AttributeRefusal
+from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
@@ -88,7 +89,7 @@ def check_stream(stream: object, device: object, what: str, arg: str = "stream")
         raise ValueError(f"{what}({arg}): the stream is on {stream.device}, the graph on {device}")
 
 
-class GraphExec:
+class GraphExec(KernelLaunchable):
     """An executable graph, made by ``Graph.instantiate``; launch it on any stream of its device.
 
     Usable as a context manager; ``close`` (or garbage collection) releases it. Nodes passed to the
@@ -678,42 +679,33 @@ class GraphExec:
         state = "closed" if self._handle is None else f"{len(self.graph)} nodes"
         return f"GraphExec({state}, device={self.device})"
 
+    # Kernels launching it
+
+    def _kernel_argument(self, device: Any, where: str) -> ExecArgument:
+        """The argument a kernel of ``device`` takes for this graph (``gpugraph._device_launch.exec_argument``): it must
+        be instantiated with device_launch (the kernel launches it with cudaGraphLaunch)."""
+        with self._lock:  # (a close on another thread comes before or after)
+            if self._handle is None:
+                raise GraphError(f"{where}: the GraphExec is closed")
+            if "device_launch" not in self._flags:
+                raise GraphError(f"{where}: {self!r} was not instantiated with device_launch=True, and a kernel "
+                                 f"launches only such a graph (CUDA stops the kernel with an illegal address "
+                                 f"otherwise, measured on the H200)")
+            if self.device is not device:
+                raise ValueError(f"{where}: {self!r} is on {self.device}, the kernel on {device}; a kernel launches "
+                                 f"graphs of its own device")
+            if self._stale_for_kernels:
+                self._upload_for_kernels(where, "the argument was not taken")
+            argument = ExecArgument(self._backend.exec_device_handle(self._handle))
+            argument.exec = self
+            key = id(argument)
+            self._arguments[key] = weakref.ref(argument, functools.partial(_argument_gone, self, key))
+        return argument
+
 
 _DEVICE_LAUNCH_PARAMS = ("a graph a kernel launches takes no Params: their values are written at launches from the "
                          "host, and a launch from a kernel has none; pass values, and set_params them")
 
-
-class ExecArgument(np.uint64):
-    """A GraphExec as a kernel's ``cudaGraphExec_t`` argument: the number the backend's kernels take for it, holding
-    the GraphExec (``exec``), which cannot be closed or collected while a node or a pending launch holds this."""
-
-    exec: GraphExec
-
-
-def exec_argument(value: Any, device: Any, where: str) -> ExecArgument:
-    """The argument a kernel of ``device`` takes, for a ``cudaGraphExec_t`` parameter, for ``value``: a GraphExec
-    instantiated with device_launch (the kernel launches it with cudaGraphLaunch), or such an argument again."""
-    exe = value.exec if type(value) is ExecArgument else value
-    if type(exe) is not GraphExec:
-        raise TypeError(f"{where}: expects a GraphExec instantiated with device_launch=True, got {describe(value)} "
-                        f"(a kernel that launches another number faults)")
-    with exe._lock:  # (a close on another thread comes before or after)
-        if exe._handle is None:
-            raise GraphError(f"{where}: the GraphExec is closed")
-        if "device_launch" not in exe._flags:
-            raise GraphError(f"{where}: {exe!r} was not instantiated with device_launch=True, and a kernel launches "
-                             f"only such a graph (CUDA stops the kernel with an illegal address otherwise, measured on "
-                             f"the H200)")
-        if exe.device is not device:
-            raise ValueError(f"{where}: {exe!r} is on {exe.device}, the kernel on {device}; a kernel launches graphs "
-                             f"of its own device")
-        if exe._stale_for_kernels:
-            exe._upload_for_kernels(where, "the argument was not taken")
-        argument = ExecArgument(exe._backend.exec_device_handle(exe._handle))
-        argument.exec = exe
-        key = id(argument)
-        exe._arguments[key] = weakref.ref(argument, functools.partial(_argument_gone, exe, key))
-    return argument
 
 
 def _argument_gone(exe: GraphExec, key: int, _: Any) -> None:
@@ -722,6 +714,3 @@ def _argument_gone(exe: GraphExec, key: int, _: Any) -> None:
     arguments.pop(key, None)
     if not arguments and exe._handle is None:
         exe._finalizer()  # (idempotent)
-
-
-_kernel.graph_exec_type, _kernel.exec_argument = GraphExec, exec_argument

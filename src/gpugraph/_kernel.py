@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _params
 from ._conditions import Condition
+from ._device_launch import KernelLaunchable, exec_argument
 from ._errors import KernelCompileError
 from ._foreign_arrays import kernel_argument
 from ._memory import Array
@@ -20,11 +21,6 @@ from ._params import Param
 from ._scalars import as_int, bounds, is_number, to_c
 from ._scalars import describe as _describe
 from ._signature import KernelParam, absent_kernel, parse_declared, parse_signature
-
-# gpugraph._exec's GraphExec and the argument a kernel takes for one (a cudaGraphExec_t), set when that module, which
-# sits above kernels, is imported.
-graph_exec_type: Any = None
-exec_argument: Callable[[Any, Any, str], Any] = None  # type: ignore[assignment]
 
 # A kernel's name: an identifier, qualified by namespaces or not, or a name expression instantiating a template
 # (``axpb<double, 4>``, ``ns::axpb<float>``).
@@ -561,7 +557,7 @@ def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert
             if (kind is int or not integral) and low <= value <= high:
                 return value
             return to_c(value, dtype, ctype, where)
-        if kind is graph_exec_type:
+        if isinstance(value, KernelLaunchable):
             raise TypeError(f"{where}: a GraphExec is passed only for a cudaGraphExec_t parameter, not a C {ctype}")
         if kind is Condition:
             raise TypeError(f"{where}: a Condition is passed only to kernels of its graph (Graph.add_kernel, or a "
