@@ -15,16 +15,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Container
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..._errors import CollectiveError
 from ._executor import lending
 from ._memory import typed_view
-
-if TYPE_CHECKING:
-    from ._hub import RemoteClique
 
 _REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum, "avg": np.add}
 
@@ -171,13 +168,28 @@ def _compute(parts: dict[int, _Part]) -> None:
             p.recv[...] = gathered
 
 
+class Meeting(Protocol):
+    """Where a rank's parts meet the other ranks': a Clique, or for a group of several processes a RemoteClique
+    (gpugraph.backends.cpu._hub), which calls the hub's Clique."""
+
+    aborted: str | None  # why, once aborted
+
+    def collective(self, part: _Part) -> None: ...
+
+    def send(self, sender: int, receiver: int, data: np.ndarray) -> None: ...
+
+    def recv(self, receiver: int, sender: int, out: np.ndarray) -> None: ...
+
+    def abort(self, why: str) -> None: ...
+
+
 class CpuComm:
     """One rank: its clique (a RemoteClique for a group of several processes), rank and device (the front end
     keeps whether it is open)."""
 
     __slots__ = ("clique", "rank", "index")
 
-    def __init__(self, clique: Clique | RemoteClique, rank: int, index: int) -> None:
+    def __init__(self, clique: Meeting, rank: int, index: int) -> None:
         self.clique, self.rank, self.index = clique, rank, index
 
 
