@@ -38,6 +38,7 @@ from ._errors import (
     KernelCompileError,
     StreamErrors,
 )
+from ._event import Event
 from ._exec import GraphExec
 from ._graph import MAX_SWITCH_BODIES, Graph, Node
 from ._host_memory import HostRegistration
@@ -68,7 +69,7 @@ from ._nodes import (
 from ._params import Param
 from ._properties import PROPERTIES, SCHEDULES
 from ._semaphores import EmulatedSemaphore, ExternalSemaphore
-from ._stream import Event, Stream
+from ._stream import Stream
 from ._user_objects import UserObject
 from .backends import available_backends
 

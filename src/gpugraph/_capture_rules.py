@@ -99,6 +99,9 @@ _INSTEAD = {
 
 INSTANTIATE_RULE = ("instantiating a graph is forbidden while a 'global' capture runs, or in the thread of a "
                     "'thread_local' one")
+# Waiting for or querying a stream or an event.
+WAIT_RULE = ("waiting for or querying work outside the capture is forbidden while a 'global' capture runs, or "
+             "in the thread of a 'thread_local' one")
 
 
 _thread = threading.local()  # ``mode``: the thread's capture interaction mode, when not "global"

@@ -36,9 +36,10 @@ import numpy as np
 from . import _capture_rules, backends
 from ._device import Device
 from ._errors import CollectiveError
+from ._event import Event
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._memory import Array
-from ._stream import Event, Stream
+from ._stream import Stream
 from ._timeouts import timeout_seconds
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ import numpy as np
 from . import _capture_rules
 from ._attributes import AttributeLimits
 from ._errors import BackendUnavailableError
+from ._event import Event
 from ._host_memory import HostRegistration
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import check_total_shared_mem
@@ -22,7 +23,7 @@ from ._memory import Array, normalize_dtype, normalize_shape
 from ._properties import SCHEDULES
 from ._scalars import describe
 from ._semaphores import ExternalSemaphore
-from ._stream import Event, Stream
+from ._stream import Stream
 from ._user_objects import UserObject
 from ._variables import symbol
 from .backends import BACKEND_ORDER, available_backends, get_backend

@@ -14,6 +14,7 @@ from . import _capture_rules, _params
 from ._attributes import AttributeRefusal
 from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
+from ._event import Event
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
 from ._kernel import Kernel
@@ -24,7 +25,7 @@ from ._params import Param, ParamUses
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._scalars import describe
 from ._semaphores import semaphore_record
-from ._stream import Event, Stream
+from ._stream import Stream
 from ._topology import Topology
 from ._update import GraphLayout, check_update, graph_shape, node_refusal
 

@@ -23,6 +23,7 @@ from ._conditions import Condition, condition_args
 from ._device import Device
 from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
+from ._event import Event
 from ._exec import GraphExec, check_stream
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import check_device_launch, instantiate_flags
@@ -48,7 +49,6 @@ from ._params import Param
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._scalars import as_bool, as_int, describe
 from ._semaphores import semaphore_record
-from ._stream import Event
 from ._topology import Topology
 from ._update import attributes_changing
 from ._user_objects import UserObject, count_of

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ._event import Event
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import copy_box, host_pins, memcpy_nbytes, memset_pattern, memset_plane
 from ._nodes import EventRecordParams, EventWaitParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
-from ._stream import Event
 
 
 def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_mem: int | None, kernel: Any,

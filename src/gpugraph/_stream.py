@@ -1,4 +1,5 @@
-"""Stream and Event: ordered asynchronous work on a device, and markers that order work across streams."""
+"""Stream: ordered asynchronous work on a device (the markers that order work across streams are
+gpugraph._event's Events)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from . import _capture, _capture_rules, _params
 from ._errors import CaptureError, GraphError
+from ._event import Event
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
@@ -41,69 +43,8 @@ by_address_lock = threading.Lock()
 # (it makes them, and resolves the default Device), so it sets this when imported.
 external_stream: Callable[[Any, Any], Stream] = None  # type: ignore[assignment]  # (set before any call)
 
-_WAIT_RULE = ("waiting for or querying work outside the capture is forbidden while a 'global' capture runs, or "
-              "in the thread of a 'thread_local' one")
 _ALLOC_RULE = ("stream-ordered allocation and freeing on a stream that is not capturing are forbidden while a "
                "'global' capture runs, or in the thread of a 'thread_local' one")
-
-
-class Event:
-    """A marker in a stream's work; created by ``Device.event`` or ``Stream.record``.
-
-    See also: cudaEventCreateWithFlags.
-    """
-
-    __slots__ = ("device", "timing", "_backend", "_handle", "_capture", "__weakref__")
-
-    def __init__(self, device: Any, timing: bool) -> None:
-        if as_bool(timing) is None:  # (not truthiness: the string 'no' is truthy)
-            raise TypeError(f"event: timing must be a bool, got {timing!r}")
-        self.device = device
-        self.timing = bool(timing)
-        self._backend = device._backend
-        self._handle = self._backend.event_create(device.index, self.timing)
-        self._capture: Any = None  # the capture the event was last recorded in, if any
-        weakref.finalize(self, self._backend.event_destroy, self._handle).atexit = False
-
-    def _check_not_captured(self, api: str) -> None:
-        capture = self._capture
-        if capture is not None and capture.active:
-            raise _capture_rules.invalidate([capture], api, "the event was last recorded inside a capture, so it "
-                                                       "marks work that has not run and cannot be waited for")
-
-    def synchronize(self) -> None:
-        """Block until the work before the event's last record has finished."""
-        self._check_not_captured("Event.synchronize")
-        _capture_rules.forbid_unsafe("Event.synchronize", _WAIT_RULE)
-        self._backend.event_synchronize(self._handle)
-
-    @property
-    def done(self) -> bool:
-        """Whether the work before the event's last record has finished (True if never recorded)."""
-        self._check_not_captured("Event.done")
-        if HOST_THREADS:
-            refuse_in_host_function("Event.done")
-        _capture_rules.forbid_unsafe("Event.done", _WAIT_RULE)
-        return self._backend.event_query(self._handle)
-
-    def elapsed_ms(self, end: Event) -> float:
-        """Milliseconds between this event's last record and ``end``'s.
-
-        Raises:
-            TypeError: If ``end`` is not an Event.
-            ValueError: If either event was made with ``timing=False``, or has not completed.
-        """
-        if not isinstance(end, Event):
-            raise TypeError(f"elapsed_ms(end): expected an Event, got {type(end).__name__}")
-        for which, event in (("start", self), ("end", end)):
-            if not event.timing:
-                raise ValueError(f"elapsed_ms: the {which} event was created with timing=False")
-            if not event.done:
-                raise ValueError(f"elapsed_ms: the {which} event has not completed; synchronize it first")
-        return self._backend.event_elapsed_ms(self._handle, end._handle)
-
-    def __repr__(self) -> str:
-        return f"Event(device={self.device}, timing={self.timing})"
 
 
 class Stream:
@@ -561,7 +502,7 @@ class Stream:
             self._refuse_wait("Stream.synchronize")
         elif self.legacy:
             self._guard("Stream.synchronize")
-        _capture_rules.forbid_unsafe("Stream.synchronize", _WAIT_RULE)
+        _capture_rules.forbid_unsafe("Stream.synchronize", _capture_rules.WAIT_RULE)
         self._backend.stream_synchronize(self._handle)
 
     @property
@@ -573,7 +514,7 @@ class Stream:
             self._guard("Stream.done")
         if HOST_THREADS:
             refuse_in_host_function("Stream.done")
-        _capture_rules.forbid_unsafe("Stream.done", _WAIT_RULE)
+        _capture_rules.forbid_unsafe("Stream.done", _capture_rules.WAIT_RULE)
         return self._backend.stream_query(self._handle)
 
     def _refuse_wait(self, api: str) -> None:
