@@ -40,7 +40,8 @@ from ._errors import (
 )
 from ._event import Event
 from ._exec import GraphExec
-from ._graph import MAX_SWITCH_BODIES, Graph, Node
+from ._graph import MAX_SWITCH_BODIES, Graph
+from ._graph_node import Node
 from ._host_memory import HostRegistration
 from ._instantiate import INSTANTIATE_FLAGS
 from ._interop import from_cuda_array_interface, from_dlpack

@@ -31,7 +31,7 @@ else:
             from cuda.bindings import driver as cu
 
             from ..._capture_rules import function_captures
-            from ..._graph import Node
+            from ..._graph_node import Node
             from ..._host_threads import HOST_THREADS
             from ..._memory import Array
             from ..._nodes import KernelParams
