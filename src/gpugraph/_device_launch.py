@@ -18,8 +18,9 @@ class KernelLaunchable:
 
     __slots__ = ()
 
-    def _kernel_argument(self, device: Any, where: str) -> ExecArgument:
-        """The argument a kernel of ``device`` takes for this graph (``where`` names the argument in errors)."""
+    def _kernel_argument(self, device: object, where: str) -> ExecArgument:
+        """The argument a kernel of ``device`` (a Device, compared by identity: the type sits above kernels) takes
+        for this graph (``where`` names the argument in errors)."""
         raise NotImplementedError
 
 
@@ -30,7 +31,7 @@ class ExecArgument(np.uint64):
     exec: KernelLaunchable
 
 
-def exec_argument(value: Any, device: Any, where: str) -> ExecArgument:
+def exec_argument(value: Any, device: object, where: str) -> ExecArgument:
     """The argument a kernel of ``device`` takes, for a ``cudaGraphExec_t`` parameter, for ``value``: a GraphExec
     instantiated with device_launch (the kernel launches it with cudaGraphLaunch), or such an argument again."""
     exe = value.exec if type(value) is ExecArgument else value

@@ -682,7 +682,7 @@ class GraphExec(KernelLaunchable):
 
     # Kernels launching it
 
-    def _kernel_argument(self, device: Any, where: str) -> ExecArgument:
+    def _kernel_argument(self, device: object, where: str) -> ExecArgument:
         """The argument a kernel of ``device`` takes for this graph (``gpugraph._device_launch.exec_argument``): it must
         be instantiated with device_launch (the kernel launches it with cudaGraphLaunch)."""
         with self._lock:  # (a close on another thread comes before or after)
