@@ -1,14 +1,19 @@
-"""Build of gpugraph's optional compiled CUDA path (``gpugraph.backends.cuda._fast``, Cython on
-``cuda.bindings.cydriver``). Everything else is in pyproject.toml.
+"""Build of gpugraph's compiled parts, both optional: its core modules (``gpugraph._core.MODULES``: plain
+``.py`` files in Cython's pure-Python mode, compiled to C extension modules) and the compiled CUDA path
+(``gpugraph.backends.cuda._fast``, Cython on ``cuda.bindings.cydriver``). Everything else is in pyproject.toml.
 
-The extension is optional: where Cython, a C++ compiler or a ``cuda.h`` at least as new as the cuda-bindings
-it builds against is missing, or the build fails, gpugraph installs without it and runs on the pure-Python
-path (``python -m gpugraph info`` says which). ``GPUGRAPH_BUILD_EXTENSION`` chooses: ``auto`` (the default),
-``off`` (never build it) or ``required`` (a failed build fails the install).
+A core module needs Cython and a C compiler; the CUDA path also a C++ compiler and a ``cuda.h`` at least as new
+as the cuda-bindings it builds against. Where one is missing, or a build fails, gpugraph installs without that
+extension and runs the module as plain Python, or the CUDA backend on its pure-Python path (``python -m gpugraph
+info`` says which). ``GPUGRAPH_BUILD_EXTENSION`` chooses for both: ``auto`` (the default), ``off`` (build
+neither) or ``required`` (a failed build fails the install). The build writes what it compiled into
+``gpugraph/_core_build.json`` beside the extensions (``gpugraph._core`` reads it).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import sys
@@ -24,6 +29,25 @@ if MODE not in ("auto", "off", "required"):
 
 def _say(message: str) -> None:
     print(f"gpugraph build: {message}", file=sys.stderr)
+
+
+PACKAGE_DIR = os.path.join("src", "gpugraph")
+
+
+def _core() -> Any:
+    """gpugraph/_core.py, loaded alone (it imports no other part of gpugraph): the core modules' list and digest."""
+    spec = importlib.util.spec_from_file_location("gpugraph_core_for_build", os.path.join(PACKAGE_DIR, "_core.py"))
+    assert spec is not None and spec.loader is not None  # (a file path: always a spec and a loader)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CORE = _core()
+# Cython's directives for the core modules: Python 3 semantics; Python annotations are left to mypy and do not
+# become C type checks (the .pxd files declare the C types), so the plain and compiled modes accept the same
+# arguments.
+CORE_DIRECTIVES = {"language_level": 3, "annotation_typing": False}
 
 
 def _cuda_version(header: str) -> tuple[int, int] | None:
@@ -64,16 +88,35 @@ def _cuda_include() -> str | None:
     return None
 
 
+class CoreRequired(RuntimeError):
+    """A core module not compiled under GPUGRAPH_BUILD_EXTENSION=required."""
+
+
 class OptionalBuildExt(build_ext):
-    """build_ext that leaves the compiled path out, saying why, unless GPUGRAPH_BUILD_EXTENSION=required."""
+    """build_ext that leaves out, saying why, a core module or the compiled CUDA path it cannot build, unless
+    GPUGRAPH_BUILD_EXTENSION=required; and writes the build record of the core modules."""
 
     def run(self) -> None:
+        self.core_built: dict[str, dict[str, str]] = {}  # core module -> its digest, or why it is not built
+        inplace = self.inplace  # (setuptools clears it while it builds, and copies the extensions in place after)
         try:
             super().run()
+        except CoreRequired:
+            raise
         except Exception as error:  # noqa: BLE001 - reported, and the pure-Python install goes on
+            for name in CORE.MODULES:
+                self.core_built.setdefault(name, {"why": f"the build failed ({error!r})"})
             self._skip(f"the build failed ({error!r})")
+        folder = self.get_finalized_command("build_py").get_package_dir("gpugraph") if inplace else \
+            os.path.join(self.build_lib, "gpugraph")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, CORE.RECORD), "w", encoding="utf-8") as file:
+            file.write(json.dumps(self.core_built, indent=1, sort_keys=True) + "\n")
 
     def build_extension(self, ext: Any) -> None:
+        name = ext.name.rpartition(".")[2]
+        if name in CORE.MODULES:
+            return self._build_core(ext, name)
         try:
             from Cython.Build import cythonize
         except ImportError as error:
@@ -96,8 +139,33 @@ class OptionalBuildExt(build_ext):
             raise RuntimeError(f"gpugraph build: the compiled CUDA path is required but {why}")
         _say(f"the compiled CUDA path is not built: {why}; gpugraph runs on the pure-Python path")
 
+    def _build_core(self, ext: Any, name: str) -> None:
+        """Compile core module ``name`` (its .py, with its .pxd), or say why not and leave it plain."""
+        try:
+            from Cython.Build import cythonize
+        except ImportError as error:
+            return self._skip_core(name, f"Cython is missing ({error})")
+        digest = CORE.source_digest(PACKAGE_DIR, name)  # (first: an edit while it compiles leaves it plain)
+        try:
+            # force: Cython's dependency check can miss a changed .pxd and keep a stale C file.
+            ext.sources = cythonize([ext], compiler_directives=CORE_DIRECTIVES, force=True, quiet=True,
+                                    build_dir=os.path.join(self.build_temp, "cython"))[0].sources
+            super().build_extension(ext)
+        except Exception as error:  # noqa: BLE001 - reported, and the module runs plain
+            return self._skip_core(name, f"compiling failed ({error!r})")
+        self.core_built[name] = {"digest": digest}
+        return None
+
+    def _skip_core(self, name: str, why: str) -> None:
+        self.core_built[name] = {"why": why}
+        if MODE == "required":
+            raise CoreRequired(f"gpugraph build: the core module gpugraph.{name} must be compiled but {why}")
+        _say(f"the core module gpugraph.{name} is not compiled: {why}; it runs as plain Python")
+
 
 extensions = [] if MODE == "off" else [
+    *(Extension(f"gpugraph.{name}", [os.path.join(PACKAGE_DIR, f"{name}.py")], optional=MODE != "required")
+      for name in CORE.MODULES),
     Extension("gpugraph.backends.cuda._fast", ["src/gpugraph/backends/cuda/_fast.pyx"], language="c++",
               optional=MODE != "required"),
 ]

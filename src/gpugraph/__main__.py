@@ -10,7 +10,7 @@ import importlib.util
 import sys
 import traceback
 
-from . import __version__, available_backends
+from . import __version__, _core, available_backends
 from ._cli import Parser, UsageError, open_device, reason, report
 from ._errors import BackendUnavailableError
 from .backends import BACKEND_ORDER, get_backend
@@ -48,6 +48,7 @@ def _info(args: argparse.Namespace) -> int:
         for index in range(backend.device_count()):
             print(f"  {name}:{index:<3} {backend.device_name(index)}")
     print(f"default device: {open_device(None)} (available: {', '.join(available_backends())})")
+    print(f"core modules: {', '.join(f'{name} {mode}' for name, mode in _core.modes().items())}")
     print(f"CUDA compiled path: {_compiled_path()}")
     return 0
 

@@ -5,6 +5,9 @@ records, and its edges, as lists indexed by position.
 backend once (``Topology.read``: its nodes at once, its edges when first needed). Positions, not objects,
 name the nodes here: nothing in a Topology points back at its Graph, so a graph nobody holds is freed at
 once, not left to the cycle collector.
+
+A core module (``_core``): compiled where gpugraph was built with Cython, ``Topology`` is a C class whose fields
+``_topology.pxd`` declares; plain, a Python class with the same fields as slots.
 """
 
 from __future__ import annotations
@@ -15,12 +18,19 @@ from typing import Any
 
 from ._nodes import MEMORY_KINDS, NodeKind
 
+try:
+    import cython  # (the Cython compiler reads this exact import)
+except ModuleNotFoundError:  # plain, without Cython installed
+    from . import _cython as cython
 
+
+@cython.cclass
 class Topology:
     """Nodes by position in creation order; ``deps_of(i)`` are the positions node ``i`` waits for."""
 
-    __slots__ = ("handles", "_position", "records", "renamed", "numbered", "_deps", "allocs", "children", "memory",
-                 "_shape", "_nested", "_recorded", "unread")
+    if not cython.compiled:  # (compiled, _topology.pxd declares the fields)
+        __slots__ = ("handles", "_position", "records", "renamed", "numbered", "_deps", "allocs", "children",
+                     "memory", "_shape", "_nested", "_recorded", "unread")
 
     def __init__(self) -> None:
         self.handles: list[Any] = []  # backend node handles

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from types import ModuleType
+
+from ..._core import TURNED_OFF
 
 fast: ModuleType | None = None
 status: str  # a line for `python -m gpugraph info`
 
-if os.environ.get("GPUGRAPH_COMPILED", "1") == "0":
+if TURNED_OFF:
     status = "turned off (GPUGRAPH_COMPILED=0): the pure-Python path"
 else:
     name = f"{__package__}._fast"  # (built by setup.py, or absent)
