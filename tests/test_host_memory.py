@@ -207,7 +207,7 @@ def test_a_captured_function_copies_ordinary_arrays(device):
 
 
 @pytest.mark.parametrize("first_dropped", ["first", "second"])
-def test_registrations_are_counted_by_pages_and_shared(device, first_dropped):
+def test_registrations_are_counted_by_pages_and_joined(device, first_dropped):
     assert registered(device) == []
     base = own_pages(4 * PAGE // 4)  # four pages of its own
     first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views sharing their second page
@@ -215,13 +215,17 @@ def test_registrations_are_counted_by_pages_and_shared(device, first_dropped):
     graphs["first"].add_memcpy(device.zeros(first.size, np.float32), first)
     lo, hi = pages_of(first)
     assert registered(device) == [(lo, hi - lo, 1)]
+    inside = gg.Graph(device)
+    inside.add_memcpy(device.zeros(4, np.float32), first[:4])  # inside the registration: it is shared
+    assert registered(device) == [(lo, hi - lo, 2)]
+    del inside
     graphs["second"].add_memcpy(device.zeros(second.size, np.float32), second)
-    # The second view's pages past the first registration are registered on their own; the shared ones are counted.
+    # The second view runs past the first registration: one registration holds both (CUDA refuses a copy whose host
+    # memory lies in two), counting both uses.
     _, second_hi = pages_of(second)
-    assert registered(device) == [(lo, hi - lo, 2), (hi, second_hi - hi, 1)]
+    assert registered(device) == [(lo, second_hi - lo, 2)]
     del graphs[first_dropped]
-    assert registered(device) == ([(lo, hi - lo, 1), (hi, second_hi - hi, 1)] if first_dropped == "first" else
-                                  [(lo, hi - lo, 1)])
+    assert registered(device) == [(lo, second_hi - lo, 1)]
     graphs.clear()
     assert registered(device) == []
 
@@ -468,19 +472,67 @@ class Driver:
         return HostRegistry(self.register, self.live.pop, lambda ptr, nbytes: False, lambda release: release())
 
 
-def test_a_refused_registration_leaves_nothing_registered():
-    driver = Driver(refuse_at=3)
+def test_a_refused_join_leaves_the_registrations_as_they_were():
+    driver = Driver(refuse_at=2)
     registry = driver.registry()
     base = own_pages(4 * PAGE // 4)
     address = base.__array_interface__["data"][0]
-    held = registry.pin(address + PAGE, PAGE, base)  # the second page: the pin below has a gap on each side
+    held = registry.pin(address + PAGE, PAGE, base)  # the second page: the pin below runs past it on each side
     from gpugraph.backends._host_registry import HostRegistrationError
 
     with pytest.raises(HostRegistrationError, match="refused"):
-        registry.pin(address, 4 * PAGE, base, writes=True)  # the first gap is registered, the second refused: undone
-    assert list(driver.live) == [address + PAGE] and registry.registrations() == [(address + PAGE, PAGE, 1)]
+        registry.pin(address, 4 * PAGE, base, writes=True)  # the join is refused: the second page registered again
+    assert driver.live == {address + PAGE: (PAGE, False)} and registry.registrations() == [(address + PAGE, PAGE, 1)]
     held.release()
     assert driver.live == {} and registry.registrations() == []
+
+
+def test_a_join_holds_every_use_in_one_registration_until_the_last_goes():
+    driver = Driver()
+    registry = driver.registry()
+    base = own_pages(6 * PAGE // 4)
+    address = base.__array_interface__["data"][0]
+    pins = [registry.pin(address, PAGE, base), registry.pin(address + 4 * PAGE, PAGE, base)]
+    pins.append(registry.pin(address + PAGE // 2, 4 * PAGE, base))  # over both and the pages between
+    assert driver.live == {address: (6 * PAGE - PAGE, False)} and registry.registrations() == [(address, 5 * PAGE, 3)]
+    pins.append(registry.pin(address + 5 * PAGE, PAGE, base))  # next to it, not over it: a registration of its own
+    assert registry.registrations() == [(address, 5 * PAGE, 3), (address + 5 * PAGE, PAGE, 1)]
+    pins.append(registry.pin(address + 4 * PAGE, 2 * PAGE, base))  # over both
+    assert driver.live == {address: (6 * PAGE, False)} and registry.registrations() == [(address, 6 * PAGE, 5)]
+    for pin in pins[:4]:
+        pin.release()
+    assert registry.registrations() == [(address, 6 * PAGE, 1)]
+    pins[4].release()
+    assert driver.live == {} and registry.registrations() == []
+
+
+def test_a_join_is_refused_where_registrations_differ_or_unregistering_must_wait():
+    driver = Driver()
+    base = own_pages(4 * PAGE // 4)
+    address = base.__array_interface__["data"][0]
+    registry = driver.registry()
+    read = registry.pin(address, PAGE, base, read_only=True)
+    write = registry.pin(address + 2 * PAGE, PAGE, base, writes=True)
+    with pytest.raises(ValueError, match=r"^a copy's source: its pages are page-locked in parts, some read-only "):
+        registry.pin(address, 3 * PAGE, base, what="a copy's source")
+    assert registry.registrations() == [(address, PAGE, 1), (address + 2 * PAGE, PAGE, 1)]
+    read.release()
+    write.release()
+    from gpugraph.backends._host_registry import HostRegistry
+
+    capturing = HostRegistry(driver.register, driver.live.pop, lambda ptr, nbytes: False, lambda release: release(),
+                             lambda: "cannot be done while a capture runs")
+    held = capturing.pin(address, PAGE, base)
+    with pytest.raises(ValueError, match=r"^host memory: its pages run past memory page-locked on its own, .* which "
+                                         r"cannot be done while a capture runs; copy it, or register_host the whole "
+                                         r"array, outside the capture$"):
+        capturing.pin(address, 2 * PAGE, base)
+    assert capturing.registrations() == [(address, PAGE, 1)] and driver.live == {address: (PAGE, False)}
+    inside = capturing.pin(address + 8, 16, base)  # inside it: no join needed
+    assert capturing.registrations() == [(address, PAGE, 2)]
+    held.release()
+    inside.release()
+    assert driver.live == {}
 
 
 def test_a_source_the_driver_will_not_register_for_writing_is_registered_read_only():
