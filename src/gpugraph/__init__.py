@@ -4,10 +4,6 @@ Build graphs by stream capture or explicitly, instantiate them once and launch t
 CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
 """
 
-from . import _core
-
-_core.use_chosen()  # first: whether each core module loads compiled or plain, before any is imported
-
 from ._attributes import (
     ACCESS_PROPERTIES,
     MAX_CLUSTER_BLOCKS,
@@ -44,7 +40,8 @@ from ._errors import (
 )
 from ._event import Event
 from ._exec import GraphExec
-from ._graph import MAX_SWITCH_BODIES, Graph
+from ._graph import Graph
+from ._graph_conditional import MAX_SWITCH_BODIES
 from ._graph_node import Node
 from ._host_memory import HostRegistration
 from ._instantiate import INSTANTIATE_FLAGS

@@ -1,6 +1,7 @@
 """Node: one operation of a Graph, the object that ``Graph.add_*`` and the graph's queries return.
 
-A Node is a handle: what the node does and its edges, its graph keeps, and the Node reads them through the graph.
+A Node is a handle: what the node does and its edges, its graph keeps (``gpugraph._graph_state.GraphState``), and
+the Node reads them through the graph.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ._nodes import ChildGraphParams, NodeKind
 
 if TYPE_CHECKING:
     from ._graph import Graph
+    from ._graph_state import GraphState
 
 
 class Node:
@@ -26,8 +28,10 @@ class Node:
 
     __slots__ = ("graph", "kind", "_handle", "_i", "_number", "_record", "_array", "__weakref__")
 
-    def __init__(self, graph: Graph, handle: Any, i: int, record: Any, number: int) -> None:
-        self.graph = graph  # (what the node does and its edges, the graph keeps: Graph._topology)
+    def __init__(self, graph: GraphState, handle: Any, i: int, record: Any, number: int) -> None:
+        # (What the node does and its edges, the graph keeps: Graph._topology. Every GraphState is a Graph: it is
+        # the state that Graph's concerns share, never made alone.)
+        self.graph: Graph = graph  # type: ignore[assignment]
         self.kind: NodeKind = record.kind
         self._handle = handle
         self._i = i  # its position in the graph's Topology (kept current by Graph._load)

@@ -1,0 +1,121 @@
+"""GraphAlloc: graph memory: allocation and free nodes (``Graph.add_alloc``, ``Graph.add_free``) and the
+rules CUDA applies to them when they are added (a free ordered after its allocation, freed once; none in a
+child graph or a conditional node's body; one executable graph at a time).
+
+The rules of launching a graph with memory nodes are the backends' (``backends/_graph_memory.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._device import Device
+from ._errors import GraphError
+from ._graph_node import Node
+from ._graph_state import GraphState
+from ._memory import Array, normalize_dtype, normalize_shape
+from ._nodes import NodeKind
+
+
+class GraphAlloc(GraphState):
+    """Allocation and free nodes (a mixin of Graph: no state of its own)."""
+
+    __slots__ = ()
+
+    def add_alloc(self, shape: Any, dtype: Any, after: Any = (), access: Any = (),
+                  device: Device | None = None) -> Node:
+        """Add a graph-memory allocation node; ``node.array`` is usable by nodes ordered after it.
+
+        ``device``: the device whose memory it is, any of the graph's backend (None: the graph's), as a kernel
+        node's ``device``. ``access``: other devices (a Device or several) whose kernels and kernel nodes may
+        use it too, for reading and writing (the only access CUDA gives graph memory); a kernel node of the
+        graph's device using memory of another device needs that device here.
+
+        Raises:
+            TypeError: If ``access`` holds something other than Devices, or ``device`` is not a Device.
+            ValueError: If ``access`` names the allocation's device, a device of another backend, or one that
+                the hardware does not let reach the allocation's device; or ``device`` is of another backend.
+
+        See also: cudaGraphAddMemAllocNode (poolProps.location, accessDescs), hipMemPoolSetAccess.
+        """
+        shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
+        if device is None:
+            device = self.device
+        elif not isinstance(device, Device):
+            raise TypeError(f"add_alloc(device): expected a Device or None, got {type(device).__name__}")
+        elif device.backend != self.device.backend:
+            raise ValueError(f"add_alloc(device): {device} is a device of another backend than the graph's "
+                             f"({self.device})")
+        sharers = device._sharers(access, "add_alloc")
+        self._check_memory_allowed("add_alloc")
+        deps = self._deps(after, "add_alloc")
+        with self._locked():
+            positions = self._begin_change(deps, "add_alloc")
+            backend = self._backend
+            handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
+                                                         [node._handle for node in deps], device.index, sharers)
+            node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
+            node._array = Array(device, ptr, shape, dtype, alloc)
+            self._end_change()
+            return node
+
+    def add_free(self, allocation: Node | Array, after: Any = ()) -> Node:
+        """Add a node freeing a graph allocation (an allocation node of this graph, or its Array).
+
+        Raises:
+            GraphError: If ``allocation`` is not an allocation, is freed twice in this graph, or the free
+                is not ordered after its allocation node.
+
+        See also: cudaGraphAddMemFreeNode.
+        """
+        self._check_memory_allowed("add_free")
+        alloc = self._freed_allocation(allocation)
+        deps = self._deps(after, "add_free")
+        with self._lock:
+            self._locate(deps, "add_free")
+        alloc_node = None
+        # Allocations are told apart by the backend's record, not by address: CUDA gives an allocation
+        # made after a free the freed allocation's address.
+        topology = self._current()
+        for i, allocated in topology.allocs.items():
+            if allocated is alloc:
+                node = self._node(topology.handles[i])
+                if node.kind is NodeKind.MEM_FREE:
+                    raise GraphError(f"add_free: {alloc.owner} is already freed by {node!r} (double free)")
+                alloc_node = node
+        if alloc_node is not None and not self._reaches(alloc_node, deps):
+            raise GraphError(f"add_free: the free must be ordered after {alloc_node!r}; "
+                             f"pass after= that node or one that follows it")
+        with self._locked():
+            positions = self._begin_change(deps, "add_free")
+            backend = self._backend
+            handle = backend.graph_add_free(self._handle, alloc, [node._handle for node in deps])
+            node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
+            self._end_change()
+            return node
+
+    def _freed_allocation(self, allocation: Any) -> Any:
+        """The allocation record ``add_free(allocation)`` frees: of an allocation node of this graph, or of a
+        graph allocation's Array."""
+        if isinstance(allocation, Node):
+            if allocation.graph is not self:
+                raise GraphError(f"add_free: {allocation!r} belongs to another graph; pass its Array instead")
+            if allocation.kind is not NodeKind.MEM_ALLOC:
+                raise GraphError(f"add_free({allocation!r}): the node is a {allocation.kind.value} node, "
+                                 f"not an allocation (got {allocation.kind})")
+            return allocation.array._alloc
+        if type(allocation) is Array:
+            if allocation._alloc.origin != "graph":
+                raise GraphError(f"add_free: {allocation.ptr:#x} is not the address of a graph allocation "
+                                 f"(got {allocation._alloc.owner})")
+            return allocation._alloc
+        raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
+
+    def _check_memory_allowed(self, what: str) -> None:
+        self._refuse_in_body(what, "allocation or free")
+        if self._owner is not None:
+            raise GraphError(f"{what}: this graph is embedded in a child-graph node; "
+                             f"child graphs cannot hold allocation or free nodes")
+        if len(self._live_execs):
+            raise GraphError(f"{what}: a graph with memory nodes may have only one executable graph; "
+                             f"close the one instantiated from this graph first")

@@ -1,0 +1,150 @@
+"""GraphQuery: what a graph tells of itself: its nodes, edges, roots and leaves, a node's neighbours and ids,
+clones and the lookup of a node in a clone (``find``), and its DOT descriptions (``to_dot``,
+``debug_dot_print``).
+
+Each reads the graph's Topology (``GraphState._current``): no driver call but for the ids and the driver's DOT
+dump.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ._dot import DOT_FLAGS, to_dot
+from ._errors import GraphError
+from ._graph_node import Node
+from ._graph_state import GraphState
+from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._nodes import NodeKind, Removed
+from ._topology import Topology
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
+
+class GraphQuery(GraphState):
+    """Queries, clones and descriptions (a mixin of Graph: no state of its own)."""
+
+    __slots__ = ()
+
+    def _neighbours(self, node: Node, dependents: bool) -> tuple[Node, ...]:
+        topology = self._current()  # (first: a capture recording into the graph may have moved the node)
+        i = self._index(node)
+        handles = topology.handles
+        return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
+
+    @property
+    def id(self) -> int:
+        """The graph's id, unique in the process, as the driver's DOT dump names it (CUDA 13.1; on an older
+        driver BackendError). See also: cudaGraphGetId."""
+        self._current()  # (refuses a graph that went with its node)
+        return self._backend.graph_id(self._handle)
+
+    def _node_ids(self, node: Node) -> tuple[int, int]:
+        self._index(node)  # (refuses a node no longer in the graph)
+        return self._backend.node_ids(self._handle, node._handle)
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """All nodes, in creation order. See also: cudaGraphGetNodes."""
+        return tuple(map(self._node, self._current().handles))
+
+    @property
+    def edges(self) -> tuple[tuple[Node, Node], ...]:
+        """All edges as (from, to) pairs. See also: cudaGraphGetEdges."""
+        topology = self._current()
+        node, handles = self._node, topology.handles
+        return tuple((node(handles[d]), node(handles[i])) for i, deps in enumerate(topology.deps) for d in deps)
+
+    @property
+    def roots(self) -> tuple[Node, ...]:
+        """Nodes with no dependencies. See also: cudaGraphGetRootNodes."""
+        topology = self._current()
+        return tuple(self._node(h) for h, deps in zip(topology.handles, topology.deps) if not deps)
+
+    @property
+    def leaves(self) -> tuple[Node, ...]:
+        """Nodes nothing depends on."""
+        topology = self._current()
+        waited_for = {dep for deps in topology.deps for dep in deps}
+        return tuple(self._node(h) for i, h in enumerate(topology.handles) if i not in waited_for)
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def clone(self) -> Self:
+        """A copy of the graph; ``copy.find(node)`` maps this graph's nodes to the copy's.
+
+        See also: cudaGraphClone.
+        """
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.clone")
+        if self._memory:
+            raise GraphError("clone: a graph with allocation or free nodes cannot be cloned")
+        if self._holds(NodeKind.CONDITIONAL):
+            raise GraphError(f"clone: {self!r} holds conditional nodes; a graph with conditional nodes cannot be "
+                             f"cloned (CUDA refuses it); build it again instead")
+        # The copy is described from this graph (creation order, which a clone keeps), not read node by node.
+        backend, topology = self._backend, self._current()
+        handle = backend.graph_clone(self._handle)
+        copy = type(self)._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
+        copy._clone_of = weakref.ref(self)
+        copy._user_objects = dict(self._user_objects)  # (the backend's clone holds references of its own)
+        # (By node number, which no later node takes, where a handle may be: the backend reuses a removed node's.)
+        copy._cloned = dict(zip(map(topology.number, range(len(topology))), copy._topology.handles))
+        return copy
+
+    def find(self, node: Node) -> Node:
+        """The node of this clone that corresponds to ``node`` of the original graph.
+
+        Raises:
+            GraphError: If this graph is not a clone, ``node`` is not a node of the original, it was added to
+                the original after the clone was made (it has no counterpart here), or either node was removed.
+
+        See also: cudaGraphNodeFindInClone.
+        """
+        original = self._clone_of() if self._clone_of is not None else None
+        if original is None:
+            raise GraphError("find: this graph is not a clone")
+        if not isinstance(node, Node) or node.graph is not original:
+            raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
+        if type(node._handle) is Removed:
+            raise GraphError(f"find: {node!r} was removed from the graph this one was cloned from (remove_node)")
+        copy = self._cloned.get(node._number)
+        if type(copy) is Removed:
+            raise GraphError(f"find: the counterpart of {node!r} in this clone was removed (remove_node)")
+        if copy is None:
+            raise GraphError(f"find: {node!r} was added to the original graph after this clone was made, "
+                             f"so the clone has no counterpart of it")
+        return self._node(copy)
+
+    def to_dot(self) -> str:
+        """The graph in Graphviz DOT format."""
+        return to_dot(self)
+
+    def debug_dot_print(self, path: str | os.PathLike[str], flags: Iterable[str] = ()) -> None:
+        """Write the backend's own DOT description of the graph to the file ``path``: the driver's on CUDA, with what
+        ``flags`` (names of ``gpugraph.DOT_FLAGS``: "verbose", "kernel_node_params", ...) add; gpugraph's
+        ``to_dot`` on the CPU backend, which has no driver (the flags are checked and add nothing there).
+
+        See also: cudaGraphDebugDotPrint.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"debug_dot_print(path): expected a str or path, got {type(path).__name__}")
+        if isinstance(flags, str):
+            raise TypeError(f"debug_dot_print(flags): expected an iterable of flag names, got the str {flags!r}")
+        flags = tuple(flags)
+        unknown = [flag for flag in flags if flag not in DOT_FLAGS]
+        if unknown:
+            raise ValueError(f"debug_dot_print(flags): unknown flag {unknown[0]!r}; the flags are "
+                             f"{', '.join(DOT_FLAGS)}")
+        path = os.fspath(path)
+        self._current()  # (refuses a graph that went with its node)
+        if HOST_THREADS:
+            refuse_in_host_function("Graph.debug_dot_print")
+        if not self._backend.graph_debug_dot(self._handle, path, flags):
+            with open(path, "w") as file:
+                file.write(to_dot(self))
