@@ -4,6 +4,10 @@ Build graphs by stream capture or explicitly, instantiate them once and launch t
 CUDA (cuda-bindings) or on the CPU reference backend that applies the same rules without a GPU.
 """
 
+from . import _core
+
+_core.use_chosen()  # first: whether each core module loads compiled or plain, before any is imported
+
 from ._attributes import (
     ACCESS_PROPERTIES,
     MAX_CLUSTER_BLOCKS,
