@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
-from gpugraph.backends.cpu import _compile
+from gpugraph.backends.cpu import _compile, _load
 
 
 def run(stream, kernel, grid, block, *args, shared_mem=0):
@@ -670,7 +670,7 @@ def test_a_large_launch_spreads_its_blocks_over_the_cores_with_or_without_openmp
     n = 1 << 18
     x = device.zeros(n, np.uint32)
     kernel = gg.Kernel(LARGE % (7 if with_openmp else 11), "offsets")  # (a source of its own: compiled here)
-    assert _compile.load(kernel)._module.parallel is with_openmp
+    assert _load.load(kernel)._module.parallel is with_openmp
     run(stream, kernel, n // 256, 256, x, n, n)
     np.testing.assert_array_equal(x.to_numpy(), np.arange(n, dtype=np.uint32) * 3 + (7 if with_openmp else 11))
     stream.launch(kernel, n // 256, 256, x, n, n - 5)
@@ -711,7 +711,7 @@ def test_syncthreads_from_an_included_header_runs_the_blocks_as_fibers(device, s
     run(stream, kernel, 2, 128, x)
     np.testing.assert_array_equal(x.to_numpy(), values.reshape(2, 128)[:, ::-1].ravel())
     if device.backend == "cpu":
-        assert _compile.load(kernel)._module.fibers
+        assert _load.load(kernel)._module.fibers
 
 
 EXTERN_SHARED_SCOPES = r"""
@@ -1073,8 +1073,8 @@ def test_a_relative_include_path_names_the_folder_it_named_when_the_kernel_was_m
 
 def test_a_kernel_without_barriers_runs_as_a_plain_loop_and_one_with_them_as_fibers():
     device = gg.Device("cpu")
-    plain = _compile.load(gg.Kernel(QUALIFIERS, "apply"))
-    fibers = _compile.load(gg.Kernel(STATIC_SHARED, "reverse"))
+    plain = _load.load(gg.Kernel(QUALIFIERS, "apply"))
+    fibers = _load.load(gg.Kernel(STATIC_SHARED, "reverse"))
     assert (plain._module.fibers, fibers._module.fibers) == (False, True)
     x = device.asarray(np.arange(64, dtype=np.int32))
     y = device.zeros(64, np.int32)

@@ -1,10 +1,9 @@
 """CUDA/HIP kernel source compiled for the CPU backend with the machine's C++ compiler.
 
 A kernel without a Python implementation (``cpu=``) runs here as the GPU runs it: its source is compiled
-against ``include/gpugraph_cpu.h``, which provides the kernel language, into a shared library that this module
-loads and launches with the real grid and block. Blocks run in parallel on worker threads; the threads of a
-block run one after another, as fibers when the library calls a barrier (``__syncthreads``), else in a plain
-loop.
+against ``include/gpugraph_cpu.h``, which provides the kernel language, into a shared library that
+``HostModule`` loads for a CPU device (``_host_kernel`` launches its kernels, ``_load`` keeps the modules and
+kernels loaded).
 
 Libraries are cached on disk (``GPUGRAPH_CACHE_DIR``, else the user's cache folder), keyed by the generated
 source, the compiler and its options, so a second process loads instead of compiling.
@@ -12,7 +11,6 @@ source, the compiler and its options, so a second process loads instead of compi
 
 from __future__ import annotations
 
-import concurrent.futures
 import ctypes
 import functools
 import hashlib
@@ -24,19 +22,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import weakref
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..._errors import BackendError, GpuGraphError, KernelCompileError
+from ..._errors import KernelCompileError
 from ..._kernel import SHARED_MEM_LIMIT
-from ..._memory import Array
-from ..._signature import ADDRESS_DTYPE, check_compiled, is_device_function, kernel_names
 from . import _elf
-from ._memory import ADDRESSES, ALIGNMENT, PAGE, typed_view
 
 INCLUDE = Path(__file__).with_name("include")
 _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno",
@@ -47,14 +38,6 @@ _FLAGS = ("-std=c++17", "-O3", "-fPIC", "-shared", "-pthread", "-ffp-contract=of
 _GPU_ONLY = re.compile(r"--?(default-device|lineinfo|generate-line-info|G|device-debug|dopt.*|dw|dlto|"
                        r"extra-device-vectorization|(arch|gpu-architecture|ftz|prec-div|prec-sqrt|maxrregcount|"
                        r"relocatable-device-code|rdc|restrict|offload-arch)(=.*)?|fmad=true)$")
-# A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
-DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
-# CUDA's error for each way a kernel stops (the entry point's status: 1 + the header's TrapKind).
-_TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED", 4: "CUDA_ERROR_NOT_SUPPORTED",
-          5: "CUDA_ERROR_ILLEGAL_ADDRESS"}
-# Launches with fewer threads in all run on the calling thread: splitting them costs more than it saves.
-PARALLEL_THREADS = 1 << 15
-WORKERS = os.cpu_count() or 1
 
 
 @functools.lru_cache(maxsize=1)
@@ -381,245 +364,7 @@ class HostModule:
         return _elf.static_shared_size(self._symbols, address_of() - self._base)
 
 
-DEVICE_LAUNCHES = 256  # the launches one kernel launch may ask (gg::kDeviceLaunches of the header)
-
-
-class _DeviceLaunches(ctypes.Structure):
-    """The header's gg::DeviceLaunches: a launch's log of the graphs its kernel launched."""
-
-    _fields_ = [("current", ctypes.c_uint64), ("count", ctypes.c_uint64),
-                ("entries", ctypes.c_uint64 * (2 * DEVICE_LAUNCHES)), ("running", ctypes.c_void_p),
-                ("running_slots", ctypes.c_uint64), ("conditions", ctypes.c_void_p),
-                ("condition_count", ctypes.c_uint64)]
-
-
-_LOGS = threading.local()  # each thread's _DeviceLaunches, given to the kernels of graphs it runs
-# The ids of the executable graphs running now (0: a free slot), which the header's cudaGraphLaunch reads: the
-# executor marks them (backends.cpu._executor).
-RUNNING = np.zeros(1024, np.uint64)
-
-
-class HostKernel:
-    """One kernel of a HostModule, launched from Python: arguments packed into 8-byte slots, blocks spread
-    over the workers."""
-
-    def __init__(self, module: HostModule, kernel: Any) -> None:
-        index = module.names.index(kernel.name)
-        self.kernel = kernel
-        self.module = module
-        self._run = getattr(module.library, f"gg_run_{index}")
-        self._run.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong,
-                              ctypes.c_int)
-        self._module = module
-        self._run.restype = ctypes.c_int
-        codes_of = getattr(module.library, f"gg_codes_{index}")
-        codes_of.restype = ctypes.c_char_p
-        self.codes: str = codes_of().decode()
-        if "x" in self.codes:
-            at = self.codes.index("x")
-            what = f"parameter {at}" + (f" ({kernel.signature[at]})" if kernel.signature else "")
-            raise KernelCompileError(kernel.name, f"{what} is neither a pointer nor a number type (bool, an "
-                                                  f"integer, float, double or __half): the CPU backend cannot pass "
-                                                  f"it (a struct by value, say)")
-        signature = kernel.signature
-        refusal = check_compiled(signature, [8 if c == "P" else DTYPES[c].itemsize for c in self.codes])
-        if refusal is None and signature is not None:
-            for i, (param, code) in enumerate(zip(signature, self.codes)):
-                if param.pointer != (code == "P") or (
-                        not param.pointer and param.dtype is not None and param.dtype != DTYPES[code]):
-                    refusal = (f"gpugraph refuses to load it: parameter {i} ({param}) reads from the source as "
-                               f"{'a pointer' if param.pointer else param.dtype}, but the compiled kernel takes "
-                               f"{'a pointer' if code == 'P' else DTYPES[code]}")
-                    break
-        if refusal is not None:
-            raise KernelCompileError(kernel.name, refusal)
-        self.static_shared = module.static_shared[index]
-        # The parameters that take arrays of device addresses (T**), whose addresses a launch translates.
-        self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
-
-    def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                                           list[tuple[int, np.ndarray]]]:
-        """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; for each
-        array of device addresses that holds stream-ordered or graph allocations, (the array, the translated
-        copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back; and
-        (position, array) of each array passed, to name the one an illegal address lies past."""
-        if len(args) != len(self.codes):
-            raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
-        out = bytearray(8 * len(args))
-        translated = []
-        arrays = []
-        for i, (arg, code) in enumerate(zip(args, self.codes)):
-            if code == "P":
-                if type(arg) is Array:
-                    arg = typed_view(arg)
-                if not isinstance(arg, np.ndarray):
-                    raise TypeError(f"{self.kernel!r} argument {i}: expects a device Array, got {type(arg).__name__}")
-                if i in self._address_params and arg.dtype == ADDRESS_DTYPE:
-                    what = f"{self.kernel!r} argument {i} ({self.kernel.signature[i]})"
-                    copy = ADDRESSES.translate(arg.reshape(-1), what)
-                    if copy is not None:
-                        translated.append((arg.reshape(-1), copy, copy.copy()))
-                        arg = copy
-                arrays.append((i, arg))
-                out[8 * i:8 * i + 8] = arg.ctypes.data.to_bytes(8, "little")
-            else:
-                want = DTYPES[code]
-                value = arg if isinstance(arg, np.generic) else None
-                if value is None or value.dtype != want:
-                    raise TypeError(f"{self.kernel!r} argument {i}: the compiled kernel takes a {want} scalar, "
-                                    f"got {arg!r} ({type(arg).__name__})")
-                data = value.tobytes()
-                out[8 * i:8 * i + len(data)] = data
-        return bytes(out), translated, arrays
-
-    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple,
-               current: int | None = None, conditions: np.ndarray | None = None) -> list[tuple[int, int]]:
-        """Run the kernel over the whole grid; returns when every block has run. ``current``: the number of the
-        executable graph the launch runs in (None: outside a graph), and ``conditions`` its conditions (uint64
-        pairs of a handle and its value's address: those cudaGraphSetConditional may set); then the graphs the
-        kernel launched, as (number, mode) pairs in the order asked (cudaGraphLaunch's: 1 tail, 2 fire and forget,
-        3 sibling)."""
-        slots, translated, arrays = self._slots(args)
-        log = None
-        if current is not None:  # (the thread's own log: read before this thread runs anything else)
-            log = getattr(_LOGS, "log", None)
-            if log is None:
-                log = _LOGS.log = _DeviceLaunches()
-                log.running, log.running_slots = RUNNING.ctypes.data, len(RUNNING)
-            log.current, log.count = current, 0
-            if conditions is None or not len(conditions):
-                log.conditions, log.condition_count = None, 0
-            else:
-                log.conditions, log.condition_count = conditions.ctypes.data, len(conditions) // 2
-            slots += ctypes.addressof(log).to_bytes(8, "little")
-        else:
-            slots += bytes(8)
-        dims = (ctypes.c_uint * 6)(*grid, *block)
-        blocks = grid[0] * grid[1] * grid[2]
-        chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
-        try:
-            if chunks == 1 or self._module.parallel:  # (with OpenMP, the call spreads the blocks over the cores itself)
-                self._check(self._run_blocks(dims, shared_mem, slots, 0, blocks, chunks), arrays)
-            else:
-                bounds = [blocks * k // chunks for k in range(chunks + 1)]
-                futures = [_workers().submit(self._run_blocks, dims, shared_mem, slots, bounds[k], bounds[k + 1], 1)
-                           for k in range(1, chunks)]
-                outcomes = [self._run_blocks(dims, shared_mem, slots, bounds[0], bounds[1], 1)]
-                outcomes += [future.result() for future in futures]
-                for outcome in outcomes:
-                    self._check(outcome, arrays)
-        finally:
-            for array, copy, sent in translated:
-                _carry_back(array, copy, sent)
-        if log is None:
-            return []
-        asked = min(log.count, DEVICE_LAUNCHES)
-        return [(log.entries[2 * i], log.entries[2 * i + 1]) for i in range(asked)]
-
-    def _run_blocks(self, dims: Any, shared_mem: int, slots: bytes, begin: int, end: int,
-                    workers: int) -> tuple[int, bytes, int]:
-        """Run blocks [begin, end); the status, and the message and the illegal address (0: none) of a trap that
-        stopped them (read on this thread, which the library keeps them for)."""
-        status = self._run(dims, shared_mem, slots, begin, end, workers)
-        if not status:
-            return status, b"", 0
-        return status, self._module.stop_message(), self._module.stop_address()
-
-    def _check(self, outcome: tuple[int, bytes, int], arrays: list[tuple[int, np.ndarray]]) -> None:
-        """Raise what stopped the kernel: CUDA's error for it (a failed assert, a trap's launch failure, an illegal
-        address, which is named as past the end of one of the ``arrays`` passed where it lies in the page that
-        follows it)."""
-        status, message, address = outcome
-        if status == 0:
-            return
-        code = _TRAPS.get(status)
-        if code is None:  # (the entry points return 0, 2, 3, 4 or 5: any other status is a bug in gpugraph's header)
-            raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
-        detail = f"the kernel stopped: {message.decode(errors='replace')}"
-        for i, array in arrays if address else ():
-            end = array.ctypes.data + array.nbytes
-            if end <= address < end + ALIGNMENT + PAGE:  # (the allocation's last bytes, then its guard page)
-                param = self.kernel.signature[i] if self.kernel.signature else f"parameter {i}"
-                detail += (f", {address - end} bytes past the end of argument {i} ({param}: {array.size} "
-                           f"{array.dtype})")
-                break
-        raise BackendError("cpu", f"{self.kernel!r}", code, detail)
-
-
-def _carry_back(array: np.ndarray, copy: np.ndarray, sent: np.ndarray) -> None:
-    """Write into ``array`` (device addresses) the elements the kernel changed in its translated ``copy``, a host
-    address of an allocation's memory as sent turned back into that allocation's device address."""
-    changed = np.flatnonzero(copy != sent)
-    if len(changed):
-        device_address = {int(host): int(device) for host, device in zip(sent, array) if host != device}
-        array[changed] = [device_address.get(int(copy[j]), int(copy[j])) for j in changed]
-
-
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_lock = threading.Lock()
-# By (source, options, template instance) and CPU device.
-_modules: dict[tuple[tuple[str, tuple[str, ...], str], int], HostModule] = {}
-_loaded: weakref.WeakKeyDictionary[Any, dict[int, HostKernel]] = weakref.WeakKeyDictionary()  # by Kernel, by device
-
-
-def _workers() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads that run a launch's blocks beside the launching thread (ctypes releases the GIL)."""
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(max(WORKERS - 1, 1), thread_name_prefix="gpugraph-cpu-kernel")
-        return _pool
-
-
-def load(kernel: Any, device: int = 0) -> HostKernel:
-    """``kernel`` compiled for the host and loaded for CPU device ``device``: once per Kernel and device; its source
-    compiled once per process for its options and template instance, and once per machine with the disk cache;
-    its library loaded once per device (device 0's first: it compiles, and the others load copies of its library)."""
-    by_device = _loaded.get(kernel)
-    loaded = None if by_device is None else by_device.get(device)
-    if loaded is not None:
-        return loaded
-    if not kernel.from_source:
-        raise GpuGraphError(_no_source(kernel))
-    names = kernel_names(kernel.source, kernel.options)
-    if is_device_function(kernel.source, kernel.name, kernel.options):  # (CUDA's module has no such kernel)
-        raise KernelCompileError.no_kernel(kernel.name)
-    if kernel.name not in names:  # a template's instance, or a name the reader cannot see
-        names = [*names, kernel.name]
-    key = (kernel.source, kernel.options, kernel.name if "<" in kernel.name else "")
-    with _lock:
-        module = _modules.get((key, 0))
-    if module is None or kernel.name not in module.names:
-        module = _module(kernel, names)  # (a failure leaves the source's module as it was)
-        with _lock:
-            _modules[key, 0] = module
-    if device:
-        with _lock:
-            own = _modules.get((key, device))
-        if own is None or own.names != module.names:  # (device 0's took a new name: load its library)
-            own = HostModule(kernel, module.names, device)
-            with _lock:
-                _modules[key, device] = own
-        module = own
-    if module.refusal is not None:
-        raise KernelCompileError(kernel.name, module.refusal)
-    loaded = HostKernel(module, kernel)
-    _loaded.setdefault(kernel, {})[device] = loaded
-    return loaded
-
-
-def _no_source(kernel: Any) -> str:
-    """Why the CPU backend cannot run ``kernel``, which comes as compiled GPU code, and what to do instead."""
-    if kernel.module is not None:
-        what, how = f"GPU code of {kernel.module!r}", f"{kernel.module!r}.function({kernel.name!r}, ..., cpu=fn)"
-    else:
-        what, how = "another library's compiled GPU function", "Kernel.from_function(..., cpu=fn)"
-    return (f"{kernel!r} is {what}, which the CPU backend cannot run: it runs kernels from their CUDA/HIP source "
-            f"(gg.Kernel(source, name), compiled with the machine's C++ compiler) or as Python; give the kernel a "
-            f"Python implementation, {how}, called as fn(launch, *args), or make it from its source")
-
-
-def _module(kernel: Any, names: list[str]) -> HostModule:
+def compile_module(kernel: Any, names: list[str]) -> HostModule:
     """The source's kernels ``names`` (``kernel``'s among them) compiled into one library; where some of them do
     not compile as kernels (one declared and never defined, one the reader finds that the compiler does not),
     the others, so that the source's kernels still share one library and its ``__device__`` variables."""

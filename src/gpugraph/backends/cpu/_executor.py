@@ -47,9 +47,9 @@ from ..._nodes import (
 )
 from ..._params import resolve
 from .._graph_memory import GraphMemoryRules
-from ._compile import RUNNING
-from ._compile import load as load_compiled
 from ._graphs import CpuGraph, CpuNode, copied
+from ._host_kernel import RUNNING
+from ._load import load as load_compiled
 from ._ops import (
     map_allocation,
     run_kernel,

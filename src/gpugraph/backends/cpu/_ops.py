@@ -16,7 +16,7 @@ from ..._memops import bits, holds
 from ..._memory import Array
 from ..._nodes import NodeKind, WriteValue
 from .._allocation import Allocation
-from ._compile import load as load_compiled
+from ._load import load as load_compiled
 from ._memory import Pool, byte_view, typed_view
 
 _WIDTH_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
