@@ -383,9 +383,9 @@ def test_ranks_that_call_different_collectives_are_told(several):
 def test_a_graph_with_more_ranks_than_pool_threads_completes(monkeypatch):
     """The CPU executor's graph runs ask the pool for at most POOL_THREADS helpers; a part waiting for the other
     ranks lends its place, so more ranks than threads still meet (before: the rest never ran; here, a timeout)."""
-    from gpugraph.backends.cpu import _executor
+    from gpugraph.backends.cpu import _parallel
 
-    monkeypatch.setattr(_executor, "POOL_THREADS", 1)  # a run asks for one helper at most ...
+    monkeypatch.setattr(_parallel, "POOL_THREADS", 1)  # a run asks for one helper at most ...
     monkeypatch.setattr(gg.backends.get_backend("cpu")._thread_pool(), "_workers", 1)  # ... of a pool of one
     devices = [gg.Device(f"cpu:{i}") for i in range(gg.backends.get_backend("cpu").device_count())]
     comms = gg.communicators(devices, timeout=10)

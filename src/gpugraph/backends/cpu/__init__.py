@@ -41,12 +41,13 @@ from .._exit import exit_timeout
 from .._host_registry import HostRegistry
 from ._capture import CpuCapture
 from ._collectives import CpuComm, init_all, part_task
-from ._executor import POOL_THREADS, CpuExec
+from ._executor import CpuExec
 from ._graphs import CpuCondition, CpuGraph, CpuNode, CpuUserObject, copied, update_refusal
 from ._hub import RemoteClique, unique_id
 from ._load import load as load_compiled
 from ._memory import ADDRESSES, MACHINE_MEMORY, PinnedRegistry, Pool, check_mappable, guarded, typed_view
 from ._ops import map_allocation, run_kernel, run_mem_ops, run_memcpy, run_memset, run_semaphores, unmap_allocation
+from ._parallel import POOL_THREADS
 from ._streams import BranchPool, CpuEvent, CpuStream
 
 # How many devices the CPU backend offers (cpu:0 .. cpu:N-1), so that programs and tests for several devices run

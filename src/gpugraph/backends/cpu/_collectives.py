@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..._errors import CollectiveError
-from ._executor import lending
 from ._memory import typed_view
+from ._parallel import lending
 
 _REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum, "avg": np.add}
 

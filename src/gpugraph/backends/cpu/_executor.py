@@ -1,9 +1,9 @@
 """Instantiated CPU graphs: nodes compiled once into calls, run in dependency order, with independent
 branches on a thread pool.
 
-At instantiate the DAG is cut into chains (runs of nodes each with one predecessor whose only successor
-it is); a chain runs as a plain loop, so a straight graph costs one Python call per node, and only
-chains that become ready together are handed to the pool, in time linear in chains and edges.
+At instantiate the DAG is cut into chains and planned (``_plan``); a run with several chains hands those that
+become ready together to the pool (``_parallel``). This module holds the executable graph (its state, changes,
+launches and runs), the step each node kind makes, and the graphs that kernels launch.
 
 A launch is one task on its stream, ordered after the previous launch of the same executable graph
 (CUDA runs one instance at a time), made all or nothing against exceptions, KeyboardInterrupt included;
@@ -12,21 +12,16 @@ setters and updates publish a new plan with one assignment, so a launch runs the
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import threading
 import weakref
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor
-from contextlib import suppress
-from itertools import count
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..._errors import BackendError, GraphError
+from ..._errors import BackendError
 from ..._kernel import LaunchConfig
 from ..._nodes import (
     AllocParams,
@@ -61,73 +56,9 @@ from ._ops import (
     static_operand,
     unmap_allocation,
 )
+from ._parallel import ParallelRun
+from ._plan import Chain, Plan, Step, topological_order
 from ._streams import Completion
-from ._streams import lending as branch_lending
-
-Step = tuple[Callable[..., Any], tuple]
-# At most this many threads help one run of a graph (the pool has as many): independent branches beyond
-# that wait for a thread, as CUDA's work waits for free hardware.
-POOL_THREADS = max(8, 2 * (os.cpu_count() or 1))
-
-
-def topological_order(graph: CpuGraph) -> list[CpuNode]:
-    """Nodes in dependency order, ties kept in insertion order."""
-    pending = {node: len(node.deps) for node in graph.nodes}
-    ready = deque(node for node in graph.nodes if not node.deps)
-    order = []
-    while ready:
-        node = ready.popleft()
-        order.append(node)
-        for dependent in node.dependents:
-            pending[dependent] -= 1
-            if pending[dependent] == 0:
-                ready.append(dependent)
-    if len(order) != len(graph.nodes):
-        raise GraphError("instantiate: the graph has a dependency cycle")
-    return order
-
-
-class _Chain:
-    """A run of nodes executed as a plain loop; its steps live in the plan (``_Plan.steps[index]``)."""
-
-    __slots__ = ("index", "preds", "successors")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.preds: set[_Chain] = set()
-        self.successors: list[_Chain] = []
-
-
-class _Plan:
-    """What a launch runs: the chains, the steps of each, and the event-record and event-wait nodes.
-
-    A published plan is never changed while a launch may hold it: a change publishes a new plan (or new
-    steps) with one assignment, so each launch runs the whole old or the whole new graph. Record and wait
-    nodes read their completion from a one-item slot that each run fills from its launch; the instances
-    of one executable graph never overlap, so one slot per node suffices.
-    """
-
-    __slots__ = ("chains", "steps", "roots", "where", "records", "waits", "resets", "conditions")
-
-    def __init__(self, chains: list[_Chain], steps: list[list[Step]], where: dict[CpuNode, tuple[int, int]],
-                 records: list[tuple[Any, list]], waits: list[tuple[Any, list]], conditions: list[Any]) -> None:
-        self.chains = chains
-        self.steps = steps
-        self.roots = [c for c in chains if not c.preds]
-        self.where = where  # node -> its chain's index and step position
-        self.records = records  # (event, slot): every event-record node's, child graphs' included
-        self.waits = waits  # (event, slot): every event-wait node's
-        self.resets = [c for c in conditions if c.reset]  # the CpuConditions that each launch resets
-        # What the header's cudaGraphSetConditional may set in a run of this plan: (handle, value's address) of
-        # every condition its conditional nodes read, in bodies too.
-        self.conditions = np.array([n for c in conditions for n in (c.handle, c.cell.ctypes.data)], np.uint64)
-
-    def with_steps(self, steps: list[list[Step]]) -> _Plan:
-        plan = _Plan.__new__(_Plan)
-        plan.chains, plan.steps, plan.roots, plan.where = self.chains, steps, self.roots, self.where
-        plan.records, plan.waits, plan.resets, plan.conditions = self.records, self.waits, self.resets, self.conditions
-        return plan
-
 
 # Executable graph ids, as CUDA's: unique in the process.
 _exec_ids = itertools.count(1)
@@ -161,7 +92,7 @@ class CpuExec:
         # the graph its kernels' cudaGetCurrentGraphExec names, and that runs the graphs they launch after it.
         self.owner = self if owner is None else owner
         self.launched: list[tuple[CpuExec, int]] = []  # tail and sibling launches of its kernels, with their modes
-        # The conditions of the plan it runs now (_Plan.conditions), which its kernels, its bodies' and its child
+        # The conditions of the plan it runs now (Plan.conditions), which its kernels, its bodies' and its child
         # graphs' may set: set by each run (one at a time).
         self.conditions: np.ndarray | None = None
         # Held by each run, host-launched or launched from a kernel: one instance runs at a time, as on CUDA (a
@@ -183,7 +114,7 @@ class CpuExec:
                                           auto_free_on_launch)
         self.plan = self._make_plan(order, self.disabled)
         # What a kernel's launch of it runs (device_launch): the plan when last uploaded, as on CUDA.
-        self.uploaded: _Plan | None = None
+        self.uploaded: Plan | None = None
         if device_launch:
             self.upload()
 
@@ -193,21 +124,21 @@ class CpuExec:
             self._draft = None  # (taken: a later change copies the steps)
             self.uploaded = self.plan
 
-    def _make_plan(self, order: list[CpuNode], disabled: set[CpuNode]) -> _Plan:
+    def _make_plan(self, order: list[CpuNode], disabled: set[CpuNode]) -> Plan:
         """Cut the graph into chains and compile every node's call, ``disabled`` nodes as no-ops (not
         published: the caller does)."""
         records: list[tuple[Any, list]] = []
         waits: list[tuple[Any, list]] = []
-        chains: list[_Chain] = []
+        chains: list[Chain] = []
         steps: list[list[Step]] = []
         where: dict[CpuNode, tuple[int, int]] = {}
-        chain_of: dict[CpuNode, _Chain] = {}
+        chain_of: dict[CpuNode, Chain] = {}
         for node in order:
             deps = node.deps
             if len(deps) == 1 and len(deps[0].dependents) == 1:
                 chain = chain_of[deps[0]]
             else:
-                chain = _Chain(len(chains))
+                chain = Chain(len(chains))
                 chain.preds = {chain_of[d] for d in deps}
                 chains.append(chain)
                 steps.append([])
@@ -219,7 +150,7 @@ class CpuExec:
         for chain in chains:
             for pred in chain.preds:
                 pred.successors.append(chain)
-        return _Plan(chains, steps, where, records, waits, _conditions(order))
+        return Plan(chains, steps, where, records, waits, _conditions(order))
 
     def _compile(self, p: Any, alloc: Any, records: list[tuple[Any, list]],
                  waits: list[tuple[Any, list]]) -> Step | None:
@@ -341,13 +272,13 @@ class CpuExec:
         """Released: no kernel launches it any more."""
         _LAUNCHABLE.pop(self.id, None)
 
-    def run(self, plan: _Plan | None = None) -> None:
+    def run(self, plan: Plan | None = None) -> None:
         """Run every node once, in dependency order; raise the first error after all have run."""
         if plan is None:
             plan = self.plan
         steps = plan.steps
         if len(steps) != 1:
-            _ParallelRun(self._pool(), plan).drive()
+            ParallelRun(self._pool(), plan).drive()
             return
         error = None
         for fn, args in steps[0]:
@@ -359,7 +290,7 @@ class CpuExec:
             raise error
 
 
-def _run_launched(graph: CpuExec, plan: _Plan | None = None) -> None:
+def _run_launched(graph: CpuExec, plan: Plan | None = None) -> None:
     """Run a launch of ``graph`` (of ``plan``: a host launch's; else a kernel's, of the plan last uploaded) with
     what its kernels launch, then its tail launches and theirs, in the order asked: a loop, not a recursion, so a
     graph that relaunches itself as a tail launch runs as many times as it asks."""
@@ -372,7 +303,7 @@ def _run_launched(graph: CpuExec, plan: _Plan | None = None) -> None:
         plan = None
 
 
-def _run_once(graph: CpuExec, plan: _Plan) -> list[CpuExec]:
+def _run_once(graph: CpuExec, plan: Plan) -> list[CpuExec]:
     """One run of ``graph``, its fire-and-forget launches (run by its kernels' steps) and its sibling launches
     included, marked running all along (the header's cudaGraphLaunch refuses a running graph); its tail launches."""
     with graph.running:  # one instance at a time, host-launched or not (a kernel never launches a running one)
@@ -421,7 +352,7 @@ class _Undo:
 
     __slots__ = ("events", "before", "memory", "live")
 
-    def __init__(self, plan: _Plan, memory: GraphMemoryRules | None) -> None:
+    def __init__(self, plan: Plan, memory: GraphMemoryRules | None) -> None:
         self.events = [event for event, _ in plan.records]
         self.before = [event.latest for event in self.events]
         self.memory = memory
@@ -461,155 +392,6 @@ def _nothing() -> None:
 
 _NOOP: Step = (_nothing, ())
 
-
-_running = threading.local()  # .run: the _ParallelRun this thread last ran chains of (drive or _help)
-
-
-def lending() -> contextlib.AbstractContextManager[None]:
-    """For a step that blocks until other steps run (a collective's part waiting for the other ranks'): lets
-    the graph run that this thread serves, and its pool, have one thread more meanwhile, so that a graph with
-    more such branches than the pool has threads still completes. Off a graph run it does nothing."""
-    run = getattr(_running, "run", None)
-    return contextlib.nullcontext() if run is None else run.lending()
-
-
-class _ParallelRun:
-    """One run of a graph with several chains, in time and memory linear in chains and edges.
-
-    The thread that calls ``drive`` runs chains; a finished chain makes ready each successor whose
-    predecessors have all finished, and pool threads are asked to help only while ready chains outnumber
-    the threads about to take them, at most ``POOL_THREADS`` at a time; a helper runs ready chains until
-    none is left. The per-chain path takes no lock: it uses operations the interpreter makes atomic
-    (``deque.append``/``popleft``, ``next`` of an ``itertools.count``, ``list.append``), so that many
-    short branches do not queue their threads on one lock.
-    """
-
-    def __init__(self, pool: Executor, plan: _Plan) -> None:
-        self.steps = plan.steps
-        self.pool = pool
-        self.ready = deque(plan.roots)
-        # A chain with several predecessors is ready when the last of them counts itself in.
-        self.joins = [count() if len(c.preds) > 1 else None for c in plan.chains]
-        self.finished = count()
-        self.last = len(plan.chains) - 1
-        self.all_done = not plan.chains
-        self.errors: list[BaseException] = []  # each chain's first, in the order they were raised
-        self.lock = threading.Lock()  # for the helper counts below only
-        self.helpers = 0  # helper tasks asked for that have not returned
-        self.unstarted = 0  # of those, the ones not running yet: each will take a ready chain
-        self.waiting = False  # whether the driving thread waits (or is about to) for a ready chain
-        self.lent = 0  # this run's threads blocked in ``lending``: as many more helpers may be asked for
-        self.wake = threading.Lock()  # released to wake the driving thread
-        self.wake.acquire()
-
-    def drive(self) -> None:
-        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
-        try:
-            self._drive()
-        finally:
-            _running.run = previous
-
-    def _drive(self) -> None:
-        chain = self._take()
-        self._ask_helpers()
-        while chain is not None:
-            chain = self._run_chain(chain)
-            while chain is None and not self.all_done:
-                # Nothing ready: wait. A thread making a chain ready after ``waiting`` is set sees it
-                # and wakes this one; a chain made ready before is found by the second look.
-                self.waiting = True
-                chain = self._take()
-                if chain is None and not self.all_done:
-                    self.wake.acquire()
-                self.waiting = False
-        if self.errors:
-            raise self.errors[0]
-
-    def _help(self) -> None:
-        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
-        try:
-            self._help_run()
-        finally:
-            _running.run = previous
-
-    def _help_run(self) -> None:
-        with self.lock:
-            self.unstarted -= 1
-        while True:
-            chain = self._take()
-            while chain is not None:
-                chain = self._run_chain(chain)
-            with self.lock:  # return, unless a chain became ready meanwhile (it may have counted on us)
-                if not self.ready:
-                    self.helpers -= 1
-                    return
-
-    def _take(self) -> _Chain | None:
-        try:
-            return self.ready.popleft()
-        except IndexError:
-            return None
-
-    def _run_chain(self, chain: _Chain) -> _Chain | None:
-        """Run one chain, make its successors ready, and take the next ready chain (None if none)."""
-        error = None
-        for fn, args in self.steps[chain.index]:
-            try:
-                fn(*args)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by drive()
-                error = error or exc
-        if error is not None:
-            self.errors.append(error)
-        ready, joins = self.ready, self.joins
-        for successor in chain.successors:
-            join = joins[successor.index]
-            if join is None or next(join) == len(successor.preds) - 1:
-                ready.append(successor)
-        if next(self.finished) == self.last:
-            self.all_done = True
-            self._wake()
-        following = self._take()
-        if ready:  # more than this thread takes: wake the driving thread, or ask for help
-            if self.waiting:
-                self._wake()
-            if self.helpers < POOL_THREADS + self.lent:
-                self._ask_helpers()
-        return following
-
-    @contextlib.contextmanager
-    def lending(self) -> Iterator[None]:
-        """While this run's thread blocks for work only its other branches can do, one more helper may run."""
-        with self.lock:
-            self.lent += 1
-        try:
-            with branch_lending():
-                self._ask_helpers()
-                yield
-        finally:
-            with self.lock:
-                self.lent -= 1
-
-    def _wake(self) -> None:
-        with suppress(RuntimeError):  # released already, and not taken since
-            self.wake.release()
-
-    def _ask_helpers(self) -> None:
-        """Ask for one helper per ready chain no thread is about to take (helpers not started yet, the
-        driving thread if it waits), within the pool's size."""
-        with self.lock:
-            extra = min(len(self.ready) - self.unstarted - self.waiting, POOL_THREADS + self.lent - self.helpers)
-            if extra <= 0:
-                return
-            self.helpers += extra
-            self.unstarted += extra
-        for asked in range(extra):
-            try:
-                self.pool.submit(self._help)
-            except RuntimeError:  # the pool is shut down (interpreter exit): the running threads do the rest
-                with self.lock:
-                    self.helpers -= extra - asked
-                    self.unstarted -= extra - asked
-                return
 
 
 # What each node kind does on the CPU backend: one entry per parameter record type.

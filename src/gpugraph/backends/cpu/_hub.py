@@ -22,7 +22,7 @@ import numpy as np
 
 from ..._errors import CollectiveError
 from ._collectives import Clique, _absent, _Part
-from ._executor import lending
+from ._parallel import lending
 
 _HOST = "127.0.0.1"
 _ID = struct.Struct("!H16s")  # the hub's port and key

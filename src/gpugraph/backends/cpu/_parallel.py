@@ -1,0 +1,172 @@
+"""Independent branches of a CPU graph's run on a thread pool: only chains that become ready together are handed
+to the pool, in time linear in chains and edges; ``lending`` lets a step that blocks for other branches give its
+place to one more thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Executor
+from contextlib import suppress
+from itertools import count
+
+from ._plan import Chain, Plan
+from ._streams import lending as branch_lending
+
+# At most this many threads help one run of a graph (the pool has as many): independent branches beyond
+# that wait for a thread, as CUDA's work waits for free hardware.
+POOL_THREADS = max(8, 2 * (os.cpu_count() or 1))
+
+
+_running = threading.local()  # .run: the ParallelRun this thread last ran chains of (drive or _help)
+
+
+def lending() -> contextlib.AbstractContextManager[None]:
+    """For a step that blocks until other steps run (a collective's part waiting for the other ranks'): lets
+    the graph run that this thread serves, and its pool, have one thread more meanwhile, so that a graph with
+    more such branches than the pool has threads still completes. Off a graph run it does nothing."""
+    run = getattr(_running, "run", None)
+    return contextlib.nullcontext() if run is None else run.lending()
+
+
+class ParallelRun:
+    """One run of a graph with several chains, in time and memory linear in chains and edges.
+
+    The thread that calls ``drive`` runs chains; a finished chain makes ready each successor whose
+    predecessors have all finished, and pool threads are asked to help only while ready chains outnumber
+    the threads about to take them, at most ``POOL_THREADS`` at a time; a helper runs ready chains until
+    none is left. The per-chain path takes no lock: it uses operations the interpreter makes atomic
+    (``deque.append``/``popleft``, ``next`` of an ``itertools.count``, ``list.append``), so that many
+    short branches do not queue their threads on one lock.
+    """
+
+    def __init__(self, pool: Executor, plan: Plan) -> None:
+        self.steps = plan.steps
+        self.pool = pool
+        self.ready = deque(plan.roots)
+        # A chain with several predecessors is ready when the last of them counts itself in.
+        self.joins = [count() if len(c.preds) > 1 else None for c in plan.chains]
+        self.finished = count()
+        self.last = len(plan.chains) - 1
+        self.all_done = not plan.chains
+        self.errors: list[BaseException] = []  # each chain's first, in the order they were raised
+        self.lock = threading.Lock()  # for the helper counts below only
+        self.helpers = 0  # helper tasks asked for that have not returned
+        self.unstarted = 0  # of those, the ones not running yet: each will take a ready chain
+        self.waiting = False  # whether the driving thread waits (or is about to) for a ready chain
+        self.lent = 0  # this run's threads blocked in ``lending``: as many more helpers may be asked for
+        self.wake = threading.Lock()  # released to wake the driving thread
+        self.wake.acquire()
+
+    def drive(self) -> None:
+        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
+        try:
+            self._drive()
+        finally:
+            _running.run = previous
+
+    def _drive(self) -> None:
+        chain = self._take()
+        self._ask_helpers()
+        while chain is not None:
+            chain = self._run_chain(chain)
+            while chain is None and not self.all_done:
+                # Nothing ready: wait. A thread making a chain ready after ``waiting`` is set sees it
+                # and wakes this one; a chain made ready before is found by the second look.
+                self.waiting = True
+                chain = self._take()
+                if chain is None and not self.all_done:
+                    self.wake.acquire()
+                self.waiting = False
+        if self.errors:
+            raise self.errors[0]
+
+    def _help(self) -> None:
+        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
+        try:
+            self._help_run()
+        finally:
+            _running.run = previous
+
+    def _help_run(self) -> None:
+        with self.lock:
+            self.unstarted -= 1
+        while True:
+            chain = self._take()
+            while chain is not None:
+                chain = self._run_chain(chain)
+            with self.lock:  # return, unless a chain became ready meanwhile (it may have counted on us)
+                if not self.ready:
+                    self.helpers -= 1
+                    return
+
+    def _take(self) -> Chain | None:
+        try:
+            return self.ready.popleft()
+        except IndexError:
+            return None
+
+    def _run_chain(self, chain: Chain) -> Chain | None:
+        """Run one chain, make its successors ready, and take the next ready chain (None if none)."""
+        error = None
+        for fn, args in self.steps[chain.index]:
+            try:
+                fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by drive()
+                error = error or exc
+        if error is not None:
+            self.errors.append(error)
+        ready, joins = self.ready, self.joins
+        for successor in chain.successors:
+            join = joins[successor.index]
+            if join is None or next(join) == len(successor.preds) - 1:
+                ready.append(successor)
+        if next(self.finished) == self.last:
+            self.all_done = True
+            self._wake()
+        following = self._take()
+        if ready:  # more than this thread takes: wake the driving thread, or ask for help
+            if self.waiting:
+                self._wake()
+            if self.helpers < POOL_THREADS + self.lent:
+                self._ask_helpers()
+        return following
+
+    @contextlib.contextmanager
+    def lending(self) -> Iterator[None]:
+        """While this run's thread blocks for work only its other branches can do, one more helper may run."""
+        with self.lock:
+            self.lent += 1
+        try:
+            with branch_lending():
+                self._ask_helpers()
+                yield
+        finally:
+            with self.lock:
+                self.lent -= 1
+
+    def _wake(self) -> None:
+        with suppress(RuntimeError):  # released already, and not taken since
+            self.wake.release()
+
+    def _ask_helpers(self) -> None:
+        """Ask for one helper per ready chain no thread is about to take (helpers not started yet, the
+        driving thread if it waits), within the pool's size."""
+        with self.lock:
+            extra = min(len(self.ready) - self.unstarted - self.waiting, POOL_THREADS + self.lent - self.helpers)
+            if extra <= 0:
+                return
+            self.helpers += extra
+            self.unstarted += extra
+        for asked in range(extra):
+            try:
+                self.pool.submit(self._help)
+            except RuntimeError:  # the pool is shut down (interpreter exit): the running threads do the rest
+                with self.lock:
+                    self.helpers -= extra - asked
+                    self.unstarted -= extra - asked
+                return
