@@ -13,10 +13,15 @@ Usage (from the repository root, with gpugraph importable: installed, or ``PYTHO
     python tools/dev/bench_tables.py RUN.json [RUN.json ...] --write docs/performance.md
 
 Where several runs of one backend hold the same workload, the newest (by date; then the later argument) gives
-its table. ``--write`` replaces the tables of the workloads given and leaves the others as they are; it writes
-nothing if a table has no place in the document. ``--set KEY=VALUE`` fills what a run's JSON does not record
-(older runs lack ``driver`` and ``versions``), e.g. ``--set "driver=580.159.04, CUDA 13.0"
---set versions.torch=2.11.0``; a recorded value is never replaced.
+its table. ``--write`` replaces the tables of the workloads given and keeps the others; the runs and targets blocks
+of a backend given are made from every run its tables then cite (the runs given, and those the kept tables name,
+read from their JSON beside the document), so that rendering one new run keeps the entries of the runs still cited.
+A target's row gives its figure in each of those runs that measured it, and says in which it was met. It writes
+nothing if a table has no place in the document or a cited run's JSON is missing.
+
+Everything shown comes from the JSON: a fact a run did not record (older runs lack ``driver`` and ``versions``) is
+added to its ``machine`` record there, e.g. ``"driver": "580.159.04, CUDA 13.0"`` and ``"versions":
+{"cuda-bindings": "13.3.1"}``. The command is shown with its ``--json`` path as the file is kept (``bench.json``).
 """
 
 from __future__ import annotations
@@ -32,10 +37,16 @@ from gpugraph.bench import WORKLOADS
 
 BEGIN = re.compile(r"^<!-- bench: (\S+) -->$", re.M)
 END = "<!-- /bench -->"
+BLOCK = re.compile(r"^<!-- bench: (\S+) -->\n(.*?)^" + re.escape(END) + "$", re.M | re.S)
+CITES = re.compile(r"^From the run \[[^\]]*\]\((\S+?)\):$", re.M)  # a workload table's first line
+SUMMARIES = ("runs", "targets")  # a backend's blocks that are not a workload's table
+JSON_PATH = re.compile(r"(--json(?:=|\s+))\S+")
 PACKAGES = {"cuda-bindings": "cuda-bindings", "cuda-core": "cuda.core", "cupy-cuda13x": "CuPy",
             "cupy-cuda12x": "CuPy", "cupy": "CuPy", "torch": "PyTorch"}
 # A figure "[SHAPE, ]N=<n>: METRIC" measured at several N is shown as one row per (SHAPE, N), a column per METRIC.
 BY_SIZE = re.compile(r"^(?:(?P<shape>[^:]+?), )?N=(?P<n>\d+): (?P<metric>.+)$")
+
+Run = tuple[dict[str, Any], str]  # a run's JSON and its link, relative to the document's folder
 
 
 def number(value: float) -> str:
@@ -70,12 +81,12 @@ def run_line(run: dict[str, Any], link: str) -> str:
         shown.append("the compiled path" if str(m["cuda_path"]).startswith("built (") else "the pure-Python path")
     options = run.get("options", {})
     method = f"medians of {options.get('repeats', '?')} runs after {options.get('warmup', '?')} warm-up runs"
-    return (f"- [{label(link)}]({link}), {m['date']}: {device}; {host}; {', '.join(shown)}; {method}:\n"
-            f"  `{m['command']}`")
+    command = JSON_PATH.sub(lambda found: found[1] + os.path.basename(link), m["command"])  # (as the file is kept)
+    return f"- [{label(link)}]({link}), {m['date']}: {device}; {host}; {', '.join(shown)}; {method}:\n  `{command}`"
 
 
 def met(row: dict[str, Any]) -> str:
-    return {True: "met", False: "**not met**"}.get(row.get("met"), "")
+    return "" if row.get("met") is None else "met" if row["met"] else "**not met**"
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
@@ -105,7 +116,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             lines.append("| " + " | ".join(([shape] if shaped else []) + [str(n)]
                                            + [values.get(metric, "—") for metric in metrics]) + " |")
         lines.append("")
-    rest = [r for r in rows if not (BY_SIZE.match(r["figure"]) and BY_SIZE.match(r["figure"])["metric"] in metrics)]
+    rest = [r for r in rows if not ((found := BY_SIZE.match(r["figure"])) and found["metric"] in metrics)]
     if rest:
         lines += ["| figure | median | IQR (q1–q3) | unit |", "|---|---:|---:|---|"]
         for r in rest:
@@ -114,60 +125,85 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines[:-1] if lines and not lines[-1] else lines
 
 
-def targets(chosen: dict[str, tuple[dict[str, Any], str]]) -> list[str]:
-    """Every row with a target, of the runs chosen for a backend's workloads."""
-    lines = ["| workload | figure | measured | target | met? | run |", "|---|---|---:|---|---|---|"]
-    for workload, (run, link) in chosen.items():
-        for r in run["rows"]:
-            if r["workload"] == workload and r.get("met") is not None:
-                unit = "×" if r["unit"] == "×" else f" {r['unit']}"
-                lines.append(f"| {workload} | {r['figure']} | {number(r['median'])}{unit} | {r['target']} | {met(r)} "
-                             f"| [{label(link)}]({link}) |")
+def targets(workloads: list[str], runs: list[Run]) -> list[str]:
+    """Every target of ``workloads``, with its figure in each of ``runs`` that measured it and the runs it was met
+    in."""
+    found: dict[tuple[str, str, str], list[tuple[dict[str, Any], str]]] = {}
+    for workload in workloads:
+        for run, link in runs:
+            for r in run["rows"]:
+                if r["workload"] == workload and r.get("met") is not None:
+                    found.setdefault((workload, r["figure"], r["target"]), []).append((r, link))
+    lines = ["| workload | figure | target | measured | met? |", "|---|---|---|---|---|"]
+    for (workload, figure, target), measured in found.items():
+        shown = "; ".join(f"{number(r['median'])}{'×' if r['unit'] == '×' else ' ' + r['unit']} in "
+                          f"[{label(link)}]({link})" for r, link in measured)
+        verdicts = {met(r) for r, _ in measured}
+        verdict = verdicts.pop() if len(verdicts) == 1 else "; ".join(
+            f"{word} in {', '.join(label(link) for r, link in measured if met(r) == word)}"
+            for word in ("met", "**not met**"))
+        lines.append(f"| {workload} | {figure} | {target} | {shown} | {verdict} |")
     return lines
 
 
-def render(paths: list[str], base: str, settings: list[str]) -> dict[str, str]:
-    """The tables of the runs at ``paths``, by marker name (``cuda/launch``, ``cuda/targets``, ...); links are
-    relative to the folder ``base``."""
-    runs = []
-    for path in paths:
+def load(path: str) -> dict[str, Any]:
+    """The run whose JSON is at ``path``."""
+    try:
         with open(path, encoding="utf-8") as f:
             run = json.load(f)
-        if not isinstance(run, dict) or not {"machine", "rows"} <= run.keys():
-            raise SystemExit(f"bench_tables: {path} is not the JSON of `python -m gpugraph bench --json` (it has no "
-                             f"'machine' and 'rows'); pass the file the bench wrote")
-        for setting in settings:
-            key, _, value = setting.partition("=")
-            where, _, name = key.rpartition(".")
-            place = run["machine"].setdefault(where, {}) if where else run["machine"]
-            if place.get(name) is None:
-                place[name] = value
-        runs.append((run, os.path.relpath(path, base).replace(os.sep, "/")))
-    newest: dict[str, dict[str, tuple[dict[str, Any], str]]] = {}
+    except FileNotFoundError:
+        raise SystemExit(f"bench_tables: {path} does not exist; pass a run's JSON as `python -m gpugraph bench "
+                         f"--json` wrote it (kept as docs/results/DATE-MACHINE/bench.json); nothing was written"
+                         ) from None
+    if not isinstance(run, dict) or not {"machine", "rows"} <= run.keys():
+        raise SystemExit(f"bench_tables: {path} is not the JSON of `python -m gpugraph bench --json` (it has no "
+                         f"'machine' and 'rows'); pass the file the bench wrote")
+    return run
+
+
+def cited(document: str) -> dict[str, str]:
+    """The run each workload table of ``document`` (its text) comes from: its link, by marker name."""
+    return {found[1]: cites[1] for found in BLOCK.finditer(document) if (cites := CITES.search(found[2]))}
+
+
+def render(paths: list[str], base: str, kept: dict[str, str] | None = None) -> dict[str, str]:
+    """The tables of the runs at ``paths``, by marker name (``cuda/launch``, ``cuda/targets``, ...); links are
+    relative to the folder ``base``. ``kept``: the tables that stay in the document (marker name -> the link of
+    the run each cites), whose runs join the runs and targets blocks of their backend."""
+    runs = [(load(path), os.path.relpath(path, base).replace(os.sep, "/")) for path in paths]
+    newest: dict[str, dict[str, Run]] = {}
     for run, link in sorted(runs, key=lambda pair: pair[0]["machine"]["date"]):  # (stable: ties keep their order)
         for r in run["rows"]:
             newest.setdefault(backend(run), {})[r["workload"]] = (run, link)
+    loaded = {link: run for run, link in runs}
     order = {name: index for index, name in enumerate(WORKLOADS)}
-    chosen = {name: dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
-              for name, found in newest.items()}
     blocks = {}
-    for name, workloads in chosen.items():
-        used: dict[str, dict[str, Any]] = {}
-        for workload, (run, link) in workloads.items():
+    for name, given in newest.items():
+        for workload, (run, link) in given.items():
             rows = [r for r in run["rows"] if r["workload"] == workload]
-            used[link] = run
             blocks[f"{name}/{workload}"] = "\n".join([f"From the run [{label(link)}]({link}):", "", *table(rows)])
-        blocks[f"{name}/runs"] = "\n".join(run_line(run, link) for link, run in used.items())
-        blocks[f"{name}/targets"] = "\n".join(targets(workloads))
+        tables = dict(given)
+        for marker, link in (kept or {}).items():
+            owner, _, workload = marker.partition("/")
+            if owner == name and workload not in SUMMARIES and workload not in tables:
+                if link not in loaded:
+                    loaded[link] = load(os.path.join(base, link))
+                tables[workload] = (loaded[link], link)
+        workloads = sorted(tables, key=lambda workload: order.get(workload, len(order)))
+        used = list(dict.fromkeys(tables[workload][1] for workload in workloads))  # (in the tables' order)
+        blocks[f"{name}/runs"] = "\n".join(run_line(loaded[link], link) for link in used)
+        blocks[f"{name}/targets"] = "\n".join(targets(workloads, [(loaded[link], link) for link in used]))
     return blocks
 
 
-def write(document: str, blocks: dict[str, str]) -> None:
-    """Replace each block's table in ``document``; nothing is written if one has no place there."""
+def write(document: str, paths: list[str]) -> None:
+    """Render the runs at ``paths`` into ``document`` in place; nothing is written if a table has no place there
+    or a run cited is missing."""
     with open(document, encoding="utf-8") as f:
         text = f.read()
-    places = set(BEGIN.findall(text))
-    missing = sorted(set(blocks) - places)
+    base = os.path.dirname(os.path.abspath(document))
+    blocks = render(paths, base, cited(text))
+    missing = sorted(set(blocks) - set(BEGIN.findall(text)))
     if missing:
         raise SystemExit(f"bench_tables: {document} has no place for {', '.join(missing)}: add the lines "
                          f"`<!-- bench: NAME -->` and `{END}` where each belongs; nothing was written")
@@ -175,10 +211,8 @@ def write(document: str, blocks: dict[str, str]) -> None:
     def replaced(found: re.Match[str]) -> str:
         name = found[1]
         return f"<!-- bench: {name} -->\n{blocks[name]}\n{END}" if name in blocks else found[0]
-    pattern = re.compile(r"^<!-- bench: (\S+) -->\n.*?^" + re.escape(END) + "$", re.M | re.S)
-    updated = pattern.sub(replaced, text)
     with open(document, "w", encoding="utf-8") as f:
-        f.write(updated)
+        f.write(BLOCK.sub(replaced, text))
     print(f"bench_tables: {document}: replaced {', '.join(sorted(blocks))}")
 
 
@@ -186,18 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/dev/bench_tables.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", metavar="RUN.json", help="JSON written by `python -m gpugraph bench --json`")
     parser.add_argument("--write", metavar="DOC", help="replace the tables in DOC (docs/performance.md)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="fill a machine field a run does not record (versions.NAME for a package)")
     args = parser.parse_args(argv)
-    for setting in args.set:
-        if "=" not in setting or not setting.partition("=")[0]:
-            parser.error(f"--set: expected KEY=VALUE, got {setting!r}")
-    base = os.path.dirname(os.path.abspath(args.write)) if args.write else os.path.abspath("docs")
-    blocks = render(args.runs, base, args.set)
     if args.write:
-        write(args.write, blocks)
+        write(args.write, args.runs)
     else:
-        for name, block in blocks.items():
+        for name, block in render(args.runs, os.path.abspath("docs")).items():
             print(f"<!-- bench: {name} -->\n{block}\n{END}\n")
     return 0
 
