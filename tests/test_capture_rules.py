@@ -292,8 +292,9 @@ def test_fork_without_work_needs_no_join(device, stream):
 
 
 def test_joined_forks_stay_joined_after_set_dependencies(device, stream):
-    """The issue's case: fork two streams, join both, then move the frontier to an explicit node that does
-    not follow the joins (the combined approach with a node placed by hand). CUDA accepts it
+    """Forks joined back stay joined when the frontier moves to an explicit node that does not follow the joins
+    (the combined approach with a node placed by hand): fork two streams, join both, place the node, set the
+    dependencies to it. CUDA accepts it
     (tools/probes/gpu_probe_rules.py cases 1a, 1b); the graph runs with every node in its order."""
     left, right = device.stream(), device.stream()
     x, y, z = device.zeros(N, np.float32), device.zeros(N, np.float32), device.zeros(N, np.float32)

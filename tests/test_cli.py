@@ -96,7 +96,8 @@ def test_environment_mistake_is_one_line_and_status_2(capsys, monkeypatch, comma
 
 
 def test_cuda_named_where_cuda_is_missing():
-    """The issue's case, on any machine: cuda-bindings cannot be imported (hidden in the child process)."""
+    """Where cuda-bindings cannot be imported (hidden in the child process, so on any machine), `info` and `demo`
+    asked for the CUDA backend name the missing package and how to install it, and exit with status 2."""
     hide = "import sys; sys.modules['cuda'] = None"
     done = run_module(["info"], env={"GPUGRAPH_BACKEND": "cuda"}, prelude=hide)
     assert done.returncode == 2, done.stderr

@@ -434,7 +434,7 @@ def test_a_captured_body_refuses_host_and_memory_work_at_the_call(device, work):
     assert len(body.nodes) == 0 and not stream.is_capturing
 
 
-# Cases a review of conditional nodes found wanting: each fixed, on every backend.
+# Conditional nodes at the edges of the rules: setters, updates, captures and bodies, on every backend.
 
 
 def test_set_params_takes_a_condition_of_the_graph(device):

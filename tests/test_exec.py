@@ -213,5 +213,5 @@ def test_launch_after_the_previous_launch_stream_is_gone(device):
         second = device.stream()
         gate.set()
         exe.launch(second)
-        second.synchronize()  # hung before the fix on the CPU backend
+        second.synchronize()  # returns: the launch waits on the previous one, not on the dropped stream
     np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))

@@ -739,7 +739,8 @@ def test_a_node_turned_off_stays_off_through_an_update(device, stream):
 
 
 def test_an_exec_with_a_node_off_is_not_launched_into_a_capture_after_an_update(device, stream):
-    """The issue's case: a direct launch gave 0s, the captured child graph ran the node."""
+    """An exec with a node turned off, then updated, is refused as a capture's child graph (the child would run
+    the node the direct launch skips); turned on and updated again, it is captured and runs as launched."""
     x = device.zeros(N, np.float32)
     g1, node, g2 = on_off_graphs(device, x)
     with g1.instantiate() as exe:

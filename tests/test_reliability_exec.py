@@ -250,7 +250,8 @@ def test_many_branches_run_every_node_and_raise_the_error_after_all_ran(device, 
 
 
 def test_a_launch_interrupted_anywhere_is_made_in_full_or_not_at_all(device):
-    """KeyboardInterrupt between noting a launch and submitting it left every later launch waiting."""
+    """A launch interrupted (KeyboardInterrupt) at any point between noting it and submitting it is made in full or
+    not at all: no later launch or synchronize waits on it."""
     stream = device.stream()  # not the fixture's: a hung stream would hang its teardown
     runs: list[int] = []
     event = device.event()
@@ -261,7 +262,7 @@ def test_a_launch_interrupted_anywhere_is_made_in_full_or_not_at_all(device):
         while True:
             before = len(runs)
             interrupted = interrupt_at(step, lambda: exe.launch(stream))
-            finishes(stream.synchronize)  # hung here, or at the next launch, on the old code
+            finishes(stream.synchronize)  # neither this nor the next launch waits on a half-made launch
             finishes(event.synchronize)
             assert len(runs) - before == 1 or (interrupted and len(runs) == before)
             if interrupted:  # the graph launches again, in order, and its event is recorded
@@ -356,7 +357,8 @@ SIGINT_SCRIPT = textwrap.dedent("""
 
 
 def test_real_sigints_during_launches_never_hang(device, tmp_path):
-    """Real SIGINTs hit the launch window within 1-20 tries on the old code; every later launch hung."""
+    """Real SIGINTs sent while a process launches a graph over and over, many of them landing inside a launch,
+    leave every interrupted launch run once or not at all, and no later launch hung."""
     script = tmp_path / "sigint_launches.py"
     script.write_text(SIGINT_SCRIPT)
     done = subprocess.run([sys.executable, str(script), device.backend, "1.5"], capture_output=True,
@@ -470,7 +472,8 @@ def test_stream_wait_on_a_never_recorded_event_completes(device):
 
 
 def test_one_exec_launched_from_8_threads_runs_one_instance_at_a_time(device):
-    """161 of 200 runs overlapped with a short switch interval on the old code (1 of 50 at the default)."""
+    """One executable graph launched from 8 threads at once, with a short switch interval (so that threads
+    interleave often), never runs two instances of itself at the same time."""
     lock = threading.Lock()
     inside, overlaps, runs = [0], [0], [0]
 
@@ -590,7 +593,7 @@ def _cpu_update_windows() -> dict[str, Callable[[pytest.MonkeyPatch, Any], str]]
         return "new"
 
     return {
-        "graph cloned": arm(_graphs.CpuGraph, "clone"),  # on the old code, the child's, after the other nodes
+        "graph cloned": arm(_graphs.CpuGraph, "clone"),  # the new copy of the graph being made
         "order found": arm(_executor, "topological_order"),
         "plan made": arm(_executor.CpuExec, "_make_plan"),
         "memset compiled": arm(_executor, "static_operand"),
@@ -602,8 +605,9 @@ def _cpu_update_windows() -> dict[str, Callable[[pytest.MonkeyPatch, Any], str]]
 @pytest.mark.parametrize("window", ["graph cloned", "order found", "plan made", "memset compiled",
                                     "kernel compiled", "new state published"])
 def test_cpu_update_interrupted_in_each_window_is_all_or_nothing(device, monkeypatch, window):
-    """The CPU executor's update changed its graph's copy node by node, then planned: KeyboardInterrupt
-    midway left a half-new copy (embedded by a capture) beside the old plan (run by a launch)."""
+    """KeyboardInterrupt in any window of the CPU executor's update (the graph's new copy, its order, its plan,
+    compiled operands, publishing) leaves the exec running, and a capture embedding, the whole old graph or the
+    whole new one; the same update made again gives the new one."""
     if device.backend != "cpu":
         pytest.skip("interrupts the CPU executor's own update (CUDA's is one driver call)")
     stream = device.stream()
