@@ -134,7 +134,7 @@ handshake = gg.Kernel(SOURCE, "handshake", cpu=_handshake)
 zero_bytes = gg.Kernel(SOURCE, "zero_bytes", cpu=_zero_bytes)
 HANDSHAKE_CYCLES = 4_000_000_000  # about 2 s at 2 GHz: the most a serial run waits
 
-# The seed documents' kernels (hip-graphs.txt), unchanged: the example's own source.
+# The kernels of ROCm's "HIP graphs" page, unchanged: the example's own source.
 from gpugraph.examples import explicit_graph  # noqa: E402
 
 SEED_SOURCE = explicit_graph.SOURCE

@@ -1,5 +1,5 @@
-"""docs/api-map.md: every HIP graph and stream-capture function once, every HIP call the seeds name, and every
-gpugraph call it names real."""
+"""docs/api-map.md: every HIP graph and stream-capture function once, every HIP call the ROCm pages gpugraph follows
+name, and every gpugraph call it names real."""
 
 from __future__ import annotations
 
@@ -14,33 +14,33 @@ MAP = Path(__file__).resolve().parents[1] / "docs" / "api-map.md"
 # The names a reference may start with: the package, or one of its public classes.
 _REFERENCE = re.compile(r"`((?:gg|Graph|GraphExec|Stream|Device|Event|Node|Capture|Condition|Kernel|Param|Array"
                         r"|UserObject|HostRegistration)(?:\.[A-Za-z_]\w*)+)`")
-# The heading of the map's second part, the rest of HIP that the seeds name (streams, events, memory, ...).
-REST = "## The rest of HIP that the seeds name"
+# The heading of the map's second part, the rest of HIP that the ROCm pages name (streams, events, memory, ...).
+REST = "## The rest of HIP that the ROCm pages name"
 
-# The HIP calls the seed documents (the HIP and CUDA pages gpugraph was designed from) name, found with `hip[A-Z]\w*`:
+# The HIP calls the pages gpugraph was designed from name, found with `hip[A-Z]\w*`:
 # the functions, and the device properties they name (as the map's rows spell them).
-SEED_CALLS = {
-    # hip-async-concurrent-execution.txt
+PAGE_CALLS = {
+    # ROCm's "Asynchronous concurrent execution"
     "hipStreamCreateWithFlags", "hipStreamSynchronize", "hipStreamWaitEvent", "hipLaunchKernelGGL",
     "hipMemcpyAsync", "hipMemcpyPeerAsync", "hipMemcpy", "hipSetDeviceFlags", "hipEventCreate", "hipEventRecord",
     "hipEventSynchronize", "hipMalloc", "hipFree", "hipGetErrorString",
     "hipDeviceProp_t.asyncEngineCount", "hipDeviceProp_t.concurrentKernels",
-    # hip-graphs.txt and hip-graphs.rst.txt (hipFree, hipMalloc, hipMemcpy, hipGetErrorString too)
+    # ROCm's "HIP graphs" (hipFree, hipMalloc, hipMemcpy, hipGetErrorString too)
     "hipGraphInstantiate", "hipGraphLaunch", "hipFreeAsync", "hipMallocAsync", "hipDeviceGetGraphMemAttribute",
     "hipDeviceGraphMemTrim", "hipMemPoolSetAccess", "hipStreamBeginCapture", "hipStreamEndCapture",
     "hipStreamBeginCaptureToGraph", "hipLaunchHostFunc", "hipGraphAddKernelNode", "hipGraphAddDependencies",
     "hipGraphCreate", "hipGraphAddMemAllocNode", "hipGraphAddHostNode", "hipGraphAddMemcpyNode1D",
     "hipGraphAddMemFreeNode",
 }
-# The calls the seeds' text lost in extraction, which the ROCm pages they come from name (ROCm/HIP's
-# docs/how-to/hip_runtime_api/asynchronous.rst and docs/tools/example_codes/graph_capture.hip, graph_creation.hip).
-SEED_CALLS_LOST = {"hipStreamCreate", "hipStreamCreateWithPriority", "hipStreamDestroy", "hipEventDestroy",
+# The calls of those pages' full programs (ROCm/HIP's docs/how-to/hip_runtime_api/asynchronous.rst and
+# docs/tools/example_codes/graph_capture.hip, graph_creation.hip).
+PAGE_CALLS_LOST = {"hipStreamCreate", "hipStreamCreateWithPriority", "hipStreamDestroy", "hipEventDestroy",
                    "hipDeviceSynchronize", "hipGraphDestroy", "hipGraphExecDestroy"}
-# The seeds' other HIP names outside the graph API (types, flags, copy kinds, results): the notes explain each.
-SEED_OTHER_NAMES = {"hipStream_t", "hipEvent_t", "hipError_t", "hipSuccess", "hipStreamDefault", "hipStreamNonBlocking",
+# The pages' other HIP names outside the graph API (types, flags, copy kinds, results): the notes explain each.
+PAGE_OTHER_NAMES = {"hipStream_t", "hipEvent_t", "hipError_t", "hipSuccess", "hipStreamDefault", "hipStreamNonBlocking",
                     "hipMemcpyHostToDevice", "hipMemcpyDeviceToHost"}
-# The CUDA calls the seeds name (cuda-graphs-dynamic-parameters.txt): the CUDA twins of rows.
-SEED_CUDA_CALLS = {"cudaStreamBeginCapture", "cudaStreamGetCaptureInfo_v2", "cudaGraphAddKernelNode",
+# The CUDA calls NVIDIA's post "Constructing CUDA Graphs with Dynamic Parameters" names: the CUDA twins of rows.
+PAGE_CUDA_CALLS = {"cudaStreamBeginCapture", "cudaStreamGetCaptureInfo_v2", "cudaGraphAddKernelNode",
                    "cudaStreamUpdateCaptureDependencies", "cudaStreamEndCapture", "cudaGraphInstantiate",
                    "cudaGraphExecKernelNodeSetParams", "cudaGraphExecUpdate"}
 
@@ -75,13 +75,13 @@ def test_every_hip_function_is_mapped_once():
     assert len(everywhere) == len(hip) + len(hip_names(_rows(rest))) and len(set(everywhere)) == len(everywhere)
 
 
-def test_every_hip_call_the_seeds_name_has_a_row():
+def test_every_hip_call_the_pages_name_has_a_row():
     hip = set(hip_names(rows()))
-    assert sorted((SEED_CALLS | SEED_CALLS_LOST) - hip) == []
+    assert sorted((PAGE_CALLS | PAGE_CALLS_LOST) - hip) == []
     _, rest = parts()
-    assert sorted(name for name in SEED_OTHER_NAMES if not re.search(rf"\b{name}\b", rest)) == []
+    assert sorted(name for name in PAGE_OTHER_NAMES if not re.search(rf"\b{name}\b", rest)) == []
     cuda = {name for row in rows() if row[0].startswith("`hip") for name in re.findall(r"`(cuda\w+)`", row[1])}
-    assert sorted(SEED_CUDA_CALLS - cuda) == []
+    assert sorted(PAGE_CUDA_CALLS - cuda) == []
 
 
 def test_no_row_is_missing_or_a_placeholder():

@@ -1,4 +1,5 @@
-"""The seed examples run and validate, in-process and from the command line."""
+"""The examples (gpugraph.examples: the programs of the pages gpugraph follows) run and validate, in-process and
+from the command line."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def test_explicit_graph_validates(device):
 
 @pytest.mark.parametrize("host", ["ordinary", "pinned"])
 def test_explicit_graph_h_array_is_all_7(device, stream, host):
-    """The seed's host vector as an ordinary NumPy array (its std::vector) or page-locked memory: 7 everywhere."""
+    """The host vector of the "HIP graphs" program as an ordinary NumPy array (its std::vector) or page-locked
+    memory: 7 everywhere."""
     h_array = (np.zeros if host == "ordinary" else device.pinned)(explicit_graph.ARRAY_SIZE, np.float64)
     h_array[:] = 0.0
     g = explicit_graph.build(device, h_array)

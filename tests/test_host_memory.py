@@ -62,8 +62,8 @@ class Checker:
 
 def round_trip(device: gg.Device, checker: Checker, source: np.ndarray, result: np.ndarray,
                x: gg.Array) -> tuple[gg.Graph, gg.Node, gg.Node, gg.Node]:
-    """The graph of the seed's pattern: fill ``source`` on the host, copy it to ``x``, add 1 there, copy it back into
-    ``result`` and check it on the host; with its copy nodes and its checking node."""
+    """The graph of the "HIP graphs" programs' pattern: fill ``source`` on the host, copy it to ``x``, add 1 there,
+    copy it back into ``result`` and check it on the host; with its copy nodes and its checking node."""
     g = gg.Graph(device)
     fill = g.add_host(checker.fill)
     up = g.add_memcpy(x, source, after=fill)
@@ -160,9 +160,9 @@ def test_set_memcpy_takes_new_ordinary_arrays(device, stream):
 
 @pytest.mark.parametrize("seed", [explicit_graph.build, capture_graph.capture], ids=["explicit", "capture"])
 def test_the_seed_programs_with_ordinary_host_arrays_give_7(device, stream, seed):
-    """The seed's programs hold their host data in a std::vector: written with an ordinary NumPy array, they give 7
-    everywhere (on an H200, without page-locking, the explicit graph's copy read the array before the host node filled
-    it and gave 3)."""
+    """The programs of ROCm's "HIP graphs" page hold their host data in a std::vector: written with an ordinary
+    NumPy array, they give 7 everywhere (on an H200, without page-locking, the explicit graph's copy read the array
+    before the host node filled it and gave 3)."""
     h_array = np.zeros(explicit_graph.ARRAY_SIZE, np.float64)
     graph = seed(device, h_array) if seed is explicit_graph.build else seed(stream, h_array)
     with graph.instantiate() as exe:

@@ -1,6 +1,7 @@
-"""Param: dynamic kernel arguments patched at the next launch (the seed document's combined approach, made
-automatic): scalars and pointers, in explicit graphs and captures, shared by nodes and executable graphs,
-dtype binding from the kernel signature, bad values, and plain stream launches.
+"""Param: dynamic kernel arguments patched at the next launch (the combined approach of NVIDIA's blog post
+"Constructing CUDA Graphs with Dynamic Parameters", made automatic): scalars and pointers, in explicit graphs and
+captures, shared by nodes and executable graphs, dtype binding from the kernel signature, bad values, and plain
+stream launches.
 
 Every test runs on each available backend through the ``device``/``stream`` fixtures of conftest.py and
 checks values against NumPy; only behaviour CUDA also has is asserted.

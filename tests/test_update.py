@@ -1,6 +1,7 @@
 """Whole-graph update (GraphExec.update, cudaGraphExecUpdate): what an update may change, every reason it
 is refused (with GraphUpdateError.reason and .node), that a refused update leaves the executable graph
-running exactly as before, and the recapture-then-update strategy of the seed document.
+running exactly as before, and the recapture-then-update strategy of NVIDIA's blog post "Constructing CUDA Graphs
+with Dynamic Parameters".
 
 Every test runs on each available backend through the ``device``/``stream`` fixtures of conftest.py and
 checks values against NumPy; only behaviour CUDA also has is asserted.
@@ -478,7 +479,7 @@ def test_update_with_a_graph_of_another_device(gpu_device):
     np.testing.assert_array_equal(x.to_numpy(), X0 * 2)
 
 
-# Recapture then update (the seed document's first strategy)
+# Recapture then update (the first strategy of NVIDIA's post)
 
 
 def _work(stream, x, y, a, extra=False):

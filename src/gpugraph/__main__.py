@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"gpugraph {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run the seed examples on the best backend and validate them")
+    demo = commands.add_parser("demo", help="run gpugraph.examples on the best backend and validate them")
     demo.add_argument("--backend", default=None,
                       help="device such as 'cpu' or 'cuda:0' (default: $GPUGRAPH_BACKEND, else the best present)")
     demo.set_defaults(run=_demo)

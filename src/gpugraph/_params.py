@@ -3,7 +3,8 @@
 A Param used as a kernel argument while building or capturing a graph records itself in the node. Each
 executable graph made from that graph registers the nodes that use it (its ``ParamUses``); setting ``value``
 marks the Param pending in those registries, and the executable graph's next ``launch`` patches exactly
-those nodes first (the combined approach of the seed blog, with no bookkeeping left to the user).
+those nodes first (the combined approach of NVIDIA's blog post "Constructing CUDA Graphs with Dynamic
+Parameters", with no bookkeeping left to the user).
 """
 
 from __future__ import annotations

@@ -444,7 +444,7 @@ def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Opt
     return rows
 
 
-@workload("dynamic", "GPU: the seed blog's dynamic-parameter workload, four strategies and the C++ floor",
+@workload("dynamic", "GPU: the dynamic-parameter workload of NVIDIA's blog post, four strategies and the C++ floor",
           gpu=True)
 def dynamic(device: Any, options: Options) -> list[Row]:
     from ..examples import dynamic_parameters as seed

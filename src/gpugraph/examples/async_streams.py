@@ -1,19 +1,21 @@
-"""The seed's three programs of hip-async-concurrent-execution.txt, plus the same work as a graph.
+"""The three programs of ROCm's "Asynchronous concurrent execution" page, plus the same work as a graph.
+
+The page: https://rocm.docs.amd.com/projects/HIP/en/latest/how-to/hip_runtime_api/asynchronous.html
 
 Each iteration copies two host vectors to the device, runs kernelA (A += 1) and kernelB (B += A + 3),
 and copies both back; after 50 iterations A must be 50 and B must be 2 + 3·50 + 50·51/2 = 1427.
 
-* sequential: one stream, each call waited for (the seed's synchronous hipMemcpy version);
+* sequential: one stream, each call waited for (the page's synchronous hipMemcpy version);
 * streams: A's work on one stream, B's on another, the host waiting for stream A before kernelB;
 * events: stream B waits for an event recorded after kernelA instead of the host waiting;
 * graph: one iteration of the events version captured (fork to stream B and join back through
   events) and launched 50 times.
 
-The seed's text lost a few calls; where iterations could overlap (kernelA of iteration i+1 running
+Where iterations could overlap (kernelA of iteration i+1 running
 while kernelB of iteration i still reads A), each version here orders them explicitly: the streams
 version waits for both streams at the end of an iteration, the events version makes each stream wait for
-the other's end-of-iteration event (the seed records eventA and eventB there for this purpose).
-The seed uses 2^25 elements; the CPU backend runs 2^18 to keep the demo quick.
+the other's end-of-iteration event (the page records eventA and eventB there for this purpose).
+The page uses 2^25 elements; the CPU backend runs 2^18 to keep the demo quick.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ VARIANTS = {"sequential": sequential, "streams": streams, "events": events, "gra
 
 
 def run(device: gg.Device) -> Result:
-    """Run the four versions; all must reach the seed's values."""
+    """Run the four versions; all must reach the page's values."""
     def body() -> tuple[bool, str]:
         outcomes = {name: variant(device) for name, variant in VARIANTS.items()}
         failed = [f"{name}: {detail}" for name, (ok, detail) in outcomes.items() if not ok]

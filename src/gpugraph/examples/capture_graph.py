@@ -1,4 +1,6 @@
-"""The seed's stream-capture program (hip-graphs.txt, "Capture graphs from a stream").
+"""The stream-capture program of ROCm's "HIP graphs" page ("Capture graphs from a stream").
+
+The page: https://rocm.docs.amd.com/projects/HIP/en/latest/how-to/hip_runtime_api/hipgraph.html
 
 Inside a capture: two stream-ordered allocations, a host function filling a host vector with 2.0, a copy
 to the device, kernelA (doubles A), kernelB (sets B to 3), kernelC (A += B), a copy back and two frees.
@@ -25,7 +27,7 @@ from gpugraph.examples.explicit_graph import (
 
 
 def capture(stream: gg.Stream, h_array: np.ndarray) -> gg.Graph:
-    """Record the seed's stream code into a graph."""
+    """Record the page's stream code into a graph."""
     with stream.capture(mode="global") as cap:
         d_array_a = stream.alloc(ARRAY_SIZE, np.float64)
         d_array_b = stream.alloc(ARRAY_SIZE, np.int32)
@@ -41,9 +43,9 @@ def capture(stream: gg.Stream, h_array: np.ndarray) -> gg.Graph:
 
 
 def run(device: gg.Device) -> Result:
-    """Capture, instantiate and launch; check every element against the seed's value."""
+    """Capture, instantiate and launch; check every element against the page's value."""
     def body() -> tuple[bool, str]:
-        h_array = np.zeros(ARRAY_SIZE, np.float64)  # the seed's std::vector<double>
+        h_array = np.zeros(ARRAY_SIZE, np.float64)  # the page's std::vector<double>
         stream = device.stream()
         graph = capture(stream, h_array)
         untouched = np.count_nonzero(h_array)  # capture records; nothing may have run yet

@@ -1,4 +1,4 @@
-"""AMDGPU.jl's graph examples (amdgpu-jl-graphs.txt) with ``@gg.captured``.
+"""AMDGPU.jl's graph examples with ``@gg.captured`` (its documentation's "Graphs" page, https://amdgpu.juliagpu.org/stable/).
 
 * increment: ``f!(o) = o .+= 1`` on a 4x4 zero array of 64-bit ints. The first call captures the
   function and runs the graph (sum 16); the next call replays it (sum 32). A call on another array of the

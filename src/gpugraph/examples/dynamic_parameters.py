@@ -1,4 +1,6 @@
-"""The dynamic-parameters blog's workload (cuda-graphs-dynamic-parameters.txt), four ways.
+"""The workload of NVIDIA's blog post "Constructing CUDA Graphs with Dynamic Parameters", four ways.
+
+The post: https://developer.nvidia.com/blog/constructing-cuda-graphs-with-dynamic-parameters/
 
 Per iteration a serial chain of 8 kernels ``out[i] = f * in[i]`` on 32 floats (1 block of 256 threads):
 kernels 0, 2, 4 and 6 use the fixed factor 1.004, kernels 1, 3, 5 and 7 the dynamic factor

@@ -1,8 +1,10 @@
-"""The seed's explicit graph program (hip-graphs.txt, "Explicit graph creation").
+"""The explicit graph program of ROCm's "HIP graphs" page ("Explicit graph creation").
+
+The page: https://rocm.docs.amd.com/projects/HIP/en/latest/how-to/hip_runtime_api/hipgraph.html
 
 Two allocation nodes, a host node filling a host vector with 2.0, a copy to the device, kernelA
 (doubles A), kernelB (sets B to 3), kernelC (A += B), a copy back and two free nodes. Every element of
-the host vector must end as 2.0 * 2 + 3 = 7.0. (The seed passes a dependency count of 1 for kernelC,
+the host vector must end as 2.0 * 2 + 3 = 7.0. (The page passes a dependency count of 1 for kernelC,
 which drops its edge from kernelB; the comment beside it says kernelC waits for both, as here.)
 """
 
@@ -41,12 +43,12 @@ EXPECTED = INIT_VALUE * 2.0 + 3
 
 
 def set_vector(vector: np.ndarray, value: float) -> None:
-    """The seed's host function: fill the host vector."""
+    """The page's host function: fill the host vector."""
     vector[:] = value
 
 
 def build(device: gg.Device, h_array: np.ndarray) -> gg.Graph:
-    """Build the seed's graph explicitly, node by node."""
+    """Build the page's graph explicitly, node by node."""
     g = gg.Graph(device)
     alloc_a = g.add_alloc(ARRAY_SIZE, np.float64)
     alloc_b = g.add_alloc(ARRAY_SIZE, np.int32)
@@ -63,9 +65,9 @@ def build(device: gg.Device, h_array: np.ndarray) -> gg.Graph:
 
 
 def run(device: gg.Device) -> Result:
-    """Build, instantiate and launch the graph; check every element against the seed's value."""
+    """Build, instantiate and launch the graph; check every element against the page's value."""
     def body() -> tuple[bool, str]:
-        h_array = np.zeros(ARRAY_SIZE, np.float64)  # the seed's std::vector<double>
+        h_array = np.zeros(ARRAY_SIZE, np.float64)  # the page's std::vector<double>
         stream = device.stream()
         with build(device, h_array).instantiate() as exe:
             exe.launch(stream)
