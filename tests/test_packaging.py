@@ -49,8 +49,9 @@ def manifest_files() -> set[str]:
 
 
 def test_sdist_carries_tests_docs_and_license():
-    needed = {"LICENSE", "tools/dev/structure_counts.py",
-              *(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("tests/*.py"), *ROOT.glob("docs/*.md")])}
+    needed = {"LICENSE", "tools/dev/structure_counts.py", "tools/dev/bench_tables.py",  # (tests run them)
+              *(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("tests/*.py"), *ROOT.glob("docs/*.md"),
+                                                         *ROOT.glob("docs/results/*/*"), *ROOT.glob("tools/*/*.md")])}
     assert {"tests/conftest.py", "tests/kernels.py", "docs/guide.md"} <= needed
     missing = needed - manifest_files()
     assert not missing, f"MANIFEST.in leaves out {sorted(missing)}"

@@ -4,7 +4,7 @@
 # paths, and compute-sanitizer memcheck over the CUDA tests (left out by "quick"). Logs go to $OUT
 # (or ./gpu-logs).
 # Usage: bash tools/dev/gpu_check.sh [quick|memcheck [K/N]]  (quick: all but memcheck; memcheck: it alone, over
-# every test file, or over the K-th of N shares of them. quick fits the device tool's 10-minute calls;
+# every test file, or over the K-th of N shares of them. quick takes under 10 minutes on one H100 or H200;
 # memcheck over all files reached 95% in 10 minutes on an H200 (2026-11-23): run it as 1/2 and 2/2.)
 # The benchmark's JSON ($OUT/bench.json) renders docs/performance.md's CUDA tables: tools/dev/bench_tables.py.
 set -uo pipefail

@@ -1,6 +1,6 @@
 """Count structural figures over src/gpugraph (bench/ and examples/ left out), reading the source with ``ast``
 (nothing of gpugraph is imported). tests/test_packaging.py runs it with ``--json``: it holds the plain import
-circles at 0 and each hidden edge below at today's number.
+circles at 0 and each hidden edge below at the number the test holds.
 
 Run: ``python tools/dev/structure_counts.py [--root REPO] [--list] [--json]``. ``--root`` names the repository whose
 ``src/gpugraph`` is read (default: this checkout); ``--list`` names each counted thing; ``--json`` prints the
