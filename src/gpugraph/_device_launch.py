@@ -1,6 +1,6 @@
 """Graphs launched from kernels: what a kernel takes for a ``cudaGraphExec_t`` parameter.
 
-gpugraph._exec's GraphExec is a KernelLaunchable: kernels (gpugraph._kernel, below executable graphs) tell one
+gpugraph._exec's GraphExec is a KernelLaunchable: kernels (gpugraph._kernel_args, below executable graphs) tell one
 here and ask it for their argument, so they import nothing above them.
 """
 

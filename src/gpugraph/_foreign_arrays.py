@@ -1,7 +1,7 @@
 """Other libraries' device arrays read as Arrays: DLPack capsules and ``__cuda_array_interface__`` (version 3)
 descriptions checked and viewed, and such an array given for a kernel's pointer parameter (``kernel_argument``).
 
-Below kernels (gpugraph._kernel views an argument through ``kernel_argument``) and gpugraph._interop (the import
+Below kernels (gpugraph._kernel_args views an argument through ``kernel_argument``) and gpugraph._interop (the import
 rules of ``gg.from_dlpack`` and ``gg.from_cuda_array_interface``), which both import it. A view never copies: the
 Array shares the producer's memory and keeps the producer alive as long as it lives.
 """

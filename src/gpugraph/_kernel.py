@@ -12,13 +12,11 @@ from typing import Any
 import numpy as np
 
 from . import _params
-from ._conditions import Condition
-from ._device_launch import KernelLaunchable, exec_argument
 from ._errors import KernelCompileError
-from ._foreign_arrays import kernel_argument
+from ._kernel_args import make_converters, own_type
 from ._memory import Array
 from ._params import Param
-from ._scalars import as_int, bounds, is_number, to_c
+from ._scalars import as_int
 from ._scalars import describe as _describe
 from ._signature import KernelParam, absent_kernel, parse_declared, parse_signature
 
@@ -257,7 +255,7 @@ class Kernel:
         # Whether it launches graphs: it takes a graph to launch (cudaGraphLaunch), so it runs only as a kernel node.
         self.launches_graphs = signature is not None and any(p.graph_exec for p in signature)
         converters = (None if self.signature is None
-                      else [_converter(self, i, p) for i, p in enumerate(self.signature)])
+                      else [make_converters(f"{self!r} argument {i} ({p})", p) for i, p in enumerate(self.signature)])
         # Per parameter: (stream launches' converter, graph nodes' converter), made once from the signature.
         self._converters = None if converters is None else tuple(c for c, _ in converters)
         self._typed_converters = None if converters is None else tuple(t for _, t in converters)
@@ -506,105 +504,6 @@ def _typed(kernel: Kernel, args: tuple) -> tuple:
                   for p, a in zip(signature, args)])
 
 
-_Convert = Callable[[Any, Any], Any]  # (value, device) -> the value as a launch or a node keeps it
-
-
-def _converter(kernel: Kernel, index: int, param: KernelParam) -> tuple[_Convert, _Convert]:
-    """The converters of one argument: for stream launches, and for graph nodes (numbers typed as ``_typed``
-    types them)."""
-    where = f"{kernel!r} argument {index} ({param})"
-    if param.pointer:
-        want = param.dtype
-        addresses = " (a pointer to pointers takes an Array of device addresses)" if param.depth > 1 else ""
-
-        def to_pointer(value: Any, device: Any) -> Any:
-            if type(value) is Param:
-                if not value.is_array:
-                    raise TypeError(f"{where}: expects a device Array, got a scalar {value!r}")
-                to_pointer(value.value, device)  # the Array it points at now must fit
-                return value
-            if type(value) is Array:
-                if value.device is not device:
-                    device._reach(value, where)
-                # NumPy's builtin dtypes are singletons: identity settles the common case cheaply.
-                if want is not None and value.dtype is not want and value.dtype != want:
-                    raise TypeError(f"{where}: expects {want} data{addresses}, got an Array of {value.dtype}")
-                return value
-            view = kernel_argument(value, device, where)  # another library's device array, viewed without a copy
-            if view is not None:
-                return to_pointer(view, device)
-            hint = " (copy it to the device with dev.asarray first)" if isinstance(value, np.ndarray) else ""
-            raise TypeError(f"{where}: expects a device Array, got {_describe(value)}{hint}")
-        return to_pointer, to_pointer
-
-    if param.graph_exec:  # a graph the kernel launches: a GraphExec names it, no number
-
-        def to_graph_exec(value: Any, device: Any) -> Any:
-            return exec_argument(value, device, where)
-        return to_graph_exec, to_graph_exec
-
-    dtype: Any = param.dtype
-    ctype = param.ctype
-    known = dtype is not None
-    integral, low, high = bounds(dtype) if known else (False, None, None)
-
-    def to_scalar(value: Any, device: Any) -> Any:
-        kind = type(value)
-        # The common case first: a Python number in range for a parameter of known type stays a Python number
-        # (backends write it as the C type: CUDA packs it, the CPU backend converts it). Everything else
-        # (floats for integers, inf, nan, out of range) takes the rules of _scalars.to_c.
-        if (kind is float or kind is int) and known:
-            if (kind is int or not integral) and low <= value <= high:
-                return value
-            return to_c(value, dtype, ctype, where)
-        if isinstance(value, KernelLaunchable):
-            raise TypeError(f"{where}: a GraphExec is passed only for a cudaGraphExec_t parameter, not a C {ctype}")
-        if kind is Condition:
-            raise TypeError(f"{where}: a Condition is passed only to kernels of its graph (Graph.add_kernel, or a "
-                            f"launch on a stream capturing into that graph); a stream launch outside a capture "
-                            f"cannot take one")
-        if kind is Param:
-            if value.is_array:
-                raise TypeError(f"{where}: expects a C {ctype} scalar, got {value!r}")
-            if not known:
-                if value.dtype is None:
-                    raise TypeError(f"{where}: gpugraph cannot tell the C type {ctype!r}; give the Param a dtype")
-            else:
-                value.check(dtype, where)
-            return value
-        if known:
-            return to_c(value, dtype, ctype, where)
-        if isinstance(value, np.generic):
-            return _own_type(value, where)
-        raise TypeError(f"{where}: gpugraph cannot tell the C type {ctype!r}; "
-                        f"pass a NumPy scalar of the right type, got {_describe(value)}")
-    if not known:
-        return to_scalar, to_scalar
-    make = dtype.type
-
-    def to_typed_scalar(value: Any, device: Any) -> Any:
-        kind = type(value)
-        if (kind is float or kind is int) and (kind is int or not integral) and low <= value <= high:
-            return make(value)  # (the common case, as in to_scalar)
-        if kind is Condition:  # (kept: the graph checks it is one of its own, then passes its handle)
-            if dtype != np.uint64:
-                raise TypeError(f"{where}: a Condition is passed for a cudaGraphConditionalHandle (unsigned long "
-                                f"long) parameter, not a C {ctype}")
-            return value
-        value = to_scalar(value, device)
-        kind = type(value)
-        return make(value) if kind is float or kind is int else value
-    return to_scalar, to_typed_scalar
-
-
-def _own_type(value: np.generic, where: str) -> np.generic:
-    """A NumPy scalar passed where gpugraph cannot tell the C type: it must be a C number type."""
-    if not is_number(value) or value.dtype.itemsize > 8:
-        raise TypeError(f"{where}: expects a NumPy bool, integer or floating scalar of at most 8 bytes (a C "
-                        f"number type), got {_describe(value)}")
-    return value
-
-
 def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any:
     """Arguments of a kernel whose signature gpugraph could not read must carry their own type."""
     if type(value) is Array and value.device is not device:
@@ -612,7 +511,7 @@ def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any
     if type(value) is Array:
         return value
     if isinstance(value, np.generic):
-        return _own_type(value, f"{kernel!r} argument {index}")
+        return own_type(value, f"{kernel!r} argument {index}")
     if type(value) is Param and value.dtype is not None:
         return value
     if kernel.from_source:
