@@ -2,7 +2,9 @@
 type CU_GRAPH_COND_TYPE_SWITCH and a growing ``size`` (CUDA documents no maximum: "any value greater than zero"),
 each in a graph of its own that is then instantiated. Sizes double from 1 until the driver refuses one, a step
 takes longer than --seconds, or --top is passed; a refusal is then bisected. It prints each size's results and
-times, and the largest size made and instantiated, for gpugraph's MAX_SWITCH_BODIES (src/gpugraph/_graph_conditional.py).
+times, and the largest size made and instantiated, for gpugraph's MAX_SWITCH_BODIES
+(src/gpugraph/_graph_conditional.py). On an H100 (driver 580.159.04, 2026-12-07, --seconds 5) the driver refused no
+size up to 4,194,304 bodies (7.7 s to make and instantiate that one).
 
 Usage (on a CUDA machine with a 12.8 driver or newer):
 ``python3 tools/probes/gpu_probe_switch_limit.py [--top N] [--seconds S]``.
