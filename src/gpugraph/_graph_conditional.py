@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # The most bodies a SWITCH node has (add_switch), on every backend. CUDA documents no maximum (the node's size is
 # an unsigned int, "any value greater than zero"), so this bound is gpugraph's: thousands of branches are a table
 # for a kernel to index, not bodies, and each body is a graph to make. tools/probes/gpu_probe_switch_limit.py
-# measures what the driver accepts.
+# measures what the driver accepts: no refusal up to 4,194,304 bodies (H100, driver 580.159.04, 2026-12-07).
 MAX_SWITCH_BODIES = 4096
 
 
