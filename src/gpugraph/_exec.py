@@ -308,7 +308,7 @@ class GraphExec(KernelLaunchable):
                               "cannot be launched into a capture (it would become a child graph, which CUDA refuses)")
         into = stream._capture._into
         if into is not None and into._in_body():
-            kind = self._source._holds_other_than(BODY_KINDS)
+            kind = self._source.holds_other_than(BODY_KINDS)
             if kind is not None:
                 raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", f"the capture fills the body "
                                   f"of a conditional node, which cannot hold {kind.name.lower()} nodes, and the graph "

@@ -1,14 +1,14 @@
 """GraphConditional: conditional nodes: the Conditions they read (``Graph.condition``), ``add_if``,
-``add_while`` and ``add_switch``, the Graphs over their bodies, and the rules CUDA applies to them at
-instantiation.
+``add_while`` and ``add_switch``, and the rules CUDA applies to them at instantiation.
 
 The rules a body's own nodes obey (what a body may hold, which Conditions its kernels may take) apply to every
-node added or changed, so they are ``GraphState``'s.
+node added or changed, so they are ``GraphState``'s; so is making the Graphs over a node's bodies
+(``GraphState._body_graphs``), which executable graphs and updates ask for too (``Graph.embedded_graphs``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -19,10 +19,6 @@ from ._graph_state import GraphState
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._nodes import ConditionalParams
 from ._scalars import as_bool, as_int, describe
-from ._topology import Topology
-
-if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self is Python 3.11+
 
 # The most bodies a SWITCH node has (add_switch), on every backend. CUDA documents no maximum (the node's size is
 # an unsigned int, "any value greater than zero"), so this bound is gpugraph's: thousands of branches are a table
@@ -113,19 +109,6 @@ class GraphConditional(GraphState):
         condition._node = node
         self._body_graphs(node)
         return node
-
-    def _body_graphs(self, node: Node) -> tuple[Self, ...]:
-        """The Graphs over the bodies of the conditional node ``node`` (made when first asked for)."""
-        bodies = self._bodies.get(node._handle)
-        if bodies is None:
-            with self._lock:
-                bodies = self._bodies.get(node._handle)
-                if bodies is None:
-                    record = self._current().records[self._index(node)]
-                    bodies = tuple(type(self)._wrap(self.device, handle, owner=self, topology=Topology())
-                                   for handle in record.bodies)
-                    self._bodies[node._handle] = bodies
-        return bodies
 
     def _check_conditional_instantiate(self) -> None:
         """The rules CUDA applies at the instantiation of a graph with conditional nodes."""

@@ -5,8 +5,11 @@ building (``_graph_build``), editing (``_graph_edit``), conditional nodes (``_gr
 memory (``_graph_alloc``) and queries (``_graph_query``). The mixins keep no state of their own: every field is
 one of the slots here. What more than one of them uses is here too: the change protocol (locks, watchers,
 ``_begin_change`` / ``_end_change``), reading the backend graph (``_load``), finding nodes, adding a node
-(``_add``, ``_adopt``), and the rules every added or changed node obeys (a conditional node's body, conditions,
-child graphs).
+(``_add``, ``_adopt``), the Graphs over child graphs and bodies, and the rules every added or changed node obeys (a
+conditional node's body, conditions, child graphs).
+
+Executable graphs, instantiate and update (``_exec``, ``_instantiate``, ``_update``) may read a graph through its
+public reads (``_graph_query``'s, and ``holds_other_than`` here).
 """
 
 from __future__ import annotations
@@ -370,6 +373,19 @@ class GraphState:
             self._children[handle] = graph
         return graph
 
+    def _body_graphs(self, node: Node) -> tuple[Self, ...]:
+        """The Graphs over the bodies of the conditional node ``node`` (made when first asked for)."""
+        bodies = self._bodies.get(node._handle)
+        if bodies is None:
+            with self._lock:
+                bodies = self._bodies.get(node._handle)
+                if bodies is None:
+                    record = self._current().records[self._index(node)]
+                    bodies = tuple(type(self)._wrap(self.device, handle, owner=self, topology=Topology())
+                                   for handle in record.bodies)
+                    self._bodies[node._handle] = bodies
+        return bodies
+
     def _keep_child(self, handle: Any, topology: Topology | None) -> None:
         """Keep ``topology`` as that of the graph the child-graph node ``handle`` embeds (read again, or
         changed); None: forget it, to be read again (a change is under way). A node no longer here (a
@@ -466,7 +482,7 @@ class GraphState:
             raise GraphError(f"{what}: {graph!r} holds conditional nodes; a graph with conditional nodes cannot "
                              f"be used as a child graph (CUDA refuses it)")
         if self._in_body():
-            refused = graph._holds_other_than(BODY_KINDS)
+            refused = graph.holds_other_than(BODY_KINDS)
             if refused is not None:
                 raise GraphError(f"{what}: {self!r} is the body of a conditional node, which cannot hold "
                                  f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
@@ -510,14 +526,14 @@ class GraphState:
         """Whether the graph has a node of ``kind`` (its child graphs' and bodies' nodes are not looked at)."""
         return any(record.kind is kind for record in self._current().records)
 
-    def _holds_other_than(self, kinds: frozenset) -> NodeKind | None:
+    def holds_other_than(self, kinds: frozenset) -> NodeKind | None:
         """The kind of a node of the graph, or of its child graphs, that is not among ``kinds``, or None."""
         topology = self._current()
         for i, record in enumerate(topology.records):
             if record.kind not in kinds:
                 return record.kind
             if record.kind is NodeKind.GRAPH:
-                inner = self._child(topology.handles[i])._holds_other_than(kinds)
+                inner = self._child(topology.handles[i]).holds_other_than(kinds)
                 if inner is not None:
                     return inner
         return None
