@@ -1,4 +1,9 @@
-"""GraphExec: an instantiated graph, launched with one call, updated in place."""
+"""GraphExec: an instantiated graph, launched with one call, updated in place.
+
+Its fields, and what it knows of the graph it runs (the layout, the nodes setters may name), are its base's,
+``gpugraph._exec_state.ExecState``; this module adds launching (into a capture too), uploading, updating, the
+setters, its lifetime and the argument a kernel takes for it.
+"""
 
 from __future__ import annotations
 
@@ -15,52 +20,24 @@ from ._attributes import AttributeRefusal
 from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._event import Event
+from ._exec_state import ExecState, refuse_child_params
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
 from ._kernel import Kernel
 from ._memops import mem_ops_record
 from ._nesting import nesting_refusal
-from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
+from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind
 from ._params import Param, ParamUses
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
-from ._scalars import describe
 from ._semaphores import semaphore_record
 from ._stream import Stream
-from ._topology import Topology
-from ._update import GraphLayout, check_update, graph_shape, node_refusal
+from ._update import GraphLayout, check_update, node_refusal
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
 
 
 _KERNEL = (NodeKind.KERNEL,)
-
-
-def _takes_params(graph: Any) -> bool:
-    """Whether a kernel node of ``graph``, or of a child graph within it, takes a Param."""
-    topology = graph._current()
-    for handle, record in zip(topology.handles, topology.records):
-        if record.kind is NodeKind.KERNEL and any(type(a) is Param for a in record.args):
-            return True
-        if record.kind is NodeKind.GRAPH and _takes_params(graph._child(handle)):
-            return True
-        if record.kind is NodeKind.CONDITIONAL and _takes_params_in_bodies(graph, handle):
-            return True
-    return False
-
-
-def _takes_params_in_bodies(graph: Any, handle: Any) -> bool:
-    """Whether a kernel node in a body of the conditional node ``handle`` of ``graph`` takes a Param."""
-    return any(map(_takes_params, graph._body_graphs(graph._node(handle))))
-
-
-def _refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
-    """Refuse ``child``, the graph of the child-graph node ``handle`` of ``graph``, if it takes a Param (the
-    Node is made only to name it)."""
-    if _takes_params(child):
-        node = graph._node(handle)
-        raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
-                         f"kernel nodes of the graph itself (add those nodes to it)")
 
 
 def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -90,7 +67,7 @@ def check_stream(stream: object, device: object, what: str, arg: str = "stream")
         raise ValueError(f"{what}({arg}): the stream is on {stream.device}, the graph on {device}")
 
 
-class GraphExec(KernelLaunchable):
+class GraphExec(ExecState, KernelLaunchable):
     """An executable graph, made by ``Graph.instantiate``; launch it on any stream of its device.
 
     Usable as a context manager; ``close`` (or garbage collection) releases it. Nodes passed to the
@@ -105,10 +82,7 @@ class GraphExec(KernelLaunchable):
     See also: cudaGraphExec_t.
     """
 
-    __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
-                 "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
-                 "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "_stale_for_kernels",
-                 "__weakref__")
+    __slots__ = ()  # (the fields are ExecState's)
 
     def __init__(self, graph: Any, flags: frozenset[str], graph_type: Any) -> None:
         """(Made by ``Graph.instantiate``, which passes its class, graphs updated from are of it, and the flags
@@ -135,23 +109,7 @@ class GraphExec(KernelLaunchable):
         # Instantiated with device_launch, changed, and not yet uploaded again for kernels launching it (an upload
         # failed): each launch, change and kernel argument tries again first (_upload_for_kernels).
         self._stale_for_kernels = False
-        # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
-        self._disabled: set[int] = set()
-        # Positions of nodes removed from the graph it was made from (Graph.remove_node): the backend addresses its
-        # nodes through that graph's, so setters refuse them.
-        self._gone: set[int] = set()
-        # The backend addresses nodes by the handles of the graph the exec was instantiated from, by
-        # position in creation order: those are noted now. What setters and updates compare against (the
-        # layout) is taken when first needed, or just before the graph changes (Graph._changing),
-        # whichever comes first.
-        self._handles = list(graph._current().handles)
-        self._source, self._source_version = graph, graph._version
-        self._layout: GraphLayout | None = None
-        self._recorded_events: list[Any] | None = None  # of its event-record nodes, once asked (_layout's)
-        self._shape: Any = None  # the source's graph_shape, once known
-        self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
-        graph._watch(self)
-        graph._execs.add(self)
+        self._setup_source(graph)
         if _params.in_use:
             self._params.adopt(self._find_params(graph))
             if self._params and "device_launch" in flags:
@@ -178,58 +136,6 @@ class GraphExec(KernelLaunchable):
         cudaGraphExecGetFlags."""
         return self._flags
 
-    def _read_layout(self) -> GraphLayout:
-        if self._layout is None:
-            self._layout = GraphLayout(self._source)
-            self._indices = self._layout.index
-            if self._source is not self.graph:  # the nodes of the graph it was made from still count
-                self._indices = {**{h: i for i, h in enumerate(self._handles)}, **self._indices}
-            if self._gone:
-                self._indices = {h: i for h, i in self._indices.items() if i not in self._gone}
-        return self._layout
-
-    def _source_shape(self) -> Any:
-        if self._shape is None:
-            self._shape = self._layout.shape() if self._layout is not None else graph_shape(self._source)
-        return self._shape
-
-    def _before_change(self, graph: Any) -> None:
-        """``graph`` is about to change: read its layout now if this exec still needs it."""
-        if self._source is graph and self._layout is None and self._handle is not None:
-            self._read_layout()
-
-    def _patches(self, graph: Any, handle: Any) -> bool:
-        """Whether this executable graph patches Params through the node ``handle`` of ``graph``."""
-        if self._handle is None or graph is not self.graph:
-            return False
-        return any(self._handles[i] == handle for i in self._params._records)
-
-    def _node_removed(self, graph: Any, handle: Any) -> None:
-        """The node ``handle`` of ``graph`` (made from, or updated from) is being removed: setters refuse it from now
-        on, and, for a node of the graph it was made from, any node at its place in a graph updated from too."""
-        if self._handle is None:
-            return
-        self._read_layout()
-        if graph is self.graph:
-            self._gone.update(i for i, h in enumerate(self._handles) if h == handle)
-        self._indices = {h: i for h, i in self._indices.items() if h != handle and i not in self._gone}
-
-    @staticmethod
-    def _find_params(graph: Any) -> dict[int, KernelParams]:
-        """The kernel nodes of ``graph`` taking Params, by position; Params inside child graphs are refused."""
-        found = {}
-        topology = graph._current()
-        for i, (handle, record) in enumerate(zip(topology.handles, topology.records)):
-            if record.kind is NodeKind.KERNEL:
-                if any(type(a) is Param for a in record.args):
-                    found[i] = record
-            elif record.kind is NodeKind.GRAPH:
-                _refuse_child_params(graph._child(handle), graph, handle)
-            elif record.kind is NodeKind.CONDITIONAL and _takes_params_in_bodies(graph, handle):
-                raise GraphError(f"a Param is used inside a body of {graph._node(handle)!r}; Params are patched only "
-                                 f"in kernel nodes of the graph itself")
-        return found
-
     # Launching
 
     def _stream_handle(self, stream: Any, what: str) -> Any:
@@ -251,7 +157,7 @@ class GraphExec(KernelLaunchable):
             handle = self._handle
             if handle is None or type(stream) is not Stream or stream.device is not self.device:
                 self._stream_handle(stream, "launch")
-            capture = stream._capture
+            capture = stream.active_capture
             if capture is not None or stream.legacy or _capture_rules.function_captures:
                 self._guard_capture(stream)
             if self._params.pending:
@@ -266,69 +172,49 @@ class GraphExec(KernelLaunchable):
             if events is None:
                 events = self._recorded_events = self._events_recorded()
             for event in events:  # (mostly none)
-                event._capture = None
-
-    def _events_recorded(self) -> list[Any]:
-        """The events the graph's event-record nodes record. A launch outside any capture records them: a
-        capture that recorded one of them before no longer owns its last record, so a wait on it is a plain
-        wait, as the driver makes it (measured on the H200: no fork, a capturing stream waiting is refused,
-        and a wait for an event last recorded in an ended capture is refused until it is recorded again)."""
-        layout = self._layout
-        if layout is None:  # the source is as it was made or updated from (a change would have read the layout)
-            topology = self._source._current()
-            if not topology.nested():  # (no child graph: the common case)
-                return topology.recorded_events()
-            layout = self._read_layout()
-        events: list[Any] = []
-        layouts = [layout]
-        for layout in layouts:
-            layouts.extend(layout.children.values())
-            events.extend(params.event for params in layout.params if params.kind is NodeKind.EVENT_RECORD)
-        return events
+                event._capture = None  # (Event's own: the capture it was last recorded in, none now)
 
     def _describe_embedded(self, capture: Any, stream: Stream) -> None:
         """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
         stream's capture frontier: the captured graph describes the copy from the source's Topology (as
         ``Graph.add_child`` does), not from the backend's node-by-node read-back."""
-        backend, graph = self._backend, capture.graph
-        (handle,) = backend.capture_dependencies(capture._handle, stream._handle)
-        i = graph._note_recorded(handle)
-        topology = graph._topology
-        topology.children[i] = Topology.copy_of(self._source._current(), backend, topology.records[i].graph)
+        (handle,) = self._backend.capture_dependencies(capture._handle, stream._handle)
+        capture.graph._note_embedded(handle, self._source)  # (private to the graph: a change of it)
 
     def _guard_capture(self, stream: Stream) -> None:
-        stream._guard("GraphExec.launch")
-        if stream._capture is None:
+        stream._guard("GraphExec.launch")  # (Stream's own check of a call enqueued on it, as its methods make it)
+        capture = stream.active_capture
+        if capture is None:
             return
-        if self.graph._memory:
-            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "a graph with allocation or free "
+        if self.graph.topology().memory:
+            raise _capture_rules.invalidate([capture], "GraphExec.launch", "a graph with allocation or free "
                               "nodes cannot be launched into a capture (it would become a child graph)")
         if self._read_layout().bodies:  # (as instantiated or last updated)
-            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "a graph with conditional nodes "
+            raise _capture_rules.invalidate([capture], "GraphExec.launch", "a graph with conditional nodes "
                               "cannot be launched into a capture (it would become a child graph, which CUDA refuses)")
-        into = stream._capture._into
-        if into is not None and into._in_body():
+        into = capture.graph  # (the graph it records into: a body of a conditional node, or not)
+        if into is not None and into.in_body:
             kind = self._source.holds_other_than(BODY_KINDS)
             if kind is not None:
-                raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", f"the capture fills the body "
+                raise _capture_rules.invalidate([capture], "GraphExec.launch", f"the capture fills the body "
                                   f"of a conditional node, which cannot hold {kind.name.lower()} nodes, and the graph "
                                   f"launched into it (as a child graph) has one")
-        if self._source._version != self._source_version:
-            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "the graph was changed after it was "
+        if self._source.version != self._source_version:
+            raise _capture_rules.invalidate([capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")
         if self._disabled:
-            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "an executable graph with a node "
+            raise _capture_rules.invalidate([capture], "GraphExec.launch", "an executable graph with a node "
                               "turned off by set_enabled (an update keeps it off) cannot be launched into a "
                               "capture (the capture embeds the graph it was made from, with every node on); "
                               "turn the node on again first, or capture the work itself")
         if self._changed or self._params:
-            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", "an executable graph changed by "
+            raise _capture_rules.invalidate([capture], "GraphExec.launch", "an executable graph changed by "
                               "setters, set_enabled or Params cannot be launched into a capture (the capture embeds "
                               "the graph it was made from); launch that graph's instantiation before the changes, or "
                               "capture the work itself")
-        refusal = nesting_refusal(stream._capture.graph, self._source)
+        refusal = nesting_refusal(capture.graph, self._source)
         if refusal is not None:
-            raise _capture_rules.invalidate([stream._capture], "GraphExec.launch", refusal)
+            raise _capture_rules.invalidate([capture], "GraphExec.launch", refusal)
 
     @_serialized
     def upload(self, stream: Stream) -> None:
@@ -364,7 +250,7 @@ class GraphExec(KernelLaunchable):
         if graph.device is not self.device:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
-        if graph._conditions and any(exe is not self for exe in graph._live_execs):
+        if graph._drives_another(self):  # (private to the graph: whom its conditions drive)
             # (Its conditions would then drive two executable graphs: CUDA lets one executable graph of a graph
             # with conditional nodes live at a time, and the CPU backend keeps one value per condition.)
             raise GraphUpdateError("parameters changed", None, f"{graph!r} has conditional nodes and an executable "
@@ -372,14 +258,14 @@ class GraphExec(KernelLaunchable):
                                                                f"executable graph of such a graph may live at a time)")
         found = self._find_params(graph) if _params.in_use else {}
         if found and "device_launch" in self._flags:
-            raise GraphUpdateError("parameters changed", graph._node(graph._current().handles[min(found)]),
+            raise GraphUpdateError("parameters changed", graph.node_of(graph.topology().handles[min(found)]),
                                    _DEVICE_LAUNCH_PARAMS)
         patched_gone = sorted(self._gone.intersection(found))
         if patched_gone:  # (its Params would be patched through the node removed there)
-            raise GraphUpdateError("parameters changed", graph._node(graph._current().handles[patched_gone[0]]),
+            raise GraphUpdateError("parameters changed", graph.node_of(graph.topology().handles[patched_gone[0]]),
                                    "the node takes Params, and the node at its place in the graph this executable "
                                    "graph was made from was removed (remove_node): Params are patched through it")
-        shape = graph_shape(graph, like=self._source_shape())
+        shape = graph.shape(like=self._source_shape())
         refused = self._refusal(graph, shape)
         if refused is None:
             self._changing_for_kernels()  # (an update refused changes nothing: the next upload is only redone)
@@ -389,7 +275,7 @@ class GraphExec(KernelLaunchable):
         if refused is not None:  # explain with gpugraph's rules, which name the node of the new graph
             check_update(self._read_layout(), GraphLayout(graph), True, "use_node_priority" in self._flags)
             reason, handle = refused
-            raise GraphUpdateError(reason, None if handle is None else graph._node(handle))
+            raise GraphUpdateError(reason, None if handle is None else graph.node_of(handle))
 
     def _refusal(self, graph: Any, shape: Any) -> tuple[str, Any] | None:
         """What the front end refuses before the backend is asked: nodes pair in creation order (setters and
@@ -401,7 +287,8 @@ class GraphExec(KernelLaunchable):
         if shape is not source and shape != source:
             return "topology changed", None
         # (The source as the executable graph knows it: its layout, once taken, else the graph, unchanged since.)
-        if graph._memory or (self._layout.memory if self._layout is not None else self._source._memory):
+        if graph.topology().memory or (self._layout.memory if self._layout is not None
+                                       else self._source.topology().memory):
             return "unsupported node kind", None
         return None
 
@@ -427,50 +314,6 @@ class GraphExec(KernelLaunchable):
                 self._follow(graph, shape, found)
                 raise
         return refused
-
-    def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:
-        """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
-        self._source, self._source_version = graph, graph._version
-        self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
-        if graph._bodies:  # (it has conditional nodes) its conditions drive this executable graph now: its one live one
-            graph._live_execs.add(self)
-        graph._execs.add(self)
-        self._recorded_events = None
-        graph._watch(self)
-        self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
-        self._params.adopt(found)
-
-    def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
-        if self._handle is None:
-            self._check_open(api)
-        if self._layout is None:
-            self._read_layout()
-        index = self._indices.get(getattr(node, "_handle", None))
-        if index is None or getattr(node, "graph", None) not in (self.graph, self._source):
-            graph = getattr(node, "graph", None)
-            if graph is None:  # (every Node has its graph)
-                raise TypeError(f"{api}(node): expected a Node, got {describe(node)}")
-            if graph is not None and graph._in_body():  # (CUDA's exec setters take no node of a body either)
-                raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
-                                 f"setters change the nodes of its graph's top level only (change a body with "
-                                 f"exe.update)")
-            if graph in (self.graph, self._source):
-                if not graph._has(node):
-                    raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
-                                     f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
-                layout = self._layout
-                place = layout.index.get(node._handle) if layout is not None else None
-                if (layout is not None and place is not None and place in self._gone
-                        and layout.numbers[place] == node._number):
-                    raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
-                                     f"made from was removed from that graph (remove_node), and the executable graph's "
-                                     f"nodes are addressed through that graph's (CUDA's)")
-            raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
-                             f"from (or last updated with)")
-        if node.kind not in kinds:
-            names = " or ".join(k.value for k in kinds)
-            raise GraphError(f"{api}({node!r}): the node is a {node.kind.value} node, not a {names} node")
-        return index
 
     def _set(self, index: int, params: Any, node: Any, api: str) -> None:
         layout = self._read_layout()  # read already by _index
@@ -531,6 +374,7 @@ class GraphExec(KernelLaunchable):
         if "device_launch" in self._flags and any(type(a) is Param for a in args):
             raise TypeError(f"set_params({node!r}): {_DEVICE_LAUNCH_PARAMS}")
         try:
+            # (Device's own lookup: the device of its backend at the node's index)
             record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
                                    self._source, "set_params")
             self._set(i, record, node, "set_params")
@@ -575,7 +419,7 @@ class GraphExec(KernelLaunchable):
             raise TypeError(f"set_child_graph(graph): expected a Graph, got {type(graph).__name__}")
         layout, children = GraphLayout(graph), self._read_layout().children
         check_update(children[i], layout)
-        _refuse_child_params(graph, node.graph, node._handle)
+        refuse_child_params(graph, node.graph, node._handle)
         self._changed = True
         self._changing_for_kernels()
         self._backend.exec_set_node(self._handle, self._handles[i], ChildGraphParams(graph._handle))
@@ -647,10 +491,6 @@ class GraphExec(KernelLaunchable):
 
     # Lifetime
 
-    def _check_open(self, api: str) -> None:
-        if self._handle is None:
-            raise GraphError(f"{api}: this GraphExec is closed")
-
     def close(self) -> None:
         """Release the executable graph; using it afterwards raises GraphError. Idempotent. (Allowed in host
         functions: the backend defers the release, as it does a collected one's.) A graph a kernel may still
@@ -662,8 +502,10 @@ class GraphExec(KernelLaunchable):
                 self._layout = None  # (nor the arguments its records hold: graphs a kernel launches may close)
                 if not self._arguments:
                     self._finalizer()
-                self.graph._live_execs.discard(self)
-                self._source._live_execs.discard(self)  # (an update's graph, if it has conditional nodes)
+                # (Private to the graph: whom it counts as its one live executable graph; a graph it was updated with
+                # that has conditional nodes counts it too.)
+                for graph in (self.graph, self._source):
+                    graph._let_go(self)
 
     @property
     def closed(self) -> bool:

@@ -8,8 +8,9 @@ one of the slots here. What more than one of them uses is here too: the change p
 (``_add``, ``_adopt``), the Graphs over child graphs and bodies, and the rules every added or changed node obeys (a
 conditional node's body, conditions, child graphs).
 
-Executable graphs, instantiate and update (``_exec``, ``_instantiate``, ``_update``) may read a graph through its
-public reads (``_graph_query``'s, and ``holds_other_than`` here).
+Executable graphs, instantiate and update (``_exec``, ``_instantiate``, ``_update``) read a graph through its public
+reads (``_graph_query``'s, and ``holds_other_than`` here); an executable graph tells the graph what it follows
+through the few private methods at the end here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from ._conditions import Condition, condition_args
 from ._errors import GraphError
+from ._exec_state import ExecState
 from ._graph_node import Node
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._nodes import BODY_KINDS, MEMORY_KINDS, KernelParams, NodeKind, why_gone
@@ -117,7 +119,7 @@ class GraphState:
         """Whether the graph has allocation or free nodes."""
         return self._topology.memory
 
-    def _watch(self, exe: Any) -> None:
+    def _watch(self, exe: ExecState) -> None:
         """Call ``exe._before_change(self)`` before this graph next changes."""
         watchers, key = self._watchers, id(exe)
         watchers[key] = weakref.ref(exe, lambda _: watchers.pop(key, None))
@@ -537,3 +539,41 @@ class GraphState:
                 if inner is not None:
                     return inner
         return None
+
+    # The executable graphs following the graph: what they tell it (private: each changes whom the graph tells, or
+    # the graph itself)
+
+    def _followed_by(self, exe: ExecState, updated: bool) -> None:
+        """The executable graph ``exe`` was made from this graph, or ``updated`` with it: the graph tells it before it
+        next changes (``_watch``) and when a node is removed or a kernel node's attributes change (``_execs``). An
+        executable graph updated with a graph that has conditional nodes is that graph's one live one: their
+        conditions drive it (``Graph.instantiate`` notes those it makes)."""
+        if updated and self._bodies:
+            self._live_execs.add(exe)
+        self._execs.add(exe)
+        self._watch(exe)
+
+    def _let_go(self, exe: ExecState) -> None:
+        """The executable graph ``exe`` was closed: it no longer counts as the graph's one live executable graph."""
+        self._live_execs.discard(exe)
+
+    def _drives_another(self, exe: ExecState) -> bool:
+        """Whether the graph's conditions drive an executable graph other than ``exe`` (CUDA lets one executable graph
+        of a graph with conditional nodes live at a time)."""
+        return bool(self._conditions) and any(other is not exe for other in self._live_execs)
+
+    def _following_top(self) -> tuple[GraphState, list[ExecState]]:
+        """The graph embedding this one at the top (this one, if none embeds it), and the executable graphs made from
+        it or updated with it: those whose layout may hold this graph's nodes."""
+        top = self
+        while top._owner is not None:
+            top = top._owner
+        return top, list(top._execs)
+
+    def _note_embedded(self, handle: object, source: GraphState) -> None:
+        """A launch of an executable graph into a capture recording into this graph embedded a copy of its graph
+        ``source`` as the child-graph node ``handle`` (now the capture's frontier): the node is noted, and described
+        from ``source``'s Topology (as ``add_child`` does), not from the backend's node-by-node read-back."""
+        i = self._note_recorded(handle)
+        topology = self._topology
+        topology.children[i] = Topology.copy_of(source._current(), self._backend, topology.records[i].graph)

@@ -51,7 +51,7 @@ class GraphLayout:
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
-        topology = graph._current()
+        topology = graph.topology()
         self.graph = graph
         self.handles = list(topology.handles)
         self.index = dict(zip(self.handles, itertools.count()))  # node handle -> position
@@ -60,9 +60,9 @@ class GraphLayout:
         self.params = list(topology.records)  # (a child graph's: the backend graph it embeds)
         self.kinds = [record.kind for record in self.params]
         self.deps = [frozenset(deps) for deps in topology.deps]
-        self.children = {i: GraphLayout(graph._child(self.handles[i])) for i, kind in enumerate(self.kinds)
+        self.children = {i: GraphLayout(graph.embedded_graphs(self.handles[i])[0]) for i, kind in enumerate(self.kinds)
                          if kind is NodeKind.GRAPH}
-        self.bodies = {i: tuple(GraphLayout(body) for body in graph._body_graphs(graph._node(self.handles[i])))
+        self.bodies = {i: tuple(GraphLayout(body) for body in graph.embedded_graphs(self.handles[i]))
                        for i, kind in enumerate(self.kinds) if kind is NodeKind.CONDITIONAL}
         self.memory = topology.memory  # whether any node allocates or frees
         self._shape = (topology.shape(), tuple(child.shape() for _, child in sorted(self.children.items())),
@@ -76,17 +76,17 @@ class GraphLayout:
 
     def node(self, i: int) -> Any:
         """The Node at position ``i`` (for messages: Node objects are made only when named)."""
-        return self.graph._node(self.handles[i])
+        return self.graph.node_of(self.handles[i])
 
     def shape(self) -> tuple[Any, ...]:
-        """The graph's ``graph_shape`` when the layout was taken."""
+        """The graph's ``Graph.shape`` when the layout was taken."""
         return self._shape
 
     def attributes(self, i: int) -> KernelAttributes:
         """The attributes of the kernel node at position ``i`` when the layout was taken."""
         attributes = self._attributes.get(i)
         if attributes is None:
-            graph = self.graph
+            graph = self.graph  # (the backend keeps them: read by the graph's and the node's backend handles)
             attributes = self._attributes[i] = graph._backend.node_attributes(graph._handle, self.handles[i])
         return attributes
 
@@ -106,13 +106,10 @@ def attributes_changing(graph: Any, handle: Any, attributes: KernelAttributes) -
     """Kernel node ``handle`` of ``graph`` is about to take other attributes than ``attributes``: the executable
     graphs following the graph (or the graph it is a body of) keep these in their layout, which an update's
     refusal is explained with (the executable graph keeps the attributes it was made or last updated with)."""
-    top = graph
-    while top._owner is not None:
-        top = top._owner
-    for exe in list(top._execs):
-        layout = exe._layout  # (read before the change began: Graph._tell_watchers)
-        if layout is not None and exe._source is top:
-            layout.keep_attributes(graph, handle, attributes)
+    # (Private to the graph and its executable graphs: whom the graph tells, and what the executable graph keeps.)
+    top, execs = graph._following_top()
+    for exe in execs:
+        exe._keep_attributes(top, graph, handle, attributes)
 
 
 def attribute_refusal(old: KernelAttributes, new: KernelAttributes, node_priority: bool) -> str | None:
@@ -127,22 +124,6 @@ def attribute_refusal(old: KernelAttributes, new: KernelAttributes, node_priorit
                 f"use_node_priority keeps its kernel nodes' priorities (CUDA's rule); instantiate the new graph "
                 f"instead")
     return None
-
-
-def graph_shape(graph: Any, like: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
-    """A graph's topology with nodes named by creation order: each node's dependencies as sorted positions
-    (kept by its Topology until it changes), with its child graphs' shapes in node order. Two graphs pair node
-    for node in creation order, child graphs included, exactly when their shapes are equal; it is cheaper
-    than a GraphLayout (no parameters). ``like``: a shape the caller compares with: returned itself when the
-    graph's equals it (``Topology.has_shape``, which may not need to read the graph's edges)."""
-    topology = graph._current()
-    if like is not None and not like[1] and not like[2] and not topology.nested() and not graph._bodies \
-            and topology.has_shape(like[0]):
-        return like
-    handles = topology.handles
-    bodies = [bodies for _, bodies in sorted((topology.position[h], b) for h, b in graph._bodies.items())]
-    return (topology.shape(), tuple(graph_shape(graph._child(handles[i])) for i in topology.nested()),
-            tuple(tuple(graph_shape(body) for body in group) for group in bodies))
 
 
 def _memory_kind(operand: Any) -> str:

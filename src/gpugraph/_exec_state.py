@@ -1,0 +1,208 @@
+"""ExecState: the state of a GraphExec, and what it knows of the graph it runs.
+
+An executable graph runs a copy of the graph it was made from, or last updated with (its source). It notes the
+source's node handles at instantiate, since the backend addresses its nodes by them, and takes the rest (the
+layout, a snapshot: ``_update.GraphLayout``) when a setter or an explanation first needs it, or just before the
+source changes. The graph tells it then, and when a node is removed or a kernel node's attributes change; it
+reads the graph only through the graph's public reads (``Graph.topology``, ``node_of``, ``embedded_graphs``, ...).
+``gpugraph._exec`` adds launching, updating, the setters and its lifetime.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._attributes import KernelAttributes
+from ._errors import GraphError
+from ._nodes import KernelParams, NodeKind, why_gone
+from ._params import Param, ParamUses
+from ._scalars import describe
+from ._update import GraphLayout
+
+_EMBEDDING = (NodeKind.GRAPH, NodeKind.CONDITIONAL)
+
+
+def _takes_params(graph: Any) -> bool:
+    """Whether a kernel node of ``graph``, or of a child graph or a conditional node's body within it, takes a
+    Param."""
+    topology = graph.topology()
+    for handle, record in zip(topology.handles, topology.records):
+        if record.kind is NodeKind.KERNEL:
+            if any(type(a) is Param for a in record.args):
+                return True
+        elif record.kind in _EMBEDDING and any(map(_takes_params, graph.embedded_graphs(handle))):
+            return True
+    return False
+
+
+def refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
+    """Refuse ``child``, the graph of the child-graph node ``handle`` of ``graph``, if it takes a Param (the
+    Node is made only to name it)."""
+    if _takes_params(child):
+        node = graph.node_of(handle)
+        raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
+                         f"kernel nodes of the graph itself (add those nodes to it)")
+
+
+class ExecState:
+    """The fields of a GraphExec (its slots), and what it knows of its source: the layout, the nodes setters may
+    name, the nodes removed; the graph's calls into it (``_before_change``, ``_patches``, ``_node_removed``,
+    ``_keep_attributes``). Never made alone (a GraphExec is one)."""
+
+    __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
+                 "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
+                 "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "_stale_for_kernels",
+                 "__weakref__")
+    # (Those GraphExec.__init__ sets, which the methods here read.)
+    graph: Any  # the Graph it was made from
+    _handle: Any  # the backend's executable graph; None once closed
+    _params: ParamUses
+    _changed: bool
+
+    def _setup_source(self, graph: Any) -> None:
+        """Follow ``graph``, which the executable graph was just made from."""
+        # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
+        self._disabled: set[int] = set()
+        # Positions of nodes removed from the graph it was made from (Graph.remove_node): the backend addresses its
+        # nodes through that graph's, so setters refuse them.
+        self._gone: set[int] = set()
+        # The backend addresses nodes by the handles of the graph the exec was instantiated from, by
+        # position in creation order: those are noted now. What setters and updates compare against (the
+        # layout) is taken when first needed, or just before the graph changes (Graph._changing),
+        # whichever comes first.
+        self._handles = list(graph.topology().handles)
+        self._source, self._source_version = graph, graph.version
+        self._layout: GraphLayout | None = None
+        self._recorded_events: list[Any] | None = None  # of its event-record nodes, once asked (_layout's)
+        self._shape: Any = None  # the source's Graph.shape, once known
+        self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
+        graph._followed_by(self, updated=False)  # (private to the graph and its executable graphs: whom it tells)
+
+    def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:
+        """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
+        self._source, self._source_version = graph, graph.version
+        self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
+        self._recorded_events = None
+        # (Private, as at instantiate. Its conditions drive this executable graph now, if it has conditional nodes.)
+        graph._followed_by(self, updated=True)
+        self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
+        self._params.adopt(found)
+
+    def _read_layout(self) -> GraphLayout:
+        if self._layout is None:
+            self._layout = GraphLayout(self._source)
+            self._indices = self._layout.index
+            if self._source is not self.graph:  # the nodes of the graph it was made from still count
+                self._indices = {**{h: i for i, h in enumerate(self._handles)}, **self._indices}
+            if self._gone:
+                self._indices = {h: i for h, i in self._indices.items() if i not in self._gone}
+        return self._layout
+
+    def _source_shape(self) -> Any:
+        if self._shape is None:
+            self._shape = self._layout.shape() if self._layout is not None else self._source.shape()
+        return self._shape
+
+    def _events_recorded(self) -> list[Any]:
+        """The events the graph's event-record nodes record. A launch outside any capture records them: a
+        capture that recorded one of them before no longer owns its last record, so a wait on it is a plain
+        wait, as the driver makes it (measured on the H200: no fork, a capturing stream waiting is refused,
+        and a wait for an event last recorded in an ended capture is refused until it is recorded again)."""
+        layout = self._layout
+        if layout is None:  # the source is as it was made or updated from (a change would have read the layout)
+            topology = self._source.topology()
+            if not topology.nested():  # (no child graph: the common case)
+                return topology.recorded_events()
+            layout = self._read_layout()
+        events: list[Any] = []
+        layouts = [layout]
+        for layout in layouts:
+            layouts.extend(layout.children.values())
+            events.extend(params.event for params in layout.params if params.kind is NodeKind.EVENT_RECORD)
+        return events
+
+    @staticmethod
+    def _find_params(graph: Any) -> dict[int, KernelParams]:
+        """The kernel nodes of ``graph`` taking Params, by position; Params inside child graphs are refused."""
+        found = {}
+        topology = graph.topology()
+        for i, (handle, record) in enumerate(zip(topology.handles, topology.records)):
+            if record.kind is NodeKind.KERNEL:
+                if any(type(a) is Param for a in record.args):
+                    found[i] = record
+            elif record.kind is NodeKind.GRAPH:
+                refuse_child_params(graph.embedded_graphs(handle)[0], graph, handle)
+            elif record.kind is NodeKind.CONDITIONAL and any(map(_takes_params, graph.embedded_graphs(handle))):
+                raise GraphError(f"a Param is used inside a body of {graph.node_of(handle)!r}; Params are patched only "
+                                 f"in kernel nodes of the graph itself")
+        return found
+
+    # What the graph tells it
+
+    def _before_change(self, graph: Any) -> None:
+        """``graph`` is about to change: read its layout now if this exec still needs it."""
+        if self._source is graph and self._layout is None and self._handle is not None:
+            self._read_layout()
+
+    def _patches(self, graph: Any, handle: Any) -> bool:
+        """Whether this executable graph patches Params through the node ``handle`` of ``graph``."""
+        if self._handle is None or graph is not self.graph:
+            return False
+        # (ParamUses is this executable graph's own record of its Params, kept in _params beside Param.)
+        return any(self._handles[i] == handle for i in self._params._records)
+
+    def _node_removed(self, graph: Any, handle: Any) -> None:
+        """The node ``handle`` of ``graph`` (made from, or updated from) is being removed: setters refuse it from now
+        on, and, for a node of the graph it was made from, any node at its place in a graph updated from too."""
+        if self._handle is None:
+            return
+        self._read_layout()
+        if graph is self.graph:
+            self._gone.update(i for i, h in enumerate(self._handles) if h == handle)
+        self._indices = {h: i for h, i in self._indices.items() if h != handle and i not in self._gone}
+
+    def _keep_attributes(self, top: object, graph: object, handle: object, attributes: KernelAttributes) -> None:
+        """Kernel node ``handle`` of ``graph`` (``top``, or a graph embedded in it) is about to take other attributes
+        than ``attributes``: an executable graph following ``top`` keeps these in its layout, which an update's
+        refusal is explained with (it keeps the attributes it was made or last updated with)."""
+        layout = self._layout  # (read before the change began: Graph._tell_watchers)
+        if layout is not None and self._source is top:
+            layout.keep_attributes(graph, handle, attributes)
+
+    # The nodes setters name
+
+    def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
+        if self._handle is None:
+            self._check_open(api)
+        if self._layout is None:
+            self._read_layout()
+        index = self._indices.get(getattr(node, "_handle", None))
+        if index is None or getattr(node, "graph", None) not in (self.graph, self._source):
+            graph = getattr(node, "graph", None)
+            if graph is None:  # (every Node has its graph)
+                raise TypeError(f"{api}(node): expected a Node, got {describe(node)}")
+            if graph is not None and graph.in_body:  # (CUDA's exec setters take no node of a body either)
+                raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
+                                 f"setters change the nodes of its graph's top level only (change a body with "
+                                 f"exe.update)")
+            if graph in (self.graph, self._source):
+                if node not in graph:
+                    raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
+                                     f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
+                layout = self._layout
+                place = layout.index.get(node._handle) if layout is not None else None
+                if (layout is not None and place is not None and place in self._gone
+                        and layout.numbers[place] == node.number):
+                    raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
+                                     f"made from was removed from that graph (remove_node), and the executable graph's "
+                                     f"nodes are addressed through that graph's (CUDA's)")
+            raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
+                             f"from (or last updated with)")
+        if node.kind not in kinds:
+            names = " or ".join(k.value for k in kinds)
+            raise GraphError(f"{api}({node!r}): the node is a {node.kind.value} node, not a {names} node")
+        return index
+
+    def _check_open(self, api: str) -> None:
+        if self._handle is None:
+            raise GraphError(f"{api}: this GraphExec is closed")
