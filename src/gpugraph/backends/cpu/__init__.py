@@ -7,6 +7,7 @@ code tested here behaves the same on a GPU.
 
 from __future__ import annotations
 
+import operator
 import os
 
 from ..._errors import BackendUnavailableError
@@ -31,6 +32,17 @@ def configured_devices() -> int:
     return count
 
 
+def configured_schedule_seed() -> int | None:
+    """The seed of schedule fuzzing: $GPUGRAPH_SCHEDULE_SEED (a whole number), else None (off)."""
+    text = os.environ.get("GPUGRAPH_SCHEDULE_SEED", "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise BackendUnavailableError(f"cpu: $GPUGRAPH_SCHEDULE_SEED must be a whole number from 0 (the seed of "
+                                      f"schedule fuzzing), got {text!r}; unset it to run graphs unfuzzed")
+    return int(text)
+
+
 class CpuBackend(CpuGraphs, CpuCollectives):
     """Implements ``gpugraph.backends._protocol.Backend`` on the host, in layers, each built on the one below:
     the state, devices, memory and kernels (``_backend_runtime``), streams, events and capture
@@ -43,6 +55,32 @@ class CpuBackend(CpuGraphs, CpuCollectives):
 
     def __init__(self) -> None:
         super().__init__(configured_devices())
+        self._schedule_seed = configured_schedule_seed()
+
+    @property
+    def schedule_seed(self) -> int | None:
+        """The seed of schedule fuzzing (None: off), from $GPUGRAPH_SCHEDULE_SEED until set.
+
+        While it is set, every graph instantiated on this backend runs its ready nodes in an order and with an
+        overlap drawn from ``random.Random(seed)``, which each of its launches advances: one seed gives one
+        sequence of schedules. Graphs instantiated before a change keep the seed they were instantiated with.
+        """
+        return self._schedule_seed
+
+    @schedule_seed.setter
+    def schedule_seed(self, seed: int | None) -> None:
+        if seed is not None:
+            try:
+                if isinstance(seed, bool):
+                    raise TypeError
+                seed = operator.index(seed)
+            except TypeError:
+                raise TypeError(f"CpuBackend.schedule_seed: expects a whole number from 0, or None to turn schedule "
+                                f"fuzzing off, got {type(seed).__name__} {seed!r}") from None
+            if seed < 0:
+                raise ValueError(f"CpuBackend.schedule_seed: expects a whole number from 0, or None to turn schedule "
+                                 f"fuzzing off, got {seed}")
+        self._schedule_seed = seed
 
 
 def create_backend() -> CpuBackend:

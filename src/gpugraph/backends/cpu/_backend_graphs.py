@@ -26,6 +26,8 @@ _MULTIPROCESSORS, _SHARED_PER_SM = 132, 228 << 10
 class CpuGraphs(CpuCapturing):
     """Graphs and executable graphs: the top layer of CpuBackend."""
 
+    _schedule_seed: int | None = None  # (CpuBackend.schedule_seed: given to the graphs instantiated)
+
     # Graphs
 
     # User objects
@@ -134,7 +136,7 @@ class CpuGraphs(CpuCapturing):
         # follow either, but an update keeps the priorities; device_launch: a kernel may launch it, see
         # _executor.CpuExec)
         return CpuExec(graph, "auto_free_on_launch" in flags, "use_node_priority" in flags, self._thread_pool,
-                       "device_launch" in flags)
+                       "device_launch" in flags, schedule_seed=self._schedule_seed)
 
     def exec_device_handle(self, exe: CpuExec) -> int:
         return exe.id  # (the number the CPU header's cudaGraphLaunch is given for it)

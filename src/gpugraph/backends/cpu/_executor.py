@@ -2,8 +2,9 @@
 branches on a thread pool.
 
 At instantiate the DAG is cut into chains and planned (``_plan``); a run with several chains hands those that
-become ready together to the pool (``_parallel``). This module holds the executable graph (its state, changes,
-launches and runs), the step each node kind makes, and the graphs that kernels launch.
+become ready together to the pool (``_parallel``), or, with schedule fuzzing, runs them in an order and with an
+overlap drawn from the executable graph's seeded ``schedule``. This module holds the executable graph (its state,
+changes, launches and runs), the step each node kind makes, and the graphs that kernels launch.
 
 A launch is one task on its stream, ordered after the previous launch of the same executable graph
 (CUDA runs one instance at a time), made all or nothing against exceptions, KeyboardInterrupt included;
@@ -13,6 +14,7 @@ setters and updates publish a new plan with one assignment, so a launch runs the
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 import weakref
 from collections.abc import Callable
@@ -56,7 +58,7 @@ from ._ops import (
     static_operand,
     unmap_allocation,
 )
-from ._parallel import ParallelRun
+from ._parallel import FuzzedRun, ParallelRun
 from ._plan import Chain, Plan, Step, topological_order
 from ._streams import Completion
 
@@ -82,11 +84,18 @@ class CpuExec:
     and a launch from a kernel the plan last uploaded (``uploaded``: an upload waits for the launches made
     before it, as CUDA's); each runs after the previous one has finished, as CUDA runs one instance of an
     executable graph at a time (whatever the streams and threads).
+
+    With ``schedule_seed`` (schedule fuzzing), its runs draw the order and overlap of their ready chains from
+    ``schedule``, a ``random.Random(schedule_seed)`` that each run advances, so that one seed gives the same
+    schedules launch after launch; its child graphs and conditional bodies get the same seed.
     """
 
     def __init__(self, graph: CpuGraph, auto_free_on_launch: bool, node_priority: bool,
-                 pool: Callable[[], Executor], device_launch: bool = False, owner: CpuExec | None = None) -> None:
+                 pool: Callable[[], Executor], device_launch: bool = False, owner: CpuExec | None = None,
+                 schedule_seed: int | None = None) -> None:
         self._pool = pool
+        self.schedule_seed = schedule_seed
+        self.schedule = None if schedule_seed is None else random.Random(schedule_seed)
         self.id = next(_exec_ids)
         # The executable graph whose launch runs this one's nodes (itself, but for a child graph's or a body's):
         # the graph its kernels' cudaGetCurrentGraphExec names, and that runs the graphs they launch after it.
@@ -277,8 +286,11 @@ class CpuExec:
         if plan is None:
             plan = self.plan
         steps = plan.steps
-        if len(steps) != 1:
-            ParallelRun(self._pool(), plan).drive()
+        if len(steps) != 1:  # (a single chain has one order: nothing to draw)
+            if self.schedule is None:
+                ParallelRun(self._pool(), plan).drive()
+            else:
+                FuzzedRun(self._pool(), plan, self.schedule).drive()
             return
         error = None
         for fn, args in steps[0]:
@@ -419,7 +431,7 @@ def _kernel_step(p: KernelParams, alloc: Any, exec_: CpuExec, records: Records, 
 
 
 def _child_step(p: ChildGraphParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
-    child = CpuExec(p.graph, False, False, exec_._pool, owner=exec_.owner)
+    child = CpuExec(p.graph, False, False, exec_._pool, owner=exec_.owner, schedule_seed=exec_.schedule_seed)
     records.extend(child.plan.records)  # recorded and bound at each launch of this graph
     waits.extend(child.plan.waits)
     return child.run, ()
@@ -439,7 +451,8 @@ def _conditions(nodes: list[CpuNode]) -> list[Any]:
 
 def _conditional_step(p: ConditionalParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
     # (Bodies hold no event nodes: nothing to add to records or waits.)
-    bodies = [CpuExec(body, False, False, exec_._pool, owner=exec_.owner) for body in p.bodies]
+    bodies = [CpuExec(body, False, False, exec_._pool, owner=exec_.owner, schedule_seed=exec_.schedule_seed)
+              for body in p.bodies]
     return _RUN_CONDITIONAL[p.type], (p.condition._handle.cell, bodies)
 
 

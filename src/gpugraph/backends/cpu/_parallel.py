@@ -1,12 +1,14 @@
 """Independent branches of a CPU graph's run on a thread pool: only chains that become ready together are handed
 to the pool, in time linear in chains and edges; ``lending`` lets a step that blocks for other branches give its
-place to one more thread.
+place to one more thread. ``FuzzedRun`` runs them in an order and with an overlap drawn at random instead (schedule
+fuzzing), to show the edges a graph lacks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -170,3 +172,150 @@ class ParallelRun:
                     self.helpers -= extra - asked
                     self.unstarted -= extra - asked
                 return
+
+
+class FuzzedRun:
+    """One run of a graph with several chains in an order and with an overlap drawn from ``schedule`` (schedule
+    fuzzing: ``CpuBackend.schedule_seed``), so that two branches that need an edge between them show it.
+
+    The ready chains start in groups drawn at random: one chain alone, or several started together on the pool.
+    The next group is drawn when every chain of the last has finished, from the ready chains in index order, so
+    the draws depend on ``schedule`` alone and one state of it gives one schedule. A chain still starts only once
+    its predecessors have finished. A step that blocks for work only other branches can do (``lending``: a
+    collective's part) lets the next group start meanwhile, in this run and in the runs around it (a child
+    graph's run is a step of its parent's), so such a graph completes as it does unfuzzed; its schedule then
+    depends on when the step is released.
+
+    The thread that draws a group runs one of its chains and asks the pool for one helper per other chain; a
+    thread that finishes a chain takes the group's next chain no helper has taken yet, so a run completes even
+    when the pool has no thread to spare (a child graph's run on a pool thread).
+    """
+
+    def __init__(self, pool: Executor, plan: Plan, schedule: random.Random) -> None:
+        self.steps = plan.steps
+        self.pool = pool
+        self.schedule = schedule
+        self.waiting = [len(c.preds) for c in plan.chains]  # per chain: its predecessors not finished yet
+        self.ready: list[Chain] = list(plan.roots)
+        self.unsorted = False  # whether ``ready`` may be out of the order a draw needs (chains finished together)
+        self.group: list[Chain] = []  # the chains of the last group drawn that no thread has taken yet, last first
+        # Chains taken and not finished, less those blocked in ``lending`` (below 0 while several threads of one
+        # chain, a child graph's run, lend at once).
+        self.running = 0
+        self.left = len(plan.chains)
+        self.errors: list[BaseException] = []  # each chain's first, in the order they were raised
+        self.lock = threading.Lock()  # for all of the above
+        self.done = threading.Event()
+        if not self.left:
+            self.done.set()
+        self.outer: ParallelRun | FuzzedRun | None = None  # the run whose step this run is (a child graph's)
+
+    def drive(self) -> None:
+        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
+        self.outer = previous
+        try:
+            with self.lock:
+                drawn = self._draw()
+                chain = self._take()
+            self._serve(chain, drawn - 1)
+            self.done.wait()
+        finally:
+            _running.run = previous
+        if self.errors:
+            raise self.errors[0]
+
+    def _help(self) -> None:
+        previous, _running.run = getattr(_running, "run", None), self
+        try:
+            with self.lock:
+                chain = self._take()
+            self._serve(chain, 0)
+        finally:
+            _running.run = previous
+
+    def _serve(self, chain: Chain | None, helpers: int) -> None:
+        """Ask for ``helpers``, then run ``chain`` and the chains this thread takes after it, until none is left."""
+        while chain is not None:
+            self._ask(helpers)
+            error = None
+            for fn, args in self.steps[chain.index]:
+                try:
+                    fn(*args)
+                except BaseException as exc:  # noqa: BLE001 - re-raised by drive()
+                    error = error or exc
+            with self.lock:
+                if error is not None:
+                    self.errors.append(error)
+                helpers = self._finish(chain) - 1
+                chain = self._take()
+
+    def _take(self) -> Chain | None:
+        """The group's next chain no thread has taken (None if none), counted as running. Under the lock."""
+        if not self.group:
+            return None
+        self.running += 1
+        return self.group.pop()
+
+    def _finish(self, chain: Chain) -> int:
+        """Count ``chain`` finished and make its successors ready; draw the next group if it was the last of its
+        group to run. The size of the group drawn (0: none). Under the lock."""
+        self.running -= 1
+        self.left -= 1
+        waiting, ready = self.waiting, self.ready
+        for successor in chain.successors:
+            waiting[successor.index] -= 1
+            if not waiting[successor.index]:
+                ready.append(successor)
+        if not self.left:
+            self.done.set()
+            return 0
+        return 0 if self.group or self.running > 0 else self._draw()
+
+    def _draw(self) -> int:
+        """Draw the next group from the ready chains: one chain half the time, else from two to all of them. Its
+        size (0: none is ready). Under the lock."""
+        ready, schedule = self.ready, self.schedule
+        if not ready:
+            return 0
+        if self.unsorted:  # (chains that finished together made their successors ready in the order they finished)
+            ready.sort(key=_index)
+        if len(ready) == 1 or schedule.random() < 0.5:
+            picked = schedule.randrange(len(ready))
+            group = [ready[picked]]
+            ready[picked] = ready[-1]  # (an order that depends on the draws alone)
+            ready.pop()
+        else:
+            chosen = schedule.sample(range(len(ready)), schedule.randint(2, len(ready)))
+            group = [ready[i] for i in chosen]
+            taken = set(chosen)
+            self.ready = [c for i, c in enumerate(ready) if i not in taken]
+        group.reverse()  # (taken from the end: in the order drawn)
+        self.group = group
+        self.unsorted = len(group) > 1
+        return len(group)
+
+    @contextlib.contextmanager
+    def lending(self) -> Iterator[None]:
+        """While this run's thread blocks for work only other branches can do, the next group may start, here
+        and in the runs around this one (the branches it waits for may be theirs)."""
+        with self.lock:
+            self.running -= 1
+            drawn = 0 if self.group or self.running > 0 else self._draw()
+        try:
+            with branch_lending() if self.outer is None else self.outer.lending():
+                self._ask(drawn)
+                yield
+        finally:
+            with self.lock:
+                self.running += 1
+
+    def _ask(self, helpers: int) -> None:
+        for _ in range(helpers):
+            try:
+                self.pool.submit(self._help)
+            except RuntimeError:  # the pool is shut down (interpreter exit): the running threads take the rest
+                return
+
+
+def _index(chain: Chain) -> int:
+    return chain.index
