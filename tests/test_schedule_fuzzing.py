@@ -197,6 +197,21 @@ def test_a_graph_whose_branches_wait_for_each_other_completes_fuzzed(cpu):
         c.close()
 
 
+def test_host_nodes_that_wait_for_each_other_complete_under_every_seed(cpu):
+    """Two host nodes without an edge meet at a barrier: when a seed starts one alone, the other is started once
+    the first has run a while without finishing, so both pass the barrier."""
+    passed: list[tuple[int, int]] = []
+
+    def meet(seed: int, barrier: threading.Barrier) -> None:
+        passed.append((seed, barrier.wait()))  # (the place in which it came: 0 or 1)
+
+    for seed in range(10):
+        cpu.schedule_seed = seed
+        barrier = threading.Barrier(2, timeout=10)
+        run(two_host_nodes((meet, seed, barrier), (meet, seed, barrier), edge=False))
+    assert sorted(passed) == [(seed, place) for seed in range(10) for place in (0, 1)]
+
+
 def test_a_step_that_waits_for_a_branch_of_another_child_graph_lets_it_run(cpu):
     """A step that lends its thread (as a collective's part does) waiting for a node of another child graph: the
     parent's schedule goes on too, so the node it waits for runs."""

@@ -7,9 +7,11 @@ fuzzing), to show the edges a graph lacks.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import random
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Executor
@@ -22,6 +24,13 @@ from ._streams import lending as branch_lending
 # At most this many threads help one run of a graph (the pool has as many): independent branches beyond
 # that wait for a thread, as CUDA's work waits for free hardware.
 POOL_THREADS = max(8, 2 * (os.cpu_count() or 1))
+
+# Seconds a fuzzed run lets a group of chains run before it draws the next group anyway. Independent branches
+# run concurrently on the CPU backend, and a graph may count on it (two host nodes meeting at a barrier), so
+# a fuzzed run must not wait for a group whose chains wait for chains not drawn yet. Long enough that chains
+# that do not wait (a test's) finish first and the seed alone shapes the schedule, short enough to cost little
+# where they do.
+PATIENCE = 0.1
 
 
 _running = threading.local()  # .run: the ParallelRun this thread last ran chains of (drive or _help)
@@ -179,12 +188,15 @@ class FuzzedRun:
     fuzzing: ``CpuBackend.schedule_seed``), so that two branches that need an edge between them show it.
 
     The ready chains start in groups drawn at random: one chain alone, or several started together on the pool.
-    The next group is drawn when every chain of the last has finished, from the ready chains in index order, so
-    the draws depend on ``schedule`` alone and one state of it gives one schedule. A chain still starts only once
-    its predecessors have finished. A step that blocks for work only other branches can do (``lending``: a
-    collective's part) lets the next group start meanwhile, in this run and in the runs around it (a child
-    graph's run is a step of its parent's), so such a graph completes as it does unfuzzed; its schedule then
-    depends on when the step is released.
+    The next group is drawn when every chain started has finished, or, while some have not, once ``PATIENCE``
+    has passed since the last draw (and again each time it passes), so that a graph whose branches wait for
+    each other completes as it does unfuzzed. A step that blocks for work only other branches can do
+    (``lending``: a collective's part) lets the next group start at once, in this run and in the runs around it
+    (a child graph's run is a step of its parent's). Every draw is decided by ``schedule``, from the ready
+    chains in index order: which chains, and grouped how. Only the moment of a draw may depend on time, and
+    with it which chains are ready then: a run whose groups each finish within ``PATIENCE`` and do not lend
+    has the schedule one state of ``schedule`` gives. A chain still starts only once its predecessors have
+    finished.
 
     The thread that draws a group runs one of its chains and asks the pool for one helper per other chain; a
     thread that finishes a chain takes the group's next chain no helper has taken yet, so a run completes even
@@ -198,10 +210,12 @@ class FuzzedRun:
         self.waiting = [len(c.preds) for c in plan.chains]  # per chain: its predecessors not finished yet
         self.ready: list[Chain] = list(plan.roots)
         self.unsorted = False  # whether ``ready`` may be out of the order a draw needs (chains finished together)
-        self.group: list[Chain] = []  # the chains of the last group drawn that no thread has taken yet, last first
-        # Chains taken and not finished, less those blocked in ``lending`` (below 0 while several threads of one
-        # chain, a child graph's run, lend at once).
+        self.group: list[Chain] = []  # the chains of the groups drawn that no thread has taken yet, last first
+        self.taken = 0  # chains taken and not finished
+        # Those less the ones blocked in ``lending`` (below 0 while several threads of one chain, a child graph's
+        # run, lend at once).
         self.running = 0
+        self.drawn_at = 0.0  # ``time.monotonic()`` at the last draw
         self.left = len(plan.chains)
         self.errors: list[BaseException] = []  # each chain's first, in the order they were raised
         self.lock = threading.Lock()  # for all of the above
@@ -217,6 +231,8 @@ class FuzzedRun:
             with self.lock:
                 drawn = self._draw()
                 chain = self._take()
+            if chain is not None:
+                _patience.watch(self, self.drawn_at + PATIENCE)
             self._serve(chain, drawn - 1)
             self.done.wait()
         finally:
@@ -254,12 +270,14 @@ class FuzzedRun:
         if not self.group:
             return None
         self.running += 1
+        self.taken += 1
         return self.group.pop()
 
     def _finish(self, chain: Chain) -> int:
         """Count ``chain`` finished and make its successors ready; draw the next group if it was the last of its
         group to run. The size of the group drawn (0: none). Under the lock."""
         self.running -= 1
+        self.taken -= 1
         self.left -= 1
         waiting, ready = self.waiting, self.ready
         for successor in chain.successors:
@@ -272,8 +290,9 @@ class FuzzedRun:
         return 0 if self.group or self.running > 0 else self._draw()
 
     def _draw(self) -> int:
-        """Draw the next group from the ready chains: one chain half the time, else from two to all of them. Its
-        size (0: none is ready). Under the lock."""
+        """Draw the next group from the ready chains: one chain half the time, else from two to all of them; its
+        chains are taken after any drawn before that no thread has taken yet. Its size (0: none is ready). Under
+        the lock."""
         ready, schedule = self.ready, self.schedule
         if not ready:
             return 0
@@ -290,9 +309,23 @@ class FuzzedRun:
             taken = set(chosen)
             self.ready = [c for i, c in enumerate(ready) if i not in taken]
         group.reverse()  # (taken from the end: in the order drawn)
-        self.group = group
-        self.unsorted = len(group) > 1
+        self.group[:0] = group
+        # (chains that may finish before the next draw, in an order timing decides: lenders are among ``taken``)
+        self.unsorted = len(self.group) + self.taken > 1
+        self.drawn_at = time.monotonic()
         return len(group)
+
+    def _patience_over(self, now: float) -> float | None:
+        """``_patience``'s call at ``now``: draw the next group and start it if ``PATIENCE`` has passed since the
+        last draw and a chain is ready. When to call again (None: the run is done)."""
+        with self.lock:
+            if not self.left:
+                return None
+            if now < self.drawn_at + PATIENCE:
+                return self.drawn_at + PATIENCE
+            drawn = self._draw()
+        self._ask(drawn)
+        return now + PATIENCE
 
     @contextlib.contextmanager
     def lending(self) -> Iterator[None]:
@@ -319,3 +352,41 @@ class FuzzedRun:
 
 def _index(chain: Chain) -> int:
     return chain.index
+
+
+class _Patience:
+    """One daemon thread, started with the first fuzzed run, that calls each fuzzed run's ``_patience_over`` when
+    it asks, until the run is done: the one place where a fuzzed schedule looks at the clock."""
+
+    def __init__(self) -> None:
+        self.due: list[tuple[float, int, FuzzedRun]] = []  # a heap: when, order of asking, the run
+        self.order = count()
+        self.changed = threading.Condition()
+        self.started = False
+
+    def watch(self, run: FuzzedRun, at: float) -> None:
+        """Call ``run._patience_over`` at ``at`` (``time.monotonic()``)."""
+        with self.changed:
+            entry = (at, next(self.order), run)
+            heapq.heappush(self.due, entry)
+            if not self.started:
+                self.started = True
+                threading.Thread(target=self._watch, daemon=True, name="gpugraph-cpu-schedule-patience").start()
+            elif self.due[0] is entry:  # (the thread waits for a later one)
+                self.changed.notify()
+
+    def _watch(self) -> None:
+        while True:
+            with self.changed:
+                while True:
+                    now = time.monotonic()
+                    if self.due and self.due[0][0] <= now:
+                        break
+                    self.changed.wait(self.due[0][0] - now if self.due else None)
+                run = heapq.heappop(self.due)[2]
+            at = run._patience_over(now)  # (outside the lock: it takes the run's lock and asks the pool for help)
+            if at is not None:
+                self.watch(run, at)
+
+
+_patience = _Patience()
