@@ -93,6 +93,20 @@ class GraphInstantiateError(GraphError):
         super().__init__(f"instantiate refused{where}: {reason}" + (f" ({detail})" if detail else ""))
 
 
+class HazardError(GraphError):
+    """A graph checked for missing edges (``instantiate(check_hazards=True)``, ``$GPUGRAPH_CHECK_HAZARDS=1``) has
+    hazards (``Graph.hazards``): nodes touching the same memory, one writing, with no edge ordering them, or graph
+    memory outside its allocation's lifetime. No executable graph was made.
+
+    Attributes:
+        hazards: Every ``Hazard`` found (``Graph.hazards()``); the message names the first.
+    """
+
+    def __init__(self, message: str, hazards: Sequence[object]) -> None:
+        self.hazards = list(hazards)
+        super().__init__(message)
+
+
 class KernelCompileError(GpuGraphError):
     """Kernel source failed to compile; ``log`` holds the compiler's output."""
 

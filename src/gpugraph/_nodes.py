@@ -149,11 +149,15 @@ class MemsetParams:
 
 @dataclass(frozen=True)
 class HostParams:
-    """A call of ``fn(*args)`` on the host, in graph order."""
+    """A call of ``fn(*args)`` on the host, in graph order. ``reads`` and ``writes``: the memory (Arrays, NumPy arrays)
+    the call reads and writes, where its maker declared them (``Graph.add_host(reads=, writes=)``), for
+    ``Graph.hazards``; None where undeclared. No part of what the call does."""
 
     kind: ClassVar[NodeKind] = NodeKind.HOST
     fn: Callable[..., Any]
     args: tuple
+    reads: tuple | None = field(default=None, compare=False)
+    writes: tuple | None = field(default=None, compare=False)
 
     def label(self) -> str:
         return f"host {getattr(self.fn, '__qualname__', repr(self.fn))}"

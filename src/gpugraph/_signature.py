@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class KernelParam:
         dtype: The scalar type, or the dtype of the Array a pointer takes (uint64, device addresses, for a
             pointer to pointers); None when gpugraph cannot tell (templates, structs, void*, unresolved names).
         depth: The number of pointer levels (0 for a scalar).
+        const: Whether a pointer's Array is read-only to the kernel: what it points at is declared ``const``
+            (``const float* x``, ``float const* x``, ``float* const* p``); False where a typedef hides it.
     """
 
     name: str
@@ -62,6 +64,7 @@ class KernelParam:
     pointer: bool
     dtype: np.dtype | None
     depth: int = 0
+    const: bool = field(default=False, compare=False)  # (no part of the type a launch packs)
 
     def __str__(self) -> str:
         return f"{self.ctype} {self.name}".strip()
@@ -113,6 +116,7 @@ def _parse_param(tokens: list[str], source: Source) -> KernelParam:
         shown = [t.lstrip("?") for t in tokens if t not in QUALIFIERS]
         inner = [t for t in tokens[tokens.index("(") + 1:] if is_word(t) and t not in QUALIFIERS]
         return KernelParam(inner[0] if inner else "", c_text(shown), "*" in tokens, None, tokens.count("*"))
+    const = _points_to_const(tokens, array)
     tokens = join_scopes([t for t in tokens if t not in QUALIFIERS])
     stars = tokens.count("*") + array
     words = [t for t in tokens if t != "*"]
@@ -129,7 +133,22 @@ def _parse_param(tokens: list[str], source: Source) -> KernelParam:
         dtype = ADDRESS_DTYPE
     elif dtype == VOID:
         dtype = None
-    return KernelParam(name, ctype, depth > 0, dtype, depth)  # type: ignore[arg-type]
+    return KernelParam(name, ctype, depth > 0, dtype, depth, const and depth > 0)  # type: ignore[arg-type]
+
+
+def _points_to_const(tokens: list[str], array: bool) -> bool:
+    """Whether the memory a parameter points at is declared ``const``: a ``const`` among the qualifiers of what its
+    outermost pointer (or array, ``array``) points at, those between its last two ``*`` (``float* const* p``), or
+    before its one ``*`` (``const float* x``, ``float const* x``), or after its last ``*`` for an array (``float* const
+    x[]``: the elements)."""
+    stars = [i for i, token in enumerate(tokens) if token == "*"]
+    if array:
+        pointee = tokens[stars[-1] + 1:] if stars else tokens
+    elif not stars:
+        return False  # (a pointer through a typedef: what it points at is the typedef's)
+    else:
+        pointee = tokens[stars[-2] + 1:stars[-1]] if len(stars) > 1 else tokens[:stars[-1]]
+    return "const" in pointee
 
 
 def _kernel_lists(tokens: list[str], name: str) -> list[tuple[int, list[str]]]:
