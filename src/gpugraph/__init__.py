@@ -39,6 +39,7 @@ from ._errors import (
     GraphError,
     GraphInstantiateError,
     GraphUpdateError,
+    HazardError,
     KernelCompileError,
     StreamErrors,
 )
@@ -47,6 +48,7 @@ from ._exec import GraphExec
 from ._graph import Graph
 from ._graph_conditional import MAX_SWITCH_BODIES
 from ._graph_node import Node
+from ._hazards import Hazard
 from ._host_memory import HostRegistration
 from ._instantiate import INSTANTIATE_FLAGS
 from ._interop import from_cuda_array_interface, from_dlpack
@@ -120,6 +122,8 @@ __all__ = [
     "GraphInstantiateError",
     "GraphMemoryUsage",
     "GraphUpdateError",
+    "Hazard",
+    "HazardError",
     "HostParams",
     "HostRegistration",
     "Kernel",

@@ -439,9 +439,10 @@ class Capture:
         """Add a memset node at the frontier and advance it (see ``Graph.add_memset``)."""
         return self._append("add_memset", dst, value, count)
 
-    def add_host(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Add a host node at the frontier and advance it (see ``Graph.add_host``)."""
-        return self._append("add_host", fn, *args)
+    def add_host(self, fn: Callable[..., Any], *args: Any, reads: object = None, writes: object = None) -> Any:
+        """Add a host node at the frontier and advance it (see ``Graph.add_host``, which ``reads`` and ``writes``
+        declare what it touches for)."""
+        return self._append("add_host", fn, *args, reads=reads, writes=writes)
 
     def add_child(self, graph: Any) -> Any:
         """Add a child-graph node at the frontier and advance it (see ``Graph.add_child``)."""

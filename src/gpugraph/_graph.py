@@ -17,7 +17,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from . import _capture, _capture_rules
+from . import _capture, _capture_rules, _hazards
 from ._device import Device
 from ._errors import GraphError
 from ._exec import GraphExec, check_stream
@@ -53,7 +53,7 @@ class Graph(GraphBuild, GraphConditional, GraphAlloc, GraphEdit, GraphQuery):
         weakref.finalize(self, backend.graph_destroy, self._handle).atexit = False
 
     def instantiate(self, upload: Any = None, auto_free_on_launch: bool = False, *, use_node_priority: bool = False,
-                    device_launch: bool = False) -> Any:
+                    device_launch: bool = False, check_hazards: bool = False) -> Any:
         """Create an executable graph.
 
         Args:
@@ -67,9 +67,12 @@ class Graph(GraphBuild, GraphConditional, GraphAlloc, GraphEdit, GraphQuery):
                 executable graph (setters, set_enabled, update) uploads it again, as kernels launch it as last
                 uploaded: should that fail, the change stays, the call raises GraphError, and kernels launch it as
                 last uploaded until its next launch, change or kernel argument uploads it.
+            check_hazards: Refuse a graph with missing edges (``Graph.hazards``); ``$GPUGRAPH_CHECK_HAZARDS=1`` (read
+                when gpugraph is imported) checks every instantiate.
 
         Raises:
             GraphInstantiateError: The graph breaks a rule of instantiation; ``node`` names the node at fault.
+            HazardError: ``check_hazards`` found missing edges: the message names the first, ``hazards`` lists all.
 
         ``GraphExec.flags`` reads the flags back. See also: cudaGraphInstantiateWithParams.
         """
@@ -95,6 +98,7 @@ class Graph(GraphBuild, GraphConditional, GraphAlloc, GraphEdit, GraphQuery):
             check_device_launch(self)
         if HOST_THREADS:
             refuse_in_host_function("Graph.instantiate")
+        _hazards.at_instantiate(self, check_hazards)
         _capture_rules.forbid_unsafe("Graph.instantiate", _capture_rules.INSTANTIATE_RULE)
         exe = GraphExec(self, flags, Graph)
         if self._memory or conditional:

@@ -16,11 +16,12 @@ from ._errors import GraphError
 from ._event import Event
 from ._graph_node import Node
 from ._graph_state import GraphState
+from ._hazards import CHECKING, declared, note_where
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
 from ._memory import Array
 from ._nesting import nesting_refusal
-from ._nodes import ChildGraphParams, EmptyParams, KernelParams, NodeKind
+from ._nodes import ChildGraphParams, EmptyParams, HostParams, KernelParams, NodeKind
 from ._records import event_record, host_record, memcpy_record, memset_record
 from ._semaphores import semaphore_record
 from ._topology import Topology
@@ -33,6 +34,14 @@ class GraphBuild(GraphState):
     """Adding nodes (a mixin of Graph: no state of its own)."""
 
     __slots__ = ()
+
+    if CHECKING:  # (while $GPUGRAPH_CHECK_HAZARDS=1: a walk of the stack per node, for hazards' messages)
+        def _adopt(self, handle: object, record: object, positions: list[int], alloc: object = None) -> Node:
+            """Every node added passes here (the add_* methods and the compiled lane of add_kernel): noted with the
+            user's line that added it."""
+            node = super()._adopt(handle, record, positions, alloc)
+            note_where(node)
+            return node
 
     def add_kernel(self, kernel: Kernel, grid: Any, block: Any, *args: Any, shared_mem: int = 0,
                    after: Any = (), device: Device | None = None) -> Node:
@@ -102,13 +111,22 @@ class GraphBuild(GraphState):
         return self._add(memset_record(self.device, dst, value, count, "add_memset", shape=shape, origin=origin),
                          after, "add_memset")
 
-    def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = ()) -> Node:
+    def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = (), reads: object = None,
+                 writes: object = None) -> Node:
         """Add a node calling ``fn(*args)`` on the host; the graph keeps ``fn`` and ``args`` alive.
+
+        ``reads``, ``writes``: the memory the call reads and writes (an Array or NumPy array, or a list of them), for
+        ``hazards``: declared, the node touches only those; undeclared, it reads and writes every Array and NumPy array
+        among ``args``.
 
         See also: cudaGraphAddHostNode.
         """
+        record = host_record(fn, args, "add_host")
+        if reads is not None or writes is not None:
+            record = HostParams(fn, record.args, declared(() if reads is None else reads, "add_host(reads)"),
+                                declared(() if writes is None else writes, "add_host(writes)"))
         self._refuse_in_body("add_host", "host")
-        return self._add(host_record(fn, args, "add_host"), after, "add_host")
+        return self._add(record, after, "add_host")
 
     def add_empty(self, after: Any = ()) -> Node:
         """Add a node that does nothing: a join point. See also: cudaGraphAddEmptyNode."""

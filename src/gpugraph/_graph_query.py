@@ -1,7 +1,7 @@
 """GraphQuery: what a graph tells of itself: its nodes, edges, roots and leaves, a node's neighbours and ids,
-clones and the lookup of a node in a clone (``find``), what executable graphs, instantiate and update read of it
-(its Topology, the Node of a backend handle, the graphs a node embeds, its shape and version, whether it is a body,
-``node in graph``), and its DOT descriptions (``to_dot``, ``debug_dot_print``).
+clones and the lookup of a node in a clone (``find``), its missing edges (``hazards``), what executable graphs,
+instantiate and update read of it (its Topology, the Node of a backend handle, the graphs a node embeds, its shape
+and version, whether it is a body, ``node in graph``), and its DOT descriptions (``to_dot``, ``debug_dot_print``).
 
 Each reads the graph's Topology (``GraphState._current``): no driver call but for the ids and the driver's DOT
 dump.
@@ -18,6 +18,7 @@ from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
 from ._graph_node import Node
 from ._graph_state import GraphState
+from ._hazards import Hazard, find_hazards
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._nodes import NodeKind, Removed
 from ._topology import Topology
@@ -177,6 +178,18 @@ class GraphQuery(GraphState):
     def __contains__(self, node: object) -> bool:
         """Whether ``node`` is a Node of this graph that is still in it (``remove_node`` takes one out)."""
         return isinstance(node, Node) and node.graph is self and self._has(node)
+
+    def hazards(self) -> list[Hazard]:
+        """The missing edges: every pair of nodes (those of its child graphs and conditional bodies too, each ordered as
+        the node embedding it is) that touch the same memory, at least one writing, with no path of edges between
+        them; and every node touching graph memory outside its allocation's lifetime (not ordered after its allocation
+        node, or before the free node where the graph frees it). One ``Hazard`` per pair of nodes; ``str(hazard)`` says
+        which edge orders them. What a node touches: a kernel its Array and Param arguments (those of ``const``
+        pointer parameters read, the others written); a copy or memset its exact rows; a host node the Arrays and NumPy
+        arrays among its arguments, written, or what ``add_host(reads=, writes=)`` declared; a memory operation its
+        element. An edge of any kind counts as ordering (see ``add_dependency``).
+        """
+        return find_hazards(self)
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT format."""

@@ -30,7 +30,7 @@ __global__ void kernelA(double* arrayA, size_t size){
     const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
     if(x < size){arrayA[x] += 1.0;}
 }
-__global__ void kernelB(double* arrayA, double* arrayB, size_t size){
+__global__ void kernelB(const double* arrayA, double* arrayB, size_t size){
     const size_t x = threadIdx.x + blockDim.x * blockIdx.x;
     if(x < size){arrayB[x] += arrayA[x] + 3.0;}
 }

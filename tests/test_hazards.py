@@ -1,0 +1,455 @@
+"""Graph.hazards(): the pairs of nodes that touch the same memory, at least one writing, with no edge ordering them
+(kernels by their const pointers, copies and memsets by their exact rows, host nodes, memory operations, graph
+memory's lifetimes, child graphs, conditional bodies, captures), the examples' graphs, and the check at instantiate
+(check_hazards=, $GPUGRAPH_CHECK_HAZARDS)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+from gpugraph._signature import parse_signature
+from gpugraph.examples import async_streams, capture_graph, captured, conditional_solver, dynamic_parameters
+from gpugraph.examples import explicit_graph as seed
+
+WRITE_WRITE, READ_WRITE, LIFETIME = "write/write", "read/write", "outside an allocation's lifetime"
+
+
+def found(graph: gg.Graph) -> list[tuple]:
+    """Each hazard as (kind, nodes, accesses, byte range)."""
+    return [(h.kind, h.nodes, h.accesses, h.byte_range) for h in graph.hazards()]
+
+
+# Kernels
+
+
+def test_const_pointers_are_read_the_others_written(device):
+    x, y, z = device.zeros(256), device.zeros(256), device.zeros(256)
+    g = gg.Graph(device)
+    read_1 = g.add_kernel(K.add, 1, 256, y, x, x, 256)  # add(float* out, const float* a, const float* b, int n)
+    read_2 = g.add_kernel(K.add, 1, 256, z, x, x, 256)
+    write = g.add_kernel(K.scale, 1, 256, x, 2.0, 256)  # scale(float* x, float f, int n)
+    again = g.add_kernel(K.scale, 1, 256, y, 2.0, 256)
+    assert found(g) == [(READ_WRITE, (read_1, write), ("read", "write"), (0, 1024)),
+                        (WRITE_WRITE, (read_1, again), ("write", "write"), (0, 1024)),
+                        (READ_WRITE, (read_2, write), ("read", "write"), (0, 1024))]
+    hazard = g.hazards()[0]
+    assert hazard.array is x and hazard.edge == (read_1, write) and hazard.where == (None, None)
+    assert str(hazard) == (f"{read_1!r} reads and {write!r} writes bytes 0 to 1024 of {x!r} with no edge ordering "
+                           f"them (read/write): add an edge from {read_1!r} to {write!r}")
+    for a, b in ((read_1, write), (read_2, write), (read_1, again)):
+        g.add_dependency(a, b)
+    assert g.hazards() == []
+
+
+def test_which_pointer_parameters_point_at_const_memory():
+    """What a pointer parameter points at is read-only where `const` qualifies it (before the one `*`, between the last
+    two, or after the last for an array); a const pointer to writable memory and a typedef's pointer are written."""
+    source = """typedef float* floats;
+    __global__ void k(const float* a, float const* b, float* c, float* const d, float* const* e, const float** f,
+                      const float g[], float* const h[], const float* i[], const floats j, int n){}"""
+    read_only = {p.name: p.const for p in parse_signature(source, "k")}
+    assert read_only == {"a": True, "b": True, "c": False, "d": False, "e": True, "f": False, "g": True, "h": True,
+                         "i": False, "j": False, "n": False}
+
+
+def test_a_path_of_edges_of_any_kind_orders_two_nodes(device):
+    x = device.zeros(64)
+    g = gg.Graph(device)
+    first = g.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    middle = g.add_empty(after=first)
+    last = g.add_kernel(K.scale, 1, 64, x, 2.0, 64, after=middle)
+    other = g.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    g.add_dependency(last, other, kind="programmatic")  # (kernels only: counts as an order like a full edge)
+    assert g.hazards() == []
+    g.remove_dependency(last, other)
+    assert [h.nodes for h in g.hazards()] == [(first, other), (last, other)]
+
+
+def test_a_param_counts_as_the_array_it_points_at_now(device):
+    x, z = device.zeros(64), device.zeros(64)
+    pointer = gg.Param(x)
+    g = gg.Graph(device)
+    through_param = g.add_kernel(K.scale, 1, 64, pointer, 2.0, 64)
+    direct = g.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    assert found(g) == [(WRITE_WRITE, (through_param, direct), ("write", "write"), (0, 256))]
+    pointer.value = z
+    assert g.hazards() == []
+
+
+# Copies and memsets: their exact bytes
+
+
+def test_one_dimensional_copies_and_memsets(device):
+    x, y, z = device.zeros(64), device.zeros(64), device.zeros(64)
+    g = gg.Graph(device)
+    copy = g.add_memcpy(y, x, nbytes=128)  # writes bytes 0-128 of y, reads those of x
+    memset = g.add_memset(y, 1.0, count=16)  # writes bytes 0-64 of y
+    tail = g.add_memset(y, 1.0, count=16)
+    kernel = g.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    assert found(g) == [(WRITE_WRITE, (copy, memset), ("write", "write"), (0, 64)),
+                        (WRITE_WRITE, (copy, tail), ("write", "write"), (0, 64)),
+                        (READ_WRITE, (copy, kernel), ("read", "write"), (0, 128)),
+                        (WRITE_WRITE, (memset, tail), ("write", "write"), (0, 64))]
+    apart = gg.Graph(device)
+    apart.add_memcpy(z, x, nbytes=128)
+    apart.add_memcpy(z, y, nbytes=128)
+    assert [h.byte_range for h in apart.hazards()] == [(0, 128)]  # z written twice; x and y only read
+
+
+def test_two_dimensional_boxes_overlap_by_their_rows_not_their_span(device):
+    x, y = device.zeros((8, 16)), device.zeros((8, 16))  # rows of 64 bytes
+    g = gg.Graph(device)
+    copy = g.add_memcpy(y, x, shape=(2, 4), dst_origin=(1, 2))  # rows 1-2, bytes 8-24 of each: 72-88, 136-152
+    between = g.add_memset(y, 1.0, shape=(2, 4), origin=(1, 8))  # 96-112, 160-176: inside the copy's span only
+    assert g.hazards() == []
+    crossing = g.add_memset(y, 1.0, shape=(3, 2), origin=(2, 3))  # 140-148, 204-212, 268-276
+    assert found(g) == [(WRITE_WRITE, (copy, crossing), ("write", "write"), (140, 148))]
+    g.add_dependency(copy, crossing)
+    assert g.hazards() == []
+    reader = g.add_memcpy(x, y, shape=(1, 4), src_origin=(2, 2), dst_origin=(7, 0))  # reads bytes 136-152 of y
+    assert found(g) == [(READ_WRITE, (copy, reader), ("write", "read"), (136, 152)),
+                        (READ_WRITE, (crossing, reader), ("write", "read"), (140, 148))]
+    assert between not in {n for h in g.hazards() for n in h.nodes}
+
+
+def test_three_dimensional_copies_overlap_by_their_rows(device):
+    src, dst = device.zeros((4, 4, 8)), device.zeros((4, 4, 8))  # rows of 32 bytes, slices of 128
+    g = gg.Graph(device)
+    box = g.add_memcpy(dst, src, shape=(2, 2, 2), dst_origin=(1, 1, 2))  # 168-176, 200-208, 296-304, 328-336
+    gap = g.add_memcpy(dst, src, shape=(1, 1, 2), dst_origin=(1, 3, 2))  # 232-240: in the box's span, not its rows
+    assert g.hazards() == []
+    hit = g.add_memcpy(dst, src, shape=(1, 1, 2), dst_origin=(2, 2, 2))  # 328-336
+    assert found(g) == [(WRITE_WRITE, (box, hit), ("write", "write"), (328, 336))]
+    assert gap not in g.hazards()[0].nodes
+
+
+# Host nodes and memory operations
+
+
+def test_host_nodes_read_and_write_their_arrays_unless_they_declare(device):
+    host = np.zeros(32, np.float32)
+    other = np.zeros(32, np.float32)
+    g = gg.Graph(device)
+    undeclared_1 = g.add_host(np.copyto, host, 1.0)
+    undeclared_2 = g.add_host(np.copyto, host, 2.0)
+    reader_1 = g.add_host(print, reads=host)
+    reader_2 = g.add_host(print, reads=[host])
+    elsewhere = g.add_host(np.copyto, host, 1.0, writes=[other])  # declared: touches only `other`
+    assert found(g) == [(WRITE_WRITE, (undeclared_1, undeclared_2), ("write", "write"), (0, 128)),
+                        (READ_WRITE, (undeclared_1, reader_1), ("write", "read"), (0, 128)),
+                        (READ_WRITE, (undeclared_1, reader_2), ("write", "read"), (0, 128)),
+                        (READ_WRITE, (undeclared_2, reader_1), ("write", "read"), (0, 128)),
+                        (READ_WRITE, (undeclared_2, reader_2), ("write", "read"), (0, 128))]
+    assert g.hazards()[0].array is host
+    assert elsewhere.params.reads == () and elsewhere.params.writes == (other,)
+    view = g.add_host(np.copyto, other[8:16], 0.0)  # a view of `other`: its bytes 32-64
+    assert found(g)[-1] == (WRITE_WRITE, (elsewhere, view), ("write", "write"), (32, 64))
+
+
+def test_host_memory_a_copy_reads_and_a_host_node_writes(device):
+    host, target = np.zeros(16, np.float32), device.zeros(16)
+    g = gg.Graph(device)
+    fill = g.add_host(np.copyto, host, 1.0)
+    upload = g.add_memcpy(target, host)
+    assert found(g) == [(READ_WRITE, (fill, upload), ("write", "read"), (0, 64))]
+    g.add_dependency(fill, upload)
+    assert g.hazards() == []
+
+
+def test_memory_operations_touch_their_element(device):
+    flags = device.zeros(4, np.int32)
+    g = gg.Graph(device)
+    write = g.add_mem_ops(gg.WriteValue(flags, 1, index=2))
+    wait_same = g.add_mem_ops(gg.WaitValue(flags, 1, index=2))
+    g.add_mem_ops(gg.WaitValue(flags, 1, index=1))  # another element
+    assert found(g) == [(READ_WRITE, (write, wait_same), ("write", "read"), (8, 12))]
+
+
+# Graph memory
+
+
+def test_graph_memory_outside_its_lifetime(device):
+    g = gg.Graph(device)
+    alloc = g.add_alloc(256, np.float32)
+    kernel = g.add_kernel(K.scale, 1, 256, alloc.array, 2.0, 256)  # not after the allocation
+    free = g.add_free(alloc, after=alloc)  # nor before the free
+    assert found(g) == [(LIFETIME, (alloc, kernel), ("allocate", "write"), (0, 1024)),
+                        (LIFETIME, (kernel, free), ("write", "free"), (0, 1024))]
+    first, second = g.hazards()
+    assert (first.edge, second.edge, first.backwards) == ((alloc, kernel), (kernel, free), False)
+    assert str(first).startswith(f"{kernel!r} writes bytes 0 to 1024 of {alloc.array!r} outside its allocation's "
+                                 f"lifetime: it is not ordered after {alloc!r}, which allocates it; add an edge")
+    g.add_dependency(alloc, kernel)
+    g.add_dependency(kernel, free)
+    assert g.hazards() == []
+
+
+def test_graph_memory_used_the_wrong_way_round(device):
+    g = gg.Graph(device)
+    alloc = g.add_alloc(64, np.float32)
+    free = g.add_free(alloc, after=alloc)
+    late = g.add_memset(alloc.array, 0.0, after=free)
+    (hazard,) = g.hazards()
+    assert (hazard.kind, hazard.nodes, hazard.accesses, hazard.backwards) == (LIFETIME, (late, free),
+                                                                              ("write", "free"), True)
+    assert f"it runs after {free!r}, which frees it; it must run the other way round" in str(hazard)
+    early = gg.Graph(device)
+    alloc = early.add_alloc(64, np.float32)
+    use = early.add_memset(alloc.array, 0.0)
+    early.add_dependency(use, alloc)
+    (hazard,) = early.hazards()
+    assert (hazard.nodes, hazard.accesses, hazard.edge, hazard.backwards) == ((alloc, use), ("allocate", "write"),
+                                                                              (alloc, use), True)
+    assert f"it runs before {alloc!r}, which allocates it; it must run the other way round" in str(hazard)
+
+
+def test_an_address_given_again_after_a_free_is_two_lifetimes(device):
+    g = gg.Graph(device)
+    first = g.add_alloc(256, np.float32)
+    use_first = g.add_kernel(K.scale, 1, 256, first.array, 2.0, 256, after=first)
+    free_first = g.add_free(first, after=use_first)
+    second = g.add_alloc(256, np.float32, after=free_first)  # (CUDA and the CPU backend may give it first's address)
+    use_second = g.add_kernel(K.scale, 1, 256, second.array, 2.0, 256, after=second)
+    g.add_free(second, after=use_second)
+    assert g.hazards() == []
+
+
+# Child graphs, conditional bodies, captures
+
+
+def test_a_child_graphs_nodes_are_ordered_as_their_node(device):
+    x = device.zeros(64)
+    inner = gg.Graph(device)
+    inner.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    g = gg.Graph(device)
+    child = g.add_child(inner)
+    outer = g.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    (hazard,) = g.hazards()
+    copied = child.params.graph.nodes[0]
+    assert (hazard.nodes, hazard.edge, hazard.inside) == ((copied, outer), (child, outer), ((child,), ()))
+    assert str(hazard).startswith(f"{copied!r} inside {child!r} writes and {outer!r} writes")
+    assert str(hazard).endswith(f"add an edge from {child!r} to {outer!r}")
+    g.add_dependency(child, outer)
+    assert g.hazards() == []
+    twice = gg.Graph(device)
+    a = twice.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    b = twice.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    nested = gg.Graph(device).add_child(twice)
+    assert [h.nodes for h in nested.graph.hazards()] == [tuple(nested.params.graph.nodes)]
+    assert [h.nodes for h in twice.hazards()] == [(a, b)]
+
+
+def test_conditional_bodies_run_apart_and_as_their_node(device):
+    x, flag = device.zeros(64), device.zeros(1, np.uint32)
+    g = gg.Graph(device)
+    condition = g.condition(default=1)
+    setter = g.add_kernel(K.set_flag, 1, 1, flag, 1)
+    branch = g.add_if(condition, has_else=True, after=setter)
+    then, otherwise = branch.bodies
+    in_then = then.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    in_else = otherwise.add_kernel(K.scale, 1, 64, x, 3.0, 64)  # never runs with in_then: no hazard
+    assert g.hazards() == []
+    loop = g.add_while(g.condition(), after=setter)  # not ordered with the if node
+    first, second = (loop.bodies[0].add_kernel(K.scale, 1, 64, x, 2.0, 64) for _ in range(2))
+    switch = g.add_switch(g.condition(), 2, after=[branch, loop])
+    for body in switch.bodies:
+        body.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    hazards = g.hazards()
+    assert [(h.nodes, h.edge) for h in hazards] == [
+        ((in_then, first), (branch, loop)), ((in_then, second), (branch, loop)),
+        ((in_else, first), (branch, loop)), ((in_else, second), (branch, loop)),
+        ((first, second), (first, second))]
+    assert hazards[0].inside == ((branch,), (loop,))
+    for hazard in (hazards[4], hazards[0]):  # (the fix's edge, in the graph that holds both)
+        hazard.edge[0].graph.add_dependency(*hazard.edge)
+    assert g.hazards() == []
+
+
+def test_a_capture_forked_through_events(device):
+    x = device.zeros(64)
+    main, side = device.stream(), device.stream()
+    with main.capture() as cap:
+        side.wait(main.record())  # fork
+        main.launch(K.scale, 1, 64, x, 2.0, 64)
+        side.launch(K.scale, 1, 64, x, 3.0, 64)  # not after main's launch
+        main.wait(side.record())  # join
+    kernels = [n for n in cap.graph.nodes if n.kind is gg.NodeKind.KERNEL]
+    assert found(cap.graph) == [(WRITE_WRITE, tuple(kernels), ("write", "write"), (0, 256))]
+    with main.capture() as cap:
+        side.wait(main.record())
+        main.launch(K.scale, 1, 64, x, 2.0, 64)
+        side.wait(main.record())  # the side stream waits for the first launch
+        side.launch(K.scale, 1, 64, x, 3.0, 64)
+        main.wait(side.record())
+    assert cap.graph.hazards() == []
+
+
+def test_capture_add_host_declares_what_it_touches(device):
+    host = np.zeros(8, np.float32)
+    stream = device.stream()
+    with stream.capture() as cap:
+        node = cap.add_host(print, reads=host)
+    assert (node.params.reads, node.params.writes) == ((host,), ())
+
+
+# The examples' graphs report nothing; the seed program's ROCm page's graph reports its dropped edge
+
+
+def test_the_examples_graphs_have_no_missing_edge(device):
+    host = np.zeros(seed.ARRAY_SIZE)
+    assert seed.build(device, host).hazards() == []
+    assert capture_graph.capture(device.stream(), host).hazards() == []
+    assert conditional_solver.build(conditional_solver.Problem(device)).hazards() == []
+    setup, stream_a, stream_b = async_streams._Setup(device), device.stream(), device.stream()
+    with stream_a.capture() as cap:  # the example's graph()
+        stream_b.wait(stream_a.record())
+        async_streams._events_iteration(setup, stream_a, stream_b)
+    assert cap.graph.hazards() == []
+    buffers, stream = dynamic_parameters.Buffers(device), device.stream()
+    with stream.capture() as cap:  # the example's param()
+        dynamic_parameters.enqueue_iteration(stream, buffers.input, buffers.ping, buffers.pong,
+                                             [gg.Param(1.0) for _ in range(4)])
+    assert len(cap.graph) == 8 and cap.graph.hazards() == []
+    ones, square = device.zeros((4, 4), np.int64), device.zeros((16, 16), np.float32)
+    with stream.capture() as cap, gg.use_stream(stream):  # what @captured captures of each function
+        captured.f.__wrapped__(ones)
+    assert cap.graph.hazards() == []
+    with stream.capture() as cap, gg.use_stream(stream):
+        captured.add_sin_cos.__wrapped__(square, 3)
+    assert len(cap.graph) == 9 and cap.graph.hazards() == []
+
+
+def seed_graph_as_the_page_has_it(device: gg.Device, host: np.ndarray) -> tuple[gg.Graph, gg.Node, gg.Node, gg.Node]:
+    """The seed program's graph with kernelC waiting for kernelA alone (the ROCm page's dependency count of 1)."""
+    g = gg.Graph(device)
+    alloc_a = g.add_alloc(seed.ARRAY_SIZE, np.float64)
+    alloc_b = g.add_alloc(seed.ARRAY_SIZE, np.int32)
+    fill = g.add_host(seed.set_vector, host, seed.INIT_VALUE)
+    to_device = g.add_memcpy(alloc_a.array, host, after=(alloc_a, fill))
+    node_a = g.add_kernel(seed.kernelA, 1024, 1024, alloc_a.array, seed.ARRAY_SIZE, after=to_device)
+    node_b = g.add_kernel(seed.kernelB, 1024, 1024, alloc_b.array, seed.ARRAY_SIZE, after=alloc_b)
+    node_c = g.add_kernel(seed.kernelC, 1024, 1024, alloc_a.array, alloc_b.array, seed.ARRAY_SIZE, after=node_a)
+    to_host = g.add_memcpy(host, alloc_a.array, after=node_c)
+    g.add_free(alloc_a, after=to_host)
+    g.add_free(alloc_b, after=(node_b, node_c))
+    return g, alloc_b, node_b, node_c
+
+
+def test_the_seed_graph_without_kernel_cs_second_edge(device):
+    g, alloc_b, node_b, node_c = seed_graph_as_the_page_has_it(device, np.zeros(seed.ARRAY_SIZE))
+    # kernelC reads B with nothing ordering it after kernelB, which writes B, nor after B's allocation
+    assert found(g) == [(LIFETIME, (alloc_b, node_c), ("allocate", "read"), (0, 4 * seed.ARRAY_SIZE)),
+                        (READ_WRITE, (node_b, node_c), ("write", "read"), (0, 4 * seed.ARRAY_SIZE))]
+    with pytest.raises(gg.HazardError) as refused:
+        g.instantiate(check_hazards=True)
+    assert str(refused.value) == (f"instantiate: a missing edge: {g.hazards()[0]}; and 1 more hazard (graph.hazards() "
+                                  f"lists them) (set GPUGRAPH_CHECK_HAZARDS=1 before gpugraph is imported to have the "
+                                  f"lines that added the nodes)")
+    assert refused.value.hazards == g.hazards() and isinstance(refused.value, gg.GraphError)
+    g.add_dependency(node_b, node_c)
+    with g.instantiate(check_hazards=True):  # (a graph with memory nodes has one executable graph at a time: the
+        pass                                  # refused instantiate made none)
+
+
+# The check at instantiate
+
+
+def test_instantiate_checks_when_asked(device):
+    x = device.zeros(16)
+    g = gg.Graph(device)
+    for _ in range(3):
+        g.add_kernel(K.scale, 1, 16, x, 2.0, 16)
+    with pytest.raises(gg.HazardError, match=r"^instantiate: a missing edge: .* \(write/write\): add an edge from "
+                                             r"Node\(n0, kernel scale\) to Node\(n1, kernel scale\); and 2 more "
+                                             r"hazards \(graph.hazards\(\) lists them\)"):
+        g.instantiate(check_hazards=True)
+    g.instantiate().close()  # off by default
+    with pytest.raises(TypeError, match=r"^instantiate\(check_hazards\): expected True or False, got str 'yes'$"):
+        g.instantiate(check_hazards="yes")
+
+
+def run_child(code: str, setting: str | None, backend: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
+    """Run ``code`` (after imports of gpugraph, numpy and the test kernels) in a fresh interpreter whose
+    $GPUGRAPH_CHECK_HAZARDS is ``setting`` (None: unset)."""
+    program = tmp_path / "program.py"
+    program.write_text("import gpugraph as gg\nimport numpy as np\nimport kernels as K\n"
+                       f"dev = gg.Device({backend!r})\n" + textwrap.dedent(code))
+    env = {k: v for k, v in os.environ.items() if k != "GPUGRAPH_CHECK_HAZARDS"}
+    if setting is not None:
+        env["GPUGRAPH_CHECK_HAZARDS"] = setting
+    env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(__file__).parent), *sys.path])
+    return subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120)
+
+
+CHILD = """
+x = dev.zeros(16)
+g = gg.Graph(dev)
+a = g.add_kernel(K.scale, 1, 16, x, 2.0, 16)
+b = g.add_kernel(K.scale, 1, 16, x, 2.0, 16)
+print(g.hazards()[0].where)
+try:
+    g.instantiate()
+except gg.HazardError as e:
+    print("refused:", e)
+g.add_dependency(a, b)
+g.instantiate().close()
+print("instantiated")
+"""
+
+
+def test_the_environment_turns_the_check_on_with_the_lines(device, tmp_path):
+    done = run_child(CHILD, "1", device.backend, tmp_path)
+    assert done.returncode == 0, done.stderr
+    program = tmp_path / "program.py"
+    lines = done.stdout.splitlines()
+    assert lines[0] == str((f"{program}:8", f"{program}:9"))  # (the 4 lines run_child puts first, then CHILD's)
+    assert lines[1].startswith(f"refused: instantiate: a missing edge: Node(n0, kernel scale) (added at {program}:8) "
+                               f"writes and Node(n1, kernel scale) (added at {program}:9) writes bytes 0 to 64")
+    assert lines[2] == "instantiated"
+    done = run_child(CHILD, "0", device.backend, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["(None, None)", "instantiated"]
+
+
+def test_a_bad_environment_value_is_refused_at_instantiate(device, tmp_path):
+    done = run_child("gg.Graph(dev).instantiate()\n", "yes", device.backend, tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ValueError: instantiate: $GPUGRAPH_CHECK_HAZARDS is 'yes'; set it to 1 to check every instantiate for "
+        "missing edges, or to 0 (or leave it unset) not to")
+
+
+# Bad arguments
+
+
+def test_add_host_refuses_what_is_not_memory(device):
+    host = np.zeros(4)
+    g = gg.Graph(device)
+    for reads, got in (("abc", "str 'abc'"), (5, "int 5")):
+        with pytest.raises(TypeError, match=rf"^add_host\(reads\): expected Arrays or NumPy arrays \(one, or a list of "
+                                            rf"them\), got {got}$"):
+            g.add_host(print, reads=reads)
+    with pytest.raises(TypeError, match=r"^add_host\(writes\): expected Arrays or NumPy arrays, got list \[1\] among "
+                                        r"them$"):
+        g.add_host(print, reads=[host], writes=[host, [1]])
+    assert len(g) == 0  # refused: no node
+    with pytest.raises(TypeError, match=r"takes 1 positional argument but 2 were given"):
+        g.hazards(True)  # type: ignore[call-arg]
+
+
+def test_the_graph_of_a_removed_child_node_refuses(device):
+    g = gg.Graph(device)
+    node = g.add_child(gg.Graph(device))
+    inner = node.params.graph
+    g.remove_node(node)
+    with pytest.raises(gg.GraphError, match="removed"):
+        inner.hazards()
