@@ -33,7 +33,10 @@ PROGRAMS = {
     "docs/guide.md": (12, "assert dev is gg.Device(os.environ['GPUGRAPH_BACKEND'])\ns.synchronize()\n"
                      "assert (hx == 4.0).all(), hx[:4]\n",
                  ["host step", "digraph gpugraph {", "[5. 5. 5. 5.]", "[1.5 1.5]", "[6. 6.]",
-                  "launched from the device: [2]", "[0. 3. 6. 9. 4. 5. 6. 7.]"]),
+                  "launched from the device: [2]", "[0. 3. 6. 9. 4. 5. 6. 7.]",
+                  "write/write (Node(n0, kernel scale), Node(n1, kernel scale)) (0, 8192)",
+                  "read/write (Node(n0, kernel scale), Node(n2, memcpy)) (0, 8192)",
+                  "2 hazards, the first: write/write"]),
 }
 
 

@@ -1,0 +1,101 @@
+"""What ``Graph.hazards()`` (the check for missing edges) costs on graphs of N = 100, 1,000 and 10,000 nodes:
+
+* chain: N kernel nodes in a line, each reading and writing the same Array (every access overlaps every other, all
+  ordered);
+* fork/join: a memset of a whole Array, then N - 3 branches each setting its own row of it, an empty node joining
+  them, and a copy of the whole Array (one access overlaps all the others);
+* random DAG: kernel nodes each after 1 to 3 random nodes among the 50 made before it, each writing an Array of its
+  own and reading those of its dependencies (correct by construction: no hazard);
+* random DAG with hazards: the same, each node also reading the Array of one random node among the 50 before it that
+  it does not wait for (a hazard where no path orders them).
+
+Each figure is the median of the check's time over ``--repeats`` runs (the graph built once), with the hazards found.
+
+Usage: python tools/dev/hazards_cost.py [--backend cpu] [--repeats 5] [--sizes 100 1000 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+import gpugraph as gg
+
+SOURCE = r"""
+__global__ void twice(float* x, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){x[i] *= 2.0f;}
+}
+__global__ void sum3(float* out, const float* a, const float* b, const float* c, int n){
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if(i < n){out[i] = a[i] + b[i] + c[i];}
+}
+"""
+TWICE = gg.Kernel(SOURCE, "twice")
+SUM3 = gg.Kernel(SOURCE, "sum3")
+WIDTH = 16  # elements of each Array (or row)
+
+
+def chain(device: gg.Device, n: int) -> gg.Graph:
+    graph, x = gg.Graph(device), device.zeros(WIDTH)
+    node = graph.add_kernel(TWICE, 1, WIDTH, x, WIDTH)
+    for _ in range(n - 1):
+        node = graph.add_kernel(TWICE, 1, WIDTH, x, WIDTH, after=node)
+    return graph
+
+
+def fork_join(device: gg.Device, n: int) -> gg.Graph:
+    graph, rows = gg.Graph(device), n - 3
+    x, y = device.zeros((rows, WIDTH)), device.zeros((rows, WIDTH))
+    root = graph.add_memset(x, 0.0)
+    branches = [graph.add_memset(x, 1.0, shape=(1, WIDTH), origin=(row, 0), after=root) for row in range(rows)]
+    join = graph.add_empty(after=branches)
+    graph.add_memcpy(y, x, after=join)
+    return graph
+
+
+def random_dag(device: gg.Device, n: int, hazards: bool, seed: int = 0) -> gg.Graph:
+    rng = random.Random(seed)
+    graph = gg.Graph(device)
+    arrays = [device.zeros(WIDTH) for _ in range(n)]
+    nodes: list[gg.Node] = []
+    for i in range(n):
+        window = range(max(0, i - 50), i)
+        deps = rng.sample(window, min(len(window), rng.randint(1, 3)))
+        reads = [arrays[d] for d in deps] + [arrays[i]] * (3 - len(deps))
+        if hazards and len(window) > len(deps):
+            reads[-1] = arrays[rng.choice([j for j in window if j not in deps])]
+        nodes.append(graph.add_kernel(SUM3, 1, WIDTH, arrays[i], *reads, WIDTH, after=[nodes[d] for d in deps]))
+    return graph
+
+
+SHAPES = {"chain": chain, "fork/join": fork_join,
+          "random DAG": lambda d, n: random_dag(d, n, False),
+          "random DAG with hazards": lambda d, n: random_dag(d, n, True)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    options = parser.parse_args()
+    device = gg.Device(options.backend)
+    print("| graph | N | edges | hazards() median (ms) | hazards found |\n|---|---:|---:|---:|---:|")
+    for name, make in SHAPES.items():
+        for n in options.sizes:
+            graph = make(device, n)
+            times, found = [], 0
+            for _ in range(options.repeats):
+                start = time.perf_counter()
+                found = len(graph.hazards())
+                times.append(time.perf_counter() - start)
+            print(f"| {name} | {len(graph):,} | {len(graph.edges):,} | {1e3 * statistics.median(times):.1f} | "
+                  f"{found:,} |", flush=True)
+            del graph
+
+
+if __name__ == "__main__":
+    main()
