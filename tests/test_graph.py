@@ -404,6 +404,34 @@ def test_clone_of_graph_with_child(device, stream):
     np.testing.assert_array_equal(x.to_numpy(), [2, 2])
 
 
+class LabelledGraph(gg.Graph):
+    """A user's subclass whose __init__ sets what its methods read."""
+
+    def __init__(self, device, label):
+        super().__init__(device)
+        self.label = label
+
+    def __repr__(self):
+        return f"LabelledGraph({self.label!r}, nodes={len(self)})"
+
+
+def test_graphs_gpugraph_makes_of_a_subclass_are_plain_graphs(device, stream):
+    x = device.zeros(2, np.float64)
+    child = LabelledGraph(device, "child")
+    child.add_kernel(K.inc, 1, 2, x, 2)
+    g = LabelledGraph(device, "top")
+    embedding = g.add_child(child)
+    copy = g.clone()
+    assert type(copy) is gg.Graph and repr(copy) == f"Graph(device={device}, nodes=1)"
+    assert type(embedding.params.graph) is gg.Graph and type(copy.nodes[0].params.graph) is gg.Graph
+    run(copy, stream)
+    np.testing.assert_array_equal(x.to_numpy(), [1, 1])
+    assert repr(g) == "LabelledGraph('top', nodes=1)"  # (the user's own graph stays the subclass)
+    conditional = LabelledGraph(device, "conditional")
+    bodies = conditional.add_if(conditional.condition(), has_else=True).bodies
+    assert [type(body) for body in bodies] == [gg.Graph, gg.Graph]
+
+
 # DOT
 
 

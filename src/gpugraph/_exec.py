@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _capture_rules, _params
+from . import _capture_rules, _graph_reads, _params
 from ._attributes import AttributeRefusal
 from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
@@ -186,20 +186,20 @@ class GraphExec(ExecState, KernelLaunchable):
         capture = stream.active_capture
         if capture is None:
             return
-        if self.graph.topology().memory:
+        if _graph_reads.topology(self.graph).memory:
             raise _capture_rules.invalidate([capture], "GraphExec.launch", "a graph with allocation or free "
                               "nodes cannot be launched into a capture (it would become a child graph)")
         if self._read_layout().bodies:  # (as instantiated or last updated)
             raise _capture_rules.invalidate([capture], "GraphExec.launch", "a graph with conditional nodes "
                               "cannot be launched into a capture (it would become a child graph, which CUDA refuses)")
         into = capture.graph  # (the graph it records into: a body of a conditional node, or not)
-        if into is not None and into.in_body:
-            kind = self._source.holds_other_than(BODY_KINDS)
+        if into is not None and _graph_reads.in_body(into):
+            kind = _graph_reads.holds_other_than(self._source, BODY_KINDS)
             if kind is not None:
                 raise _capture_rules.invalidate([capture], "GraphExec.launch", f"the capture fills the body "
                                   f"of a conditional node, which cannot hold {kind.name.lower()} nodes, and the graph "
                                   f"launched into it (as a child graph) has one")
-        if self._source.version != self._source_version:
+        if _graph_reads.version(self._source) != self._source_version:
             raise _capture_rules.invalidate([capture], "GraphExec.launch", "the graph was changed after it was "
                               "instantiated, and a launch into a capture embeds the graph; instantiate it again")
         if self._disabled:
@@ -258,14 +258,15 @@ class GraphExec(ExecState, KernelLaunchable):
                                                                f"executable graph of such a graph may live at a time)")
         found = self._find_params(graph) if _params.in_use else {}
         if found and "device_launch" in self._flags:
-            raise GraphUpdateError("parameters changed", graph.node_of(graph.topology().handles[min(found)]),
-                                   _DEVICE_LAUNCH_PARAMS)
+            handle = _graph_reads.topology(graph).handles[min(found)]
+            raise GraphUpdateError("parameters changed", _graph_reads.node_of(graph, handle), _DEVICE_LAUNCH_PARAMS)
         patched_gone = sorted(self._gone.intersection(found))
         if patched_gone:  # (its Params would be patched through the node removed there)
-            raise GraphUpdateError("parameters changed", graph.node_of(graph.topology().handles[patched_gone[0]]),
+            handle = _graph_reads.topology(graph).handles[patched_gone[0]]
+            raise GraphUpdateError("parameters changed", _graph_reads.node_of(graph, handle),
                                    "the node takes Params, and the node at its place in the graph this executable "
                                    "graph was made from was removed (remove_node): Params are patched through it")
-        shape = graph.shape(like=self._source_shape())
+        shape = _graph_reads.shape(graph, like=self._source_shape())
         refused = self._refusal(graph, shape)
         if refused is None:
             self._changing_for_kernels()  # (an update refused changes nothing: the next upload is only redone)
@@ -275,7 +276,7 @@ class GraphExec(ExecState, KernelLaunchable):
         if refused is not None:  # explain with gpugraph's rules, which name the node of the new graph
             check_update(self._read_layout(), GraphLayout(graph), True, "use_node_priority" in self._flags)
             reason, handle = refused
-            raise GraphUpdateError(reason, None if handle is None else graph.node_of(handle))
+            raise GraphUpdateError(reason, None if handle is None else _graph_reads.node_of(graph, handle))
 
     def _refusal(self, graph: Any, shape: Any) -> tuple[str, Any] | None:
         """What the front end refuses before the backend is asked: nodes pair in creation order (setters and
@@ -287,8 +288,8 @@ class GraphExec(ExecState, KernelLaunchable):
         if shape is not source and shape != source:
             return "topology changed", None
         # (The source as the executable graph knows it: its layout, once taken, else the graph, unchanged since.)
-        if graph.topology().memory or (self._layout.memory if self._layout is not None
-                                       else self._source.topology().memory):
+        if _graph_reads.topology(graph).memory or (self._layout.memory if self._layout is not None
+                                                   else _graph_reads.topology(self._source).memory):
             return "unsupported node kind", None
         return None
 

@@ -4,7 +4,7 @@ An executable graph runs a copy of the graph it was made from, or last updated w
 source's node handles at instantiate, since the backend addresses its nodes by them, and takes the rest (the
 layout, a snapshot: ``_update.GraphLayout``) when a setter or an explanation first needs it, or just before the
 source changes. The graph tells it then, and when a node is removed or a kernel node's attributes change; it
-reads the graph only through the graph's public reads (``Graph.topology``, ``node_of``, ``embedded_graphs``, ...).
+reads the graph only through ``gpugraph._graph_reads`` (``topology``, ``node_of``, ``embedded_graphs``, ...).
 ``gpugraph._exec`` adds launching, updating, the setters and its lifetime.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _graph_reads
 from ._attributes import KernelAttributes
 from ._errors import GraphError
 from ._nodes import KernelParams, NodeKind, why_gone
@@ -25,12 +26,12 @@ _EMBEDDING = (NodeKind.GRAPH, NodeKind.CONDITIONAL)
 def _takes_params(graph: Any) -> bool:
     """Whether a kernel node of ``graph``, or of a child graph or a conditional node's body within it, takes a
     Param."""
-    topology = graph.topology()
+    topology = _graph_reads.topology(graph)
     for handle, record in zip(topology.handles, topology.records):
         if record.kind is NodeKind.KERNEL:
             if any(type(a) is Param for a in record.args):
                 return True
-        elif record.kind in _EMBEDDING and any(map(_takes_params, graph.embedded_graphs(handle))):
+        elif record.kind in _EMBEDDING and any(map(_takes_params, _graph_reads.embedded_graphs(graph, handle))):
             return True
     return False
 
@@ -39,7 +40,7 @@ def refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
     """Refuse ``child``, the graph of the child-graph node ``handle`` of ``graph``, if it takes a Param (the
     Node is made only to name it)."""
     if _takes_params(child):
-        node = graph.node_of(handle)
+        node = _graph_reads.node_of(graph, handle)
         raise GraphError(f"a Param is used inside the child graph of {node!r}; Params are patched only in "
                          f"kernel nodes of the graph itself (add those nodes to it)")
 
@@ -70,17 +71,17 @@ class ExecState:
         # position in creation order: those are noted now. What setters and updates compare against (the
         # layout) is taken when first needed, or just before the graph changes (Graph._changing),
         # whichever comes first.
-        self._handles = list(graph.topology().handles)
-        self._source, self._source_version = graph, graph.version
+        self._handles = list(_graph_reads.topology(graph).handles)
+        self._source, self._source_version = graph, _graph_reads.version(graph)
         self._layout: GraphLayout | None = None
         self._recorded_events: list[Any] | None = None  # of its event-record nodes, once asked (_layout's)
-        self._shape: Any = None  # the source's Graph.shape, once known
+        self._shape: Any = None  # the source's shape (_graph_reads.shape), once known
         self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
         graph._followed_by(self, updated=False)  # (private to the graph and its executable graphs: whom it tells)
 
     def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:
         """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
-        self._source, self._source_version = graph, graph.version
+        self._source, self._source_version = graph, _graph_reads.version(graph)
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
         self._recorded_events = None
         # (Private, as at instantiate. Its conditions drive this executable graph now, if it has conditional nodes.)
@@ -100,7 +101,7 @@ class ExecState:
 
     def _source_shape(self) -> Any:
         if self._shape is None:
-            self._shape = self._layout.shape() if self._layout is not None else self._source.shape()
+            self._shape = self._layout.shape() if self._layout is not None else _graph_reads.shape(self._source)
         return self._shape
 
     def _events_recorded(self) -> list[Any]:
@@ -110,7 +111,7 @@ class ExecState:
         and a wait for an event last recorded in an ended capture is refused until it is recorded again)."""
         layout = self._layout
         if layout is None:  # the source is as it was made or updated from (a change would have read the layout)
-            topology = self._source.topology()
+            topology = _graph_reads.topology(self._source)
             if not topology.nested():  # (no child graph: the common case)
                 return topology.recorded_events()
             layout = self._read_layout()
@@ -125,16 +126,18 @@ class ExecState:
     def _find_params(graph: Any) -> dict[int, KernelParams]:
         """The kernel nodes of ``graph`` taking Params, by position; Params inside child graphs are refused."""
         found = {}
-        topology = graph.topology()
+        topology = _graph_reads.topology(graph)
         for i, (handle, record) in enumerate(zip(topology.handles, topology.records)):
             if record.kind is NodeKind.KERNEL:
                 if any(type(a) is Param for a in record.args):
                     found[i] = record
             elif record.kind is NodeKind.GRAPH:
-                refuse_child_params(graph.embedded_graphs(handle)[0], graph, handle)
-            elif record.kind is NodeKind.CONDITIONAL and any(map(_takes_params, graph.embedded_graphs(handle))):
-                raise GraphError(f"a Param is used inside a body of {graph.node_of(handle)!r}; Params are patched only "
-                                 f"in kernel nodes of the graph itself")
+                refuse_child_params(_graph_reads.embedded_graphs(graph, handle)[0], graph, handle)
+            elif record.kind is NodeKind.CONDITIONAL and any(map(_takes_params,
+                                                                 _graph_reads.embedded_graphs(graph, handle))):
+                node = _graph_reads.node_of(graph, handle)
+                raise GraphError(f"a Param is used inside a body of {node!r}; Params are patched only in kernel nodes "
+                                 f"of the graph itself")
         return found
 
     # What the graph tells it
@@ -181,18 +184,18 @@ class ExecState:
             graph = getattr(node, "graph", None)
             if graph is None:  # (every Node has its graph)
                 raise TypeError(f"{api}(node): expected a Node, got {describe(node)}")
-            if graph is not None and graph.in_body:  # (CUDA's exec setters take no node of a body either)
+            if graph is not None and _graph_reads.in_body(graph):  # (CUDA's exec setters take no node of a body either)
                 raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
                                  f"setters change the nodes of its graph's top level only (change a body with "
                                  f"exe.update)")
             if graph in (self.graph, self._source):
-                if node not in graph:
+                if not _graph_reads.has_node(graph, node):
                     raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
                                      f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
                 layout = self._layout
                 place = layout.index.get(node._handle) if layout is not None else None
                 if (layout is not None and place is not None and place in self._gone
-                        and layout.numbers[place] == node.number):
+                        and layout.numbers[place] == node._number):
                     raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
                                      f"made from was removed from that graph (remove_node), and the executable graph's "
                                      f"nodes are addressed through that graph's (CUDA's)")

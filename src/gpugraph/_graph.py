@@ -119,4 +119,5 @@ class Graph(GraphBuild, GraphConditional, GraphAlloc, GraphEdit, GraphQuery):
         return f"Graph(device={self.device}, nodes={len(self)})"
 
 
+Graph._made = Graph  # (GraphState._wrap makes these, never a user's subclass)
 _capture.graph_type = Graph  # (a capture makes and records into Graphs: see gpugraph._capture)

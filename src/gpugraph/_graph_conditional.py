@@ -3,7 +3,7 @@
 
 The rules a body's own nodes obey (what a body may hold, which Conditions its kernels may take) apply to every
 node added or changed, so they are ``GraphState``'s; so is making the Graphs over a node's bodies
-(``GraphState._body_graphs``), which executable graphs and updates ask for too (``Graph.embedded_graphs``).
+(``GraphState._body_graphs``), which executable graphs and updates ask for too (``_graph_reads.embedded_graphs``).
 """
 
 from __future__ import annotations

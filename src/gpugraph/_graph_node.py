@@ -40,12 +40,6 @@ class Node:
         self._array: Array | None = None
 
     @property
-    def number(self) -> int:
-        """The node's number in its graph, in creation order (``n<number>`` in its repr and in ``Graph.to_dot``): no
-        later node of the graph takes it, also once the node is removed."""
-        return self._number
-
-    @property
     def params(self) -> Any:
         """The node's parameter record (``KernelParams``, ``MemcpyParams``, ...)."""
         if self.kind is NodeKind.GRAPH:

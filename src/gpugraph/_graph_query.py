@@ -1,7 +1,7 @@
 """GraphQuery: what a graph tells of itself: its nodes, edges, roots and leaves, a node's neighbours and ids,
-clones and the lookup of a node in a clone (``find``), its missing edges (``hazards``), what executable graphs,
-instantiate and update read of it (its Topology, the Node of a backend handle, the graphs a node embeds, its shape
-and version, whether it is a body, ``node in graph``), and its DOT descriptions (``to_dot``, ``debug_dot_print``).
+clones and the lookup of a node in a clone (``find``), its missing edges (``hazards``), and its DOT descriptions
+(``to_dot``, ``debug_dot_print``). What executable graphs, instantiate and update read of it is
+``gpugraph._graph_reads``'s.
 
 Each reads the graph's Topology (``GraphState._current``): no driver call but for the ids and the driver's DOT
 dump.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._dot import DOT_FLAGS, to_dot
 from ._errors import GraphError
@@ -24,7 +24,7 @@ from ._nodes import NodeKind, Removed
 from ._topology import Topology
 
 if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self is Python 3.11+
+    from ._graph import Graph
 
 
 class GraphQuery(GraphState):
@@ -77,7 +77,7 @@ class GraphQuery(GraphState):
     def __len__(self) -> int:
         return len(self._current())
 
-    def clone(self) -> Self:
+    def clone(self) -> Graph:
         """A copy of the graph; ``copy.find(node)`` maps this graph's nodes to the copy's.
 
         See also: cudaGraphClone.
@@ -92,7 +92,7 @@ class GraphQuery(GraphState):
         # The copy is described from this graph (creation order, which a clone keeps), not read node by node.
         backend, topology = self._backend, self._current()
         handle = backend.graph_clone(self._handle)
-        copy = type(self)._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
+        copy = self._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
         copy._clone_of = weakref.ref(self)
         copy._user_objects = dict(self._user_objects)  # (the backend's clone holds references of its own)
         # (By node number, which no later node takes, where a handle may be: the backend reuses a removed node's.)
@@ -122,62 +122,6 @@ class GraphQuery(GraphState):
             raise GraphError(f"find: {node!r} was added to the original graph after this clone was made, "
                              f"so the clone has no counterpart of it")
         return self._node(copy)
-
-    # What executable graphs, instantiate and update read of a graph (gpugraph._exec, _instantiate, _update): public,
-    # so that they need none of the graph's private fields
-
-    @property
-    def version(self) -> int:
-        """How many changes the graph has had (a change of a graph embedded in it counts as one of it too): an
-        executable graph compares it with the count it was made, or last updated, at."""
-        return self._version
-
-    def topology(self) -> Topology:
-        """The graph's Topology as it is now: gpugraph's one record of its nodes (backend handles, parameter records and
-        numbers in creation order, edges), read again first while a capture records into the graph. It is the
-        graph's own record, not a copy: read it, never change it."""
-        return self._current()
-
-    def node_of(self, handle: object) -> Node:
-        """The Node of the backend node ``handle`` of this graph (one of ``topology().handles``): one object per
-        node."""
-        return self._node(handle)
-
-    def embedded_graphs(self, handle: object) -> tuple[Self, ...]:
-        """The Graphs that the node ``handle`` of this graph embeds: a child-graph node's graph (``node.params.graph``),
-        a conditional node's bodies (``node.bodies``, made when first asked for); none for a node of another kind."""
-        i = self._position(handle)  # (which reads the graph again only if it does not know the node)
-        kind = self._topology.records[i].kind
-        if kind is NodeKind.GRAPH:
-            return (self._child(handle),)
-        if kind is NodeKind.CONDITIONAL:
-            return self._body_graphs(self._node(handle))
-        return ()
-
-    def shape(self, like: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
-        """The graph's topology with nodes named by creation order: each node's dependencies as sorted positions
-        (kept by its Topology until it changes), with its child graphs' and its conditional nodes' bodies' shapes in
-        node order. Two graphs pair node for node in creation order, child graphs and bodies included, exactly when
-        their shapes are equal (as ``GraphExec.update`` pairs them); it is cheaper than comparing the nodes'
-        parameters. ``like``: a shape the caller compares with: returned itself when the graph's equals it
-        (``Topology.has_shape``, which may not need to read the graph's edges)."""
-        topology = self._current()
-        if like is not None and not like[1] and not like[2] and not topology.nested() and not self._bodies \
-                and topology.has_shape(like[0]):
-            return like
-        handles = topology.handles
-        bodies = [bodies for _, bodies in sorted((topology.position[h], b) for h, b in self._bodies.items())]
-        return (topology.shape(), tuple(self._child(handles[i]).shape() for i in topology.nested()),
-                tuple(tuple(body.shape() for body in group) for group in bodies))
-
-    @property
-    def in_body(self) -> bool:
-        """Whether this graph is a body of a conditional node (it belongs to that node: ``Node.bodies``)."""
-        return self._in_body()
-
-    def __contains__(self, node: object) -> bool:
-        """Whether ``node`` is a Node of this graph that is still in it (``remove_node`` takes one out)."""
-        return isinstance(node, Node) and node.graph is self and self._has(node)
 
     def hazards(self) -> list[Hazard]:
         """The missing edges: every pair of nodes (those of its child graphs and conditional bodies too, each ordered as

@@ -8,9 +8,9 @@ one of the slots here. What more than one of them uses is here too: the change p
 (``_add``, ``_adopt``), the Graphs over child graphs and bodies, and the rules every added or changed node obeys (a
 conditional node's body, conditions, child graphs).
 
-Executable graphs, instantiate and update (``_exec``, ``_instantiate``, ``_update``) read a graph through its public
-reads (``_graph_query``'s, and ``holds_other_than`` here); an executable graph tells the graph what it follows
-through the few private methods at the end here.
+Executable graphs, instantiate and update (``_exec``, ``_instantiate``, ``_update``) read a graph through
+``gpugraph._graph_reads``; an executable graph tells the graph what it follows through the few private methods at
+the end here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from ._topology import Topology
 from ._user_objects import UserObject
 
 if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self is Python 3.11+
+    from ._graph import Graph
 
 
 class _ChainLock:
@@ -76,7 +76,11 @@ class GraphState:
                  "_recording", "_stale", "_lock", "_live_execs", "_execs", "_clone_of", "_cloned", "_version",
                  "_watchers", "_dead", "_user_objects", "__weakref__")
 
-    def _setup(self, device: Any, handle: Any, owner: Self | None) -> None:
+    # The class of the Graphs gpugraph makes (clones, child graphs, bodies, captured graphs): gpugraph's own Graph,
+    # not a user's subclass of it, whose __init__ would not run for them. Set by gpugraph._graph on Graph itself.
+    _made: ClassVar[type[Graph]]
+
+    def _setup(self, device: Any, handle: Any, owner: GraphState | None) -> None:
         self.device = device
         self._backend = device._backend
         self._handle = handle
@@ -89,12 +93,12 @@ class GraphState:
         self._nodes: dict[Any, Node] = {}
         self._owner = owner  # the graph whose node embeds this one: borrowed child graphs, conditional bodies
         self._owner_node: Any = None  # the handle of that node (None for a conditional node's body)
-        self._bodies: dict[Any, tuple[Self, ...]] = {}  # conditional node handle -> its bodies
+        self._bodies: dict[Any, tuple[Graph, ...]] = {}  # conditional node handle -> its bodies
         self._conditions: list[Condition] = []  # the Conditions this graph made, in order
         # Child-graph node handle -> the Graph over the graph it embeds, while one is in use: one at a time,
         # so that a node is one object and changes take turns under one lock (held weakly: a child Graph
         # holds its owner alive, not the other way round).
-        self._children: weakref.WeakValueDictionary[Any, Self] | None = None  # (made when first used)
+        self._children: weakref.WeakValueDictionary[Any, Graph] | None = None  # (made when first used)
         self._recording = 0  # how many captures record into the backend graph now (see _current)
         self._stale = False  # the backend graph may hold what the Topology has not noted: read it again
         # Changes (a backend call and the Topology's note of it) and readings take turns under it, so threads
@@ -184,10 +188,10 @@ class GraphState:
             self._owner._keep_child(self._owner_node, self._topology)
 
     @classmethod
-    def _wrap(cls, device: Any, handle: Any, owner: Self | None = None, own: bool = True,
-              recording: bool = False, topology: Topology | None = None, owner_node: Any = None) -> Self:
-        """A Graph over an existing backend graph, read now (its edges when first needed) unless given its
-        Topology.
+    def _wrap(cls, device: Any, handle: Any, owner: GraphState | None = None, own: bool = True,
+              recording: bool = False, topology: Topology | None = None, owner_node: Any = None) -> Graph:
+        """A Graph (gpugraph's own class, ``_made``, whatever ``cls`` is) over an existing backend graph, read now (its
+        edges when first needed) unless given its Topology.
 
         Args:
             owner: The graph whose child-graph node embeds this one, for borrowed child graphs.
@@ -196,7 +200,7 @@ class GraphState:
             topology: The backend graph's Topology, read already (a child graph's): taken, not read.
             owner_node: The handle of the child-graph node of ``owner`` that embeds the graph.
         """
-        graph = object.__new__(cls)
+        graph = object.__new__(cls._made)
         graph._setup(device, handle, owner)
         graph._owner_node = owner_node
         if recording:
@@ -302,6 +306,10 @@ class GraphState:
         """Whether ``node`` (a Node of this graph) is still in it."""
         return self._known(node) is not None or node._handle in self._current().position
 
+    def _has_node(self, node: object) -> bool:
+        """Whether ``node`` is a Node of this graph that is still in it (``remove_node`` takes one out)."""
+        return isinstance(node, Node) and node.graph is self and self._has(node)
+
     def _locate(self, nodes: list[Node], what: str) -> list[int]:
         """The positions of ``nodes`` (from ``_deps``); GraphError naming ``what`` if one is no longer in the
         graph. Before a change, under the graph's lock (positions move only when the graph is read anew)."""
@@ -358,7 +366,7 @@ class GraphState:
                 topology.add(handle, record, (), alloc)
             return i
 
-    def _child(self, handle: Any) -> Self:
+    def _child(self, handle: Any) -> Graph:
         """The Graph over what the child-graph node ``handle`` embeds: the one in use, if any, else a new one
         over the Topology this graph's keeps of it (the backend graph is read once)."""
         if self._children is None:
@@ -369,13 +377,13 @@ class GraphState:
         if graph is None:
             i = self._position(handle)
             topology = self._topology
-            graph = type(self)._wrap(self.device, topology.records[i].graph, owner=self, owner_node=handle,
+            graph = self._wrap(self.device, topology.records[i].graph, owner=self, owner_node=handle,
                                 topology=topology.children.get(i))
             topology.children[i] = graph._topology
             self._children[handle] = graph
         return graph
 
-    def _body_graphs(self, node: Node) -> tuple[Self, ...]:
+    def _body_graphs(self, node: Node) -> tuple[Graph, ...]:
         """The Graphs over the bodies of the conditional node ``node`` (made when first asked for)."""
         bodies = self._bodies.get(node._handle)
         if bodies is None:
@@ -383,7 +391,7 @@ class GraphState:
                 bodies = self._bodies.get(node._handle)
                 if bodies is None:
                     record = self._current().records[self._index(node)]
-                    bodies = tuple(type(self)._wrap(self.device, handle, owner=self, topology=Topology())
+                    bodies = tuple(self._wrap(self.device, handle, owner=self, topology=Topology())
                                    for handle in record.bodies)
                     self._bodies[node._handle] = bodies
         return bodies
@@ -484,7 +492,7 @@ class GraphState:
             raise GraphError(f"{what}: {graph!r} holds conditional nodes; a graph with conditional nodes cannot "
                              f"be used as a child graph (CUDA refuses it)")
         if self._in_body():
-            refused = graph.holds_other_than(BODY_KINDS)
+            refused = graph._holds_other_than(BODY_KINDS)
             if refused is not None:
                 raise GraphError(f"{what}: {self!r} is the body of a conditional node, which cannot hold "
                                  f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
@@ -528,14 +536,14 @@ class GraphState:
         """Whether the graph has a node of ``kind`` (its child graphs' and bodies' nodes are not looked at)."""
         return any(record.kind is kind for record in self._current().records)
 
-    def holds_other_than(self, kinds: frozenset) -> NodeKind | None:
+    def _holds_other_than(self, kinds: frozenset) -> NodeKind | None:
         """The kind of a node of the graph, or of its child graphs, that is not among ``kinds``, or None."""
         topology = self._current()
         for i, record in enumerate(topology.records):
             if record.kind not in kinds:
                 return record.kind
             if record.kind is NodeKind.GRAPH:
-                inner = self._child(topology.handles[i]).holds_other_than(kinds)
+                inner = self._child(topology.handles[i])._holds_other_than(kinds)
                 if inner is not None:
                     return inner
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _graph_reads
 from ._errors import GraphInstantiateError
 from ._memory import Array
 from ._nodes import NodeKind
@@ -38,17 +39,17 @@ def check_device_launch(graph: Any) -> None:
     """Refuse, naming the node, what a graph launched from the device may not hold: nodes other than kernels,
     copies, memsets and child graphs, and work on another device than the graph's; an empty graph too. A node of a
     child graph is named by the child-graph node holding it, as the driver's refusal is (``name_the_node``)."""
-    if not graph.topology().records:
+    if not _graph_reads.topology(graph).records:
         raise GraphInstantiateError("instantiate error", detail="device_launch: the graph is empty (CUDA refuses it)")
     fault = _device_launch_fault(graph, graph.device)
     if fault is not None:
         handle, reason, detail = fault
-        raise GraphInstantiateError(reason, graph.node_of(handle), f"device_launch: {detail}")
+        raise GraphInstantiateError(reason, _graph_reads.node_of(graph, handle), f"device_launch: {detail}")
 
 
 def _device_launch_fault(graph: Any, device: Any) -> tuple[Any, str, str] | None:
     """(The handle of ``graph``'s node at fault, the reason, what is wrong), or None: see check_device_launch."""
-    topology = graph.topology()
+    topology = _graph_reads.topology(graph)
     for handle, record in zip(topology.handles, topology.records):
         kind = record.kind
         if kind not in _DEVICE_LAUNCH_KINDS:
@@ -63,7 +64,7 @@ def _device_launch_fault(graph: Any, device: Any) -> tuple[Any, str, str] | None
             operands = (("dst", record.dst), ("src", record.src))
             elsewhere = [f"{name} is on {operand.device}" for name, operand in operands if _elsewhere(operand, device)]
         else:  # a child graph: named by its node here
-            inner = _device_launch_fault(graph.embedded_graphs(handle)[0], device)
+            inner = _device_launch_fault(_graph_reads.embedded_graphs(graph, handle)[0], device)
             if inner is None:
                 continue
             return handle, inner[1], f"in its child graph: {inner[2]}"
@@ -91,10 +92,11 @@ def name_the_node(graph: Any, refused: GraphInstantiateError) -> GraphInstantiat
 
 def _holding(graph: Any, handle: Any) -> Any:
     """The Node of ``graph`` that is, or holds in its child graphs, the backend node ``handle``; None if none."""
-    topology = graph.topology()
+    topology = _graph_reads.topology(graph)
     if handle in topology.position:
-        return graph.node_of(handle)
+        return _graph_reads.node_of(graph, handle)
     for own, record in zip(topology.handles, topology.records):
-        if record.kind is NodeKind.GRAPH and _holding(graph.embedded_graphs(own)[0], handle) is not None:
-            return graph.node_of(own)
+        embedded = _graph_reads.embedded_graphs(graph, own) if record.kind is NodeKind.GRAPH else ()
+        if embedded and _holding(embedded[0], handle) is not None:
+            return _graph_reads.node_of(graph, own)
     return None

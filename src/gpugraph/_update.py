@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _graph_reads
 from ._attributes import KernelAttributes
 from ._errors import GraphUpdateError
 from ._memops import shape_of
@@ -51,7 +52,7 @@ class GraphLayout:
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
-        topology = graph.topology()
+        topology = _graph_reads.topology(graph)
         self.graph = graph
         self.handles = list(topology.handles)
         self.index = dict(zip(self.handles, itertools.count()))  # node handle -> position
@@ -60,9 +61,9 @@ class GraphLayout:
         self.params = list(topology.records)  # (a child graph's: the backend graph it embeds)
         self.kinds = [record.kind for record in self.params]
         self.deps = [frozenset(deps) for deps in topology.deps]
-        self.children = {i: GraphLayout(graph.embedded_graphs(self.handles[i])[0]) for i, kind in enumerate(self.kinds)
-                         if kind is NodeKind.GRAPH}
-        self.bodies = {i: tuple(GraphLayout(body) for body in graph.embedded_graphs(self.handles[i]))
+        self.children = {i: GraphLayout(_graph_reads.embedded_graphs(graph, self.handles[i])[0])
+                         for i, kind in enumerate(self.kinds) if kind is NodeKind.GRAPH}
+        self.bodies = {i: tuple(GraphLayout(body) for body in _graph_reads.embedded_graphs(graph, self.handles[i]))
                        for i, kind in enumerate(self.kinds) if kind is NodeKind.CONDITIONAL}
         self.memory = topology.memory  # whether any node allocates or frees
         self._shape = (topology.shape(), tuple(child.shape() for _, child in sorted(self.children.items())),
@@ -76,10 +77,10 @@ class GraphLayout:
 
     def node(self, i: int) -> Any:
         """The Node at position ``i`` (for messages: Node objects are made only when named)."""
-        return self.graph.node_of(self.handles[i])
+        return _graph_reads.node_of(self.graph, self.handles[i])
 
     def shape(self) -> tuple[Any, ...]:
-        """The graph's ``Graph.shape`` when the layout was taken."""
+        """The graph's shape (``_graph_reads.shape``) when the layout was taken."""
         return self._shape
 
     def attributes(self, i: int) -> KernelAttributes:

@@ -1,0 +1,109 @@
+"""What executable graphs, instantiate and update read of a Graph (``gpugraph._exec``, ``_exec_state``,
+``_instantiate``, ``_update``): its Topology, the Node of a backend handle, the graphs a node embeds, its shape and
+version, whether it is a body, whether a node is still in it, and the kinds it holds.
+"""
+
+# A Graph's state is private to its users; these readers are gpugraph's own: the one place where executable graphs,
+# instantiate and update read it.
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
+
+from ._nodes import NodeKind
+from ._topology import Topology
+
+N = TypeVar("N")  # the graph's Node (gpugraph._graph_node.Node)
+
+
+class GraphFields(Protocol[N]):
+    """What these readers use of a Graph (``gpugraph._graph_state.GraphState``'s fields and methods), named here so
+    that this module, below the graph's modules, imports none of them (nor ``Node``, which names ``Graph``)."""
+
+    _topology: Topology
+
+    @property
+    def _version(self) -> int: ...
+
+    @property
+    def _bodies(self) -> Mapping[Any, tuple[GraphFields[N], ...]]: ...
+
+    def _current(self) -> Topology: ...
+
+    def _node(self, handle: object) -> N: ...
+
+    def _position(self, handle: object) -> int: ...
+
+    def _child(self, handle: object) -> GraphFields[N]: ...
+
+    def _body_graphs(self, node: N) -> tuple[GraphFields[N], ...]: ...
+
+    def _in_body(self) -> bool: ...
+
+    def _has_node(self, node: object) -> bool: ...
+
+    def _holds_other_than(self, kinds: frozenset) -> NodeKind | None: ...
+
+
+def version(graph: GraphFields[N]) -> int:
+    """How many changes the graph has had (a change of a graph embedded in it counts as one of it too): an
+    executable graph compares it with the count it was made, or last updated, at."""
+    return graph._version
+
+
+def topology(graph: GraphFields[N]) -> Topology:
+    """The graph's Topology as it is now: gpugraph's one record of its nodes (backend handles, parameter records and
+    numbers in creation order, edges), read again first while a capture records into the graph. It is the
+    graph's own record, not a copy: read it, never change it."""
+    return graph._current()
+
+
+def node_of(graph: GraphFields[N], handle: object) -> N:
+    """The Node of the backend node ``handle`` of ``graph`` (one of ``topology(graph).handles``): one object per
+    node."""
+    return graph._node(handle)
+
+
+def embedded_graphs(graph: GraphFields[N], handle: object) -> tuple[GraphFields[N], ...]:
+    """The Graphs that the node ``handle`` of ``graph`` embeds: a child-graph node's graph (``node.params.graph``),
+    a conditional node's bodies (``node.bodies``, made when first asked for); none for a node of another kind."""
+    i = graph._position(handle)  # (which reads the graph again only if it does not know the node)
+    kind = graph._topology.records[i].kind
+    if kind is NodeKind.GRAPH:
+        return (graph._child(handle),)
+    if kind is NodeKind.CONDITIONAL:
+        return graph._body_graphs(graph._node(handle))
+    return ()
+
+
+def shape(graph: GraphFields[N], like: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
+    """The graph's topology with nodes named by creation order: each node's dependencies as sorted positions
+    (kept by its Topology until it changes), with its child graphs' and its conditional nodes' bodies' shapes in
+    node order. Two graphs pair node for node in creation order, child graphs and bodies included, exactly when
+    their shapes are equal (as ``GraphExec.update`` pairs them); it is cheaper than comparing the nodes'
+    parameters. ``like``: a shape the caller compares with: returned itself when the graph's equals it
+    (``Topology.has_shape``, which may not need to read the graph's edges)."""
+    current = graph._current()
+    if like is not None and not like[1] and not like[2] and not current.nested() and not graph._bodies \
+            and current.has_shape(like[0]):
+        return like
+    handles = current.handles
+    bodies = [bodies for _, bodies in sorted((current.position[h], b) for h, b in graph._bodies.items())]
+    return (current.shape(), tuple(shape(graph._child(handles[i])) for i in current.nested()),
+            tuple(tuple(shape(body) for body in group) for group in bodies))
+
+
+def in_body(graph: GraphFields[N]) -> bool:
+    """Whether the graph is a body of a conditional node (it belongs to that node: ``Node.bodies``)."""
+    return graph._in_body()
+
+
+def has_node(graph: GraphFields[N], node: object) -> bool:
+    """Whether ``node`` is a Node of ``graph`` that is still in it (``remove_node`` takes one out)."""
+    return graph._has_node(node)
+
+
+def holds_other_than(graph: GraphFields[N], kinds: frozenset) -> NodeKind | None:
+    """The kind of a node of the graph, or of its child graphs, that is not among ``kinds``, or None."""
+    return graph._holds_other_than(kinds)
