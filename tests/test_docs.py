@@ -75,7 +75,8 @@ def test_the_guide_says_arrays_default_to_float32(device):
 
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")  # [text](target)
 CODE = re.compile(r"^```.*?^```$|`[^`\n]*`", flags=re.S | re.M)  # fenced blocks and inline code: not links
-DOCS = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
+DOCS = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")),
+        "tools/dev/README.md", "tools/probes/README.md"]
 
 
 def relative_links(doc: str) -> list[str]:
@@ -87,9 +88,15 @@ def relative_links(doc: str) -> list[str]:
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_relative_links_resolve(doc):
-    """Every relative link of the README and of each doc names a file or folder that exists."""
+    """Every relative link of the README, of each doc and of the tools' READMEs names a file or folder that exists."""
     missing = [target for target in relative_links(doc) if not (ROOT / doc).parent.joinpath(target).exists()]
     assert not missing, f"{doc} links to {missing}, which do not exist"
+
+
+def test_performance_doc_stays_under_400_lines():
+    """docs/performance.md stays short enough to read through: under 400 lines (the raw output lives in results/)."""
+    lines = len((ROOT / "docs" / "performance.md").read_text().splitlines())
+    assert lines < 400, f"docs/performance.md has {lines} lines: say it in fewer, or move raw output to results/"
 
 
 def test_links_are_found():

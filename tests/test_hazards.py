@@ -17,8 +17,14 @@ import pytest
 import gpugraph as gg
 import kernels as K
 from gpugraph._signature import parse_signature
-from gpugraph.examples import async_streams, capture_graph, captured, conditional_solver, dynamic_parameters
-from gpugraph.examples import explicit_graph as seed
+from gpugraph.examples import (
+    async_streams,
+    capture_graph,
+    captured,
+    conditional_solver,
+    dynamic_parameters,
+    explicit_graph,
+)
 
 WRITE_WRITE, READ_WRITE, LIFETIME = "write/write", "read/write", "outside an allocation's lifetime"
 
@@ -301,12 +307,12 @@ def test_capture_add_host_declares_what_it_touches(device):
     assert (node.params.reads, node.params.writes) == ((host,), ())
 
 
-# The examples' graphs report nothing; the seed program's ROCm page's graph reports its dropped edge
+# The examples' graphs report nothing; the ROCm page's program's graph, as the page has it, reports its dropped edge
 
 
 def test_the_examples_graphs_have_no_missing_edge(device):
-    host = np.zeros(seed.ARRAY_SIZE)
-    assert seed.build(device, host).hazards() == []
+    host = np.zeros(explicit_graph.ARRAY_SIZE)
+    assert explicit_graph.build(device, host).hazards() == []
     assert capture_graph.capture(device.stream(), host).hazards() == []
     assert conditional_solver.build(conditional_solver.Problem(device)).hazards() == []
     setup, stream_a, stream_b = async_streams._Setup(device), device.stream(), device.stream()
@@ -328,16 +334,18 @@ def test_the_examples_graphs_have_no_missing_edge(device):
     assert len(cap.graph) == 9 and cap.graph.hazards() == []
 
 
-def seed_graph_as_the_page_has_it(device: gg.Device, host: np.ndarray) -> tuple[gg.Graph, gg.Node, gg.Node, gg.Node]:
-    """The seed program's graph with kernelC waiting for kernelA alone (the ROCm page's dependency count of 1)."""
+def graph_as_the_page_has_it(device: gg.Device, host: np.ndarray) -> tuple[gg.Graph, gg.Node, gg.Node, gg.Node]:
+    """The ROCm page's program's graph (the explicit_graph example) with kernelC waiting for kernelA alone (the page's
+    dependency count of 1)."""
     g = gg.Graph(device)
-    alloc_a = g.add_alloc(seed.ARRAY_SIZE, np.float64)
-    alloc_b = g.add_alloc(seed.ARRAY_SIZE, np.int32)
-    fill = g.add_host(seed.set_vector, host, seed.INIT_VALUE)
+    alloc_a = g.add_alloc(explicit_graph.ARRAY_SIZE, np.float64)
+    alloc_b = g.add_alloc(explicit_graph.ARRAY_SIZE, np.int32)
+    fill = g.add_host(explicit_graph.set_vector, host, explicit_graph.INIT_VALUE)
     to_device = g.add_memcpy(alloc_a.array, host, after=(alloc_a, fill))
-    node_a = g.add_kernel(seed.kernelA, 1024, 1024, alloc_a.array, seed.ARRAY_SIZE, after=to_device)
-    node_b = g.add_kernel(seed.kernelB, 1024, 1024, alloc_b.array, seed.ARRAY_SIZE, after=alloc_b)
-    node_c = g.add_kernel(seed.kernelC, 1024, 1024, alloc_a.array, alloc_b.array, seed.ARRAY_SIZE, after=node_a)
+    node_a = g.add_kernel(explicit_graph.kernelA, 1024, 1024, alloc_a.array, explicit_graph.ARRAY_SIZE, after=to_device)
+    node_b = g.add_kernel(explicit_graph.kernelB, 1024, 1024, alloc_b.array, explicit_graph.ARRAY_SIZE, after=alloc_b)
+    node_c = g.add_kernel(explicit_graph.kernelC, 1024, 1024, alloc_a.array, alloc_b.array, explicit_graph.ARRAY_SIZE,
+                          after=node_a)
     to_host = g.add_memcpy(host, alloc_a.array, after=node_c)
     g.add_free(alloc_a, after=to_host)
     g.add_free(alloc_b, after=(node_b, node_c))
@@ -345,10 +353,10 @@ def seed_graph_as_the_page_has_it(device: gg.Device, host: np.ndarray) -> tuple[
 
 
 def test_the_seed_graph_without_kernel_cs_second_edge(device):
-    g, alloc_b, node_b, node_c = seed_graph_as_the_page_has_it(device, np.zeros(seed.ARRAY_SIZE))
+    g, alloc_b, node_b, node_c = graph_as_the_page_has_it(device, np.zeros(explicit_graph.ARRAY_SIZE))
     # kernelC reads B with nothing ordering it after kernelB, which writes B, nor after B's allocation
-    assert found(g) == [(LIFETIME, (alloc_b, node_c), ("allocate", "read"), (0, 4 * seed.ARRAY_SIZE)),
-                        (READ_WRITE, (node_b, node_c), ("write", "read"), (0, 4 * seed.ARRAY_SIZE))]
+    assert found(g) == [(LIFETIME, (alloc_b, node_c), ("allocate", "read"), (0, 4 * explicit_graph.ARRAY_SIZE)),
+                        (READ_WRITE, (node_b, node_c), ("write", "read"), (0, 4 * explicit_graph.ARRAY_SIZE))]
     with pytest.raises(gg.HazardError) as refused:
         g.instantiate(check_hazards=True)
     assert str(refused.value) == (f"instantiate: a missing edge: {g.hazards()[0]}; and 1 more hazard (graph.hazards() "

@@ -60,7 +60,7 @@ def test_signature_picks_the_named_kernel_not_a_prefix():
 
 
 def test_signature_unnamed_multi_word_scalar():
-    """Regression: the last word of an unnamed 'unsigned short' was once taken as its name."""
+    """An unnamed multi-word scalar ('unsigned short') is one type of no name: its last word is no name."""
     assert params("__global__ void k(float*, unsigned short, unsigned char);", "k") == [
         ("", "float*", True, F32), ("", "unsigned short", False, np.dtype(np.uint16)),
         ("", "unsigned char", False, np.dtype(np.uint8))]
@@ -382,7 +382,7 @@ def test_bad_launch_shape(device, stream, grid, block, exc, match):
 
 
 def test_float_grid_rejected_even_after_equal_int_grid(device, stream):
-    """Regression: a launch-shape cache keyed by value once let grid=4.0 through after grid=4."""
+    """A float grid is refused even right after an equal int grid was accepted (4.0 after 4)."""
     x = device.zeros(16, np.float32)
     stream.launch(K.scale, 4, 4, x, 2.0, 16)
     stream.synchronize()

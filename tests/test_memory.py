@@ -209,7 +209,7 @@ def test_bad_dtype_raises_type_error(device, dtype, match):
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_multidimensional_byte_arrays_round_trip(device, dtype):
-    """Regression: 2-D uint8 host operands were once copied by rows instead of bytes."""
+    """Multi-dimensional byte arrays round-trip exactly: a copy counts their bytes, whatever their shape."""
     host = np.arange(24, dtype=dtype).reshape(2, 3, 4)
     a = device.asarray(host)
     np.testing.assert_array_equal(a.to_numpy(), host)

@@ -1,7 +1,7 @@
 """Devices of one backend used together: peer access (asked, enabled, refused), copies between devices on
 streams, in captures and as graph nodes, memsets on another device's memory, and events of one device waited
 for by another's streams and graphs. The CPU backend offers several devices, so these run in CI; on a GPU
-backend they need two devices (the device tool's nvidia-h200-x2)."""
+backend they need two devices (a machine with two GPUs)."""
 
 from __future__ import annotations
 
@@ -418,7 +418,7 @@ def test_an_allocation_node_shared_with_another_device(pair):
 
 
 def test_a_captured_allocation_takes_the_access_of_its_devices_pool(pair):
-    """The seed's rule: a captured allocation is reachable from the devices its pool lets in when it is captured
+    """A captured allocation is reachable from the devices its pool lets in when it is captured
     (hipMemPoolSetAccess; gpugraph's enable_peer_access sets it)."""
     first, second = pair
     if not second.can_access_peer(first):

@@ -192,7 +192,8 @@ def _count_helper_requests(device: gg.Device, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_wide_graph_asks_for_a_bounded_number_of_helpers(device, stream, monkeypatch):
-    """N independent nodes once queued about N²/2 helper tasks (N = 800 took 16 s and 630 MiB)."""
+    """N independent nodes ask for at most N helper tasks (not one per pair of nodes, about N²/2) on the CPU
+    backend."""
     if device.backend != "cpu":
         pytest.skip("counts the CPU backend's thread-pool tasks")
     n = 400
@@ -204,7 +205,7 @@ def test_a_wide_graph_asks_for_a_bounded_number_of_helpers(device, stream, monke
         asked = _count_helper_requests(device, monkeypatch)
         finishes(lambda: (exe.launch(stream), stream.synchronize()))
     assert sorted(ran) == list(range(n))
-    assert asked[0] <= n  # at most the pool's size, in fact; it was about n * n / 2
+    assert asked[0] <= n  # at most the pool's size, in fact; one per pair would be about n * n / 2
 
 
 def test_a_layered_graph_asks_for_at_most_one_helper_per_branch(device, stream, monkeypatch):
@@ -380,8 +381,8 @@ def _tagged_graph(device: gg.Device, log: list, tag: str, width: int = 4) -> gg.
 
 
 def test_update_while_another_thread_launches_runs_a_whole_graph(device):
-    """A launch saw a half-rebuilt plan: an internal IndexError at synchronize, then a hung stream (CPU); on
-    the H200 a cuGraphExecUpdate racing a cuGraphLaunch made one launch run host nodes of both graphs."""
+    """An update racing launches from another thread: each launch runs one whole graph, the one before or the one
+    after the update (never host nodes of both, never a partly rebuilt plan), and the stream completes."""
     log: list[tuple[str, int]] = []
     width, launches = 4, 150
     g_a, g_b = _tagged_graph(device, log, "a", width), _tagged_graph(device, log, "b", width)
@@ -447,8 +448,8 @@ def test_set_event_while_another_thread_launches(device):
 
 
 def test_event_wait_node_before_the_record_node_of_its_event(device):
-    """wait(e) -> work -> record(e) hung at the first launch: CUDA's wait on a never-recorded event is a
-    no-op, and a later launch's wait finds the previous launch's record."""
+    """wait(e) -> work -> record(e) completes at every launch: a wait on a never-recorded event is a no-op (as in
+    CUDA), and a later launch's wait finds the previous launch's record."""
     event, stream = device.event(), device.stream()
     log: list[int] = []
     g = gg.Graph(device)

@@ -2,7 +2,7 @@
 graph's shape), what interpreter exit does with queued work, work of dropped streams, and every stream's
 error reported by a device synchronize.
 
-Calls that deadlocked before run in a thread joined with a timeout; interpreter exits run in subprocesses
+Calls that must not deadlock run in a thread joined with a timeout; interpreter exits run in subprocesses
 with a timeout.
 """
 

@@ -133,8 +133,8 @@ def test_a_thread_local_capture_forbids_instantiating_in_its_own_thread_only(dev
 
 
 def test_captured_instantiates_once_another_threads_global_capture_has_ended(device):
-    """A @captured call's instantiation waits for another thread's global capture, which then completes
-    (instantiating at once failed with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidated it)."""
+    """A @captured call's instantiation waits for another thread's global capture to end (instantiating during
+    it is forbidden in CUDA and would invalidate the capture), and the capture then completes."""
     @gg.captured(dynamic=("v",))
     def fill(out, v):
         gg.current_stream(out.device).launch(K.fill, GRID, BLOCK, out, v, N)
@@ -461,7 +461,7 @@ def test_a_captured_call_interrupted_anywhere_leaves_nothing_half_done(device, p
 
 def test_ctrl_c_at_the_first_instruction_of_a_captures_exit_is_held_back(device):
     """The first instruction of Capture.__exit__ is a check point no try can guard: the SIGINT stand-in
-    notes an interrupt there and raises it once the capture has ended (it was left running before)."""
+    notes an interrupt there and raises it once the capture has ended (the capture never stays open)."""
     import signal
     import sys
 

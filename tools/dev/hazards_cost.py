@@ -11,14 +11,22 @@
 
 Each figure is the median of the check's time over ``--repeats`` runs (the graph built once), with the hazards found.
 
-Usage: python tools/dev/hazards_cost.py [--backend cpu] [--repeats 5] [--sizes 100 1000 10000]
+``--note-cost``: instead, what noting where each node was added costs: ``add_kernel``'s time per node (a graph of
+1,000 independent kernel nodes built 50 times, the median) with ``$GPUGRAPH_CHECK_HAZARDS`` unset and
+with it 1. gpugraph reads the variable when imported, so each setting is timed in a child interpreter of its own;
+the two alternate, five children each, and each figure is the median of its five.
+
+Usage: python tools/dev/hazards_cost.py [--backend cpu] [--repeats 5] [--sizes 100 1000 10000] [--note-cost]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 
 import gpugraph as gg
@@ -76,13 +84,57 @@ SHAPES = {"chain": chain, "fork/join": fork_join,
           "random DAG with hazards": lambda d, n: random_dag(d, n, True)}
 
 
+NOTE_NODES = 1000  # kernel nodes of each graph --note-cost builds
+NOTE_CHILDREN = 5  # child interpreters per setting of the variable
+NOTE_BUILDS = 50  # graphs each child builds
+
+
+def add_kernel_us(device: gg.Device) -> float:
+    """The median over NOTE_BUILDS builds of ``add_kernel``'s time per node, in µs (NOTE_NODES independent nodes)."""
+    x = device.zeros(WIDTH)
+    times = []
+    for _ in range(NOTE_BUILDS):
+        graph = gg.Graph(device)
+        start = time.perf_counter()
+        for _ in range(NOTE_NODES):
+            graph.add_kernel(TWICE, 1, WIDTH, x, WIDTH)
+        times.append((time.perf_counter() - start) / NOTE_NODES)
+        del graph
+    return 1e6 * statistics.median(times)
+
+
+def note_cost(backend: str) -> None:
+    """Print add_kernel's time per node with $GPUGRAPH_CHECK_HAZARDS unset and 1, each timed in child interpreters."""
+    figures: dict[str, list[float]] = {"unset": [], "1": []}
+    for _ in range(NOTE_CHILDREN):
+        for setting in figures:
+            env = {k: v for k, v in os.environ.items() if k != "GPUGRAPH_CHECK_HAZARDS"}
+            if setting != "unset":
+                env["GPUGRAPH_CHECK_HAZARDS"] = setting
+            out = subprocess.run([sys.executable, __file__, "--backend", backend, "--child-add-kernel"], env=env,
+                                 check=True, capture_output=True, text=True)
+            figures[setting].append(float(out.stdout))
+    print("| $GPUGRAPH_CHECK_HAZARDS | add_kernel per node, median (µs) | children's medians (µs) |\n|---|---:|---|")
+    for setting, values in figures.items():
+        print(f"| {setting} | {statistics.median(values):.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--note-cost", action="store_true",
+                        help="time add_kernel per node with $GPUGRAPH_CHECK_HAZARDS unset and 1 instead")
+    parser.add_argument("--child-add-kernel", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.note_cost:
+        note_cost(options.backend)
+        return
     device = gg.Device(options.backend)
+    if options.child_add_kernel:
+        print(f"{add_kernel_us(device):.3f}")
+        return
     print("| graph | N | edges | hazards() median (ms) | hazards found |\n|---|---:|---:|---:|---:|")
     for name, make in SHAPES.items():
         for n in options.sizes:

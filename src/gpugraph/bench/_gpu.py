@@ -66,9 +66,9 @@ FLOOR_RUNS = 3  # the C++ program's runs each time it is asked; each figure is t
 def floor(device: Any, seed_iterations: int = 4000, runs: int = FLOOR_RUNS) -> dict[str, float] | None:
     """The C++ program's figures, measured now (each the median of ``runs`` runs), or None where nvcc is
     absent. Each workload asks right after measuring its own figures (``dynamic`` after each of its rounds),
-    so that a ratio compares two measurements minutes apart at most: the machine's speed drifts by up to 2x
-    over a bench (H200, 2026-11-23). ``seed_iterations``: the seed workload's iterations (only ``dynamic`` needs
-    many)."""
+    so that a ratio compares two measurements minutes apart at most: a machine's speed drifts within a run (about
+    15% in one process on an H200: docs/results/2026-11-23-h200-b/inprocess-floor.txt). ``seed_iterations``: the
+    dynamic-parameter workload's iterations (only ``dynamic`` needs many)."""
     program = _floor_program(device)
     if program is None:
         return None
@@ -447,17 +447,17 @@ def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Opt
 @workload("dynamic", "GPU: the dynamic-parameter workload of NVIDIA's blog post, four strategies and the C++ floor",
           gpu=True)
 def dynamic(device: Any, options: Options) -> list[Row]:
-    from ..examples import dynamic_parameters as seed
-    iterations = seed.GPU_ITERATIONS
+    from ..examples import dynamic_parameters as example
+    iterations = example.GPU_ITERATIONS
     samples: dict[str, list[float]] = {}
     floors: list[dict[str, float]] = []
     # Each round is 40,000 iterations of every strategy, then one run of the C++ program: rounds and floor runs
     # alternate, so that both see the drift alike (a C loop of the same driver calls slowed by 14-18% within
-    # one process here, the clocks unchanged: H200, 2026-11-23, docs/performance.md).
+    # one process, the clocks unchanged: H200, 2026-11-23, docs/performance.md).
     for _ in range(min(options.repeats, 3)):
         with gc_held():
-            results = seed.measure(device, iterations)
-        ok, detail = seed.compare(results, seed.reference(iterations - 1))
+            results = example.measure(device, iterations)
+        ok, detail = example.compare(results, example.reference(iterations - 1))
         if not ok:
             raise ValidationError(f"dynamic: {detail}")
         for name, (seconds, _) in results.items():

@@ -48,7 +48,7 @@ static cudaGraph_t capture_chain(cudaStream_t s, float* x, int nodes) {
     return g;
 }
 
-// The seed workload: 8 kernels per iteration, kernels 1, 3, 5, 7 take 1 + 0.001 * iteration.
+// The dynamic-parameter workload (NVIDIA's post's): 8 kernels per iteration, kernels 1, 3, 5, 7 take 1 + 0.001 * iteration.
 static void enqueue_seed(cudaStream_t s, const float* in, float* ping, float* pong, int it) {
     const float* src = in;
     for (int k = 0; k < 8; ++k) {
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
         CHECK(cudaGraphDestroy(g2));
     }
 
-    // The seed workload, three ways (µs per iteration).
+    // The dynamic-parameter workload, three ways (µs per iteration).
     double t0 = now_us();
     for (int it = 0; it < seed_iterations; ++it) enqueue_seed(s, in, ping, pong, it);
     CHECK(cudaStreamSynchronize(s));

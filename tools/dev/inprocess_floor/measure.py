@@ -24,7 +24,7 @@ import gpugraph as gg
 from gpugraph.backends.cuda import _fast
 from gpugraph.bench._core import gc_held
 from gpugraph.bench._gpu import TINY, _chain, _timed, floor
-from gpugraph.examples import dynamic_parameters as seed
+from gpugraph.examples import dynamic_parameters as example
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import driver_loops as loops  # (built in this folder)
@@ -191,15 +191,15 @@ def main() -> None:
         launch = median(loops.graph_launch(raw_exe, raw_stream, 100, size))
         print(f"{size >> 10:>8d} KiB written before each launch {launch:8.3f}")
 
-    print("\n## Drift within one process (µs/iteration): the seed's Param path; a C loop of its driver calls on a")
-    print("## chain of 8 tiny kernels (GPU-bound); the no-graph path (host-bound); the GPU's clocks")
+    print("\n## Drift within one process (µs/iteration): the dynamic-parameter workload's Param path; a C loop of its")
+    print("## driver calls on a chain of 8 tiny kernels (GPU-bound); the no-graph path (host-bound); the GPU's clocks")
     chain8 = _chain(device, kernel, x, 8, 1)
     exe8 = chain8.instantiate()
     dynamic_nodes = [int(n._handle) for n in chain8.nodes][1::2]
 
-    def param_path(iterations: int, strategy: Callable[..., None] = seed.param) -> float:
-        buffers, own = seed.Buffers(device), device.stream()
-        own.launch(seed.scale, 1, 256, buffers.ping, buffers.input, 1.0, 32)
+    def param_path(iterations: int, strategy: Callable[..., None] = example.param) -> float:
+        buffers, own = example.Buffers(device), device.stream()
+        own.launch(example.scale, 1, 256, buffers.ping, buffers.input, 1.0, 32)
         own.synchronize()
         with gc_held():
             start = perf_counter()
@@ -210,14 +210,14 @@ def main() -> None:
         ours = median([param_path(20_000) for _ in range(3)])
         in_c = median([loops.seed_like(int(exe8._handle.handle), raw_stream, dynamic_nodes, function, x.ptr, 20_000)
                        for _ in range(3)])
-        host_bound = param_path(5_000, seed.no_graph)
+        host_bound = param_path(5_000, example.no_graph)
         print(f"{label:24s} Param {ours:6.2f}   C loop {in_c:6.2f}   no graph {host_bound:6.2f}   [{gpu_clocks()}]",
               flush=True)
 
     param_path(5000)
     drift_row("first")
     drift_row("again")
-    print(f"{'(captured, 40,000 iterations)':38s} {param_path(40_000, seed.captured):6.2f}")
+    print(f"{'(captured, 40,000 iterations)':38s} {param_path(40_000, example.captured):6.2f}")
     drift_row("after it")
     time.sleep(5)
     drift_row("5 s later")
