@@ -14,6 +14,7 @@ import pytest
 import gpugraph as gg
 import gpugraph.backends
 import kernels as K
+from gpugraph._placement import load_kernel
 
 BACKENDS = gg.available_backends()
 GPU_BACKENDS = [name for name in BACKENDS if name != "cpu"]
@@ -48,7 +49,7 @@ def _shared_kernels_loaded() -> None:
         device = gg.Device(name)
         for kernel in vars(K).values():
             if isinstance(kernel, gg.Kernel):
-                device._load_kernel(kernel)
+                load_kernel(device, kernel)
 
 
 @pytest.fixture(params=BACKENDS, ids=BACKENDS)

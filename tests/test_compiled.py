@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpugraph as gg
+from gpugraph._placement import load_kernel
 from gpugraph.backends.cuda import _compiled
 
 fast = _compiled.fast
@@ -161,7 +162,7 @@ def test_captured_launches_record_the_nodes_the_python_path_records(monkeypatch)
     import kernels as K
     gpu = gg.Device("cuda")
     x = gpu.zeros(8, np.int32)
-    gpu._load_kernel(K.fill)
+    load_kernel(gpu, K.fill)
     graphs = []
     for lane in ("compiled", "python"):
         stream = gpu.stream()
@@ -195,7 +196,7 @@ def test_the_fast_lane_takes_a_typical_launch_and_leaves_the_rest_to_the_python_
     gpu = gg.Device("cuda")
     stream = gpu.stream()
     x = gpu.zeros(8, np.int32)
-    gpu._load_kernel(K.fill)
+    load_kernel(gpu, K.fill)
     calls = []
     backend = stream._backend
     real = backend.stream_launch
@@ -379,7 +380,7 @@ def test_a_param_patch_from_a_new_thread_makes_the_context_current_through_the_b
 def test_add_kernel_takes_the_compiled_lane_and_notes_what_the_python_path_notes(monkeypatch):
     import kernels as K
     gpu = gg.Device("cuda")
-    gpu._load_kernel(K.fill)
+    load_kernel(gpu, K.fill)
     topologies = []
     for lane in ("compiled", "python"):
         x = gpu.zeros(8, np.int32)
@@ -409,7 +410,7 @@ def test_add_kernel_takes_the_compiled_lane_and_notes_what_the_python_path_notes
 def test_add_kernel_leaves_the_unusual_to_the_python_path(monkeypatch):
     import kernels as K
     gpu = gg.Device("cuda")
-    gpu._load_kernel(K.fill)
+    load_kernel(gpu, K.fill)
     x = gpu.zeros(8, np.int32)
     graph = gg.Graph(gpu)
     first = graph.add_kernel(K.fill, 1, 8, x, 1, 8)

@@ -20,6 +20,7 @@ from ._errors import CaptureError, GraphError
 from ._interrupts import guard_interrupts, release_interrupts, without_interrupts
 from ._kernel import Kernel
 from ._nodes import DEPENDENCY_KINDS, NodeKind
+from ._placement import load_kernel
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
@@ -387,7 +388,7 @@ class Capture:
         backend = self.stream._backend
         if any(kind != "full" for kind in kinds):
             if api == "add_kernel" and type(args[0]) is Kernel:  # (compiled first: Ctrl-C is held back below)
-                self.graph.device._load_kernel(args[0])
+                load_kernel(self.graph.device, args[0])
             made: list[Any] = []
 
             def add_kinded() -> None:

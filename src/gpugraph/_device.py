@@ -18,7 +18,6 @@ from ._errors import BackendUnavailableError
 from ._event import Event
 from ._host_memory import HostRegistration
 from ._host_threads import HOST_THREADS, refuse_in_host_function
-from ._kernel import check_total_shared_mem
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._properties import SCHEDULES
 from ._scalars import describe
@@ -433,14 +432,6 @@ class Device:
 
     # Internal helpers shared by streams and graphs
 
-    def _load_kernel(self, kernel: Any) -> Any:
-        """The backend's function handle for ``kernel``, compiled on first use on this device."""
-        function = kernel._functions.get(self)
-        if function is None:
-            function = self._backend.kernel_load(self.index, kernel)
-            kernel._functions[self] = function
-        return function
-
     @property
     def priority_range(self) -> tuple[int, int]:
         """(least, greatest) priority of this device's streams and kernel nodes: lower numbers are greater
@@ -459,24 +450,3 @@ class Device:
         """The most blocks of shape ``block`` of ``kernel`` (with ``shared_mem`` bytes of dynamic shared memory) this
         device holds at once: what a cooperative launch may have."""
         return self._backend.kernel_cooperative_blocks(self.index, kernel, block[0] * block[1] * block[2], shared_mem)
-
-    def _check_shared(self, kernel: Any, shared_mem: int) -> None:
-        """Refuse ``shared_mem`` bytes of dynamic shared memory that pass a launch's limit with ``kernel``'s static
-        shared memory on this device (the common launch, with none, asks nothing)."""
-        if shared_mem:
-            check_total_shared_mem(kernel, self._backend.kernel_static_shared(self.index, kernel), shared_mem)
-
-    def _sibling(self, index: int) -> Device:
-        """The device of this backend at ``index`` (this one, for its own)."""
-        return self if index == self.index else Device(f"{self.backend}:{index}")
-
-    def _check_same_device(self, value: Any, what: str) -> None:
-        device = getattr(value, "device", None)
-        if isinstance(device, Device) and device is not self:
-            raise ValueError(f"{what}: {value!r} belongs to {device}, not {self}")
-
-    def _check_same_backend(self, value: Any, what: str) -> None:
-        """Refuse an operand (Array, Event) of another backend's device; any device of this backend will do."""
-        device = getattr(value, "device", None)
-        if isinstance(device, Device) and device.backend != self.backend:
-            raise ValueError(f"{what}: {value!r} belongs to {device}, a device of another backend than {self}")

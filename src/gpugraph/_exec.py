@@ -28,6 +28,7 @@ from ._memops import mem_ops_record
 from ._nesting import nesting_refusal
 from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind
 from ._params import Param, ParamUses
+from ._placement import sibling
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._semaphores import semaphore_record
 from ._stream import Stream
@@ -376,7 +377,7 @@ class GraphExec(ExecState, KernelLaunchable):
             raise TypeError(f"set_params({node!r}): {_DEVICE_LAUNCH_PARAMS}")
         try:
             # (Device's own lookup: the device of its backend at the node's index)
-            record = kernel_record(old, args, grid, block, shared_mem, kernel, self.device._sibling(old.device),
+            record = kernel_record(old, args, grid, block, shared_mem, kernel, sibling(self.device, old.device),
                                    self._source, "set_params")
             self._set(i, record, node, "set_params")
         except AttributeRefusal as refusal:  # (the node's attributes, which the backend keeps, refuse the shape)

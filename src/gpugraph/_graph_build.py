@@ -22,6 +22,7 @@ from ._memops import mem_ops_record
 from ._memory import Array
 from ._nesting import nesting_refusal
 from ._nodes import ChildGraphParams, EmptyParams, HostParams, KernelParams, NodeKind
+from ._placement import check_shared, load_kernel
 from ._records import event_record, host_record, memcpy_record, memset_record
 from ._semaphores import semaphore_record
 from ._topology import Topology
@@ -75,8 +76,8 @@ class GraphBuild(GraphState):
         converted = self._condition_values(converted, f"add_kernel({kernel!r})")
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
         self._refuse_body_params(params, "add_kernel")
-        device._load_kernel(kernel)
-        device._check_shared(kernel, params.shared_mem)
+        load_kernel(device, kernel)
+        check_shared(device, kernel, params.shared_mem)
         node = self._add(params, after, "add_kernel")
         kernel.bind_params(converted)  # (once the node is made: a refused add_kernel changes no Param)
         return node

@@ -24,6 +24,7 @@ from ._memops import mem_ops_record
 from ._memory import Array
 from ._nesting import nesting_refusal
 from ._nodes import DEPENDENCY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind, Removed, why_gone
+from ._placement import sibling
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._scalars import as_bool, describe
 from ._semaphores import semaphore_record
@@ -229,7 +230,7 @@ class GraphEdit(GraphState):
         with self._locked():
             i = self._own_node(node, (NodeKind.KERNEL,), "set_params")
             old = self._topology.records[i]
-            device = self.device._sibling(old.device)
+            device = sibling(self.device, old.device)
             record = kernel_record(old, args, grid, block, shared_mem, kernel, device, self, "set_params")
             self._refuse_body_params(record, "set_params")
             if (record.grid, record.block, record.shared_mem, record.kernel) != (old.grid, old.block, old.shared_mem,
@@ -251,7 +252,7 @@ class GraphEdit(GraphState):
 
     def _check_launch(self, node: Node, attributes: KernelAttributes, record: KernelParams, what: str) -> None:
         """Refuse a kernel node of ``attributes`` launching as ``record`` says (``_attributes.launch_refusal``)."""
-        device = self.device._sibling(record.device)
+        device = sibling(self.device, record.device)
         if attributes.cooperative and type(record.kernel) is not Kernel:
             raise ValueError(f"{what}({node!r}): the node is cooperative, and gpugraph cannot tell how many blocks of "
                              f"another library's kernel ({record.kernel.name}) the device holds at once")
@@ -281,7 +282,7 @@ class GraphEdit(GraphState):
             i = self._own_node(node, (NodeKind.KERNEL,), "set_attributes")
             record = self._topology.records[i]
             old = self._backend.node_attributes(self._handle, node._handle)
-            new = attributes_with(old, changes, self.device._sibling(record.device)._attribute_limits(),
+            new = attributes_with(old, changes, sibling(self.device, record.device)._attribute_limits(),
                                   "set_attributes")
             self._check_launch(node, new, record, "set_attributes")
             if new != old:
@@ -305,8 +306,8 @@ class GraphEdit(GraphState):
             record = self._topology.records[i]
             if src.graph.device.backend != self.device.backend or source.device != record.device:
                 raise ValueError(f"copy_attributes({src!r}, {dst!r}): the nodes run on different devices "
-                                 f"({src.graph.device._sibling(source.device)} and "
-                                 f"{self.device._sibling(record.device)})")
+                                 f"({sibling(src.graph.device, source.device)} and "
+                                 f"{sibling(self.device, record.device)})")
             self._check_launch(dst, attributes, record, "copy_attributes")
             old = self._backend.node_attributes(self._handle, dst._handle)
             self._begin_change()

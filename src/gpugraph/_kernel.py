@@ -259,7 +259,7 @@ class Kernel:
         # Per parameter: (stream launches' converter, graph nodes' converter), made once from the signature.
         self._converters = None if converters is None else tuple(c for c, _ in converters)
         self._typed_converters = None if converters is None else tuple(t for _, t in converters)
-        # Backend function handles, one per Device, filled by Device.load_kernel.
+        # Backend function handles, one per Device, filled by _placement.load_kernel.
         self._functions: dict[Any, Any] = {}
 
     @classmethod

@@ -10,6 +10,7 @@ import numpy as np
 
 from ._memory import Array
 from ._nodes import MemOpsParams, WaitValue, WriteValue
+from ._placement import check_same_device
 from ._scalars import as_int
 
 CONDITIONS = ("geq", "eq", "and", "nor")
@@ -22,7 +23,7 @@ def _checked(device: Any, op: Any, what: str) -> WaitValue | WriteValue:
     target = op.target
     if type(target) is not Array:
         raise TypeError(f"{what}: {op!r}: target must be a device Array, got {type(target).__name__}")
-    device._check_same_device(target, f"{what}(target)")
+    check_same_device(device, target, f"{what}(target)")
     if target.dtype.kind not in "iu" or target.dtype.itemsize not in (4, 8):
         raise TypeError(f"{what}: {op!r}: target must hold 4- or 8-byte integers (CUDA's 32- and 64-bit memory "
                         f"operations), got {target.dtype}")

@@ -13,6 +13,7 @@ from ._event import Event
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import copy_box, host_pins, memcpy_nbytes, memset_pattern, memset_plane
 from ._nodes import EventRecordParams, EventWaitParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ._placement import check_same_backend, check_same_device, check_shared, load_kernel
 
 
 def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_mem: int | None, kernel: Any,
@@ -30,14 +31,14 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
         new_grid, new_block = launch_dims(old.grid if grid is None else grid, old.block if block is None else block)
     shared = old.shared_mem if shared_mem is None else check_shared_mem(shared_mem)
     if kernel is not old.kernel:
-        device._load_kernel(kernel)
+        load_kernel(device, kernel)
         args = kernel.convert_args(args or old.args, device, typed=True, bind=False)
     elif args:
         args = kernel.convert_args(args, device, typed=True, bind=False)
     else:
         args = old.args
     args = graph._condition_values(args, f"{what}({kernel!r})")  # (as Graph.add_kernel takes them)
-    device._check_shared(kernel, shared)
+    check_shared(device, kernel, shared)
     return KernelParams(kernel, new_grid, new_block, shared, args, old.device)
 
 
@@ -50,8 +51,8 @@ def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str
         nbytes, box = copy_box(dst, src, nbytes, shape, dst_origin, src_origin, what)
     else:
         nbytes = memcpy_nbytes(dst, src, nbytes, what, node=True)
-    device._check_same_backend(dst, f"{what}(dst)")
-    device._check_same_backend(src, f"{what}(src)")
+    check_same_backend(device, dst, f"{what}(dst)")
+    check_same_backend(device, src, f"{what}(src)")
     return MemcpyParams(dst, src, nbytes, box, host_pins(device, dst, src, nbytes, box, what))
 
 
@@ -59,7 +60,7 @@ def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: st
                   origin: Any = None) -> MemsetParams:
     """A memset node's record: ``count`` elements (default: all) of ``dst`` set to ``value``, or (``shape``) the 2-D
     box ``_memory.memset_plane`` checks."""
-    device._check_same_backend(dst, f"{what}(dst)")  # (the node runs on dst's device)
+    check_same_backend(device, dst, f"{what}(dst)")  # (the node runs on dst's device)
     if shape is not None or origin is not None:
         pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, count, shape, origin, what)
         return MemsetParams(dst, value, pattern, element_size, row, pitch, rows, offset)
@@ -80,7 +81,7 @@ def event_record(device: Any, kind: NodeKind, event: Any, what: str) -> EventRec
     if not isinstance(event, Event):
         raise TypeError(f"{what}(event): expected an Event, got {type(event).__name__}")
     if kind is NodeKind.EVENT_RECORD:
-        device._check_same_device(event, f"{what}(event)")
+        check_same_device(device, event, f"{what}(event)")
         return EventRecordParams(event)
-    device._check_same_backend(event, f"{what}(event)")
+    check_same_backend(device, event, f"{what}(event)")
     return EventWaitParams(event)

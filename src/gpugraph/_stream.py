@@ -27,6 +27,7 @@ from ._memory import (
 )
 from ._nodes import NodeKind, WaitValue, WriteValue
 from ._params import resolve
+from ._placement import check_same_backend, check_same_device, check_shared, load_kernel
 from ._scalars import as_bool, as_int, describe
 from ._semaphores import semaphore_record
 
@@ -253,9 +254,9 @@ class Stream:
             args = converted = kernel.convert_args(args, device, bind=False)
             if _params.in_use:
                 args = tuple([resolve(a) for a in args])
-        function = kernel._functions.get(device) or device._load_kernel(kernel)
+        function = kernel._functions.get(device) or load_kernel(device, kernel)
         if shared_mem:
-            device._check_shared(kernel, shared_mem)
+            check_shared(device, kernel, shared_mem)
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
                                     None if capture is None else capture._handle)
         if _params.in_use:
@@ -279,8 +280,8 @@ class Stream:
             nbytes, box = copy_box(dst, src, nbytes, shape, dst_origin, src_origin, "memcpy")
         else:
             nbytes = memcpy_nbytes(dst, src, nbytes)
-        self.device._check_same_backend(dst, "memcpy(dst)")  # (any device: a copy between devices needs no access)
-        self.device._check_same_backend(src, "memcpy(src)")
+        check_same_backend(self.device, dst, "memcpy(dst)")  # (any device: a copy between devices needs no access)
+        check_same_backend(self.device, src, "memcpy(src)")
         pins: tuple = ()
         if self._capture is not None:
             if not nbytes:
@@ -299,12 +300,12 @@ class Stream:
             self._guard("Stream.memset")
         if shape is not None or origin is not None:
             pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, count, shape, origin, "memset")
-            self.device._check_same_device(dst, "memset(dst)")
+            check_same_device(self.device, dst, "memset(dst)")
             self._backend.stream_memset(self._handle, dst, value, pattern, element_size, row, self._capture_handle(),
                                         (pitch, rows, offset))
             return
         pattern, element_size, units = memset_pattern(dst, value, count)
-        self.device._check_same_device(dst, "memset(dst)")
+        check_same_device(self.device, dst, "memset(dst)")
         if not units and self._capture is not None:
             return  # CUDA captures no node for a memset of no elements
         self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units, self._capture_handle())
@@ -408,7 +409,7 @@ class Stream:
                 self._capture._refuse_in_body("Stream.free", "memory free")
         if self._capture is None and _capture_rules.active:
             _capture_rules.forbid_unsafe("Stream.free", _ALLOC_RULE)
-        self.device._check_same_device(array, "free(array)")
+        check_same_device(self.device, array, "free(array)")
         alloc = array._alloc
         if alloc.origin == "device":
             raise ValueError(f"free(array): {alloc.owner} came from Device.empty (or another library) and is "
@@ -443,7 +444,7 @@ class Stream:
             event = Event(self.device, timing=False)
         elif not isinstance(event, Event):
             raise TypeError(f"record(event): expected an Event or None, got {type(event).__name__}")
-        self.device._check_same_device(event, "record(event)")
+        check_same_device(self.device, event, "record(event)")
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.record")
         captured = self._backend.event_record(event._handle, self._handle, self._capture_handle())
@@ -461,7 +462,7 @@ class Stream:
         """
         if not isinstance(event, Event):
             raise TypeError(f"wait(event): expected an Event, got {type(event).__name__}")
-        self.device._check_same_backend(event, "wait(event)")  # (an event of any device of the backend)
+        check_same_backend(self.device, event, "wait(event)")  # (an event of any device of the backend)
         capture = event._capture if event._capture is not None and event._capture.active else None
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.wait", forking=capture is not None)

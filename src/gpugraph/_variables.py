@@ -11,6 +11,7 @@ import numpy as np
 
 from ._kernel import Kernel
 from ._memory import Array, normalize_dtype
+from ._placement import load_kernel
 from ._signature import type_of
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -82,7 +83,7 @@ def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
         raise ValueError(f"symbol: {name!r} is declared {internal} in {kernel!r}'s source, so no copy may reach it "
                          f"on every backend (the CPU backend's compiler may fold it or keep it out of its library's "
                          f"table); declare it without {internal}")
-    device._load_kernel(kernel)  # (first: a source that does not compile raises its error)
+    load_kernel(device, kernel)  # (first: a source that does not compile raises its error)
     alloc = device._backend.kernel_variable(device.index, kernel, linked)
     if alloc is None:
         raise ValueError(f"symbol: the module of {kernel!r} on {device} has no __device__, __constant__ or __managed__ "

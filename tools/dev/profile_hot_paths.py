@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import gpugraph as gg
+from gpugraph._placement import load_kernel
 from gpugraph.bench._gpu import TINY, _chain
 
 
@@ -37,7 +38,7 @@ def bindings(device: Any) -> None:
     from cuda.bindings import driver as cu
     kernel = gg.Kernel(TINY, "tiny")
     stream, x = device.stream(), device.zeros(32, np.float32)
-    function = device._load_kernel(kernel)
+    function = load_kernel(device, kernel)
     with function.lock:
         args = function.pack((x, 32))
     f, s = function.handle, stream._handle.handle

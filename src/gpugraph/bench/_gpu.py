@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import Graph, Kernel
+from .._placement import load_kernel
 from ._core import Options, Row, ValidationError, gc_held, workload
 
 TINY = 'extern "C" __global__ void tiny(float* x, int n){ int i = threadIdx.x; if (i < n) x[i] += 1.0f; }'
@@ -365,7 +366,7 @@ def _manage_peers(device: Any, kernel: Kernel, stream: Any, x: Any, options: Opt
     """The same management figures for the peers, N = 1000: raw cuda-bindings, CuPy and PyTorch captures."""
     from cuda.bindings import driver as cu
     nodes, rows = 1000, []
-    function = device._load_kernel(kernel)
+    function = load_kernel(device, kernel)
     with function.lock:
         args = function.pack((x, 32))
 

@@ -1,0 +1,65 @@
+"""Placement: which device an operation's operands and kernels must be on, and loading a kernel onto a device."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ._kernel import Kernel, check_total_shared_mem
+from .backends._protocol import Backend
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
+
+class _Device(Protocol):
+    """What placement reads of a device (a gpugraph Device; by this protocol placement stays below ``_device``,
+    which imports the modules that check placement)."""
+
+    backend: str
+    index: int
+    _backend: Backend
+
+    def __new__(cls, spec: str | None = None) -> Self: ...
+
+
+D = TypeVar("D", bound=_Device)
+
+
+def load_kernel(device: _Device, kernel: Kernel) -> Any:
+    """The backend's function handle for ``kernel``, compiled on first use on ``device``."""
+    # (the kernel's per-device cache of function handles and the device's backend are placement's to use)
+    function = kernel._functions.get(device)
+    if function is None:
+        function = device._backend.kernel_load(device.index, kernel)
+        kernel._functions[device] = function
+    return function
+
+
+def check_shared(device: _Device, kernel: Kernel, shared_mem: int) -> None:
+    """Refuse ``shared_mem`` bytes of dynamic shared memory that pass a launch's limit with ``kernel``'s static
+    shared memory on ``device`` (the common launch, with none, asks nothing)."""
+    if shared_mem:
+        # (the device's backend is placement's to use)
+        check_total_shared_mem(kernel, device._backend.kernel_static_shared(device.index, kernel), shared_mem)
+
+
+def sibling(device: D, index: int) -> D:
+    """The device of ``device``'s backend at ``index`` (``device`` itself, for its own)."""
+    # (type(device) is Device, which placement cannot import: _device imports the modules that use placement)
+    return device if index == device.index else type(device)(f"{device.backend}:{index}")
+
+
+def check_same_device(device: _Device, value: Any, what: str) -> None:
+    """Refuse an operand (Array, Event) of a device other than ``device``."""
+    other = getattr(value, "device", None)
+    # (type(device): the Device class, as in sibling)
+    if isinstance(other, type(device)) and other is not device:
+        raise ValueError(f"{what}: {value!r} belongs to {other}, not {device}")
+
+
+def check_same_backend(device: _Device, value: Any, what: str) -> None:
+    """Refuse an operand (Array, Event) of another backend's device; any device of ``device``'s backend will do."""
+    other = getattr(value, "device", None)
+    # (type(device): the Device class, as in sibling)
+    if isinstance(other, type(device)) and other.backend != device.backend:
+        raise ValueError(f"{what}: {value!r} belongs to {other}, a device of another backend than {device}")
