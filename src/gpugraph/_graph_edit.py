@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import _graph_reads
 from ._attributes import _KEEP, KernelAttributes, attributes_with, launch_refusal
 from ._device import Device
 from ._errors import GraphError
 from ._event import Event
-from ._graph_node import Node
+from ._graph_node import Node, handle_of, move_up, note_record, note_removed
 from ._graph_state import GraphState
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._interrupts import without_interrupts
@@ -54,7 +55,7 @@ class GraphEdit(GraphState):
         if node.graph is not self:
             raise GraphError(f"{what}: {node!r} belongs to another graph")
         if not self._has(node):
-            raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
+            raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(handle_of(node))})")
 
     def _change_edge(self, a: Node, b: Node, add: bool, kind: str = "full") -> None:
         """Add (of ``kind``) or remove the edge from ``a`` to ``b`` in the backend graph and the Topology
@@ -63,10 +64,10 @@ class GraphEdit(GraphState):
             self._begin_change()
             source, target = self._index(a), self._index(b)
             if add:
-                self._backend.graph_add_dependency(self._handle, a._handle, b._handle, kind)
+                self._backend.graph_add_dependency(self._handle, handle_of(a), handle_of(b), kind)
                 self._topology.add_edge(source, target)
             else:
-                self._backend.graph_remove_dependency(self._handle, a._handle, b._handle)
+                self._backend.graph_remove_dependency(self._handle, handle_of(a), handle_of(b))
                 self._topology.remove_edge(source, target)
             self._end_change()
 
@@ -110,7 +111,7 @@ class GraphEdit(GraphState):
         self._edge_nodes(a, b, "dependency_kind")
         if self._index(a) not in self._current().deps_of(self._index(b)):
             raise GraphError(f"dependency_kind({a!r}, {b!r}): {b!r} does not wait for {a!r} directly")
-        return self._backend.graph_dependency_kind(self._handle, a._handle, b._handle)
+        return self._backend.graph_dependency_kind(self._handle, handle_of(a), handle_of(b))
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge from ``a`` to ``b``. See also: cudaGraphRemoveDependencies."""
@@ -158,19 +159,18 @@ class GraphEdit(GraphState):
             if self._memory:
                 raise GraphError(f"remove_node({node!r}): nodes of a graph with allocation or free nodes cannot be "
                                  f"removed (CUDA refuses it)")
-            handle = node._handle
-            for exe in list(self._execs):
-                if exe._patches(self, handle):
-                    raise GraphError(f"remove_node({node!r}): {exe!r}, made from this graph, patches the node's "
-                                     f"Params through it; close that executable graph first")
+            handle = handle_of(node)
+            exe = self._patched_by(handle)
+            if exe is not None:
+                raise GraphError(f"remove_node({node!r}): {exe!r}, made from this graph, patches the node's "
+                                 f"Params through it; close that executable graph first")
             self._begin_change()
             i = self._index(node)
 
             def remove() -> None:  # (whole or not at all: the backend may give its handle to the next node)
                 self._backend.graph_destroy_node(self._handle, handle)
-                for exe in list(self._execs):
-                    exe._node_removed(self, handle)
-                node._handle = Removed()
+                self._tell_removed(handle)
+                note_removed(node)
                 self._forget(handle, i)
 
             without_interrupts(remove)
@@ -181,9 +181,7 @@ class GraphEdit(GraphState):
         record = self._topology.records[i]
         self._topology.remove(i)
         self._nodes.pop(handle, None)
-        for other in self._nodes.values():
-            if other._i > i:
-                other._i -= 1
+        move_up(self._nodes.values(), i)
         if record.kind is NodeKind.GRAPH and self._children is not None:
             child = self._children.pop(handle, None)
             if child is not None:
@@ -213,9 +211,9 @@ class GraphEdit(GraphState):
         i = self._index(node)
 
         def set_record() -> None:  # (whole or not at all: a reading again would keep the old record)
-            self._backend.graph_set_node(self._handle, node._handle, record)
+            self._backend.graph_set_node(self._handle, handle_of(node), record)
             self._topology.set_record(i, record)
-            node._record = record
+            note_record(node, record)
 
         without_interrupts(set_record)
         self._end_change()
@@ -235,7 +233,7 @@ class GraphEdit(GraphState):
             self._refuse_body_params(record, "set_params")
             if (record.grid, record.block, record.shared_mem, record.kernel) != (old.grid, old.block, old.shared_mem,
                                                                                  old.kernel):
-                attributes = self._backend.node_attributes(self._handle, node._handle)
+                attributes = self._backend.node_attributes(self._handle, handle_of(node))
                 self._check_launch(node, attributes, record, "set_params")
             self._set_record(node, record)
             record.kernel.bind_params(record.args)
@@ -248,7 +246,7 @@ class GraphEdit(GraphState):
             if node.kind is not NodeKind.KERNEL:
                 raise GraphError(f"{what}: {node!r} is a {node.kind.value} node; only kernel nodes have attributes")
             self._check_in_graph(node, what)
-            return self._backend.node_attributes(self._handle, node._handle)
+            return self._backend.node_attributes(self._handle, handle_of(node))
 
     def _check_launch(self, node: Node, attributes: KernelAttributes, record: KernelParams, what: str) -> None:
         """Refuse a kernel node of ``attributes`` launching as ``record`` says (``_attributes.launch_refusal``)."""
@@ -281,14 +279,15 @@ class GraphEdit(GraphState):
         with self._locked():
             i = self._own_node(node, (NodeKind.KERNEL,), "set_attributes")
             record = self._topology.records[i]
-            old = self._backend.node_attributes(self._handle, node._handle)
+            handle = handle_of(node)
+            old = self._backend.node_attributes(self._handle, handle)
             new = attributes_with(old, changes, sibling(self.device, record.device)._attribute_limits(),
                                   "set_attributes")
             self._check_launch(node, new, record, "set_attributes")
             if new != old:
                 self._begin_change()
-                attributes_changing(self, node._handle, old)
-                without_interrupts(lambda: self._backend.node_set_attributes(self._handle, node._handle, new))
+                attributes_changing(self, handle, old)
+                without_interrupts(lambda: self._backend.node_set_attributes(self._handle, handle, new))
                 self._end_change()
 
     def copy_attributes(self, src: Node, dst: Node) -> None:
@@ -309,11 +308,13 @@ class GraphEdit(GraphState):
                                  f"({sibling(src.graph.device, source.device)} and "
                                  f"{sibling(self.device, record.device)})")
             self._check_launch(dst, attributes, record, "copy_attributes")
-            old = self._backend.node_attributes(self._handle, dst._handle)
+            handle = handle_of(dst)
+            old = self._backend.node_attributes(self._handle, handle)
             self._begin_change()
-            attributes_changing(self, dst._handle, old)
-            without_interrupts(lambda: self._backend.node_copy_attributes(self._handle, dst._handle,
-                                                                          src.graph._handle, src._handle))
+            attributes_changing(self, handle, old)
+            without_interrupts(lambda: self._backend.node_copy_attributes(self._handle, handle,
+                                                                          _graph_reads.handle(src.graph),
+                                                                          handle_of(src)))
             self._end_change()
 
     # Setters of the other kinds
@@ -390,15 +391,15 @@ class GraphEdit(GraphState):
         with self._locked():
             self._own_node(node, (NodeKind.GRAPH,), "set_child_graph")
             self._begin_change()
-            i, backend = self._index(node), self._backend
+            i, backend, handle = self._index(node), self._backend, handle_of(node)
 
             def set_child() -> None:  # (whole or not at all: the node embeds a new copy)
-                backend.graph_set_node(self._handle, node._handle, ChildGraphParams(graph._handle))
-                record = backend.node_params(self._handle, node._handle)  # (the copy the node embeds now)
+                backend.graph_set_node(self._handle, handle, ChildGraphParams(_graph_reads.handle(graph)))
+                record = backend.node_params(self._handle, handle)  # (the copy the node embeds now)
                 self._topology.set_record(i, record)
-                self._topology.children[i] = Topology.copy_of(graph._current(), backend, record.graph)
-                node._record = record
-                old = self._children.pop(node._handle, None) if self._children is not None else None
+                self._topology.children[i] = Topology.copy_of(_graph_reads.topology(graph), backend, record.graph)
+                note_record(node, record)
+                old = self._children.pop(handle, None) if self._children is not None else None
                 if old is not None:
                     old._die("was embedded in a child-graph node that set_child_graph gave another graph")
 

@@ -1,17 +1,19 @@
 """Node: one operation of a Graph, the object that ``Graph.add_*`` and the graph's queries return.
 
 A Node is a handle: what the node does and its edges, its graph keeps (``gpugraph._graph_state.GraphState``), and
-the Node reads them through the graph.
+the Node reads them through the graph. What the graph reads and changes of a Node's own fields (its backend handle,
+its record, its position), it does through the functions at the end here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ._attributes import KernelAttributes
 from ._errors import GraphError
 from ._memory import Array
-from ._nodes import ChildGraphParams, NodeKind
+from ._nodes import ChildGraphParams, NodeKind, Removed
 
 if TYPE_CHECKING:
     from ._graph import Graph
@@ -123,3 +125,29 @@ class Node:
             kernel = self._record.kernel
             detail = f" {getattr(kernel, 'name', kernel)}"
         return f"Node(n{self._number}, {self.kind.value}{detail})"
+
+
+# What a Node's graph reads and changes of it (gpugraph's own: a Node's fields are private to its users).
+
+
+def handle_of(node: Node) -> Any:
+    """The backend handle of ``node``: what the backend's calls name the node by."""
+    return node._handle
+
+
+def note_record(node: Node, record: object) -> None:
+    """``node`` has taken the parameter record ``record`` (a setter changed it; its graph's Topology notes it too):
+    its repr shows it from now on."""
+    node._record = record
+
+
+def note_removed(node: Node) -> None:
+    """``node`` was removed from its graph: its handle says so from now on (``why_gone`` explains it)."""
+    node._handle = Removed()
+
+
+def move_up(nodes: Iterable[Node], i: int) -> None:
+    """Each of ``nodes`` (of one graph) after position ``i`` moves one place up: the node at ``i`` was removed."""
+    for node in nodes:
+        if node._i > i:
+            node._i -= 1

@@ -1,10 +1,11 @@
 """What executable graphs, instantiate and update read of a Graph (``gpugraph._exec``, ``_exec_state``,
-``_instantiate``, ``_update``): its Topology, the Node of a backend handle, the graphs a node embeds, its shape and
-version, whether it is a body, whether a node is still in it, and the kinds it holds.
+``_instantiate``, ``_update``), and a graph's edits of another graph (``_graph_edit``): its backend handle, its
+Topology, the Node of a backend handle, the graphs a node embeds, its shape and version, whether it is a body,
+whether a node is still in it, and the kinds it holds.
 """
 
 # A Graph's state is private to its users; these readers are gpugraph's own: the one place where executable graphs,
-# instantiate and update read it.
+# instantiate and update read it, and where a graph reads another graph's.
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class GraphFields(Protocol[N]):
     that this module, below the graph's modules, imports none of them (nor ``Node``, which names ``Graph``)."""
 
     _topology: Topology
+    _handle: Any
 
     @property
     def _version(self) -> int: ...
@@ -50,6 +52,11 @@ def version(graph: GraphFields[N]) -> int:
     """How many changes the graph has had (a change of a graph embedded in it counts as one of it too): an
     executable graph compares it with the count it was made, or last updated, at."""
     return graph._version
+
+
+def handle(graph: GraphFields[N]) -> Any:
+    """The backend graph under ``graph``: what the backend's calls name it by (a child-graph node embeds a copy)."""
+    return graph._handle
 
 
 def topology(graph: GraphFields[N]) -> Topology:

@@ -9,8 +9,8 @@ one of the slots here. What more than one of them uses is here too: the change p
 conditional node's body, conditions, child graphs).
 
 Executable graphs, instantiate and update (``_exec``, ``_instantiate``, ``_update``) read a graph through
-``gpugraph._graph_reads``; an executable graph tells the graph what it follows through the few private methods at
-the end here.
+``gpugraph._graph_reads``; an executable graph tells the graph what it follows, and the graph tells it of a node
+removed, through the few private methods at the end here.
 """
 
 from __future__ import annotations
@@ -549,7 +549,7 @@ class GraphState:
         return None
 
     # The executable graphs following the graph: what they tell it (private: each changes whom the graph tells, or
-    # the graph itself)
+    # the graph itself), and what it tells them of a node removed
 
     def _followed_by(self, exe: ExecState, updated: bool) -> None:
         """The executable graph ``exe`` was made from this graph, or ``updated`` with it: the graph tells it before it
@@ -564,6 +564,16 @@ class GraphState:
     def _let_go(self, exe: ExecState) -> None:
         """The executable graph ``exe`` was closed: it no longer counts as the graph's one live executable graph."""
         self._live_execs.discard(exe)
+
+    def _patched_by(self, handle: object) -> ExecState | None:
+        """An executable graph made from this graph that patches Params through its node ``handle``, or None."""
+        return next((exe for exe in list(self._execs) if exe._patches(self, handle)), None)
+
+    def _tell_removed(self, handle: object) -> None:
+        """The node ``handle`` is being removed: every executable graph made from the graph, or updated from it, is
+        told (its setters refuse the node from now on)."""
+        for exe in list(self._execs):
+            exe._node_removed(self, handle)
 
     def _drives_another(self, exe: ExecState) -> bool:
         """Whether the graph's conditions drive an executable graph other than ``exe`` (CUDA lets one executable graph
