@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ._dot import DOT_FLAGS, to_dot
+from ._dot import DOT_FLAGS, to_dot, to_svg
 from ._errors import GraphError
 from ._graph_node import Node
 from ._graph_state import GraphState
@@ -138,6 +138,37 @@ class GraphQuery(GraphState):
     def to_dot(self) -> str:
         """The graph in Graphviz DOT format."""
         return to_dot(self)
+
+    def to_svg(self, path: str | os.PathLike[str] | None = None, *,
+               hazards: bool | Iterable[Hazard] | None = None) -> str:
+        """The graph drawn by Graphviz as an SVG document (the picture ``to_dot`` describes: shapes and fills by node
+        kind, child graphs and conditional bodies as clusters, edges by dependency kind), also written to the file
+        ``path`` where given. ``hazards``: a list of Hazards (from ``hazards()``) outlines each one's two nodes in
+        red and joins them with a red dashed edge; True marks those ``hazards()`` finds.
+
+        Raises:
+            ImportError: If the graphviz Python package is not installed (``pip install graphviz``; the ``svg``
+                extra).
+            RuntimeError: If Graphviz's ``dot`` program is not on PATH (the system package graphviz).
+            TypeError: If ``path`` or ``hazards`` is of the wrong type.
+            ValueError: If a hazard names a node that is not in this graph.
+        """
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"to_svg(path): expected a str, a path or None, got {type(path).__name__}")
+        if hazards is None or hazards is False:
+            marked: list[Hazard] = []
+        elif hazards is True:
+            marked = self.hazards()
+        elif isinstance(hazards, Iterable) and not isinstance(hazards, (str, bytes)):
+            marked = list(hazards)
+            wrong = [hazard for hazard in marked if not isinstance(hazard, Hazard)]
+            if wrong:
+                raise TypeError(f"to_svg(hazards): expected gpugraph Hazards (from Graph.hazards()), got "
+                                f"{type(wrong[0]).__name__} {wrong[0]!r}")
+        else:
+            raise TypeError(f"to_svg(hazards): expected None, True, or a list of Hazards (from Graph.hazards()), "
+                            f"got {type(hazards).__name__} {hazards!r}")
+        return to_svg(self, path, marked)
 
     def debug_dot_print(self, path: str | os.PathLike[str], flags: Iterable[str] = ()) -> None:
         """Write the backend's own DOT description of the graph to the file ``path``: the driver's on CUDA, with what
