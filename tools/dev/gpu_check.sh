@@ -3,13 +3,24 @@
 # suite, the driver probes (update rules; capture, memory and kernel rules; threads), a profile of the hot
 # paths, and compute-sanitizer memcheck over the CUDA tests (left out by "quick"). Logs go to $OUT
 # (or ./gpu-logs).
-# Usage: bash tools/dev/gpu_check.sh [quick|memcheck [K/N]]  (quick: all but memcheck; memcheck: it alone, over
-# every test file, or over the K-th of N shares of them. quick takes under 10 minutes on one H100 or H200;
-# memcheck over all files reached 95% in 10 minutes on an H200 (2026-11-23): run it as 1/2 and 2/2.)
+# Usage: bash tools/dev/gpu_check.sh [quick|suite K/N|memcheck [K/N]]  (quick: all but memcheck; suite K/N: the
+# environment and the compiled suite alone over the K-th of N shares of the test files, each failure named (-rfE)
+# and the slowest tests listed; memcheck: it alone, over every test file, or over the K-th of N shares of them.
+# The suite alone reached 41% in 400 s on an H100 (2026-12-07): where one command may run 10 minutes, run the
+# suite as 1/2 and 2/2 before quick; memcheck over all files reached 95% in 10 minutes on an H200 (2026-11-23):
+# run it as 1/2 and 2/2.)
 # The benchmark's JSON ($OUT/bench.json) renders docs/performance.md's CUDA tables: tools/dev/bench_tables.py.
 set -uo pipefail
 cd "$(dirname "$0")/../.."  # the repository root: the paths below are relative to it
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+share_of_files() {  # K/N (or nothing: every file) -> files: every N-th test file, from the K-th
+  files=(tests)
+  [ -n "${1:-}" ] || return 0
+  local share=${1%/*} shares=${1#*/} i
+  mapfile -t all < <(ls tests/test_*.py | sort)
+  files=()
+  for i in "${!all[@]}"; do [ $(( i % shares )) -eq $(( share - 1 )) ] && files+=("${all[$i]}"); done
+}
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 # The compiled CUDA path, built in place (setup.py; a cuda.h at least as new as cuda-bindings is needed:
 # where the system's is older, set CUDA_HOME to a folder whose include/ has nvidia-cuda-runtime's and
@@ -26,6 +37,12 @@ for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; do [ -f "$icd" 
   python3 -c "import sys, numpy; from importlib.metadata import version as v; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'cuda-bindings', v('cuda-bindings'), 'cupy', v('cupy-cuda13x'), 'torch', v('torch'))"
   python3 -m gpugraph info
 } 2>&1 | tee "$OUT/env.txt"
+if [ "${1:-}" = suite ]; then
+  share_of_files "${2:-}"
+  python3 -m pytest -q -p no:cacheprovider --timeout 120 -rfE --durations=20 "${files[@]}" 2>&1 \
+    | tee "$OUT/pytest-share-${2/\//-of-}.txt" | tail -40
+  exit
+fi
 if [ "${1:-}" != memcheck ]; then
 python3 -m gpugraph demo --backend cuda 2>&1 | tee "$OUT/demo.txt"
 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2>&1 | tee "$OUT/pytest.txt" | tail -25
@@ -48,13 +65,7 @@ if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
   # device's only: the host backtrace the sanitizer saves at each launch holds the Python frames of the call
   # (measured on the H200, 2026-11-24), so objects those frames name outlive their last reference and tests
   # that check an object goes then fail. Rerun one report with --show-backtrace yes to see its launch's host side.
-  files=(tests)
-  if [ -n "${2:-}" ]; then  # K/N: every N-th test file, from the K-th
-    share=${2%/*} shares=${2#*/}
-    mapfile -t all < <(ls tests/test_*.py | sort)
-    files=()
-    for i in "${!all[@]}"; do [ $(( i % shares )) -eq $(( share - 1 )) ] && files+=("${all[$i]}"); done
-  fi
+  share_of_files "${2:-}"
   compute-sanitizer --tool memcheck --leak-check no --report-api-errors no --error-exitcode 1 --show-backtrace device \
     python3 -m pytest -q -p no:cacheprovider -rfE -k cuda -m "not overlap and not blocks_exit and not stops_a_kernel and not sibling_launch" "${files[@]}" 2>&1 \
     | tee "$OUT/memcheck.txt" | tail -8
