@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _capture_rules, _interrupts
+from . import _capture_rules, _graph_reads, _interrupts
 from ._capture_rules import check_mode, check_usable, invalidate, user_stack
 from ._errors import CaptureError, GraphError
 from ._interrupts import guard_interrupts, release_interrupts, without_interrupts
@@ -59,9 +59,12 @@ class Capture:
             raise ValueError(f"capture(into): the graph is on {into.device}, the stream on {stream.device}")
         self.stream = stream
         self.mode = mode
+        # The stream's backend, read once here (_stream sits above this module): every backend call below, the
+        # per-node ones included, goes through it.
+        self._backend = stream._backend
         self.graph = into
         self._into = into
-        self._after = graph_type._as_nodes(after, "capture")
+        self._after = graph_type._as_nodes(after, "capture")  # (Graph's own static check, through the hook above)
         if self._after and into is None:
             raise ValueError("capture(after): starting dependencies need into=graph")
         self.thread = threading.get_ident()
@@ -88,7 +91,7 @@ class Capture:
         """Raise CaptureError if this capture cannot begin: on a capturing stream (which invalidates that stream's
         capture, as every call a capture refuses does), used already, or on the legacy stream."""
         stream = self.stream
-        running = stream._capture
+        running = stream.active_capture
         if running is not None:
             raise invalidate([running], "Stream.capture", f"{stream!r} is already capturing; captures cannot nest "
                                                           f"on one stream", "end it first, or begin this capture on "
@@ -105,29 +108,27 @@ class Capture:
     def __enter__(self) -> Self:
         self._refuse_to_begin()
         stream = self.stream
-        backend = stream._backend
+        backend = self._backend
         into = self._into
-        after = into._deps(self._after, "capture") if into is not None else []
+        after = _graph_reads.nodes_of(into, self._after, "capture") if into is not None else []
         if into is not None:
-            with into._lock:
-                into._locate(after, "capture")  # (first: a refused dependency is no change)
-                into._changing()  # executable graphs made from it read it before the capture adds to it
-                self._nodes_before = set(into._current().handles)
+            self._nodes_before = _graph_reads.before_capture(into, after)
         deps = [node._handle for node in after]
         try:
             guard_interrupts(self)
             # Begun and noted together (see unsafe_section); a change of ``into`` on another thread comes
             # before or after, so that the backend knows which of its nodes the capture did not make.
-            with _capture_rules.lock, into._lock if into is not None else contextlib.nullcontext():
+            with _capture_rules.lock, _graph_reads.lock(into) if into is not None else contextlib.nullcontext():
                 if into is not None:  # from now on the backend may add to it: read again when asked
                     self._recorded = into
-                    into._begin_recording()
+                    _graph_reads.begin_recording(into)
                 # The backend's record first, then the begin: whatever interrupts the begin, the front end
                 # holds the record it asks whether the backend still captures (_recover, _discard).
                 self._handle = backend.capture_create(stream._handle, self.mode,
-                                                      None if into is None else into._handle)
+                                                      None if into is None else _graph_reads.handle(into))
                 handle = backend.capture_begin(self._handle, deps)
                 if into is None:
+                    # (Graph's own constructor over a backend graph, through the hook above.)
                     self.graph = self._recorded = graph_type._wrap(stream.device, handle, own=False, recording=True)
                 self.active = True
                 self._join(stream)
@@ -143,15 +144,10 @@ class Capture:
         return self
 
     def _join(self, stream: Any) -> None:
+        # (A stream's link to its capture is set and cleared only here and in _finish, under _capture_rules.lock;
+        # _stream, which reads it, sits above this module.)
         stream._capture = self
         self.streams.append(stream)
-
-    def _fork(self, stream: Any) -> None:
-        """``stream`` waited for an event of this capture: it records into the capture from now on, unless the
-        capture has ended meanwhile (on another thread; ``_finish`` holds the same lock)."""
-        with _capture_rules.lock:
-            if self.active:
-                self._join(stream)
 
     def _finish(self) -> None:
         """The front end's part of ending: no stream records into this capture any more. Idempotent."""
@@ -163,7 +159,7 @@ class Capture:
                     stream._capture = None
         graph, self._recorded = self._recorded, None
         if graph is not None:  # the backend records no more into it: read it whole once more, then no more
-            graph._end_recording()
+            _graph_reads.end_recording(graph)
         with _capture_rules.lock:
             if self in _capture_rules.active:
                 _capture_rules.active.remove(self)
@@ -200,7 +196,7 @@ class Capture:
                                f"wait for that event on the capturing stream)", api="Stream.capture (end)",
                                stream=self.stream, mode=self.mode)
         try:
-            self.stream._backend.capture_end(self._handle)
+            self._backend.capture_end(self._handle)
         except CaptureError as error:
             self._discard()
             raise CaptureError(str(error), api="Stream.capture (end)", stream=self.stream,
@@ -222,14 +218,14 @@ class Capture:
         self._finish()
         if self._into is None and not self._owned:
             self._owned = True  # before: a second _complete must not give the graph a second owner
-            self.graph._take()
-        self.graph._refresh()
+            _graph_reads.take(self.graph)
+        _graph_reads.refresh(self.graph)
         self._outcome = "complete"
 
     def _backend_captures(self) -> bool:
         """Whether the backend still records into this capture (the truth the front end's bookkeeping is mended
         from after an interrupted begin or end)."""
-        return self._handle is not None and self.stream._backend.capture_active(self._handle)
+        return self._handle is not None and self._backend.capture_active(self._handle)
 
     def _unjoined_streams(self) -> list[Any]:
         """Streams forked into the capture whose last work the capturing stream never waited for.
@@ -240,8 +236,8 @@ class Capture:
         """
         if len(self.streams) <= 1:
             return []  # nothing was forked: no walk through the graph
-        backend = self.stream._backend
-        topology = self.graph._current()  # read once (the capture records into it), then walked here
+        backend = self._backend
+        topology = _graph_reads.topology(self.graph)  # read once (the capture records into it), then walked here
         position = topology.position
         joined: set[int] = set()
         frontier = backend.capture_dependencies(self._handle, self.stream._handle) + self._replaced_frontiers
@@ -256,7 +252,7 @@ class Capture:
 
     def _join_forks(self) -> None:
         """Make the capturing stream wait for every forked stream, as a clean end of capture needs."""
-        backend, origin = self.stream._backend, self.stream
+        backend, origin = self._backend, self.stream
         for stream in self._unjoined_streams():
             event = backend.event_create(stream.device.index, False)  # (recorded on its own device's stream)
             backend.event_record(event, stream._handle, self._handle)
@@ -268,7 +264,7 @@ class Capture:
         graph as it was. Idempotent (see _recover); the front end lets go of the streams only once the
         backend has."""
         self._discarding = True
-        backend = self.stream._backend
+        backend = self._backend
         if self._backend_captures():
             try:
                 self._join_forks()
@@ -276,10 +272,11 @@ class Capture:
                 backend.capture_abort(self._handle)
         self._finish()
         if self._into is not None:
-            for handle in backend.graph_nodes(self._into._handle):
+            into = _graph_reads.handle(self._into)
+            for handle in backend.graph_nodes(into):
                 if handle not in self._nodes_before:
-                    backend.graph_destroy_node(self._into._handle, handle)
-            self._into._refresh()
+                    backend.graph_destroy_node(into, handle)
+            _graph_reads.refresh(self._into)
         self.graph = None
         self._outcome = "discarded"
 
@@ -296,7 +293,7 @@ class Capture:
         if self._handle is None or not (self.active or self._outcome is not None):
             raise CaptureError("Capture.id: the capture has not begun", api="Capture.id", stream=self.stream,
                                mode=self.mode, where=user_stack())
-        return self.stream._backend.capture_id(self._handle)
+        return self._backend.capture_id(self._handle)
 
     @property
     def dependencies(self) -> tuple[Any, ...]:
@@ -305,7 +302,8 @@ class Capture:
         See also: cudaStreamGetCaptureInfo.
         """
         self._check_active("dependencies")
-        backend = self.stream._backend
+        backend = self._backend
+        # (Graph._node, not _graph_reads.node_of: each captured node reads its frontier here.)
         return tuple(self.graph._node(h) for h in backend.capture_dependencies(self._handle, self.stream._handle))
 
     @property
@@ -316,7 +314,7 @@ class Capture:
         See also: cudaStreamGetCaptureInfo (its edge data).
         """
         self._check_active("dependency_kinds")
-        return tuple(self.stream._backend.capture_dependency_kinds(self._handle, self.stream._handle))
+        return tuple(self._backend.capture_dependency_kinds(self._handle, self.stream._handle))
 
     def set_dependencies(self, nodes: Any, kinds: Any = "full") -> None:
         """Replace the stream's capture frontier with ``nodes`` (nodes of ``cap.graph``).
@@ -335,11 +333,11 @@ class Capture:
         See also: cudaStreamUpdateCaptureDependencies (cudaStreamSetCaptureDependencies, its edge data).
         """
         self._check_active("set_dependencies")
-        after = self.graph._deps(nodes, "set_dependencies")
+        after = _graph_reads.nodes_of(self.graph, nodes, "set_dependencies")
         per_node = self._checked_kinds(after, kinds)
-        self.graph._locate(after, "set_dependencies")
+        _graph_reads.locate(self.graph, after, "set_dependencies")
         deps = [node._handle for node in after]
-        backend = self.stream._backend
+        backend = self._backend
         self._replaced_frontiers.extend(backend.capture_dependencies(self._handle, self.stream._handle))
         backend.capture_set_dependencies(self._handle, self.stream._handle, deps, per_node)
         self._kinded = per_node is not None
@@ -366,26 +364,15 @@ class Capture:
                                  f"got a {node.kind.value} node")
         return None if all(kind == "full" for kind in per_node) else per_node
 
-    def _refuse_kinded_frontier(self, api: str) -> None:
-        """Refuse work other than a kernel while the frontier carries an edge kind only a kernel may take."""
-        kinds = self.stream._backend.capture_dependency_kinds(self._handle, self.stream._handle)
-        kind = next((k for k in kinds if k != "full"), None)
-        if kind is None:
-            self._kinded = False  # (a kernel took the kinds)
-            return
-        raise CaptureError(f"{api}: the capture frontier carries a {kind} edge (set_dependencies(kinds=...)), "
-                           f"which only a kernel node may take; capture a kernel launch next, or set the "
-                           f"dependencies again", api=api, stream=self.stream, mode=self.mode)
-
     def _append(self, api: str, *args: Any, **kwargs: Any) -> Any:
         """Add a node by the graph's method ``api`` at the frontier and advance it."""
         self._check_active(api)
         add = getattr(self.graph, api)  # (once running: before the capture begins there is no graph)
         if self._kinded and api != "add_kernel":
-            self._refuse_kinded_frontier(f"Capture.{api}")
+            refuse_kinded_frontier(self, f"Capture.{api}")
         deps = self.dependencies
         kinds = self.dependency_kinds if self._kinded else ()
-        backend = self.stream._backend
+        backend = self._backend
         if any(kind != "full" for kind in kinds):
             if api == "add_kernel" and type(args[0]) is Kernel:  # (compiled first: Ctrl-C is held back below)
                 load_kernel(self.graph.device, args[0])
@@ -474,11 +461,6 @@ class Capture:
         """Add a SWITCH node at the frontier and advance it (see ``Graph.add_switch``)."""
         return self._append("add_switch", condition, count)
 
-    def _refuse_in_body(self, api: str, kind: str) -> None:
-        """Refuse work that would add a node of ``kind`` to the conditional node's body this captures into."""
-        if self._into is not None:
-            self._into._refuse_in_body(api, kind)
-
     def _check_active(self, api: str) -> None:
         if not self.active:
             raise CaptureError(f"Capture.{api}: the capture is not running (use it inside the with block)",
@@ -491,3 +473,33 @@ class Capture:
 
 
 _interrupts.ways_out.append(Capture.__exit__.__code__)  # its entry is held back (see _interrupts)
+
+
+# What a stream does to the capture it records into (gpugraph._stream's calls: a Capture's fields are its own).
+
+
+def fork(capture: Capture, stream: Any) -> None:
+    """``stream`` waited for an event of ``capture``: it records into the capture from now on, unless the capture
+    has ended meanwhile (on another thread; ``Capture._finish`` holds the same lock)."""
+    with _capture_rules.lock:
+        if capture.active:
+            capture._join(stream)
+
+
+def refuse_kinded_frontier(capture: Capture, api: str) -> None:
+    """Refuse work other than a kernel while ``capture``'s frontier carries an edge kind only a kernel may take."""
+    kinds = capture._backend.capture_dependency_kinds(capture._handle, capture.stream._handle)
+    kind = next((k for k in kinds if k != "full"), None)
+    if kind is None:
+        capture._kinded = False  # (a kernel took the kinds)
+        return
+    raise CaptureError(f"{api}: the capture frontier carries a {kind} edge (set_dependencies(kinds=...)), "
+                       f"which only a kernel node may take; capture a kernel launch next, or set the "
+                       f"dependencies again", api=api, stream=capture.stream, mode=capture.mode)
+
+
+def refuse_in_body(capture: Capture, api: str, kind: str) -> None:
+    """Refuse work that would add a node of ``kind`` to the conditional node's body ``capture`` captures into."""
+    if capture._into is not None:
+        # (The Graph's own rule, called directly: a stream's captured work meets it per node.)
+        capture._into._refuse_in_body(api, kind)

@@ -1,15 +1,17 @@
 """What executable graphs, instantiate and update read of a Graph (``gpugraph._exec``, ``_exec_state``,
 ``_instantiate``, ``_update``), and a graph's edits of another graph (``_graph_edit``): its backend handle, its
 Topology, the Node of a backend handle, the graphs a node embeds, its shape and version, whether it is a body,
-whether a node is still in it, and the kinds it holds.
+whether a node is still in it, and the kinds it holds. Also what a capture (``gpugraph._capture``) reads and tells
+of the graph it records into: its lock, the nodes it starts after, and when recording begins and ends.
 """
 
 # A Graph's state is private to its users; these readers are gpugraph's own: the one place where executable graphs,
-# instantiate and update read it, and where a graph reads another graph's.
+# instantiate, update and captures read it, and where a graph reads another graph's.
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from ._nodes import NodeKind
@@ -29,6 +31,9 @@ class GraphFields(Protocol[N]):
     def _version(self) -> int: ...
 
     @property
+    def _lock(self) -> AbstractContextManager[Any]: ...
+
+    @property
     def _bodies(self) -> Mapping[Any, tuple[GraphFields[N], ...]]: ...
 
     def _current(self) -> Topology: ...
@@ -46,6 +51,20 @@ class GraphFields(Protocol[N]):
     def _has_node(self, node: object) -> bool: ...
 
     def _holds_other_than(self, kinds: frozenset) -> NodeKind | None: ...
+
+    def _deps(self, after: object, what: str) -> list[N]: ...
+
+    def _locate(self, nodes: list[N], what: str) -> list[int]: ...
+
+    def _changing(self) -> None: ...
+
+    def _begin_recording(self) -> None: ...
+
+    def _end_recording(self) -> None: ...
+
+    def _refresh(self) -> None: ...
+
+    def _take(self) -> None: ...
 
 
 def version(graph: GraphFields[N]) -> int:
@@ -114,3 +133,52 @@ def has_node(graph: GraphFields[N], node: object) -> bool:
 def holds_other_than(graph: GraphFields[N], kinds: frozenset) -> NodeKind | None:
     """The kind of a node of the graph, or of its child graphs, that is not among ``kinds``, or None."""
     return graph._holds_other_than(kinds)
+
+
+# What a capture reads and tells of the graph it records into, or makes (gpugraph._capture).
+
+
+def lock(graph: GraphFields[N]) -> AbstractContextManager[Any]:
+    """The graph's lock: its changes on other threads come wholly before or after what is done holding it."""
+    return graph._lock
+
+
+def nodes_of(graph: GraphFields[N], after: object, what: str) -> list[N]:
+    """The Nodes ``after`` names (a Node or an iterable of them) for the call ``what``, checked to be Nodes of
+    ``graph``, each named once."""
+    return graph._deps(after, what)
+
+
+def locate(graph: GraphFields[N], nodes: list[N], what: str) -> None:
+    """Check that each of ``nodes`` (Nodes of ``graph``) is still in it, for the call ``what``."""
+    graph._locate(nodes, what)
+
+
+def before_capture(graph: GraphFields[N], after: list[N]) -> set[Any]:
+    """A capture into ``graph`` after the nodes ``after`` is about to begin: check they are still in it (first: a
+    refused dependency is no change), let executable graphs made from it read it before the capture adds to it,
+    and return the backend handles of its nodes now (a discarded capture removes the others)."""
+    with graph._lock:
+        graph._locate(after, "capture")
+        graph._changing()
+        return set(graph._current().handles)
+
+
+def begin_recording(graph: GraphFields[N]) -> None:
+    """A capture records into the backend graph from now on: every query of ``graph`` reads it again."""
+    graph._begin_recording()
+
+
+def end_recording(graph: GraphFields[N]) -> None:
+    """The capture recording into ``graph`` has ended (``refresh`` reads it whole once more)."""
+    graph._end_recording()
+
+
+def refresh(graph: GraphFields[N]) -> None:
+    """Read the backend graph again after a capture that recorded into it ended, or was discarded."""
+    graph._refresh()
+
+
+def take(graph: GraphFields[N]) -> None:
+    """``graph`` destroys its backend graph when collected (a capture hands the graph it made over at its end)."""
+    graph._take()

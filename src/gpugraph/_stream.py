@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _capture, _capture_rules, _params
+from . import _capture, _capture_rules, _graph_reads, _params
 from ._errors import CaptureError, GraphError
 from ._event import Event
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -73,6 +73,7 @@ class Stream:
         if number is None:
             raise TypeError(f"Device.stream(priority): expected an int, got {describe(priority)}")
         if not legacy and _wrap is None:
+            # (Device's limits, read directly: _device sits above streams, which it makes.)
             number = device._attribute_limits().clamped_priority(number)
         self.device = device
         self.non_blocking = bool(non_blocking) and not legacy
@@ -101,8 +102,9 @@ class Stream:
         capture = self._capture
         if capture is not None:
             _capture_rules.check_usable(capture, api)
+            # (Capture._kinded read directly: every call a capturing stream records checks it.)
             if capture._kinded and self is capture.stream and api != "Stream.launch":
-                capture._refuse_kinded_frontier(api)
+                _capture.refuse_kinded_frontier(capture, api)
             return
         if self.legacy:
             offended = self._blocking_captures()
@@ -223,7 +225,7 @@ class Stream:
         fast = self._fast
         if (fast is not None and not shared_mem and type(kernel) is Kernel and type(shared_mem) is int
                 and not HOST_THREADS):
-            function = kernel._functions.get(self.device)
+            function = kernel._functions.get(self.device)  # (Kernel's cache read directly: the fast lane)
             if function is not None:
                 capture = self._capture
                 if capture is None:
@@ -249,12 +251,13 @@ class Stream:
         # Untyped Params take their parameters' types only once the launch is made: a refused one changes none.
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
             converted = kernel.convert_args(args, device, typed=True, bind=False)
+            # (Graph._condition_values called directly: every captured launch takes this path.)
             args = capture.graph._condition_values(converted, f"launch({kernel!r})")  # (as a kernel node takes them)
         else:
             args = converted = kernel.convert_args(args, device, bind=False)
             if _params.in_use:
                 args = tuple([resolve(a) for a in args])
-        function = kernel._functions.get(device) or load_kernel(device, kernel)
+        function = kernel._functions.get(device) or load_kernel(device, kernel)  # (as above: Stream.launch)
         if shared_mem:
             check_shared(device, kernel, shared_mem)
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
@@ -331,7 +334,7 @@ class Stream:
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard(f"Stream.{what}")
             if self._capture is not None:
-                self._capture._refuse_in_body(f"Stream.{what}", kind.value.replace("_", " "))
+                _capture.refuse_in_body(self._capture, f"Stream.{what}", kind.value.replace("_", " "))
         self._backend.stream_semaphores(self._handle, record, self._capture_handle())
 
     def wait_value(self, target: Array, value: int, condition: str = "geq", index: int = 0) -> None:
@@ -356,7 +359,7 @@ class Stream:
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard(f"Stream.{what}")
             if self._capture is not None:
-                self._capture._refuse_in_body(f"Stream.{what}", "batch memory-op")
+                _capture.refuse_in_body(self._capture, f"Stream.{what}", "batch memory-op")
         self._backend.stream_mem_ops(self._handle, record, self._capture_handle())
 
     def host(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -371,7 +374,7 @@ class Stream:
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.host")
             if self._capture is not None:
-                self._capture._refuse_in_body("Stream.host", "host")
+                _capture.refuse_in_body(self._capture, "Stream.host", "host")
         self._backend.stream_host(self._handle, fn, args, self._capture_handle())
 
     def alloc(self, shape: Any, dtype: Any) -> Array:
@@ -384,7 +387,7 @@ class Stream:
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.alloc")
             if self._capture is not None:
-                self._capture._refuse_in_body("Stream.alloc", "memory allocation")
+                _capture.refuse_in_body(self._capture, "Stream.alloc", "memory allocation")
         if self._capture is None and _capture_rules.active:
             _capture_rules.forbid_unsafe("Stream.alloc", _ALLOC_RULE)
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
@@ -406,11 +409,11 @@ class Stream:
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
             self._guard("Stream.free")
             if self._capture is not None:
-                self._capture._refuse_in_body("Stream.free", "memory free")
+                _capture.refuse_in_body(self._capture, "Stream.free", "memory free")
         if self._capture is None and _capture_rules.active:
             _capture_rules.forbid_unsafe("Stream.free", _ALLOC_RULE)
         check_same_device(self.device, array, "free(array)")
-        alloc = array._alloc
+        alloc = array._alloc  # (Array's record, read directly: _memory keeps no reader of it)
         if alloc.origin == "device":
             raise ValueError(f"free(array): {alloc.owner} came from Device.empty (or another library) and is "
                              f"freed by its owner; Stream.free takes memory from Stream.alloc or allocation nodes")
@@ -430,7 +433,7 @@ class Stream:
                                        f"allocation; a captured free can only free graph memory "
                                        f"(allocate it inside the capture)")
         graph = capture.graph  # allocations are told apart by record, not address: CUDA reuses addresses
-        topology = graph._current()
+        topology = _graph_reads.topology(graph)
         if any(freed is alloc and topology.records[i].kind.value == "mem_free" for i, freed in topology.allocs.items()):
             raise _capture_rules.invalidate([capture], "Stream.free",
                                        f"{alloc.owner} is already freed in this capture (double free)")
@@ -481,7 +484,7 @@ class Stream:
                                                None if capture is None else capture._handle):
             self._refuse_ended_capture_event(event)  # (it ended on another thread meanwhile)
         if capture is not None and self._capture is None:
-            capture._fork(self)  # this stream now records into the capture
+            _capture.fork(capture, self)  # this stream now records into the capture
 
     def _refuse_ended_capture_event(self, event: Event) -> None:
         raise CaptureError(f"Stream.wait: {event!r} was last recorded inside a capture that has ended; that record "
