@@ -15,6 +15,7 @@ from ._graph_node import Node
 from ._graph_state import GraphState
 from ._memory import Array, normalize_dtype, normalize_shape
 from ._nodes import NodeKind
+from ._placement import graph_node_device
 
 
 class GraphAlloc(GraphState):
@@ -39,13 +40,7 @@ class GraphAlloc(GraphState):
         See also: cudaGraphAddMemAllocNode (poolProps.location, accessDescs), hipMemPoolSetAccess.
         """
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
-        if device is None:
-            device = self.device
-        elif not isinstance(device, Device):
-            raise TypeError(f"add_alloc(device): expected a Device or None, got {type(device).__name__}")
-        elif device.backend != self.device.backend:
-            raise ValueError(f"add_alloc(device): {device} is a device of another backend than the graph's "
-                             f"({self.device})")
+        device = graph_node_device(self.device, device, "add_alloc")
         sharers = device._sharers(access, "add_alloc")
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")

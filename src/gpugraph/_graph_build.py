@@ -22,7 +22,7 @@ from ._memops import mem_ops_record
 from ._memory import Array
 from ._nesting import nesting_refusal
 from ._nodes import ChildGraphParams, EmptyParams, HostParams, KernelParams, NodeKind
-from ._placement import check_shared, load_kernel
+from ._placement import check_shared, graph_node_device, load_kernel
 from ._records import event_record, host_record, memcpy_record, memset_record
 from ._semaphores import semaphore_record
 from ._topology import Topology
@@ -61,13 +61,7 @@ class GraphBuild(GraphState):
                 return node
         if type(kernel) is not Kernel:
             raise TypeError(f"add_kernel(kernel): expected a Kernel, got {type(kernel).__name__}")
-        if device is None:
-            device = self.device
-        elif not isinstance(device, Device):
-            raise TypeError(f"add_kernel(device): expected a Device or None, got {type(device).__name__}")
-        elif device.backend != self.device.backend:
-            raise ValueError(f"add_kernel(device): {device} is a device of another backend than the graph's "
-                             f"({self.device})")
+        device = graph_node_device(self.device, device, "add_kernel")
         if device is not self.device and self._in_body():
             raise GraphError(f"add_kernel(device={device}): {self!r} is the body of a conditional node, whose nodes "
                              f"all run on its graph's device ({self.device})")

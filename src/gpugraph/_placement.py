@@ -49,6 +49,17 @@ def sibling(device: D, index: int) -> D:
     return device if index == device.index else type(device)(f"{device.backend}:{index}")
 
 
+def graph_node_device(graph_device: D, device: object, what: str) -> D:
+    """The device a graph node given ``device=`` runs on: the graph's for None, else a device of its backend."""
+    if device is None:
+        return graph_device
+    if not isinstance(device, type(graph_device)):  # (the Device class, which sits above this module)
+        raise TypeError(f"{what}(device): expected a Device or None, got {type(device).__name__}")
+    if device.backend != graph_device.backend:
+        raise ValueError(f"{what}(device): {device} is a device of another backend than the graph's ({graph_device})")
+    return device
+
+
 def check_same_device(device: _Device, value: Any, what: str) -> None:
     """Refuse an operand (Array, Event) of a device other than ``device``."""
     other = getattr(value, "device", None)

@@ -36,6 +36,17 @@ PATIENCE = 0.1
 _running = threading.local()  # .run: the ParallelRun this thread last ran chains of (drive or _help)
 
 
+@contextlib.contextmanager
+def _running_as(run: ParallelRun | FuzzedRun) -> Iterator[ParallelRun | FuzzedRun | None]:
+    """Make ``run`` this thread's running run for the block (a child graph's run inside its parent's: the parent's is
+    restored after), giving the one it replaces."""
+    previous, _running.run = getattr(_running, "run", None), run
+    try:
+        yield previous
+    finally:
+        _running.run = previous
+
+
 def lending() -> contextlib.AbstractContextManager[None]:
     """For a step that blocks until other steps run (a collective's part waiting for the other ranks'): lets
     the graph run that this thread serves, and its pool, have one thread more meanwhile, so that a graph with
@@ -74,11 +85,8 @@ class ParallelRun:
         self.wake.acquire()
 
     def drive(self) -> None:
-        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
-        try:
+        with _running_as(self):
             self._drive()
-        finally:
-            _running.run = previous
 
     def _drive(self) -> None:
         chain = self._take()
@@ -97,11 +105,8 @@ class ParallelRun:
             raise self.errors[0]
 
     def _help(self) -> None:
-        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
-        try:
+        with _running_as(self):
             self._help_run()
-        finally:
-            _running.run = previous
 
     def _help_run(self) -> None:
         with self.lock:
@@ -225,9 +230,7 @@ class FuzzedRun:
         self.outer: ParallelRun | FuzzedRun | None = None  # the run whose step this run is (a child graph's)
 
     def drive(self) -> None:
-        previous, _running.run = getattr(_running, "run", None), self  # (a child graph's run: restored after)
-        self.outer = previous
-        try:
+        with _running_as(self) as self.outer:
             with self.lock:
                 drawn = self._draw()
                 chain = self._take()
@@ -235,19 +238,14 @@ class FuzzedRun:
                 _patience.watch(self, self.drawn_at + PATIENCE)
             self._serve(chain, drawn - 1)
             self.done.wait()
-        finally:
-            _running.run = previous
         if self.errors:
             raise self.errors[0]
 
     def _help(self) -> None:
-        previous, _running.run = getattr(_running, "run", None), self
-        try:
+        with _running_as(self):
             with self.lock:
                 chain = self._take()
             self._serve(chain, 0)
-        finally:
-            _running.run = previous
 
     def _serve(self, chain: Chain | None, helpers: int) -> None:
         """Ask for ``helpers``, then run ``chain`` and the chains this thread takes after it, until none is left."""
