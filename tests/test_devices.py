@@ -104,7 +104,7 @@ def test_each_device_has_its_own_legacy_default_stream(pair):
     first.default_stream.synchronize()
 
 
-@pytest.mark.parametrize("value", ["0", str(MAX_DEVICES + 1), "two", "-1"])
+@pytest.mark.parametrize("value", ["0", str(MAX_DEVICES + 1), "two", "-1", "²"])
 def test_a_wrong_number_of_cpu_devices_is_a_clear_error(value):
     script = ("import gpugraph as gg\ntry:\n    gg.Device('cpu')\n"
               "except gg.BackendUnavailableError as e:\n    print(e)\n")

@@ -25,7 +25,7 @@ def configured_devices() -> int:
     text = os.environ.get("GPUGRAPH_CPU_DEVICES", "").strip()
     if not text:
         return DEVICES
-    count = int(text) if text.isdigit() else 0
+    count = int(text) if text.isascii() and text.isdigit() else 0  # ("²".isdigit(), yet int refuses it)
     if not 1 <= count <= MAX_DEVICES:
         raise BackendUnavailableError(f"cpu: $GPUGRAPH_CPU_DEVICES must be a whole number from 1 to {MAX_DEVICES}, "
                                       f"got {text!r}")
