@@ -157,8 +157,8 @@ def test_captured_instantiates_once_another_threads_global_capture_has_ended(dev
 
 
 def test_a_new_thread_never_takes_over_a_finished_threads_graph_memory(device):
-    """Per-thread entries were keyed by thread ident, which a new thread inherits once the first has ended:
-    the new thread replayed the old one's graph and overwrote the Array it had returned."""
+    """Per-thread entries keyed by thread ident would pass to a new thread given the ident of one that has ended:
+    the new thread would replay the old one's graph and overwrite the Array it had returned."""
     @gg.captured(dynamic=("x",))
     def doubled(x):
         s = gg.current_stream(device)

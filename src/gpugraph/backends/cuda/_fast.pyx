@@ -817,7 +817,7 @@ def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
         free(ends)
 
 
-# A capture's life and a whole-graph update (the seed's recapture + update makes each once per iteration): the
+# A capture's life and a whole-graph update (recapture + whole-graph update makes each once per iteration): the
 # driver calls the CUDA backend makes there, each returning the CUresult as an int (and what it made, as an
 # address), which the backend turns into its objects or its error. Through cuda-bindings' wrappers each cost
 # 1-3 µs (a result enum and a tuple made per call, a count call before a listing).
