@@ -48,6 +48,14 @@ CORE = _core()
 # become C type checks (the .pxd files declare the C types), so the plain and compiled modes accept the same
 # arguments.
 CORE_DIRECTIVES = {"language_level": 3, "annotation_typing": False}
+# The oldest Cython that compiles the core right: 3.3.0 drops the read of a typed object's attribute that a loop
+# iterates over (``for i, child in source.children.items()`` in _topology iterated a freed temporary: a crash).
+CORE_CYTHON = (3, 3, 1)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """A version's leading numbers: "3.3.0" -> (3, 3, 0), "3.4.0b1" -> (3, 4, 0)."""
+    return tuple(int(part) for part in re.findall(r"\d+", re.split(r"[a-z]", text)[0])[:3])
 
 
 def _cuda_version(header: str) -> tuple[int, int] | None:
@@ -142,9 +150,14 @@ class OptionalBuildExt(build_ext):
     def _build_core(self, ext: Any, name: str) -> None:
         """Compile core module ``name`` (its .py, with its .pxd), or say why not and leave it plain."""
         try:
+            from Cython import __version__ as cython_version
             from Cython.Build import cythonize
         except ImportError as error:
             return self._skip_core(name, f"Cython is missing ({error})")
+        if _version(cython_version) < CORE_CYTHON:
+            floor = ".".join(map(str, CORE_CYTHON))
+            return self._skip_core(name, f"Cython {cython_version} is older than {floor}, the oldest that compiles it "
+                                         f"right (pip install 'Cython>={floor}')")
         digest = CORE.source_digest(PACKAGE_DIR, name)  # (first: an edit while it compiles leaves it plain)
         try:
             # force: Cython's dependency check can miss a changed .pxd and keep a stale C file.
