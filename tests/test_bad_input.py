@@ -2147,7 +2147,8 @@ extern "C" __global__ void write_from(int* x, int start) { x[start + threadIdx.x
 extern "C" __global__ void read_to(const int* x, int n, int* out) {
     if (threadIdx.x == 0) { int sum = 0; for (int i = 0; i < n; ++i) sum += x[i]; out[0] = sum; }
 }
-extern "C" __global__ void write_null(int* x) { int* p = 0; p[threadIdx.x] = x[0]; }
+// (The null address comes from memory, x[0] == 0: NVRTC drops a store it can see is to a null constant.)
+extern "C" __global__ void write_null(int* x) { int* p = (int*)(size_t)x[0]; p[threadIdx.x] = 1; }
 extern "C" __global__ void write_through(int** p) { *p[0] = 1; }
 __device__ int deep(int n) { volatile int pad[256]; pad[0] = n; return n == 0 ? 0 : deep(n - 1) + pad[0]; }
 extern "C" __global__ void recurse(int* x, int n) { x[blockIdx.x] = deep(n); }
@@ -2329,7 +2330,7 @@ def test_faults(device, known_bug, case, cpu_only):
     assert status == 0, "\n".join(printed) + stderr
     report = json.loads(next(line for line in printed if line.startswith("REPORT "))[len("REPORT "):])
     assert report["raised"] == case.raised, report
-    assert report["code"].rpartition(".")[2] == case.error_code, report  # (cuda-bindings': CUresult.NAME)
+    assert report["code"] == case.error_code, report
     if device.backend == "cpu":
         assert re.search(case.match, report["message"]), report["message"]
         assert printed[-1] == "AFTER 2016", printed  # (0 + 1 + ... + 63: the device works on)

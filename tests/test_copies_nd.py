@@ -131,9 +131,14 @@ def test_box_rules_are_checked_at_the_call(device):
         stream.memset(plane, 0.0, origin=(1, 1))
     with pytest.raises(ValueError, match="memsets write 1-, 2- or 4-byte patterns"):
         stream.memset(device.zeros((2, 2), np.float64), 2.0, shape=1)
-    if device.backend != "cpu":  # (the CPU backend's memory is page-locked host memory itself)
-        with stream.capture(), pytest.raises(ValueError, match="page-locked"):
-            stream.memcpy(dst, np.zeros((D, H, W), np.float32), shape=1)
+    host = np.arange(D * H * W, dtype=np.float32).reshape(D, H, W)  # (ordinary memory, in a captured box copy)
+    with stream.capture() as cap:
+        stream.memcpy(dst, host, shape=(2, 2, 3), dst_origin=(1, 3, 4), src_origin=(0, 1, 2))
+    cap.graph.instantiate().launch(stream)
+    stream.synchronize()
+    expected = np.zeros((D, H, W), np.float32)
+    expected[1:3, 3:5, 4:7] = host[0:2, 1:3, 2:5]
+    np.testing.assert_array_equal(dst.to_numpy(), expected)
     g = gg.Graph(device)
     with pytest.raises(TypeError, match=r"add_memset: give count \(a 1-D memset\) or shape \(a 2-D memset\), not both"):
         g.add_memset(plane, 0.0, 3, shape=1)

@@ -22,14 +22,17 @@ class BackendError(GpuGraphError):
     Attributes:
         backend: Backend name, e.g. ``"cuda"``.
         api: The failing call, e.g. ``"cuGraphInstantiate"``.
-        code: The backend's error code (an int or an enum member).
+        code: The error's name, the same on every backend, e.g. ``"CUDA_ERROR_LAUNCH_FAILED"`` (another library's
+            error where the failure is its own, e.g. NCCL's).
+        number: The driver's number for it, where a driver answered (e.g. 719), else None.
     """
 
-    def __init__(self, backend: str, api: str, code: object, detail: str = "") -> None:
+    def __init__(self, backend: str, api: str, code: object, detail: str = "", number: int | None = None) -> None:
         self.backend = backend
         self.api = api
         self.code = code
-        message = f"{backend}: {api} failed: {code}"
+        self.number = number
+        message = f"{backend}: {api} failed: {code}" + ("" if number is None else f" ({number})")
         super().__init__(f"{message}: {detail}" if detail else message)
 
 

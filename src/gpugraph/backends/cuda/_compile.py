@@ -19,7 +19,7 @@ from ._symbols import drv
 def _nvrtc(fn: Any, *args: Any) -> Any:
     result = fn(*args)
     if result[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise BackendError("cuda", fn.__name__, repr(result[0]))
+        raise BackendError("cuda", fn.__name__, result[0].name, number=int(result[0]))
     return result[1] if len(result) == 2 else None
 
 
@@ -186,8 +186,8 @@ def _load_error(err: Any, index: int, device: Any, module: Any) -> BackendError:
     major, minor = _capability(device)
     _, text = drv.get_error_string(err)
     text = text.decode() if isinstance(text, bytes) else ""
-    return BackendError(refused.backend, refused.api, refused.code,
-                        f"{text}: {module!r} cannot be loaded on cuda:{index}, a device of compute "
+    return BackendError(refused.backend, refused.api, refused.code, number=refused.number,
+                        detail=f"{text}: {module!r} cannot be loaded on cuda:{index}, a device of compute "
                         f"capability {major}.{minor}: give it PTX the driver can compile (from a CUDA no newer than "
                         f"the driver), or a cubin or fatbin holding code for sm_{major}{minor}")
 

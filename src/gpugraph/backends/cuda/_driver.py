@@ -23,7 +23,7 @@ def error(api: str, code: Any) -> BackendError:
     name = name.decode() if isinstance(name, bytes) else str(code)
     text = text.decode() if isinstance(text, bytes) else ""
     hint = _HINTS.get((api, name))
-    return BackendError("cuda", api, f"{name} ({int(code)})", f"{text}; {hint}" if hint else text)
+    return BackendError("cuda", api, name, f"{text}; {hint}" if hint else text, int(code))
 
 
 def fail(api: str, code: int) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 from cuda.bindings import driver as cu
 
 from ... import _params
-from ..._attributes import AttributeRefusal
+from ..._attributes import AttributeRefusal, launch_refusal
 from ..._memops import bits
 from ..._memory import Array
 from ..._memory import address_of as address
@@ -40,6 +40,7 @@ from ..._nodes import (
 )
 from ..._params import Param, resolve
 from . import _compiled
+from ._attributes import read_attributes
 from ._driver import call, error, fail, require_driver
 from ._objects import CudaGraph, ForeignKernel
 from ._symbols import drv
@@ -52,6 +53,20 @@ _add_kernel_node = drv.graph_add_kernel_node  # read once, for the hot path (eac
 _SHAPE_REFUSALS = {cu.CUresult.CUDA_ERROR_INVALID_CLUSTER_SIZE: "its cluster dims must divide its grid",
                    cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
                        "it is cooperative, so its blocks must all be resident at once, more than this device holds"}
+
+
+def _shape_refusal(backend: Any, node: Any, params: Any, err: Any) -> str:
+    """Why the driver refused kernel node ``node`` of an executable graph the launch shape of ``params`` (``err``, one
+    of _SHAPE_REFUSALS): the rule with the node's numbers, as the front end words it (launch_refusal), from the
+    attributes of the graph's node, which the executable graph was made with unless they changed since; else
+    the rule alone."""
+    attributes = read_attributes(node)
+    block = params.block
+    refusal = launch_refusal(attributes, params.grid, block, lambda: backend.kernel_cooperative_blocks(
+        params.device, params.kernel, block[0] * block[1] * block[2], params.shared_mem))
+    rule = _SHAPE_REFUSALS[err]
+    # (The same rule where both begin alike: "its cluster dims...", "it is cooperative...".)
+    return refusal if refusal is not None and refusal[:12] == rule[:12] else f"{rule} ({err.name})"
 
 
 def device_index(operand: Any, default: int) -> int:
@@ -246,7 +261,7 @@ class _Kernel(_Kind):
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             err = drv.graph_exec_kernel_node_set_params(exec_.handle, node, p)[0]
         if err in _SHAPE_REFUSALS:  # (the node's attributes, which the exec keeps out of gpugraph's sight)
-            raise AttributeRefusal(f"{_SHAPE_REFUSALS[err]} ({err.name})")
+            raise AttributeRefusal(_shape_refusal(backend, node, params, err))
         if err:
             raise error("cuGraphExecKernelNodeSetParams", err)
 

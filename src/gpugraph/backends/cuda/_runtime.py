@@ -401,7 +401,9 @@ class CudaRuntime:
         self.contexts.use(index)
         # (In the module the kernel's function came from: a template's instance has one of its own.)
         err, ptr, nbytes = drv.module_get_global(call(drv.func_get_module, function.handle), name.encode())
-        if err == cu.CUresult.CUDA_ERROR_NOT_FOUND:
+        # (No variable of that name: NOT_FOUND, or INVALID_VALUE where the name is a function's, as a kernel's is:
+        # seen on an H100, driver 580.)
+        if err in (cu.CUresult.CUDA_ERROR_NOT_FOUND, cu.CUresult.CUDA_ERROR_INVALID_VALUE):
             return None
         if err:
             raise error("cuModuleGetGlobal", err)

@@ -1,0 +1,176 @@
+"""What page-locking (cuMemHostRegister / cuMemHostUnregister) may do while graphs use host memory: the facts the
+host registry (src/gpugraph/backends/_host_registry.py) rests on. Each case prints one line.
+
+- R1: a graph copy node over host memory that spans two registrations (the driver refuses it at add time).
+- R2: unregister and register again, over a larger range, the memory a copy node was made over, after the node was
+  made and again after the graph was instantiated: does the node still copy the right values at launch?
+- R3: inside a stream capture (global and relaxed mode), register new memory, then unregister memory no captured
+  node uses, then unregister memory a captured copy node uses and register the larger range: does the capture
+  stay valid, and does the captured graph copy the right values?
+- R4: does cuMemHostUnregister wait for a copy in flight over the memory (a 1 GiB host-to-device copy)? The
+  call's time is printed beside the copy's own.
+
+Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from cuda.bindings import driver as cu
+
+PAGE = 4096
+
+
+def check(result: tuple, what: str) -> object:
+    if result[0] != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{what}: {result[0].name}")
+    return result[1] if len(result) > 1 else None
+
+
+def status(result: tuple) -> str:
+    return result[0].name
+
+
+def page_buffer(pages: int) -> np.ndarray:
+    """A page-aligned host buffer of ``pages`` pages (float32), from NumPy's allocator."""
+    raw = np.zeros(pages * PAGE + PAGE, np.uint8)
+    start = -raw.ctypes.data % PAGE
+    return raw[start:start + pages * PAGE].view(np.float32)
+
+
+def copy_node(graph: object, ctx: object, dst: int, src: int, nbytes: int, deps: list) -> tuple:
+    """cuGraphAddMemcpyNode host -> device of ``nbytes``: the driver's answer (result, node)."""
+    p = cu.CUDA_MEMCPY3D()
+    p.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_HOST
+    p.srcHost = src
+    p.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    p.dstDevice = dst
+    p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
+    return cu.cuGraphAddMemcpyNode(graph, deps, len(deps), p, ctx)
+
+
+def read_back(dptr: int, count: int) -> np.ndarray:
+    out = np.empty(count, np.float32)
+    check(cu.cuMemcpyDtoH(out.ctypes.data, dptr, out.nbytes), "cuMemcpyDtoH")
+    return out
+
+
+def launch(graph: object, stream: object) -> None:
+    exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+    check(cu.cuGraphLaunch(exe, stream), "cuGraphLaunch")
+    check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    check(cu.cuGraphExecDestroy(exe), "cuGraphExecDestroy")
+
+
+def r1(ctx: object, dptr: int) -> None:
+    host = page_buffer(4)
+    a, b = host.ctypes.data, host.ctypes.data + 2 * PAGE
+    check(cu.cuMemHostRegister(a, 2 * PAGE, 0), "register first half")
+    check(cu.cuMemHostRegister(b, 2 * PAGE, 0), "register second half")
+    graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+    print("R1 copy over two registrations:", status(copy_node(graph, ctx, dptr, a, 4 * PAGE, [])))
+    print("R1 copy inside the first one:", status(copy_node(graph, ctx, dptr, a, 2 * PAGE, [])))
+    check(cu.cuGraphDestroy(graph), "cuGraphDestroy")
+    check(cu.cuMemHostUnregister(a), "unregister")
+    check(cu.cuMemHostUnregister(b), "unregister")
+
+
+def r2(ctx: object, stream: object, dptr: int) -> None:
+    for when in ("after the node was made", "after the graph was instantiated"):
+        host = page_buffer(4)
+        base = host.ctypes.data
+        check(cu.cuMemHostRegister(base, 2 * PAGE, 0), "register")
+        graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+        check(copy_node(graph, ctx, dptr, base, 2 * PAGE, []), "copy node")
+        exe = None
+        if when.endswith("instantiated"):
+            exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        check(cu.cuMemHostUnregister(base), "unregister")
+        swapped = status(cu.cuMemHostRegister(base, 4 * PAGE, 0))
+        right = 0
+        for value in range(1, 51):
+            host[:] = value
+            if exe is None:
+                launch(graph, stream)
+            else:
+                check(cu.cuGraphLaunch(exe, stream), "cuGraphLaunch")
+                check(cu.cuStreamSynchronize(stream), "sync")
+            right += bool((read_back(dptr, 2 * PAGE // 4) == value).all())
+        print(f"R2 registration swapped for a larger one {when}: register {swapped}, right on {right}/50 launches")
+        if exe is not None:
+            check(cu.cuGraphExecDestroy(exe), "destroy")
+        check(cu.cuGraphDestroy(graph), "destroy")
+        check(cu.cuMemHostUnregister(base), "unregister")
+
+
+def r3(ctx: object, stream: object, dptr: int) -> None:
+    modes = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
+             "relaxed": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED}
+    for name, mode in modes.items():
+        used, other, fresh = page_buffer(4), page_buffer(2), page_buffer(2)
+        check(cu.cuMemHostRegister(used.ctypes.data, 2 * PAGE, 0), "register used")
+        check(cu.cuMemHostRegister(other.ctypes.data, 2 * PAGE, 0), "register other")
+        check(cu.cuStreamBeginCapture(stream, mode), "begin capture")
+        check(cu.cuMemcpyHtoDAsync(dptr, used.ctypes.data, 2 * PAGE, stream), "captured copy")
+        answers = [("register new", status(cu.cuMemHostRegister(fresh.ctypes.data, 2 * PAGE, 0))),
+                   ("unregister unused", status(cu.cuMemHostUnregister(other.ctypes.data))),
+                   ("unregister used", status(cu.cuMemHostUnregister(used.ctypes.data))),
+                   ("register larger", status(cu.cuMemHostRegister(used.ctypes.data, 4 * PAGE, 0)))]
+        capturing = check(cu.cuStreamIsCapturing(stream), "is capturing")
+        ended = cu.cuStreamEndCapture(stream)
+        right = "-"
+        if ended[0] == cu.CUresult.CUDA_SUCCESS:
+            count = 0
+            for value in range(1, 21):
+                used[:] = value
+                launch(ended[1], stream)
+                count += bool((read_back(dptr, 2 * PAGE // 4) == value).all())
+            right = f"{count}/20"
+            check(cu.cuGraphDestroy(ended[1]), "destroy")
+        print(f"R3 {name} capture: " + ", ".join(f"{what} {answer}" for what, answer in answers)
+              + f"; still capturing: {capturing.name}; end capture {ended[0].name}; right on {right} launches")
+        for buffer in (used, fresh, other):
+            cu.cuMemHostUnregister(buffer.ctypes.data)
+        cu.cuCtxSynchronize()  # (a failed capture's errors are sticky on nothing; clear the stream's state)
+
+
+def r4(stream: object) -> None:
+    nbytes = 1 << 30
+    host = page_buffer(nbytes // PAGE)
+    dptr = check(cu.cuMemAlloc(nbytes), "cuMemAlloc")
+    check(cu.cuMemHostRegister(host.ctypes.data, nbytes, 0), "register")
+    start = time.perf_counter()
+    check(cu.cuMemcpyHtoDAsync(dptr, host.ctypes.data, nbytes, stream), "copy")
+    check(cu.cuStreamSynchronize(stream), "sync")
+    alone = time.perf_counter() - start
+    start = time.perf_counter()
+    check(cu.cuMemcpyHtoDAsync(dptr, host.ctypes.data, nbytes, stream), "copy")
+    queued = time.perf_counter() - start
+    check(cu.cuMemHostUnregister(host.ctypes.data), "unregister")
+    unregister = time.perf_counter() - start - queued
+    done = status(cu.cuStreamQuery(stream))
+    check(cu.cuStreamSynchronize(stream), "sync")
+    print(f"R4 a 1 GiB copy takes {alone * 1e3:.1f} ms; unregistering its memory while it runs took "
+          f"{unregister * 1e3:.1f} ms (the stream then: {done})")
+    check(cu.cuMemFree(dptr), "free")
+
+
+def main() -> None:
+    check(cu.cuInit(0), "cuInit")
+    device = check(cu.cuDeviceGet(0), "cuDeviceGet")
+    ctx = check(cu.cuDevicePrimaryCtxRetain(device), "retain")
+    check(cu.cuCtxSetCurrent(ctx), "set current")
+    stream = check(cu.cuStreamCreate(1), "cuStreamCreate")
+    dptr = check(cu.cuMemAlloc(4 * PAGE), "cuMemAlloc")
+    for case in (lambda: r1(ctx, dptr), lambda: r2(ctx, stream, dptr), lambda: r3(ctx, stream, dptr),
+                 lambda: r4(stream)):
+        try:
+            case()
+        except RuntimeError as error:
+            print("  case failed:", error)
+
+
+if __name__ == "__main__":
+    main()
