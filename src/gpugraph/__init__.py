@@ -78,6 +78,7 @@ from ._params import Param
 from ._properties import PROPERTIES, SCHEDULES
 from ._semaphores import EmulatedSemaphore, ExternalSemaphore
 from ._stream import Stream
+from ._timeline import Timeline, TimelineRow, timeline
 from ._user_objects import UserObject
 from .backends import available_backends
 
@@ -142,6 +143,8 @@ __all__ = [
     "SemaphoreWaitParams",
     "Stream",
     "StreamErrors",
+    "Timeline",
+    "TimelineRow",
     "UniqueId",
     "UserObject",
     "WaitValue",
@@ -156,6 +159,7 @@ __all__ = [
     "from_cuda_array_interface",
     "from_dlpack",
     "thread_capture_mode",
+    "timeline",
     "unique_id",
     "use_stream",
 ]

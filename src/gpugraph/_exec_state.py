@@ -10,6 +10,7 @@ reads the graph only through ``gpugraph._graph_reads`` (``topology``, ``node_of`
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from . import _graph_reads
@@ -45,6 +46,11 @@ def refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
                          f"kernel nodes of the graph itself (add those nodes to it)")
 
 
+# Every executable graph by the backend's handle of it, while it lives: a timeline's records name the backend's, and
+# the Nodes are read through the GraphExec (gpugraph._timeline).
+by_handle: weakref.WeakValueDictionary[Any, ExecState] = weakref.WeakValueDictionary()
+
+
 class ExecState:
     """The fields of a GraphExec (its slots), and what it knows of its source: the layout, the nodes setters may
     name, the nodes removed; the graph's calls into it (``_before_change``, ``_patches``, ``_node_removed``,
@@ -77,6 +83,7 @@ class ExecState:
         self._recorded_events: list[Any] | None = None  # of its event-record nodes, once asked (_layout's)
         self._shape: Any = None  # the source's shape (_graph_reads.shape), once known
         self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
+        by_handle[self._handle] = self
         graph._followed_by(self, updated=False)  # (private to the graph and its executable graphs: whom it tells)
 
     def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:

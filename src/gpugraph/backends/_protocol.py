@@ -9,13 +9,27 @@ records of ``gpugraph._nodes``. Every call maps to one HIP/CUDA runtime or drive
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from ._host_registry import HostRegistry
 
 Handle = Any
+
+
+class TimelineRecord(NamedTuple):
+    """One piece of work that ran while a timeline recorded (``Backend.timeline_stop`` gives them)."""
+
+    kind: str  # what ran, as a NodeKind's value: "kernel", "memcpy", "memset", "host"
+    name: str  # its name: the kernel's, the host function's, or the copy's or memset's bytes ("4096 B")
+    start: int  # nanoseconds since the recording began, on one clock for all its records
+    end: int
+    lane: str  # what ran it, so that work in different lanes may overlap: "stream 3", "worker 2"
+    launch: int | None  # which graph launch ran it, one number per launch of the recording; None: a stream operation
+    graph_exec: Handle  # the executable graph whose launch ran it (the backend's handle), None where not known
+    node: Handle  # the graph node that ran, None for a stream operation or where the backend cannot tell: a node
+    # handle of the graph ``graph_exec`` was instantiated from, or of a child graph or conditional body in it
 
 
 class Backend(Protocol):
@@ -289,3 +303,13 @@ class Backend(Protocol):
         nothing changed. The front end has compared the topology and refused allocation and free nodes; the
         backend checks the parameters, as cuGraphExecUpdate does (gpugraph._update's rules per node)."""
     def exec_destroy(self, exec_: Handle) -> None: ...
+
+    # Timelines (gpugraph._timeline: one records at a time per backend, the front end sees to it)
+    def timeline_start(self, index: int) -> Handle:
+        """Begin recording when the kernels, copies, memsets and host functions of graph nodes and stream
+        operations launched on device ``index`` from now on start and end; the recording's handle. ImportError
+        naming the package to install where the backend needs one that is missing (CUDA: cupti-python)."""
+    def timeline_stop(self, timeline: Handle, executables: Sequence[Handle]) -> list[TimelineRecord]:
+        """End the recording ``timeline`` once the device's work launched so far has finished (its streams keep
+        their errors for the next synchronize); what ran, in no particular order. ``executables``: the device's open
+        executable graphs, which the records may name (CUDA's records name them by CUPTI's ids)."""

@@ -97,8 +97,8 @@ class CpuCapturing(CpuRuntime):
                 return
             if _params.in_use:  # ended meanwhile (on another thread): run uncaptured, the Params' values now
                 args = tuple([resolve(a) for a in args])
-        stream.submit(run_kernel, (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args),
-                                   stream.index))
+        stream.submit_op(NodeKind.KERNEL, function, run_kernel, (function, LaunchConfig(grid, block, shared_mem),
+                                                                 function.typed_args(args), stream.index))
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None,
                       box: Any = None, pins: tuple = ()) -> None:
@@ -106,7 +106,7 @@ class CpuCapturing(CpuRuntime):
             refuse_in_host_function("Stream.memcpy")
         if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes, box, pins)):
             return
-        stream.submit(run_memcpy, (dst, src, nbytes, box))
+        stream.submit_op(NodeKind.MEMCPY, nbytes, run_memcpy, (dst, src, nbytes, box))
 
     def stream_memset(self, stream: CpuStream, dst: Any, value: Any, pattern: int, element_size: int,
                       count: int, capture: CpuCapture | None, plane: tuple[int, int, int] | None = None) -> None:
@@ -116,14 +116,15 @@ class CpuCapturing(CpuRuntime):
         if capture is not None and capture.record(stream, MemsetParams(dst, value, pattern, element_size, count,
                                                                        *shape)):
             return
-        stream.submit(run_memset, (dst, pattern, element_size, count, *shape))
+        stream.submit_op(NodeKind.MEMSET, count * element_size * shape[1], run_memset,
+                         (dst, pattern, element_size, count, *shape))
 
     def stream_host(self, stream: CpuStream, fn: Any, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.host")
         if capture is not None and capture.record(stream, HostParams(fn, args)):
             return
-        stream.submit(fn, args)
+        stream.submit_op(NodeKind.HOST, fn, fn, args)
 
     def stream_mem_ops(self, stream: CpuStream, params: Any, capture: CpuCapture | None) -> None:
         if HOST_THREADS:

@@ -11,6 +11,7 @@ import ctypes
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -22,11 +23,15 @@ from .. import _exit as at_exit
 from .._allocation import Allocation
 from .._exit import exit_timeout
 from .._host_registry import HostRegistry
+from .._protocol import TimelineRecord
 from ._load import load as load_compiled
 from ._memory import ADDRESSES, MACHINE_MEMORY, PinnedRegistry, Pool, check_mappable, guarded, typed_view
 from ._ops import run_memcpy
 from ._parallel import POOL_THREADS
 from ._streams import BranchPool, CpuStream
+from ._timeline import CpuRecording
+from ._timeline import start as start_recording
+from ._timeline import stop as stop_recording
 
 
 def _host_bytes(ptr: int, nbytes: int) -> np.ndarray:
@@ -129,6 +134,17 @@ class CpuRuntime:
                 self._streams.pop(stream, None)
         self._stream_pools[index].release()
         raise_stream_errors(errors)
+
+    # Timelines (recorded by the threads that run the work: _timeline)
+
+    def timeline_start(self, index: int) -> CpuRecording:
+        return start_recording(index)
+
+    def timeline_stop(self, recording: CpuRecording, executables: Sequence[Any]) -> list[TimelineRecord]:
+        for stream in list(self._streams):  # (as device_synchronize waits, leaving the errors to it)
+            if stream.index == recording.index:
+                stream.wait_idle()
+        return stop_recording(recording)
 
     def _finish_at_exit(self) -> None:
         """At interpreter exit: let queued work finish, waiting at most $GPUGRAPH_EXIT_TIMEOUT seconds in

@@ -61,6 +61,7 @@ from ._ops import (
 from ._parallel import FuzzedRun, ParallelRun
 from ._plan import Chain, Plan, Step, topological_order
 from ._streams import Completion
+from ._timeline import RECORDING, launch_watch, run_watched, timed_plan, watched
 
 # Executable graph ids, as CUDA's: unique in the process.
 _exec_ids = itertools.count(1)
@@ -94,6 +95,11 @@ class CpuExec:
                  pool: Callable[[], Executor], device_launch: bool = False, owner: CpuExec | None = None,
                  schedule_seed: int | None = None) -> None:
         self._pool = pool
+        # A child graph's or body's: the copy of its parent's that it was made from, and the front end's graph that
+        # this is a copy of, node for node, which a timeline names its nodes by (set by the run of its parent that a
+        # timeline records: name_inside).
+        self.source = graph if owner is not None else None
+        self.named_as: CpuGraph | None = None
         self.schedule_seed = schedule_seed
         self.schedule = None if schedule_seed is None else random.Random(schedule_seed)
         self.id = next(_exec_ids)
@@ -240,7 +246,8 @@ class CpuExec:
             # A wait node waits for its event's latest record before this launch's own (never
             # recorded: it completes at once), as a stream wait does at the time of the call.
             bound = [event.latest for event, _ in plan.waits] if plan.waits else ()
-            ticket = [(plan, previous, done, fired, bound)]  # taken (popped) by the run or by a cancel
+            watch = launch_watch(stream.index) if RECORDING else None  # (a timeline records this launch)
+            ticket = [(plan, previous, done, fired, bound, watch)]  # taken (popped) by the run or by a cancel
             undo = _Undo(plan, memory) if fired or memory is not None else None
             try:
                 self.last_done = done
@@ -261,7 +268,7 @@ class CpuExec:
     def _run_instance(self, ticket: list) -> None:
         """A launch's task on its stream: wait for the previous instance, run, mark this one done."""
         try:
-            plan, previous, done, fired, bound = ticket.pop()
+            plan, previous, done, fired, bound, watch = ticket.pop()
         except IndexError:  # the launch was interrupted and undone before the stream reached it
             return
         try:
@@ -273,9 +280,35 @@ class CpuExec:
                 slot[0] = completion
             for condition in plan.resets:  # (cudaGraphCondAssignDefault: at the start of each launch)
                 condition.cell[0] = condition.default
-            _run_launched(self, plan)
+            if watch is None:
+                _run_launched(self, plan)
+            else:
+                run_watched(watch, _run_launched, self, plan)
         finally:
             done.set()
+
+    def origins(self) -> dict[CpuNode, CpuNode | None]:
+        """The node of the front end's that each node it runs is a copy of (None: none known): of the graph it was
+        instantiated from, or for a child graph's or body's executable graph, of the graph ``named_as``."""
+        made_from = self.template.clone_of.items()  # (the node it was made from, the node it runs)
+        if self.owner is self:
+            return {node: original for original, node in made_from}
+        named, source = self.named_as, self.source.nodes if self.source is not None else []
+        known = dict(zip(source, named.nodes)) if named is not None and len(named.nodes) == len(source) else {}
+        return {node: known.get(original) for original, node in made_from}
+
+    def name_inside(self, plan: Plan, origins: dict[CpuNode, CpuNode | None]) -> None:
+        """Give the executable graphs of ``plan``'s child graphs and bodies the graphs they are copies of (the
+        front end's, through ``origins``), for a timeline to name their nodes by."""
+        for node, (chain, position) in plan.where.items():
+            kind, known, step = node.params.kind, origins.get(node), plan.steps[chain][position]
+            if known is None or step is _NOOP:
+                continue
+            if kind is NodeKind.GRAPH:
+                step[1][0].named_as = known.params.graph  # (its step: CpuExec.run, (child,))
+            elif kind is NodeKind.CONDITIONAL:
+                for body, graph in zip(step[1][1], known.params.bodies):  # (its step: run, (cell, bodies))
+                    body.named_as = graph
 
     def forget(self) -> None:
         """Released: no kernel launches it any more."""
@@ -285,6 +318,12 @@ class CpuExec:
         """Run every node once, in dependency order; raise the first error after all have run."""
         if plan is None:
             plan = self.plan
+        if RECORDING:
+            watch = watched()
+            if watch is not None:  # a recorded run: its steps are timed
+                origins = self.origins()
+                self.name_inside(plan, origins)
+                plan = plan.with_steps(timed_plan(plan.steps, plan.where, origins, self.owner, watch, _NOOP))
         steps = plan.steps
         if len(steps) != 1:  # (a single chain has one order: nothing to draw)
             if self.schedule is None:
@@ -434,7 +473,7 @@ def _child_step(p: ChildGraphParams, alloc: Any, exec_: CpuExec, records: Record
     child = CpuExec(p.graph, False, False, exec_._pool, owner=exec_.owner, schedule_seed=exec_.schedule_seed)
     records.extend(child.plan.records)  # recorded and bound at each launch of this graph
     waits.extend(child.plan.waits)
-    return child.run, ()
+    return CpuExec.run, (child,)
 
 
 def _conditions(nodes: list[CpuNode]) -> list[Any]:

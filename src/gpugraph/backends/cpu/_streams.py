@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import queue
 import threading
 import time
@@ -11,6 +12,8 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 from ..._host_threads import HOST_THREADS
+from ..._nodes import NodeKind
+from ._timeline import RECORDING, lanes, timed_op
 
 
 class Completion:
@@ -45,6 +48,7 @@ def _work(tasks: queue.SimpleQueue[Any], stream: CpuStream) -> None:
     number of each it has run. After the stream is closed it runs what is left (including markers queued
     meanwhile), then exits."""
     get, ident, mark, unmark = tasks.get, threading.get_ident(), HOST_THREADS.add, HOST_THREADS.discard
+    lanes.name = f"stream {stream.number}"
     closed = False
     while True:
         if closed:
@@ -75,11 +79,15 @@ def _nothing() -> None:
     """A task that does nothing."""
 
 
+_stream_numbers = itertools.count(1)
+
+
 class CpuStream:
     """A stream: tasks ``(fn, args)`` run in submission order on the stream's worker thread."""
 
     def __init__(self, index: int, non_blocking: bool, priority: int) -> None:
         self.index = index
+        self.number = next(_stream_numbers)  # (names its worker in timelines: "stream 3")
         self.non_blocking = non_blocking
         self.priority = priority
         self.error: BaseException | None = None
@@ -101,6 +109,13 @@ class CpuStream:
         if self.implicit_order is not None:
             self.implicit_order(self)
         self.put(fn, args)
+
+    def submit_op(self, kind: NodeKind, what: object, fn: Callable[..., Any], args: tuple) -> None:
+        """Submit a stream operation of ``kind`` (kernel, memcpy, memset, host; ``what`` names it: its Kernel, byte
+        count or host function), which a timeline recording the stream's device times."""
+        if RECORDING:
+            fn, args = timed_op(self.index, kind, what, fn, args)
+        self.submit(fn, args)
 
     def put(self, fn: Callable[..., Any], args: tuple) -> int:
         """Enqueue without the implicit ordering (markers that implement it); the task's number. On a stream
@@ -199,7 +214,8 @@ class BranchPool(Executor):
             with self._lock:
                 if self._threads < self._workers:
                     self._threads += 1
-                    threading.Thread(target=self._work, daemon=True, name=f"{self._name}_{self._threads}").start()
+                    threading.Thread(target=self._work, args=(self._threads,), daemon=True,
+                                     name=f"{self._name}_{self._threads}").start()
         return future
 
     @contextlib.contextmanager
@@ -210,16 +226,18 @@ class BranchPool(Executor):
             self._workers += 1
             if not self._tasks.empty() and self._threads < self._workers:  # queued, held back by the cap
                 self._threads += 1
-                threading.Thread(target=self._work, daemon=True, name=f"{self._name}_{self._threads}").start()
+                threading.Thread(target=self._work, args=(self._threads,), daemon=True,
+                                 name=f"{self._name}_{self._threads}").start()
         try:
             yield
         finally:
             with self._lock:
                 self._workers -= 1
 
-    def _work(self) -> None:
+    def _work(self, number: int) -> None:
         get, ident, mark, unmark = self._tasks.get, threading.get_ident(), HOST_THREADS.add, HOST_THREADS.discard
         _pool_of_thread.pool = self
+        lanes.name = f"worker {number}"
         while True:
             future, fn, args, kwargs = get()
             if future.set_running_or_notify_cancel():

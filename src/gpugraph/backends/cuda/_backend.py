@@ -6,6 +6,11 @@ cuModuleLaunchKernel/hipModuleLaunchKernel, ...).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from .._protocol import TimelineRecord
+from . import _timeline
 from ._collectives import CudaCollectives
 from ._graphs import CudaGraphs
 
@@ -18,3 +23,11 @@ class CudaBackend(CudaGraphs, CudaCollectives):
     name = "cuda"
     speaks_cuda = True
     dlpack_device_type = 2  # kDLCUDA
+
+    # Timelines: CUPTI's activity records (_timeline)
+
+    def timeline_start(self, index: int) -> _timeline.CudaRecording:
+        return _timeline.start(index)
+
+    def timeline_stop(self, recording: _timeline.CudaRecording, executables: Sequence[Any]) -> list[TimelineRecord]:
+        return _timeline.stop(self, recording, executables)

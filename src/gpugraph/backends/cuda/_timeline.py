@@ -1,0 +1,215 @@
+"""Timelines on CUDA (``gpugraph._timeline``): CUPTI's activity records, read through NVIDIA's cupti-python, of the
+kernels, copies and memsets that run while a timeline records, each tied to the graph node that ran it.
+
+CUPTI names a graph node's work by ids (``graphId``, ``graphNodeId``): the executable graph's id
+(``cuptiGetGraphExecId``), and the node's number in it (the low 32 bits of ``graphNodeId``), which the driver gives
+as measured on CUDA 13.0 (an H100; ``node_numbers``): a node of the graph instantiated keeps its number there (the
+low 32 bits of ``cuptiGetGraphNodeId``: its local id, which removals leave as they are); the nodes of the graphs inside
+(child graphs, conditional bodies) are numbered on from the largest, graph after graph in the order of the nodes
+embedding them, each graph's nodes in the order they were made, and the graphs inside a graph right after its own
+nodes. A node removed from the instantiated graph after its last one still counts there (the numbering goes on after
+it), which no call reads back: where a record of a node inside does not fit the node numbered so (its kind, its
+kernel), the nodes inside that executable graph are left unnamed.
+
+CUPTI keeps one set of activity buffers for the process: a timeline records one device at a time (the front end
+sees to it), and this module registers its buffer callbacks once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from cuda.bindings import driver as cu
+
+from ..._nodes import ChildGraphParams, ConditionalParams
+from .._protocol import TimelineRecord
+from ._driver import call
+from ._objects import CudaExec, CudaGraph
+from ._symbols import drv
+
+if TYPE_CHECKING:
+    from ._graphs import CudaGraphs as CudaBackend  # (the layers below CudaBackend, which imports this module)
+
+INSTALL = ("gg.timeline on CUDA reads CUPTI's activity records through NVIDIA's cupti-python package, which is not "
+           "installed: pip install cupti-python (or, in a checkout, pip install \".[timeline]\")")
+
+# CUPTI's activity kinds read, and the kind of work each is ("kernel", ...: a NodeKind's value).
+_KINDS = {"CONCURRENT_KERNEL": "kernel", "MEMCPY": "memcpy", "MEMSET": "memset"}
+_LOW = 0xFFFFFFFF  # (a graphNodeId's low 32 bits: the node's number in its graph)
+
+
+def _cupti() -> ModuleType:
+    """cupti-python's module; ImportError naming the package where it is missing."""
+    try:
+        from cupti import cupti  # type: ignore[import-not-found,import-untyped,unused-ignore]  # (optional extra)
+    except ImportError as exc:
+        raise ImportError(INSTALL) from exc
+    return cupti
+
+
+class _Buffers:
+    """The activity records CUPTI has handed back (its buffer callbacks, registered once for the process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.records: list[tuple] = []
+        self.cupti: ModuleType | None = None  # (set once the callbacks are registered)
+
+    def register(self, cupti: ModuleType) -> None:
+        if self.cupti is None:
+            cupti.activity_register_callbacks(self._requested, self._completed)
+            self.cupti = cupti
+
+    @staticmethod
+    def _requested() -> tuple[int, int]:
+        return 8 << 20, 0  # (8 MiB buffers, as many records as fit)
+
+    def _completed(self, activities: list[Any]) -> None:
+        kinds = _cupti().ActivityKind
+        taken = []
+        for a in activities:  # (a record lives as long as its buffer: what is read is copied)
+            kind = _KINDS.get(kinds(a.kind).name)
+            if kind is not None:
+                name = a.name if kind == "kernel" else f"{a.bytes} B"
+                taken.append((kind, name, a.start, a.end, a.device_id, a.stream_id, a.correlation_id, a.graph_id,
+                              a.graph_node_id))
+        with self.lock:
+            self.records.extend(taken)
+
+    def take(self) -> list[tuple]:
+        with self.lock:
+            taken, self.records = self.records, []
+        return taken
+
+
+_buffers = _Buffers()
+
+
+class CudaRecording:
+    """One timeline's recording of a device: CUPTI's clock when it began."""
+
+    __slots__ = ("index", "origin")
+
+    def __init__(self, index: int, origin: int) -> None:
+        self.index, self.origin = index, origin
+
+
+def start(index: int) -> CudaRecording:
+    """Enable CUPTI's records of kernels, copies and memsets for device ``index`` from now on."""
+    cupti = _cupti()
+    _buffers.register(cupti)
+    _buffers.take()  # (none should be left: a recording ends with a flush)
+    for name in _KINDS:
+        cupti.activity_enable(getattr(cupti.ActivityKind, name))
+    return CudaRecording(index, int(cupti.get_timestamp()))
+
+
+def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[CudaExec]) -> list[TimelineRecord]:
+    """Wait for device ``recording.index``'s work, flush CUPTI's records and disable them; the records of that
+    device's work that started since the recording began, graph nodes named by ``executables``' nodes."""
+    cupti = _cupti()
+    try:
+        backend.contexts.use(recording.index)
+        call(drv.ctx_synchronize)
+        cupti.activity_flush_all(1)
+    finally:
+        for name in _KINDS:
+            cupti.activity_disable(getattr(cupti.ActivityKind, name))
+    records = [r for r in _buffers.take() if r[4] == recording.index and r[2] >= recording.origin]
+    numbered = {cupti.get_graph_exec_id(int(exe.handle)): exe for exe in executables}
+    names = _kernel_names(backend)
+    nodes = {graph_id: _fitting(backend, node_numbers(backend, exe),
+                                [(r[0], names.get(r[1], r[1]), r[8] & _LOW) for r in records if r[7] == graph_id])
+             for graph_id, exe in numbered.items()}
+    made = []
+    for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, _launches(records)):
+        exe = numbered.get(graph_id)
+        node = nodes[graph_id].get(node_id & _LOW) if exe is not None else None
+        made.append(TimelineRecord(kind, names.get(name, name) if kind == "kernel" else name, begin - recording.origin,
+                                   end - recording.origin, f"stream {stream}", launch, exe, node))
+    return made
+
+
+def node_numbers(backend: CudaBackend, exe: CudaExec) -> tuple[dict[int, tuple[CudaGraph, object]], int]:
+    """The node (its graph, its handle) of the graph ``exe`` was made from, or of a graph inside it, by its number in
+    CUPTI's graphNodeId (see the module's docstring); and the first number of the nodes inside."""
+    top = exe.source
+    found: dict[int, tuple[CudaGraph, object]] = {}
+    nodes = backend.graph_nodes(top)
+    for node in nodes:
+        found[_cupti().get_graph_node_id(int(node)) & _LOW] = (top, node)
+    first = max(found) + 1 if found else 0
+    _number_inside(backend, top, nodes, found, first)
+    return found, first
+
+
+def _number_inside(backend: CudaBackend, graph: CudaGraph, nodes: list[object],
+                   found: dict[int, tuple[CudaGraph, object]], number: int) -> int:
+    """Number the nodes of the graphs that ``nodes`` (of ``graph``) embed from ``number`` on: each graph's own, then
+    those of the graphs inside it; the next number."""
+    for node in nodes:
+        for inner in _embedded(backend, graph, node):
+            inner_nodes = backend.graph_nodes(inner)
+            for inner_node in inner_nodes:
+                found[number] = (inner, inner_node)
+                number += 1
+            number = _number_inside(backend, inner, inner_nodes, found, number)
+    return number
+
+
+def _fitting(backend: CudaBackend, numbering: tuple[dict[int, tuple[CudaGraph, object]], int],
+             seen: list[tuple[str, str, int]]) -> dict[int, object]:
+    """The node handles by number; those of the nodes inside only if every record ``seen`` (kind, kernel name,
+    number) of a node inside fits the node numbered so."""
+    found, first = numbering
+    for kind, name, number in seen:
+        if number >= first:
+            graph, node = found.get(number, (None, None))
+            params = None if graph is None else backend.node_params(graph, node)
+            if params is None or params.kind.value != kind or (kind == "kernel" and params.kernel.name != name):
+                return {number: node for number, (_, node) in found.items() if number < first}
+    return {number: node for number, (_, node) in found.items()}
+
+
+def _embedded(backend: CudaBackend, graph: CudaGraph, node: object) -> tuple[CudaGraph, ...]:
+    """The graphs node ``node`` of ``graph`` embeds: a child graph, a conditional node's bodies."""
+    params = backend.node_params(graph, node)
+    if isinstance(params, ChildGraphParams):
+        return (params.graph,)
+    if isinstance(params, ConditionalParams):
+        return tuple(params.bodies)
+    return ()
+
+
+def _launches(records: list[tuple]) -> list[int | None]:
+    """The launch of each record: None for a stream operation; for a graph node's work its correlation id (the
+    cuGraphLaunch's) or, for the work of a conditional body (which CUPTI gives correlation id 0: the device launches
+    it), the correlation id of the launch of the same executable graph that began last before it (one runs at a
+    time)."""
+    first: dict[tuple[int, int], int] = {}  # (graph id, correlation id) -> when its first work began
+    for _, _, begin, _, _, _, correlation, graph_id, _ in records:
+        if graph_id and correlation:
+            first[graph_id, correlation] = min(begin, first.get((graph_id, correlation), begin))
+    launches: list[int | None] = []
+    for _, _, begin, _, _, _, correlation, graph_id, _ in records:
+        if graph_id and not correlation:
+            earlier = [(at, c) for (g, c), at in first.items() if g == graph_id and at <= begin]
+            correlation = max(earlier)[1] if earlier else 0
+        launches.append(correlation if graph_id else None)
+    return launches
+
+
+def _kernel_names(backend: CudaBackend) -> dict[str, str]:
+    """The name each kernel gpugraph loaded has in CUPTI's records (its lowered name: mangled, for C++) -> its
+    Kernel's name, which the CPU backend's records give."""
+    # (The runtime's own map of the functions it loaded, read here: the one place that lists them.)
+    loaded = list(backend._kernels_by_handle.items())
+    return {_function_name(handle): kernel.name for handle, (kernel, _) in loaded}
+
+
+def _function_name(handle: int) -> str:
+    name = call(drv.func_get_name, cu.CUfunction(handle))
+    return name.decode() if isinstance(name, bytes) else str(name)
