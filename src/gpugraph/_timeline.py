@@ -61,11 +61,14 @@ class TimelineRow(NamedTuple):
 def timeline(device: Device | None = None) -> Timeline:
     """A timeline of ``device`` (``Device()``'s default when None): use it as a context manager. Every graph launch
     and stream operation launched on the device inside the ``with`` block is recorded: each kernel, copy, memset
-    and host function node's (and stream operation's) start and end. After the block, ``rows()``, ``table()``,
-    ``trace()`` and ``write_trace(path)`` give them.
+    and host function node's (and stream operation's) start and end (on CUDA, CUPTI's records: no host functions).
+    After the block, ``rows()``, ``table()``, ``trace()`` and ``write_trace(path)`` give them.
 
     Raises:
         TypeError: If ``device`` is not a Device.
+
+    Entering the block raises GpuGraphError if a timeline of the backend is recording, the timeline has recorded
+    already, or it is entered from a host function; on CUDA ImportError where cupti-python is not installed.
     """
     if device is None:
         device = Device()

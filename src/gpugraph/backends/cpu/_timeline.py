@@ -18,6 +18,7 @@ from typing import Any
 
 from ..._nodes import HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
 from .._protocol import TimelineRecord
+from ._plan import Step
 
 # The recording of each device that a timeline records (device index -> CpuRecording): empty while none records.
 RECORDING: dict[int, CpuRecording] = {}
@@ -33,7 +34,6 @@ lanes = threading.local()
 # (a child graph's, a conditional body's, a graph its kernel launches) are part of.
 _watch = threading.local()
 
-Step = tuple[Callable[..., Any], tuple]
 Watch = tuple["CpuRecording", "int | None"]  # (recording, launch number; None for a stream operation)
 
 

@@ -119,7 +119,8 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
         for name in _KINDS:
             cupti.activity_disable(getattr(cupti.ActivityKind, name))
     records = [r for r in _buffers.take() if r[4] == recording.index and r[2] >= recording.origin]
-    numbered = {cupti.get_graph_exec_id(int(exe.handle)): exe for exe in executables}
+    ran = {r[7] for r in records if r[7]}  # (the executable graphs that ran: their nodes are numbered)
+    numbered = {graph_id: exe for exe in executables if (graph_id := cupti.get_graph_exec_id(int(exe.handle))) in ran}
     names = _kernel_names(backend)
     nodes = {graph_id: _fitting(backend, node_numbers(backend, exe),
                                 [(r[0], names.get(r[1], r[1]), r[8] & _LOW) for r in records if r[7] == graph_id])
@@ -169,7 +170,8 @@ def _fitting(backend: CudaBackend, numbering: tuple[dict[int, tuple[CudaGraph, o
         if number >= first:
             graph, node = found.get(number, (None, None))
             params = None if graph is None else backend.node_params(graph, node)
-            if params is None or params.kind.value != kind or (kind == "kernel" and params.kernel.name != name):
+            if params is None or params.kind.value != kind or (kind == "kernel"
+                                                                and getattr(params.kernel, "name", None) != name):
                 return {number: node for number, (_, node) in found.items() if number < first}
     return {number: node for number, (_, node) in found.items()}
 
