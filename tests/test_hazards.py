@@ -5,8 +5,10 @@ memory's lifetimes, child graphs, conditional bodies, captures), the examples' g
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
+import random
 import subprocess
 import sys
 import textwrap
@@ -16,6 +18,9 @@ import pytest
 
 import gpugraph as gg
 import kernels as K
+from gpugraph import _hazard_order
+from gpugraph._hazard_order import WINDOW
+from gpugraph._hazards import _accesses
 from gpugraph._signature import parse_signature
 from gpugraph.examples import (
     async_streams,
@@ -280,6 +285,19 @@ def test_conditional_bodies_run_apart_and_as_their_node(device):
     assert g.hazards() == []
 
 
+def test_an_empty_child_graph_or_body_orders_as_its_node(device):
+    x = device.zeros(64)
+    g = gg.Graph(device)
+    first = g.add_kernel(K.scale, 1, 64, x, 2.0, 64)
+    child = g.add_child(gg.Graph(device), after=first)
+    branch = g.add_if(g.condition(), has_else=True, after=child)
+    g.add_kernel(K.scale, 1, 64, x, 2.0, 64, after=branch)
+    assert g.hazards() == []
+    memory = g.add_alloc(64, np.float32)  # (graph memory's lifetime is ordered as well with empty bodies about)
+    g.add_free(memory, after=g.add_memset(memory.array, 0.0, after=memory))
+    assert g.hazards() == []
+
+
 def test_a_capture_forked_through_events(device):
     x = device.zeros(64)
     main, side = device.stream(), device.stream()
@@ -366,6 +384,229 @@ def test_the_seed_graph_without_kernel_cs_second_edge(device):
     g.add_dependency(node_b, node_c)
     with g.instantiate(check_hazards=True):  # (a graph with memory nodes has one executable graph at a time: the
         pass                                  # refused instantiate made none)
+
+
+# Many accesses to one memory: compared in groups
+
+
+def test_accesses_ordered_before_a_later_one_are_compared_as_a_group(device):
+    """Accesses ordered before a later one that overlaps them are compared with those after as one group (by a node
+    that each is ordered before); a node not ordered after that one is compared with each, so with each group in it."""
+    x = device.zeros(64)
+    g = gg.Graph(device)
+    chain = [g.add_kernel(K.scale, 1, 64, x, 2.0, 64)]
+    for _ in range(39):
+        chain.append(g.add_kernel(K.scale, 1, 64, x, 2.0, 64, after=chain[-1]))
+    assert g.hazards() == []
+    stray = g.add_kernel(K.scale, 1, 64, x, 2.0, 64, after=chain[9])  # after the first ten only
+    assert found(g) == [(WRITE_WRITE, (node, stray), ("write", "write"), (0, 256)) for node in chain[10:]]
+
+
+def test_many_readers_then_a_row_each_after_them(device):
+    rows = device.zeros((16, 4))
+    g = gg.Graph(device)
+    readers = [g.add_host(print, reads=rows) for _ in range(12)]
+    join = g.add_empty(after=readers)
+    writers = [g.add_memset(rows, 1.0, shape=(1, 4), origin=(r, 0), after=join) for r in range(16)]
+    assert g.hazards() == []
+    early = g.add_memset(rows, 2.0, shape=(1, 4), origin=(5, 0), after=readers[:4])  # after four readers only
+    assert found(g) == [*((READ_WRITE, (reader, early), ("read", "write"), (80, 96)) for reader in readers[4:]),
+                        (WRITE_WRITE, (writers[5], early), ("write", "write"), (80, 96))]
+    late = g.add_host(print, reads=rows, after=readers)  # reads with no edge to the writers
+    assert [h for h in found(g) if late in h[1]] == [
+        *((READ_WRITE, (writer, late), ("write", "read"), (16 * r, 16 * r + 16)) for r, writer in enumerate(writers)),
+        (READ_WRITE, (early, late), ("write", "read"), (80, 96))]
+
+
+def test_a_group_ordered_after_a_later_node_compares_what_is_in_it(device):
+    rows = device.zeros((4, 4))
+    g = gg.Graph(device)
+    second_row = g.add_memset(rows, 1.0, shape=(1, 4), origin=(1, 0))
+    first_rows = g.add_memset(rows, 2.0, shape=(2, 4))
+    again = g.add_memset(rows, 3.0, shape=(2, 4), after=[first_rows, second_row])
+    g.add_memset(rows, 4.0, after=again)  # groups first_rows and again, ordered after second_row
+    assert found(g) == [(WRITE_WRITE, (second_row, first_rows), ("write", "write"), (16, 32))]
+
+
+def test_an_access_that_has_ended_is_not_compared_in_its_group(device):
+    rows = device.zeros((4, 4))
+    g = gg.Graph(device)
+    first_row = g.add_memset(rows, 1.0, shape=(1, 4))
+    whole = g.add_memset(rows, 2.0, after=first_row)
+    g.add_memset(rows, 3.0, shape=(1, 4), after=whole)  # groups the two (the group ends with whole)
+    third_row = g.add_memset(rows, 4.0, shape=(1, 4), origin=(2, 0))
+    assert found(g) == [(WRITE_WRITE, (whole, third_row), ("write", "write"), (32, 48))]
+
+
+def test_a_read_is_compared_with_the_writes_in_a_group(device):
+    x = device.zeros(16)
+    g = gg.Graph(device)
+    write = g.add_kernel(K.scale, 1, 16, x, 2.0, 16)
+    read = g.add_host(print, reads=x, after=write)
+    again = g.add_kernel(K.scale, 1, 16, x, 2.0, 16, after=read)  # groups write and read
+    other = g.add_host(print, reads=x)
+    assert found(g) == [(READ_WRITE, (write, other), ("write", "read"), (0, 64)),
+                        (READ_WRITE, (again, other), ("write", "read"), (0, 64))]
+
+
+# Nodes far apart in the order: more than WINDOW nodes between them
+
+
+def test_a_fork_join_wider_than_the_window(device):
+    n = WINDOW + 8
+    x, y = device.zeros((n, 4)), device.zeros((n, 4))
+    g = gg.Graph(device)
+    root = g.add_memset(x, 0.0)
+    branches = [g.add_memset(x, 1.0, shape=(1, 4), origin=(r, 0), after=root) for r in range(n)]
+    copy = g.add_memcpy(y, x, after=g.add_empty(after=branches))
+    assert g.hazards() == []
+    stray = g.add_memset(x, 2.0, shape=(1, 4))  # with no edge
+    late = g.add_memset(x, 3.0, shape=(1, 4), origin=(n - 1, 0), after=root)  # after the root only
+    assert found(g) == [(WRITE_WRITE, (root, stray), ("write", "write"), (0, 16)),
+                        (WRITE_WRITE, (branches[0], stray), ("write", "write"), (0, 16)),
+                        (WRITE_WRITE, (branches[-1], late), ("write", "write"), (16 * n - 16, 16 * n)),
+                        (READ_WRITE, (copy, stray), ("read", "write"), (0, 16)),
+                        (READ_WRITE, (copy, late), ("read", "write"), (16 * n - 16, 16 * n))]
+
+
+def test_two_long_streams_joined_now_and_then(device):
+    """Two chains of nodes longer than the window, an edge from the first to the second every 100 nodes: the first's
+    first node is ordered before the second's last by a long path (the last's access, of lower address, is compared
+    first); the second's first and the first's last are not ordered."""
+    x, y, a, b = device.zeros((2, 4)), device.zeros(16), device.zeros(16), device.zeros(16)
+    g = gg.Graph(device)
+    first = [g.add_memset(x, 1.0, shape=(1, 4), origin=(1, 0))]
+    second = [g.add_kernel(K.scale, 1, 16, y, 2.0, 16)]
+    for i in range(1, WINDOW + 200):
+        first.append(g.add_kernel(K.scale, 1, 16, a, 2.0, 16, after=first[-1]))
+        second.append(g.add_kernel(K.scale, 1, 16, b, 2.0, 16,
+                                   after=[second[-1], first[-1]] if i % 100 == 0 else second[-1]))
+    last_first = g.add_kernel(K.scale, 1, 16, y, 2.0, 16, after=first[-1])
+    g.add_memset(x, 2.0, after=second[-1])
+    assert found(g) == [(WRITE_WRITE, (second[0], last_first), ("write", "write"), (0, 64))]
+
+
+def test_child_graphs_and_bodies_far_apart(device):
+    x, y = device.zeros(16), device.zeros(16)
+    g = gg.Graph(device)
+    start = node = g.add_kernel(K.scale, 1, 16, x, 2.0, 16)
+    for _ in range(WINDOW + 10):
+        node = g.add_kernel(K.scale, 1, 16, y, 2.0, 16, after=node)
+    inner = gg.Graph(device)
+    inner.add_kernel(K.scale, 1, 16, x, 2.0, 16)
+    child = g.add_child(inner, after=node)
+    branch = g.add_if(g.condition(), has_else=True, after=child)
+    in_bodies = [body.add_kernel(K.scale, 1, 16, x, 2.0, 16) for body in branch.bodies]
+    end = g.add_kernel(K.scale, 1, 16, x, 2.0, 16, after=branch)
+    assert g.hazards() == []
+    late = g.add_kernel(K.scale, 1, 16, x, 2.0, 16, after=start)
+    in_child = child.params.graph.nodes[0]
+    assert [(h.nodes, h.edge, h.inside) for h in g.hazards()] == [
+        ((in_child, late), (child, late), ((child,), ())),
+        ((in_bodies[0], late), (branch, late), ((branch,), ())),
+        ((in_bodies[1], late), (branch, late), ((branch,), ())),
+        ((end, late), (end, late), ((), ()))]
+
+
+# Against the rule itself, pair by pair, on random graphs
+
+
+def random_graph(device: gg.Device, rng: random.Random, memory: list[gg.Array], into: gg.Graph | None = None,
+                 depth: int = 0, child: bool = False, body: bool = False) -> gg.Graph:
+    """Kernels, memsets of rows and host nodes on ``memory`` (the last: 4 rows of 4), child graphs and conditional
+    bodies (none in a ``child`` graph, no host node in a ``body`` or what it holds), each after up to three of the
+    eight nodes made before it, and an edge or two from a later node to an earlier one."""
+    g = gg.Graph(device) if into is None else into
+    nodes: list[gg.Node] = []
+    for _ in range(rng.randint(1, 5 if depth else 40)):
+        after, choice = rng.sample(nodes[-8:], min(len(nodes[-8:]), rng.randint(0, 3))), rng.random()
+        if depth < 2 and choice < 0.08:
+            node = g.add_child(random_graph(device, rng, memory, None, depth + 1, True, body), after=after)
+        elif depth < 2 and not child and choice < 0.16:
+            node = (g.add_if(g.condition(), has_else=True, after=after) if choice < 0.12 else
+                    g.add_while(g.condition(), after=after))
+            for inner in node.bodies:
+                random_graph(device, rng, memory, inner, depth + 1, False, True)
+        elif choice < 0.5:
+            node = g.add_kernel(K.add, 1, 16, *(rng.choice(memory) for _ in range(3)), 16, after=after)
+        elif choice < 0.7:
+            row = rng.randrange(4)
+            node = g.add_memset(memory[-1], 1.0, shape=(rng.randint(1, 4 - row), 4), origin=(row, 0), after=after)
+        elif choice < 0.8 and not body:
+            node = g.add_host(print, reads=rng.choice(memory), after=after)
+        else:
+            node = g.add_kernel(K.scale, 1, 16, rng.choice(memory), 2.0, 16, after=after)
+        nodes.append(node)
+    for _ in range(2):
+        later, earlier = sorted(rng.sample(range(len(nodes)), 2), reverse=True) if len(nodes) > 1 else (0, 0)
+        if not (reaches(g, nodes[earlier], nodes[later]) or reaches(g, nodes[later], nodes[earlier])):
+            g.add_dependency(nodes[later], nodes[earlier])
+    return g
+
+
+def reaches(g: gg.Graph, a: gg.Node, b: gg.Node) -> bool:
+    """Whether a path of ``g``'s edges leads from ``a`` to ``b`` (or ``a`` is ``b``)."""
+    after: dict[gg.Node, list[gg.Node]] = {}
+    for x, y in g.edges:
+        after.setdefault(x, []).append(y)
+    todo, seen = [a], {a}
+    while todo:
+        node = todo.pop()
+        if node is b:
+            return True
+        for y in after.get(node, ()):
+            if y not in seen:
+                seen.add(y)
+                todo.append(y)
+    return False
+
+
+def pairwise(graph: gg.Graph) -> list[tuple[str, tuple[gg.Node, gg.Node]]]:
+    """The hazards by the rule, pair by pair: two nodes with accesses that overlap, one writing, unless the graph
+    holding both (or the nodes embedding them) orders them, or they are in two bodies of one conditional node."""
+    flat: list[tuple[gg.Node, tuple[tuple[gg.Graph, gg.Node], ...]]] = []  # each node, with (graph, node) from the top
+
+    def walk(g: gg.Graph, outer: tuple[tuple[gg.Graph, gg.Node], ...]) -> None:
+        for node in g.nodes:
+            flat.append((node, (*outer, (g, node))))
+            inner = (node.params.graph,) if node.kind is gg.NodeKind.GRAPH else (
+                node.bodies if node.kind is gg.NodeKind.CONDITIONAL else ())
+            for body in inner:
+                walk(body, (*outer, (g, node)))
+
+    closures: dict[int, dict[gg.Node, set[gg.Node]]] = {}  # per graph (by id), what each node reaches
+
+    def ordered(one: tuple, other: tuple) -> bool:
+        for (g, a), (h, b) in zip(one, other):
+            if g is not h:
+                return True  # two bodies of one conditional node
+            if a is not b:
+                if id(g) not in closures:
+                    closures[id(g)] = {node: {y for y in g.nodes if reaches(g, node, y)} for node in g.nodes}
+                return b in closures[id(g)][a] or a in closures[id(g)][b]
+        return True
+
+    walk(graph, ())
+    touched = [_accesses(node.params, {}) for node, _ in flat]
+    expected = []
+    for i, j in itertools.combinations(range(len(flat)), 2):
+        kinds = {WRITE_WRITE if p[2] and q[2] else READ_WRITE for p in touched[i] for q in touched[j]
+                 if (p[2] or q[2]) and max(p[0], q[0]) < min(p[1], q[1])}
+        if kinds and not ordered(flat[i][1], flat[j][1]):
+            expected.append((min(kinds, key=(WRITE_WRITE, READ_WRITE).index), (flat[i][0], flat[j][0])))
+    return expected
+
+
+@pytest.mark.parametrize("window, search", [(_hazard_order.WINDOW, _hazard_order.SEARCH), (2, 1), (1, 0)])
+def test_hazards_are_the_pairs_the_rule_finds(device, monkeypatch, window, search):
+    """The same hazards, with the order of nodes far apart answered by the window's bitsets, by a search, or by the
+    chains' labels (a window and a search made small)."""
+    monkeypatch.setattr(_hazard_order, "WINDOW", window)
+    monkeypatch.setattr(_hazard_order, "SEARCH", search)
+    memory = [device.zeros(16), device.zeros(16), device.zeros((4, 4))]
+    for seed in range(40):
+        graph = random_graph(device, random.Random(seed), memory)
+        assert [(h.kind, h.nodes) for h in graph.hazards()] == pairwise(graph), seed
 
 
 # The check at instantiate

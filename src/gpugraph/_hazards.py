@@ -3,11 +3,11 @@ ordering them (``Graph.hazards``, ``Graph.instantiate(check_hazards=True)``, ``$
 
 What it holds: the ``Hazard`` record; what each node kind reads and writes (``_accesses``: a kernel's pointer
 arguments by their ``const``, copies' and memsets' exact rows, host nodes' arrays or declared ``reads``/``writes``,
-memory operations); the order the graph's edges give, child graphs and conditional bodies included (a node inside one
-is ordered as its embedding node is; one conditional node's bodies never run together), as a bitset (a Python int)
-per node, made in one pass over the nodes in topological order and one against it; a sweep over the accesses by
-address that compares only those that overlap, with a few bitset operations each; the allocations' lifetimes; and
-where each node was added, noted while ``$GPUGRAPH_CHECK_HAZARDS`` is on.
+memory operations); a sweep over the accesses by address that compares only those that overlap, asking
+``_hazard_order`` (the order the graph's edges give, child graphs and conditional bodies included) whether their
+nodes are ordered, and that sets aside an open access ordered before a later one that covers it (compared again only
+where that one is not ordered); the allocations' lifetimes; and where each node was added, noted while
+``$GPUGRAPH_CHECK_HAZARDS`` is on.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ import heapq
 import inspect
 import operator
 import os
-import re
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import numpy as np
 
 from ._errors import HazardError
+from ._hazard_order import APART, BEFORE, CheckedGraph, CheckedNode, Flat
 from ._kernel import Kernel
 from ._memory import Array
 from ._nodes import (
@@ -36,35 +35,10 @@ from ._nodes import (
     MemcpyParams,
     MemOpsParams,
     MemsetParams,
-    NodeKind,
     WaitValue,
 )
 from ._params import Param, resolve
 from ._scalars import describe
-
-
-class _Node(Protocol):
-    """What the check reads of a node (a gpugraph Node; by this protocol the check stays below the graph modules)."""
-
-    @property
-    def kind(self) -> NodeKind: ...
-
-    @property
-    def params(self) -> Any: ...
-
-    @property
-    def bodies(self) -> tuple[_Graph, ...]: ...
-
-
-class _Graph(Protocol):
-    """What the check reads of a graph (a Graph, or the graph of a child-graph node or a body)."""
-
-    @property
-    def nodes(self) -> tuple[_Node, ...]: ...
-
-    @property
-    def edges(self) -> tuple[tuple[_Node, _Node], ...]: ...
-
 
 ENV_VAR = "GPUGRAPH_CHECK_HAZARDS"
 _SETTING = os.environ.get(ENV_VAR, "")  # (read once, when gpugraph is imported)
@@ -79,10 +53,10 @@ MAX_ROWS = 4096
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _EXAMPLES = _PACKAGE + "examples" + os.sep  # (user programs: their lines are where nodes are added)
 # Node -> (file, line) where it was added, noted while CHECKING (a node gone leaves by itself).
-_where: weakref.WeakKeyDictionary[_Node, tuple[str, int]] = weakref.WeakKeyDictionary()
+_where: weakref.WeakKeyDictionary[CheckedNode, tuple[str, int]] = weakref.WeakKeyDictionary()
 
 
-def at_instantiate(graph: _Graph, asked: object) -> None:
+def at_instantiate(graph: CheckedGraph, asked: object) -> None:
     """``Graph.instantiate``'s check: where ``asked`` (its ``check_hazards``) or ``$GPUGRAPH_CHECK_HAZARDS`` turns it
     on, HazardError for a graph with hazards; TypeError for an ``asked`` that is no bool, ValueError for a setting
     other than 1, 0 or none."""
@@ -95,7 +69,7 @@ def at_instantiate(graph: _Graph, asked: object) -> None:
         check(graph, "instantiate")
 
 
-def note_where(node: _Node) -> None:
+def note_where(node: CheckedNode) -> None:
     """Note the user's line that added ``node`` (the first frame outside gpugraph, its examples aside)."""
     frame = inspect.currentframe()
     while frame is not None:
@@ -106,7 +80,7 @@ def note_where(node: _Node) -> None:
         frame = frame.f_back
 
 
-def _added_at(node: _Node) -> str | None:
+def _added_at(node: CheckedNode) -> str | None:
     at = _where.get(node)
     return None if at is None else f"{at[0]}:{at[1]}"
 
@@ -150,13 +124,13 @@ class Hazard:
     """
 
     kind: str
-    nodes: tuple[_Node, _Node]
+    nodes: tuple[CheckedNode, CheckedNode]
     accesses: tuple[str, str]
     array: object
     byte_range: tuple[int, int]
-    edge: tuple[_Node, _Node]
+    edge: tuple[CheckedNode, CheckedNode]
     where: tuple[str | None, str | None]
-    inside: tuple[tuple[_Node, ...], tuple[_Node, ...]] = ((), ())
+    inside: tuple[tuple[CheckedNode, ...], tuple[CheckedNode, ...]] = ((), ())
     backwards: bool = False
 
     def __str__(self) -> str:
@@ -179,7 +153,7 @@ class Hazard:
                 f"frees it; {fix}")
 
     @staticmethod
-    def _name(node: _Node, inside: tuple[_Node, ...]) -> str:
+    def _name(node: CheckedNode, inside: tuple[CheckedNode, ...]) -> str:
         return repr(node) + "".join(f" inside {owner!r}" for owner in inside)
 
     def _edge_name(self, k: int) -> str:
@@ -309,148 +283,27 @@ def _kernel_accesses(record: KernelParams, signatures: dict[int, tuple[bool, ...
             out.append((start, start + arg.nbytes, writes is None or i >= len(writes) or writes[i], arg, start))
 
 
-class _Flat:
-    """The nodes of a graph and of the graphs its nodes embed, numbered in one order (each embedding node followed by
-    what it embeds, so that a node and its contents are one run of numbers), with the order its edges give."""
-
-    def __init__(self, graph: _Graph) -> None:
-        self.nodes: list[_Node] = []
-        self.parent: list[int] = []  # the number of the node embedding each one, -1 for the graph's own
-        self.spans: list[int] = []  # per node, the bitset of its run (itself and what it embeds)
-        # Per graph walked, parents first: its nodes' numbers, their dependencies (positions in it), and the runs of
-        # the other bodies of the conditional node it is a body of (they never run with it).
-        self.levels: list[tuple[list[int], list[tuple[int, ...]], int]] = []
-        self._walk(graph, -1)
-        self.ordered: list[int] = [0] * len(self.nodes)  # per node, the nodes ordered with it (itself included)
-        self.above: list[int] = []  # per node of the graph itself, those ordered before it (itself included)
-        self.below: list[int] = []  # ... and after it
-        self._order()
-
-    def _walk(self, graph: _Graph, parent: int) -> int:
-        """Number ``graph``'s nodes and theirs; its level's index."""
-        nodes = graph.nodes
-        position = {node: i for i, node in enumerate(nodes)}
-        deps: list[list[int]] = [[] for _ in nodes]
-        for a, b in graph.edges:
-            deps[position[b]].append(position[a])
-        numbers: list[int] = []
-        level = len(self.levels)
-        self.levels.append((numbers, [tuple(d) for d in deps], 0))
-        for node in nodes:
-            g = len(self.nodes)
-            numbers.append(g)
-            self.nodes.append(node)
-            self.parent.append(parent)
-            self.spans.append(0)
-            if node.kind is NodeKind.GRAPH:
-                self._walk(node.params.graph, g)
-            elif node.kind is NodeKind.CONDITIONAL:
-                runs = []
-                for body in node.bodies:
-                    first = len(self.nodes)
-                    runs.append((self._walk(body, g), ((1 << (len(self.nodes) - first)) - 1) << first))
-                every = 0
-                for _, run in runs:
-                    every |= run
-                for body_level, run in runs:  # (one body runs at a time: each is apart from the others)
-                    numbers_, deps_, _ = self.levels[body_level]
-                    self.levels[body_level] = (numbers_, deps_, every & ~run)
-            self.spans[g] = ((1 << (len(self.nodes) - g)) - 1) << g
-        return level
-
-    def _order(self) -> None:
-        """Each node's bitset of the nodes ordered with it, level by level from the graph itself down: those before
-        and after it in its graph, and those ordered with the node embedding its graph (or in another body)."""
-        for numbers, deps, apart in self.levels:
-            above, below = _reach(numbers, deps, self.spans)
-            parent = self.parent[numbers[0]] if numbers else -1
-            # (What the embedding node is ordered with, but for its own run: its graph's nodes are ordered here.)
-            context = (self.ordered[parent] & ~self.spans[parent]) | apart if parent >= 0 else 0
-            for i, g in enumerate(numbers):
-                self.ordered[g] = context | above[i] | below[i]
-            if parent < 0:
-                self.above = [0] * len(self.nodes)
-                self.below = [0] * len(self.nodes)
-                for i, g in enumerate(numbers):
-                    self.above[g], self.below[g] = above[i], below[i]
-
-    def top(self, g: int) -> int:
-        """The node of the graph itself that is ``g`` or embeds it."""
-        while self.parent[g] >= 0:
-            g = self.parent[g]
-        return g
-
-    def edge(self, x: int, y: int) -> tuple[int, int]:
-        """The nodes of one graph whose edge would order ``x`` and ``y`` (themselves, or what embeds them), the one made
-        first first."""
-        chain = {}  # the embedding node -> the node of its graph that is x or embeds x
-        while x >= 0:
-            chain[self.parent[x]] = x
-            x = self.parent[x]
-        while self.parent[y] not in chain:
-            y = self.parent[y]
-        x = chain[self.parent[y]]
-        return (x, y) if x < y else (y, x)
-
-    def inside(self, g: int) -> tuple[_Node, ...]:
-        """The nodes embedding node ``g``'s graph, innermost first."""
-        chain = []
-        parent = self.parent[g]
-        while parent >= 0:
-            chain.append(self.nodes[parent])
-            parent = self.parent[parent]
-        return tuple(chain)
-
-    def hazard(self, kind: str, pair: tuple[int, int], accesses: tuple[str, str], array: object,
-               byte_range: tuple[int, int], edge: tuple[int, int], backwards: bool = False) -> Hazard:
-        """The Hazard of the nodes ``pair`` (``backwards``: the graph orders them the other way round)."""
-        nodes = (self.nodes[pair[0]], self.nodes[pair[1]])
-        return Hazard(kind, nodes, accesses, array, byte_range, (self.nodes[edge[0]], self.nodes[edge[1]]),
-                      (_added_at(nodes[0]), _added_at(nodes[1])), (self.inside(pair[0]), self.inside(pair[1])),
-                      backwards)
-
-
-def _reach(numbers: list[int], deps: list[tuple[int, ...]], spans: list[int]) -> tuple[list[int], list[int]]:
-    """For the nodes of one graph (``numbers``, with ``deps`` as positions), the runs of the nodes before each and
-    after each, each included, as bitsets: one pass in topological order and one against it."""
-    n = len(numbers)
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    waiting = [len(d) for d in deps]
-    for i, d in enumerate(deps):
-        for j in d:
-            dependents[j].append(i)
-    order = [i for i in range(n) if not waiting[i]]
-    for i in order:  # (Kahn's: the list grows as nodes become ready; the edges are acyclic, checked when added)
-        for j in dependents[i]:
-            waiting[j] -= 1
-            if not waiting[j]:
-                order.append(j)
-    above = [0] * n
-    for i in order:
-        mask = spans[numbers[i]]
-        for j in deps[i]:
-            mask |= above[j]
-        above[i] = mask
-    below = [0] * n
-    for i in reversed(order):
-        mask = spans[numbers[i]]
-        for j in dependents[i]:
-            mask |= below[j]
-        below[i] = mask
-    return above, below
+def _hazard(flat: Flat, kind: str, pair: tuple[int, int], accesses: tuple[str, str], array: object,
+            byte_range: tuple[int, int], edge: tuple[int, int], backwards: bool = False) -> Hazard:
+    """The Hazard of the nodes ``pair`` (``backwards``: the graph orders them the other way round)."""
+    nodes = (flat.nodes[pair[0]], flat.nodes[pair[1]])
+    return Hazard(kind, nodes, accesses, array, byte_range, (flat.nodes[edge[0]], flat.nodes[edge[1]]),
+                  (_added_at(nodes[0]), _added_at(nodes[1])), (flat.inside(pair[0]), flat.inside(pair[1])), backwards)
 
 
 # An access as the sweep keeps it: (start, stop, whether it writes, the memory as named, its start, the node's number).
 _Entry = tuple[int, int, bool, object, int, int]
-# Hazards found, by pair of node numbers: (rank: 1 read/write, 2 write/write, 3 lifetime; the hazard).
-_Found = dict[tuple[int, int], tuple[int, Hazard]]
+# Races found, by pair of node numbers: (rank: 1 read/write, 2 write/write; the later and the earlier of the two
+# accesses in the sweep's order). Lifetimes found, by pair of node numbers: the hazard.
+_Races = dict[tuple[int, int], tuple[int, int, int]]
+_Found = dict[tuple[int, int], Hazard]
 
 
-def find_hazards(graph: _Graph) -> list[Hazard]:
+def find_hazards(graph: CheckedGraph) -> list[Hazard]:
     """Every pair of ``graph``'s nodes (its child graphs' and bodies' included) that touch the same memory, at least
     one writing, with no edge ordering them, and every access to graph memory outside its allocation's lifetime; in
     the order of the nodes (each embedding node followed by what it embeds)."""
-    flat = _Flat(graph)
+    flat = Flat(graph)
     signatures: dict[int, tuple[bool, ...] | None] = {}
     accesses: list[_Entry] = []
     allocations: list[tuple[int, int, int]] = []  # (start, stop, node) of each allocation node
@@ -463,74 +316,104 @@ def find_hazards(graph: _Graph) -> list[Hazard]:
             frees.append((record.ptr, g))
         else:
             accesses.extend((*access, g) for access in _accesses(record, signatures))
-    found: _Found = {}
-    _sweep(flat, accesses, found)
+    races: _Races = {}
+    _sweep(flat, accesses, races)
+    found: _Found = {key: _race(flat, accesses[later], accesses[earlier], rank)
+                     for key, (rank, later, earlier) in races.items()}
     if allocations:
         _lifetimes(flat, accesses, allocations, frees, found)
-    return [hazard for _, (_, hazard) in sorted(found.items())]
+    return [hazard for _, hazard in sorted(found.items(), key=operator.itemgetter(0))]
 
 
-def _sweep(flat: _Flat, accesses: list[_Entry], found: _Found) -> None:
+def _sweep(flat: Flat, accesses: list[_Entry], races: _Races) -> None:
     """Compare each access, in order of address, with those still open at its start whose nodes are not ordered with
-    its node: bitsets of the nodes with open writes and with any open access find them."""
+    its node (``_Open``)."""
     accesses.sort(key=operator.itemgetter(0))  # (by start: the order of accesses starting together does not matter)
-    open_: list[tuple[int, int]] = []  # heap of (stop, index) of the accesses open
-    by_node: dict[int, list[int]] = {}  # node -> the indices of its open accesses
-    counts: dict[int, list[int]] = {}  # node -> [its open writes, its open accesses]
-    writers = touchers = 0  # bitsets of the nodes with open writes, and with any open access
-    spans = flat.spans  # (an accessing node embeds nothing: its span is its bit)
-    for index, (start, stop, write, _memory, _base, g) in enumerate(accesses):
-        while open_ and open_[0][0] <= start:
-            done = heapq.heappop(open_)[1]
-            h = accesses[done][5]
-            by_node[h].remove(done)
-            count = counts[h]
-            count[1] -= 1
-            if not count[1]:
-                touchers ^= spans[h]
-            if accesses[done][2]:
-                count[0] -= 1
-                if not count[0]:
-                    writers ^= spans[h]
-        open_nodes = touchers if write else writers
-        ordered = open_nodes & flat.ordered[g]
-        if ordered != open_nodes:  # (one operation on bitsets where every node open is ordered with g)
-            for h in _members(open_nodes ^ ordered):
-                for other in by_node[h]:
-                    if write or accesses[other][2]:
-                        _note_race(flat, accesses[other], accesses[index], found)
-        count = counts.setdefault(g, [0, 0])
-        if not count[1]:
-            touchers |= spans[g]
-        count[1] += 1
-        if write:
-            if not count[0]:
-                writers |= spans[g]
-            count[0] += 1
-        by_node.setdefault(g, []).append(index)
-        heapq.heappush(open_, (stop, index))
+    open_ = _Open(flat, accesses, races)
+    for index in range(len(accesses)):
+        open_.compare(index)
 
 
-def _members(mask: int) -> list[int]:
-    """The numbers of the bits set in ``mask``."""
-    return [match.start() for match in re.finditer("1", f"{mask:b}"[::-1])]
+class _Open:
+    """The accesses open at the sweep's address, compared with the next. Those ordered before it go into a group (two
+    or more: accesses and groups), compared as one with those that follow: where the group's anchor, a vertex that
+    each of them reaches, is ordered before the later access, so is each of them; else each is compared (and each
+    group in it likewise)."""
+
+    def __init__(self, flat: Flat, accesses: list[_Entry], races: _Races) -> None:
+        self.flat, self.accesses, self.races = flat, accesses, races
+        # Per entry (the accesses, then the groups): when it ends, whether it writes (a group: one of it does), and
+        # its node's vertex (a group: its anchor).
+        self.ends = [access[1] for access in accesses]
+        self.writes = [access[2] for access in accesses]
+        self.vertices = [flat.vertex(access[5]) for access in accesses]
+        self.heap: list[tuple[int, int]] = []  # (end, entry) of the entries open
+        self.tops: tuple[dict[int, None], dict[int, None]] = ({}, {})  # the open reads and writes in no group
+        self.groups: dict[int, list[int]] = {}  # group -> what is in it
+
+    def compare(self, index: int) -> None:
+        """Compare access ``index`` with those open at its start, then open it."""
+        start, vertex, write = self.accesses[index][0], self.vertices[index], self.writes[index]
+        while self.heap and self.heap[0][0] <= start:
+            done = heapq.heappop(self.heap)[1]
+            self.tops[self.writes[done]].pop(done, None)  # (unless in a group)
+            self.groups.pop(done, None)  # (what is in it has ended too)
+        tops = self.tops
+        before: list[int] = []
+        pending = [*tops[True], *tops[False]] if write else [*tops[True]]  # (two reads are no hazard)
+        while pending:
+            other = pending.pop()
+            if self.ends[other] <= start or not (write or self.writes[other]):  # (in a group: ended, or two reads)
+                continue
+            relation = self.flat.relation(self.vertices[other], vertex)
+            if relation == BEFORE:
+                if other in tops[self.writes[other]]:
+                    before.append(other)
+                continue
+            if relation == APART and other < len(self.accesses):
+                _note_race(self.races, self.accesses, other, index)
+            pending.extend(self.groups.get(other, ()))
+        if len(before) > 1:
+            self._group(before, vertex)
+        tops[write][index] = None
+        heapq.heappush(self.heap, (self.ends[index], index))
+
+    def _group(self, before: list[int], vertex: int) -> None:
+        """Put the open entries ``before``, in no group, into one, anchored on the chain of ``vertex``."""
+        group = len(self.ends)
+        for other in before:
+            del self.tops[self.writes[other]][other]
+        self.ends.append(max(self.ends[other] for other in before))
+        self.writes.append(any(self.writes[other] for other in before))
+        self.vertices.append(self.flat.anchor([self.vertices[other] for other in before], vertex))
+        self.groups[group] = before
+        self.tops[self.writes[group]][group] = None
+        heapq.heappush(self.heap, (self.ends[group], group))
 
 
-def _note_race(flat: _Flat, one: _Entry, other: _Entry, found: _Found) -> None:
-    """Note the overlap of the accesses ``one`` and ``other`` of two nodes not ordered: one hazard per pair of nodes,
-    write/write where any of their overlaps is one, else the first overlap found (the lowest address)."""
+def _note_race(races: _Races, accesses: list[_Entry], earlier: int, later: int) -> None:
+    """Note the overlap of the accesses ``earlier`` and ``later`` (in the sweep's order) of two nodes not ordered:
+    one hazard per pair of nodes, write/write where any of their overlaps is one; of those of its kind, the one whose
+    later access comes first in the sweep, and of those the one whose earlier does."""
+    one, other = accesses[earlier], accesses[later]
+    key = (one[5], other[5]) if one[5] < other[5] else (other[5], one[5])
+    noted = (2 if one[2] and other[2] else 1, later, earlier)
+    known = races.get(key)
+    if known is None or noted[0] > known[0] or (noted[0] == known[0] and noted[1:] < known[1:]):
+        races[key] = noted
+
+
+def _race(flat: Flat, one: _Entry, other: _Entry, rank: int) -> Hazard:
+    """The hazard of the overlap of the accesses ``one`` and ``other``."""
     first, second = (one, other) if one[5] < other[5] else (other, one)
     key = (first[5], second[5])
-    rank = 2 if first[2] and second[2] else 1
-    if key in found and found[key][0] >= rank:
-        return
     start, stop = max(first[0], second[0]), min(first[1], second[1])
-    found[key] = (rank, flat.hazard(WRITE_WRITE if rank == 2 else READ_WRITE, key,
-                                    ("write" if first[2] else "read", "write" if second[2] else "read"), first[3],
-                                    (start - first[4], stop - first[4]), flat.edge(*key)))
+    return _hazard(flat, WRITE_WRITE if rank == 2 else READ_WRITE, key,
+                   ("write" if first[2] else "read", "write" if second[2] else "read"), first[3],
+                   (start - first[4], stop - first[4]), flat.edge(*key))
 
 
-def _lifetimes(flat: _Flat, accesses: list[_Entry], allocations: list[tuple[int, int, int]],
+def _lifetimes(flat: Flat, accesses: list[_Entry], allocations: list[tuple[int, int, int]],
                frees: list[tuple[int, int]], found: _Found) -> None:
     """Each access to memory that an allocation node of the graph allocates must be ordered after that node and,
     where the graph frees it, before the free: within the lifetime of one of the allocations at its address (the
@@ -542,7 +425,7 @@ def _lifetimes(flat: _Flat, accesses: list[_Entry], allocations: list[tuple[int,
     for address, free in frees:
         last = None  # the free frees the last allocation at its address ordered before it (they follow each other)
         for a in at.get(address, ()):
-            if flat.above[free] >> a & 1 and (last is None or flat.above[a] >> last & 1):
+            if flat.path(a, free, a) and (last is None or flat.path(last, a, a)):
                 last = a
         if last is not None:
             freed[last] = free
@@ -551,7 +434,6 @@ def _lifetimes(flat: _Flat, accesses: list[_Entry], allocations: list[tuple[int,
     longest = max(stop - start for start, stop, _ in allocations)
     for access in accesses:
         start, stop, g = access[0], access[1], access[5]
-        t = flat.top(g)
         outside = None  # (allocation, whether the access is ordered after it)
         i = bisect.bisect_left(addresses, stop)
         while i > 0 and addresses[i - 1] > start - longest:
@@ -559,19 +441,19 @@ def _lifetimes(flat: _Flat, accesses: list[_Entry], allocations: list[tuple[int,
             a_start, a_stop, a = allocations[i]
             if not (a_start < stop and start < a_stop):
                 continue
-            after = bool(flat.above[t] >> a & 1)
+            after = flat.path(a, g, a)
             f = freed.get(a)
-            if after and (f is None or flat.below[t] >> f & 1):
+            if after and (f is None or flat.path(g, f, f)):
                 break  # within this allocation's lifetime
             # (Named in the message: one it is ordered after, the last of those, else any.)
-            if outside is None or (after and (not outside[1] or flat.above[a] >> outside[0][2] & 1)):
+            if outside is None or (after and (not outside[1] or flat.path(outside[0][2], a, a))):
                 outside = (allocations[i], after)
         else:
             if outside is not None:
                 _note_lifetime(flat, access, outside[0], outside[1], freed.get(outside[0][2]), found)
 
 
-def _note_lifetime(flat: _Flat, access: _Entry, allocation: tuple[int, int, int], after: bool, free: int | None,
+def _note_lifetime(flat: Flat, access: _Entry, allocation: tuple[int, int, int], after: bool, free: int | None,
                    found: _Found) -> None:
     """Note the access outside the lifetime of ``allocation``: not ordered after its node (unless ``after``), or not
     before its ``free``, or both (two hazards)."""
@@ -581,14 +463,14 @@ def _note_lifetime(flat: _Flat, access: _Entry, allocation: tuple[int, int, int]
     verb = "write" if write else "read"
     byte_range = (max(start, a_start) - base, min(stop, a_stop) - base)
     if not after and (a, g) not in found:
-        found[a, g] = (3, flat.hazard(LIFETIME, (a, g), ("allocate", verb), memory, byte_range, (a, t),
-                                      bool(flat.above[a] >> t & 1)))
-    if free is not None and not flat.below[t] >> free & 1 and (g, free) not in found:
-        found[g, free] = (3, flat.hazard(LIFETIME, (g, free), (verb, "free"), memory, byte_range, (t, free),
-                                         bool(flat.above[t] >> free & 1)))
+        found[a, g] = _hazard(flat, LIFETIME, (a, g), ("allocate", verb), memory, byte_range, (a, t),
+                              flat.path(g, a, a))
+    if free is not None and not flat.path(g, free, free) and (g, free) not in found:
+        found[g, free] = _hazard(flat, LIFETIME, (g, free), (verb, "free"), memory, byte_range, (t, free),
+                                 flat.path(free, g, free))
 
 
-def check(graph: _Graph, what: str) -> None:
+def check(graph: CheckedGraph, what: str) -> None:
     """Raise HazardError naming the first of ``graph``'s hazards and how many more there are (``what``: the call)."""
     hazards = find_hazards(graph)
     if not hazards:

@@ -1,0 +1,311 @@
+"""The order a graph's edges give its nodes, for the check for missing edges (``_hazards``): the graph and the graphs
+its nodes embed flattened into one acyclic graph of vertices, and whether a path of edges leads from one node to
+another.
+
+The flattening: a child-graph or conditional node is two vertices, its start and its end, with what it embeds between
+them (each of its nodes after the start and before the end); a conditional node's bodies come one after another
+between them, so that the nodes of two bodies, which never run together, are ordered. A node is ordered before another
+where a path of vertices leads from it to the other: the order its graph's edges give it, or those of the node that
+embeds its graph.
+
+What answering costs grows with the graph's vertices and edges: the vertices in a topological order (the order they
+were added where the edges allow it); each vertex's ancestors among the ``WINDOW`` vertices before it, as a bitset;
+the vertices split into chains (paths of edges: a vertex reaches every later one of its chain). Two vertices farther
+apart: a search from both, of a few edges, else labels of one of their chains (for each vertex, the last of the
+chain's vertices that reaches it, or the first that it reaches): one pass over the graph for each chain that queries
+need, made the first time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections import Counter
+from typing import Any, Protocol
+
+from ._nodes import NodeKind
+
+# Vertices before each one whose order with it its bitset holds (farther ones: a search, else the chains' labels).
+WINDOW = 1024
+# Edges a search for a path between two vertices far apart follows from each end before it leaves them to labels.
+SEARCH = 64
+# What ``Flat.relation`` says of two nodes.
+BEFORE, AFTER, APART = 1, 2, 0
+
+
+class CheckedNode(Protocol):
+    """What the check reads of a node (a gpugraph Node; by this protocol the check stays below the graph modules)."""
+
+    @property
+    def kind(self) -> NodeKind: ...
+
+    @property
+    def params(self) -> Any: ...
+
+    @property
+    def bodies(self) -> tuple[CheckedGraph, ...]: ...
+
+
+class CheckedGraph(Protocol):
+    """What the check reads of a graph (a Graph, or the graph of a child-graph node or a body)."""
+
+    @property
+    def nodes(self) -> tuple[CheckedNode, ...]: ...
+
+    @property
+    def edges(self) -> tuple[tuple[CheckedNode, CheckedNode], ...]: ...
+
+
+class Flat:
+    """The nodes of a graph and of the graphs its nodes embed, numbered in one order (each embedding node followed by
+    what it embeds, so that a node and its contents are one run of numbers), with the order its edges give."""
+
+    def __init__(self, graph: CheckedGraph) -> None:
+        self.nodes: list[CheckedNode] = []
+        self.parent: list[int] = []  # the number of the node embedding each one, -1 for the graph's own
+        preds: list[list[int]] = []  # per vertex (numbered as made), the vertices just before it
+        starts: list[int] = []  # per node, its (start) vertex
+        self._walk(graph, -1, -1, preds, starts)
+        order = _topological(preds)
+        rank = [0] * len(order)
+        for t, v in enumerate(order):
+            rank[v] = t
+        # From here on a vertex is its place in the order.
+        self._preds = [[rank[p] for p in preds[v]] for v in order]
+        self._at = [rank[v] for v in starts]  # per node, its vertex
+        self._chain = _chains(self._preds)  # per vertex, the first vertex of its chain
+        self._links: dict[int, list[int]] = {}  # chain -> its vertices, in order
+        for t, chain in enumerate(self._chain):
+            self._links.setdefault(chain, []).append(t)
+        self._window = _windows(self._preds)
+        self._succs: list[list[int]] = [[] for _ in order]
+        for t, ps in enumerate(self._preds):
+            for p in ps:
+                self._succs[p].append(t)
+        self._lasts: dict[int, list[int]] = {}  # chain -> per vertex, the last of the chain's vertices reaching it
+        self._firsts: dict[int, list[int]] = {}  # chain -> per vertex, the first of them it reaches
+        # Far queries answered before either chain had labels, by chain: those naming a vertex of it first (second).
+        self._sources: Counter[int] = Counter()
+        self._targets: Counter[int] = Counter()
+
+    def _walk(self, graph: CheckedGraph, parent: int, start: int, preds: list[list[int]],
+              starts: list[int]) -> list[int]:
+        """Number ``graph``'s nodes and theirs, each after vertex ``start`` (-1: none); the vertices they end at."""
+        ends: dict[CheckedNode, tuple[int, int]] = {}  # node -> its start and end vertices
+        for node in graph.nodes:
+            g = len(self.nodes)
+            self.nodes.append(node)
+            self.parent.append(parent)
+            vertex = end = len(preds)
+            preds.append([start] if start >= 0 else [])
+            starts.append(vertex)
+            if node.kind is NodeKind.GRAPH or node.kind is NodeKind.CONDITIONAL:
+                # (A conditional node's bodies one after another: they never run together.)
+                for body in (node.params.graph,) if node.kind is NodeKind.GRAPH else node.bodies:
+                    last = self._walk(body, g, end, preds, starts)
+                    preds.append([end, *last])  # (after the body's start too: a body may be empty)
+                    end = len(preds) - 1
+            ends[node] = (vertex, end)
+        for a, b in graph.edges:
+            preds[ends[b][0]].append(ends[a][1])
+        return [end for _, end in ends.values()]
+
+    def top(self, g: int) -> int:
+        """The node of the graph itself that is ``g`` or embeds it."""
+        while self.parent[g] >= 0:
+            g = self.parent[g]
+        return g
+
+    def edge(self, x: int, y: int) -> tuple[int, int]:
+        """The nodes of one graph whose edge would order ``x`` and ``y`` (themselves, or what embeds them), the one made
+        first first."""
+        chain = {}  # the embedding node -> the node of its graph that is x or embeds x
+        while x >= 0:
+            chain[self.parent[x]] = x
+            x = self.parent[x]
+        while self.parent[y] not in chain:
+            y = self.parent[y]
+        x = chain[self.parent[y]]
+        return (x, y) if x < y else (y, x)
+
+    def inside(self, g: int) -> tuple[CheckedNode, ...]:
+        """The nodes embedding node ``g``'s graph, innermost first."""
+        chain = []
+        parent = self.parent[g]
+        while parent >= 0:
+            chain.append(self.nodes[parent])
+            parent = self.parent[parent]
+        return tuple(chain)
+
+    def path(self, a: int, b: int, known: int) -> bool:
+        """Whether node ``a`` is ordered before node ``b`` (or is ``b``); ``known`` (``a`` or ``b``): the one that
+        queries name again and again (its chain's labels answer for two nodes far apart)."""
+        return self._reaches(self._at[a], self._at[b], known == a)
+
+    def vertex(self, g: int) -> int:
+        """Node ``g``'s vertex (its start, for a node embedding a graph)."""
+        return self._at[g]
+
+    def relation(self, x: int, y: int) -> int:
+        """BEFORE where vertex ``x`` reaches vertex ``y`` (or is it), AFTER where ``y`` reaches ``x``, else APART
+        (``x``: the one that queries name again and again)."""
+        if x <= y:
+            return BEFORE if self._reaches(x, y, True) else APART
+        return AFTER if self._reaches(y, x, False) else APART
+
+    def anchor(self, xs: list[int], y: int) -> int:
+        """The first vertex of ``y``'s chain that each vertex of ``xs`` reaches (each reaches ``y``): found by halves,
+        as a vertex that reaches one of the chain reaches every later one."""
+        links = self._links[self._chain[y]]
+        low, high = bisect.bisect_left(links, max(xs)), bisect.bisect_left(links, y)  # (none is before the last of xs)
+        while low < high:
+            middle = (low + high) // 2
+            if all(self._reaches(x, links[middle], False) for x in xs):
+                high = middle
+            else:
+                low = middle + 1
+        return links[low]
+
+    def _reaches(self, x: int, y: int, by_x: bool) -> bool:
+        """Whether vertex ``x`` reaches vertex ``y`` (or is it). For two far apart: by a short search, else by the
+        labels of ``x``'s chain or of ``y``'s: of one that has them, else of the one named more often in such queries
+        (``x``'s at a tie where ``by_x``)."""
+        if x >= y:
+            return x == y
+        if self._chain[x] == self._chain[y]:  # (a chain is a path)
+            return True
+        if y - x < WINDOW:
+            return bool(self._window[y] >> (y - x) & 1)
+        found = self._search(x, y)
+        if found is not None:
+            return found
+        source, target = self._chain[x], self._chain[y]
+        if source not in self._lasts and target not in self._firsts:
+            # (The labels of the chain that far queries have named more often, the first time neither has them.)
+            self._sources[source] += 1
+            self._targets[target] += 1
+            by_x = self._sources[source] > self._targets[target] or (
+                by_x and self._sources[source] == self._targets[target])
+        else:
+            by_x = source in self._lasts
+        return self._last(source)[y] >= x if by_x else self._first(target)[x] <= y
+
+    def _search(self, x: int, y: int) -> bool | None:
+        """Whether vertex ``x`` reaches vertex ``y`` (``x`` before ``y``), found by a search from both, breadth first,
+        each side following at most SEARCH edges: forward from ``x``, backward from ``y``, each stopping at the
+        vertices near enough to the other end for its bitset, or on its chain, to answer. None where it finds
+        neither."""
+        chains, window = self._chain, self._window
+        ahead, behind = [x], [y]  # the vertices reached from x (in the order found); those reaching y
+        seen_ahead, seen_behind = {x}, {y}
+        i = j = 0  # the next of each to follow
+        left = [SEARCH, SEARCH]  # the edges each side may still follow
+        while True:
+            moved = False
+            if i < len(ahead) and len(self._succs[ahead[i]]) <= left[0]:
+                succs, moved = self._succs[ahead[i]], True
+                i, left[0] = i + 1, left[0] - len(succs)
+                for s in succs:
+                    if s in seen_behind or (s <= y and (chains[s] == chains[y] or (
+                            y - s < WINDOW and window[y] >> (y - s) & 1))):
+                        return True
+                    if s < y and y - s >= WINDOW and s not in seen_ahead:
+                        seen_ahead.add(s)
+                        ahead.append(s)
+            if j < len(behind) and len(self._preds[behind[j]]) <= left[1]:
+                preds, moved = self._preds[behind[j]], True
+                j, left[1] = j + 1, left[1] - len(preds)
+                for p in preds:
+                    if p in seen_ahead or (p >= x and (chains[p] == chains[x] or (
+                            p - x < WINDOW and window[p] >> (p - x) & 1))):
+                        return True
+                    if p > x and p - x >= WINDOW and p not in seen_behind:
+                        seen_behind.add(p)
+                        behind.append(p)
+            if i == len(ahead) or j == len(behind):
+                return False  # (all that one side reaches is found: the other end is not among it)
+            if not moved:
+                return None
+
+    def _last(self, chain: int) -> list[int]:
+        """Per vertex, the last vertex of ``chain`` that reaches it (-1 for none): one pass in order from its first."""
+        labels = self._lasts.get(chain)
+        if labels is None:
+            labels = self._lasts[chain] = [-1] * len(self._preds)
+            chains = self._chain
+            for t in range(chain, len(labels)):
+                best = t if chains[t] == chain else -1
+                if best < 0:
+                    for p in self._preds[t]:
+                        if labels[p] > best:
+                            best = labels[p]
+                labels[t] = best
+        return labels
+
+    def _first(self, chain: int) -> list[int]:
+        """Per vertex, the first vertex of ``chain`` that it reaches (the number of vertices for none): one pass
+        against the order."""
+        labels = self._firsts.get(chain)
+        if labels is None:
+            n = len(self._preds)
+            labels = self._firsts[chain] = [n] * n
+            chains = self._chain
+            for t in range(n - 1, -1, -1):
+                best = t if chains[t] == chain else n
+                if best == n:
+                    for s in self._succs[t]:
+                        if labels[s] < best:
+                            best = labels[s]
+                labels[t] = best
+        return labels
+
+
+def _topological(preds: list[list[int]]) -> list[int]:
+    """The vertices in a topological order: of those whose predecessors are placed, the first made first (Kahn's; the
+    edges are acyclic, checked when added)."""
+    n = len(preds)
+    succs: list[list[int]] = [[] for _ in range(n)]
+    waiting = [len(p) for p in preds]
+    for v, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(v)
+    ready = [v for v in range(n) if not waiting[v]]
+    order = []
+    while ready:
+        v = heapq.heappop(ready)
+        order.append(v)
+        for w in succs[v]:
+            waiting[w] -= 1
+            if not waiting[w]:
+                heapq.heappush(ready, w)
+    return order
+
+
+def _chains(preds: list[list[int]]) -> list[int]:
+    """Per vertex (in topological order), the first vertex of its chain: a vertex continues the chain of its latest
+    predecessor that no other vertex continues yet, else starts one."""
+    chain = list(range(len(preds)))
+    continued = [False] * len(preds)
+    for t, ps in enumerate(preds):
+        best = -1
+        for p in ps:
+            if p > best and not continued[p]:
+                best = p
+        if best >= 0:
+            continued[best] = True
+            chain[t] = chain[best]
+    return chain
+
+
+def _windows(preds: list[list[int]]) -> list[int]:
+    """Per vertex (in topological order), the bitset of its ancestors among the WINDOW vertices before it, itself
+    included: bit d for the vertex d places before it."""
+    mask = (1 << WINDOW) - 1
+    windows: list[int] = []
+    for t, ps in enumerate(preds):
+        bits = 1
+        for p in ps:
+            if t - p < WINDOW:
+                bits |= windows[p] << (t - p)
+        windows.append(bits & mask)
+    return windows
