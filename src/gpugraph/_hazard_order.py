@@ -67,12 +67,12 @@ class Flat:
         starts: list[int] = []  # per node, its (start) vertex
         self._walk(graph, -1, -1, preds, starts)
         order = _topological(preds)
-        rank = [0] * len(order)
-        for t, v in enumerate(order):
-            rank[v] = t
-        # From here on a vertex is its place in the order.
-        self._preds = [[rank[p] for p in preds[v]] for v in order]
-        self._at = [rank[v] for v in starts]  # per node, its vertex
+        if any(v != t for t, v in enumerate(order)):  # (from here on a vertex is its place in the order)
+            rank = [0] * len(order)
+            for t, v in enumerate(order):
+                rank[v] = t
+            preds, starts = [[rank[p] for p in preds[v]] for v in order], [rank[v] for v in starts]
+        self._preds, self._at = preds, starts  # (_at: per node, its vertex)
         self._chain = _chains(self._preds)  # per vertex, the first vertex of its chain
         self._links: dict[int, list[int]] = {}  # chain -> its vertices, in order
         for t, chain in enumerate(self._chain):
@@ -160,35 +160,38 @@ class Flat:
         low, high = bisect.bisect_left(links, max(xs)), bisect.bisect_left(links, y)  # (none is before the last of xs)
         while low < high:
             middle = (low + high) // 2
-            if all(self._reaches(x, links[middle], False) for x in xs):
-                high = middle
+            for x in xs:
+                if not self._reaches(x, links[middle], False):
+                    low = middle + 1
+                    break
             else:
-                low = middle + 1
+                high = middle
         return links[low]
 
     def _reaches(self, x: int, y: int, by_x: bool) -> bool:
-        """Whether vertex ``x`` reaches vertex ``y`` (or is it). For two far apart: by a short search, else by the
-        labels of ``x``'s chain or of ``y``'s: of one that has them, else of the one named more often in such queries
-        (``x``'s at a tie where ``by_x``)."""
+        """Whether vertex ``x`` reaches vertex ``y`` (or is it). For two far apart: by the labels of ``x``'s chain or
+        of ``y``'s where one has them, else by a short search, else by labels made for the one of the two that such
+        queries have named more often (``x``'s at a tie where ``by_x``)."""
         if x >= y:
             return x == y
         if self._chain[x] == self._chain[y]:  # (a chain is a path)
             return True
         if y - x < WINDOW:
             return bool(self._window[y] >> (y - x) & 1)
+        source, target = self._chain[x], self._chain[y]
+        if source in self._lasts:
+            return self._lasts[source][y] >= x
+        if target in self._firsts:
+            return self._firsts[target][x] <= y
         found = self._search(x, y)
         if found is not None:
             return found
-        source, target = self._chain[x], self._chain[y]
-        if source not in self._lasts and target not in self._firsts:
-            # (The labels of the chain that far queries have named more often, the first time neither has them.)
-            self._sources[source] += 1
-            self._targets[target] += 1
-            by_x = self._sources[source] > self._targets[target] or (
-                by_x and self._sources[source] == self._targets[target])
-        else:
-            by_x = source in self._lasts
-        return self._last(source)[y] >= x if by_x else self._first(target)[x] <= y
+        # (The labels of the chain that such queries have named more often, x's at a tie where by_x.)
+        self._sources[source] += 1
+        self._targets[target] += 1
+        if self._sources[source] > self._targets[target] or (by_x and self._sources[source] == self._targets[target]):
+            return self._last(source)[y] >= x
+        return self._first(target)[x] <= y
 
     def _search(self, x: int, y: int) -> bool | None:
         """Whether vertex ``x`` reaches vertex ``y`` (``x`` before ``y``), found by a search from both, breadth first,
@@ -264,6 +267,8 @@ def _topological(preds: list[list[int]]) -> list[int]:
     """The vertices in a topological order: of those whose predecessors are placed, the first made first (Kahn's; the
     edges are acyclic, checked when added)."""
     n = len(preds)
+    if all(p < v for v, ps in enumerate(preds) for p in ps):
+        return list(range(n))  # (the order they were made, as every edge points forward)
     succs: list[list[int]] = [[] for _ in range(n)]
     waiting = [len(p) for p in preds]
     for v, ps in enumerate(preds):

@@ -353,42 +353,47 @@ class _Open:
 
     def compare(self, index: int) -> None:
         """Compare access ``index`` with those open at its start, then open it."""
-        start, vertex, write = self.accesses[index][0], self.vertices[index], self.writes[index]
+        ends, writes, vertices, tops, relation = self.ends, self.writes, self.vertices, self.tops, self.flat.relation
+        start, vertex, write = self.accesses[index][0], vertices[index], writes[index]
         while self.heap and self.heap[0][0] <= start:
             done = heapq.heappop(self.heap)[1]
-            self.tops[self.writes[done]].pop(done, None)  # (unless in a group)
+            tops[writes[done]].pop(done, None)  # (unless in a group)
             self.groups.pop(done, None)  # (what is in it has ended too)
-        tops = self.tops
         before: list[int] = []
         pending = [*tops[True], *tops[False]] if write else [*tops[True]]  # (two reads are no hazard)
         while pending:
             other = pending.pop()
-            if self.ends[other] <= start or not (write or self.writes[other]):  # (in a group: ended, or two reads)
+            if ends[other] <= start or not (write or writes[other]):  # (in a group: ended, or two reads)
                 continue
-            relation = self.flat.relation(self.vertices[other], vertex)
-            if relation == BEFORE:
-                if other in tops[self.writes[other]]:
+            order = relation(vertices[other], vertex)
+            if order == BEFORE:
+                if other in tops[writes[other]]:
                     before.append(other)
                 continue
-            if relation == APART and other < len(self.accesses):
+            if order == APART and other < len(self.accesses):
                 _note_race(self.races, self.accesses, other, index)
             pending.extend(self.groups.get(other, ()))
         if len(before) > 1:
             self._group(before, vertex)
         tops[write][index] = None
-        heapq.heappush(self.heap, (self.ends[index], index))
+        heapq.heappush(self.heap, (ends[index], index))
 
     def _group(self, before: list[int], vertex: int) -> None:
         """Put the open entries ``before``, in no group, into one, anchored on the chain of ``vertex``."""
-        group = len(self.ends)
+        ends, writes, vertices, tops = self.ends, self.writes, self.vertices, self.tops
+        end, write, members = 0, False, []
         for other in before:
-            del self.tops[self.writes[other]][other]
-        self.ends.append(max(self.ends[other] for other in before))
-        self.writes.append(any(self.writes[other] for other in before))
-        self.vertices.append(self.flat.anchor([self.vertices[other] for other in before], vertex))
+            del tops[writes[other]][other]
+            end = max(end, ends[other])
+            write = write or writes[other]
+            members.append(vertices[other])
+        group = len(ends)
+        ends.append(end)
+        writes.append(write)
+        vertices.append(self.flat.anchor(members, vertex))
         self.groups[group] = before
-        self.tops[self.writes[group]][group] = None
-        heapq.heappush(self.heap, (self.ends[group], group))
+        tops[write][group] = None
+        heapq.heappush(self.heap, (end, group))
 
 
 def _note_race(races: _Races, accesses: list[_Entry], earlier: int, later: int) -> None:

@@ -1,27 +1,33 @@
-"""What ``Graph.hazards()`` (the check for missing edges) costs on graphs of N = 100, 1,000 and 10,000 nodes:
+"""What ``Graph.hazards()`` (the check for missing edges) costs on graphs of N = 100, 1,000, 10,000 and 30,000 nodes:
 
 * chain: N kernel nodes in a line, each reading and writing the same Array (every access overlaps every other, all
   ordered);
-* fork/join: a memset of a whole Array, then N - 3 branches each setting its own row of it, an empty node joining
+* wide fork/join: a memset of a whole Array, then N - 3 branches each setting its own row of it, an empty node joining
   them, and a copy of the whole Array (one access overlaps all the others);
 * random DAG: kernel nodes each after 1 to 3 random nodes among the 50 made before it, each writing an Array of its
   own and reading those of its dependencies (correct by construction: no hazard);
 * random DAG with hazards: the same, each node also reading the Array of one random node among the 50 before it that
-  it does not wait for (a hazard where no path orders them).
+  it does not wait for (a hazard where no path orders them);
+* two unordered chains (only where ``--shapes`` names it): two lines of N / 2 kernel nodes each, on one Array, with
+  no edge between them: (N / 2)^2 hazards.
 
-Each figure is the median of the check's time over ``--repeats`` runs (the graph built once), with the hazards found.
+Each row: the graph's edges and accesses (the byte ranges its nodes touch, as the check counts them), the median of
+the check's time over ``--repeats`` runs (the graph built once), that time per edge and access, and the hazards found.
+Each graph is built and timed in an interpreter of its own (a fresh heap for each figure).
 
 ``--note-cost``: instead, what noting where each node was added costs: ``add_kernel``'s time per node (a graph of
 1,000 independent kernel nodes built 50 times, the median) with ``$GPUGRAPH_CHECK_HAZARDS`` unset and
 with it 1. gpugraph reads the variable when imported, so each setting is timed in a child interpreter of its own;
 the two alternate, five children each, and each figure is the median of its five.
 
-Usage: python tools/dev/hazards_cost.py [--backend cpu] [--repeats 5] [--sizes 100 1000 10000] [--note-cost]
+Usage: python tools/dev/hazards_cost.py [--backend cpu] [--repeats 5] [--sizes 100 1000 10000 30000]
+       [--shapes NAME ...] [--note-cost]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -30,6 +36,7 @@ import sys
 import time
 
 import gpugraph as gg
+from gpugraph._hazards import _accesses
 
 SOURCE = r"""
 __global__ void twice(float* x, int n){
@@ -79,9 +86,54 @@ def random_dag(device: gg.Device, n: int, hazards: bool, seed: int = 0) -> gg.Gr
     return graph
 
 
-SHAPES = {"chain": chain, "fork/join": fork_join,
+def two_chains(device: gg.Device, n: int) -> gg.Graph:
+    graph, x = gg.Graph(device), device.zeros(WIDTH)
+    for _ in range(2):
+        node = graph.add_kernel(TWICE, 1, WIDTH, x, WIDTH)
+        for _ in range(n // 2 - 1):
+            node = graph.add_kernel(TWICE, 1, WIDTH, x, WIDTH, after=node)
+    return graph
+
+
+SHAPES = {"chain": chain, "wide fork/join": fork_join,
           "random DAG": lambda d, n: random_dag(d, n, False),
-          "random DAG with hazards": lambda d, n: random_dag(d, n, True)}
+          "random DAG with hazards": lambda d, n: random_dag(d, n, True),
+          "two unordered chains": two_chains}
+DEFAULT_SHAPES = ["chain", "wide fork/join", "random DAG", "random DAG with hazards"]
+
+
+def accesses(graph: gg.Graph) -> int:
+    """The byte ranges the graph's nodes touch, as the check counts them."""
+    signatures: dict = {}
+    return sum(len(_accesses(node.params, signatures)) for node in graph.nodes)
+
+
+def measure(device: gg.Device, name: str, n: int, repeats: int) -> dict[str, float]:
+    """Build the graph ``name`` of ``n`` nodes; its size, the median of the check's time over ``repeats`` runs (ms)
+    and the hazards found."""
+    graph = SHAPES[name](device, n)
+    times, found = [], 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        found = len(graph.hazards())
+        times.append(time.perf_counter() - start)
+    return {"nodes": len(graph), "edges": len(graph.edges), "accesses": accesses(graph),
+            "ms": 1e3 * statistics.median(times), "found": found}
+
+
+def cost_table(options: argparse.Namespace) -> None:
+    """Print the check's cost for each shape and size, each measured in a child interpreter."""
+    print("| graph | N | edges | accesses | edges + accesses | hazards() median (ms) | µs per edge + access | "
+          "hazards found |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name in options.shapes:
+        for n in options.sizes:
+            out = subprocess.run([sys.executable, __file__, "--backend", options.backend, "--repeats",
+                                  str(options.repeats), "--child-shape", name, str(n)],
+                                 check=True, capture_output=True, text=True)
+            row = json.loads(out.stdout)
+            size = row["edges"] + row["accesses"]
+            print(f"| {name} | {row['nodes']:,} | {row['edges']:,} | {row['accesses']:,} | {size:,} | "
+                  f"{row['ms']:.1f} | {1e3 * row['ms'] / size:.1f} | {row['found']:,} |", flush=True)
 
 
 NOTE_NODES = 1000  # kernel nodes of each graph --note-cost builds
@@ -123,30 +175,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000, 30000])
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=DEFAULT_SHAPES)
     parser.add_argument("--note-cost", action="store_true",
                         help="time add_kernel per node with $GPUGRAPH_CHECK_HAZARDS unset and 1 instead")
     parser.add_argument("--child-add-kernel", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-shape", nargs=2, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.note_cost:
         note_cost(options.backend)
-        return
-    device = gg.Device(options.backend)
-    if options.child_add_kernel:
-        print(f"{add_kernel_us(device):.3f}")
-        return
-    print("| graph | N | edges | hazards() median (ms) | hazards found |\n|---|---:|---:|---:|---:|")
-    for name, make in SHAPES.items():
-        for n in options.sizes:
-            graph = make(device, n)
-            times, found = [], 0
-            for _ in range(options.repeats):
-                start = time.perf_counter()
-                found = len(graph.hazards())
-                times.append(time.perf_counter() - start)
-            print(f"| {name} | {len(graph):,} | {len(graph.edges):,} | {1e3 * statistics.median(times):.1f} | "
-                  f"{found:,} |", flush=True)
-            del graph
+    elif options.child_add_kernel:
+        print(f"{add_kernel_us(gg.Device(options.backend)):.3f}")
+    elif options.child_shape:
+        name, n = options.child_shape
+        print(json.dumps(measure(gg.Device(options.backend), name, int(n), options.repeats)))
+    else:
+        cost_table(options)
 
 
 if __name__ == "__main__":
