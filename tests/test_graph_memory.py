@@ -285,3 +285,33 @@ def test_the_high_watermarks_start_again_from_the_figures_now(device, stream):
         K.launch_and_wait(exe, stream)
     assert device.graph_memory().reserved_high >= nbytes
     device.trim_graph_memory()
+
+
+def test_a_copy_or_memset_of_memory_the_graph_frees_must_lie_within_its_lifetime(device):
+    """CUDA refuses, at the add, a memset or copy of graph memory its graph frees unless the node comes after the
+    allocation node and not after the free node (CUDA_ERROR_INVALID_VALUE on an H100); every backend says why
+    before the driver sees it, and adds nothing. Without a free in the graph, an unordered one is taken (as CUDA
+    takes it), as is a kernel node, whose pointers the driver cannot see (the hazard check reports those)."""
+    g = gg.Graph(device)
+    alloc = g.add_alloc(64, np.float32)
+    use = g.add_memset(alloc.array, 1.0, after=alloc)
+    free = g.add_free(alloc, after=use)
+    x = device.zeros(64, np.float32)
+    after_free = rf"add_(memset|memcpy): {re.escape(repr(alloc.array))} is graph memory that {re.escape(repr(free))} " \
+                 r"frees, and this node would run after that free; add it before the free"
+    with pytest.raises(gg.GraphError, match=after_free):
+        g.add_memset(alloc.array, 0.0, after=free)
+    with pytest.raises(gg.GraphError, match=after_free):
+        g.add_memcpy(x, alloc.array, after=free)
+    with pytest.raises(gg.GraphError, match=rf"add_memcpy: .* is graph memory that this graph allocates with "
+                                            rf"{re.escape(repr(alloc))} and frees with {re.escape(repr(free))}; a copy "
+                                            r"or memset of it must be ordered after the allocation: pass after="):
+        g.add_memcpy(alloc.array, x)
+    assert len(g) == 3
+    g.add_kernel(K.scale, 1, 64, alloc.array, 2.0, 64, after=free)  # (the driver cannot see a kernel's pointers)
+    within = g.add_memcpy(x, alloc.array, after=use)
+    g.add_dependency(within, free)
+    unfreed = gg.Graph(device)
+    kept = unfreed.add_alloc(64, np.float32)
+    unfreed.add_memset(kept.array, 0.0)  # no free in the graph: taken unordered
+    assert len(unfreed) == 2

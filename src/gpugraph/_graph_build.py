@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ._device import Device
 from ._errors import GraphError
 from ._event import Event
+from ._graph_alloc import check_freed_memory_use
 from ._graph_node import Node
 from ._graph_state import GraphState
 from ._hazards import CHECKING, declared, note_where
@@ -93,8 +94,10 @@ class GraphBuild(GraphState):
 
         See also: cudaGraphAddMemcpyNode1D, cudaGraphAddMemcpyNode (a 3-D copy).
         """
-        return self._add(memcpy_record(self.device, dst, src, nbytes, "add_memcpy", shape=shape,
-                                       dst_origin=dst_origin, src_origin=src_origin), after, "add_memcpy")
+        record = memcpy_record(self.device, dst, src, nbytes, "add_memcpy", shape=shape, dst_origin=dst_origin,
+                               src_origin=src_origin)
+        check_freed_memory_use(self, (record.dst, record.src), after, "add_memcpy")
+        return self._add(record, after, "add_memcpy")
 
     def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = (), *, shape: Any = None,
                    origin: Any = None) -> Node:
@@ -103,8 +106,9 @@ class GraphBuild(GraphState):
 
         See also: cudaGraphAddMemsetNode.
         """
-        return self._add(memset_record(self.device, dst, value, count, "add_memset", shape=shape, origin=origin),
-                         after, "add_memset")
+        record = memset_record(self.device, dst, value, count, "add_memset", shape=shape, origin=origin)
+        check_freed_memory_use(self, (record.dst,), after, "add_memset")
+        return self._add(record, after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = (), reads: object = None,
                  writes: object = None) -> Node:
