@@ -230,6 +230,33 @@ def test_registrations_are_counted_by_pages_and_joined(device, first_dropped):
     assert registered(device) == []
 
 
+@pytest.mark.parametrize("instantiated", ["before the join", "after the join"])
+def test_copies_made_before_a_join_still_copy_their_arrays(device, known_bug, instantiated):
+    """Views sharing a page, copied by two graphs: the second joins the first's registration into one over both,
+    and the first graph, made over the registration as it was, still copies its view at every launch."""
+    known_bug("a join unregisters memory a copy node was made over: on CUDA the node's launch then fails with "
+              "CUDA_ERROR_LAUNCH_FAILED, which ends the context (tools/probes/gpu_probe_host_register.py, case R2, "
+              "H100, driver 580)", backends=("cuda",), crash=True)
+    base = own_pages(4 * PAGE // 4)
+    first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views sharing their second page
+    x, y = device.zeros(first.size, np.float32), device.zeros(second.size, np.float32)
+    one, two = gg.Graph(device), gg.Graph(device)
+    one.add_memcpy(x, first)
+    early = one.instantiate() if instantiated == "before the join" else None
+    two.add_memcpy(y, second)  # runs past the first registration: joined
+    lo, _ = pages_of(first)
+    assert registered(device) == [(lo, 4 * PAGE, 2)]
+    execs = (early or one.instantiate(), two.instantiate())
+    stream = device.stream()
+    for value in (1.0, 2.0, 3.0):
+        base[:] = value
+        for exe in execs:
+            exe.launch(stream)
+        stream.synchronize()
+        np.testing.assert_array_equal(x.to_numpy(), value)
+        np.testing.assert_array_equal(y.to_numpy(), value)
+
+
 def test_small_arrays_sharing_a_page_share_its_registration(device):
     a, b = np.zeros(4, np.float32), np.zeros(4, np.float32)
     shared = pages_of(a) == pages_of(b)
