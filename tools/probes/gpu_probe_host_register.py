@@ -10,11 +10,17 @@ host registry (src/gpugraph/backends/_host_registry.py) rests on. Each case prin
 - R4: does cuMemHostUnregister wait for a copy in flight over the memory (a 1 GiB host-to-device copy)? The
   call's time is printed beside the copy's own.
 
-Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py``.
+Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py [R1 R2 R3 R4]`` (each case in a process
+of its own unless named).
+
+Measured on an H100 (driver 580.159.04, 2026-12-07): R1 INVALID_VALUE over two registrations, SUCCESS inside one;
+R2 the launch fails with CUDA_ERROR_LAUNCH_FAILED (the node is broken by the swap).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -158,18 +164,25 @@ def r4(stream: object) -> None:
 
 
 def main() -> None:
+    """Each case in a process of its own (a case that breaks a copy ends its context), or the cases named."""
+    names = sys.argv[1:]
+    if not names:
+        for name in ("R1", "R2", "R3", "R4"):
+            subprocess.run([sys.executable, __file__, name], check=False)
+        return
     check(cu.cuInit(0), "cuInit")
     device = check(cu.cuDeviceGet(0), "cuDeviceGet")
     ctx = check(cu.cuDevicePrimaryCtxRetain(device), "retain")
     check(cu.cuCtxSetCurrent(ctx), "set current")
     stream = check(cu.cuStreamCreate(1), "cuStreamCreate")
     dptr = check(cu.cuMemAlloc(4 * PAGE), "cuMemAlloc")
-    for case in (lambda: r1(ctx, dptr), lambda: r2(ctx, stream, dptr), lambda: r3(ctx, stream, dptr),
-                 lambda: r4(stream)):
+    cases = {"R1": lambda: r1(ctx, dptr), "R2": lambda: r2(ctx, stream, dptr), "R3": lambda: r3(ctx, stream, dptr),
+             "R4": lambda: r4(stream)}
+    for name in names:
         try:
-            case()
+            cases[name]()
         except RuntimeError as error:
-            print("  case failed:", error)
+            print(f"{name} failed: {error}")
 
 
 if __name__ == "__main__":
