@@ -1,7 +1,7 @@
 """GraphAlloc: graph memory: allocation and free nodes (``Graph.add_alloc``, ``Graph.add_free``) and the
 rules CUDA applies to them when they are added (a free ordered after its allocation, freed once; none in a
 child graph or a conditional node's body; one executable graph at a time), and to a copy or memset of memory its
-graph frees (``check_freed_memory_use``).
+graph frees (``_check_freed_memory_use``, which ``GraphBuild`` calls: it adds nodes over this mixin).
 
 The rules of launching a graph with memory nodes are the backends' (``backends/_graph_memory.py``).
 """
@@ -20,7 +20,8 @@ from ._placement import graph_node_device
 
 
 class GraphAlloc(GraphState):
-    """Allocation and free nodes (a mixin of Graph: no state of its own)."""
+    """Allocation and free nodes, and the lifetime rules of nodes using graph memory (a mixin of Graph: no state of its
+    own)."""
 
     __slots__ = ()
 
@@ -116,48 +117,49 @@ class GraphAlloc(GraphState):
             raise GraphError(f"{what}: a graph with memory nodes may have only one executable graph; "
                              f"close the one instantiated from this graph first")
 
+    def _check_freed_memory_use(self, operands: tuple[object, ...], after: object, what: str) -> None:
+        """CUDA's rule for a copy or memset node of graph memory that its graph frees: it must come after the
+        allocation node, and not after the free node, through the nodes it is added after (``after``). CUDA refuses it
+        otherwise (CUDA_ERROR_INVALID_VALUE from cuGraphAddMemsetNode / cuGraphAddMemcpyNode, measured on an H100,
+        driver 580); it takes one of memory the graph does not free unordered, and leaves kernels, whose pointers it
+        cannot see, to the hazard check. Allocations are told apart by their records (an allocation after a free may
+        take its address).
 
-def check_freed_memory_use(graph: GraphState, operands: tuple[Any, ...], after: Any, what: str) -> None:
-    """CUDA's rule for a copy or memset node of graph memory that its graph frees: it must come after the allocation
-    node, and not after the free node, through the nodes it is added after (``after``). CUDA refuses it otherwise
-    (CUDA_ERROR_INVALID_VALUE from cuGraphAddMemsetNode / cuGraphAddMemcpyNode, measured on an H100, driver 580); it
-    takes one of memory the graph does not free unordered, and leaves kernels, whose pointers it cannot see, to the
-    hazard check. Allocations are told apart by their records (an allocation after a free may take its address).
-
-    Raises:
-        GraphError: Naming the operand, the allocation or free node and where the node must go instead.
-    """
-    topology = graph._current()
-    if not topology.memory:
-        return
-    deps = graph._deps(after, what)
-    for operand in operands:
-        if type(operand) is not Array:
-            continue
-        start, end = operand.ptr, operand.ptr + operand.nbytes
-        # Each allocation holding the operand: its allocation node and its free node in this graph (either may be
-        # missing: memory allocated elsewhere may be freed here).
-        lives: dict[int, dict[NodeKind, Node]] = {}
-        for i, record in topology.allocs.items():
-            if record.ptr <= start and end <= record.ptr + record.nbytes:
-                node = graph._node(topology.handles[i])
-                lives.setdefault(id(record), {})[node.kind] = node
-        if not any(NodeKind.MEM_FREE in life for life in lives.values()) or any(
-                _within(graph, life, deps) for life in lives.values()):
-            continue
-        allocation, free = next((life.get(NodeKind.MEM_ALLOC), life[NodeKind.MEM_FREE])
-                                for life in reversed(lives.values()) if NodeKind.MEM_FREE in life)
-        if graph._reaches(free, deps):
-            raise GraphError(f"{what}: {operand!r} is graph memory that {free!r} frees, and this node would run after "
-                             f"that free; add it before the free (CUDA refuses a copy or memset of freed memory)")
-        raise GraphError(f"{what}: {operand!r} is graph memory that this graph allocates with {allocation!r} and "
-                         f"frees with {free!r}; a copy or memset of it must be ordered after the allocation: pass "
-                         f"after= that node or one that follows it (CUDA refuses it unordered)")
+        Raises:
+            GraphError: Naming the operand, the allocation or free node and where the node must go instead.
+        """
+        topology = self._current()
+        if not topology.memory:
+            return
+        deps = self._deps(after, what)
+        for operand in operands:
+            if type(operand) is not Array:
+                continue
+            start, end = operand.ptr, operand.ptr + operand.nbytes
+            # Each allocation holding the operand: its allocation node and its free node in this graph (either may be
+            # missing: memory allocated elsewhere may be freed here).
+            lives: dict[int, dict[NodeKind, Node]] = {}
+            for i, record in topology.allocs.items():
+                if record.ptr <= start and end <= record.ptr + record.nbytes:
+                    node = self._node(topology.handles[i])
+                    lives.setdefault(id(record), {})[node.kind] = node
+            if not any(NodeKind.MEM_FREE in life for life in lives.values()) or any(
+                    self._within(life, deps) for life in lives.values()):
+                continue
+            allocation, free = next((life.get(NodeKind.MEM_ALLOC), life[NodeKind.MEM_FREE])
+                                    for life in reversed(lives.values()) if NodeKind.MEM_FREE in life)
+            if self._reaches(free, deps):
+                raise GraphError(f"{what}: {operand!r} is graph memory that {free!r} frees, and this node would run "
+                                 f"after that free; add it before the free (CUDA refuses a copy or memset of freed "
+                                 f"memory)")
+            raise GraphError(f"{what}: {operand!r} is graph memory that this graph allocates with {allocation!r} and "
+                             f"frees with {free!r}; a copy or memset of it must be ordered after the allocation: pass "
+                             f"after= that node or one that follows it (CUDA refuses it unordered)")
 
 
-def _within(graph: GraphState, life: dict[NodeKind, Node], deps: list[Node]) -> bool:
-    """Whether a node after ``deps`` runs within the allocation ``life`` gives (its allocation and free nodes in the
-    graph): after its allocation node, where the graph has one, and not after its free node."""
-    allocation, free = life.get(NodeKind.MEM_ALLOC), life.get(NodeKind.MEM_FREE)
-    return ((allocation is None or graph._reaches(allocation, deps))
-            and (free is None or not graph._reaches(free, deps)))
+    def _within(self, life: dict[NodeKind, Node], deps: list[Node]) -> bool:
+        """Whether a node after ``deps`` runs within the allocation ``life`` gives (its allocation and free nodes in the
+        graph): after its allocation node, where the graph has one, and not after its free node."""
+        allocation, free = life.get(NodeKind.MEM_ALLOC), life.get(NodeKind.MEM_FREE)
+        return ((allocation is None or self._reaches(allocation, deps))
+                and (free is None or not self._reaches(free, deps)))

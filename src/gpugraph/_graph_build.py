@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 from ._device import Device
 from ._errors import GraphError
 from ._event import Event
-from ._graph_alloc import check_freed_memory_use
+from ._graph_alloc import GraphAlloc
 from ._graph_node import Node
-from ._graph_state import GraphState
 from ._hazards import CHECKING, declared, note_where
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
 
 
-class GraphBuild(GraphState):
+class GraphBuild(GraphAlloc):
     """Adding nodes (a mixin of Graph: no state of its own)."""
 
     __slots__ = ()
@@ -96,7 +95,7 @@ class GraphBuild(GraphState):
         """
         record = memcpy_record(self.device, dst, src, nbytes, "add_memcpy", shape=shape, dst_origin=dst_origin,
                                src_origin=src_origin)
-        check_freed_memory_use(self, (record.dst, record.src), after, "add_memcpy")
+        self._check_freed_memory_use((record.dst, record.src), after, "add_memcpy")
         return self._add(record, after, "add_memcpy")
 
     def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = (), *, shape: Any = None,
@@ -107,7 +106,7 @@ class GraphBuild(GraphState):
         See also: cudaGraphAddMemsetNode.
         """
         record = memset_record(self.device, dst, value, count, "add_memset", shape=shape, origin=origin)
-        check_freed_memory_use(self, (record.dst,), after, "add_memset")
+        self._check_freed_memory_use((record.dst,), after, "add_memset")
         return self._add(record, after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = (), reads: object = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -55,15 +55,13 @@ _SHAPE_REFUSALS = {cu.CUresult.CUDA_ERROR_INVALID_CLUSTER_SIZE: "its cluster dim
                        "it is cooperative, so its blocks must all be resident at once, more than this device holds"}
 
 
-def _shape_refusal(backend: Any, node: Any, params: Any, err: Any) -> str:
+def _shape_refusal(node: cu.CUgraphNode, params: KernelParams, err: cu.CUresult,
+                   cooperative_blocks: Callable[[], int]) -> str:
     """Why the driver refused kernel node ``node`` of an executable graph the launch shape of ``params`` (``err``, one
     of _SHAPE_REFUSALS): the rule with the node's numbers, as the front end words it (launch_refusal), from the
     attributes of the graph's node, which the executable graph was made with unless they changed since; else
-    the rule alone."""
-    attributes = read_attributes(node)
-    block = params.block
-    refusal = launch_refusal(attributes, params.grid, block, lambda: backend.kernel_cooperative_blocks(
-        params.device, params.kernel, block[0] * block[1] * block[2], params.shared_mem))
+    the rule alone. ``cooperative_blocks``: the most blocks of the node's shape the device holds at once."""
+    refusal = launch_refusal(read_attributes(node), params.grid, params.block, cooperative_blocks)
     rule = _SHAPE_REFUSALS[err]
     # (The same rule where both begin alike: "its cluster dims...", "it is cooperative...".)
     return refusal if refusal is not None and refusal[:12] == rule[:12] else f"{rule} ({err.name})"
@@ -261,7 +259,9 @@ class _Kernel(_Kind):
             p = function.node_params(params.grid, params.block, params.shared_mem, _resolved(params.args))
             err = drv.graph_exec_kernel_node_set_params(exec_.handle, node, p)[0]
         if err in _SHAPE_REFUSALS:  # (the node's attributes, which the exec keeps out of gpugraph's sight)
-            raise AttributeRefusal(_shape_refusal(backend, node, params, err))
+            block = params.block
+            raise AttributeRefusal(_shape_refusal(node, params, err, lambda: backend.kernel_cooperative_blocks(
+                params.device, params.kernel, block[0] * block[1] * block[2], params.shared_mem)))
         if err:
             raise error("cuGraphExecKernelNodeSetParams", err)
 

@@ -417,6 +417,10 @@ class CudaRuntime:
         (None, None): a function another library loaded."""
         return self._kernels_by_handle.get(int(handle), (None, None))
 
+    def loaded_functions(self) -> list[tuple[int, Any]]:
+        """(CUfunction address, Kernel) of each function gpugraph loaded, on every device."""
+        return [(handle, kernel) for handle, (kernel, _) in list(self._kernels_by_handle.items())]
+
     def context_device(self, ctx: Any, default: int) -> int:
         """The index of the device whose primary context ``ctx`` is; ``default`` for any other context."""
         for index in self.contexts.retained():

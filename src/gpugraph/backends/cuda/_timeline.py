@@ -207,9 +207,7 @@ def _launches(records: list[tuple]) -> list[int | None]:
 def _kernel_names(backend: CudaBackend) -> dict[str, str]:
     """The name each kernel gpugraph loaded has in CUPTI's records (its lowered name: mangled, for C++) -> its
     Kernel's name, which the CPU backend's records give."""
-    # (The runtime's own map of the functions it loaded, read here: the one place that lists them.)
-    loaded = list(backend._kernels_by_handle.items())
-    return {_function_name(handle): kernel.name for handle, (kernel, _) in loaded}
+    return {_function_name(handle): kernel.name for handle, kernel in backend.loaded_functions()}
 
 
 def _function_name(handle: int) -> str:
