@@ -9,8 +9,15 @@ host registry (src/gpugraph/backends/_host_registry.py) rests on. Each case prin
   stay valid, and does the captured graph copy the right values?
 - R4: does cuMemHostUnregister wait for a copy in flight over the memory (a 1 GiB host-to-device copy)? The
   call's time is printed beside the copy's own.
+- R5: after R2's swap, the copy node's parameters set again (cuGraphMemcpyNodeSetParams, the same ones): does the
+  graph then copy the right values? R6: the same for an executable graph made before the swap
+  (cuGraphExecMemcpyNodeSetParams).
+- R7: a copy node naming its host memory by its unified address (CU_MEMORYTYPE_UNIFIED) over two registrations:
+  taken, and right?
+- R8: two registrations of byte ranges that share a page but not a byte: does the driver take the second, and does a
+  copy node inside each copy the right values?
 
-Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py [R1 R2 R3 R4]`` (each case in a process
+Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py [R1 ... R8]`` (each case in a process
 of its own unless named).
 
 Measured on an H100 (driver 580.159.04, 2026-12-07): R1 INVALID_VALUE over two registrations, SUCCESS inside one;
@@ -163,11 +170,107 @@ def r4(stream: object) -> None:
     check(cu.cuMemFree(dptr), "free")
 
 
+def _swapped_node(ctx: object, dptr: int) -> tuple[np.ndarray, object, object, object]:
+    """A graph with a copy node over a 2-page registration, then that registration swapped for a 4-page one: (host
+    buffer, graph, node, the node's parameters)."""
+    host = page_buffer(4)
+    base = host.ctypes.data
+    check(cu.cuMemHostRegister(base, 2 * PAGE, 0), "register")
+    graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+    p = cu.CUDA_MEMCPY3D()
+    p.srcMemoryType, p.srcHost = cu.CUmemorytype.CU_MEMORYTYPE_HOST, base
+    p.dstMemoryType, p.dstDevice = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dptr
+    p.WidthInBytes, p.Height, p.Depth = 2 * PAGE, 1, 1
+    node = check(cu.cuGraphAddMemcpyNode(graph, [], 0, p, ctx), "copy node")
+    return host, graph, node, p
+
+
+def _right(host: np.ndarray, dptr: int, run: object, count: int = 20) -> str:
+    right = 0
+    for value in range(1, count + 1):
+        host[:] = value
+        run()
+        right += bool((read_back(dptr, 2 * PAGE // 4) == value).all())
+    return f"{right}/{count}"
+
+
+def r5(ctx: object, stream: object, dptr: int) -> None:
+    host, graph, node, p = _swapped_node(ctx, dptr)
+    check(cu.cuMemHostUnregister(host.ctypes.data), "unregister")
+    check(cu.cuMemHostRegister(host.ctypes.data, 4 * PAGE, 0), "register larger")
+    answer = status(cu.cuGraphMemcpyNodeSetParams(node, p))
+    print(f"R5 the node's parameters set again after the swap: {answer}; right on "
+          f"{_right(host, dptr, lambda: launch(graph, stream))} launches")
+
+
+def r6(ctx: object, stream: object, dptr: int) -> None:
+    host, graph, node, p = _swapped_node(ctx, dptr)
+    exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+    check(cu.cuMemHostUnregister(host.ctypes.data), "unregister")
+    check(cu.cuMemHostRegister(host.ctypes.data, 4 * PAGE, 0), "register larger")
+    answer = status(cu.cuGraphExecMemcpyNodeSetParams(exe, node, p, ctx))
+
+    def run() -> None:
+        check(cu.cuGraphLaunch(exe, stream), "cuGraphLaunch")
+        check(cu.cuStreamSynchronize(stream), "sync")
+    print(f"R6 the executable graph's node set again after the swap: {answer}; right on {_right(host, dptr, run)} "
+          f"launches")
+
+
+def r7(ctx: object, stream: object, dptr: int) -> None:
+    host = page_buffer(4)
+    a, b = host.ctypes.data, host.ctypes.data + 2 * PAGE
+    check(cu.cuMemHostRegister(a, 2 * PAGE, 0), "register first half")
+    check(cu.cuMemHostRegister(b, 2 * PAGE, 0), "register second half")
+    graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+    p = cu.CUDA_MEMCPY3D()
+    p.srcMemoryType, p.srcDevice = cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED, a
+    p.dstMemoryType, p.dstDevice = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dptr
+    p.WidthInBytes, p.Height, p.Depth = 4 * PAGE, 1, 1
+    made = cu.cuGraphAddMemcpyNode(graph, [], 0, p, ctx)
+    right = "-"
+    if made[0] == cu.CUresult.CUDA_SUCCESS:
+        count = 0
+        for value in range(1, 21):
+            host[:] = value
+            launch(graph, stream)
+            out = np.empty(4 * PAGE // 4, np.float32)
+            check(cu.cuMemcpyDtoH(out.ctypes.data, dptr, out.nbytes), "read back")
+            count += bool((out == value).all())
+        right = f"{count}/20"
+    print(f"R7 a unified-address copy over two registrations: {made[0].name}; right on {right} launches")
+
+
+def r8(ctx: object, stream: object, dptr: int) -> None:
+    host = page_buffer(1)
+    base = host.ctypes.data
+    first = status(cu.cuMemHostRegister(base, 1024, 0))
+    second = status(cu.cuMemHostRegister(base + 2048, 1024, 0))
+    answers = []
+    for offset in (0, 2048):
+        graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+        p = cu.CUDA_MEMCPY3D()
+        p.srcMemoryType, p.srcHost = cu.CUmemorytype.CU_MEMORYTYPE_HOST, base + offset
+        p.dstMemoryType, p.dstDevice = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dptr
+        p.WidthInBytes, p.Height, p.Depth = 1024, 1, 1
+        made = cu.cuGraphAddMemcpyNode(graph, [], 0, p, ctx)
+        count = "-"
+        if made[0] == cu.CUresult.CUDA_SUCCESS:
+            good = 0
+            for value in range(1, 21):
+                host[:] = value
+                launch(graph, stream)
+                good += bool((read_back(dptr, 256) == value).all())
+            count = f"{good}/20"
+        answers.append(f"copy at +{offset}: {made[0].name}, right on {count}")
+    print(f"R8 byte ranges sharing a page: first {first}, second {second}; " + "; ".join(answers))
+
+
 def main() -> None:
     """Each case in a process of its own (a case that breaks a copy ends its context), or the cases named."""
     names = sys.argv[1:]
     if not names:
-        for name in ("R1", "R2", "R3", "R4"):
+        for name in ("R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8"):
             subprocess.run([sys.executable, __file__, name], check=False)
         return
     check(cu.cuInit(0), "cuInit")
@@ -177,7 +280,8 @@ def main() -> None:
     stream = check(cu.cuStreamCreate(1), "cuStreamCreate")
     dptr = check(cu.cuMemAlloc(4 * PAGE), "cuMemAlloc")
     cases = {"R1": lambda: r1(ctx, dptr), "R2": lambda: r2(ctx, stream, dptr), "R3": lambda: r3(ctx, stream, dptr),
-             "R4": lambda: r4(stream)}
+             "R4": lambda: r4(stream), "R5": lambda: r5(ctx, stream, dptr), "R6": lambda: r6(ctx, stream, dptr),
+             "R7": lambda: r7(ctx, stream, dptr), "R8": lambda: r8(ctx, stream, dptr)}
     for name in names:
         try:
             cases[name]()
