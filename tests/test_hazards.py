@@ -597,7 +597,8 @@ def pairwise(graph: gg.Graph) -> list[tuple[str, tuple[gg.Node, gg.Node]]]:
     return expected
 
 
-@pytest.mark.parametrize("window, search", [(_hazard_order.WINDOW, _hazard_order.SEARCH), (2, 1), (1, 0)])
+@pytest.mark.parametrize("window, search",
+                         [(_hazard_order.WINDOW, _hazard_order.SEARCH), (1, 0), (2, 1), (2, 4), (3, 8)])
 def test_hazards_are_the_pairs_the_rule_finds(device, monkeypatch, window, search):
     """The same hazards, with the order of nodes far apart answered by the window's bitsets, by a search, or by the
     chains' labels (a window and a search made small)."""

@@ -10,22 +10,21 @@ embeds its graph.
 
 What answering costs grows with the graph's vertices and edges: the vertices in a topological order (the order they
 were added where the edges allow it); each vertex's ancestors among the ``WINDOW`` vertices before it, as a bitset;
-the vertices split into chains (paths of edges: a vertex reaches every later one of its chain). Two vertices farther
-apart: a search from both, of a few edges, else labels of one of their chains (for each vertex, the last of the
-chain's vertices that reaches it, or the first that it reaches): one pass over the graph for each chain that queries
-need, made the first time.
+the vertices split into chains (paths of edges: a vertex reaches every later one of its chain); the runs of single
+edges out of and into each vertex. Two vertices farther apart: past those runs, a search from both of a few edges,
+else labels of chains the search reached (for each vertex, the last of the chain's vertices that reaches it, or the
+first that it reaches): one pass over the graph for each chain that queries need, made the first time.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-from collections import Counter
 from typing import Any, Protocol
 
 from ._nodes import NodeKind
 
-# Vertices before each one whose order with it its bitset holds (farther ones: a search, else the chains' labels).
+# Vertices before each one whose order with it its bitset holds (farther ones: a search, else chains' labels).
 WINDOW = 1024
 # Edges a search for a path between two vertices far apart follows from each end before it leaves them to labels.
 SEARCH = 64
@@ -82,11 +81,9 @@ class Flat:
         for t, ps in enumerate(self._preds):
             for p in ps:
                 self._succs[p].append(t)
+        self._out, self._in = _Runs(self._succs), _Runs(self._preds)
         self._lasts: dict[int, list[int]] = {}  # chain -> per vertex, the last of the chain's vertices reaching it
         self._firsts: dict[int, list[int]] = {}  # chain -> per vertex, the first of them it reaches
-        # Far queries answered before either chain had labels, by chain: those naming a vertex of it first (second).
-        self._sources: Counter[int] = Counter()
-        self._targets: Counter[int] = Counter()
 
     def _walk(self, graph: CheckedGraph, parent: int, start: int, preds: list[list[int]],
               starts: list[int]) -> list[int]:
@@ -137,21 +134,19 @@ class Flat:
             parent = self.parent[parent]
         return tuple(chain)
 
-    def path(self, a: int, b: int, known: int) -> bool:
-        """Whether node ``a`` is ordered before node ``b`` (or is ``b``); ``known`` (``a`` or ``b``): the one that
-        queries name again and again (its chain's labels answer for two nodes far apart)."""
-        return self._reaches(self._at[a], self._at[b], known == a)
+    def path(self, a: int, b: int) -> bool:
+        """Whether node ``a`` is ordered before node ``b`` (or is ``b``)."""
+        return self._reaches(self._at[a], self._at[b])
 
     def vertex(self, g: int) -> int:
         """Node ``g``'s vertex (its start, for a node embedding a graph)."""
         return self._at[g]
 
     def relation(self, x: int, y: int) -> int:
-        """BEFORE where vertex ``x`` reaches vertex ``y`` (or is it), AFTER where ``y`` reaches ``x``, else APART
-        (``x``: the one that queries name again and again)."""
+        """BEFORE where vertex ``x`` reaches vertex ``y`` (or is it), AFTER where ``y`` reaches ``x``, else APART."""
         if x <= y:
-            return BEFORE if self._reaches(x, y, True) else APART
-        return AFTER if self._reaches(y, x, False) else APART
+            return BEFORE if self._reaches(x, y) else APART
+        return AFTER if self._reaches(y, x) else APART
 
     def anchor(self, xs: list[int], y: int) -> int:
         """The first vertex of ``y``'s chain that each vertex of ``xs`` reaches (each reaches ``y``): found by halves,
@@ -161,43 +156,60 @@ class Flat:
         while low < high:
             middle = (low + high) // 2
             for x in xs:
-                if not self._reaches(x, links[middle], False):
+                if not self._reaches(x, links[middle]):
                     low = middle + 1
                     break
             else:
                 high = middle
         return links[low]
 
-    def _reaches(self, x: int, y: int, by_x: bool) -> bool:
-        """Whether vertex ``x`` reaches vertex ``y`` (or is it). For two far apart: by the labels of ``x``'s chain or
-        of ``y``'s where one has them, else by a short search, else by labels made for the one of the two that such
-        queries have named more often (``x``'s at a tie where ``by_x``)."""
+    def _reaches(self, x: int, y: int) -> bool:
+        """Whether vertex ``x`` reaches vertex ``y`` (or is it). For two far apart: past the runs of single edges out
+        of ``x`` and into ``y`` (every path between them follows both), then by the labels of one's chain where it has
+        them, else by a short search, else by the labels of the chains of the vertices the search reached (every path
+        from ``x`` to ``y`` passes one that it reached from ``x``, and one that it reached from ``y``)."""
+        found = self._near(x, y)
+        if found is None:
+            if self._out.passes(x, y) or self._in.passes(y, self._out.end[x]):
+                return True
+            x, y = self._out.end[x], self._in.end[y]
+            found = self._near(x, y)
+        if found is not None:
+            return found
+        if self._chain[x] in self._lasts:
+            return self._lasts[self._chain[x]][y] >= x
+        if self._chain[y] in self._firsts:
+            return self._firsts[self._chain[y]][x] <= y
+        searched = self._search(x, y)
+        if isinstance(searched, bool):
+            return searched
+        ahead: dict[int, int] = {}  # chain -> the first of its vertices reached from x
+        for v in searched[0]:
+            ahead[self._chain[v]] = min(v, ahead.get(self._chain[v], v))
+        behind: dict[int, int] = {}  # chain -> the last of its vertices reaching y
+        for v in searched[1]:
+            behind[self._chain[v]] = max(v, behind.get(self._chain[v], v))
+        # (Of the two, the one with fewer chains still without labels.)
+        if sum(c not in self._lasts for c in ahead) <= sum(c not in self._firsts for c in behind):
+            return any(self._last(c)[y] >= v for c, v in ahead.items())
+        return any(self._first(c)[x] <= v for c, v in behind.items())
+
+    def _near(self, x: int, y: int) -> bool | None:
+        """Whether vertex ``x`` reaches vertex ``y`` (or is it), where their order, their chain or ``y``'s bitset
+        answers; else None."""
         if x >= y:
             return x == y
         if self._chain[x] == self._chain[y]:  # (a chain is a path)
             return True
         if y - x < WINDOW:
             return bool(self._window[y] >> (y - x) & 1)
-        source, target = self._chain[x], self._chain[y]
-        if source in self._lasts:
-            return self._lasts[source][y] >= x
-        if target in self._firsts:
-            return self._firsts[target][x] <= y
-        found = self._search(x, y)
-        if found is not None:
-            return found
-        # (The labels of the chain that such queries have named more often, x's at a tie where by_x.)
-        self._sources[source] += 1
-        self._targets[target] += 1
-        if self._sources[source] > self._targets[target] or (by_x and self._sources[source] == self._targets[target]):
-            return self._last(source)[y] >= x
-        return self._first(target)[x] <= y
+        return None
 
-    def _search(self, x: int, y: int) -> bool | None:
+    def _search(self, x: int, y: int) -> bool | tuple[list[int], list[int]]:
         """Whether vertex ``x`` reaches vertex ``y`` (``x`` before ``y``), found by a search from both, breadth first,
         each side following at most SEARCH edges: forward from ``x``, backward from ``y``, each stopping at the
-        vertices near enough to the other end for its bitset, or on its chain, to answer. None where it finds
-        neither."""
+        vertices near enough to the other end for its bitset, or on its chain, to answer. Where it finds neither:
+        the vertices each side reached but did not follow, in the order found."""
         chains, window = self._chain, self._window
         ahead, behind = [x], [y]  # the vertices reached from x (in the order found); those reaching y
         seen_ahead, seen_behind = {x}, {y}
@@ -228,7 +240,7 @@ class Flat:
             if i == len(ahead) or j == len(behind):
                 return False  # (all that one side reaches is found: the other end is not among it)
             if not moved:
-                return None
+                return ahead[i:], behind[j:]
 
     def _last(self, chain: int) -> list[int]:
         """Per vertex, the last vertex of ``chain`` that reaches it (-1 for none): one pass in order from its first."""
@@ -261,6 +273,39 @@ class Flat:
                             best = labels[s]
                 labels[t] = best
         return labels
+
+
+class _Runs:
+    """Runs of single edges: the forest where each vertex with exactly one next vertex (its one successor, or its one
+    predecessor) hangs from it; per vertex, the vertex its run ends at, and where its subtree lies in a numbering in
+    depth-first order."""
+
+    def __init__(self, nexts: list[list[int]]) -> None:
+        n = len(nexts)
+        parent = [ns[0] if len(ns) == 1 else -1 for ns in nexts]
+        children: list[list[int]] = [[] for _ in range(n)]
+        for v, p in enumerate(parent):
+            if p >= 0:
+                children[p].append(v)
+        self.end, self._low, self._high = [0] * n, [0] * n, [0] * n
+        count = 0
+        for root in range(n):
+            if parent[root] >= 0:
+                continue
+            stack = [root]
+            while stack:
+                v = stack.pop()
+                if v < 0:  # (leaving ~v: its subtree is numbered)
+                    self._high[~v] = count
+                    continue
+                self.end[v], self._low[v] = root, count
+                count += 1
+                stack.append(~v)
+                stack.extend(children[v])
+
+    def passes(self, v: int, u: int) -> bool:
+        """Whether the run from vertex ``v`` passes vertex ``u`` (or is ``u``)."""
+        return self._low[u] <= self._low[v] < self._high[u]
 
 
 def _topological(preds: list[list[int]]) -> list[int]:

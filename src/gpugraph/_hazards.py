@@ -430,7 +430,7 @@ def _lifetimes(flat: Flat, accesses: list[_Entry], allocations: list[tuple[int, 
     for address, free in frees:
         last = None  # the free frees the last allocation at its address ordered before it (they follow each other)
         for a in at.get(address, ()):
-            if flat.path(a, free, a) and (last is None or flat.path(last, a, a)):
+            if flat.path(a, free) and (last is None or flat.path(last, a)):
                 last = a
         if last is not None:
             freed[last] = free
@@ -446,12 +446,12 @@ def _lifetimes(flat: Flat, accesses: list[_Entry], allocations: list[tuple[int, 
             a_start, a_stop, a = allocations[i]
             if not (a_start < stop and start < a_stop):
                 continue
-            after = flat.path(a, g, a)
+            after = flat.path(a, g)
             f = freed.get(a)
-            if after and (f is None or flat.path(g, f, f)):
+            if after and (f is None or flat.path(g, f)):
                 break  # within this allocation's lifetime
             # (Named in the message: one it is ordered after, the last of those, else any.)
-            if outside is None or (after and (not outside[1] or flat.path(outside[0][2], a, a))):
+            if outside is None or (after and (not outside[1] or flat.path(outside[0][2], a))):
                 outside = (allocations[i], after)
         else:
             if outside is not None:
@@ -469,10 +469,10 @@ def _note_lifetime(flat: Flat, access: _Entry, allocation: tuple[int, int, int],
     byte_range = (max(start, a_start) - base, min(stop, a_stop) - base)
     if not after and (a, g) not in found:
         found[a, g] = _hazard(flat, LIFETIME, (a, g), ("allocate", verb), memory, byte_range, (a, t),
-                              flat.path(g, a, a))
-    if free is not None and not flat.path(g, free, free) and (g, free) not in found:
+                              flat.path(g, a))
+    if free is not None and not flat.path(g, free) and (g, free) not in found:
         found[g, free] = _hazard(flat, LIFETIME, (g, free), (verb, "free"), memory, byte_range, (t, free),
-                                 flat.path(free, g, free))
+                                 flat.path(free, g))
 
 
 def check(graph: CheckedGraph, what: str) -> None:
