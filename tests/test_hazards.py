@@ -486,6 +486,22 @@ def test_two_long_streams_joined_now_and_then(device):
     assert found(g) == [(WRITE_WRITE, (second[0], last_first), ("write", "write"), (0, 64))]
 
 
+def test_a_fan_in_to_a_line_and_a_fan_out_from_it(device):
+    """Each row of an Array set before a line of nodes longer than the window, and again after it: each pair far
+    apart in the order, ordered by the line."""
+    n = WINDOW + 10
+    rows, y = device.zeros((n, 4)), device.zeros(16)
+    g = gg.Graph(device)
+    before = [g.add_memset(rows, 1.0, shape=(1, 4), origin=(r, 0)) for r in range(n)]
+    node = g.add_kernel(K.scale, 1, 16, y, 2.0, 16, after=before)
+    for _ in range(n):
+        node = g.add_kernel(K.scale, 1, 16, y, 2.0, 16, after=node)
+    after = [g.add_memset(rows, 2.0, shape=(1, 4), origin=(r, 0), after=node) for r in range(n)]
+    assert g.hazards() == []
+    stray = g.add_memset(rows, 3.0, shape=(1, 4), origin=(3, 0), after=before[3])  # after its row's first only
+    assert found(g) == [(WRITE_WRITE, (after[3], stray), ("write", "write"), (48, 64))]
+
+
 def test_child_graphs_and_bodies_far_apart(device):
     x, y = device.zeros(16), device.zeros(16)
     g = gg.Graph(device)
