@@ -298,7 +298,8 @@ def test_a_copy_or_memset_of_memory_the_graph_frees_must_lie_within_its_lifetime
     free = g.add_free(alloc, after=use)
     x = device.zeros(64, np.float32)
     after_free = rf"add_(memset|memcpy): {re.escape(repr(alloc.array))} is graph memory that {re.escape(repr(free))} " \
-                 r"frees, and this node would run after that free; add it before the free"
+                 r"frees, and this node would run after that free \(CUDA refuses a copy or memset of freed memory\); " \
+                 rf"order it after {re.escape(repr(alloc))} or a node before the free, then before the free"
     with pytest.raises(gg.GraphError, match=after_free):
         g.add_memset(alloc.array, 0.0, after=free)
     with pytest.raises(gg.GraphError, match=after_free):
@@ -311,6 +312,16 @@ def test_a_copy_or_memset_of_memory_the_graph_frees_must_lie_within_its_lifetime
     g.add_kernel(K.scale, 1, 64, alloc.array, 2.0, 64, after=free)  # (the driver cannot see a kernel's pointers)
     within = g.add_memcpy(x, alloc.array, after=use)
     g.add_dependency(within, free)
+    late = g.add_memset(x, 0.0, after=free)  # (other memory: taken)
+    with pytest.raises(gg.GraphError, match=rf"set_memset\({re.escape(repr(late))}\): .* is graph memory that "
+                                            rf"{re.escape(repr(free))} frees, and this node would run after that free"):
+        g.set_memset(late, alloc.array, 2.0)
+    late_copy = g.add_memcpy(device.zeros(64, np.float32), x, after=free)
+    with pytest.raises(gg.GraphError, match=rf"set_memcpy\({re.escape(repr(late_copy))}\): .* this node would run "
+                                            r"after that free"):
+        g.set_memcpy(late_copy, device.zeros(64, np.float32), alloc.array)
+    g.set_memcpy(within, device.zeros(64, np.float32), x)  # (a copy of other memory now: taken)
+    g.set_memset(use, alloc.array, 3.0)  # within the lifetime: taken
     unfreed = gg.Graph(device)
     kept = unfreed.add_alloc(64, np.float32)
     unfreed.add_memset(kept.array, 0.0)  # no free in the graph: taken unordered

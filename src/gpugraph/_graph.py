@@ -31,7 +31,7 @@ from ._instantiate import check_device_launch, instantiate_flags
 from ._nodes import NodeKind
 
 
-class Graph(GraphBuild, GraphConditional, GraphAlloc, GraphEdit, GraphQuery):
+class Graph(GraphBuild, GraphConditional, GraphEdit, GraphAlloc, GraphQuery):
     """A graph template: nodes and dependency edges, to be instantiated into a ``GraphExec``.
 
     Args:

@@ -117,9 +117,9 @@ class GraphAlloc(GraphState):
             raise GraphError(f"{what}: a graph with memory nodes may have only one executable graph; "
                              f"close the one instantiated from this graph first")
 
-    def _check_freed_memory_use(self, operands: tuple[object, ...], after: object, what: str) -> None:
+    def _check_freed_memory_use(self, operands: tuple[object, ...], deps: list[Node], what: str) -> None:
         """CUDA's rule for a copy or memset node of graph memory that its graph frees: it must come after the
-        allocation node, and not after the free node, through the nodes it is added after (``after``). CUDA refuses it
+        allocation node, and not after the free node, through the nodes it comes after (``deps``). CUDA refuses it
         otherwise (CUDA_ERROR_INVALID_VALUE from cuGraphAddMemsetNode / cuGraphAddMemcpyNode, measured on an H100,
         driver 580); it takes one of memory the graph does not free unordered, and leaves kernels, whose pointers it
         cannot see, to the hazard check. Allocations are told apart by their records (an allocation after a free may
@@ -131,7 +131,6 @@ class GraphAlloc(GraphState):
         topology = self._current()
         if not topology.memory:
             return
-        deps = self._deps(after, what)
         for operand in operands:
             if type(operand) is not Array:
                 continue
@@ -150,8 +149,9 @@ class GraphAlloc(GraphState):
                                     for life in reversed(lives.values()) if NodeKind.MEM_FREE in life)
             if self._reaches(free, deps):
                 raise GraphError(f"{what}: {operand!r} is graph memory that {free!r} frees, and this node would run "
-                                 f"after that free; add it before the free (CUDA refuses a copy or memset of freed "
-                                 f"memory)")
+                                 f"after that free (CUDA refuses a copy or memset of freed memory); order it after "
+                                 f"{allocation!r} or a node before the free, then before the free "
+                                 f"(add_dependency(node, free))")
             raise GraphError(f"{what}: {operand!r} is graph memory that this graph allocates with {allocation!r} and "
                              f"frees with {free!r}; a copy or memset of it must be ordered after the allocation: pass "
                              f"after= that node or one that follows it (CUDA refuses it unordered)")

@@ -95,7 +95,7 @@ class GraphBuild(GraphAlloc):
         """
         record = memcpy_record(self.device, dst, src, nbytes, "add_memcpy", shape=shape, dst_origin=dst_origin,
                                src_origin=src_origin)
-        self._check_freed_memory_use((record.dst, record.src), after, "add_memcpy")
+        self._check_freed_memory_use((record.dst, record.src), self._deps(after, "add_memcpy"), "add_memcpy")
         return self._add(record, after, "add_memcpy")
 
     def add_memset(self, dst: Array, value: Any, count: int | None = None, after: Any = (), *, shape: Any = None,
@@ -106,7 +106,7 @@ class GraphBuild(GraphAlloc):
         See also: cudaGraphAddMemsetNode.
         """
         record = memset_record(self.device, dst, value, count, "add_memset", shape=shape, origin=origin)
-        self._check_freed_memory_use((record.dst,), after, "add_memset")
+        self._check_freed_memory_use((record.dst,), self._deps(after, "add_memset"), "add_memset")
         return self._add(record, after, "add_memset")
 
     def add_host(self, fn: Callable[..., Any], *args: Any, after: Any = (), reads: object = None,

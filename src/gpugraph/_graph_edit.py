@@ -16,8 +16,8 @@ from ._attributes import _KEEP, KernelAttributes, attributes_with, launch_refusa
 from ._device import Device
 from ._errors import GraphError
 from ._event import Event
+from ._graph_alloc import GraphAlloc
 from ._graph_node import Node, handle_of, move_up, note_record, note_removed
-from ._graph_state import GraphState
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._interrupts import without_interrupts
 from ._kernel import Kernel
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
 
 
-class GraphEdit(GraphState):
+class GraphEdit(GraphAlloc):
     """Edges, removals, setters and user objects (a mixin of Graph: no state of its own)."""
 
     __slots__ = ()
@@ -326,6 +326,7 @@ class GraphEdit(GraphState):
                                src_origin=src_origin)
         with self._locked():
             self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
+            self._check_freed_memory_use((record.dst, record.src), list(node.dependencies), f"set_memcpy({node!r})")
             self._set_record(node, record)
 
     def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None, *, shape: Any = None,
@@ -339,6 +340,7 @@ class GraphEdit(GraphState):
             if isinstance(was, Device) and isinstance(now, Device) and was is not now:
                 raise GraphError(f"set_memset({node!r}): the node sets memory of {was}, where it runs, and dst is on "
                                  f"{now}; add a memset node for that memory instead")
+            self._check_freed_memory_use((record.dst,), list(node.dependencies), f"set_memset({node!r})")
             self._set_record(node, record)
 
     def set_host(self, node: Node, fn: Callable[..., Any], *args: Any) -> None:
