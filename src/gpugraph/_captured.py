@@ -51,7 +51,7 @@ import numpy as np
 from . import _capture_rules, _interrupts
 from ._current import current_stream, own_stream, use_stream
 from ._errors import GraphUpdateError
-from ._memory import Array
+from ._memory import Array, allocation_of
 from ._params import Param
 from ._scalars import as_int, describe
 from ._update import GraphLayout
@@ -86,7 +86,7 @@ class _Entry:
         Idempotent: closing again frees nothing twice."""
         self.exe.close()
         for array in self.allocations:
-            if array._alloc.live:
+            if allocation_of(array).live:
                 self.stream.free(array)
 
 

@@ -18,7 +18,7 @@ from ._errors import BackendUnavailableError
 from ._event import Event
 from ._host_memory import HostRegistration
 from ._host_threads import HOST_THREADS, refuse_in_host_function
-from ._memory import Array, normalize_dtype, normalize_shape
+from ._memory import Array, allocation_of, normalize_dtype, normalize_shape
 from ._properties import SCHEDULES
 from ._scalars import describe
 from ._semaphores import ExternalSemaphore
@@ -251,7 +251,7 @@ class Device:
         device = value.device
         if device.backend != self.backend:
             raise ValueError(f"{what}: the Array is on {device}, the launch on {self}")
-        alloc = value._alloc
+        alloc = allocation_of(value)
         if alloc.origin == "graph":
             # A graph allocation's access is fixed when its node is made (CUDA maps it for the devices its
             # access descriptors name, with no peer access to enable); any other device would fault.

@@ -14,7 +14,7 @@ from ._device import Device
 from ._errors import GraphError
 from ._graph_node import Node
 from ._graph_state import GraphState
-from ._memory import Array, normalize_dtype, normalize_shape
+from ._memory import Array, allocation_of, normalize_dtype, normalize_shape
 from ._nodes import NodeKind
 from ._placement import graph_node_device
 
@@ -100,12 +100,12 @@ class GraphAlloc(GraphState):
             if allocation.kind is not NodeKind.MEM_ALLOC:
                 raise GraphError(f"add_free({allocation!r}): the node is a {allocation.kind.value} node, "
                                  f"not an allocation (got {allocation.kind})")
-            return allocation.array._alloc
+            return allocation_of(allocation.array)
         if type(allocation) is Array:
-            if allocation._alloc.origin != "graph":
+            if allocation_of(allocation).origin != "graph":
                 raise GraphError(f"add_free: {allocation.ptr:#x} is not the address of a graph allocation "
-                                 f"(got {allocation._alloc.owner})")
-            return allocation._alloc
+                                 f"(got {allocation_of(allocation).owner})")
+            return allocation_of(allocation)
         raise TypeError(f"add_free: expected an allocation Node or an Array, got {type(allocation).__name__}")
 
     def _check_memory_allowed(self, what: str) -> None:

@@ -31,7 +31,7 @@ from ._foreign_arrays import (
     read_interface,
     view_memory,
 )
-from ._memory import Array
+from ._memory import Array, allocation_of
 from ._scalars import as_bool, describe
 from ._stream import Stream
 from .backends import BACKEND_ORDER, get_backend
@@ -129,7 +129,7 @@ def _same_allocation(x: Array) -> Array:
     """A gpugraph Array imported again: an Array on its allocation record (the same address, lifetime checks
     and frees: importing through the backend would make CPU stream and graph memory escape its lifetime
     checks), keeping ``x`` alive (its collection frees ``Device.empty`` memory)."""
-    array = Array(x.device, x.ptr, x.shape, x.dtype, x._alloc)
+    array = Array(x.device, x.ptr, x.shape, x.dtype, allocation_of(x))
     weakref.finalize(array, keep, x).atexit = False
     return array
 

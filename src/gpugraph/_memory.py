@@ -141,6 +141,11 @@ class Array:
         return f"Array(shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x}, device={self.device})"
 
 
+def allocation_of(array: Array) -> Any:
+    """The backend's record of the memory ``array`` is part of (its Allocation: origin, whether live, its owner)."""
+    return array._alloc
+
+
 def normalize_shape(shape: Any) -> tuple[int, ...]:
     """Return ``shape`` as a tuple of non-negative ints, or raise naming what was got."""
     try:

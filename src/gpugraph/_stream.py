@@ -17,6 +17,7 @@ from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
 from ._memory import (
     Array,
+    allocation_of,
     copy_box,
     host_pins,
     memcpy_nbytes,
@@ -413,7 +414,7 @@ class Stream:
         if self._capture is None and _capture_rules.active:
             _capture_rules.forbid_unsafe("Stream.free", _ALLOC_RULE)
         check_same_device(self.device, array, "free(array)")
-        alloc = array._alloc  # (Array's record, read directly: _memory keeps no reader of it)
+        alloc = allocation_of(array)
         if alloc.origin == "device":
             raise ValueError(f"free(array): {alloc.owner} came from Device.empty (or another library) and is "
                              f"freed by its owner; Stream.free takes memory from Stream.alloc or allocation nodes")

@@ -15,7 +15,7 @@ from collections import deque
 import numpy as np
 
 from ..._errors import GpuGraphError
-from ..._memory import Array
+from ..._memory import Array, allocation_of
 from .._allocation import Allocation
 
 # Stream-ordered and graph allocations get addresses in a range no host pointer uses, fixed when the
@@ -278,9 +278,9 @@ def _unmapped(array_or_alloc: object, alloc: Allocation) -> GpuGraphError:
 def byte_view(operand: Array | np.ndarray, nbytes: int) -> np.ndarray:
     """The first ``nbytes`` bytes of an Array or NumPy array, as a writable uint8 view."""
     if type(operand) is Array:
-        buffer = operand._alloc.buffer
+        buffer = allocation_of(operand).buffer
         if buffer is None:
-            raise _unmapped(operand, operand._alloc)
+            raise _unmapped(operand, allocation_of(operand))
         return buffer[:nbytes]
     # A NumPy array: mypy narrows `type(x) is Array` only where it holds, not in the branch after it.
     return operand.reshape(-1).view(np.uint8)[:nbytes]  # type: ignore[union-attr]
@@ -289,9 +289,9 @@ def byte_view(operand: Array | np.ndarray, nbytes: int) -> np.ndarray:
 def typed_view(array: Array) -> np.ndarray:
     """An Array's memory as a NumPy array of its shape and dtype, as CPU kernels receive it; a 0-d Array
     as one element in 1-D, since a kernel gets a pointer (``x[0]`` reads it, as in CUDA code)."""
-    buffer = array._alloc.buffer
+    buffer = allocation_of(array).buffer
     if buffer is None:
-        raise _unmapped(array, array._alloc)
+        raise _unmapped(array, allocation_of(array))
     return buffer[:array.nbytes].view(array.dtype).reshape(array.shape or (1,))
 
 

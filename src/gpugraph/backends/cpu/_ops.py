@@ -13,7 +13,7 @@ import numpy as np
 
 from ..._errors import GpuGraphError
 from ..._memops import bits, holds
-from ..._memory import Array
+from ..._memory import Array, allocation_of
 from ..._nodes import NodeKind, WriteValue
 from .._allocation import Allocation
 from ._load import load as load_compiled
@@ -116,13 +116,13 @@ def unmap_allocation(alloc: Allocation) -> None:
 
 def static_operand(operand: Any, nbytes: int) -> Any:
     """A byte view made now when the operand's memory never moves, else the operand itself."""
-    if type(operand) is Array and operand._alloc.origin != "device":
+    if type(operand) is Array and allocation_of(operand).origin != "device":
         return operand
     return byte_view(operand, nbytes)
 
 
 def static_arg(arg: Any) -> Any:
     """A kernel argument as a NumPy view made now when its memory never moves."""
-    if type(arg) is Array and arg._alloc.origin == "device":
+    if type(arg) is Array and allocation_of(arg).origin == "device":
         return typed_view(arg)
     return arg

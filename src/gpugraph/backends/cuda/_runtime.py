@@ -15,7 +15,7 @@ from cuda.bindings import driver as cu
 
 from ..._errors import BackendError, GpuGraphError, raise_stream_errors
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
-from ..._memory import Array
+from ..._memory import Array, allocation_of
 from ..._memory import address_of as address
 from .. import _exit as at_exit
 from .._allocation import Allocation
@@ -484,9 +484,10 @@ def check_allocated(*operands: Any) -> None:
     """Refuse a copy touching graph memory that is not allocated: the driver would take its unmapped
     address for host memory and crash the process."""
     for operand in operands:
-        if type(operand) is Array and operand._alloc.origin != "device" and not operand._alloc.live:
+        alloc = allocation_of(operand) if type(operand) is Array else None
+        if alloc is not None and alloc.origin != "device" and not alloc.live:
             raise GpuGraphError(f"{operand!r} was used outside its allocation's lifetime: "
-                                f"{operand._alloc.owner} is not allocated now (before its allocation ran, "
+                                f"{alloc.owner} is not allocated now (before its allocation ran, "
                                 f"or after its free)")
 
 
