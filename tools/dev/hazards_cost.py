@@ -13,7 +13,9 @@
 
 Each row: the graph's edges and accesses (the byte ranges its nodes touch, as the check counts them), the median of
 the check's time over ``--repeats`` runs (the graph built once), that time per edge and access, and the hazards found.
-Each graph is built and timed in an interpreter of its own (a fresh heap for each figure).
+Each graph is built and timed in an interpreter of its own (a fresh heap for each figure). ``--gc-off``: each run
+with Python's garbage collector off (collected before): the check's own work, without the collector's passes over
+the heap, which grow with everything the interpreter holds.
 
 ``--note-cost``: instead, what noting where each node was added costs: ``add_kernel``'s time per node (a graph of
 1,000 independent kernel nodes built 50 times, the median) with ``$GPUGRAPH_CHECK_HAZARDS`` unset and
@@ -21,12 +23,13 @@ with it 1. gpugraph reads the variable when imported, so each setting is timed i
 the two alternate, five children each, and each figure is the median of its five.
 
 Usage: python tools/dev/hazards_cost.py [--backend cpu] [--repeats 5] [--sizes 100 1000 10000 30000]
-       [--shapes NAME ...] [--note-cost]
+       [--shapes NAME ...] [--gc-off] [--note-cost]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -108,15 +111,19 @@ def accesses(graph: gg.Graph) -> int:
     return sum(len(_accesses(node.params, signatures)) for node in graph.nodes)
 
 
-def measure(device: gg.Device, name: str, n: int, repeats: int) -> dict[str, float]:
-    """Build the graph ``name`` of ``n`` nodes; its size, the median of the check's time over ``repeats`` runs (ms)
-    and the hazards found."""
+def measure(device: gg.Device, name: str, n: int, repeats: int, gc_off: bool) -> dict[str, float]:
+    """Build the graph ``name`` of ``n`` nodes; its size, the median of the check's time over ``repeats`` runs (ms;
+    ``gc_off``: each with the garbage collector off) and the hazards found."""
     graph = SHAPES[name](device, n)
     times, found = [], 0
     for _ in range(repeats):
+        if gc_off:
+            gc.collect()
+            gc.disable()
         start = time.perf_counter()
         found = len(graph.hazards())
         times.append(time.perf_counter() - start)
+        gc.enable()
     return {"nodes": len(graph), "edges": len(graph.edges), "accesses": accesses(graph),
             "ms": 1e3 * statistics.median(times), "found": found}
 
@@ -128,7 +135,7 @@ def cost_table(options: argparse.Namespace) -> None:
     for name in options.shapes:
         for n in options.sizes:
             out = subprocess.run([sys.executable, __file__, "--backend", options.backend, "--repeats",
-                                  str(options.repeats), "--child-shape", name, str(n)],
+                                  str(options.repeats), *["--gc-off"] * options.gc_off, "--child-shape", name, str(n)],
                                  check=True, capture_output=True, text=True)
             row = json.loads(out.stdout)
             size = row["edges"] + row["accesses"]
@@ -177,6 +184,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000, 30000])
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=DEFAULT_SHAPES)
+    parser.add_argument("--gc-off", action="store_true", help="time each run with the garbage collector off")
     parser.add_argument("--note-cost", action="store_true",
                         help="time add_kernel per node with $GPUGRAPH_CHECK_HAZARDS unset and 1 instead")
     parser.add_argument("--child-add-kernel", action="store_true", help=argparse.SUPPRESS)
@@ -188,7 +196,7 @@ def main() -> None:
         print(f"{add_kernel_us(gg.Device(options.backend)):.3f}")
     elif options.child_shape:
         name, n = options.child_shape
-        print(json.dumps(measure(gg.Device(options.backend), name, int(n), options.repeats)))
+        print(json.dumps(measure(gg.Device(options.backend), name, int(n), options.repeats, options.gc_off)))
     else:
         cost_table(options)
 
