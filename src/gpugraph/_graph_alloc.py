@@ -12,7 +12,7 @@ from typing import Any
 
 from ._device import Device
 from ._errors import GraphError
-from ._graph_node import Node
+from ._graph_node import Node, handle_of
 from ._graph_state import GraphState
 from ._memory import Array, allocation_of, normalize_dtype, normalize_shape
 from ._nodes import NodeKind
@@ -50,7 +50,7 @@ class GraphAlloc(GraphState):
             positions = self._begin_change(deps, "add_alloc")
             backend = self._backend
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
-                                                         [node._handle for node in deps], device.index, sharers)
+                                                         [handle_of(node) for node in deps], device.index, sharers)
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             node._array = Array(device, ptr, shape, dtype, alloc)
             self._end_change()
@@ -86,7 +86,7 @@ class GraphAlloc(GraphState):
         with self._locked():
             positions = self._begin_change(deps, "add_free")
             backend = self._backend
-            handle = backend.graph_add_free(self._handle, alloc, [node._handle for node in deps])
+            handle = backend.graph_add_free(self._handle, alloc, [handle_of(node) for node in deps])
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
             self._end_change()
             return node

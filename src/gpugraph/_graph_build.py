@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import _graph_reads
 from ._device import Device
 from ._errors import GraphError
 from ._event import Event
@@ -145,7 +146,7 @@ class GraphBuild(GraphAlloc):
         refusal = nesting_refusal(self, graph)
         if refusal is not None:
             raise GraphError(f"add_child: {refusal}")
-        node = self._add(ChildGraphParams(graph._handle), after, "add_child")
+        node = self._add(ChildGraphParams(_graph_reads.handle(graph)), after, "add_child")
         # The copy the node embeds is described now, from the graph copied: it is never read node by node.
         with self._lock:
             i = self._index(node)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ._dot import DOT_FLAGS, to_dot, to_svg
 from ._errors import GraphError
-from ._graph_node import Node
+from ._graph_node import Node, handle_of
 from ._graph_state import GraphState
 from ._hazards import Hazard, find_hazards
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -113,7 +113,7 @@ class GraphQuery(GraphState):
             raise GraphError("find: this graph is not a clone")
         if not isinstance(node, Node) or node.graph is not original:
             raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
-        if type(node._handle) is Removed:
+        if type(handle_of(node)) is Removed:
             raise GraphError(f"find: {node!r} was removed from the graph this one was cloned from (remove_node)")
         copy = self._cloned.get(node._number)
         if type(copy) is Removed:
