@@ -15,6 +15,7 @@ class Condition:
 
     Attributes:
         graph: The Graph that made it.
+        node: The conditional node that reads it (None until one does).
         default: The value it takes at the start of each launch when ``reset`` is True.
         reset: Whether each launch starts with ``default``; when False, a kernel of the graph must set the
             value before the conditional node reads it (CUDA leaves it undefined at each launch).
@@ -32,6 +33,16 @@ class Condition:
 
     def __repr__(self) -> str:
         return f"Condition(default={self.default}, reset={self.reset})"
+
+    @property
+    def node(self) -> Any:
+        """The conditional node that reads it, or None while none does (a condition belongs to one)."""
+        return self._node
+
+
+def set_reader(condition: Condition, node: object) -> None:
+    """Note that conditional node ``node`` reads ``condition`` (None: the node that read it was removed)."""
+    condition._node = node
 
 
 def condition_args(args: tuple) -> list[Condition]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._conditions import Condition
+from ._conditions import Condition, set_reader
 from ._errors import GraphError
 from ._graph_node import Node
 from ._graph_state import GraphState
@@ -102,11 +102,11 @@ class GraphConditional(GraphState):
             raise TypeError(f"{what}(condition): expected a Condition (Graph.condition), "
                             f"got {type(condition).__name__}")
         self._check_condition(condition, what)
-        if condition._node is not None:
-            raise GraphError(f"{what}: {condition!r} is read by {condition._node!r} already; a condition belongs to "
+        if condition.node is not None:
+            raise GraphError(f"{what}: {condition!r} is read by {condition.node!r} already; a condition belongs to "
                              f"one conditional node (make another with Graph.condition)")
         node = self._add(ConditionalParams(kind, condition, (None,) * count), after, what)
-        condition._node = node
+        set_reader(condition, node)
         self._body_graphs(node)
         return node
 
@@ -118,7 +118,7 @@ class GraphConditional(GraphState):
         pending = [self]
         for graph in pending:
             for condition in graph._conditions:
-                if condition._node is None:
+                if condition.node is None:
                     raise GraphError(f"instantiate: {condition!r}, made by {graph!r}, is read by no conditional "
                                      f"node (CUDA refuses a graph with an unused condition)")
             for bodies in graph._bodies.values():

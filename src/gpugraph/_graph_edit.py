@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _graph_reads
 from ._attributes import _KEEP, KernelAttributes, attributes_with, launch_refusal
+from ._conditions import set_reader
 from ._device import Device
 from ._errors import GraphError
 from ._event import Event
@@ -189,7 +190,7 @@ class GraphEdit(GraphAlloc):
         elif record.kind is NodeKind.CONDITIONAL:
             for body in self._bodies.pop(handle, ()):
                 body._die("was a body of a conditional node that was removed from its graph (remove_node)")
-            record.condition._node = None
+            set_reader(record.condition, None)
         if self._cloned:  # (a clone's node: the original's counterpart of it has none now)
             gone = Removed()
             self._cloned = {number: gone if type(copy) is not Removed and copy == handle else copy
