@@ -102,8 +102,8 @@ def _submit(calls: list[_Call]) -> None:
     """Enqueue (or capture) ``calls``, each backend's in one of its groups, once every call's stream is still
     in the capture it was in when the call was made (else none is enqueued)."""
     for c in calls:
-        if c.stream._capture is not c.capture:
-            now = "captures" if c.stream._capture is not None else "no longer captures"
+        if c.stream.active_capture is not c.capture:
+            now = "captures" if c.stream.active_capture is not None else "no longer captures"
             raise CollectiveError(f"{c.where}: {c.stream} {now} as it did when rank {c.comm.rank} called it; the "
                                   f"group ended after that, so none of its {len(calls)} calls was enqueued",
                                   rank=c.comm.rank, collective=c.kind)
@@ -309,9 +309,9 @@ class Communicator:
                                   rank=self.rank, collective=kind)
         if HOST_THREADS:
             refuse_in_host_function(where)
-        if stream._capture is not None or stream.legacy or _capture_rules.function_captures:
+        if stream.active_capture is not None or stream.legacy or _capture_rules.function_captures:
             stream._guard(where)
-        call = _Call(self, where, stream, stream._capture, kind, send, recv, count, op, root)
+        call = _Call(self, where, stream, stream.active_capture, kind, send, recv, count, op, root)
         if _group_depth():
             _groups.calls.append(call)
         else:
