@@ -4,20 +4,35 @@ the work cannot finish without it (host nodes meeting at a barrier)."""
 
 from __future__ import annotations
 
+import enum
 import importlib.util
 import itertools
 import json
+import os
+import pathlib
 import sys
 import threading
+import time
+import types
+import weakref
 
 import numpy as np
 import pytest
 
 import gpugraph as gg
 import kernels as K
+from gpugraph import _exec_state
 from gpugraph._timeline import _trace
+from test_device_launch import SOURCE as LAUNCHING
 
 N = 256
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The Chrome trace checker is the GPU probe's (tools/probes/gpu_probe_timeline.py), which checks CUDA's traces too.
+_spec = importlib.util.spec_from_file_location("gpu_probe_timeline", ROOT / "tools/probes/gpu_probe_timeline.py")
+assert _spec is not None and _spec.loader is not None
+probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe)
+chrome_trace_problems = probe.chrome_trace_problems
 
 
 @pytest.fixture
@@ -124,6 +139,81 @@ def test_a_captured_graph_names_its_nodes(dev, stream):
     np.testing.assert_array_equal(x.to_numpy(), np.full(N, 3.0, np.float32))
 
 
+def test_a_node_removed_after_instantiate_names_no_other_node(dev, stream):
+    """A body's and a child graph's node removed after instantiate and another added in its place: the executable
+    graph runs what it was made from, so no row names a node added; the row of a node removed has none. The CPU
+    backend names each node still in its graph; CUDA numbers the nodes inside from the graph as it is, and leaves
+    them unnamed where a record does not fit the node numbered so."""
+    x = dev.zeros(N)
+    graph = gg.Graph(dev)
+    branch = graph.add_if(graph.condition(1))
+    body = branch.bodies[0]
+    kept = body.add_kernel(K.scale, 1, N, x, 2.0, N)
+    removed = body.add_memset(x, 1.0, after=kept)
+    child = gg.Graph(dev)
+    child.add_memset(x, 3.0, after=child.add_kernel(K.shift, 1, N, x, 1.0, N))
+    embedded = graph.add_child(child, after=branch).params.graph
+    inner_kept, inner_removed = embedded.nodes
+    with graph.instantiate() as exe:
+        body.remove_node(removed)
+        added = body.add_kernel(K.shift, 1, N, x, 1.0, N, after=kept)
+        embedded.remove_node(inner_removed)
+        inner_added = embedded.add_kernel(K.scale, 1, N, x, 2.0, N, after=inner_kept)
+        with gg.timeline(dev) as tl:
+            exe.launch(stream)
+    stream.synchronize()
+    rows = tl.rows()
+    assert [(r.kind, r.name) for r in rows] == [("kernel", "scale"), ("memset", f"{N * 4} B"), ("kernel", "shift"),
+                                                ("memset", f"{N * 4} B")]
+    named = [r.node for r in rows]
+    assert added not in named and inner_added not in named
+    assert named[1] is None and named[3] is None
+    if dev.backend == "cpu":
+        assert named[0] == kept and named[2] == inner_kept
+
+
+def test_after_an_update_rows_name_the_nodes_of_the_graph_instantiated(dev, stream):
+    """An executable graph updated from a graph of the same shape runs that graph's parameters; its rows name the
+    nodes of the graph it was instantiated from (which its setters name too), inside its child graph as well."""
+    def build(factor: float) -> gg.Graph:
+        x = dev.zeros(N)
+        child = gg.Graph(dev)
+        child.add_kernel(K.scale, 1, N, x, factor, N)
+        graph = gg.Graph(dev)
+        graph.add_child(child, after=graph.add_memset(x, 1.0))
+        return graph
+
+    made, other = build(2.0), build(3.0)
+    with made.instantiate() as exe:
+        exe.update(other)
+        with gg.timeline(dev) as tl:
+            exe.launch(stream)
+    stream.synchronize()
+    inside = made.nodes[1].params.graph
+    assert [(r.kind, r.node) for r in tl.rows()] == [("memset", made.nodes[0]), ("kernel", inside.nodes[0])]
+
+
+@pytest.mark.parametrize("mode", [2, 1], ids=["fire-and-forget", "tail"])
+def test_a_graph_a_kernel_launches_has_rows_naming_its_nodes(dev, stream, mode):
+    """A graph that a kernel of a recorded launch launches (fire and forget, or as a tail launch) is recorded too,
+    its rows naming its nodes; on the CPU backend as part of the launch whose kernel launched it."""
+    x, code = dev.zeros(1, np.int32), dev.zeros(1, np.int32)
+    child = gg.Graph(dev)
+    add = child.add_kernel(gg.Kernel(LAUNCHING, "add"), 1, 32, x, 1)
+    with child.instantiate(device_launch=True) as launched:
+        parent = gg.Graph(dev)
+        fire = parent.add_kernel(gg.Kernel(LAUNCHING, "launch_graph"), 1, 32, launched, mode, code)
+        with parent.instantiate() as exe:
+            with gg.timeline(dev) as tl:
+                exe.launch(stream)
+            stream.synchronize()
+    assert (x.to_numpy()[0], code.to_numpy()[0]) == (1, 0)
+    rows = {r.node: r for r in tl.rows()}
+    assert set(rows) == {fire, add} and rows[fire].name == "launch_graph" and rows[add].name == "add"
+    if dev.backend == "cpu":
+        assert rows[fire].launch == rows[add].launch == 1
+
+
 def test_stream_operations_have_rows_of_their_own(dev, stream):
     """A kernel, memset and copy enqueued on a stream: a row each, in stream order, with no node and no launch."""
     x = dev.zeros(N)
@@ -169,10 +259,28 @@ def test_work_outside_the_block_is_not_recorded(dev, stream):
     assert tl.table().splitlines() == [tl.table().splitlines()[0]]
 
 
+def test_a_launch_made_before_the_block_is_not_recorded_though_it_runs_inside(dev, stream):
+    """A graph launched before the block, held back by a host node until the block is open, runs its kernel inside
+    the block: it has no row (a launch is recorded whole or not at all, and this one was made before); a stream
+    operation of the block has its row."""
+    gate = threading.Event()
+    x = dev.zeros(N)
+    graph = gg.Graph(dev)
+    graph.add_kernel(K.scale, 1, N, x, 2.0, N, after=graph.add_host(gate.wait))
+    with graph.instantiate() as exe:
+        exe.launch(stream)
+        with gg.timeline(dev) as tl:
+            gate.set()
+            stream.memset(x, 3.0)
+        stream.synchronize()
+    assert [(r.kind, r.node) for r in tl.rows()] == [("memset", None)]
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 3.0, np.float32))
+
+
 def test_four_branches_meeting_at_a_barrier_overlap(device, stream):
     """Four host nodes that each wait at one barrier for the other three: they run at once, so their rows overlap,
-    each on a lane of its own, and in the trace each is on a row of its own. (CUDA runs a graph's host nodes one at a
-    time on one thread: such a graph would never finish there.)"""
+    each on a lane of its own, and in the trace each lane is a thread of its own. (CUDA runs a graph's host nodes one
+    at a time on one thread: such a graph would never finish there.)"""
     if device.backend != "cpu":
         pytest.skip("CUDA runs host nodes one at a time: four meeting at a barrier would wait forever")
     barrier = threading.Barrier(4, timeout=30)
@@ -189,37 +297,6 @@ def test_four_branches_meeting_at_a_barrier_overlap(device, stream):
     assert len({r.lane for r in rows}) == 4
     events = [e for e in tl.trace()["traceEvents"] if e["ph"] == "X"]
     assert len({e["tid"] for e in events}) == 4
-
-
-def chrome_trace_problems(trace: object) -> list[str]:
-    """What makes ``trace`` other than a Chrome Trace Event Format document (the JSON Object Format Perfetto loads):
-    the keys and types each event needs, a name for every thread with events, no overlapping events on one thread."""
-    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
-        return ["not an object with a traceEvents list"]
-    problems, named, spans = [], set(), {}
-    for event in trace["traceEvents"]:
-        if not (isinstance(event, dict) and isinstance(event.get("name"), str) and event.get("ph") in ("X", "M")
-                and type(event.get("pid")) is int and type(event.get("tid")) is int
-                and isinstance(event.get("args", {}), dict)):
-            problems.append(f"malformed: {event}")
-        elif event["ph"] == "X":
-            ts, dur = event.get("ts"), event.get("dur")
-            if not (type(ts) in (int, float) and type(dur) in (int, float) and ts >= 0 and dur >= 0
-                    and isinstance(event.get("cat"), str)):
-                problems.append(f"a complete event needs ts, dur >= 0 and cat: {event}")
-            else:
-                spans.setdefault((event["pid"], event["tid"]), []).append((ts, ts + dur))
-        elif event["name"] == "thread_name" and isinstance(event["args"].get("name"), str):
-            named.add((event["pid"], event["tid"]))
-        elif event["name"] not in ("process_name", "thread_sort_index"):
-            problems.append(f"unknown metadata: {event}")
-    for key, intervals in spans.items():
-        intervals.sort()
-        if key not in named:
-            problems.append(f"thread {key} has no thread_name")
-        if any(b[0] < a[1] for a, b in itertools.pairwise(intervals)):
-            problems.append(f"thread {key} has overlapping events")
-    return problems
 
 
 def test_the_trace_file_is_a_chrome_trace(dev, stream, tmp_path):
@@ -246,9 +323,9 @@ def test_the_trace_file_is_a_chrome_trace(dev, stream, tmp_path):
     assert process == [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": f"gpugraph {dev}"}}]
 
 
-def test_overlapping_work_of_one_lane_goes_on_rows_of_its_own():
-    """Rows of one lane that overlap (CUDA's stream of a graph's launch may run two nodes at once) are put on threads
-    of their own in the trace, named after the lane; rows that follow each other share one."""
+def test_overlapping_work_of_one_lane_goes_on_threads_of_its_own():
+    """Rows of one lane that overlap are put on threads of their own in the trace, named after the lane
+    ("stream 7 (2)"); rows that follow each other share one."""
     row = gg.TimelineRow
     rows = [row(None, "kernel", "a", 0.0, 10.0, "stream 7", 1), row(None, "kernel", "b", 5.0, 10.0, "stream 7", 1),
             row(None, "kernel", "c", 12.0, 1.0, "stream 7", 1), row(None, "memcpy", "d", 6.0, 1.0, "stream 9", None)]
@@ -258,6 +335,52 @@ def test_overlapping_work_of_one_lane_goes_on_rows_of_its_own():
     assert tids["a"] == tids["c"] != tids["b"] != tids["d"] != tids["a"]
     names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert [names[tids[n]] for n in "abcd"] == ["stream 7", "stream 7 (2)", "stream 7", "stream 9"]
+
+
+def _broken(change) -> dict:
+    """A valid trace of two rows on two lanes, changed by ``change(trace)``."""
+    row = gg.TimelineRow
+    trace = _trace([row(None, "kernel", "a", 0.0, 10.0, "stream 7", 1),
+                    row(None, "memcpy", "b", 2.0, 1.0, "stream 9", None)], "cuda:0")
+    change(trace)
+    return trace
+
+
+def _complete(trace: dict) -> dict:
+    return next(e for e in trace["traceEvents"] if e["ph"] == "X")
+
+
+def _thread_name(trace: dict) -> dict:
+    return next(e for e in trace["traceEvents"] if e["name"] == "thread_name")
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda t: None, None),
+    (lambda t: t.update(traceEvents={}), "not an object with a traceEvents list"),
+    (lambda t: t.update(displayTimeUnit="s"), "displayTimeUnit 's'"),
+    (lambda t: _complete(t).update(ph="B"), "ph (X or M)"),
+    (lambda t: _complete(t).update(pid="1"), "pid and tid (int)"),
+    (lambda t: _complete(t).update(tid=True), "pid and tid (int)"),
+    (lambda t: _complete(t).pop("name"), "name (str)"),
+    (lambda t: _complete(t).update(args=[]), "args (object)"),
+    (lambda t: _complete(t).update(ts="0"), "complete event needs numbers ts, dur >= 0"),
+    (lambda t: _complete(t).update(ts=float("nan")), "complete event needs numbers ts, dur >= 0"),
+    (lambda t: _complete(t).pop("dur"), "complete event needs numbers ts, dur >= 0"),
+    (lambda t: _complete(t).update(dur=-1.0), "complete event needs numbers ts, dur >= 0"),
+    (lambda t: _complete(t).update(cat=3), "a string cat"),
+    (lambda t: _thread_name(t).update(args={}), "not a metadata event of the format"),
+    (lambda t: _thread_name(t).update(name="lane_name"), "not a metadata event of the format"),
+    (lambda t: t["traceEvents"].remove(_thread_name(t)), "has complete events but no thread_name"),
+    (lambda t: t["traceEvents"].append({**_complete(t), "ts": 5.0}), "has overlapping complete events"),
+])
+def test_the_trace_checker_finds_what_breaks_the_format(change, problem):
+    """The Chrome trace checker (the GPU probe's, which the tests use) finds each field the Trace Event Format needs
+    missing or of the wrong type; a timeline's trace has none."""
+    problems = chrome_trace_problems(_broken(change))
+    if problem is None:
+        assert problems == []
+    else:
+        assert problems and problem in problems[0], problems
 
 
 def test_the_table_has_a_line_per_row(dev, stream):
@@ -339,6 +462,88 @@ def test_the_work_keeps_its_errors_for_the_next_synchronize(dev, stream):
         stream.synchronize()
 
 
+def test_a_launch_made_while_the_timeline_ends_is_not_recorded(device):
+    """Ending a timeline waits for the work launched while it recorded; a launch from another thread meanwhile is not
+    recorded at all (the end stops recording first, then waits), so no launch is recorded in part. (The CPU backend's
+    recording is read to see that the end has begun: it waits on a host function until the launch is made.)"""
+    if device.backend != "cpu":
+        pytest.skip("reads the CPU backend's recording")
+    from gpugraph.backends.cpu import _timeline as cpu_timeline
+
+    held, other, x = device.stream(), device.stream(), device.zeros(N)
+    gate = threading.Event()
+    tl = gg.timeline(device)
+    tl.__enter__()
+    held.host(gate.wait)
+    ending = threading.Thread(target=tl.__exit__, args=(None, None, None))
+    ending.start()
+    try:
+        deadline = time.monotonic() + 30
+        while device.index in cpu_timeline.RECORDING and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert device.index not in cpu_timeline.RECORDING, "the end waits for the work before it stops recording"
+        other.memset(x, 1.0)
+        other.synchronize()
+    finally:
+        gate.set()
+        ending.join()
+    held.synchronize()
+    assert [(r.kind, r.name) for r in tl.rows()] == [("host", "Event.wait")]
+
+
+def test_the_executable_graphs_are_read_whole_while_another_thread_instantiates(dev, monkeypatch):
+    """Ending a timeline reads every executable graph alive; an instantiate on another thread meanwhile waits for the
+    read to end, rather than change what is read (which raised "dictionary changed size during iteration"). The read
+    is made to stop half-way until the instantiate has had half a second to run."""
+    graph = gg.Graph(dev)
+    graph.add_memset(dev.zeros(N), 1.0)
+    made: list[gg.GraphExec] = []
+    others: list[threading.Thread] = []
+
+    class HalfWay(weakref.WeakValueDictionary):
+        def items(self):  # type: ignore[override]
+            items = super().items()
+            yield next(items)
+            other = threading.Thread(target=lambda: made.append(graph.instantiate()))
+            others.append(other)
+            other.start()
+            other.join(0.5)
+            yield from items
+
+    monkeypatch.setattr(_exec_state, "_by_handle", HalfWay())
+    with graph.instantiate():
+        with gg.timeline(dev) as tl:
+            pass
+    others[0].join()
+    assert tl.rows() == [] and len(made) == 1
+    made[0].close()
+
+
+def test_without_a_timeline_a_stream_operation_goes_straight_to_its_stream(device):
+    """While no timeline records, the CPU backend puts a stream operation on its stream as it would without
+    timelines: one inline test, no call of the timeline's on the way."""
+    if device.backend != "cpu":
+        pytest.skip("the CPU backend's calls")
+    stream, x = device.stream(), device.zeros(N)
+    calls: list[tuple[str, str, str]] = []
+
+    def note(frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_back is not None:
+            calls.append((frame.f_code.co_name, frame.f_back.f_code.co_name, frame.f_code.co_filename))
+
+    sys.setprofile(note)
+    try:
+        stream.memset(x, 1.0)
+        stream.launch(K.scale, 1, N, x, 2.0, N)
+        stream.host(len, [1])
+    finally:
+        sys.setprofile(None)
+    stream.synchronize()
+    assert [caller for name, caller, file in calls if name == "submit" and "gpugraph" in file] == [
+        "stream_memset", "stream_launch", "stream_host"]
+    assert [name for name, _, file in calls if file.endswith(os.path.join("cpu", "_timeline.py"))] == []
+
+
 def test_timeline_takes_a_device():
     with pytest.raises(TypeError, match=r"gg.timeline\(device\): expected a Device .*got str 'cpu'"):
         gg.timeline("cpu")  # type: ignore[arg-type]
@@ -351,9 +556,36 @@ def test_write_trace_refuses_what_it_cannot_write(dev, tmp_path):
     with pytest.raises(TypeError, match=r"Timeline.write_trace\(path\): expected a str or path, got int 3"):
         tl.write_trace(3)  # type: ignore[arg-type]
     missing = tmp_path / "no such folder" / "t.json"
-    with pytest.raises(FileNotFoundError, match=r"Timeline.write_trace: cannot write the trace to .*no such folder"):
+    with pytest.raises(FileNotFoundError, match=r"Timeline.write_trace: cannot write the trace \(No such file or "
+                                                r"directory\): .*no such folder") as caught:
         tl.write_trace(missing)
+    assert caught.value.filename == str(missing)
     assert not missing.parent.exists()
+
+
+def test_write_trace_writes_the_whole_file_or_leaves_it_as_it_was(dev, stream, tmp_path, monkeypatch):
+    """The trace is written beside the file and then takes its name: where that fails, the file there is as it was,
+    nothing is left beside it, and the error names the file (its filename); else the file holds the whole trace."""
+    with gg.timeline(dev) as tl:
+        stream.memset(dev.zeros(N), 1.0)
+    stream.synchronize()
+    path = tmp_path / "timeline.json"
+    path.write_text("an older trace")
+
+    def no_space(source: str, target: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", no_space)
+    with pytest.raises(OSError, match=r"Timeline.write_trace: cannot write the trace \(No space left on device\)") \
+            as caught:
+        tl.write_trace(path)
+    assert (caught.value.errno, caught.value.filename) == (28, str(path))
+    assert path.read_text() == "an older trace"
+    assert [p.name for p in tmp_path.iterdir()] == ["timeline.json"]
+    monkeypatch.undo()
+    tl.write_trace(str(path))
+    assert json.loads(path.read_text()) == tl.trace()
+    assert [p.name for p in tmp_path.iterdir()] == ["timeline.json"]
 
 
 def test_a_host_function_cannot_open_a_timeline(dev, stream):
@@ -374,3 +606,123 @@ def test_cuda_without_cupti_python_names_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)  # (an import of it fails)
     with pytest.raises(ImportError, match=r"cupti-python package, which is not installed: pip install cupti-python"):
         cuda_timeline.start(0)
+
+
+# CUDA's reading of CUPTI's records, with a stand-in for cupti-python (no GPU needed: cuda-bindings only).
+
+
+@pytest.fixture
+def cuda_timeline(monkeypatch):
+    """backends/cuda/_timeline.py with buffers of its own and a stand-in cupti-python: ``refuse`` names an activity
+    kind it refuses to enable, ``enabled`` the kinds enabled now."""
+    pytest.importorskip("cuda.bindings.driver")
+    from gpugraph.backends.cuda import _timeline as module
+
+    kinds = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "DRIVER", "RUNTIME")
+    fake = types.SimpleNamespace(ActivityKind=enum.IntEnum("ActivityKind", kinds), refuse=None, enabled=set())
+
+    def enable(kind: enum.IntEnum) -> None:
+        if kind.name == fake.refuse:
+            raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+        fake.enabled.add(kind.name)
+
+    fake.activity_enable, fake.activity_disable = enable, lambda kind: fake.enabled.discard(kind.name)
+    fake.activity_register_callbacks = lambda requested, completed: None
+    fake.get_timestamp = lambda: 1000
+    package = types.ModuleType("cupti")
+    package.cupti = fake  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupti", package)
+    monkeypatch.setattr(module, "_buffers", module._Buffers())
+    monkeypatch.setattr(module, "fake", fake, raising=False)
+    return module
+
+
+def test_cuda_starts_recording_all_or_nothing(cuda_timeline):
+    """CUPTI refusing one activity kind (another tool holds it) leaves none enabled, and the error says what to do."""
+    fake = cuda_timeline.fake
+    fake.refuse = "DRIVER"
+    with pytest.raises(gg.GpuGraphError, match=r"gg.timeline\(cuda:0\): CUPTI refused to record DRIVER activity "
+                                               r"\(CUPTI_ERROR_MULTIPLE.*Nsight Systems.*run without it"):
+        cuda_timeline.start(0)
+    assert fake.enabled == set()
+    fake.refuse = None
+    assert cuda_timeline.start(0).origin == 1000
+    assert fake.enabled == {"CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "DRIVER", "RUNTIME"}
+
+
+def test_cuda_keeps_an_error_of_cuptis_thread_for_the_end(cuda_timeline):
+    """An exception reading a buffer CUPTI hands back (on its own thread) is kept for the recording's end to raise."""
+    buffers = cuda_timeline._buffers
+    kind = cuda_timeline.fake.ActivityKind
+    buffers._completed([types.SimpleNamespace(kind=kind.DRIVER, correlation_id=7),
+                        types.SimpleNamespace(kind=kind.MEMSET)])  # (a memset record without its fields)
+    records, calls, error = buffers.take()
+    assert (records, calls) == ([], set()) and isinstance(error, AttributeError)  # (the buffer's records are lost)
+    assert buffers.take() == ([], set(), None)
+
+
+def test_cuda_records_only_the_launches_made_while_recording(cuda_timeline):
+    """The work of a launch made before the timeline began is left out whole, though it ran after: a record is kept
+    where its launch's correlation id is an API call's made while recording (a body's work, of correlation id 0, by
+    the launch of its graph that began last before it); a graph's work no host launch is known for (a graph a kernel
+    launched) where it began after the recording did."""
+    def record(correlation: int, start: int, graph: int = 0) -> tuple:
+        return ("kernel", "k", start, start + 1, 0, 7, correlation, graph, 0)
+
+    before = [record(5, 10, graph=3), record(0, 20, graph=3), record(4, 25), record(0, 5, graph=6)]  # (launched
+    # before the recording began at 8; all but the last ran after)
+    during = [record(9, 30, graph=3), record(0, 40, graph=3), record(8, 45), record(0, 50, graph=6)]
+    kept, launches = cuda_timeline.made_while_recording(before + during, {8, 9, 11}, 8)
+    assert kept == during and launches == [9, 9, None, 0]
+
+
+def test_cuda_names_no_node_of_the_graph_itself_that_a_record_does_not_fit(cuda_timeline):
+    """A record whose number is a node of another kind (or another kernel) in the graph instantiated from, the graph
+    itself as well as a graph inside it, names no node: a node added to the graph since took the number."""
+    scale = types.SimpleNamespace(kind=gg.NodeKind.KERNEL, kernel=types.SimpleNamespace(name="scale"))
+    memset = types.SimpleNamespace(kind=gg.NodeKind.MEMSET)
+    params = {"a": scale, "b": memset, "i": scale, "j": scale}
+    backend = types.SimpleNamespace(node_params=lambda graph, node: params[node])
+    numbering = ({0: ("top", "a"), 1: ("top", "b"), 2: ("inside", "i"), 3: ("inside", "j")}, 2)
+    fits = [("kernel", "scale", 0), ("memset", "4 B", 1), ("kernel", "scale", 2), ("kernel", "scale", 3)]
+    assert cuda_timeline._fitting(backend, numbering, fits) == {0: "a", 1: "b", 2: "i", 3: "j"}
+    top_misfit = [("kernel", "scale", 0), ("kernel", "scale", 1), ("kernel", "scale", 2)]
+    assert cuda_timeline._fitting(backend, numbering, top_misfit) == {0: "a", 2: "i", 3: "j"}
+    inside_misfit = [("kernel", "scale", 0), ("kernel", "shift", 3)]
+    assert cuda_timeline._fitting(backend, numbering, inside_misfit) == {0: "a", 1: "b"}
+
+
+def test_cuda_numbers_the_nodes_of_the_graph_instantiated_from(cuda_timeline):
+    """After an update the executable graph's CUPTI ids are still those of the graph it was instantiated from (not
+    of the graph it was updated from): that graph's nodes are numbered."""
+    nodes = {"made": [11, 12], "other": [21, 22]}
+    backend = types.SimpleNamespace(graph_nodes=lambda graph: nodes[graph], node_params=lambda graph, node: None)
+    cuda_timeline.fake.get_graph_node_id = lambda node: (7 << 32) | node % 10
+    exe = types.SimpleNamespace(made_from="made", source="other")
+    assert cuda_timeline.node_numbers(backend, exe) == ({1: ("made", 11), 2: ("made", 12)}, 3)
+
+
+def test_cuda_leaves_the_works_errors_to_the_streams(cuda_timeline, monkeypatch):
+    """The end of a recording waits for the device without raising its work's error (the streams' next synchronize
+    does), reads the records all the same and disables every kind; an error kept from CUPTI's thread is raised."""
+    from cuda.bindings import driver as cu
+
+    fake, buffers = cuda_timeline.fake, cuda_timeline._buffers
+    fake.activity_flush_all = lambda forced: buffers._completed([
+        types.SimpleNamespace(kind=fake.ActivityKind.DRIVER, correlation_id=9),
+        types.SimpleNamespace(kind=fake.ActivityKind.MEMSET, bytes=64, start=1500, end=1600, device_id=0, stream_id=7,
+                              correlation_id=9, graph_id=0, graph_node_id=0)])
+    monkeypatch.setattr(cuda_timeline, "drv", types.SimpleNamespace(
+        ctx_synchronize=lambda: (cu.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,)))
+    backend = types.SimpleNamespace(contexts=types.SimpleNamespace(use=lambda index: None), loaded_functions=list)
+    recording = cuda_timeline.start(0)
+    records = cuda_timeline.stop(backend, recording, [])
+    assert [(r.kind, r.name, r.start, r.end, r.lane, r.launch) for r in records] == [
+        ("memset", "64 B", 500, 600, "stream 7", None)]
+    assert fake.enabled == set()
+    recording = cuda_timeline.start(0)
+    fake.activity_flush_all = lambda forced: buffers._completed([types.SimpleNamespace(kind=fake.ActivityKind.MEMSET)])
+    with pytest.raises(gg.GpuGraphError, match=r"gg.timeline\(cuda:0\): reading CUPTI's activity records failed: "
+                                               r"AttributeError"):
+        cuda_timeline.stop(backend, recording, [])
+    assert fake.enabled == set()

@@ -10,6 +10,7 @@ reads the graph only through ``gpugraph._graph_reads`` (``topology``, ``node_of`
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any
 
@@ -47,8 +48,21 @@ def refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
 
 
 # Every executable graph by the backend's handle of it, while it lives: a timeline's records name the backend's, and
-# the Nodes are read through the GraphExec (gpugraph._timeline).
-by_handle: weakref.WeakValueDictionary[Any, ExecState] = weakref.WeakValueDictionary()
+# the Nodes are read through the GraphExec (gpugraph._timeline). Added to under _by_handle_lock, and read whole under
+# it (executables): an instantiate on another thread would change it while it is read.
+_by_handle: weakref.WeakValueDictionary[Any, ExecState] = weakref.WeakValueDictionary()
+_by_handle_lock = threading.Lock()
+
+
+def executables() -> list[tuple[Any, ExecState]]:
+    """Every executable graph alive now, with the backend's handle of it (a snapshot)."""
+    with _by_handle_lock:
+        return list(_by_handle.items())
+
+
+def executable_of(handle: object) -> ExecState | None:
+    """The executable graph whose backend handle is ``handle``, while it lives, else None."""
+    return _by_handle.get(handle)
 
 
 class ExecState:
@@ -83,7 +97,8 @@ class ExecState:
         self._recorded_events: list[Any] | None = None  # of its event-record nodes, once asked (_layout's)
         self._shape: Any = None  # the source's shape (_graph_reads.shape), once known
         self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
-        by_handle[self._handle] = self
+        with _by_handle_lock:
+            _by_handle[self._handle] = self
         graph._followed_by(self, updated=False)  # (private to the graph and its executable graphs: whom it tells)
 
     def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:

@@ -5,6 +5,7 @@ gpugraph's Nodes, a table and a Chrome trace (the JSON that Perfetto and chrome:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._device import Device
 from ._errors import GpuGraphError
 from ._exec import GraphExec
-from ._exec_state import by_handle
+from ._exec_state import executable_of, executables
 from ._graph_node import handle_of
 from ._host_threads import refuse_in_host_function
 from ._nodes import NodeKind
@@ -68,7 +69,8 @@ def timeline(device: Device | None = None) -> Timeline:
         TypeError: If ``device`` is not a Device.
 
     Entering the block raises GpuGraphError if a timeline of the backend is recording, the timeline has recorded
-    already, or it is entered from a host function; on CUDA ImportError where cupti-python is not installed.
+    already, or it is entered from a host function; on CUDA ImportError where cupti-python is not installed, and
+    GpuGraphError where CUPTI refuses to record (another profiler holds it). A refused timeline records nothing.
     """
     if device is None:
         device = Device()
@@ -81,8 +83,9 @@ def timeline(device: Device | None = None) -> Timeline:
 class Timeline:
     """What ran on a device while the timeline was open (``gg.timeline(device)``): open it once, with ``with``.
 
-    Leaving the block waits for the device's work launched so far (as ``Device.synchronize`` does, but the errors
-    of that work stay with the streams, for the next synchronize to raise), then reads the records.
+    Leaving the block stops recording launches, waits for the device's work launched so far (as
+    ``Device.synchronize`` does, but the errors of that work stay with the streams, for the next synchronize to
+    raise), then reads the records.
     """
 
     def __init__(self, device: Device) -> None:
@@ -115,10 +118,10 @@ class Timeline:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
         # The device's open executable graphs, which the records may name.
-        executables = [handle for handle, owner in list(by_handle.items())
-                       if isinstance(owner, GraphExec) and owner.device is self.device and not owner.closed]
+        opened = [handle for handle, owner in executables()
+                  if isinstance(owner, GraphExec) and owner.device is self.device and not owner.closed]
         try:
-            records = get_backend(self.device.backend).timeline_stop(self._handle, executables)
+            records = get_backend(self.device.backend).timeline_stop(self._handle, opened)
         finally:
             with _lock:
                 _recording.pop(self.device.backend, None)
@@ -146,26 +149,40 @@ class Timeline:
 
     def trace(self) -> dict[str, Any]:
         """The rows in Chrome's Trace Event Format (what Perfetto and chrome://tracing load): a complete event
-        ("ph": "X", microseconds) each, on one row ("tid") per lane, overlapping work of one lane on rows of their
-        own, and metadata events naming the process (the device) and each row."""
+        ("ph": "X", microseconds) each, on a thread ("tid") per lane, work that overlaps within one lane on threads of
+        its own (named after the lane: "stream 13 (2)"), and metadata events ("ph": "M") naming the process (the
+        device) and each thread."""
         return _trace(self._read("trace"), str(self.device))
 
     def write_trace(self, path: str | os.PathLike[str]) -> None:
-        """Write ``trace()`` as JSON to the file ``path`` (open it in https://ui.perfetto.dev).
+        """Write ``trace()`` as JSON to the file ``path`` (open it in https://ui.perfetto.dev): whole or not at all (it
+        is written beside it first, then takes its name).
 
         Raises:
             TypeError: If ``path`` is not a str or path.
-            OSError: If the file cannot be written (its message names the path).
+            OSError: If the file cannot be written (its ``filename`` is ``path``, its message says what failed); a
+                file that was at ``path`` is left as it was.
         """
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"Timeline.write_trace(path): expected a str or path, got {type(path).__name__} {path!r}")
         text = json.dumps(self.trace())
+        target = os.fspath(path)
+        written = f"{target}.{os.getpid()}.{threading.get_ident()}.tmp"  # (beside it: os.replace stays on one disk)
+        made = False
         try:
-            with open(os.fspath(path), "w", encoding="utf-8") as file:
-                file.write(text)
+            try:
+                with open(written, "x", encoding="utf-8") as file:
+                    made = True
+                    file.write(text)
+                os.replace(written, target)
+            except BaseException:
+                if made:  # (no part of a trace is left behind)
+                    with contextlib.suppress(FileNotFoundError):  # (renamed already: nothing to remove)
+                        os.remove(written)
+                raise
         except OSError as error:
-            raise type(error)(error.errno, f"Timeline.write_trace: cannot write the trace to {os.fspath(path)!r}: "
-                                           f"{error.strerror}") from error
+            raise type(error)(error.errno, f"Timeline.write_trace: cannot write the trace ({error.strerror})",
+                              target) from error
 
 
 def _rows(records: Iterable[TimelineRecord]) -> list[TimelineRow]:
@@ -195,7 +212,7 @@ class _Nodes:
             return None
         node = self._of.get(handle)
         if node is None:
-            owners = [by_handle.get(graph_exec)] if graph_exec is not None else list(by_handle.values())
+            owners = [executable_of(graph_exec)] if graph_exec is not None else [owner for _, owner in executables()]
             for owner in owners:
                 if owner is not None and id(owner) not in self._read:
                     self._read.add(id(owner))

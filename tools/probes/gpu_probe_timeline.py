@@ -6,7 +6,8 @@ Uses gpugraph (``PYTHONPATH=src`` in a checkout). Run from the repository root:
 ``python tools/probes/gpu_probe_timeline.py [--launches N] [--out DIR]``. Each check prints one line ending in PASS or
 FAIL, the last line ``RESULT: PASS`` or ``RESULT: FAIL``; the rows' table and the ids CUPTI gave each node are
 printed for the record. The trace files (``timeline-cuda.json``, ``timeline-cpu.json``) go to ``--out`` (default:
-the temporary directory): open them in https://ui.perfetto.dev to see the branches side by side.
+the temporary directory): open them in https://ui.perfetto.dev to see the branches side by side. Its Chrome trace
+checker, ``chrome_trace_problems``, is the one tests/test_timeline.py checks every backend's traces with.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import importlib.util
 import itertools
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -87,37 +89,55 @@ def event_ms(dev: gg.Device, stream: gg.Stream, out: gg.Array, repeats: int = 21
     return statistics.median(times)
 
 
-def check_trace(trace: object) -> list[str]:
-    """What makes ``trace`` other than a Chrome Trace Event Format document (the JSON Object Format that Perfetto and
-    chrome://tracing load): the required keys and types of each event, a name for each thread that has events, and
-    no two complete events of one thread overlapping (Perfetto needs a thread's slices to nest)."""
-    problems = []
+# Chrome's Trace Event Format (the JSON Object Format that Perfetto and chrome://tracing load): the metadata events and
+# the argument each needs, of its type.
+METADATA = {"process_name": ("name", str), "thread_name": ("name", str), "process_labels": ("labels", str),
+            "process_sort_index": ("sort_index", int), "thread_sort_index": ("sort_index", int)}
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def chrome_trace_problems(trace: object) -> list[str]:
+    """What makes ``trace`` other than a Chrome Trace Event Format document as gg.timeline writes it (the JSON Object
+    Format): an object whose ``traceEvents`` is a list (``displayTimeUnit``, if given, "ms" or "ns"); each event an
+    object with a string ``name``, ``ph`` "X" (a complete event) or "M" (metadata: the phases a timeline writes),
+    integer ``pid`` and ``tid`` and, if given, an object ``args``; a complete event's ``ts`` and ``dur`` finite numbers
+    of microseconds, ``dur`` >= 0, its ``cat`` a string if given; a metadata event one of METADATA's, with its argument
+    of its type (``args.name`` a string for process_name and thread_name); a thread_name for each thread with complete
+    events, and no two complete events of one thread overlapping (Perfetto nests a thread's slices)."""
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         return ["not an object with a traceEvents list"]
+    problems = []
     if trace.get("displayTimeUnit", "ms") not in ("ms", "ns"):
-        problems.append(f"displayTimeUnit {trace['displayTimeUnit']!r}")
+        problems.append(f"displayTimeUnit {trace['displayTimeUnit']!r}: expected 'ms' or 'ns'")
     named, spans = set(), {}
     for i, event in enumerate(trace["traceEvents"]):
-        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
         if not (isinstance(event, dict) and isinstance(event.get("name"), str) and event.get("ph") in ("X", "M")
-                and isinstance(event.get("pid"), int) and isinstance(event.get("tid"), int)
+                and type(event.get("pid")) is int and type(event.get("tid")) is int
                 and isinstance(event.get("args", {}), dict)):
-            problems.append(f"event {i}: name, ph (X or M), pid, tid or args missing or of the wrong type: {event}")
+            problems.append(f"event {i}: name (str), ph (X or M), pid and tid (int) or args (object) missing or of "
+                            f"the wrong type: {event}")
             continue
         key = (event["pid"], event["tid"])
         if event["ph"] == "X":
-            if not (number(event.get("ts")) and number(event.get("dur")) and event["dur"] >= 0
-                    and isinstance(event.get("cat", ""), str)):
-                problems.append(f"event {i}: a complete event needs numbers ts and dur >= 0: {event}")
+            ts, dur = event.get("ts"), event.get("dur")
+            if not (_number(ts) and _number(dur) and dur >= 0 and isinstance(event.get("cat", ""), str)):
+                problems.append(f"event {i}: complete event needs numbers ts, dur >= 0 (us), a string cat: {event}")
                 continue
-            spans.setdefault(key, []).append((event["ts"], event["ts"] + event["dur"]))
-        elif event["name"] == "thread_name" and isinstance(event["args"].get("name"), str):
+            spans.setdefault(key, []).append((ts, ts + dur))
+            continue
+        wanted = METADATA.get(event["name"])
+        value = event.get("args", {}).get(wanted[0]) if wanted is not None else None
+        if wanted is None or not (isinstance(value, wanted[1]) and not isinstance(value, bool)):
+            problems.append(f"event {i}: not a metadata event of the format (one of {sorted(METADATA)}, with its "
+                            f"argument): {event}")
+        elif event["name"] == "thread_name":
             named.add(key)
-        elif event["name"] not in ("process_name", "thread_sort_index", "process_sort_index"):
-            problems.append(f"event {i}: unknown metadata event {event['name']!r}")
     for key, intervals in spans.items():
         if key not in named:
-            problems.append(f"thread {key} has events but no thread_name")
+            problems.append(f"thread {key} has complete events but no thread_name")
         intervals.sort()
         if any(b[0] < a[1] for a, b in itertools.pairwise(intervals)):
             problems.append(f"thread {key} has overlapping complete events")
@@ -155,7 +175,7 @@ def probe_fork_join(dev: gg.Device, launches: int, out_dir: str) -> None:
     tl.write_trace(path)
     with open(path, encoding="utf-8") as file:
         trace = json.load(file)
-    problems = check_trace(trace)
+    problems = chrome_trace_problems(trace)
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     check(f"{dev.backend}: the trace is a valid Chrome trace", not problems and len(spans) == len(rows),
           f"{path}: {len(spans)} complete events on {len({e['tid'] for e in spans})} threads"

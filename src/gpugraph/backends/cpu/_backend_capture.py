@@ -21,6 +21,7 @@ from ._capture import CpuCapture
 from ._graphs import CpuGraph, CpuNode
 from ._ops import map_allocation, run_kernel, run_mem_ops, run_memcpy, run_memset, run_semaphores, unmap_allocation
 from ._streams import CpuEvent, CpuStream
+from ._timeline import RECORDING, timed_op
 
 
 class CpuCapturing(CpuRuntime):
@@ -97,8 +98,11 @@ class CpuCapturing(CpuRuntime):
                 return
             if _params.in_use:  # ended meanwhile (on another thread): run uncaptured, the Params' values now
                 args = tuple([resolve(a) for a in args])
-        stream.submit_op(NodeKind.KERNEL, function, run_kernel, (function, LaunchConfig(grid, block, shared_mem),
-                                                                 function.typed_args(args), stream.index))
+        task = (function, LaunchConfig(grid, block, shared_mem), function.typed_args(args), stream.index)
+        if RECORDING:  # (one test while no timeline records: the stream operations below do the same)
+            stream.submit(*timed_op(stream.index, NodeKind.KERNEL, function, run_kernel, task))
+        else:
+            stream.submit(run_kernel, task)
 
     def stream_memcpy(self, stream: CpuStream, dst: Any, src: Any, nbytes: int, capture: CpuCapture | None,
                       box: Any = None, pins: tuple = ()) -> None:
@@ -106,7 +110,10 @@ class CpuCapturing(CpuRuntime):
             refuse_in_host_function("Stream.memcpy")
         if capture is not None and capture.record(stream, MemcpyParams(dst, src, nbytes, box, pins)):
             return
-        stream.submit_op(NodeKind.MEMCPY, nbytes, run_memcpy, (dst, src, nbytes, box))
+        if RECORDING:
+            stream.submit(*timed_op(stream.index, NodeKind.MEMCPY, nbytes, run_memcpy, (dst, src, nbytes, box)))
+        else:
+            stream.submit(run_memcpy, (dst, src, nbytes, box))
 
     def stream_memset(self, stream: CpuStream, dst: Any, value: Any, pattern: int, element_size: int,
                       count: int, capture: CpuCapture | None, plane: tuple[int, int, int] | None = None) -> None:
@@ -116,15 +123,21 @@ class CpuCapturing(CpuRuntime):
         if capture is not None and capture.record(stream, MemsetParams(dst, value, pattern, element_size, count,
                                                                        *shape)):
             return
-        stream.submit_op(NodeKind.MEMSET, count * element_size * shape[1], run_memset,
-                         (dst, pattern, element_size, count, *shape))
+        task = (dst, pattern, element_size, count, *shape)
+        if RECORDING:
+            stream.submit(*timed_op(stream.index, NodeKind.MEMSET, count * element_size * shape[1], run_memset, task))
+        else:
+            stream.submit(run_memset, task)
 
     def stream_host(self, stream: CpuStream, fn: Any, args: tuple, capture: CpuCapture | None) -> None:
         if HOST_THREADS:
             refuse_in_host_function("Stream.host")
         if capture is not None and capture.record(stream, HostParams(fn, args)):
             return
-        stream.submit_op(NodeKind.HOST, fn, fn, args)
+        if RECORDING:
+            stream.submit(*timed_op(stream.index, NodeKind.HOST, fn, fn, args))
+        else:
+            stream.submit(fn, args)
 
     def stream_mem_ops(self, stream: CpuStream, params: Any, capture: CpuCapture | None) -> None:
         if HOST_THREADS:

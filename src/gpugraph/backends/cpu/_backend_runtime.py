@@ -30,8 +30,8 @@ from ._ops import run_memcpy
 from ._parallel import POOL_THREADS
 from ._streams import BranchPool, CpuStream
 from ._timeline import CpuRecording
+from ._timeline import end as end_recording
 from ._timeline import start as start_recording
-from ._timeline import stop as stop_recording
 
 
 def _host_bytes(ptr: int, nbytes: int) -> np.ndarray:
@@ -141,10 +141,11 @@ class CpuRuntime:
         return start_recording(index)
 
     def timeline_stop(self, recording: CpuRecording, executables: Sequence[Any]) -> list[TimelineRecord]:
+        end_recording(recording)  # first: a launch made from now on (on any thread) is not recorded, not even in part
         for stream in list(self._streams):  # (as device_synchronize waits, leaving the errors to it)
             if stream.index == recording.index:
                 stream.wait_idle()
-        return stop_recording(recording)
+        return list(recording.records)
 
     def _finish_at_exit(self) -> None:
         """At interpreter exit: let queued work finish, waiting at most $GPUGRAPH_EXIT_TIMEOUT seconds in

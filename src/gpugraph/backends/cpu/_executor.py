@@ -13,6 +13,7 @@ setters and updates publish a new plan with one assignment, so a launch runs the
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import threading
@@ -61,7 +62,7 @@ from ._ops import (
 from ._parallel import FuzzedRun, ParallelRun
 from ._plan import Chain, Plan, Step, topological_order
 from ._streams import Completion
-from ._timeline import RECORDING, launch_watch, run_watched, timed_plan, watched
+from ._timeline import RECORDING, Watch, key_like, launch_watch, timed
 
 # Executable graph ids, as CUDA's: unique in the process.
 _exec_ids = itertools.count(1)
@@ -95,11 +96,6 @@ class CpuExec:
                  pool: Callable[[], Executor], device_launch: bool = False, owner: CpuExec | None = None,
                  schedule_seed: int | None = None) -> None:
         self._pool = pool
-        # A child graph's or body's: the copy of its parent's that it was made from, and the front end's graph that
-        # this is a copy of, node for node, which a timeline names its nodes by (set by the run of its parent that a
-        # timeline records: name_inside).
-        self.source = graph if owner is not None else None
-        self.named_as: CpuGraph | None = None
         self.schedule_seed = schedule_seed
         self.schedule = None if schedule_seed is None else random.Random(schedule_seed)
         self.id = next(_exec_ids)
@@ -118,6 +114,8 @@ class CpuExec:
         self.auto_free_on_launch = auto_free_on_launch
         self.node_priority = node_priority  # instantiated with use_node_priority (update keeps the priorities)
         self.template = graph.clone()  # what it runs, and what a launch into a capture embeds
+        if owner is not None:  # a child graph's or body's: its nodes are keyed by the front end's, as its parent's are
+            key_like(self.template, graph)
         self.disabled: set[CpuNode] = set()
         # Held while a launch is made or a plan published: the order of instances and the plan they run.
         self._lock = threading.Lock()
@@ -204,7 +202,7 @@ class CpuExec:
             moved[old.clone_of[original]].params = copied(params)
         for original, taken in (attributes or {}).items():
             moved[old.clone_of[original]].attributes = taken
-        template.clone_of = {original: moved[node] for original, node in old.clone_of.items()}
+        key_like(template, old)  # (keyed by the original nodes, as the old copy, and the graphs inside it too)
         disabled = {moved[node] for node in self.disabled}
         plan = self._make_plan(topological_order(template), disabled)
         with self._lock:
@@ -246,8 +244,8 @@ class CpuExec:
             # A wait node waits for its event's latest record before this launch's own (never
             # recorded: it completes at once), as a stream wait does at the time of the call.
             bound = [event.latest for event, _ in plan.waits] if plan.waits else ()
-            watch = launch_watch(stream.index) if RECORDING else None  # (a timeline records this launch)
-            ticket = [(plan, previous, done, fired, bound, watch)]  # taken (popped) by the run or by a cancel
+            run = _launch_run(stream.index) if RECORDING else CpuExec.run  # (decided once: a timeline records it?)
+            ticket = [(plan, previous, done, fired, bound, run)]  # taken (popped) by the run or by a cancel
             undo = _Undo(plan, memory) if fired or memory is not None else None
             try:
                 self.last_done = done
@@ -268,7 +266,7 @@ class CpuExec:
     def _run_instance(self, ticket: list) -> None:
         """A launch's task on its stream: wait for the previous instance, run, mark this one done."""
         try:
-            plan, previous, done, fired, bound, watch = ticket.pop()
+            plan, previous, done, fired, bound, run = ticket.pop()
         except IndexError:  # the launch was interrupted and undone before the stream reached it
             return
         try:
@@ -280,35 +278,9 @@ class CpuExec:
                 slot[0] = completion
             for condition in plan.resets:  # (cudaGraphCondAssignDefault: at the start of each launch)
                 condition.cell[0] = condition.default
-            if watch is None:
-                _run_launched(self, plan)
-            else:
-                run_watched(watch, _run_launched, self, plan)
+            _run_launched(self, plan, run)
         finally:
             done.set()
-
-    def origins(self) -> dict[CpuNode, CpuNode | None]:
-        """The node of the front end's that each node it runs is a copy of (None: none known): of the graph it was
-        instantiated from, or for a child graph's or body's executable graph, of the graph ``named_as``."""
-        made_from = self.template.clone_of.items()  # (the node it was made from, the node it runs)
-        if self.owner is self:
-            return {node: original for original, node in made_from}
-        named, source = self.named_as, self.source.nodes if self.source is not None else []
-        known = dict(zip(source, named.nodes)) if named is not None and len(named.nodes) == len(source) else {}
-        return {node: known.get(original) for original, node in made_from}
-
-    def name_inside(self, plan: Plan, origins: dict[CpuNode, CpuNode | None]) -> None:
-        """Give the executable graphs of ``plan``'s child graphs and bodies the graphs they are copies of (the
-        front end's, through ``origins``), for a timeline to name their nodes by."""
-        for node, (chain, position) in plan.where.items():
-            kind, known, step = node.params.kind, origins.get(node), plan.steps[chain][position]
-            if known is None or step is _NOOP:
-                continue
-            if kind is NodeKind.GRAPH:
-                step[1][0].named_as = known.params.graph  # (its step: CpuExec.run, (child,))
-            elif kind is NodeKind.CONDITIONAL:
-                for body, graph in zip(step[1][1], known.params.bodies):  # (its step: run, (cell, bodies))
-                    body.named_as = graph
 
     def forget(self) -> None:
         """Released: no kernel launches it any more."""
@@ -318,12 +290,6 @@ class CpuExec:
         """Run every node once, in dependency order; raise the first error after all have run."""
         if plan is None:
             plan = self.plan
-        if RECORDING:
-            watch = watched()
-            if watch is not None:  # a recorded run: its steps are timed
-                origins = self.origins()
-                self.name_inside(plan, origins)
-                plan = plan.with_steps(timed_plan(plan.steps, plan.where, origins, self.owner, watch, _NOOP))
         steps = plan.steps
         if len(steps) != 1:  # (a single chain has one order: nothing to draw)
             if self.schedule is None:
@@ -340,23 +306,68 @@ class CpuExec:
         if error is not None:
             raise error
 
+    def run_recorded(self, plan: Plan | None, watch: Watch) -> None:
+        """``run``, as part of the recorded launch ``watch``: each kernel, copy, memset and host node timed, named by
+        the front end's node it is a copy of, and the graphs its nodes run (child graphs, bodies, the graphs its
+        kernels launch) recorded too."""
+        if plan is None:
+            plan = self.plan
+        origins = {node: original for original, node in self.template.clone_of.items()}
+        recorded = functools.partial(CpuExec.run_recorded, watch=watch)
+        steps = [list(chain) for chain in plan.steps]
+        for node, (chain, position) in plan.where.items():
+            step = steps[chain][position]
+            if step is not _NOOP:  # (a disabled node runs nothing)
+                steps[chain][position] = _recorded_step(node.params, step, recorded, watch, self.owner,
+                                                        origins.get(node))
+        self.run(plan.with_steps(steps))
 
-def _run_launched(graph: CpuExec, plan: Plan | None = None) -> None:
+
+# How a launch runs a graph (``_run_launched``'s ``run``): CpuExec.run, or for a launch a timeline records, its
+# run_recorded with the launch's Watch.
+Run = Callable[[CpuExec, Plan | None], None]
+
+
+def _launch_run(index: int) -> Run:
+    """How a graph launched now on device ``index`` runs: recorded, as one launch, if a timeline records it."""
+    watch = launch_watch(index)
+    return CpuExec.run if watch is None else functools.partial(CpuExec.run_recorded, watch=watch)
+
+
+def _recorded_step(params: object, step: Step, recorded: Run, watch: Watch, graph_exec: CpuExec,
+                   node: CpuNode | None) -> Step:
+    """The step of a node of parameters ``params`` in a run that ``watch`` records: the work of a kernel, copy,
+    memset or host node timed (named by the front end's ``node``), the graphs a child-graph or conditional node runs
+    or a kernel launches run by ``recorded``."""
+    fn, args = step
+    if isinstance(params, ChildGraphParams):  # (CpuExec.run, (child,))
+        return recorded, (args[0], None)
+    if isinstance(params, ConditionalParams):  # (a runner of _RUN_CONDITIONAL, (cell, bodies))
+        return fn, (*args, recorded)
+    if fn is _run_kernel_in_graph:
+        step = fn, (*args, recorded)
+    if isinstance(params, (KernelParams, MemcpyParams, MemsetParams, HostParams)):  # (the kinds a timeline times)
+        return timed(watch, params, graph_exec, node, step)
+    return step
+
+
+def _run_launched(graph: CpuExec, plan: Plan | None = None, run: Run = CpuExec.run) -> None:
     """Run a launch of ``graph`` (of ``plan``: a host launch's; else a kernel's, of the plan last uploaded) with
-    what its kernels launch, then its tail launches and theirs, in the order asked: a loop, not a recursion, so a
-    graph that relaunches itself as a tail launch runs as many times as it asks."""
+    what its kernels launch, then its tail launches and theirs, in the order asked, each by ``run``: a loop, not a
+    recursion, so a graph that relaunches itself as a tail launch runs as many times as it asks."""
     tails = [graph]
     while tails:
         launched = tails.pop()
         if plan is None:  # (a kernel's launch: of a graph instantiated with device_launch, so uploaded)
             plan = launched.plan if launched.uploaded is None else launched.uploaded
-        tails.extend(reversed(_run_once(launched, plan)))
+        tails.extend(reversed(_run_once(launched, plan, run)))
         plan = None
 
 
-def _run_once(graph: CpuExec, plan: Plan) -> list[CpuExec]:
-    """One run of ``graph``, its fire-and-forget launches (run by its kernels' steps) and its sibling launches
-    included, marked running all along (the header's cudaGraphLaunch refuses a running graph); its tail launches."""
+def _run_once(graph: CpuExec, plan: Plan, run: Run) -> list[CpuExec]:
+    """One run of ``graph`` by ``run``, its fire-and-forget launches (run by its kernels' steps) and its sibling
+    launches included, marked running all along (the header's cudaGraphLaunch refuses a running graph); its tail
+    launches."""
     with graph.running:  # one instance at a time, host-launched or not (a kernel never launches a running one)
         slot = None
         if graph.uploaded is not None:  # (instantiated with device_launch: a kernel may name it)
@@ -369,22 +380,23 @@ def _run_once(graph: CpuExec, plan: Plan) -> list[CpuExec]:
                 RUNNING[slot] = graph.id
         try:
             graph.launched, graph.conditions = [], plan.conditions
-            graph.run(plan)
+            run(graph, plan)
             launched = graph.launched
             for sibling, mode in launched:
                 if mode == _SIBLING:
-                    _run_launched(sibling)
+                    _run_launched(sibling, None, run)
         finally:
             if slot is not None:
                 RUNNING[slot] = 0
     return [tail for tail, mode in launched if mode == _TAIL]
 
 
-def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, device: int, owner: CpuExec) -> None:
+def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, device: int, owner: CpuExec,
+                         run: Run = CpuExec.run) -> None:
     """Run a compiled kernel of a graph on CPU device ``device``: it may set the conditions of the graph ``owner``
-    runs, and launch graphs (cudaGraphLaunch): a fire-and-forget launch runs now, when the kernel has run (the
-    launching graph completes after it, as on CUDA); a tail or sibling launch is kept for ``owner`` to run after
-    the graph."""
+    runs, and launch graphs (cudaGraphLaunch): a fire-and-forget launch runs now (by ``run``), when the kernel has
+    run (the launching graph completes after it, as on CUDA); a tail or sibling launch is kept for ``owner`` to run
+    after the graph."""
     for number, mode in load_compiled(kernel, device).launch(launch.grid, launch.block, launch.shared_mem, args,
                                                              owner.id, owner.conditions):
         graph = _LAUNCHABLE.get(number)
@@ -393,7 +405,7 @@ def _run_kernel_in_graph(kernel: Any, launch: LaunchConfig, args: tuple, device:
                                f"{kernel!r} launched {number:#x}, which names no open executable graph instantiated "
                                f"with device_launch=True")
         if mode == _FIRE_AND_FORGET:
-            _run_launched(graph)
+            _run_launched(graph, None, run)
         else:
             owner.launched.append((graph, mode))
 
@@ -495,23 +507,26 @@ def _conditional_step(p: ConditionalParams, alloc: Any, exec_: CpuExec, records:
     return _RUN_CONDITIONAL[p.type], (p.condition._handle.cell, bodies)
 
 
-def _run_if(cell: Any, bodies: list[CpuExec]) -> None:
+# A conditional node's step: ``run`` runs the body (``CpuExec.run``, or in a recorded run, run_recorded).
+
+
+def _run_if(cell: Any, bodies: list[CpuExec], run: Run = CpuExec.run) -> None:
     if cell[0]:
-        bodies[0].run()
+        run(bodies[0], None)
     elif len(bodies) > 1:
-        bodies[1].run()
+        run(bodies[1], None)
 
 
-def _run_while(cell: Any, bodies: list[CpuExec]) -> None:
+def _run_while(cell: Any, bodies: list[CpuExec], run: Run = CpuExec.run) -> None:
     body = bodies[0]
     while cell[0]:
-        body.run()
+        run(body, None)
 
 
-def _run_switch(cell: Any, bodies: list[CpuExec]) -> None:
+def _run_switch(cell: Any, bodies: list[CpuExec], run: Run = CpuExec.run) -> None:
     value = int(cell[0])
     if value < len(bodies):
-        bodies[value].run()
+        run(bodies[value], None)
 
 
 _RUN_CONDITIONAL = {"if": _run_if, "while": _run_while, "switch": _run_switch}

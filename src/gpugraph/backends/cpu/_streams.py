@@ -12,8 +12,7 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 from ..._host_threads import HOST_THREADS
-from ..._nodes import NodeKind
-from ._timeline import RECORDING, lanes, timed_op
+from ._timeline import lanes
 
 
 class Completion:
@@ -109,13 +108,6 @@ class CpuStream:
         if self.implicit_order is not None:
             self.implicit_order(self)
         self.put(fn, args)
-
-    def submit_op(self, kind: NodeKind, what: object, fn: Callable[..., Any], args: tuple) -> None:
-        """Submit a stream operation of ``kind`` (kernel, memcpy, memset, host; ``what`` names it: its Kernel, byte
-        count or host function), which a timeline recording the stream's device times."""
-        if RECORDING:
-            fn, args = timed_op(self.index, kind, what, fn, args)
-        self.submit(fn, args)
 
     def put(self, fn: Callable[..., Any], args: tuple) -> int:
         """Enqueue without the implicit ordering (markers that implement it); the task's number. On a stream

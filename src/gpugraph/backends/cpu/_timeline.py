@@ -2,10 +2,11 @@
 on it and each node of each graph launched on it is timed by the thread that runs it.
 
 A launch decides whether it is recorded (``RECORDING``: one check; empty while no timeline records), so a graph run
-is recorded whole or not at all. A recorded graph run runs its plan with timed steps (``timed_plan``): every step
-of a kernel, copy, memset or host node notes its start and end, and every step marks its thread as running for the
-recorded run while it runs, so that the runs inside it (a child graph's, a conditional body's, a graph its kernel
-launches) are recorded too (``watched``).
+is recorded whole or not at all: a recorded launch runs its plan with timed steps (``timed``), and the runs inside it
+(a child graph's, a conditional body's, a graph its kernel launches) are recorded as part of it (the executor's
+``run_recorded``); a launch that is not recorded runs as it would with no timeline at all. A node is named by the
+front end's node that the executable graph's is a copy of: each copy an executable graph runs, a child graph's or a
+body's too, is keyed by those (``key_like``).
 """
 
 from __future__ import annotations
@@ -16,23 +17,25 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..._nodes import HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
+from ..._nodes import (
+    ChildGraphParams,
+    ConditionalParams,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    NodeKind,
+)
 from .._protocol import TimelineRecord
+from ._graphs import CpuGraph
 from ._plan import Step
 
 # The recording of each device that a timeline records (device index -> CpuRecording): empty while none records.
 RECORDING: dict[int, CpuRecording] = {}
 
-# The kinds of work a timeline times: those CUDA's records have too, and host functions.
-TIMED = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET, NodeKind.HOST})
-
 # .name: what this thread is, as a timeline's lane ("stream 3", "worker 2"), set by the threads that run streams'
 # work and graph branches (``_streams``); another thread is named by its thread name.
 lanes = threading.local()
-
-# .run: (recording, launch) of the recorded graph run whose step this thread runs, which the runs inside that step
-# (a child graph's, a conditional body's, a graph its kernel launches) are part of.
-_watch = threading.local()
 
 Watch = tuple["CpuRecording", "int | None"]  # (recording, launch number; None for a stream operation)
 
@@ -59,11 +62,10 @@ def start(index: int) -> CpuRecording:
     return recording
 
 
-def stop(recording: CpuRecording) -> list[TimelineRecord]:
-    """Record no more (the device's work launched while recording has finished); what was recorded."""
+def end(recording: CpuRecording) -> None:
+    """Record no launch from now on (what was launched while recording goes on adding its records as it runs)."""
     if RECORDING.get(recording.index) is recording:
         del RECORDING[recording.index]
-    return list(recording.records)
 
 
 def launch_watch(index: int) -> Watch | None:
@@ -79,55 +81,52 @@ def timed_op(index: int, kind: NodeKind, what: object, fn: Callable[..., Any], a
     recording = RECORDING.get(index)
     if recording is None:
         return fn, args
-    return _run_step, ((recording, None), kind.value, _name(what), None, None, fn, args)
+    return _run_timed, (recording, None, kind.value, _name(what), None, None, fn, args)
 
 
-def watched() -> Watch | None:
-    """The recorded graph run (recording, launch) whose step this thread runs, else None."""
-    return getattr(_watch, "run", None)
+def timed(watch: Watch, params: KernelParams | MemcpyParams | MemsetParams | HostParams, graph_exec: object,
+          node: object, step: Step) -> Step:
+    """``step``, the work of a kernel, copy, memset or host node of parameters ``params``, timed as part of the
+    recorded launch ``watch``: a node named by ``node`` (the handle the front end knows it by, or None) of
+    ``graph_exec`` (the executable graph the front end launched)."""
+    fn, args = step
+    return _run_timed, (watch[0], watch[1], params.kind.value, _node_name(params), graph_exec, node, fn, args)
 
 
-def run_watched(watch: Watch, fn: Callable[..., Any], *args: object) -> None:
-    """``fn(*args)`` as part of the recorded run ``watch``: a launch's run, with what it runs."""
-    previous, _watch.run = getattr(_watch, "run", None), watch
-    try:
-        fn(*args)
-    finally:
-        _watch.run = previous
+def key_like(copy: CpuGraph, graph: CpuGraph) -> None:
+    """Key ``copy`` (a copy of ``graph``, or a graph of its shape that an update or setter put in its place) as
+    ``graph`` is keyed, and the graphs inside it as those inside ``graph``: ``clone_of`` maps the front end's node that
+    ``graph``'s node at the same place (in creation order, as CUDA numbers nodes) is a copy of to ``copy``'s node, so
+    that a timeline names each node the executable graph runs by the front end's node it is a copy of."""
+    pairs = list(zip(graph.nodes, copy.nodes)) if len(graph.nodes) == len(copy.nodes) else []
+    pairs = [(old, new) for old, new in pairs if old.params.kind is new.params.kind]
+    of = {node: original for original, node in graph.clone_of.items()}
+    copy.clone_of = {of[old]: new for old, new in pairs if old in of}
+    for old, new in pairs:
+        for inner_old, inner_new in zip(_inside(old.params), _inside(new.params)):
+            key_like(inner_new, inner_old)
 
 
-def timed_plan(steps: list[list[Step]], where: dict[Any, tuple[int, int]], origins: dict[Any, Any],
-               graph_exec: object, watch: Watch, skip: Step) -> list[list[Step]]:
-    """``steps`` (a plan's, each node's at ``where[node]``) with each step run under ``watch``, those of timed kinds
-    timed: a node named by ``origins[node]`` (the handle the front end knows it by), of ``graph_exec`` (the
-    executable graph the front end launched). ``skip``, a disabled node's step (it runs nothing), is left as is."""
-    timed = [list(chain) for chain in steps]
-    for node, (chain, position) in where.items():
-        fn, args = step = timed[chain][position]
-        if step is not skip:
-            params = node.params
-            name = _node_name(params) if params.kind in TIMED else None
-            timed[chain][position] = (_run_step, (watch, params.kind.value, name, graph_exec, origins.get(node), fn,
-                                                  args))
-    return timed
+def _inside(params: object) -> tuple[CpuGraph, ...]:
+    """The graphs a node of parameters ``params`` embeds: a child graph, a conditional node's bodies."""
+    if isinstance(params, ChildGraphParams):
+        return (params.graph,)
+    if isinstance(params, ConditionalParams):
+        return tuple(params.bodies)
+    return ()
 
 
-def _run_step(watch: Watch, kind: str, name: str | None, graph_exec: object, node: object, fn: Callable[..., Any],
-              args: tuple) -> None:
-    """Run ``fn(*args)`` (the work of ``node``, or a stream operation's) as part of ``watch``; if ``name`` is given
-    (a timed kind), note when it ran."""
-    previous, _watch.run = getattr(_watch, "run", None), watch
+def _run_timed(recording: CpuRecording, launch: int | None, kind: str, name: str, graph_exec: object, node: object,
+               fn: Callable[..., Any], args: tuple) -> None:
+    """Run ``fn(*args)`` (the work of ``node``, or a stream operation's), noting when it ran."""
     start = time.perf_counter_ns()
     try:
         fn(*args)
     finally:
         end = time.perf_counter_ns()
-        _watch.run = previous
-        if name is not None:
-            recording = watch[0]
-            lane = getattr(lanes, "name", None) or threading.current_thread().name
-            recording.records.append(TimelineRecord(kind, name, start - recording.origin, end - recording.origin,
-                                                    lane, watch[1], graph_exec, node))
+        lane = getattr(lanes, "name", None) or threading.current_thread().name
+        recording.records.append(TimelineRecord(kind, name, start - recording.origin, end - recording.origin, lane,
+                                                launch, graph_exec, node))
 
 
 def _node_name(params: KernelParams | MemcpyParams | MemsetParams | HostParams) -> str:

@@ -7,9 +7,17 @@ as measured on CUDA 13.0 (an H100; ``node_numbers``): a node of the graph instan
 low 32 bits of ``cuptiGetGraphNodeId``: its local id, which removals leave as they are); the nodes of the graphs inside
 (child graphs, conditional bodies) are numbered on from the largest, graph after graph in the order of the nodes
 embedding them, each graph's nodes in the order they were made, and the graphs inside a graph right after its own
-nodes. A node removed from the instantiated graph after its last one still counts there (the numbering goes on after
-it), which no call reads back: where a record of a node inside does not fit the node numbered so (its kind, its
-kernel), the nodes inside that executable graph are left unnamed.
+nodes. The numbers are those of the graph the executable graph was instantiated from (an update leaves them), read
+from that graph when the timeline ends: a node removed from it since, or from a graph inside it, has no number any
+more, and one removed after its graph's last still counts there (the numbering goes on after it), which no call reads
+back. So each record is checked against the node numbered so (its kind, its kernel): a node of the graph itself that
+a record does not fit is left unnamed, and where a record of a node inside does not fit, the nodes inside that
+executable graph are.
+
+A timeline records the launches made while it is open: the work of kernels, copies and memsets whose correlation id
+is that of a driver or runtime call made meanwhile (CUPTI's API records), a conditional body's work (correlation id 0)
+with the launch it is part of, and a graph's work that no launch from the host is known for (a graph a kernel
+launched) where it began while recording.
 
 CUPTI keeps one set of activity buffers for the process: a timeline records one device at a time (the front end
 sees to it), and this module registers its buffer callbacks once.
@@ -24,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from cuda.bindings import driver as cu
 
+from ..._errors import GpuGraphError
 from ..._nodes import ChildGraphParams, ConditionalParams
 from .._protocol import TimelineRecord
 from ._driver import call
@@ -38,6 +47,8 @@ INSTALL = ("gg.timeline on CUDA reads CUPTI's activity records through NVIDIA's 
 
 # CUPTI's activity kinds read, and the kind of work each is ("kernel", ...: a NodeKind's value).
 _KINDS = {"CONCURRENT_KERNEL": "kernel", "MEMCPY": "memcpy", "MEMSET": "memset"}
+# The API calls', whose correlation ids are those of the launches made while a timeline records.
+_CALLS = ("DRIVER", "RUNTIME")
 _LOW = 0xFFFFFFFF  # (a graphNodeId's low 32 bits: the node's number in its graph)
 
 
@@ -51,11 +62,15 @@ def _cupti() -> ModuleType:
 
 
 class _Buffers:
-    """The activity records CUPTI has handed back (its buffer callbacks, registered once for the process)."""
+    """The activity records CUPTI has handed back (its buffer callbacks, registered once for the process): the work's,
+    the correlation ids of the API calls, and the first exception reading them raised (on CUPTI's thread, where no
+    one would see it: the recording's end raises it)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.records: list[tuple] = []
+        self.calls: set[int] = set()
+        self.error: BaseException | None = None
         self.cupti: ModuleType | None = None  # (set once the callbacks are registered)
 
     def register(self, cupti: ModuleType) -> None:
@@ -68,21 +83,33 @@ class _Buffers:
         return 8 << 20, 0  # (8 MiB buffers, as many records as fit)
 
     def _completed(self, activities: list[Any]) -> None:
-        kinds = _cupti().ActivityKind
-        taken = []
-        for a in activities:  # (a record lives as long as its buffer: what is read is copied)
-            kind = _KINDS.get(kinds(a.kind).name)
-            if kind is not None:
-                name = a.name if kind == "kernel" else f"{a.bytes} B"
-                taken.append((kind, name, a.start, a.end, a.device_id, a.stream_id, a.correlation_id, a.graph_id,
-                              a.graph_node_id))
+        try:
+            kinds = _cupti().ActivityKind
+            taken, calls = [], []
+            for a in activities:  # (a record lives as long as its buffer: what is read is copied)
+                name = kinds(a.kind).name
+                if name in _CALLS:
+                    calls.append(a.correlation_id)
+                    continue
+                kind = _KINDS.get(name)
+                if kind is not None:
+                    name = a.name if kind == "kernel" else f"{a.bytes} B"
+                    taken.append((kind, name, a.start, a.end, a.device_id, a.stream_id, a.correlation_id, a.graph_id,
+                                  a.graph_node_id))
+        except BaseException as exc:  # noqa: BLE001 - kept, and raised when the recording ends
+            with self.lock:
+                self.error = self.error or exc
+            return
         with self.lock:
             self.records.extend(taken)
+            self.calls.update(calls)
 
-    def take(self) -> list[tuple]:
+    def take(self) -> tuple[list[tuple], set[int], BaseException | None]:
+        """The work's records, the API calls' correlation ids and the error kept, now no longer kept."""
         with self.lock:
-            taken, self.records = self.records, []
-        return taken
+            taken, self.records, calls, self.calls, error, self.error = self.records, [], self.calls, set(), \
+                self.error, None
+        return taken, calls, error
 
 
 _buffers = _Buffers()
@@ -98,27 +125,49 @@ class CudaRecording:
 
 
 def start(index: int) -> CudaRecording:
-    """Enable CUPTI's records of kernels, copies and memsets for device ``index`` from now on."""
+    """Enable CUPTI's records of kernels, copies, memsets and API calls for device ``index`` from now on: all or
+    none (GpuGraphError where CUPTI refuses one)."""
     cupti = _cupti()
     _buffers.register(cupti)
     _buffers.take()  # (none should be left: a recording ends with a flush)
-    for name in _KINDS:
-        cupti.activity_enable(getattr(cupti.ActivityKind, name))
-    return CudaRecording(index, int(cupti.get_timestamp()))
+    enabled: list[Any] = []
+    name = "any"  # (the kind being enabled, for the message)
+    try:
+        for name in (*_KINDS, *_CALLS):
+            kind = getattr(cupti.ActivityKind, name)
+            cupti.activity_enable(kind)
+            enabled.append(kind)
+        return CudaRecording(index, int(cupti.get_timestamp()))
+    except BaseException as exc:
+        for kind in enabled:  # (nothing is left recording)
+            cupti.activity_disable(kind)
+        if not isinstance(exc, Exception):
+            raise
+        raise GpuGraphError(f"gg.timeline(cuda:{index}): CUPTI refused to record {name} activity ({exc}); CUPTI serves "
+                            f"one tool at a time, and another may hold it (Nsight Systems, Nsight Compute or another "
+                            f"profiler this process runs under): run without it to record a timeline") from exc
 
 
 def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[CudaExec]) -> list[TimelineRecord]:
-    """Wait for device ``recording.index``'s work, flush CUPTI's records and disable them; the records of that
-    device's work that started since the recording began, graph nodes named by ``executables``' nodes."""
+    """Wait for device ``recording.index``'s work, flush CUPTI's records and disable them; the records of the work
+    launched on that device while recording, graph nodes named by ``executables``' nodes."""
     cupti = _cupti()
     try:
+        for name in _CALLS:  # first: a launch made from now on (on any thread) is not recorded, not even in part
+            cupti.activity_disable(getattr(cupti.ActivityKind, name))
         backend.contexts.use(recording.index)
-        call(drv.ctx_synchronize)
+        # Not through call: the work's error is the streams' to report, at their next synchronize (a sticky one
+        # there too), and the records are read all the same.
+        drv.ctx_synchronize()
         cupti.activity_flush_all(1)
     finally:
         for name in _KINDS:
             cupti.activity_disable(getattr(cupti.ActivityKind, name))
-    records = [r for r in _buffers.take() if r[4] == recording.index and r[2] >= recording.origin]
+    taken, calls, error = _buffers.take()
+    if error is not None:
+        raise GpuGraphError(f"gg.timeline(cuda:{recording.index}): reading CUPTI's activity records failed: "
+                            f"{error!r}") from error
+    records, launches = made_while_recording([r for r in taken if r[4] == recording.index], calls, recording.origin)
     ran = {r[7] for r in records if r[7]}  # (the executable graphs that ran: their nodes are numbered)
     numbered = {graph_id: exe for exe in executables if (graph_id := cupti.get_graph_exec_id(int(exe.handle))) in ran}
     names = _kernel_names(backend)
@@ -126,7 +175,7 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
                                 [(r[0], names.get(r[1], r[1]), r[8] & _LOW) for r in records if r[7] == graph_id])
              for graph_id, exe in numbered.items()}
     made = []
-    for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, _launches(records)):
+    for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, launches):
         exe = numbered.get(graph_id)
         node = nodes[graph_id].get(node_id & _LOW) if exe is not None else None
         made.append(TimelineRecord(kind, names.get(name, name) if kind == "kernel" else name, begin - recording.origin,
@@ -135,9 +184,9 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
 
 
 def node_numbers(backend: CudaBackend, exe: CudaExec) -> tuple[dict[int, tuple[CudaGraph, object]], int]:
-    """The node (its graph, its handle) of the graph ``exe`` was made from, or of a graph inside it, by its number in
-    CUPTI's graphNodeId (see the module's docstring); and the first number of the nodes inside."""
-    top = exe.source
+    """The node (its graph, its handle) of the graph ``exe`` was instantiated from, or of a graph inside it, by its
+    number in CUPTI's graphNodeId (see the module's docstring); and the first number of the nodes inside."""
+    top = exe.made_from
     found: dict[int, tuple[CudaGraph, object]] = {}
     nodes = backend.graph_nodes(top)
     for node in nodes:
@@ -163,17 +212,20 @@ def _number_inside(backend: CudaBackend, graph: CudaGraph, nodes: list[object],
 
 def _fitting(backend: CudaBackend, numbering: tuple[dict[int, tuple[CudaGraph, object]], int],
              seen: list[tuple[str, str, int]]) -> dict[int, object]:
-    """The node handles by number; those of the nodes inside only if every record ``seen`` (kind, kernel name,
-    number) of a node inside fits the node numbered so."""
+    """The node handles by number that the records ``seen`` (kind, kernel name, number) fit: a node of the graph
+    itself where each record of its number fits it, the nodes inside only where every record of a node inside fits
+    the node numbered so (its kind, its kernel)."""
     found, first = numbering
+    misfits: set[int] = set()
     for kind, name, number in seen:
-        if number >= first:
-            graph, node = found.get(number, (None, None))
-            params = None if graph is None else backend.node_params(graph, node)
-            if params is None or params.kind.value != kind or (kind == "kernel"
-                                                                and getattr(params.kernel, "name", None) != name):
-                return {number: node for number, (_, node) in found.items() if number < first}
-    return {number: node for number, (_, node) in found.items()}
+        graph, node = found.get(number, (None, None))
+        params = None if graph is None else backend.node_params(graph, node)
+        if params is None or params.kind.value != kind or (kind == "kernel"
+                                                            and getattr(params.kernel, "name", None) != name):
+            misfits.add(number)
+    inside_fits = all(number < first for number in misfits)
+    return {number: node for number, (_, node) in found.items()
+            if number not in misfits and (number < first or inside_fits)}
 
 
 def _embedded(backend: CudaBackend, graph: CudaGraph, node: object) -> tuple[CudaGraph, ...]:
@@ -184,6 +236,20 @@ def _embedded(backend: CudaBackend, graph: CudaGraph, node: object) -> tuple[Cud
     if isinstance(params, ConditionalParams):
         return tuple(params.bodies)
     return ()
+
+
+def made_while_recording(records: list[tuple], calls: set[int], origin: int) -> tuple[list[tuple], list[int | None]]:
+    """Those of ``records`` that the launches made while recording ran (their correlation ids among ``calls``, the
+    API calls': a graph's work by its launch's, ``_launches``), and the launch of each: a launch made before the
+    recording began is left out whole, though its work ran while recording. A graph's work that no launch from the
+    host is known for (correlation id 0: a graph a kernel launched) is kept where it began after ``origin``."""
+    kept: list[tuple] = []
+    launches: list[int | None] = []
+    for record, launch in zip(records, _launches(records)):
+        if (launch if record[7] else record[6]) in calls or (launch == 0 and record[2] >= origin):
+            kept.append(record)
+            launches.append(launch)
+    return kept, launches
 
 
 def _launches(records: list[tuple]) -> list[int | None]:
