@@ -36,7 +36,9 @@ PROGRAMS = {
                   "launched from the device: [2]", "[0. 3. 6. 9. 4. 5. 6. 7.]",
                   "write/write (Node(n0, kernel scale), Node(n1, kernel scale)) (0, 8192)",
                   "read/write (Node(n0, kernel scale), Node(n2, memcpy)) (0, 8192)",
-                  "2 hazards, the first: write/write"]),
+                  "2 hazards, the first: write/write",
+                  "[('kernel', 'scale'), ('kernel', 'scale'), ('kernel', 'scale'), ('memcpy', '512 B')]",
+                  "True True"]),
 }
 
 
