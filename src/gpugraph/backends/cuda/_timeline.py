@@ -107,8 +107,8 @@ class _Buffers:
     def take(self) -> tuple[list[tuple], set[int], BaseException | None]:
         """The work's records, the API calls' correlation ids and the error kept, now no longer kept."""
         with self.lock:
-            taken, self.records, calls, self.calls, error, self.error = self.records, [], self.calls, set(), \
-                self.error, None
+            taken, calls, error = self.records, self.calls, self.error
+            self.records, self.calls, self.error = [], set(), None
         return taken, calls, error
 
 
