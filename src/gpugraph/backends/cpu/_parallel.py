@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from contextlib import suppress
 from itertools import count
 
-from ._plan import Chain, Plan
+from ._plan import Chain, Plan, Step
 from ._streams import lending as branch_lending
 
 # At most this many threads help one run of a graph (the pool has as many): independent branches beyond
@@ -128,12 +128,7 @@ class ParallelRun:
 
     def _run_chain(self, chain: Chain) -> Chain | None:
         """Run one chain, make its successors ready, and take the next ready chain (None if none)."""
-        error = None
-        for fn, args in self.steps[chain.index]:
-            try:
-                fn(*args)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by drive()
-                error = error or exc
+        error = run_steps(self.steps[chain.index])
         if error is not None:
             self.errors.append(error)
         ready, joins = self.ready, self.joins
@@ -251,12 +246,7 @@ class FuzzedRun:
         """Ask for ``helpers``, then run ``chain`` and the chains this thread takes after it, until none is left."""
         while chain is not None:
             self._ask(helpers)
-            error = None
-            for fn, args in self.steps[chain.index]:
-                try:
-                    fn(*args)
-                except BaseException as exc:  # noqa: BLE001 - re-raised by drive()
-                    error = error or exc
+            error = run_steps(self.steps[chain.index])
             with self.lock:
                 if error is not None:
                     self.errors.append(error)
@@ -388,3 +378,15 @@ class _Patience:
 
 
 _patience = _Patience()
+
+
+def run_steps(steps: list[Step]) -> BaseException | None:
+    """Run one chain's steps in order, each whatever the others raised; the first error, or None (``drive`` raises
+    the errors of a run once it is over)."""
+    error = None
+    for fn, args in steps:
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - kept for drive(), which raises it
+            error = error or exc
+    return error
