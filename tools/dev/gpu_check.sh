@@ -22,6 +22,13 @@ share_of_files() {  # K/N (or nothing: every file) -> files: every N-th test fil
   for i in "${!all[@]}"; do [ $(( i % shares )) -eq $(( share - 1 )) ] && files+=("${all[$i]}"); done
 }
 export PYTHONPATH=src PYTHONUNBUFFERED=1
+# Wheels carried in .whl/ (tools/dev/fetch_wheels.sh: a Cython that compiles the core, NVIDIA's CUDA headers as new as
+# cuda-bindings, cupti-python), which the GPU image lacks and cannot fetch, are installed beside the tree.
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-deps --no-index --target /tmp/gpugraph-wheels .whl/*.whl \
+    && export PYTHONPATH=/tmp/gpugraph-wheels:src
+  [ -f /tmp/gpugraph-wheels/nvidia/cu13/include/cuda.h ] && export CUDA_HOME=/tmp/gpugraph-wheels/nvidia/cu13
+fi
 # The compiled CUDA path, built in place (setup.py; a cuda.h at least as new as cuda-bindings is needed:
 # where the system's is older, set CUDA_HOME to a folder whose include/ has nvidia-cuda-runtime's and
 # nvidia-cuda-profiler-api's headers). Then the suite runs on it and again with GPUGRAPH_COMPILED=0.
