@@ -53,15 +53,23 @@ def page_buffer(pages: int) -> np.ndarray:
     return raw[start:start + pages * PAGE].view(np.float32)
 
 
-def copy_node(graph: object, ctx: object, dst: int, src: int, nbytes: int, deps: list) -> tuple:
-    """cuGraphAddMemcpyNode host -> device of ``nbytes``: the driver's answer (result, node)."""
+def copy_params(dst: int, src: int, nbytes: int, unified: bool = False) -> object:
+    """A host -> device copy of ``nbytes`` as CUDA_MEMCPY3D: the host memory named as host memory, or (``unified``)
+    by its unified address."""
     p = cu.CUDA_MEMCPY3D()
-    p.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_HOST
-    p.srcHost = src
-    p.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
-    p.dstDevice = dst
+    if unified:
+        p.srcMemoryType, p.srcDevice = cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED, src
+    else:
+        p.srcMemoryType, p.srcHost = cu.CUmemorytype.CU_MEMORYTYPE_HOST, src
+    p.dstMemoryType, p.dstDevice = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dst
     p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
-    return cu.cuGraphAddMemcpyNode(graph, deps, len(deps), p, ctx)
+    return p
+
+
+def copy_node(graph: object, ctx: object, dst: int, src: int, nbytes: int, deps: list,
+              unified: bool = False) -> tuple:
+    """cuGraphAddMemcpyNode of ``copy_params``: the driver's answer (result, node)."""
+    return cu.cuGraphAddMemcpyNode(graph, deps, len(deps), copy_params(dst, src, nbytes, unified), ctx)
 
 
 def read_back(dptr: int, count: int) -> np.ndarray:
@@ -177,20 +185,18 @@ def _swapped_node(ctx: object, dptr: int) -> tuple[np.ndarray, object, object, o
     base = host.ctypes.data
     check(cu.cuMemHostRegister(base, 2 * PAGE, 0), "register")
     graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
-    p = cu.CUDA_MEMCPY3D()
-    p.srcMemoryType, p.srcHost = cu.CUmemorytype.CU_MEMORYTYPE_HOST, base
-    p.dstMemoryType, p.dstDevice = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dptr
-    p.WidthInBytes, p.Height, p.Depth = 2 * PAGE, 1, 1
+    p = copy_params(dptr, base, 2 * PAGE)
     node = check(cu.cuGraphAddMemcpyNode(graph, [], 0, p, ctx), "copy node")
     return host, graph, node, p
 
 
-def _right(host: np.ndarray, dptr: int, run: object, count: int = 20) -> str:
+def _right(host: np.ndarray, dptr: int, run: object, count: int = 20, floats: int = 2 * PAGE // 4) -> str:
+    """How many of ``count`` runs of ``run`` copied ``host``'s new values (``floats`` of them) to ``dptr``."""
     right = 0
     for value in range(1, count + 1):
         host[:] = value
         run()
-        right += bool((read_back(dptr, 2 * PAGE // 4) == value).all())
+        right += bool((read_back(dptr, floats) == value).all())
     return f"{right}/{count}"
 
 
@@ -223,21 +229,9 @@ def r7(ctx: object, stream: object, dptr: int) -> None:
     check(cu.cuMemHostRegister(a, 2 * PAGE, 0), "register first half")
     check(cu.cuMemHostRegister(b, 2 * PAGE, 0), "register second half")
     graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
-    p = cu.CUDA_MEMCPY3D()
-    p.srcMemoryType, p.srcDevice = cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED, a
-    p.dstMemoryType, p.dstDevice = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dptr
-    p.WidthInBytes, p.Height, p.Depth = 4 * PAGE, 1, 1
-    made = cu.cuGraphAddMemcpyNode(graph, [], 0, p, ctx)
-    right = "-"
-    if made[0] == cu.CUresult.CUDA_SUCCESS:
-        count = 0
-        for value in range(1, 21):
-            host[:] = value
-            launch(graph, stream)
-            out = np.empty(4 * PAGE // 4, np.float32)
-            check(cu.cuMemcpyDtoH(out.ctypes.data, dptr, out.nbytes), "read back")
-            count += bool((out == value).all())
-        right = f"{count}/20"
+    made = copy_node(graph, ctx, dptr, a, 4 * PAGE, [], unified=True)
+    right = "-" if made[0] != cu.CUresult.CUDA_SUCCESS else _right(host, dptr, lambda: launch(graph, stream),
+                                                                    floats=4 * PAGE // 4)
     print(f"R7 a unified-address copy over two registrations: {made[0].name}; right on {right} launches")
 
 
@@ -249,19 +243,9 @@ def r8(ctx: object, stream: object, dptr: int) -> None:
     answers = []
     for offset in (0, 2048):
         graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
-        p = cu.CUDA_MEMCPY3D()
-        p.srcMemoryType, p.srcHost = cu.CUmemorytype.CU_MEMORYTYPE_HOST, base + offset
-        p.dstMemoryType, p.dstDevice = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dptr
-        p.WidthInBytes, p.Height, p.Depth = 1024, 1, 1
-        made = cu.cuGraphAddMemcpyNode(graph, [], 0, p, ctx)
-        count = "-"
-        if made[0] == cu.CUresult.CUDA_SUCCESS:
-            good = 0
-            for value in range(1, 21):
-                host[:] = value
-                launch(graph, stream)
-                good += bool((read_back(dptr, 256) == value).all())
-            count = f"{good}/20"
+        made = copy_node(graph, ctx, dptr, base + offset, 1024, [])
+        count = "-" if made[0] != cu.CUresult.CUDA_SUCCESS else _right(
+            host, dptr, lambda graph=graph: launch(graph, stream), floats=256)
         answers.append(f"copy at +{offset}: {made[0].name}, right on {count}")
     print(f"R8 byte ranges sharing a page: first {first}, second {second}; " + "; ".join(answers))
 
