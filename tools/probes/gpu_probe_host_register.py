@@ -16,8 +16,13 @@ host registry (src/gpugraph/backends/_host_registry.py) rests on. Each case prin
   taken, and right?
 - R8: two registrations of byte ranges that share a page but not a byte: does the driver take the second, and does a
   copy node inside each copy the right values?
+- R9: a captured copy (cuMemcpyHtoDAsync) over two registrations, after a captured host function that fills the
+  memory: taken, and right?
 
-Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py [R1 ... R8]`` (each case in a process
+In R5-R9 a host node (or host function) before the copy fills the memory at each launch: a copy right on every launch
+reads the memory at its turn, as page-locked memory is read (pageable memory is staged at a time the driver chooses).
+
+Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py [R1 ... R9]`` (each case in a process
 of its own unless named).
 
 Measured on an H100 (driver 580.159.04, 2026-12-07): R1 INVALID_VALUE over two registrations, SUCCESS inside one;
@@ -26,6 +31,7 @@ R2 the launch fails with CUDA_ERROR_LAUNCH_FAILED (the node is broken by the swa
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import sys
 import time
@@ -70,6 +76,24 @@ def copy_node(graph: object, ctx: object, dst: int, src: int, nbytes: int, deps:
               unified: bool = False) -> tuple:
     """cuGraphAddMemcpyNode of ``copy_params``: the driver's answer (result, node)."""
     return cu.cuGraphAddMemcpyNode(graph, deps, len(deps), copy_params(dst, src, nbytes, unified), ctx)
+
+
+_FILL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class Filler:
+    """A graph host node that fills ``host`` with ``value`` when the graph runs: a copy node after it must read the
+    array at its own turn, as page-locked memory is read (pageable memory staged at the driver's time reads the
+    value of an earlier launch)."""
+
+    def __init__(self, host: np.ndarray) -> None:
+        self.host, self.value = host, 0.0
+        self.fn = _FILL(lambda _: self.host.fill(self.value))  # (kept: the driver calls it)
+
+    def add(self, graph: object) -> object:
+        p = cu.CUDA_HOST_NODE_PARAMS()
+        p.fn, p.userData = cu.CUhostFn(ctypes.cast(self.fn, ctypes.c_void_p).value), 0
+        return check(cu.cuGraphAddHostNode(graph, [], 0, p), "host node")
 
 
 def read_back(dptr: int, count: int) -> np.ndarray:
@@ -178,83 +202,106 @@ def r4(stream: object) -> None:
     check(cu.cuMemFree(dptr), "free")
 
 
-def _swapped_node(ctx: object, dptr: int) -> tuple[np.ndarray, object, object, object]:
-    """A graph with a copy node over a 2-page registration, then that registration swapped for a 4-page one: (host
-    buffer, graph, node, the node's parameters)."""
-    host = page_buffer(4)
-    base = host.ctypes.data
+def _swapped_node(ctx: object, dptr: int) -> tuple[Filler, object, object, object]:
+    """A graph of a host node filling a buffer and a copy node after it over a 2-page registration of the buffer:
+    (its filler, graph, copy node, the node's parameters). The caller swaps the registration."""
+    filler = Filler(page_buffer(4))
+    base = filler.host.ctypes.data
     check(cu.cuMemHostRegister(base, 2 * PAGE, 0), "register")
     graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+    fill = filler.add(graph)
     p = copy_params(dptr, base, 2 * PAGE)
-    node = check(cu.cuGraphAddMemcpyNode(graph, [], 0, p, ctx), "copy node")
-    return host, graph, node, p
+    node = check(cu.cuGraphAddMemcpyNode(graph, [fill], 1, p, ctx), "copy node")
+    return filler, graph, node, p
 
 
-def _right(host: np.ndarray, dptr: int, run: object, count: int = 20, floats: int = 2 * PAGE // 4) -> str:
-    """How many of ``count`` runs of ``run`` copied ``host``'s new values (``floats`` of them) to ``dptr``."""
+def _right(filler: Filler, dptr: int, run: object, count: int = 20, floats: int = 2 * PAGE // 4) -> str:
+    """How many of ``count`` runs of ``run`` copied the values its host node wrote (``floats`` of them) to
+    ``dptr``; the array holds the old value before each run."""
     right = 0
     for value in range(1, count + 1):
-        host[:] = value
+        filler.host[:], filler.value = -value, float(value)
         run()
         right += bool((read_back(dptr, floats) == value).all())
     return f"{right}/{count}"
 
 
 def r5(ctx: object, stream: object, dptr: int) -> None:
-    host, graph, node, p = _swapped_node(ctx, dptr)
-    check(cu.cuMemHostUnregister(host.ctypes.data), "unregister")
-    check(cu.cuMemHostRegister(host.ctypes.data, 4 * PAGE, 0), "register larger")
+    filler, graph, node, p = _swapped_node(ctx, dptr)
+    print(f"R5 before the swap: right on {_right(filler, dptr, lambda: launch(graph, stream))} launches")
+    check(cu.cuMemHostUnregister(filler.host.ctypes.data), "unregister")
+    check(cu.cuMemHostRegister(filler.host.ctypes.data, 4 * PAGE, 0), "register larger")
     answer = status(cu.cuGraphMemcpyNodeSetParams(node, p))
     print(f"R5 the node's parameters set again after the swap: {answer}; right on "
-          f"{_right(host, dptr, lambda: launch(graph, stream))} launches")
+          f"{_right(filler, dptr, lambda: launch(graph, stream))} launches")
 
 
 def r6(ctx: object, stream: object, dptr: int) -> None:
-    host, graph, node, p = _swapped_node(ctx, dptr)
+    filler, graph, node, p = _swapped_node(ctx, dptr)
     exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
-    check(cu.cuMemHostUnregister(host.ctypes.data), "unregister")
-    check(cu.cuMemHostRegister(host.ctypes.data, 4 * PAGE, 0), "register larger")
+    check(cu.cuMemHostUnregister(filler.host.ctypes.data), "unregister")
+    check(cu.cuMemHostRegister(filler.host.ctypes.data, 4 * PAGE, 0), "register larger")
     answer = status(cu.cuGraphExecMemcpyNodeSetParams(exe, node, p, ctx))
 
     def run() -> None:
         check(cu.cuGraphLaunch(exe, stream), "cuGraphLaunch")
         check(cu.cuStreamSynchronize(stream), "sync")
-    print(f"R6 the executable graph's node set again after the swap: {answer}; right on {_right(host, dptr, run)} "
+    print(f"R6 the executable graph's node set again after the swap: {answer}; right on {_right(filler, dptr, run)} "
           f"launches")
 
 
 def r7(ctx: object, stream: object, dptr: int) -> None:
-    host = page_buffer(4)
-    a, b = host.ctypes.data, host.ctypes.data + 2 * PAGE
-    check(cu.cuMemHostRegister(a, 2 * PAGE, 0), "register first half")
-    check(cu.cuMemHostRegister(b, 2 * PAGE, 0), "register second half")
-    graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
-    made = copy_node(graph, ctx, dptr, a, 4 * PAGE, [], unified=True)
-    right = "-" if made[0] != cu.CUresult.CUDA_SUCCESS else _right(host, dptr, lambda: launch(graph, stream),
-                                                                    floats=4 * PAGE // 4)
-    print(f"R7 a unified-address copy over two registrations: {made[0].name}; right on {right} launches")
+    for pages in (2, 0):  # (two registrations; none: pageable memory, for comparison)
+        filler = Filler(page_buffer(4))
+        a, b = filler.host.ctypes.data, filler.host.ctypes.data + 2 * PAGE
+        if pages:
+            check(cu.cuMemHostRegister(a, 2 * PAGE, 0), "register first half")
+            check(cu.cuMemHostRegister(b, 2 * PAGE, 0), "register second half")
+        graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+        made = copy_node(graph, ctx, dptr, a, 4 * PAGE, [filler.add(graph)], unified=True)
+        right = "-" if made[0] != cu.CUresult.CUDA_SUCCESS else _right(
+            filler, dptr, lambda graph=graph: launch(graph, stream), floats=4 * PAGE // 4)
+        where = "over two registrations" if pages else "of pageable memory"
+        print(f"R7 a unified-address copy after a host node {where}: {made[0].name}; right on {right} launches")
 
 
 def r8(ctx: object, stream: object, dptr: int) -> None:
-    host = page_buffer(1)
-    base = host.ctypes.data
+    filler = Filler(page_buffer(1))
+    base = filler.host.ctypes.data
     first = status(cu.cuMemHostRegister(base, 1024, 0))
     second = status(cu.cuMemHostRegister(base + 2048, 1024, 0))
     answers = []
     for offset in (0, 2048):
         graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
-        made = copy_node(graph, ctx, dptr, base + offset, 1024, [])
+        made = copy_node(graph, ctx, dptr, base + offset, 1024, [filler.add(graph)])
         count = "-" if made[0] != cu.CUresult.CUDA_SUCCESS else _right(
-            host, dptr, lambda graph=graph: launch(graph, stream), floats=256)
+            filler, dptr, lambda graph=graph: launch(graph, stream), floats=256)
         answers.append(f"copy at +{offset}: {made[0].name}, right on {count}")
     print(f"R8 byte ranges sharing a page: first {first}, second {second}; " + "; ".join(answers))
+
+
+def r9(stream: object, dptr: int) -> None:
+    filler = Filler(page_buffer(4))
+    a = filler.host.ctypes.data
+    check(cu.cuMemHostRegister(a, 2 * PAGE, 0), "register first half")
+    check(cu.cuMemHostRegister(a + 2 * PAGE, 2 * PAGE, 0), "register second half")
+    check(cu.cuStreamBeginCapture(stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL), "begin capture")
+    fn = cu.CUhostFn(ctypes.cast(filler.fn, ctypes.c_void_p).value)
+    check(cu.cuLaunchHostFunc(stream, fn, 0), "captured host function")
+    copied = status(cu.cuMemcpyHtoDAsync(dptr, a, 4 * PAGE, stream))
+    ended = cu.cuStreamEndCapture(stream)
+    right = "-"
+    if ended[0] == cu.CUresult.CUDA_SUCCESS and copied == "CUDA_SUCCESS":
+        right = _right(filler, dptr, lambda: launch(ended[1], stream), floats=4 * PAGE // 4)
+    print(f"R9 a captured copy over two registrations after a captured host function: copy {copied}, end capture "
+          f"{ended[0].name}; right on {right} launches")
 
 
 def main() -> None:
     """Each case in a process of its own (a case that breaks a copy ends its context), or the cases named."""
     names = sys.argv[1:]
     if not names:
-        for name in ("R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8"):
+        for name in ("R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9"):
             subprocess.run([sys.executable, __file__, name], check=False)
         return
     check(cu.cuInit(0), "cuInit")
@@ -265,7 +312,7 @@ def main() -> None:
     dptr = check(cu.cuMemAlloc(4 * PAGE), "cuMemAlloc")
     cases = {"R1": lambda: r1(ctx, dptr), "R2": lambda: r2(ctx, stream, dptr), "R3": lambda: r3(ctx, stream, dptr),
              "R4": lambda: r4(stream), "R5": lambda: r5(ctx, stream, dptr), "R6": lambda: r6(ctx, stream, dptr),
-             "R7": lambda: r7(ctx, stream, dptr), "R8": lambda: r8(ctx, stream, dptr)}
+             "R7": lambda: r7(ctx, stream, dptr), "R8": lambda: r8(ctx, stream, dptr), "R9": lambda: r9(stream, dptr)}
     for name in names:
         try:
             cases[name]()
