@@ -28,9 +28,10 @@ from .._allocation import Allocation
 from . import _compiled
 from ._driver import call, error, fail, listed
 from ._launch import Function
-from ._nodes import add_node, derive_params, describes, memcpy3d, semaphore_arrays, wait_flags
+from ._nodes import add_node, derive_params, describes
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaSemaphore, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
+from ._structs import memcpy3d, semaphore_arrays, wait_flags
 from ._symbols import drv
 
 # The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
