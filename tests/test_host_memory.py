@@ -207,7 +207,7 @@ def test_a_captured_function_copies_ordinary_arrays(device):
 
 
 @pytest.mark.parametrize("first_dropped", ["first", "second"])
-def test_registrations_are_counted_by_pages_and_joined(device, first_dropped):
+def test_registrations_are_counted_by_pages_and_shared(device, first_dropped):
     assert registered(device) == []
     base = own_pages(4 * PAGE // 4)  # four pages of its own
     first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views sharing their second page
@@ -220,41 +220,44 @@ def test_registrations_are_counted_by_pages_and_joined(device, first_dropped):
     assert registered(device) == [(lo, hi - lo, 2)]
     del inside
     graphs["second"].add_memcpy(device.zeros(second.size, np.float32), second)
-    # The second view runs past the first registration: one registration holds both (CUDA refuses a copy whose host
-    # memory lies in two), counting both uses.
+    # The second view runs past the first registration: it uses it, and a registration of the pages past it (the
+    # first is left as it is: a copy node was made over it).
     _, second_hi = pages_of(second)
-    assert registered(device) == [(lo, second_hi - lo, 2)]
+    assert registered(device) == [(lo, hi - lo, 2), (hi, second_hi - hi, 1)]
     del graphs[first_dropped]
-    assert registered(device) == [(lo, second_hi - lo, 1)]
+    expected = {"first": [(lo, hi - lo, 1), (hi, second_hi - hi, 1)], "second": [(lo, hi - lo, 1)]}
+    assert registered(device) == expected[first_dropped]
     graphs.clear()
     assert registered(device) == []
 
 
-@pytest.mark.parametrize("instantiated", ["before the join", "after the join"])
-def test_copies_made_before_a_join_still_copy_their_arrays(device, known_bug, instantiated):
-    """Views sharing a page, copied by two graphs: the second joins the first's registration into one over both,
-    and the first graph, made over the registration as it was, still copies its view at every launch."""
-    known_bug("a join unregisters memory a copy node was made over: on CUDA the node's launch then fails with "
-              "CUDA_ERROR_LAUNCH_FAILED, which ends the context (tools/probes/gpu_probe_host_register.py, case R2, "
-              "H100, driver 580)", backends=("cuda",), crash=True)
+@pytest.mark.parametrize("instantiated", ["before", "after"])
+def test_copies_over_several_registrations_copy_their_arrays(device, instantiated):
+    """Views sharing a page, copied by two graphs: the second copy's memory lies in the first's registration and one
+    of its own; both graphs, the first one instantiated before or after the second copy was made, copy their views at
+    every launch, filled by a host node before the copy."""
     base = own_pages(4 * PAGE // 4)
     first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views sharing their second page
     x, y = device.zeros(first.size, np.float32), device.zeros(second.size, np.float32)
+    value = [0.0]
+
+    def fill() -> None:
+        value[0] += 1
+        base[:] = value[0]
+
     one, two = gg.Graph(device), gg.Graph(device)
-    one.add_memcpy(x, first)
-    early = one.instantiate() if instantiated == "before the join" else None
-    two.add_memcpy(y, second)  # runs past the first registration: joined
-    lo, _ = pages_of(first)
-    assert registered(device) == [(lo, 4 * PAGE, 2)]
+    one.add_memcpy(x, first, after=one.add_host(fill))
+    early = one.instantiate() if instantiated == "before" else None
+    two.add_memcpy(y, second, after=two.add_host(fill))
+    lo, hi = pages_of(first)
+    assert registered(device) == [(lo, hi - lo, 2), (hi, lo + 4 * PAGE - hi, 1)]
     execs = (early or one.instantiate(), two.instantiate())
     stream = device.stream()
-    for value in (1.0, 2.0, 3.0):
-        base[:] = value
-        for exe in execs:
+    for _ in range(3):
+        for exe, target in zip(execs, (x, y)):
             exe.launch(stream)
-        stream.synchronize()
-        np.testing.assert_array_equal(x.to_numpy(), value)
-        np.testing.assert_array_equal(y.to_numpy(), value)
+            stream.synchronize()
+            np.testing.assert_array_equal(target.to_numpy(), value[0])
 
 
 def test_small_arrays_sharing_a_page_share_its_registration(device):
@@ -383,6 +386,17 @@ def test_register_host_lets_kernels_use_the_array_in_place(device, stream):
     assert registered(device) == []
 
 
+def test_kernels_use_an_array_registered_in_several_parts_in_place(device, stream):
+    host = own_pages(4 * PAGE // 4)
+    host[:] = np.arange(host.size)
+    with device.register_host(host[: PAGE // 4]), device.register_host(host) as whole:
+        assert len(registered(device)) == 2  # the first page, and the pages past it
+        stream.launch(K.shift, *K.launch_1d(host.size), whole.device_array, 1.0, host.size)
+        stream.synchronize()
+        np.testing.assert_array_equal(host, np.arange(host.size) + 1)
+    assert registered(device) == []
+
+
 def test_register_host_counts_registrations_of_the_same_memory(device):
     host = np.zeros(3 * PAGE, np.uint8)
     lo, hi = pages_of(host)
@@ -489,7 +503,8 @@ class Driver:
         self.calls += 1
         if self.calls == self.refuse_at or (not read_only and not self.writable):
             raise HostRegistrationError("refused (a fake driver)")
-        assert start not in self.live  # (a page is never registered twice)
+        # (A page is never registered twice.)
+        assert all(start + nbytes <= at or at + n <= start for at, (n, _) in self.live.items())
         self.live[start] = (nbytes, read_only)
         return start
 
@@ -499,8 +514,8 @@ class Driver:
         return HostRegistry(self.register, self.live.pop, lambda ptr, nbytes: False, lambda release: release())
 
 
-def test_a_refused_join_leaves_the_registrations_as_they_were():
-    driver = Driver(refuse_at=2)
+def test_a_refused_registration_leaves_the_registrations_as_they_were():
+    driver = Driver(refuse_at=3)
     registry = driver.registry()
     base = own_pages(4 * PAGE // 4)
     address = base.__array_interface__["data"][0]
@@ -508,58 +523,47 @@ def test_a_refused_join_leaves_the_registrations_as_they_were():
     from gpugraph.backends._host_registry import HostRegistrationError
 
     with pytest.raises(HostRegistrationError, match="refused"):
-        registry.pin(address, 4 * PAGE, base, writes=True)  # the join is refused: the second page registered again
+        registry.pin(address, 4 * PAGE, base, writes=True)  # the first page is registered, the last two refused
     assert driver.live == {address + PAGE: (PAGE, False)} and registry.registrations() == [(address + PAGE, PAGE, 1)]
     held.release()
     assert driver.live == {} and registry.registrations() == []
 
 
-def test_a_join_holds_every_use_in_one_registration_until_the_last_goes():
+def test_a_use_over_registered_pages_registers_only_the_pages_around_them():
     driver = Driver()
     registry = driver.registry()
     base = own_pages(6 * PAGE // 4)
     address = base.__array_interface__["data"][0]
     pins = [registry.pin(address, PAGE, base), registry.pin(address + 4 * PAGE, PAGE, base)]
     pins.append(registry.pin(address + PAGE // 2, 4 * PAGE, base))  # over both and the pages between
-    assert driver.live == {address: (6 * PAGE - PAGE, False)} and registry.registrations() == [(address, 5 * PAGE, 3)]
-    pins.append(registry.pin(address + 5 * PAGE, PAGE, base))  # next to it, not over it: a registration of its own
-    assert registry.registrations() == [(address, 5 * PAGE, 3), (address + 5 * PAGE, PAGE, 1)]
-    pins.append(registry.pin(address + 4 * PAGE, 2 * PAGE, base))  # over both
-    assert driver.live == {address: (6 * PAGE, False)} and registry.registrations() == [(address, 6 * PAGE, 5)]
-    for pin in pins[:4]:
+    between, last = (address + PAGE, 3 * PAGE), (address + 4 * PAGE, PAGE)
+    assert registry.registrations() == [(address, PAGE, 2), (*between, 1), (*last, 2)]
+    pins.append(registry.pin(address + 4 * PAGE, 2 * PAGE, base))  # over the last one and the page past it
+    assert registry.registrations() == [(address, PAGE, 2), (*between, 1), (*last, 3), (address + 5 * PAGE, PAGE, 1)]
+    assert driver.live == {address: (PAGE, False), address + PAGE: (3 * PAGE, False),
+                           address + 4 * PAGE: (PAGE, False), address + 5 * PAGE: (PAGE, False)}
+    for pin in pins[:3]:
         pin.release()
-    assert registry.registrations() == [(address, 6 * PAGE, 1)]
-    pins[4].release()
+    assert registry.registrations() == [(address + 4 * PAGE, PAGE, 1), (address + 5 * PAGE, PAGE, 1)]
+    pins[3].release()
     assert driver.live == {} and registry.registrations() == []
 
 
-def test_a_join_is_refused_where_registrations_differ_or_unregistering_must_wait():
+def test_a_use_may_read_pages_registered_read_only_and_for_writing_but_not_write_them():
     driver = Driver()
     base = own_pages(4 * PAGE // 4)
     address = base.__array_interface__["data"][0]
     registry = driver.registry()
     read = registry.pin(address, PAGE, base, read_only=True)
     write = registry.pin(address + 2 * PAGE, PAGE, base, writes=True)
-    with pytest.raises(ValueError, match=r"^a copy's source: its pages are page-locked in parts, some read-only "):
-        registry.pin(address, 3 * PAGE, base, what="a copy's source")
-    assert registry.registrations() == [(address, PAGE, 1), (address + 2 * PAGE, PAGE, 1)]
-    read.release()
-    write.release()
-    from gpugraph.backends._host_registry import HostRegistry
-
-    capturing = HostRegistry(driver.register, driver.live.pop, lambda ptr, nbytes: False, lambda release: release(),
-                             lambda: "cannot be done while a capture runs")
-    held = capturing.pin(address, PAGE, base)
-    with pytest.raises(ValueError, match=r"^host memory: its pages run past memory page-locked on its own, .* which "
-                                         r"cannot be done while a capture runs; copy it, or register_host the whole "
-                                         r"array, outside the capture$"):
-        capturing.pin(address, 2 * PAGE, base)
-    assert capturing.registrations() == [(address, PAGE, 1)] and driver.live == {address: (PAGE, False)}
-    inside = capturing.pin(address + 8, 16, base)  # inside it: no join needed
-    assert capturing.registrations() == [(address, PAGE, 2)]
-    held.release()
-    inside.release()
-    assert driver.live == {}
+    source = registry.pin(address, 3 * PAGE, base, what="a copy's source")  # reads both, and the page between
+    assert registry.registrations() == [(address, PAGE, 2), (address + PAGE, PAGE, 1), (address + 2 * PAGE, PAGE, 2)]
+    with pytest.raises(ValueError, match=r"^a copy's destination: its memory is page-locked read-only "):
+        registry.pin(address, 3 * PAGE, base, writes=True, what="a copy's destination")
+    assert registry.registrations() == [(address, PAGE, 2), (address + PAGE, PAGE, 1), (address + 2 * PAGE, PAGE, 2)]
+    for pin in (read, write, source):
+        pin.release()
+    assert driver.live == {} and registry.registrations() == []
 
 
 def test_a_source_the_driver_will_not_register_for_writing_is_registered_read_only():

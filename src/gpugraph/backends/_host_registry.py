@@ -1,17 +1,18 @@
 """Host memory page-locked by gpugraph (cudaHostRegister / hipHostRegister), counted and shared by every use.
 
 A graph copy, a captured copy or ``Device.register_host`` that needs host memory page-locked takes a ``HostPin``:
-one use of the registration covering its pages. A registration covers a run of whole pages, page-locked for every
-device of the backend at once; a later use inside a registration uses it, so arrays that share pages (small NumPy
-arrays often share one), several graphs and several devices share one registration. A use whose pages run past a
-registration, or over several, joins them and the pages between into one registration: CUDA refuses a copy whose host
-memory lies in two registrations (CUDA_ERROR_INVALID_VALUE from cuGraphAddMemcpyNode, measured on an H100,
-2026-12-07). A registration is released when its last use goes.
+one use of the registrations covering its pages. A registration covers a run of whole pages, page-locked for every
+device of the backend at once. A later use over registered pages uses those registrations, and registers only the
+pages between and around them that none covers yet: arrays that share pages (small NumPy arrays often share one),
+several graphs and several devices share registrations, and a registration is never changed while a copy node may
+have been made over it (unregistering memory under a copy node breaks the node: its launch fails with
+CUDA_ERROR_LAUNCH_FAILED, tools/probes/gpu_probe_host_register.py, case R2). A copy whose host memory lies in several
+registrations names it by its unified address, which the driver takes (case R7; by its host address it refuses
+such a copy, case R1). A registration is released when its last use goes.
 
 The backend supplies the driver's side (register, unregister, and whether memory is page-locked by someone else,
-such as ``Device.pinned`` or another library, in which case it is used as it is), the place where a release may
-run (never inside a garbage collection or a capture, where the driver must not be called: see ``reap``) and whether
-a join may unregister now (not while a capture runs: unregistering waits for the devices).
+such as ``Device.pinned`` or another library, in which case it is used as it is) and the place where a release may
+run (never inside a garbage collection or a capture, where the driver must not be called: see ``reap``).
 """
 
 from __future__ import annotations
@@ -35,36 +36,27 @@ class HostRegistrationError(ValueError):
 class Registration:
     """One run of pages the backend page-locked: ``[start, end)``, its backend handle and its live uses.
 
-    ``owners`` own the memory of the uses that made it, which together touch each of its pages: kept alive until it is
-    unregistered, they keep them mapped. (Memory freed and mapped again while registered would leave the registration
-    on the old pages, and copies would miss the new ones.) ``joined``: the registration this one was joined into,
-    which now counts its uses (None while it stands on its own)."""
+    ``owner`` owns the memory of the use that made it, which touches each of its pages: kept alive until it is
+    unregistered, it keeps them mapped. (Memory freed and mapped again while registered would leave the registration
+    on the old pages, and copies would miss the new ones.)"""
 
-    __slots__ = ("start", "end", "handle", "uses", "read_only", "owners", "joined")
+    __slots__ = ("start", "end", "handle", "uses", "read_only", "owner")
 
-    def __init__(self, start: int, end: int, handle: Any, read_only: bool, owners: tuple[Any, ...]) -> None:
-        self.start, self.end, self.handle, self.read_only, self.owners = start, end, handle, read_only, owners
+    def __init__(self, start: int, end: int, handle: Any, read_only: bool, owner: Any) -> None:
+        self.start, self.end, self.handle, self.read_only, self.owner = start, end, handle, read_only, owner
         self.uses = 0
-        self.joined: Registration | None = None
-
-    def standing(self) -> Registration:
-        """The registration that holds this one's pages now: itself, or the one it was joined into."""
-        r = self
-        while r.joined is not None:
-            r = r.joined
-        return r
 
 
 class HostPin:
-    """One use of page-locked host memory: it holds the registration covering its range until ``release`` or until
+    """One use of page-locked host memory: it holds the registrations covering its range until ``release`` or until
     it is garbage-collected (a copy node's record holds its pins, so they last as long as any graph or executable
     graph holding the record)."""
 
     __slots__ = ("ptr", "nbytes", "_release", "__weakref__")
 
-    def __init__(self, registry: HostRegistry, ptr: int, nbytes: int, registration: Registration) -> None:
+    def __init__(self, registry: HostRegistry, ptr: int, nbytes: int, registrations: tuple[Registration, ...]) -> None:
         self.ptr, self.nbytes = ptr, nbytes
-        self._release = weakref.finalize(self, registry._dropped, registration)
+        self._release = weakref.finalize(self, registry._dropped, registrations)
         self._release.atexit = False  # (the driver may be gone at interpreter exit)
 
     @property
@@ -91,35 +83,31 @@ class HostRegistry:
             (``Device.pinned``, another library): such memory is used as it is.
         schedule: ``schedule(fn)`` calls ``fn`` where the driver may be called: at once, or later (outside a garbage
             collection, a driver callback or a capture).
-        unregister_refusal: ``unregister_refusal()``: why ``unregister`` may not be called now (a capture runs), or
-            None; a use that must join registrations is refused then.
     """
 
     def __init__(self, register: Callable[[int, int, bool], Any], unregister: Callable[[Any], None],
-                 locked_elsewhere: Callable[[int, int], bool], schedule: Callable[[Callable[[], None]], None],
-                 unregister_refusal: Callable[[], str | None] = lambda: None) -> None:
+                 locked_elsewhere: Callable[[int, int], bool], schedule: Callable[[Callable[[], None]], None]) -> None:
         self._register, self._unregister = register, unregister
         self._locked_elsewhere, self._schedule = locked_elsewhere, schedule
-        self._unregister_refusal = unregister_refusal
         self._lock = threading.Lock()
         self._live: list[Registration] = []  # sorted by start, disjoint; uses 0: to be released at the next reap
         # The registrations of pins collected since the counts were last brought up to date: a collection may run
         # on any thread, inside an operation holding the lock, so it only notes them here.
-        self._dead: deque[Registration] = deque()
+        self._dead: deque[tuple[Registration, ...]] = deque()
         self._reap_asked = False
 
     def pin(self, ptr: int, nbytes: int, owner: Any, *, read_only: bool = False, writes: bool = False,
             what: str = "host memory") -> HostPin | None:
         """A use of ``[ptr, ptr + nbytes)``, whose memory ``owner`` keeps (a NumPy array), page-locked: the
-        registration of its pages, made or joined where needed; None where the memory is page-locked by other means.
+        registrations of its pages, its pages that none covers registered; None where the memory is page-locked by
+        other means.
 
         ``read_only``: the devices only read it. A use that does not write (a copy's source) whose pages the driver
         refuses to register for writing (a read-only memory map) is registered read-only. ``writes``: it is written
         (a copy's destination), so no part of it may be registered read-only.
 
         Raises:
-            ValueError: With ``writes``, if part of it is registered read-only; if it would join a registration
-                read-only with one for writing, or join registrations where ``unregister`` may not be called now.
+            ValueError: With ``writes``, if part of it is registered read-only.
             HostRegistrationError: If the driver refuses to page-lock it (the registrations stay as they were).
         """
         if self._reap_asked:  # first: a released registration in the way (read-only, say) goes where it may
@@ -138,10 +126,13 @@ class HostRegistry:
                 pin.append(None)
                 return
             # (True: read-only; False: for writing; None: for writing where the driver allows it, else read-only)
-            registration = self._cover(start, end, covering, True if read_only else False if writes else None, owner,
-                                       what)
-            registration.uses += 1
-            pin.append(HostPin(self, ptr, nbytes, registration))  # (nothing can fail after the count)
+            made = self._register_gaps(start, end, covering, True if read_only else False if writes else None, owner)
+            if made:
+                self._live = sorted([*self._live, *made], key=lambda r: r.start)
+            registrations = tuple(sorted([*covering, *made], key=lambda r: r.start))
+            for registration in registrations:
+                registration.uses += 1
+            pin.append(HostPin(self, ptr, nbytes, registrations))  # (nothing can fail after the counts)
 
         try:
             with self._lock:
@@ -151,59 +142,34 @@ class HostRegistry:
             if self._reap_asked:
                 self._schedule(self.reap)
 
-    def _cover(self, start: int, end: int, covering: list[Registration], read_only: bool | None, owner: Any,
-               what: str) -> Registration:
-        """(With the lock.) The one registration holding ``[start, end)``: the covering one where it holds them all,
-        else a new one over them, joining ``covering`` (sorted) and the pages between; ``read_only`` None: for
-        writing, else read-only where the driver refuses writing."""
-        if len(covering) == 1 and covering[0].start <= start and end <= covering[0].end:
-            return covering[0]
-        if not covering:
-            made = self._register_run(start, end, read_only, (owner,))
-            self._live = sorted([*self._live, made], key=lambda r: r.start)
-            return made
-        modes = {r.read_only for r in covering}
-        if len(modes) > 1:
-            raise ValueError(f"{what}: its pages are page-locked in parts, some read-only (register_host(read_only="
-                             f"True)) and some for writing, and one use must lie in one registration; release the "
-                             f"read-only registration, or use other memory")
-        refusal = self._unregister_refusal()
-        if refusal is not None:
-            raise ValueError(f"{what}: its pages run past memory page-locked on its own, and joining them into one "
-                             f"registration (one use must lie in one) waits for the devices, which {refusal}; copy "
-                             f"it, or register_host the whole array, outside the capture")
-        # (In the covering ones' mode: their uses read or write as they were registered for.)
-        return self._join(min(start, covering[0].start), max(end, covering[-1].end), covering, modes.pop(), owner)
-
-    def _join(self, start: int, end: int, covering: list[Registration], read_only: bool, owner: Any) -> Registration:
-        """(With the lock.) Unregister ``covering`` and register ``[start, end)`` in their place, the first of them
-        standing for it; where the driver refuses, the covering ones are registered again as they were."""
+    def _register_gaps(self, start: int, end: int, covering: list[Registration], read_only: bool | None,
+                       owner: Any) -> list[Registration]:
+        """(With the lock.) Registrations of the runs of ``[start, end)`` that ``covering`` (sorted) leaves out: all
+        made, or none (those made are unregistered again where the driver refuses one)."""
+        gaps, at = [], start
         for r in covering:
-            self._unregister(r.handle)
-        owners = (owner, *(o for r in covering for o in r.owners))
+            if at < r.start:
+                gaps.append((at, r.start))
+            at = max(at, r.end)
+        if at < end:
+            gaps.append((at, end))
+        made: list[Registration] = []
         try:
-            joined = self._register_run(start, end, read_only, owners)
+            for gap_start, gap_end in gaps:
+                made.append(self._register_run(gap_start, gap_end, read_only, owner))
         except BaseException:
-            for r in covering:  # (as they were: their pages were registered so before)
-                r.handle = self._register(r.start, r.end - r.start, r.read_only)
+            for r in made:
+                self._unregister(r.handle)
             raise
-        first, rest = covering[0], covering[1:]
-        first.start, first.end, first.handle, first.read_only, first.owners = (
-            joined.start, joined.end, joined.handle, joined.read_only, owners)
-        for r in rest:
-            first.uses += r.uses
-            r.uses, r.joined, r.owners = 0, first, ()
-        self._live = [r for r in self._live if r.joined is None]
-        return first
+        return made
 
-    def _register_run(self, start: int, end: int, read_only: bool | None, owners: tuple[Any, ...]) -> Registration:
+    def _register_run(self, start: int, end: int, read_only: bool | None, owner: Any) -> Registration:
         try:
-            return Registration(start, end, self._register(start, end - start, bool(read_only)), bool(read_only),
-                                owners)
+            return Registration(start, end, self._register(start, end - start, bool(read_only)), bool(read_only), owner)
         except HostRegistrationError:
             if read_only is not None:
                 raise
-            return Registration(start, end, self._register(start, end - start, True), True, owners)
+            return Registration(start, end, self._register(start, end - start, True), True, owner)
 
     def registrations(self) -> list[tuple[int, int, int]]:
         """(start, bytes, uses) of each registration, by address, once what was released is unregistered (uses 0: its
@@ -233,7 +199,7 @@ class HostRegistry:
                         self._unregister(r.handle)
                     except Exception as exc:  # noqa: BLE001 - the others are released all the same; the first is raised
                         failure = failure or exc
-                    r.owners = ()
+                    r.owner = None
             finally:
                 self._lock.release()
         if failure is not None:
@@ -242,11 +208,12 @@ class HostRegistry:
     def _count_dead(self) -> None:
         """(With the lock.) Take the uses of collected pins off their registrations' counts."""
         while self._dead:
-            self._dead.popleft().standing().uses -= 1
+            for registration in self._dead.popleft():
+                registration.uses -= 1
 
-    def _dropped(self, registration: Registration) -> None:
+    def _dropped(self, registrations: tuple[Registration, ...]) -> None:
         """A pin was released or collected (any thread; maybe inside a collection during a call holding the lock)."""
-        self._dead.append(registration)
+        self._dead.append(registrations)
         self._reap_asked = True
         self._schedule(self.reap)
 

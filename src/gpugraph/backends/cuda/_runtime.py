@@ -77,7 +77,7 @@ class CudaRuntime:
         # Host memory page-locked for copies (Device.register_host, graph and captured copies): one registration
         # serves every device (portable), and a release waits as a free does (see _release_memory).
         self.host_registry = HostRegistry(self._register_host, self._unregister_host, self._locked_elsewhere,
-                                           self._release_memory, self._unregister_refusal)
+                                           self._release_memory)
         atexit.register(self._finish_at_exit)
 
     # Devices
@@ -307,14 +307,6 @@ class CudaRuntime:
             call(drv.ctx_synchronize)
         self.contexts.use(0)
         call(drv.mem_host_unregister, start)
-
-    def _unregister_refusal(self) -> str | None:
-        # (As _release: unregistering synchronizes, which invalidates captures; callbacks may make no CUDA call.)
-        if self._captures:
-            return "cannot be done while a capture runs"
-        if self._on_callback_thread():
-            return "cannot be done on a thread the driver calls back on"
-        return None
 
     def _locked_elsewhere(self, ptr: int, nbytes: int) -> bool:
         # The driver knows page-locked memory (cuMemHostAlloc, cuMemHostRegister, other libraries' pinned memory), not
