@@ -42,7 +42,7 @@ class Registration:
 
     __slots__ = ("start", "end", "handle", "uses", "read_only", "owner")
 
-    def __init__(self, start: int, end: int, handle: Any, read_only: bool, owner: Any) -> None:
+    def __init__(self, start: int, end: int, handle: Any, read_only: bool, owner: object) -> None:
         self.start, self.end, self.handle, self.read_only, self.owner = start, end, handle, read_only, owner
         self.uses = 0
 
@@ -96,7 +96,7 @@ class HostRegistry:
         self._dead: deque[tuple[Registration, ...]] = deque()
         self._reap_asked = False
 
-    def pin(self, ptr: int, nbytes: int, owner: Any, *, read_only: bool = False, writes: bool = False,
+    def pin(self, ptr: int, nbytes: int, owner: object, *, read_only: bool = False, writes: bool = False,
             what: str = "host memory") -> HostPin | None:
         """A use of ``[ptr, ptr + nbytes)``, whose memory ``owner`` keeps (a NumPy array), page-locked: the
         registrations of its pages, its pages that none covers registered; None where the memory is page-locked by
@@ -143,7 +143,7 @@ class HostRegistry:
                 self._schedule(self.reap)
 
     def _register_gaps(self, start: int, end: int, covering: list[Registration], read_only: bool | None,
-                       owner: Any) -> list[Registration]:
+                       owner: object) -> list[Registration]:
         """(With the lock.) Registrations of the runs of ``[start, end)`` that ``covering`` (sorted) leaves out: all
         made, or none (those made are unregistered again where the driver refuses one)."""
         gaps, at = [], start
@@ -163,7 +163,7 @@ class HostRegistry:
             raise
         return made
 
-    def _register_run(self, start: int, end: int, read_only: bool | None, owner: Any) -> Registration:
+    def _register_run(self, start: int, end: int, read_only: bool | None, owner: object) -> Registration:
         try:
             return Registration(start, end, self._register(start, end - start, bool(read_only)), bool(read_only), owner)
         except HostRegistrationError:
