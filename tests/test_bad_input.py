@@ -833,9 +833,10 @@ MEMORY = [
     probe("memcpy-nbytes-negative", lambda w: w.s.memcpy(w.x, w.h, -1), ValueError,
           r"^memcpy: nbytes must be a non-negative int, got -1$"),
     probe("memcpy-into-read-only", lambda w: w.s.memcpy(w.read_only, w.x), ValueError,
-          r"^memcpy\(dst\): the NumPy array is read-only$"),
+          r"^memcpy\(dst\): the NumPy array is read-only, and this copy writes it; copy into a writable array$"),
     probe("memcpy-strided", lambda w: w.s.memcpy(w.x, np.ones(2 * N, F32)[::2]), ValueError,
-          r"^memcpy\(src\): NumPy arrays must be C-contiguous, got strides \(8,\)$"),
+          r"^memcpy\(src\): NumPy arrays must be C-contiguous, got strides \(8,\); copy it into one first "
+          r"\(np\.ascontiguousarray\(array\)\)$"),
     probe("memcpy-list", lambda w: w.s.memcpy(w.x, [1.0] * N), TypeError,
           r"^memcpy\(src\): expected an Array or a NumPy array, got list$"),
     probe("memcpy-objects", lambda w: w.s.memcpy(np.empty(4, object), w.x, 16), TypeError,

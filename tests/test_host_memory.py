@@ -442,6 +442,33 @@ def test_register_host_refusals(device):
     assert registered(device) == []
 
 
+def test_memory_the_driver_will_not_page_lock_is_refused_with_what_to_do(device, monkeypatch):
+    """Where the driver refuses to page-lock an array (here a stand-in driver refuses all), each call that needs it
+    says so, naming the way out, and leaves nothing registered."""
+    from gpugraph.backends._host_registry import HostRegistrationError
+
+    def refuse(start: int, nbytes: int, read_only: bool) -> None:
+        raise HostRegistrationError("cuMemHostRegister: CUDA_ERROR_INVALID_VALUE (a stand-in driver)")
+
+    monkeypatch.setattr(device._backend.host_registry, "_register", refuse)
+    host, x = own_pages(N), device.zeros(N, np.float32)
+    with pytest.raises(ValueError, match=r"^add_memcpy\(src\): graph and captured copies page-lock a NumPy array's "
+                                         r"memory .* the driver refused to page-lock this one \(cuMemHostRegister: "
+                                         r"CUDA_ERROR_INVALID_VALUE \(a stand-in driver\)\); copy the data into an "
+                                         r"array of dev.pinned\(shape, dtype\) and use that, or page-lock it yourself "
+                                         r"with dev.register_host\(array, read_only=True\) if it is read-only memory$"):
+        gg.Graph(device).add_memcpy(x, host)
+    with pytest.raises(ValueError, match=r"^add_memcpy\(dst\): .* and use that$"):
+        gg.Graph(device).add_memcpy(host, x)
+    with pytest.raises(ValueError, match=r"^register_host\(array\): the driver refused to page-lock the array's "
+                                         r"memory \(.*\); if the memory is read-only \(a read-only memory map\), pass "
+                                         r"read_only=True; else copy the data into an array of dev.pinned"):
+        device.register_host(host)
+    with pytest.raises(ValueError, match=r"^register_host\(array\): the driver refused .*\); else copy the data"):
+        device.register_host(host, read_only=True)
+    assert registered(device) == []
+
+
 def test_a_device_array_holds_the_memory_page_locked_while_it_lives(device, stream):
     host = own_pages(N)
     lo, hi = pages_of(host)
@@ -493,9 +520,10 @@ def test_a_copy_may_not_write_memory_registered_read_only(device, stream):
 class Driver:
     """A fake driver's registrations: it refuses the n-th registration for writing, or any for writing."""
 
-    def __init__(self, refuse_at: int = -1, writable: bool = True) -> None:
+    def __init__(self, refuse_at: int = -1, writable: bool = True, undo_fails: bool = False) -> None:
         self.live: dict[int, tuple[int, bool]] = {}
-        self.calls, self.refuse_at, self.writable = 0, refuse_at, writable
+        self.calls, self.refuse_at, self.writable, self.undo_fails = 0, refuse_at, writable, undo_fails
+        self.unregistered: list[tuple[int, bool]] = []  # (handle, whether the devices' work was waited for)
 
     def register(self, start: int, nbytes: int, read_only: bool) -> int:
         from gpugraph.backends._host_registry import HostRegistrationError
@@ -508,10 +536,16 @@ class Driver:
         self.live[start] = (nbytes, read_only)
         return start
 
+    def unregister(self, handle: int, used: bool) -> None:
+        self.unregistered.append((handle, used))
+        if self.undo_fails:
+            raise RuntimeError("unregister failed (a fake driver)")
+        del self.live[handle]
+
     def registry(self):
         from gpugraph.backends._host_registry import HostRegistry
 
-        return HostRegistry(self.register, self.live.pop, lambda ptr, nbytes: False, lambda release: release())
+        return HostRegistry(self.register, self.unregister, lambda ptr, nbytes: False, lambda release: release())
 
 
 def test_a_refused_registration_leaves_the_registrations_as_they_were():
@@ -525,8 +559,28 @@ def test_a_refused_registration_leaves_the_registrations_as_they_were():
     with pytest.raises(HostRegistrationError, match="refused"):
         registry.pin(address, 4 * PAGE, base, writes=True)  # the first page is registered, the last two refused
     assert driver.live == {address + PAGE: (PAGE, False)} and registry.registrations() == [(address + PAGE, PAGE, 1)]
+    assert driver.unregistered == [(address, False)]  # undone at once: nothing was made over it to wait for
     held.release()
     assert driver.live == {} and registry.registrations() == []
+    assert driver.unregistered[1:] == [(address + PAGE, True)]  # a release waits for the devices' work
+
+
+def test_an_undo_that_fails_is_raised_with_the_refusal_as_its_cause():
+    driver = Driver(refuse_at=3, undo_fails=True)
+    registry = driver.registry()
+    base = own_pages(4 * PAGE // 4)
+    address = base.__array_interface__["data"][0]
+    held = registry.pin(address + PAGE, PAGE, base)
+    from gpugraph.backends._host_registry import HostRegistrationError
+
+    with pytest.raises(RuntimeError, match="unregister failed") as failed:
+        registry.pin(address, 4 * PAGE, base, writes=True)
+    assert isinstance(failed.value.__cause__, HostRegistrationError)
+    assert registry.registrations() == [(address + PAGE, PAGE, 1)]
+    assert driver.unregistered == [(address, False)]
+    driver.undo_fails = False
+    held.release()
+    assert registry.registrations() == []
 
 
 def test_a_use_over_registered_pages_registers_only_the_pages_around_them():

@@ -320,7 +320,8 @@ def test_more_dynamic_shared_memory_than_48_kib_is_refused_on_every_backend(devi
 def test_a_thread_may_use_as_much_local_memory_as_on_a_gpu(device, stream):
     """A GPU thread may have 512 KiB of local memory; on the CPU a block that synchronizes runs its threads as fibers,
     whose stacks hold 400 KiB. A GPU reserves a launch's local memory for every thread it can hold at once, so there
-    the size is what half the device's memory allows (400 KiB on an H200, 144 KiB on an 80 GB H100), at most 400 KiB."""
+    the size is what half the device's memory allows (about 268 KiB on an H200, 144 KiB on an 80 GB H100), at most
+    400 KiB."""
     floats = 100 * 1024
     if device.backend != "cpu":
         properties = device.properties

@@ -178,9 +178,11 @@ def operand_nbytes(value: Any, what: str, *, writable: bool = False) -> int:
             raise TypeError(f"{what}: the NumPy array has dtype {value.dtype}, which holds Python objects; copies "
                             f"move plain data only (convert it, e.g. arr.astype(np.float64))")
         if not value.flags.c_contiguous:
-            raise ValueError(f"{what}: NumPy arrays must be C-contiguous, got strides {value.strides}")
+            raise ValueError(f"{what}: NumPy arrays must be C-contiguous, got strides {value.strides}; copy it into "
+                             f"one first (np.ascontiguousarray(array))")
         if writable and not value.flags.writeable:
-            raise ValueError(f"{what}: the NumPy array is read-only")
+            raise ValueError(f"{what}: the NumPy array is read-only, and this copy writes it; copy into a writable "
+                             f"array")
         return value.nbytes
     raise TypeError(f"{what}: expected an Array or a NumPy array, got {type(value).__name__}")
 

@@ -78,14 +78,15 @@ class HostRegistry:
     Args:
         register: ``register(start, nbytes, read_only)`` page-locks whole pages for every device of the backend and
             returns a handle; it raises ``HostRegistrationError`` saying why the driver refused.
-        unregister: ``unregister(handle)`` makes them pageable again.
+        unregister: ``unregister(handle, used)`` makes them pageable again; ``used``: work the devices were given may
+            use them (it is waited for first), else nothing was made over them yet.
         locked_elsewhere: ``locked_elsewhere(ptr, nbytes)``: whether that memory is page-locked by other means
             (``Device.pinned``, another library): such memory is used as it is.
         schedule: ``schedule(fn)`` calls ``fn`` where the driver may be called: at once, or later (outside a garbage
             collection, a driver callback or a capture).
     """
 
-    def __init__(self, register: Callable[[int, int, bool], Any], unregister: Callable[[Any], None],
+    def __init__(self, register: Callable[[int, int, bool], Any], unregister: Callable[[Any, bool], None],
                  locked_elsewhere: Callable[[int, int], bool], schedule: Callable[[Callable[[], None]], None]) -> None:
         self._register, self._unregister = register, unregister
         self._locked_elsewhere, self._schedule = locked_elsewhere, schedule
@@ -157,9 +158,15 @@ class HostRegistry:
         try:
             for gap_start, gap_end in gaps:
                 made.append(self._register_run(gap_start, gap_end, read_only, owner))
-        except BaseException:
-            for r in made:
-                self._unregister(r.handle)
+        except BaseException as refusal:
+            failures = []
+            for r in made:  # (each tried: one that fails leaves the others to go all the same)
+                try:
+                    self._unregister(r.handle, False)
+                except Exception as exc:  # noqa: BLE001 - raised below, caused by the refusal
+                    failures.append(exc)
+            if failures:
+                raise failures[0] from refusal
             raise
         return made
 
@@ -196,7 +203,7 @@ class HostRegistry:
                 for r in [r for r in self._live if not r.uses]:
                     self._live.remove(r)
                     try:
-                        self._unregister(r.handle)
+                        self._unregister(r.handle, True)
                     except Exception as exc:  # noqa: BLE001 - the others are released all the same; the first is raised
                         failure = failure or exc
                     r.owner = None

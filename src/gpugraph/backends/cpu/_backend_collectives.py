@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._nodes import HostParams
 from ._backend_capture import CpuCapturing
 from ._capture import CpuCapture
 from ._collectives import CpuComm, init_all, part_task
@@ -30,7 +31,13 @@ class CpuCollectives(CpuCapturing):
     def comm_enqueue(self, comm: CpuComm, kind: str, send: Any, recv: Any, count: int, dtype: Any, op: str | None,
                      root: int, stream: CpuStream, capture: CpuCapture | None) -> None:
         fn, args = part_task(comm, kind, send, recv, count, dtype, op, root)
-        self.stream_host(stream, fn, args, capture)
+        # Captured, the part is a host node that says what it touches (Graph.hazards reads no more): ``send`` read,
+        # ``recv`` written; a send's one array only read, a receive's only written. (On CUDA the parts are NCCL's
+        # kernels, nodes of another library, which Graph.hazards does not see.)
+        reads, writes = ((send,), ()) if kind == "send" else ((), (recv,)) if kind == "recv" else ((send,), (recv,))
+        if capture is not None and capture.record(stream, HostParams(fn, args, reads=reads, writes=writes)):
+            return
+        self.stream_host(stream, fn, args, None)
 
     def comm_abort(self, comm: CpuComm) -> None:
         comm.clique.abort(f"rank {comm.rank} called abort")
