@@ -317,6 +317,26 @@ def test_a_capture_forked_through_events(device):
     assert cap.graph.hazards() == []
 
 
+def test_a_captured_collective_reads_its_send_buffer_and_writes_its_receive_buffer(device):
+    """A collective beside a kernel, unordered: reading what it sends is no hazard, writing what it receives is (on
+    CUDA NCCL's kernels are another library's nodes, which Graph.hazards does not see)."""
+    if device.backend != "cpu":
+        pytest.skip("on CUDA a collective's nodes are NCCL's kernels, which Graph.hazards does not see")
+    (comm,) = gg.communicators([device])
+    try:
+        send, recv, c = device.zeros(64, np.float32), device.zeros(64, np.float32), device.zeros(64, np.float32)
+        main, side = device.stream(), device.stream()
+        for target, expected in ((send, []), (recv, [READ_WRITE])):
+            with main.capture() as cap:
+                side.wait(main.record())
+                comm.all_reduce(send, recv, stream=main)
+                side.launch(K.add, 1, 64, c, target, target, 64)  # add(float* out, const float* a, const float* b, n)
+                main.wait(side.record())
+            assert [hazard.kind for hazard in cap.graph.hazards()] == expected
+    finally:
+        comm.close()
+
+
 def test_capture_add_host_declares_what_it_touches(device):
     host = np.zeros(8, np.float32)
     stream = device.stream()
