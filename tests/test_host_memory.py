@@ -9,6 +9,7 @@ request (hipHostRegister).
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import mmap
 
@@ -38,9 +39,14 @@ def own_pages(n: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, -(-4 * n // PAGE) * PAGE), np.float32)[:n]
 
 
-def pages_of(array: np.ndarray) -> tuple[int, int]:
-    start = array.__array_interface__["data"][0]
-    return start // PAGE * PAGE, -(-(start + array.nbytes) // PAGE) * PAGE
+def block_of(array: np.ndarray) -> tuple[int, int]:
+    """The first byte and the byte past the last of the memory a copy of ``array`` page-locks: the whole memory map
+    under an ``own_pages`` array, else the whole array owning the data."""
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    start = root.__array_interface__["data"][0]
+    return start, start + (len(root.base) if isinstance(root.base, mmap.mmap) else root.nbytes)
 
 
 class Checker:
@@ -144,11 +150,11 @@ def test_set_memcpy_takes_new_ordinary_arrays(device, stream):
         np.testing.assert_array_equal(result, np.full(N, LAUNCHES + 2))
         assert first_result[0] == 2  # (the first launch's: the replaced array was not written again)
         starts = {start for start, _, _ in registered(device)}
-        assert {pages_of(a)[0] for a in (first_source, first_result, source, result)} <= starts
+        assert {block_of(a)[0] for a in (first_source, first_result, source, result)} <= starts
         exe.set_memcpy(up, x, first_source)  # back to the graph's own arrays: source and result are let go
         exe.set_memcpy(down, first_result, x)
         starts = {start for start, _, _ in registered(device)}
-        assert pages_of(source)[0] not in starts and pages_of(result)[0] not in starts
+        assert block_of(source)[0] not in starts and block_of(result)[0] not in starts
     g.set_memcpy(up, x, np.full(N, 41, np.float32))  # the graph's own node: the next instantiate uses it
     g.set_memcpy(down, result, x)
     g.set_host(check, lambda: None)
@@ -207,35 +213,30 @@ def test_a_captured_function_copies_ordinary_arrays(device):
 
 
 @pytest.mark.parametrize("first_dropped", ["first", "second"])
-def test_registrations_are_counted_by_pages_and_shared(device, first_dropped):
+def test_views_of_one_buffer_share_the_registration_of_the_whole_buffer(device, first_dropped):
     assert registered(device) == []
-    base = own_pages(4 * PAGE // 4)  # four pages of its own
+    base = own_pages(4 * PAGE // 4)  # a memory map of four pages
     first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views sharing their second page
     graphs = {"first": gg.Graph(device), "second": gg.Graph(device)}
     graphs["first"].add_memcpy(device.zeros(first.size, np.float32), first)
-    lo, hi = pages_of(first)
-    assert registered(device) == [(lo, hi - lo, 1)]
+    lo, hi = block_of(first)
+    assert hi - lo == 4 * PAGE and registered(device) == [(lo, 4 * PAGE, 1)]  # the whole map
     inside = gg.Graph(device)
-    inside.add_memcpy(device.zeros(4, np.float32), first[:4])  # inside the registration: it is shared
-    assert registered(device) == [(lo, hi - lo, 2)]
+    inside.add_memcpy(device.zeros(4, np.float32), first[:4])
+    assert registered(device) == [(lo, 4 * PAGE, 2)]
     del inside
     graphs["second"].add_memcpy(device.zeros(second.size, np.float32), second)
-    # The second view runs past the first registration: it uses it, and a registration of the pages past it (the
-    # first is left as it is: a copy node was made over it).
-    _, second_hi = pages_of(second)
-    assert registered(device) == [(lo, hi - lo, 2), (hi, second_hi - hi, 1)]
+    assert registered(device) == [(lo, 4 * PAGE, 2)]
     del graphs[first_dropped]
-    expected = {"first": [(lo, hi - lo, 1), (hi, second_hi - hi, 1)], "second": [(lo, hi - lo, 1)]}
-    assert registered(device) == expected[first_dropped]
+    assert registered(device) == [(lo, 4 * PAGE, 1)]
     graphs.clear()
     assert registered(device) == []
 
 
 @pytest.mark.parametrize("instantiated", ["before", "after"])
-def test_copies_over_several_registrations_copy_their_arrays(device, instantiated):
-    """Views sharing a page, copied by two graphs: the second copy's memory lies in the first's registration and one
-    of its own; both graphs, the first one instantiated before or after the second copy was made, copy their views at
-    every launch, filled by a host node before the copy."""
+def test_two_graphs_copy_views_sharing_a_page_at_every_launch(device, instantiated):
+    """Views sharing a page, copied by two graphs, each view filled by a host node before its copy: both graphs, the
+    first one instantiated before or after the second copy was made, copy their views at every launch."""
     base = own_pages(4 * PAGE // 4)
     first, second = base[: 2 * PAGE // 4], base[PAGE // 4:]  # views sharing their second page
     x, y = device.zeros(first.size, np.float32), device.zeros(second.size, np.float32)
@@ -249,8 +250,7 @@ def test_copies_over_several_registrations_copy_their_arrays(device, instantiate
     one.add_memcpy(x, first, after=one.add_host(fill))
     early = one.instantiate() if instantiated == "before" else None
     two.add_memcpy(y, second, after=two.add_host(fill))
-    lo, hi = pages_of(first)
-    assert registered(device) == [(lo, hi - lo, 2), (hi, lo + 4 * PAGE - hi, 1)]
+    assert len(registered(device)) == 1
     execs = (early or one.instantiate(), two.instantiate())
     stream = device.stream()
     for _ in range(3):
@@ -260,19 +260,34 @@ def test_copies_over_several_registrations_copy_their_arrays(device, instantiate
             np.testing.assert_array_equal(target.to_numpy(), value[0])
 
 
-def test_small_arrays_sharing_a_page_share_its_registration(device):
-    a, b = np.zeros(4, np.float32), np.zeros(4, np.float32)
-    shared = pages_of(a) == pages_of(b)
+def test_arrays_of_their_own_sharing_a_page_are_registered_each_and_copied_right(device, stream):
+    """Arrays over memory of their own that share a page (small NumPy arrays often do) are registered each
+    (registrations may share a page, not a byte), and copies of each, filled by a host node before the copy, are right
+    at every launch."""
+    page = mmap.mmap(-1, PAGE)
+    start = np.frombuffer(page, np.uint8).__array_interface__["data"][0]
+    arrays = [np.frombuffer((ctypes.c_float * 64).from_address(start + k * 512), np.float32) for k in range(8)]
     g = gg.Graph(device)
-    x = device.zeros(4, np.float32)
-    g.add_memcpy(x, a)
-    g.add_memcpy(b, x)
-    rows = registered(device)
-    assert sum(n for _, n, _ in rows) == (PAGE if shared else sum(hi - lo for lo, hi in (pages_of(a), pages_of(b))))
-    if shared:
-        assert rows == [(pages_of(a)[0], PAGE, 2)]
-    del g
+    targets = [device.zeros(64, np.float32) for _ in arrays]
+    value = [0.0]
+
+    def fill() -> None:
+        value[0] += 1
+        for a in arrays:
+            a[:] = value[0]
+
+    filled = g.add_host(fill)
+    for target, a in zip(targets, arrays):
+        g.add_memcpy(target, a, after=filled)
+    assert registered(device) == [(start + k * 512, 256, 1) for k in range(8)]
+    with g.instantiate() as exe:
+        for _ in range(3):
+            K.launch_and_wait(exe, stream)
+            for target in targets:
+                np.testing.assert_array_equal(target.to_numpy(), value[0])
+    del g, exe, filled
     assert registered(device) == []
+    page.close()
 
 
 @pytest.mark.parametrize("order", ["graph first", "exec first"])
@@ -330,7 +345,7 @@ def test_a_clone_and_a_child_graph_keep_the_copies_page_locked(device, stream):
 def test_an_array_the_user_registered_shares_the_registration(device, stream, user_first):
     source = np.full(N, 5, np.float32)
     x = device.zeros(N, np.float32)
-    lo, hi = pages_of(source)
+    lo, hi = block_of(source)
     g = gg.Graph(device)
     if user_first:
         registration = device.register_host(source)
@@ -386,11 +401,12 @@ def test_register_host_lets_kernels_use_the_array_in_place(device, stream):
     assert registered(device) == []
 
 
-def test_kernels_use_an_array_registered_in_several_parts_in_place(device, stream):
+def test_registering_part_of_a_buffer_page_locks_the_whole_buffer(device, stream):
     host = own_pages(4 * PAGE // 4)
     host[:] = np.arange(host.size)
+    lo, _ = block_of(host)
     with device.register_host(host[: PAGE // 4]), device.register_host(host) as whole:
-        assert len(registered(device)) == 2  # the first page, and the pages past it
+        assert registered(device) == [(lo, 4 * PAGE, 2)]
         stream.launch(K.shift, *K.launch_1d(host.size), whole.device_array, 1.0, host.size)
         stream.synchronize()
         np.testing.assert_array_equal(host, np.arange(host.size) + 1)
@@ -399,7 +415,7 @@ def test_kernels_use_an_array_registered_in_several_parts_in_place(device, strea
 
 def test_register_host_counts_registrations_of_the_same_memory(device):
     host = np.zeros(3 * PAGE, np.uint8)
-    lo, hi = pages_of(host)
+    lo, hi = block_of(host)
     first = device.register_host(host)
     second = device.register_host(host[PAGE:])  # inside the first: counted, not registered again
     assert registered(device) == [(lo, hi - lo, 2)]
@@ -412,7 +428,7 @@ def test_register_host_counts_registrations_of_the_same_memory(device):
 def test_register_host_takes_strided_arrays_whole(device):
     host = np.zeros((64, 64), np.float32)
     with device.register_host(host[::2, ::-3]) as registration:  # its bytes span rows 0 to 62 whole
-        lo, hi = pages_of(host[:63])
+        lo, hi = block_of(host[:63])
         assert registered(device) == [(lo, hi - lo, 1)]
         with pytest.raises(ValueError, match=r"^device_array: the array is not C-contiguous \(strides \(512, -12\)\); "
                                              r"an Array is, so register a contiguous array"):
@@ -471,7 +487,7 @@ def test_memory_the_driver_will_not_page_lock_is_refused_with_what_to_do(device,
 
 def test_a_device_array_holds_the_memory_page_locked_while_it_lives(device, stream):
     host = own_pages(N)
-    lo, hi = pages_of(host)
+    lo, hi = block_of(host)
     view = device.register_host(host).device_array  # the registration itself is dropped at once
     assert registered(device) == [(lo, hi - lo, 1)]
     stream.launch(K.shift, *K.launch_1d(N), view, 2.0, N)
@@ -520,10 +536,9 @@ def test_a_copy_may_not_write_memory_registered_read_only(device, stream):
 class Driver:
     """A fake driver's registrations: it refuses the n-th registration for writing, or any for writing."""
 
-    def __init__(self, refuse_at: int = -1, writable: bool = True, undo_fails: bool = False) -> None:
+    def __init__(self, refuse_at: int = -1, writable: bool = True) -> None:
         self.live: dict[int, tuple[int, bool]] = {}
-        self.calls, self.refuse_at, self.writable, self.undo_fails = 0, refuse_at, writable, undo_fails
-        self.unregistered: list[tuple[int, bool]] = []  # (handle, whether the devices' work was waited for)
+        self.calls, self.refuse_at, self.writable = 0, refuse_at, writable
 
     def register(self, start: int, nbytes: int, read_only: bool) -> int:
         from gpugraph.backends._host_registry import HostRegistrationError
@@ -531,91 +546,79 @@ class Driver:
         self.calls += 1
         if self.calls == self.refuse_at or (not read_only and not self.writable):
             raise HostRegistrationError("refused (a fake driver)")
-        # (A page is never registered twice.)
+        # (A byte is never registered twice.)
         assert all(start + nbytes <= at or at + n <= start for at, (n, _) in self.live.items())
         self.live[start] = (nbytes, read_only)
         return start
 
-    def unregister(self, handle: int, used: bool) -> None:
-        self.unregistered.append((handle, used))
-        if self.undo_fails:
-            raise RuntimeError("unregister failed (a fake driver)")
-        del self.live[handle]
-
     def registry(self):
         from gpugraph.backends._host_registry import HostRegistry
 
-        return HostRegistry(self.register, self.unregister, lambda ptr, nbytes: False, lambda release: release())
+        return HostRegistry(self.register, self.live.pop, lambda ptr, nbytes: False, lambda release: release())
 
 
-def test_a_refused_registration_leaves_the_registrations_as_they_were():
-    driver = Driver(refuse_at=3)
+def test_uses_share_the_registration_of_their_block_and_blocks_may_share_a_page():
+    driver = Driver()
     registry = driver.registry()
     base = own_pages(4 * PAGE // 4)
     address = base.__array_interface__["data"][0]
-    held = registry.pin(address + PAGE, PAGE, base)  # the second page: the pin below runs past it on each side
-    from gpugraph.backends._host_registry import HostRegistrationError
-
-    with pytest.raises(HostRegistrationError, match="refused"):
-        registry.pin(address, 4 * PAGE, base, writes=True)  # the first page is registered, the last two refused
-    assert driver.live == {address + PAGE: (PAGE, False)} and registry.registrations() == [(address + PAGE, PAGE, 1)]
-    assert driver.unregistered == [(address, False)]  # undone at once: nothing was made over it to wait for
-    held.release()
+    block = (address, 2 * PAGE + 100)
+    pins = [registry.pin(address + 8, 16, base, block=block), registry.pin(address, 2 * PAGE, base, block=block)]
+    assert registry.registrations() == [(address, 2 * PAGE + 100, 2)] and driver.live == {address: (2 * PAGE + 100,
+                                                                                                   False)}
+    pins.append(registry.pin(address + 2 * PAGE + 100, 50, base))  # a block of its own, on the same page
+    assert registry.registrations() == [(address, 2 * PAGE + 100, 2), (address + 2 * PAGE + 100, 50, 1)]
+    pins[0].release()
+    pins[2].release()
+    assert registry.registrations() == [(address, 2 * PAGE + 100, 1)]
+    pins[1].release()
     assert driver.live == {} and registry.registrations() == []
-    assert driver.unregistered[1:] == [(address + PAGE, True)]  # a release waits for the devices' work
 
 
-def test_an_undo_that_fails_is_raised_with_the_refusal_as_its_cause():
-    driver = Driver(refuse_at=3, undo_fails=True)
+def test_a_block_lying_partly_in_another_registration_is_refused():
+    driver = Driver()
     registry = driver.registry()
     base = own_pages(4 * PAGE // 4)
     address = base.__array_interface__["data"][0]
     held = registry.pin(address + PAGE, PAGE, base)
-    from gpugraph.backends._host_registry import HostRegistrationError
-
-    with pytest.raises(RuntimeError, match="unregister failed") as failed:
-        registry.pin(address, 4 * PAGE, base, writes=True)
-    assert isinstance(failed.value.__cause__, HostRegistrationError)
-    assert registry.registrations() == [(address + PAGE, PAGE, 1)]
-    assert driver.unregistered == [(address, False)]
-    driver.undo_fails = False
+    with pytest.raises(ValueError, match=rf"^add_memcpy\(src\): its memory \({4 * PAGE} bytes at {address:#x}\) "
+                                         rf"lies partly in memory page-locked for another array \({PAGE} bytes at "
+                                         rf"{address + PAGE:#x}\), and a copy's host memory must lie in one "
+                                         rf"registration \(CUDA refuses a copy over two\); copy through an array of "
+                                         rf"its own, or make both arrays views of one buffer$"):
+        registry.pin(address, 4 * PAGE, base, what="add_memcpy(src)")
+    assert registry.registrations() == [(address + PAGE, PAGE, 1)] and driver.calls == 1
     held.release()
-    assert registry.registrations() == []
-
-
-def test_a_use_over_registered_pages_registers_only_the_pages_around_them():
-    driver = Driver()
-    registry = driver.registry()
-    base = own_pages(6 * PAGE // 4)
-    address = base.__array_interface__["data"][0]
-    pins = [registry.pin(address, PAGE, base), registry.pin(address + 4 * PAGE, PAGE, base)]
-    pins.append(registry.pin(address + PAGE // 2, 4 * PAGE, base))  # over both and the pages between
-    between, last = (address + PAGE, 3 * PAGE), (address + 4 * PAGE, PAGE)
-    assert registry.registrations() == [(address, PAGE, 2), (*between, 1), (*last, 2)]
-    pins.append(registry.pin(address + 4 * PAGE, 2 * PAGE, base))  # over the last one and the page past it
-    assert registry.registrations() == [(address, PAGE, 2), (*between, 1), (*last, 3), (address + 5 * PAGE, PAGE, 1)]
-    assert driver.live == {address: (PAGE, False), address + PAGE: (3 * PAGE, False),
-                           address + 4 * PAGE: (PAGE, False), address + 5 * PAGE: (PAGE, False)}
-    for pin in pins[:3]:
-        pin.release()
-    assert registry.registrations() == [(address + 4 * PAGE, PAGE, 1), (address + 5 * PAGE, PAGE, 1)]
-    pins[3].release()
     assert driver.live == {} and registry.registrations() == []
 
 
-def test_a_use_may_read_pages_registered_read_only_and_for_writing_but_not_write_them():
+def test_a_refused_registration_leaves_nothing_behind():
+    driver = Driver(refuse_at=2)
+    registry = driver.registry()
+    base = own_pages(4 * PAGE // 4)
+    address = base.__array_interface__["data"][0]
+    held = registry.pin(address, PAGE, base)
+    from gpugraph.backends._host_registry import HostRegistrationError
+
+    with pytest.raises(HostRegistrationError, match="refused"):
+        registry.pin(address + 2 * PAGE, PAGE, base, writes=True)
+    assert registry.registrations() == [(address, PAGE, 1)] and driver.live == {address: (PAGE, False)}
+    held.release()
+    assert driver.live == {} and registry.registrations() == []
+
+
+def test_a_use_may_read_memory_registered_read_only_but_not_write_it():
     driver = Driver()
     base = own_pages(4 * PAGE // 4)
     address = base.__array_interface__["data"][0]
     registry = driver.registry()
     read = registry.pin(address, PAGE, base, read_only=True)
-    write = registry.pin(address + 2 * PAGE, PAGE, base, writes=True)
-    source = registry.pin(address, 3 * PAGE, base, what="a copy's source")  # reads both, and the page between
-    assert registry.registrations() == [(address, PAGE, 2), (address + PAGE, PAGE, 1), (address + 2 * PAGE, PAGE, 2)]
+    source = registry.pin(address, PAGE, base, what="a copy's source")
+    assert registry.registrations() == [(address, PAGE, 2)] and driver.live == {address: (PAGE, True)}
     with pytest.raises(ValueError, match=r"^a copy's destination: its memory is page-locked read-only "):
-        registry.pin(address, 3 * PAGE, base, writes=True, what="a copy's destination")
-    assert registry.registrations() == [(address, PAGE, 2), (address + PAGE, PAGE, 1), (address + 2 * PAGE, PAGE, 2)]
-    for pin in (read, write, source):
+        registry.pin(address, PAGE, base, writes=True, what="a copy's destination")
+    assert registry.registrations() == [(address, PAGE, 2)]
+    for pin in (read, source):
         pin.release()
     assert driver.live == {} and registry.registrations() == []
 
@@ -626,7 +629,7 @@ def test_a_source_the_driver_will_not_register_for_writing_is_registered_read_on
     base = own_pages(N)
     address = base.__array_interface__["data"][0]
     source = registry.pin(address, base.nbytes, base)  # a copy's source: read-only will do
-    assert driver.live == {address: (PAGE * (-(-base.nbytes // PAGE)), True)}
+    assert driver.live == {address: (base.nbytes, True)}
     with pytest.raises(ValueError, match=r"^host memory: its memory is page-locked read-only"):
         registry.pin(address, base.nbytes, base, writes=True)
     from gpugraph.backends._host_registry import HostRegistrationError

@@ -6,23 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._memory import Array
+from ._memory import Array, byte_bounds, host_buffer
 from ._scalars import as_bool, describe
 from .backends._host_registry import HostRegistrationError
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
-
-
-def _byte_bounds(array: np.ndarray) -> tuple[int, int]:
-    """The first byte and the byte past the last that ``array``'s elements occupy, whatever its strides."""
-    start = end = array.__array_interface__["data"][0]
-    for extent, stride in zip(array.shape, array.strides):
-        if stride < 0:
-            start += (extent - 1) * stride
-        else:
-            end += (extent - 1) * stride
-    return start, end + array.dtype.itemsize
 
 
 class HostRegistration:
@@ -31,8 +20,9 @@ class HostRegistration:
 
     Copies to and from page-locked memory run as DMA at their turn, asynchronously to the host; graph and captured
     copies page-lock their NumPy operands themselves, so registering is for stream copies that should not wait, and for
-    kernels reading or writing the memory in place through ``device_array``. Registrations are counted by pages: the
-    memory stays page-locked while any registration or copy node uses it, whatever the order of releases.
+    kernels reading or writing the memory in place through ``device_array``. The whole block of memory the array lies in
+    is registered (the array that owns its data, or the buffer it was made over), once for every registration and copy
+    using it: it stays page-locked while any of them does, whatever the order of releases.
 
     Attributes:
         array: The NumPy array (kept alive while registered).
@@ -64,9 +54,10 @@ class HostRegistration:
         if not array.nbytes:
             raise ValueError(f"register_host(array): the array is empty (shape {array.shape}): there is no memory to "
                              f"page-lock")
-        start, end = _byte_bounds(array)
+        low, high = byte_bounds(array)
+        start, nbytes, owner = host_buffer(array)
         try:
-            pin = device._backend.host_registry.pin(start, end - start, array, read_only=read_only,
+            pin = device._backend.host_registry.pin(low, high - low, owner, block=(start, nbytes), read_only=read_only,
                                                     writes=not read_only, what="register_host(array)")
         except HostRegistrationError as exc:
             hint = ("" if read_only else "; if the memory is read-only (a read-only memory map), pass read_only=True")
@@ -114,9 +105,10 @@ class HostRegistration:
             raise ValueError(f"device_array: the array is not C-contiguous (strides {array.strides}); an Array is, so "
                              f"register a contiguous array (np.ascontiguousarray copies one)")
         device = self.device
-        start = array.__array_interface__["data"][0]
+        start, nbytes, owner = host_buffer(array)
         # (A use of its own: None where the memory is page-locked by other means, which keep it so themselves.)
-        pin = device._backend.host_registry.pin(start, array.nbytes, array, read_only=self.read_only,
+        pin = device._backend.host_registry.pin(array.__array_interface__["data"][0], array.nbytes, owner,
+                                                block=(start, nbytes), read_only=self.read_only,
                                                 writes=not self.read_only, what="device_array")
         alloc = device._backend.mem_host_mapped(device.index, array, pin)
         return Array(device, alloc.ptr, array.shape, array.dtype, alloc)

@@ -217,20 +217,69 @@ def memcpy_nbytes(dst: Any, src: Any, nbytes: Any, what: str = "memcpy", *, node
     return n
 
 
+def byte_bounds(array: np.ndarray) -> tuple[int, int]:
+    """The first byte and the byte past the last that ``array``'s elements occupy, whatever its strides."""
+    start = end = array.__array_interface__["data"][0]
+    for extent, stride in zip(array.shape, array.strides):
+        if stride < 0:
+            start += (extent - 1) * stride
+        else:
+            end += (extent - 1) * stride
+    return start, end + array.dtype.itemsize
+
+
+def host_buffer(array: np.ndarray) -> tuple[int, int, object]:
+    """The block of memory a NumPy array lies in, as ``(start, nbytes, owner)``: the memory of the array that owns its
+    data, or of the buffer it was made over (a memory map, bytes, ...), found through ``.base`` and memoryviews'
+    ``.obj``; ``owner`` keeps it. Where no such block is known (an object exporting an array interface only), the
+    outermost array's own memory.
+
+    Every view of one buffer lies in the same block, and two blocks never share a byte: a registration of the whole
+    block serves every array over it."""
+    root: object = array
+    outer = array
+    while True:
+        if isinstance(root, np.ndarray):
+            outer = root
+            if root.base is None:
+                break
+            root = root.base
+        elif isinstance(root, memoryview):
+            root = root.obj
+        else:
+            break
+    low, high = byte_bounds(array)
+    if root is not outer:  # a buffer of another kind: its memory, where it says
+        try:
+            whole = np.frombuffer(root, np.uint8)  # type: ignore[call-overload]  # (any buffer)
+        except (TypeError, ValueError, BufferError):
+            whole = None
+        if whole is not None and whole.size:
+            start = whole.__array_interface__["data"][0]
+            if start <= low and high <= start + whole.nbytes:
+                return start, whole.nbytes, root
+    start, end = byte_bounds(outer)
+    if start <= low and high <= end:
+        return start, end - start, outer
+    return low, high - low, array
+
+
 def pin_host(device: Any, operand: Any, nbytes: int, what: str, *, writes: bool) -> Any:
     """Page-lock the memory of a NumPy operand of a graph or captured copy (``writes``: its destination) for as long
     as the returned pin is held, or None (an Array; memory page-locked already by other means; nothing to copy).
 
     CUDA copies pageable memory through a staging buffer of its own at a time it chooses, not at the node's turn, so
     a copy node would read an array before the host node filling it ran; page-locked memory is copied by the node
-    itself, in graph order. The copy's record holds the pin, so the pages stay locked as long as a graph or
+    itself, in graph order. The whole block of memory the array lies in is page-locked (``host_buffer``). The copy's
+    record holds the pin, so the pages stay locked as long as a graph or
     executable graph may run the copy (backends/_host_registry.py counts the uses).
     """
     if not isinstance(operand, np.ndarray) or not nbytes:
         return None
+    start, size, owner = host_buffer(operand)
     try:
-        return device._backend.host_registry.pin(operand.__array_interface__["data"][0], nbytes, operand,
-                                                 writes=writes, what=what)
+        return device._backend.host_registry.pin(operand.__array_interface__["data"][0], nbytes, owner,
+                                                 block=(start, size), writes=writes, what=what)
     except HostRegistrationError as exc:
         raise ValueError(f"{what}: graph and captured copies page-lock a NumPy array's memory so that the copy runs "
                          f"at its turn, and the driver refused to page-lock this one ({exc}); copy the data into an "

@@ -18,11 +18,12 @@ host registry (src/gpugraph/backends/_host_registry.py) rests on. Each case prin
   copy node inside each copy the right values?
 - R9: a captured copy (cuMemcpyHtoDAsync) over two registrations, after a captured host function that fills the
   memory: taken, and right?
+- R10: of R8's two byte ranges sharing a page, the first unregistered: is a copy from the second still right?
 
 In R5-R9 a host node (or host function) before the copy fills the memory at each launch: a copy right on every launch
 reads the memory at its turn, as page-locked memory is read (pageable memory is staged at a time the driver chooses).
 
-Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py [R1 ... R9]`` (each case in a process
+Usage (on a CUDA machine): ``python3 tools/probes/gpu_probe_host_register.py [R1 ... R10]`` (each case in a process
 of its own unless named).
 
 Measured on an H100 (driver 580.159.04, 2026-12-07): R1 INVALID_VALUE over two registrations, SUCCESS inside one;
@@ -297,11 +298,28 @@ def r9(stream: object, dptr: int) -> None:
           f"{ended[0].name}; right on {right} launches")
 
 
+def r10(ctx: object, stream: object, dptr: int) -> None:
+    filler = Filler(page_buffer(1))
+    base = filler.host.ctypes.data
+    check(cu.cuMemHostRegister(base, 1024, 0), "register the first range")
+    check(cu.cuMemHostRegister(base + 2048, 1024, 0), "register the second range")
+    graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+    check(copy_node(graph, ctx, dptr, base + 2048, 1024, [filler.add(graph)]), "copy node")
+    exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+    unregistered = status(cu.cuMemHostUnregister(base))
+
+    def run() -> None:
+        check(cu.cuGraphLaunch(exe, stream), "cuGraphLaunch")
+        check(cu.cuStreamSynchronize(stream), "sync")
+    print(f"R10 the first of two byte ranges sharing a page unregistered ({unregistered}): the second's copy right on "
+          f"{_right(filler, dptr, run, floats=256)} launches")
+
+
 def main() -> None:
     """Each case in a process of its own (a case that breaks a copy ends its context), or the cases named."""
     names = sys.argv[1:]
     if not names:
-        for name in ("R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9"):
+        for name in ("R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9", "R10"):
             subprocess.run([sys.executable, __file__, name], check=False)
         return
     check(cu.cuInit(0), "cuInit")
@@ -312,7 +330,8 @@ def main() -> None:
     dptr = check(cu.cuMemAlloc(4 * PAGE), "cuMemAlloc")
     cases = {"R1": lambda: r1(ctx, dptr), "R2": lambda: r2(ctx, stream, dptr), "R3": lambda: r3(ctx, stream, dptr),
              "R4": lambda: r4(stream), "R5": lambda: r5(ctx, stream, dptr), "R6": lambda: r6(ctx, stream, dptr),
-             "R7": lambda: r7(ctx, stream, dptr), "R8": lambda: r8(ctx, stream, dptr), "R9": lambda: r9(stream, dptr)}
+             "R7": lambda: r7(ctx, stream, dptr), "R8": lambda: r8(ctx, stream, dptr), "R9": lambda: r9(stream, dptr),
+             "R10": lambda: r10(ctx, stream, dptr)}
     for name in names:
         try:
             cases[name]()

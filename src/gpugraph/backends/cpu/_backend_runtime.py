@@ -54,7 +54,7 @@ class CpuRuntime:
         # Host memory page-locked for copies (Device.register_host, graph and captured copies), counted as the CUDA
         # backend counts its driver's registrations: here a registration is its record alone, so releases need no
         # particular place and run at once.
-        self.host_registry = HostRegistry(lambda start, nbytes, read_only: None, lambda handle, used: None,
+        self.host_registry = HostRegistry(lambda start, nbytes, read_only: None, lambda handle: None,
                                           self._pinned.holds, lambda release: release())
         self._schedules = ["auto"] * self._count  # (Device.set_schedule)
         # Every stream in creation order, destroyed ones included until their work has run and their error

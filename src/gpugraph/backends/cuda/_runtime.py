@@ -299,10 +299,10 @@ class CudaRuntime:
             raise HostRegistrationError(str(error("cuMemHostRegister", err)))
         return start
 
-    def _unregister_host(self, start: int, used: bool) -> None:
+    def _unregister_host(self, start: int) -> None:
         # A copy the devices queued may still use the pages (a graph launched just before the last use of them went):
         # they finish their work first, as a free of page-locked memory waits for it.
-        for index in self.contexts.retained() if used else ():
+        for index in self.contexts.retained():
             self.contexts.use(index)
             call(drv.ctx_synchronize)
         self.contexts.use(0)

@@ -22,12 +22,10 @@ def device_index(operand: Any, default: int) -> int:
     return operand.device.index if type(operand) is Array else default
 
 
-def _memory_type(operand: Any, index: int) -> Any:
-    # Memory of another device than the node's context, and host memory, are named by their unified address: the
-    # driver finds where they are (a copy between devices, as cudaMemcpyDefault makes one).
-    if isinstance(operand, np.ndarray) or device_index(operand, index) != index:
-        return _MEMORY.CU_MEMORYTYPE_UNIFIED
-    return _MEMORY.CU_MEMORYTYPE_DEVICE
+def _device_memory_type(operand: Any, index: int) -> Any:
+    # Memory of another device than the node's context is named by its unified address: the driver finds its
+    # device (a copy between devices, as cudaMemcpyDefault makes one).
+    return _MEMORY.CU_MEMORYTYPE_DEVICE if device_index(operand, index) == index else _MEMORY.CU_MEMORYTYPE_UNIFIED
 
 
 def memcpy3d(dst: Any, src: Any, nbytes: int, index: int, box: Any = None) -> Any:
@@ -38,10 +36,14 @@ def memcpy3d(dst: Any, src: Any, nbytes: int, index: int, box: Any = None) -> An
         (p.WidthInBytes, p.Height, p.Depth), (p.dstXInBytes, p.dstY, p.dstZ) = box.extent, box.dst_at
         p.dstPitch, p.dstHeight, (p.srcXInBytes, p.srcY, p.srcZ) = box.dst_pitch, box.dst_rows, box.src_at
         p.srcPitch, p.srcHeight = box.src_pitch, box.src_rows
-    # Host memory (a NumPy array) is named by its unified address too: the driver takes a copy whose host memory lies
-    # in several registrations so (backends/_host_registry.py), and refuses one named by its host address.
-    p.srcMemoryType, p.srcDevice = _memory_type(src, index), address(src)
-    p.dstMemoryType, p.dstDevice = _memory_type(dst, index), address(dst)
+    if isinstance(src, np.ndarray):
+        p.srcMemoryType, p.srcHost = _MEMORY.CU_MEMORYTYPE_HOST, address(src)
+    else:
+        p.srcMemoryType, p.srcDevice = _device_memory_type(src, index), address(src)
+    if isinstance(dst, np.ndarray):
+        p.dstMemoryType, p.dstHost = _MEMORY.CU_MEMORYTYPE_HOST, address(dst)
+    else:
+        p.dstMemoryType, p.dstDevice = _device_memory_type(dst, index), address(dst)
     if box is None:
         p.WidthInBytes, p.Height, p.Depth = nbytes, 1, 1
     return p
