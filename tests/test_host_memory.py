@@ -658,3 +658,26 @@ def test_the_driver_sees_the_pages_page_locked_exactly_while_used(gpu_device):
     assert page_locked(host)
     del g
     assert registered(gpu_device) == [] and not page_locked(host)
+
+
+def test_the_buffer_an_array_lies_in_is_found_through_views_and_buffers():
+    from gpugraph._memory import host_buffer
+
+    owner = np.zeros(100, np.float64)
+    start = owner.__array_interface__["data"][0]
+    assert host_buffer(owner[10:20]) == (start, 800, owner)
+    assert host_buffer(owner[::-3].reshape(-1)[2:]) == (start, 800, owner)
+    mapped = mmap.mmap(-1, 2 * PAGE)
+    view = np.frombuffer(memoryview(mapped)[PAGE:], np.uint8)[5:9]  # through a memoryview of part of the map
+    assert host_buffer(view) == (np.frombuffer(mapped, np.uint8).__array_interface__["data"][0], 2 * PAGE, mapped)
+    data = bytes(64)
+    assert host_buffer(np.frombuffer(data, np.uint8)[8:]) == (np.frombuffer(data, np.uint8).__array_interface__[
+        "data"][0], 64, data)
+
+    class Interface:  # an array interface alone: the outermost array's memory
+        def __init__(self, array: np.ndarray) -> None:
+            self.__array_interface__ = array.__array_interface__
+            self.array = array
+
+    exported = np.asarray(Interface(owner[50:]))
+    assert host_buffer(exported[1:]) == (start + 400, 400, exported)

@@ -349,8 +349,9 @@ class Device:
         self._backend.set_device_schedule(self.index, schedule)
 
     def register_host(self, array: np.ndarray, *, read_only: bool | None = None) -> HostRegistration:
-        """Page-lock the memory of an existing NumPy array for every device of this backend, until the registration's
-        ``release`` (or the end of its ``with`` block). ``pinned`` makes new page-locked memory instead.
+        """Page-lock the memory of an existing NumPy array (the whole buffer it lies in) for every device of this
+        backend, until the registration's ``release`` (or the end of its ``with`` block). ``pinned`` makes new
+        page-locked memory instead.
 
         Copies to and from it then run asynchronously at their turn, and kernels may use it in place through
         ``device_array``. ``read_only``: the devices only read it (None: where the array is read-only, as a read-only
@@ -359,7 +360,8 @@ class Device:
 
         Raises:
             TypeError: If ``array`` is not a NumPy array of plain data.
-            ValueError: If it is empty, or the driver refuses to page-lock it.
+            ValueError: If it is empty, if its buffer lies partly in memory registered for another buffer, or the driver
+                refuses to page-lock it.
 
         See also: hipHostRegister / cudaHostRegister.
         """
