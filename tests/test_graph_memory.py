@@ -289,39 +289,46 @@ def test_the_high_watermarks_start_again_from_the_figures_now(device, stream):
 
 def test_a_copy_or_memset_of_memory_the_graph_frees_must_lie_within_its_lifetime(device):
     """CUDA refuses, at the add, a memset or copy of graph memory its graph frees unless the node comes after the
-    allocation node and not after the free node (CUDA_ERROR_INVALID_VALUE on an H100); every backend says why
-    before the driver sees it, and adds nothing. Without a free in the graph, an unordered one is taken (as CUDA
-    takes it), as is a kernel node, whose pointers the driver cannot see (the hazard check reports those)."""
+    allocation node and before the free node, so that none can be added once the free node is there
+    (CUDA_ERROR_INVALID_VALUE on an H100); every backend says why before the driver sees it, and adds nothing. A node
+    changed to copy or set it must lie between the two. Without a free in the graph, an unordered one is taken (as
+    CUDA takes it), as is a kernel node, whose pointers the driver cannot see (the hazard check reports those)."""
     g = gg.Graph(device)
     alloc = g.add_alloc(64, np.float32)
     use = g.add_memset(alloc.array, 1.0, after=alloc)
     free = g.add_free(alloc, after=use)
     x = device.zeros(64, np.float32)
-    after_free = rf"add_(memset|memcpy): {re.escape(repr(alloc.array))} is graph memory that {re.escape(repr(free))} " \
-                 r"frees, and this node would run after that free \(CUDA refuses a copy or memset of freed memory\); " \
-                 rf"order it after {re.escape(repr(alloc))} or a node before the free, then before the free"
-    with pytest.raises(gg.GraphError, match=after_free):
+    refused = rf"add_(memset|memcpy): {re.escape(repr(alloc.array))} is graph memory that {re.escape(repr(free))} " \
+              r"frees, and a copy or memset of it must be ordered before that free \(CUDA refuses it otherwise\), " \
+              r"which a node added after the free node is not; add the copy or memset before the free node \(after " \
+              rf"{re.escape(repr(alloc))}\), then the free after it$"
+    with pytest.raises(gg.GraphError, match=refused):
         g.add_memset(alloc.array, 0.0, after=free)
-    with pytest.raises(gg.GraphError, match=after_free):
+    with pytest.raises(gg.GraphError, match=refused):
         g.add_memcpy(x, alloc.array, after=free)
-    with pytest.raises(gg.GraphError, match=rf"add_memcpy: .* is graph memory that this graph allocates with "
-                                            rf"{re.escape(repr(alloc))} and frees with {re.escape(repr(free))}; a copy "
-                                            r"or memset of it must be ordered after the allocation: pass after="):
-        g.add_memcpy(alloc.array, x)
+    with pytest.raises(gg.GraphError, match=refused):
+        g.add_memcpy(alloc.array, x)  # unordered
+    with pytest.raises(gg.GraphError, match=refused):
+        g.add_memcpy(x, alloc.array, after=use)  # after the allocation, but not before the free
     assert len(g) == 3
     g.add_kernel(K.scale, 1, 64, alloc.array, 2.0, 64, after=free)  # (the driver cannot see a kernel's pointers)
-    within = g.add_memcpy(x, alloc.array, after=use)
-    g.add_dependency(within, free)
     late = g.add_memset(x, 0.0, after=free)  # (other memory: taken)
-    with pytest.raises(gg.GraphError, match=rf"set_memset\({re.escape(repr(late))}\): .* is graph memory that "
-                                            rf"{re.escape(repr(free))} frees, and this node would run after that free"):
+    outside = rf"is graph memory that this graph allocates with {re.escape(repr(alloc))} and frees with " \
+              rf"{re.escape(repr(free))}, and a copy or memset of it must be ordered after the allocation and before " \
+              r"the free \(CUDA refuses it otherwise\), which this node is not; change a node that lies between them$"
+    with pytest.raises(gg.GraphError, match=rf"^set_memset\({re.escape(repr(late))}\): .* {outside}"):
         g.set_memset(late, alloc.array, 2.0)
     late_copy = g.add_memcpy(device.zeros(64, np.float32), x, after=free)
-    with pytest.raises(gg.GraphError, match=rf"set_memcpy\({re.escape(repr(late_copy))}\): .* this node would run "
-                                            r"after that free"):
+    with pytest.raises(gg.GraphError, match=rf"^set_memcpy\({re.escape(repr(late_copy))}\): .* {outside}"):
         g.set_memcpy(late_copy, device.zeros(64, np.float32), alloc.array)
-    g.set_memcpy(within, device.zeros(64, np.float32), x)  # (a copy of other memory now: taken)
-    g.set_memset(use, alloc.array, 3.0)  # within the lifetime: taken
+    g.set_memset(use, alloc.array, 3.0)  # between the allocation and the free: taken
+    before = gg.Graph(device)  # a copy added before the free node, then the free after it: taken
+    held = before.add_alloc(64, np.float32)
+    copy = before.add_memcpy(x, held.array, after=before.add_memset(held.array, 4.0, after=held))
+    before.add_free(held, after=copy)
+    with before.instantiate() as exe:
+        K.launch_and_wait(exe, device.stream())
+    np.testing.assert_array_equal(x.to_numpy(), 4.0)
     unfreed = gg.Graph(device)
     kept = unfreed.add_alloc(64, np.float32)
     unfreed.add_memset(kept.array, 0.0)  # no free in the graph: taken unordered

@@ -117,16 +117,18 @@ class GraphAlloc(GraphState):
             raise GraphError(f"{what}: a graph with memory nodes may have only one executable graph; "
                              f"close the one instantiated from this graph first")
 
-    def _check_freed_memory_use(self, operands: tuple[object, ...], deps: list[Node], what: str) -> None:
+    def _check_freed_memory_use(self, operands: tuple[object, ...], deps: list[Node], what: str,
+                                node: Node | None = None) -> None:
         """CUDA's rule for a copy or memset node of graph memory that its graph frees: it must come after the
-        allocation node, and not after the free node, through the nodes it comes after (``deps``). CUDA refuses it
-        otherwise (CUDA_ERROR_INVALID_VALUE from cuGraphAddMemsetNode / cuGraphAddMemcpyNode, measured on an H100,
-        driver 580); it takes one of memory the graph does not free unordered, and leaves kernels, whose pointers it
-        cannot see, to the hazard check. Allocations are told apart by their records (an allocation after a free may
-        take its address).
+        allocation node and before the free node, so none can be added once the free node is in the graph (a node
+        added then is not before it), and a node changed to copy or set it (``node``, after ``deps``) must lie
+        between the two. CUDA refuses such a node otherwise (CUDA_ERROR_INVALID_VALUE from cuGraphAddMemsetNode /
+        cuGraphAddMemcpyNode, measured on an H100, driver 580); it takes one of memory the graph does not free
+        unordered, and leaves kernels, whose pointers it cannot see, to the hazard check. Allocations are told apart by
+        their records (an allocation after a free may take its address).
 
         Raises:
-            GraphError: Naming the operand, the allocation or free node and where the node must go instead.
+            GraphError: Naming the operand, the allocation and free nodes and what to do instead.
         """
         topology = self._current()
         if not topology.memory:
@@ -140,26 +142,27 @@ class GraphAlloc(GraphState):
             lives: dict[int, dict[NodeKind, Node]] = {}
             for i, record in topology.allocs.items():
                 if record.ptr <= start and end <= record.ptr + record.nbytes:
-                    node = self._node(topology.handles[i])
-                    lives.setdefault(id(record), {})[node.kind] = node
+                    found = self._node(topology.handles[i])
+                    lives.setdefault(id(record), {})[found.kind] = found
             if not any(NodeKind.MEM_FREE in life for life in lives.values()) or any(
-                    self._within(life, deps) for life in lives.values()):
+                    self._within(life, deps, node) for life in lives.values()):
                 continue
             allocation, free = next((life.get(NodeKind.MEM_ALLOC), life[NodeKind.MEM_FREE])
                                     for life in reversed(lives.values()) if NodeKind.MEM_FREE in life)
-            if self._reaches(free, deps):
-                raise GraphError(f"{what}: {operand!r} is graph memory that {free!r} frees, and this node would run "
-                                 f"after that free (CUDA refuses a copy or memset of freed memory); order it after "
-                                 f"{allocation!r} or a node before the free, then before the free "
-                                 f"(add_dependency(node, free))")
+            if node is None:
+                raise GraphError(f"{what}: {operand!r} is graph memory that {free!r} frees, and a copy or memset of it "
+                                 f"must be ordered before that free (CUDA refuses it otherwise), which a node added "
+                                 f"after the free node is not; add the copy or memset before the free node (after "
+                                 f"{allocation!r}), then the free after it")
             raise GraphError(f"{what}: {operand!r} is graph memory that this graph allocates with {allocation!r} and "
-                             f"frees with {free!r}; a copy or memset of it must be ordered after the allocation: pass "
-                             f"after= that node or one that follows it (CUDA refuses it unordered)")
+                             f"frees with {free!r}, and a copy or memset of it must be ordered after the allocation "
+                             f"and before the free (CUDA refuses it otherwise), which this node is not; change a node "
+                             f"that lies between them")
 
-
-    def _within(self, life: dict[NodeKind, Node], deps: list[Node]) -> bool:
-        """Whether a node after ``deps`` runs within the allocation ``life`` gives (its allocation and free nodes in the
-        graph): after its allocation node, where the graph has one, and not after its free node."""
+    def _within(self, life: dict[NodeKind, Node], deps: list[Node], node: Node | None) -> bool:
+        """Whether ``node`` (after ``deps``; None: a node about to be added after them) runs within the allocation
+        ``life`` gives (its allocation and free nodes in the graph): after its allocation node, where the graph has
+        one, and before its free node, where the graph has one."""
         allocation, free = life.get(NodeKind.MEM_ALLOC), life.get(NodeKind.MEM_FREE)
         return ((allocation is None or self._reaches(allocation, deps))
-                and (free is None or not self._reaches(free, deps)))
+                and (free is None or (node is not None and self._reaches(node, [free]))))

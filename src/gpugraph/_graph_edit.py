@@ -327,7 +327,8 @@ class GraphEdit(GraphAlloc):
                                src_origin=src_origin)
         with self._locked():
             self._own_node(node, (NodeKind.MEMCPY,), "set_memcpy")
-            self._check_freed_memory_use((record.dst, record.src), list(node.dependencies), f"set_memcpy({node!r})")
+            self._check_freed_memory_use((record.dst, record.src), list(node.dependencies), f"set_memcpy({node!r})",
+                                         node)
             self._set_record(node, record)
 
     def set_memset(self, node: Node, dst: Array, value: Any, count: int | None = None, *, shape: Any = None,
@@ -341,7 +342,7 @@ class GraphEdit(GraphAlloc):
             if isinstance(was, Device) and isinstance(now, Device) and was is not now:
                 raise GraphError(f"set_memset({node!r}): the node sets memory of {was}, where it runs, and dst is on "
                                  f"{now}; add a memset node for that memory instead")
-            self._check_freed_memory_use((record.dst,), list(node.dependencies), f"set_memset({node!r})")
+            self._check_freed_memory_use((record.dst,), list(node.dependencies), f"set_memset({node!r})", node)
             self._set_record(node, record)
 
     def set_host(self, node: Node, fn: Callable[..., Any], *args: Any) -> None:
