@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cuda.bindings import driver as cu
 
 from ..._errors import GpuGraphError
-from ..._nodes import ChildGraphParams, ConditionalParams
+from ..._nodes import ChildGraphParams, ConditionalParams, MemsetParams
 from .._protocol import TimelineRecord
 from ._driver import call
 from ._objects import CudaExec, CudaGraph
@@ -177,10 +177,28 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
     made = []
     for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, launches):
         exe = numbered.get(graph_id)
-        node = nodes[graph_id].get(node_id & _LOW) if exe is not None else None
-        made.append(TimelineRecord(kind, names.get(name, name) if kind == "kernel" else name, begin - recording.origin,
-                                   end - recording.origin, f"stream {stream}", launch, exe, node))
+        graph, node = nodes[graph_id].get(node_id & _LOW, (None, None)) if exe is not None else (None, None)
+        name = names.get(name, name) if kind == "kernel" else name
+        if kind == "kernel" and graph is not None and _driver_kernel(name):
+            params = backend.node_params(graph, node)
+            if params.kind.value != "kernel":  # a memset or copy node the driver ran as its own kernel
+                kind, name = params.kind.value, f"{_nbytes(params)} B"
+        made.append(TimelineRecord(kind, name, begin - recording.origin, end - recording.origin, f"stream {stream}",
+                                   launch, exe, node))
     return made
+
+
+def _driver_kernel(name: str) -> bool:
+    """Whether a kernel record's name is one of the driver's own kernels, with which it runs a memset or copy node
+    in a conditional body ("memset32", measured on an H100, driver 580)."""
+    return name.startswith(("memset", "memcpy"))
+
+
+def _nbytes(params: object) -> int:
+    """The bytes a memset or copy node's record writes."""
+    if isinstance(params, MemsetParams):
+        return params.element_size * params.count * params.height
+    return int(getattr(params, "nbytes", 0))
 
 
 def node_numbers(backend: CudaBackend, exe: CudaExec) -> tuple[dict[int, tuple[CudaGraph, object]], int]:
@@ -211,21 +229,25 @@ def _number_inside(backend: CudaBackend, graph: CudaGraph, nodes: list[object],
 
 
 def _fitting(backend: CudaBackend, numbering: tuple[dict[int, tuple[CudaGraph, object]], int],
-             seen: list[tuple[str, str, int]]) -> dict[int, object]:
-    """The node handles by number that the records ``seen`` (kind, kernel name, number) fit: a node of the graph
-    itself where each record of its number fits it, the nodes inside only where every record of a node inside fits
-    the node numbered so (its kind, its kernel)."""
+             seen: list[tuple[str, str, int]]) -> dict[int, tuple[CudaGraph, object]]:
+    """The nodes (graph, handle) by number that the records ``seen`` (kind, kernel name, number) fit: a node of the
+    graph itself where each record of its number fits it, the nodes inside only where every record of a node inside
+    fits the node numbered so (its kind and kernel, or a memset or copy the driver ran as its own kernel)."""
     found, first = numbering
     misfits: set[int] = set()
     for kind, name, number in seen:
         graph, node = found.get(number, (None, None))
         params = None if graph is None else backend.node_params(graph, node)
-        if params is None or params.kind.value != kind or (kind == "kernel"
-                                                            and getattr(params.kernel, "name", None) != name):
+        if params is None:
+            fits = False
+        elif kind == "kernel" and params.kind.value != "kernel":
+            fits = _driver_kernel(name) and name.startswith(params.kind.value)
+        else:
+            fits = params.kind.value == kind and (kind != "kernel" or getattr(params.kernel, "name", None) == name)
+        if not fits:
             misfits.add(number)
     inside_fits = all(number < first for number in misfits)
-    return {number: node for number, (_, node) in found.items()
-            if number not in misfits and (number < first or inside_fits)}
+    return {number: found[number] for number in found if number not in misfits and (number < first or inside_fits)}
 
 
 def _embedded(backend: CudaBackend, graph: CudaGraph, node: object) -> tuple[CudaGraph, ...]:
