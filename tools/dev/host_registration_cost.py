@@ -1,5 +1,5 @@
 """What page-locking ordinary NumPy memory costs a graph copy: the time of ``Graph.add_memcpy`` (which registers the
-array's pages) beside the same copy of ``dev.pinned`` memory (no registration); registering and releasing the memory
+array's memory) beside the same copy of ``dev.pinned`` memory (no registration); registering and releasing the memory
 alone (``Device.register_host`` and ``release``, what a copy node's pin does); and a launch of each graph, which must
 cost the same.
 
