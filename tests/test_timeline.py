@@ -684,12 +684,17 @@ def test_cuda_names_no_node_of_the_graph_itself_that_a_record_does_not_fit(cuda_
     params = {"a": scale, "b": memset, "i": scale, "j": scale}
     backend = types.SimpleNamespace(node_params=lambda graph, node: params[node])
     numbering = ({0: ("top", "a"), 1: ("top", "b"), 2: ("inside", "i"), 3: ("inside", "j")}, 2)
+    everyone = {0: ("top", "a"), 1: ("top", "b"), 2: ("inside", "i"), 3: ("inside", "j")}
     fits = [("kernel", "scale", 0), ("memset", "4 B", 1), ("kernel", "scale", 2), ("kernel", "scale", 3)]
-    assert cuda_timeline._fitting(backend, numbering, fits) == {0: "a", 1: "b", 2: "i", 3: "j"}
+    assert cuda_timeline._fitting(backend, numbering, fits) == everyone
     top_misfit = [("kernel", "scale", 0), ("kernel", "scale", 1), ("kernel", "scale", 2)]
-    assert cuda_timeline._fitting(backend, numbering, top_misfit) == {0: "a", 2: "i", 3: "j"}
+    assert cuda_timeline._fitting(backend, numbering, top_misfit) == {k: everyone[k] for k in (0, 2, 3)}
     inside_misfit = [("kernel", "scale", 0), ("kernel", "shift", 3)]
-    assert cuda_timeline._fitting(backend, numbering, inside_misfit) == {0: "a", 1: "b"}
+    assert cuda_timeline._fitting(backend, numbering, inside_misfit) == {k: everyone[k] for k in (0, 1)}
+    # A memset node of a body, which the driver runs as its own kernel: its record is a kernel "memset32".
+    params["j"] = memset
+    assert cuda_timeline._fitting(backend, numbering, [("kernel", "memset32", 3)]) == everyone
+    assert cuda_timeline._fitting(backend, numbering, [("kernel", "memset32", 2)]) == {k: everyone[k] for k in (0, 1)}
 
 
 def test_cuda_numbers_the_nodes_of_the_graph_instantiated_from(cuda_timeline):
