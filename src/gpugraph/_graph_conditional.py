@@ -91,7 +91,7 @@ class GraphConditional(GraphState):
         if number is None:
             raise TypeError(f"add_switch(count): expected a positive int (the number of bodies), got {describe(count)}")
         if not 1 <= number <= MAX_SWITCH_BODIES:
-            more = "; for more cases, let one body's kernel choose by the value" if number > 1 else ""
+            more = "; for more cases, let one body's kernel choose by the value" if number > MAX_SWITCH_BODIES else ""
             raise ValueError(f"add_switch(count): expected a positive int of at most {MAX_SWITCH_BODIES} "
                              f"(gg.MAX_SWITCH_BODIES, the bodies a SWITCH node may have), got {count!r}{more}")
         return self._add_conditional("switch", condition, number, after)
