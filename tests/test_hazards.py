@@ -706,6 +706,25 @@ def test_the_environment_turns_the_check_on_with_the_lines(device, tmp_path):
     assert done.stdout.splitlines() == ["(None, None)", "instantiated"]
 
 
+CAPTURED = """
+x = dev.zeros(16)
+main, side = dev.stream(), dev.stream()
+with main.capture() as cap:
+    side.wait(main.record())
+    main.launch(K.scale, 1, 16, x, 2.0, 16)
+    side.memset(x, 1.0)
+    main.wait(side.record())
+print(cap.graph.hazards()[0].where)
+"""
+
+
+def test_the_environment_notes_the_lines_of_what_a_capture_recorded(device, tmp_path):
+    done = run_child(CAPTURED, "1", device.backend, tmp_path)
+    assert done.returncode == 0, done.stderr
+    program = tmp_path / "program.py"
+    assert done.stdout.splitlines() == [str((f"{program}:10", f"{program}:11"))]
+
+
 def test_a_bad_environment_value_is_refused_at_instantiate(device, tmp_path):
     done = run_child("gg.Graph(dev).instantiate()\n", "yes", device.backend, tmp_path)
     assert done.returncode == 1

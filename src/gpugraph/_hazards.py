@@ -69,8 +69,11 @@ def at_instantiate(graph: CheckedGraph, asked: object) -> None:
         check(graph, "instantiate")
 
 
-def note_where(node: CheckedNode) -> None:
-    """Note the user's line that added ``node`` (the first frame outside gpugraph, its examples aside)."""
+def note_where(node: CheckedNode, again: bool = True) -> None:
+    """Note the user's line that added ``node`` (the first frame outside gpugraph, its examples aside); ``again``
+    False: only where none is noted yet."""
+    if not again and node in _where:
+        return
     frame = inspect.currentframe()
     while frame is not None:
         name = frame.f_code.co_filename

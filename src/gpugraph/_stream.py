@@ -12,6 +12,7 @@ from typing import Any
 from . import _capture, _capture_rules, _graph_reads, _params
 from ._errors import CaptureError, GraphError
 from ._event import Event
+from ._hazards import CHECKING, note_where
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
@@ -187,6 +188,15 @@ class Stream:
         """
         return self._capture
 
+    def _note_captured(self) -> None:
+        """(While $GPUGRAPH_CHECK_HAZARDS=1.) Note the user's line that made the node this stream's call just recorded
+        in its capture (the stream's frontier), for hazards' messages; nothing where it recorded no node."""
+        capture = self._capture
+        if capture is not None:
+            graph = capture.graph
+            for handle in self._backend.capture_dependencies(self._capture_handle(), self._handle):
+                note_where(_graph_reads.node_of(graph, handle), again=False)
+
     def _capture_handle(self) -> Any:
         """The backend's record of the capture this stream takes part in (passed with its calls), else None."""
         capture = self._capture
@@ -263,6 +273,8 @@ class Stream:
             check_shared(device, kernel, shared_mem)
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
                                     None if capture is None else capture._handle)
+        if capture is not None and CHECKING:
+            self._note_captured()
         if _params.in_use:
             kernel.bind_params(converted)
 
@@ -292,6 +304,8 @@ class Stream:
                 return  # CUDA captures no node for a zero-byte copy
             pins = host_pins(self.device, dst, src, nbytes, box, "memcpy")
         self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle(), box, pins)
+        if CHECKING:
+            self._note_captured()
 
     def memset(self, dst: Array, value: Any, count: int | None = None, *, shape: Any = None,
                origin: Any = None) -> None:
@@ -307,12 +321,16 @@ class Stream:
             check_same_device(self.device, dst, "memset(dst)")
             self._backend.stream_memset(self._handle, dst, value, pattern, element_size, row, self._capture_handle(),
                                         (pitch, rows, offset))
+            if CHECKING:
+                self._note_captured()
             return
         pattern, element_size, units = memset_pattern(dst, value, count)
         check_same_device(self.device, dst, "memset(dst)")
         if not units and self._capture is not None:
             return  # CUDA captures no node for a memset of no elements
         self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units, self._capture_handle())
+        if CHECKING:
+            self._note_captured()
 
     def signal_semaphores(self, semaphores: Any, values: Any = None) -> None:
         """Enqueue signaling ``semaphores`` (an ExternalSemaphore or a list): timeline ones to ``values`` (one int for
@@ -337,6 +355,8 @@ class Stream:
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, f"Stream.{what}", kind.value.replace("_", " "))
         self._backend.stream_semaphores(self._handle, record, self._capture_handle())
+        if CHECKING:
+            self._note_captured()
 
     def wait_value(self, target: Array, value: int, condition: str = "geq", index: int = 0) -> None:
         """Make later work of this stream wait until element ``index`` of ``target`` (an Array of 4- or 8-byte
@@ -362,6 +382,8 @@ class Stream:
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, f"Stream.{what}", "batch memory-op")
         self._backend.stream_mem_ops(self._handle, record, self._capture_handle())
+        if CHECKING:
+            self._note_captured()
 
     def host(self, fn: Callable[..., Any], *args: Any) -> None:
         """Enqueue a call of ``fn(*args)`` on the host, in stream order.
@@ -377,6 +399,8 @@ class Stream:
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, "Stream.host", "host")
         self._backend.stream_host(self._handle, fn, args, self._capture_handle())
+        if CHECKING:
+            self._note_captured()
 
     def alloc(self, shape: Any, dtype: Any) -> Array:
         """Allocate device memory in stream order: usable by work enqueued after this call. Under capture it
@@ -394,6 +418,8 @@ class Stream:
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
         ptr, alloc = self._backend.stream_alloc(self._handle, nbytes, self._capture_handle())
+        if CHECKING:
+            self._note_captured()
         array = Array(self.device, ptr, shape, dtype, alloc)
         capture = self._capture
         if capture is not None and alloc.origin == "graph":  # (else it ended meanwhile, on another thread)
@@ -425,6 +451,8 @@ class Stream:
                              f"has not been launched)")
         if not self._backend.stream_free(self._handle, alloc, self._capture_handle()):
             alloc.live = False  # (freed uncaptured: also if the capture ended meanwhile, on another thread)
+        elif CHECKING:
+            self._note_captured()
 
     def _check_captured_free(self, alloc: Any) -> None:
         """A captured free becomes a free node: it may free only graph memory, and only once per graph."""
