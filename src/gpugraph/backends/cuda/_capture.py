@@ -8,12 +8,11 @@ from typing import Any
 from cuda.bindings import driver as cu
 
 from ... import _params
-from ..._errors import BackendError, CaptureError, GraphError
+from ..._errors import BackendError, CaptureError
 from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._memops import bits
 from ..._memory import address_of as address
 from ..._nodes import (
-    DEPENDENCY_KINDS,
     AllocParams,
     FreeParams,
     HostParams,
@@ -31,34 +30,8 @@ from ._launch import Function
 from ._nodes import add_node, derive_params, describes
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaSemaphore, CudaStream
 from ._runtime import INVALID_CONTEXT, CudaRuntime, allocate, check_allocated
-from ._structs import memcpy3d, semaphore_arrays, wait_flags
+from ._structs import edge_data, kind_of, memcpy3d, semaphore_arrays, wait_flags
 from ._symbols import drv
-
-# The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
-_PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
-          "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
-_KINDS = {int(port): kind for kind, port in _PORTS.items()}
-
-
-def kind_of(edge: Any) -> str:
-    """The kind of an edge from its CUgraphEdgeData; a pairing gpugraph does not make (another library's: a
-    launch-completion port, say) is named in an error rather than read as another kind."""
-    kind_type, port = int(edge.type), int(edge.from_port)
-    if not kind_type and not port:
-        return "full"
-    if kind_type == int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) and port in _KINDS:
-        return _KINDS[port]
-    raise GraphError(f"an edge of the CUDA graph has data gpugraph does not name (type {kind_type}, port {port}); "
-                     f"the kinds are {', '.join(DEPENDENCY_KINDS)}")
-
-
-def edge_data(kind: str) -> Any:
-    """The CUgraphEdgeData of an edge of ``kind`` (one of DEPENDENCY_KINDS)."""
-    edge = cu.CUgraphEdgeData()
-    if kind != "full":
-        edge.from_port, edge.type = _PORTS[kind], cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
-    return edge
-
 
 _MEMSET = {1: drv.memset_d8_async, 2: drv.memset_d16_async, 4: drv.memset_d32_async}
 _MEMSET_2D = {1: drv.memset_d2d8_async, 2: drv.memset_d2d16_async, 4: drv.memset_d2d32_async}

@@ -16,11 +16,12 @@ from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
 from . import _compiled
 from ._attributes import cooperative_blocks, limits, read_attributes, write_attributes
-from ._capture import CudaCapturing, edge_data, kind_of
+from ._capture import CudaCapturing
 from ._driver import call, error, fail, require_driver
 from ._nodes import add_node, derive_params, param_patcher, set_exec_node, set_graph_node
 from ._objects import CudaCapture, CudaExec, CudaGraph, CudaStream
 from ._runtime import INVALID_CONTEXT, access_descriptor, allocate
+from ._structs import edge_data, kind_of
 from ._symbols import CUDA, drv
 
 _RESULT = cu.CUgraphExecUpdateResult

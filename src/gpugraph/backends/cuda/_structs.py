@@ -1,5 +1,6 @@
-"""The driver's parameter structs of CUDA graph nodes: copies, memsets, semaphores and memory operations made from
-gpugraph's records, and the arrays of a read-back struct that cuda-bindings does not expose, read from its memory."""
+"""The driver's parameter structs of CUDA graph nodes and edges: copies, memsets, semaphores and memory operations made
+from gpugraph's records, the arrays of a read-back struct that cuda-bindings does not expose, read from its memory,
+and the data of an edge of each kind."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import Any
 import numpy as np
 from cuda.bindings import driver as cu
 
+from ..._errors import GraphError
 from ..._memops import bits
 from ..._memory import Array
 from ..._memory import address_of as address
-from ..._nodes import MemsetParams, SemaphoreSignalParams, WaitValue, WriteValue
+from ..._nodes import DEPENDENCY_KINDS, MemsetParams, SemaphoreSignalParams, WaitValue, WriteValue
 
 _MEMORY = cu.CUmemorytype
 
@@ -147,3 +149,29 @@ def read_mem_ops(p: Any) -> tuple:
         else:
             ops.append(WriteValue(address, value))
     return tuple(ops)
+
+
+# The source kernel's port of each edge kind but "full" (CUgraphEdgeData.from_port; its type is programmatic).
+_PORTS = {"programmatic": cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,
+          "launch_order": cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER}
+_KINDS = {int(port): kind for kind, port in _PORTS.items()}
+
+
+def kind_of(edge: Any) -> str:
+    """The kind of an edge from its CUgraphEdgeData; a pairing gpugraph does not make (another library's: a
+    launch-completion port, say) is named in an error rather than read as another kind."""
+    kind_type, port = int(edge.type), int(edge.from_port)
+    if not kind_type and not port:
+        return "full"
+    if kind_type == int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) and port in _KINDS:
+        return _KINDS[port]
+    raise GraphError(f"an edge of the CUDA graph has data gpugraph does not name (type {kind_type}, port {port}); "
+                     f"the kinds are {', '.join(DEPENDENCY_KINDS)}")
+
+
+def edge_data(kind: str) -> Any:
+    """The CUgraphEdgeData of an edge of ``kind`` (one of DEPENDENCY_KINDS)."""
+    edge = cu.CUgraphEdgeData()
+    if kind != "full":
+        edge.from_port, edge.type = _PORTS[kind], cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    return edge
