@@ -5,6 +5,7 @@ memory's lifetimes, child graphs, conditional bodies, captures), the examples' g
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import pathlib
@@ -27,6 +28,7 @@ from gpugraph.examples import (
     capture_graph,
     captured,
     conditional_solver,
+    data_parallel,
     dynamic_parameters,
     explicit_graph,
 )
@@ -370,6 +372,22 @@ def test_the_examples_graphs_have_no_missing_edge(device):
     with stream.capture() as cap, gg.use_stream(stream):
         captured.add_sin_cos.__wrapped__(square, 3)
     assert len(cap.graph) == 9 and cap.graph.hazards() == []
+
+
+def test_the_data_parallel_examples_graph_has_no_missing_edge(device):
+    """The one graph of a training step over every device of the backend (forked streams, collectives)."""
+    if device.backend != "cpu" and importlib.util.find_spec("nccl") is None:
+        pytest.skip(f"{device.backend}: collectives need nccl4py (pip install '.[nccl]' in a gpugraph checkout)")
+    devices = [gg.Device(f"{device.backend}:{i}") for i in range(device._backend.device_count())]
+    comms = gg.communicators(devices)
+    try:
+        shards = data_parallel.make_shards(len(devices))
+        replicas = [data_parallel.Replica(comm, x, y) for comm, (x, y) in zip(comms, shards)]
+        graph = data_parallel.capture_step(replicas)
+        assert len(graph) >= 4 * len(devices) and graph.hazards() == []
+    finally:
+        for comm in comms:
+            comm.close()
 
 
 def graph_as_the_page_has_it(device: gg.Device, host: np.ndarray) -> tuple[gg.Graph, gg.Node, gg.Node, gg.Node]:
