@@ -157,6 +157,13 @@ def launch_and_wait(exe: gg.GraphExec, stream: gg.Stream, times: int = 1) -> Non
     stream.synchronize()
 
 
+def run(graph: gg.Graph, launches: int = 1) -> None:
+    """Instantiate ``graph``, launch it ``launches`` times on a new stream of its device and wait for it."""
+    stream = graph.device.stream()
+    with graph.instantiate() as exe:
+        launch_and_wait(exe, stream, launches)
+
+
 def pinned(device: gg.Device, values, dtype=None) -> np.ndarray:
     """Page-locked host memory (``device.pinned``) holding ``values``: what graph and captured copies need."""
     values = np.asarray(values, dtype)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
+from kernels import run
 
 # One kernel source for every backend: the CPU backend's header declares cudaGraphSetConditional as the CUDA
 # runtime does; for NVRTC, which has no CUDA header, the source declares it itself as CUDA users do.
@@ -35,14 +36,6 @@ extern "C" __global__ void add(float* x, float value) {
 COUNT_DOWN = gg.Kernel(SOURCE, "count_down")
 SET = gg.Kernel(SOURCE, "set_condition")
 ADD = gg.Kernel(SOURCE, "add")
-
-
-def run(graph: gg.Graph, launches: int = 1) -> None:
-    stream = graph.device.stream()
-    with graph.instantiate() as exe:
-        for _ in range(launches):
-            exe.launch(stream)
-        stream.synchronize()
 
 
 def value_of(device: gg.Device, value: int) -> gg.Array:

@@ -19,6 +19,7 @@ import pytest
 
 import gpugraph as gg
 import kernels as K
+from kernels import run
 
 SEEDS = range(20)
 
@@ -30,14 +31,6 @@ def cpu():
     previous = backend.schedule_seed
     yield backend
     backend.schedule_seed = previous
-
-
-def run(graph: gg.Graph, launches: int = 1) -> None:
-    stream = graph.device.stream()
-    with graph.instantiate() as exe:
-        for _ in range(launches):
-            exe.launch(stream)
-        stream.synchronize()
 
 
 def two_host_nodes(fn_a, fn_b, edge: bool) -> gg.Graph:
