@@ -59,7 +59,8 @@ def test_doc_blocks_run(device, tmp_path, doc):
     program = tmp_path / pathlib.Path(doc).name.replace(".md", "_md.py")
     program.write_text("import os\n" + "\n".join(blocks(doc)) + "\n" + after + "print('ALL BLOCKS RAN')\n")
     env = dict(os.environ, GPUGRAPH_BACKEND=device.backend, PYTHONPATH=os.pathsep.join(sys.path))
-    done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)  # (files the blocks write, such as an SVG, go there)
     assert done.returncode == 0, f"rc={done.returncode}\n{done.stdout}\n{done.stderr}"
     lines = done.stdout.splitlines()
     for line in printed:
