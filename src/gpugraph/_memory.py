@@ -271,8 +271,8 @@ def pin_host(device: Any, operand: Any, nbytes: int, what: str, *, writes: bool)
     CUDA copies pageable memory through a staging buffer of its own at a time it chooses, not at the node's turn, so
     a copy node would read an array before the host node filling it ran; page-locked memory is copied by the node
     itself, in graph order. The whole block of memory the array lies in is page-locked (``host_buffer``). The copy's
-    record holds the pin, so the pages stay locked as long as a graph or
-    executable graph may run the copy (backends/_host_registry.py counts the uses).
+    record holds the pin, so the memory stays locked as long as a graph or executable graph may run the copy
+    (backends/_host_registry.py counts the uses).
     """
     if not isinstance(operand, np.ndarray) or not nbytes:
         return None
