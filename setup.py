@@ -1,6 +1,7 @@
 """Build of gpugraph's compiled parts, both optional: its core modules (``gpugraph._core.MODULES``: plain
 ``.py`` files in Cython's pure-Python mode, compiled to C extension modules) and the compiled CUDA path
-(``gpugraph.backends.cuda._fast``, Cython on ``cuda.bindings.cydriver``). Everything else is in pyproject.toml.
+(``gpugraph.backends.cuda._fast``, Cython on ``cuda.bindings.cydriver``), with the bench's in-process floor
+(``gpugraph.bench._thinnest``, built the same way). Everything else is in pyproject.toml.
 
 A core module needs Cython and a C compiler; the CUDA path also a C++ compiler and a ``cuda.h`` at least as new
 as the cuda-bindings it builds against. Where one is missing, or a build fails, gpugraph installs without that
@@ -114,7 +115,7 @@ class OptionalBuildExt(build_ext):
         except Exception as error:  # noqa: BLE001 - reported, and the pure-Python install goes on
             for name in CORE.MODULES:
                 self.core_built.setdefault(name, {"why": f"the build failed ({error!r})"})
-            self._skip(f"the build failed ({error!r})")
+            self._skip(f"the build failed ({error!r})", "the CUDA extensions")
         folder = self.get_finalized_command("build_py").get_package_dir("gpugraph") if inplace else \
             os.path.join(self.build_lib, "gpugraph")
         os.makedirs(folder, exist_ok=True)
@@ -128,24 +129,27 @@ class OptionalBuildExt(build_ext):
         try:
             from Cython.Build import cythonize
         except ImportError as error:
-            return self._skip(f"Cython is missing ({error})")
+            return self._skip(f"Cython is missing ({error})", ext.name)
         include = _cuda_include()
         if include is None:
             return self._skip("no folder with cuda.h (as new as the cuda-bindings present) and cudaProfiler.h "
-                              "was found")
+                              "was found", ext.name)
         ext.include_dirs.append(include)
         # cythonize gives distutils Extensions: keep setuptools' own, with the generated C++ source.
         ext.sources = cythonize([ext], language_level=3, quiet=True)[0].sources
         try:
             super().build_extension(ext)
         except Exception as error:  # noqa: BLE001 - reported, and the pure-Python install goes on
-            self._skip(f"compiling failed ({error!r})")
+            self._skip(f"compiling failed ({error!r})", ext.name)
         return None
 
-    def _skip(self, why: str) -> None:
+    def _skip(self, why: str, name: str) -> None:
+        """Leave CUDA extension ``name`` out, saying why (or fail, under GPUGRAPH_BUILD_EXTENSION=required)."""
         if MODE == "required":
-            raise RuntimeError(f"gpugraph build: the compiled CUDA path is required but {why}")
-        _say(f"the compiled CUDA path is not built: {why}; gpugraph runs on the pure-Python path")
+            raise RuntimeError(f"gpugraph build: {name} is required but {why}")
+        effect = ("the bench times no in-process floor" if name.endswith("_thinnest") else
+                  "gpugraph runs the CUDA backend on its pure-Python path")
+        _say(f"{name} is not built: {why}; {effect}")
 
     def _build_core(self, ext: Any, name: str) -> None:
         """Compile core module ``name`` (its .py, with its .pxd), or say why not and leave it plain."""
@@ -180,6 +184,8 @@ extensions = [] if MODE == "off" else [
     *(Extension(f"gpugraph.{name}", [os.path.join(PACKAGE_DIR, f"{name}.py")], optional=MODE != "required")
       for name in CORE.MODULES),
     Extension("gpugraph.backends.cuda._fast", ["src/gpugraph/backends/cuda/_fast.pyx"], language="c++",
+              optional=MODE != "required"),
+    Extension("gpugraph.bench._thinnest", ["src/gpugraph/bench/_thinnest.pyx"], language="c++",
               optional=MODE != "required"),
 ]
 setup(ext_modules=extensions, cmdclass={"build_ext": OptionalBuildExt})

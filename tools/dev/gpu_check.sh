@@ -57,7 +57,7 @@ GPUGRAPH_COMPILED=0 python3 -m pytest -q -p no:cacheprovider --timeout 300 -ra 2
 # The benchmark as docs/performance.md runs it (its GPU workloads and RK4), pinned to one core where there are four.
 pin=(); [ "$(nproc)" -ge 4 ] && command -v taskset >/dev/null && pin=(taskset -c 3)
 "${pin[@]}" python3 -m gpugraph bench --backend cuda --workload launch --workload graphs --workload manage \
-  --workload dynamic --workload solver --workload rk4 --workload memory --repeats 7 --json "$OUT/bench.json" 2>&1 \
+  --workload dynamic --workload solver --workload rk4 --workload memory --workload hot --repeats 7 --json "$OUT/bench.json" 2>&1 \
   | tee "$OUT/bench.txt" | tail -8
 { python3 tools/probes/gpu_probe_update.py; python3 tools/probes/gpu_probe_rules.py; python3 tools/probes/gpu_probe_threads.py 5; } 2>&1 \
   | tee "$OUT/probes.txt"

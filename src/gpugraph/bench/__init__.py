@@ -19,7 +19,7 @@ from typing import Any
 from .._cli import Parser, UsageError, open_device, report
 from .._errors import BackendUnavailableError
 from ..backends import available_backends
-from . import _gpu, _rk4, _workloads  # noqa: F401 - register the workloads
+from . import _gpu, _hot, _rk4, _workloads  # noqa: F401 - register the workloads
 from ._core import WORKLOADS, Options, Row, ValidationError, needs_gpu, workload
 from ._report import machine, markdown_table, target_met, targets_table
 

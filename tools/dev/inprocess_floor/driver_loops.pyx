@@ -65,11 +65,6 @@ def graph_launch_once(uintptr_t exe, uintptr_t stream):
     return t
 
 
-def graph_launch_gil(uintptr_t exe, uintptr_t stream):
-    """One cuGraphLaunch, the GIL held: the thinnest call a Python caller can make."""
-    check(cydriver.cuGraphLaunch(<cydriver.CUgraphExec>exe, <cydriver.CUstream>stream), "cuGraphLaunch")
-
-
 def launch_after_reads(exe, stream, uintptr_t raw_exe, uintptr_t raw_stream, bint lock):
     """One cuGraphLaunch (GIL released) after the attribute reads the compiled lane (cuda._fast.Exec.launch)
     makes, and, if ``lock``, inside the exec's lock taken and released as the lane takes it: the lane's layers
@@ -203,85 +198,3 @@ def seed_like(uintptr_t exe, uintptr_t stream, list nodes, uintptr_t function, u
     check(err, "cuGraphExecKernelNodeSetParams / cuGraphLaunch")
     check(cydriver.cuStreamSynchronize(<cydriver.CUstream>stream), "cuStreamSynchronize")
     return (now_us() - t0) / iterations
-
-
-cdef class Node:
-    """A node's handle as a Python object: what a Python API adding a node must at least return."""
-    cdef readonly uintptr_t raw
-
-    def __cinit__(self, uintptr_t raw):
-        self.raw = raw
-
-
-cdef class Calls:
-    """The Python-callable floor: each method is one call from Python into C making one driver call (the GIL
-    released around it, as gpugraph releases it), tiny(x, 32) with one parameter struct reused. Looped in
-    Python, they time the least any Python API calling per operation adds."""
-
-    cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
-    cdef void* args[2]
-    cdef uintptr_t x
-    cdef int n
-    cdef cydriver.CUgraph graph
-    cdef cydriver.CUgraph captured
-
-    def __init__(self, uintptr_t function, uintptr_t x):
-        self.x, self.n = x, 32
-        self.args[0], self.args[1] = &self.x, &self.n
-        tiny_params(&self.params, function, self.args)
-
-    def new_graph(self):
-        """Start the graph ``add`` adds to (the previous one is destroyed)."""
-        self.destroy_graph()
-        check(cydriver.cuGraphCreate(&self.graph, 0), "cuGraphCreate")
-
-    def destroy_graph(self):
-        if self.graph != NULL:
-            cydriver.cuGraphDestroy(self.graph)
-            self.graph = NULL
-
-    def add(self, Node after):
-        """A kernel node after ``after`` (None: no dependency), returned as a new Node."""
-        cdef cydriver.CUgraphNode added = NULL
-        cdef cydriver.CUgraphNode dep = NULL
-        cdef cydriver.CUresult err
-        if after is not None:
-            dep = <cydriver.CUgraphNode>after.raw
-        with nogil:
-            err = cydriver.cuGraphAddKernelNode(&added, self.graph, &dep, 0 if dep == NULL else 1, &self.params)
-        check(err, "cuGraphAddKernelNode")
-        return Node(<uintptr_t>added)
-
-    def launch(self, uintptr_t stream):
-        cdef cydriver.CUresult err
-        with nogil:
-            err = cydriver.cuLaunchKernel(self.params.func, 1, 1, 1, 32, 1, 1, 0, <cydriver.CUstream>stream, self.args,
-                                          NULL)
-        check(err, "cuLaunchKernel")
-
-    def begin_capture(self, uintptr_t stream):
-        check(cydriver.cuStreamBeginCapture(<cydriver.CUstream>stream, cydriver.CU_STREAM_CAPTURE_MODE_GLOBAL),
-              "cuStreamBeginCapture")
-
-    def end_capture(self, uintptr_t stream):
-        """End the capture; its graph is kept until ``destroy_captured`` (destroyed untimed, as floor.cu does)."""
-        self.destroy_captured()
-        check(cydriver.cuStreamEndCapture(<cydriver.CUstream>stream, &self.captured), "cuStreamEndCapture")
-
-    def destroy_captured(self):
-        if self.captured != NULL:
-            cydriver.cuGraphDestroy(self.captured)
-            self.captured = NULL
-
-    def set_params(self, uintptr_t exe, uintptr_t node):
-        cdef cydriver.CUresult err
-        with nogil:
-            err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>exe, <cydriver.CUgraphNode>node,
-                                                          &self.params)
-        check(err, "cuGraphExecKernelNodeSetParams")
-
-    def __dealloc__(self):
-        if self.graph != NULL:
-            cydriver.cuGraphDestroy(self.graph)
-        if self.captured != NULL:
-            cydriver.cuGraphDestroy(self.captured)

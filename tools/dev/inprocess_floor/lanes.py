@@ -1,6 +1,6 @@
 """Where gpugraph's own time goes on each CUDA hot path (set_params, a Param patch, capture, explicit build, graph
 launch), in one process: the whole call; its compiled lane called directly (no front-end Python frame); the
-thinnest Python call into C making the same driver call (driver_loops.Calls); the driver call timed in C.
+thinnest Python call into C making the same driver call (gpugraph.bench._thinnest.Calls); the driver call timed in C.
 Interleaved rounds, medians, µs (per node for capture and build). The difference between the whole call and the
 lane is the front end's Python frame; between the lane and the thinnest call, the lane's own bookkeeping.
 
@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from gpugraph.bench._thinnest import Calls  # (the in-process floor, built with gpugraph)
 
 import gpugraph as gg
 from gpugraph.backends.cuda import _fast
@@ -55,7 +56,7 @@ def main() -> None:
     stream.synchronize()
     function = kernel._functions[device]
     raw_function, raw_stream = int(function.handle), int(stream._handle.handle)
-    calls = loops.Calls(raw_function, x.ptr)
+    calls = Calls(raw_function, x.ptr)
 
     with stream.capture() as capture:
         for _ in range(1000):
@@ -150,7 +151,7 @@ def main() -> None:
     interleaved({"GraphExec.launch": lambda: exe.launch(stream),
                  "the lane (Exec.launch)": lambda: lane.launch(exe, stream),
                  "gpugraph's raw call (GIL released)": lambda: _fast.graph_launch(raw_exe, raw_stream),
-                 "thinnest Python call into C (GIL held)": lambda: loops.graph_launch_gil(raw_exe, raw_stream)},
+                 "thinnest Python call into C (GIL held)": lambda: calls.graph_launch(raw_exe, raw_stream)},
                 300, after=lambda: loops.sync(raw_stream))
     timed_in_c = []
     for _ in range(300):

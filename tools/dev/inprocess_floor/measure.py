@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from gpugraph.bench._thinnest import Calls  # (the in-process floor, built with gpugraph)
 
 import gpugraph as gg
 from gpugraph.backends.cuda import _fast
@@ -83,7 +84,7 @@ def main() -> None:
     def per_node(fn: Callable[[], object]) -> float:
         return _timed(fn) / 1000 * 1e6
 
-    calls = loops.Calls(function, x.ptr)
+    calls = Calls(function, x.ptr)
 
     def called_build() -> float:  # one Python call per node, each returning the new node
         calls.new_graph()
@@ -158,7 +159,7 @@ def main() -> None:
             raise SystemExit("measure: the compiled launch lane declined")
     layers: dict[str, Callable[[], object] | None] = {
         "one call timed in C": None,
-        "thinnest call, GIL held": lambda: loops.graph_launch_gil(raw_exe, raw_stream),
+        "thinnest call, GIL held": lambda: calls.graph_launch(raw_exe, raw_stream),
         "gpugraph's raw call (GIL released)": checked_raw_launch,
         "+ the lane's attribute reads": lambda: loops.launch_after_reads(exe, stream, raw_exe, raw_stream, False),
         "+ the exec's lock": lambda: loops.launch_after_reads(exe, stream, raw_exe, raw_stream, True),
