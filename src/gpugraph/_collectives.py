@@ -130,7 +130,8 @@ class Communicator:
     def __init__(self, device: Device, rank: int, size: int, timeout: float | None, handle: Any,
                  group: list[Communicator]) -> None:
         self.device, self.rank, self.size, self.timeout = device, rank, size, timeout
-        self._backend, self._handle, self._state, self._group = device._backend, handle, "open", group
+        self._backend = backends.get_backend(device.backend)
+        self._handle, self._state, self._group = handle, "open", group
         self._last: dict[Stream, Event] = {}  # per stream, an event after this rank's last part enqueued there
         self._graphs: weakref.WeakSet[Any] = weakref.WeakSet()  # the graphs its parts were captured into
 
@@ -391,7 +392,8 @@ def communicator(device: Device, *, rank: int, size: int, unique_id: UniqueId,
     timeout = timeout_seconds(timeout, where, zero=False)
     _refuse_in_group(where)
     _capture_rules.forbid_unsafe(where)
-    handle = device._backend.comm_init_rank(device.index, int(rank), int(size), unique_id.data, timeout)
+    backend = backends.get_backend(device.backend)
+    handle = backend.comm_init_rank(device.index, int(rank), int(size), unique_id.data, timeout)
     group: list[Communicator] = []
     group.append(Communicator(device, int(rank), int(size), timeout, handle, group))
     return group[0]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ._scalars import as_bool
 from ._scalars import describe as describe_value
+from .backends import get_backend
 
 CPU = 1  # kDLCPU: host memory (each backend names its own type: Backend.dlpack_device_type)
 _DEVICE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan", 8: "kDLMetal",
@@ -112,7 +113,7 @@ def describe(device: tuple[int, int]) -> str:
 def device_tuple(array: Any) -> tuple[int, int]:
     """``__dlpack_device__`` of an Array (or of a Device): (DLPack device type, device index)."""
     device = getattr(array, "device", array)
-    return device._backend.dlpack_device_type, device.index
+    return get_backend(device.backend).dlpack_device_type, device.index
 
 
 # Export
@@ -159,11 +160,11 @@ def export(array: Any, *, stream: Any = None, max_version: Any = None, dl_device
         device = array.device
         duplicate = device.empty(array.shape, dtype)
         device._synchronize(f"{what}(copy=True)")
-        device._backend.copy(duplicate, array, array.nbytes)
+        get_backend(device.backend).copy(duplicate, array, array.nbytes)
         array = duplicate
     # The export keeps the Array and whatever the backend says keeps its memory valid (the CPU backend's
     # pool memory, which a free and a trim would otherwise unmap under the consumer's view).
-    address, memory = array.device._backend.export_memory(array)
+    address, memory = get_backend(array.device.backend).export_memory(array)
     return _capsule((array, memory), address, array.shape, dtype, own, versioned, IS_COPIED if copy else 0)
 
 

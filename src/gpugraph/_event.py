@@ -8,6 +8,7 @@ from typing import Any
 from . import _capture_rules
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._scalars import as_bool
+from .backends import get_backend
 
 
 class Event:
@@ -23,7 +24,7 @@ class Event:
             raise TypeError(f"event: timing must be a bool, got {timing!r}")
         self.device = device
         self.timing = bool(timing)
-        self._backend = device._backend
+        self._backend = get_backend(device.backend)
         self._handle = self._backend.event_create(device.index, self.timing)
         self._capture: Any = None  # the capture the event was last recorded in, if any
         weakref.finalize(self, self._backend.event_destroy, self._handle).atexit = False

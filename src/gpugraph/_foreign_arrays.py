@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _dlpack
 from ._memory import Array, normalize_dtype
+from .backends import get_backend
 
 
 def name_of(obj: Any) -> str:
@@ -26,7 +27,7 @@ def view_memory(device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype, 
     """An Array viewing memory that gpugraph did not allocate (the backend checks it is the device's)."""
     nbytes = Array.bytes_for(shape, dtype)
     try:
-        alloc = device._backend.mem_import(device.index, ptr, nbytes)
+        alloc = get_backend(device.backend).mem_import(device.index, ptr, nbytes)
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
     return Array(device, ptr, shape, dtype, alloc)
@@ -137,7 +138,7 @@ def read_interface(x: Any, what: str, desc: Any = None) -> Interface:
 
 
 def need_cuda(x: Any, device: Any, what: str) -> None:
-    if not device._backend.speaks_cuda:
+    if not get_backend(device.backend).speaks_cuda:
         raise ValueError(f"{what}: {name_of(x)} is CUDA memory (__cuda_array_interface__) and {device} is not a "
                          f"CUDA device")
 

@@ -29,6 +29,7 @@ from ._graph_query import GraphQuery
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import check_device_launch, instantiate_flags
 from ._nodes import NodeKind
+from .backends import get_backend
 
 
 class Graph(GraphBuild, GraphConditional, GraphEdit, GraphAlloc, GraphQuery):
@@ -48,7 +49,7 @@ class Graph(GraphBuild, GraphConditional, GraphEdit, GraphAlloc, GraphQuery):
             raise TypeError(f"Graph(device): expected a Device or None, got {type(device).__name__}")
         if HOST_THREADS:
             refuse_in_host_function("Graph()")
-        backend = device._backend
+        backend = get_backend(device.backend)
         self._setup(device, backend.graph_create(device.index), owner=None)
         weakref.finalize(self, backend.graph_destroy, self._handle).atexit = False
 

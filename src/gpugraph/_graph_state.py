@@ -32,6 +32,7 @@ from ._params import Param
 from ._scalars import describe
 from ._topology import Topology
 from ._user_objects import UserObject
+from .backends import get_backend
 
 if TYPE_CHECKING:
     from ._graph import Graph
@@ -82,7 +83,7 @@ class GraphState:
 
     def _setup(self, device: Any, handle: Any, owner: GraphState | None) -> None:
         self.device = device
-        self._backend = device._backend
+        self._backend = get_backend(device.backend)
         self._handle = handle
         # The compiled lane of add_kernel, or None (it reads this object's fields: see cuda._fast.Builder). Not
         # for a child graph, whose changes the Python path tells its owner about.

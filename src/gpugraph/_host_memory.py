@@ -8,6 +8,7 @@ import numpy as np
 
 from ._memory import Array, byte_bounds, host_buffer
 from ._scalars import as_bool, describe
+from .backends import get_backend
 from .backends._host_registry import HostRegistrationError
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ class HostRegistration:
         low, high = byte_bounds(array)
         start, nbytes, owner = host_buffer(array)
         try:
-            pin = device._backend.host_registry.pin(low, high - low, owner, block=(start, nbytes), read_only=read_only,
-                                                    writes=not read_only, what="register_host(array)")
+            registry = get_backend(device.backend).host_registry
+            pin = registry.pin(low, high - low, owner, block=(start, nbytes), read_only=read_only,
+                               writes=not read_only, what="register_host(array)")
         except HostRegistrationError as exc:
             hint = ("" if read_only else "; if the memory is read-only (a read-only memory map), pass read_only=True")
             raise ValueError(f"register_host(array): the driver refused to page-lock the array's memory ({exc}){hint}; "
@@ -107,10 +109,10 @@ class HostRegistration:
         device = self.device
         start, nbytes, owner = host_buffer(array)
         # (A use of its own: None where the memory is page-locked by other means, which keep it so themselves.)
-        pin = device._backend.host_registry.pin(array.__array_interface__["data"][0], array.nbytes, owner,
+        pin = get_backend(device.backend).host_registry.pin(array.__array_interface__["data"][0], array.nbytes, owner,
                                                 block=(start, nbytes), read_only=self.read_only,
                                                 writes=not self.read_only, what="device_array")
-        alloc = device._backend.mem_host_mapped(device.index, array, pin)
+        alloc = get_backend(device.backend).mem_host_mapped(device.index, array, pin)
         return Array(device, alloc.ptr, array.shape, array.dtype, alloc)
 
     def __enter__(self) -> Self:

@@ -92,7 +92,7 @@ def external_stream(obj: Any, device: Any = None) -> Stream:
         return obj
     address = _stream_address(obj, what)
     device = _device(device, what)
-    if not device._backend.speaks_cuda:
+    if not get_backend(device.backend).speaks_cuda:
         raise ValueError(f"{what}: {name_of(obj)} is a CUDA stream (__cuda_stream__) and {device} is not a CUDA "
                          f"device; use a cuda device")
     return _stream_at(device, address, obj, what)
@@ -109,7 +109,7 @@ def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
         stream = _stream.by_address.get(address)
     if stream is None:
         try:
-            handle, index, non_blocking, priority = device._backend.stream_external(device.index, address)
+            handle, index, non_blocking, priority = get_backend(device.backend).stream_external(device.index, address)
         except ValueError as exc:  # the driver does not know the handle
             raise ValueError(f"{what}: {exc}") from None
         if index != device.index:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ._dlpack import device_tuple, export
 from ._scalars import describe
+from .backends import get_backend
 from .backends._host_registry import HostRegistrationError
 
 
@@ -82,7 +83,7 @@ class Array:
         Raises:
             AttributeError: On a backend other than CUDA (so ``hasattr`` tells whether it applies).
         """
-        if not self.device._backend.speaks_cuda:
+        if not get_backend(self.device.backend).speaks_cuda:
             raise AttributeError(f"__cuda_array_interface__: {self!r} is not CUDA memory")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "version": 3, "stream": None}
@@ -134,7 +135,7 @@ class Array:
         """
         self.device._synchronize("Array.to_numpy")
         out = np.empty(self.shape, self.dtype)
-        self.device._backend.copy(out, self, self.nbytes)
+        get_backend(self.device.backend).copy(out, self, self.nbytes)
         return out
 
     def __repr__(self) -> str:
@@ -278,7 +279,7 @@ def pin_host(device: Any, operand: Any, nbytes: int, what: str, *, writes: bool)
         return None
     start, size, owner = host_buffer(operand)
     try:
-        return device._backend.host_registry.pin(operand.__array_interface__["data"][0], nbytes, owner,
+        return get_backend(device.backend).host_registry.pin(operand.__array_interface__["data"][0], nbytes, owner,
                                                  block=(start, size), writes=writes, what=what)
     except HostRegistrationError as exc:
         raise ValueError(f"{what}: graph and captured copies page-lock a NumPy array's memory so that the copy runs "

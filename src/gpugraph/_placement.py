@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._kernel import Kernel, check_total_shared_mem
+from .backends import get_backend
 from .backends._protocol import Backend
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def load_kernel(device: _Device, kernel: Kernel) -> Any:
     # (the kernel's per-device cache of function handles and the device's backend are placement's to use)
     function = kernel._functions.get(device)
     if function is None:
-        function = device._backend.kernel_load(device.index, kernel)
+        function = get_backend(device.backend).kernel_load(device.index, kernel)
         kernel._functions[device] = function
     return function
 
@@ -39,8 +40,8 @@ def check_shared(device: _Device, kernel: Kernel, shared_mem: int) -> None:
     """Refuse ``shared_mem`` bytes of dynamic shared memory that pass a launch's limit with ``kernel``'s static
     shared memory on ``device`` (the common launch, with none, asks nothing)."""
     if shared_mem:
-        # (the device's backend is placement's to use)
-        check_total_shared_mem(kernel, device._backend.kernel_static_shared(device.index, kernel), shared_mem)
+        static = get_backend(device.backend).kernel_static_shared(device.index, kernel)
+        check_total_shared_mem(kernel, static, shared_mem)
 
 
 def sibling(device: D, index: int) -> D:

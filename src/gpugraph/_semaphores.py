@@ -11,6 +11,7 @@ from typing import Any
 from ._nodes import NodeKind, SemaphoreSignalParams, SemaphoreWaitParams
 from ._scalars import as_bool, as_int, describe
 from ._timeouts import timeout_seconds
+from .backends import get_backend
 
 _MAX_VALUE = 2**64 - 1
 
@@ -112,7 +113,7 @@ class ExternalSemaphore:
     def __init__(self, device: Any, handle: Any, timeline: Any) -> None:
         self.device = device
         self.timeline = _check_timeline(timeline, "import_semaphore")
-        backend = device._backend
+        backend = get_backend(device.backend)
         self._handle = backend.semaphore_import(device.index, handle, self.timeline)
         weakref.finalize(self, backend.semaphore_destroy, self._handle).atexit = False
 

@@ -32,6 +32,7 @@ from ._params import resolve
 from ._placement import check_same_backend, check_same_device, check_shared, load_kernel
 from ._scalars import as_bool, as_int, describe
 from ._semaphores import semaphore_record
+from .backends import get_backend
 
 # The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
 # handle can reach another library through ``ptr`` as well as ``__cuda_stream__``) and those made from other
@@ -81,7 +82,7 @@ class Stream:
         self.non_blocking = bool(non_blocking) and not legacy
         self.priority = number
         self.legacy = legacy  # the legacy default stream (stream 0), which synchronizes with blocking streams
-        backend = self._backend = device._backend
+        backend = self._backend = get_backend(device.backend)
         self._capture: Any = None  # the Capture this stream records into, if any
         self._number = 0 if legacy else next(Stream._numbers)  # tells streams apart in messages
         if legacy:

@@ -13,6 +13,7 @@ from ._kernel import Kernel
 from ._memory import Array, normalize_dtype
 from ._placement import load_kernel
 from ._signature import type_of
+from .backends import get_backend
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -84,7 +85,7 @@ def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
                          f"on every backend (the CPU backend's compiler may fold it or keep it out of its library's "
                          f"table); declare it without {internal}")
     load_kernel(device, kernel)  # (first: a source that does not compile raises its error)
-    alloc = device._backend.kernel_variable(device.index, kernel, linked)
+    alloc = get_backend(device.backend).kernel_variable(device.index, kernel, linked)
     if alloc is None:
         raise ValueError(f"symbol: the module of {kernel!r} on {device} has no __device__, __constant__ or __managed__ "
                          f"variable {name!r} (looked up as {linked!r})")
