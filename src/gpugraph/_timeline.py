@@ -40,8 +40,7 @@ class TimelineRow(NamedTuple):
     """The graph's Node that ran (of the graph the executable graph was instantiated from, or of a child graph or
     conditional body in it); None for a stream operation, or where gpugraph cannot tell (see the guide)."""
     kind: str
-    """What ran, as a NodeKind's value: ``"kernel"``, ``"memcpy"``, ``"memset"`` or ``"host"``; on CUDA ``"graph"``
-    for a graph of several nodes that a kernel launched (CUPTI traces it whole)."""
+    """What ran, as a NodeKind's value: ``"kernel"``, ``"memcpy"``, ``"memset"`` or ``"host"``."""
     name: str
     """The kernel's or host function's name, or a copy's or memset's bytes (``"4096 B"``)."""
     start_us: float

@@ -17,9 +17,7 @@ executable graph are.
 A timeline records the launches made while it is open: the work of kernels, copies and memsets whose correlation id
 is that of a driver or runtime call made meanwhile (CUPTI's API records), a conditional body's work (correlation id 0)
 with the launch it is part of, and a graph's work that no launch from the host is known for (a graph a kernel
-launched) where it began while recording. CUPTI traces a graph a kernel launched whole (one DEVICE_GRAPH_TRACE
-record: its graph id and its launcher graph's), not node by node: its row is its one node's where it has one node,
-else the graph's (kind "graph", no node), in the launch of the graph whose kernel launched it.
+launched) where it began while recording.
 
 CUPTI keeps one set of activity buffers for the process: a timeline records one device at a time (the front end
 sees to it), and this module registers its buffer callbacks once.
@@ -49,9 +47,6 @@ INSTALL = ("gg.timeline on CUDA reads CUPTI's activity records through NVIDIA's 
 
 # CUPTI's activity kinds read, and the kind of work each is ("kernel", ...: a NodeKind's value).
 _KINDS = {"CONCURRENT_KERNEL": "kernel", "MEMCPY": "memcpy", "MEMSET": "memset"}
-# A graph a kernel launched: CUPTI traces its run whole (one record, its graph id), not node by node. Read where
-# CUPTI serves it beside the kinds above.
-_DEVICE_GRAPHS = "DEVICE_GRAPH_TRACE"
 # The API calls', whose correlation ids are those of the launches made while a timeline records.
 _CALLS = ("DRIVER", "RUNTIME")
 _LOW = 0xFFFFFFFF  # (a graphNodeId's low 32 bits: the node's number in its graph)
@@ -96,10 +91,6 @@ class _Buffers:
                 if name in _CALLS:
                     calls.append(a.correlation_id)
                     continue
-                if name == _DEVICE_GRAPHS:  # (as a work record: a graph's, its launcher's id for a node's)
-                    taken.append(("graph", "", a.start, a.end, a.device_id, a.stream_id, 0, a.graph_id,
-                                  a.launcher_graph_id))
-                    continue
                 kind = _KINDS.get(name)
                 if kind is not None:
                     name = a.name if kind == "kernel" else f"{a.bytes} B"
@@ -125,13 +116,12 @@ _buffers = _Buffers()
 
 
 class CudaRecording:
-    """One timeline's recording of a device: CUPTI's clock when it began; whether CUPTI traces device-launched
-    graphs too."""
+    """One timeline's recording of a device: CUPTI's clock when it began."""
 
-    __slots__ = ("index", "origin", "device_graphs")
+    __slots__ = ("index", "origin")
 
-    def __init__(self, index: int, origin: int, device_graphs: bool) -> None:
-        self.index, self.origin, self.device_graphs = index, origin, device_graphs
+    def __init__(self, index: int, origin: int) -> None:
+        self.index, self.origin = index, origin
 
 
 def start(index: int) -> CudaRecording:
@@ -147,8 +137,7 @@ def start(index: int) -> CudaRecording:
             kind = getattr(cupti.ActivityKind, name)
             cupti.activity_enable(kind)
             enabled.append(kind)
-        device_graphs = _enable_device_graphs(cupti)
-        return CudaRecording(index, int(cupti.get_timestamp()), device_graphs)
+        return CudaRecording(index, int(cupti.get_timestamp()))
     except BaseException as exc:
         for kind in enabled:  # (nothing is left recording)
             cupti.activity_disable(kind)
@@ -157,19 +146,6 @@ def start(index: int) -> CudaRecording:
         raise GpuGraphError(f"gg.timeline(cuda:{index}): CUPTI refused to record {name} activity ({exc}); CUPTI serves "
                             f"one tool at a time, and another may hold it (Nsight Systems, Nsight Compute or another "
                             f"profiler this process runs under): run without it to record a timeline") from exc
-
-
-def _enable_device_graphs(cupti: ModuleType) -> bool:
-    """Enable CUPTI's records of device-launched graphs, where this CUPTI has them and serves them beside kernel
-    records: whether it does (where not, the work of a graph a kernel launches has no row)."""
-    kind = getattr(cupti.ActivityKind, _DEVICE_GRAPHS, None)
-    if kind is None:
-        return False
-    try:
-        cupti.activity_enable(kind)
-    except cupti.cuptiError:  # (refused beside the kinds enabled: the timeline records without it)
-        return False
-    return True
 
 
 def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[CudaExec]) -> list[TimelineRecord]:
@@ -185,7 +161,7 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
         drv.ctx_synchronize()
         cupti.activity_flush_all(1)
     finally:
-        for name in (*_KINDS, _DEVICE_GRAPHS) if recording.device_graphs else _KINDS:
+        for name in _KINDS:
             cupti.activity_disable(getattr(cupti.ActivityKind, name))
     taken, calls, error = _buffers.take()
     if error is not None:
@@ -195,19 +171,13 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
     ran = {r[7] for r in records if r[7]}  # (the executable graphs that ran: their nodes are numbered)
     numbered = {graph_id: exe for exe in executables if (graph_id := cupti.get_graph_exec_id(int(exe.handle))) in ran}
     names = _kernel_names(backend)
-    traced = {r[7] for r in records if r[0] != "graph"}  # (the graphs traced node by node)
     nodes = {graph_id: _fitting(backend, node_numbers(backend, exe),
                                 [(r[0], names.get(r[1], r[1]), r[8] & _LOW) for r in records if r[7] == graph_id])
-             for graph_id, exe in numbered.items() if graph_id in traced}
+             for graph_id, exe in numbered.items()}
     made = []
     for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, launches):
         exe = numbered.get(graph_id)
-        if kind == "graph":  # a graph a kernel launched, traced whole
-            if graph_id in traced:
-                continue  # (its nodes have rows of their own)
-            kind, name, graph, node = _traced_whole(backend, exe)
-        else:
-            graph, node = nodes[graph_id].get(node_id & _LOW, (None, None)) if exe is not None else (None, None)
+        graph, node = nodes[graph_id].get(node_id & _LOW, (None, None)) if exe is not None else (None, None)
         name = names.get(name, name) if kind == "kernel" else name
         if kind == "kernel" and graph is not None and _driver_kernel(name):
             params = backend.node_params(graph, node)
@@ -216,20 +186,6 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
         made.append(TimelineRecord(kind, name, begin - recording.origin, end - recording.origin, f"stream {stream}",
                                    launch, exe, node))
     return made
-
-
-def _traced_whole(backend: CudaBackend, exe: CudaExec | None) -> tuple[str, str, CudaGraph | None, object]:
-    """The row of a graph a kernel launched, which CUPTI traced whole (kind, name, graph, node): its one node's
-    where it has one node (its run is that node's), else the graph's (kind "graph", no node)."""
-    if exe is not None:
-        found, _ = node_numbers(backend, exe)
-        if len(found) == 1:  # (one node, and no graph inside it)
-            (graph, node), = found.values()
-            params = backend.node_params(graph, node)
-            kind = params.kind.value
-            name = getattr(params.kernel, "name", kind) if kind == "kernel" else f"{_nbytes(params)} B"
-            return kind, name, graph, node
-    return "graph", "device-launched graph", None, None
 
 
 def _driver_kernel(name: str) -> bool:
@@ -322,16 +278,15 @@ def _launches(records: list[tuple]) -> list[int | None]:
     """The launch of each record: None for a stream operation; for a graph node's work its correlation id (the
     cuGraphLaunch's) or, for the work of a conditional body (which CUPTI gives correlation id 0: the device launches
     it), the correlation id of the launch of the same executable graph that began last before it (one runs at a
-    time); for a graph a kernel launched, traced whole, that of the launch of the graph whose kernel launched it."""
+    time)."""
     first: dict[tuple[int, int], int] = {}  # (graph id, correlation id) -> when its first work began
     for _, _, begin, _, _, _, correlation, graph_id, _ in records:
         if graph_id and correlation:
             first[graph_id, correlation] = min(begin, first.get((graph_id, correlation), begin))
     launches: list[int | None] = []
-    for kind, _, begin, _, _, _, correlation, graph_id, node_id in records:
+    for _, _, begin, _, _, _, correlation, graph_id, _ in records:
         if graph_id and not correlation:
-            owner = node_id if kind == "graph" else graph_id  # (a graph traced whole: its launcher graph)
-            earlier = [(at, c) for (g, c), at in first.items() if g == owner and at <= begin]
+            earlier = [(at, c) for (g, c), at in first.items() if g == graph_id and at <= begin]
             correlation = max(earlier)[1] if earlier else 0
         launches.append(correlation if graph_id else None)
     return launches
