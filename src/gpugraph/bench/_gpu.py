@@ -169,24 +169,31 @@ def launch(device: Any, options: Options) -> list[Row]:
     return rows
 
 
+def cuda_core_tiny(device: Any) -> tuple[Any, Any, Any] | None:
+    """cuda.core's module (its API: ``Device``, ``LaunchConfig``, ``Program``, ``launch``), its Device made current
+    for ``device``, and TINY compiled by it; None where cuda.core is not installed."""
+    try:
+        import cuda.core as core
+        core.Program  # noqa: B018 - (cuda.core before 0.4 kept its API under cuda.core.experimental)
+    except (ImportError, AttributeError):
+        try:
+            import cuda.core.experimental as core
+        except ImportError:
+            return None
+    core_device = core.Device(device.index)
+    core_device.set_current()
+    return core, core_device, core.Program(TINY, code_type="c++").compile("cubin").get_kernel("tiny")
+
+
 def _cuda_core_launch(device: Any, stream: Any, x: Any, options: Options) -> list[Row]:
     """cuda.core's launch of the same kernel on the same stream (prebuilt config and arguments), if installed."""
-    try:
-        try:
-            from cuda.core import Device as CoreDevice
-            from cuda.core import LaunchConfig, Program
-            from cuda.core import launch as core_launch
-        except ImportError:  # (cuda.core before 0.4 kept its API under cuda.core.experimental)
-            from cuda.core.experimental import Device as CoreDevice
-            from cuda.core.experimental import LaunchConfig, Program
-            from cuda.core.experimental import launch as core_launch
-    except ImportError:
+    found = cuda_core_tiny(device)
+    if found is None:
         return []
-    core_device = CoreDevice(device.index)
-    core_device.set_current()
-    core_kernel = Program(TINY, code_type="c++").compile("cubin").get_kernel("tiny")
+    core, core_device, core_kernel = found
+    core_launch = core.launch
     core_stream = core_device.create_stream(stream)  # the CUDA stream protocol
-    config = LaunchConfig(grid=1, block=32)
+    config = core.LaunchConfig(grid=1, block=32)
     args = (np.uintp(x.ptr), np.int32(32))
 
     def body() -> None:
