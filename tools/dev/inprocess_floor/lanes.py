@@ -1,6 +1,7 @@
 """Where gpugraph's own time goes on each CUDA hot path (set_params, a Param patch, capture, explicit build, graph
 launch), in one process: the whole call; its compiled lane called directly (no front-end Python frame); the
-thinnest Python call into C making the same driver call, the GIL held (gpugraph.bench._thinnest.Calls); the driver call timed in C.
+thinnest Python call into C making the same driver call, the GIL held (gpugraph.bench._thinnest.Calls); the driver
+call timed in C.
 Interleaved rounds, medians, µs (per node for capture and build). The difference between the whole call and the
 lane is the front end's Python frame; between the lane and the thinnest call, the lane's own bookkeeping.
 
