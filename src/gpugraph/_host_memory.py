@@ -109,10 +109,11 @@ class HostRegistration:
         device = self.device
         start, nbytes, owner = host_buffer(array)
         # (A use of its own: None where the memory is page-locked by other means, which keep it so themselves.)
-        pin = get_backend(device.backend).host_registry.pin(array.__array_interface__["data"][0], array.nbytes, owner,
-                                                block=(start, nbytes), read_only=self.read_only,
-                                                writes=not self.read_only, what="device_array")
-        alloc = get_backend(device.backend).mem_host_mapped(device.index, array, pin)
+        backend = get_backend(device.backend)
+        pin = backend.host_registry.pin(array.__array_interface__["data"][0], array.nbytes, owner,
+                                        block=(start, nbytes), read_only=self.read_only, writes=not self.read_only,
+                                        what="device_array")
+        alloc = backend.mem_host_mapped(device.index, array, pin)
         return Array(device, alloc.ptr, array.shape, array.dtype, alloc)
 
     def __enter__(self) -> Self:

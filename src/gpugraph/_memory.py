@@ -279,8 +279,9 @@ def pin_host(device: Any, operand: Any, nbytes: int, what: str, *, writes: bool)
         return None
     start, size, owner = host_buffer(operand)
     try:
-        return get_backend(device.backend).host_registry.pin(operand.__array_interface__["data"][0], nbytes, owner,
-                                                 block=(start, size), writes=writes, what=what)
+        registry = get_backend(device.backend).host_registry
+        return registry.pin(operand.__array_interface__["data"][0], nbytes, owner, block=(start, size), writes=writes,
+                            what=what)
     except HostRegistrationError as exc:
         raise ValueError(f"{what}: graph and captured copies page-lock a NumPy array's memory so that the copy runs "
                          f"at its turn, and the driver refused to page-lock this one ({exc}); copy the data into an "
