@@ -111,6 +111,16 @@ class ExecState:
         self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
         self._params.adopt(found)
 
+    def layout(self) -> GraphLayout:
+        """The graph it runs, as it was instantiated or last updated with (a snapshot, taken before that graph
+        changed), its child graphs and bodies within."""
+        return self._read_layout()
+
+    def node_handles(self) -> list[Any]:
+        """The backend's handles of the nodes of the graph it was instantiated from, by position (which address
+        its nodes, also after an update)."""
+        return self._handles
+
     def _read_layout(self) -> GraphLayout:
         if self._layout is None:
             self._layout = GraphLayout(self._source)

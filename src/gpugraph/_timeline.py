@@ -6,6 +6,7 @@ gpugraph's Nodes, a table and a Chrome trace (the JSON that Perfetto and chrome:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -117,8 +118,9 @@ class Timeline:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        # The device's open executable graphs, which the records may name.
-        opened = [handle for handle, owner in executables()
+        # The device's open executable graphs, which the records may name, each with a call giving the graph it runs
+        # and the handles its nodes are addressed by (read if asked).
+        opened = [(handle, functools.partial(_graph_run, owner)) for handle, owner in executables()
                   if isinstance(owner, GraphExec) and owner.device is self.device and not owner.closed]
         try:
             records = get_backend(self.device.backend).timeline_stop(self._handle, opened)
@@ -183,6 +185,11 @@ class Timeline:
         except OSError as error:
             raise type(error)(error.errno, f"Timeline.write_trace: cannot write the trace ({error.strerror})",
                               target) from error
+
+
+def _graph_run(exe: GraphExec) -> tuple[Any, list[Any]]:
+    """The graph ``exe`` runs (its GraphLayout) and the handles of the graph it was instantiated from, by position."""
+    return exe.layout(), exe.node_handles()
 
 
 def _rows(records: Iterable[TimelineRecord]) -> list[TimelineRow]:

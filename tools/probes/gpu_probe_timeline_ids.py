@@ -29,17 +29,16 @@ def take() -> tuple:
     return taken
 
 
-def fitting(backend: object, numbering: tuple, seen: list) -> dict:
+def fitting(numbering: tuple, seen: list) -> dict:
     """The timeline's numbering of an executable graph's nodes and the records checked against it, printed."""
     found, first = numbering
     print(f"  numbering (the nodes inside from {first}):")
     for number in sorted(found):
-        graph, node = found[number]
-        params = backend.node_params(graph, node)  # type: ignore[attr-defined]
+        _, params = found[number]
         kernel = getattr(getattr(params, "kernel", None), "name", "")
         print(f"    {number}: {type(params).__name__} {kernel} grid {getattr(params, 'grid', '')}")
     print(f"  records (kind, name, number): {seen}")
-    return _fitting(backend, numbering, seen)
+    return _fitting(numbering, seen)
 
 
 def dump(label: str, timeline: object = None) -> None:

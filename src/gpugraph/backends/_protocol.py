@@ -310,7 +310,10 @@ class Backend(Protocol):
         """Begin recording when the kernels, copies, memsets and host functions of graph nodes and stream
         operations launched on device ``index`` from now on start and end; the recording's handle. ImportError
         naming the package to install where the backend needs one that is missing (CUDA: cupti-python)."""
-    def timeline_stop(self, timeline: Handle, executables: Sequence[Handle]) -> list[TimelineRecord]:
+    def timeline_stop(self, timeline: Handle, executables: Sequence[tuple[Handle, Callable[[], Any]]]
+                      ) -> list[TimelineRecord]:
         """End the recording ``timeline`` once the device's work launched so far has finished (its streams keep
         their errors for the next synchronize); what ran, in no particular order. ``executables``: the device's open
-        executable graphs, which the records may name (CUDA's records name them by CUPTI's ids)."""
+        executable graphs, which the records may name, each with a call that gives the graph it runs as it was
+        instantiated (a ``GraphLayout``: CUDA's records name nodes by numbers given then) and the handles its nodes
+        are addressed by (of the graph it was instantiated from, by position)."""

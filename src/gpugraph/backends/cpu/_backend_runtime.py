@@ -140,7 +140,7 @@ class CpuRuntime:
     def timeline_start(self, index: int) -> CpuRecording:
         return start_recording(index)
 
-    def timeline_stop(self, recording: CpuRecording, executables: Sequence[Any]) -> list[TimelineRecord]:
+    def timeline_stop(self, recording: CpuRecording, executables: Sequence[tuple[Any, Any]]) -> list[TimelineRecord]:
         end_recording(recording)  # first: a launch made from now on (on any thread) is not recorded, not even in part
         for stream in list(self._streams):  # (as device_synchronize waits, leaving the errors to it)
             if stream.index == recording.index:

@@ -29,5 +29,6 @@ class CudaBackend(CudaGraphs, CudaCollectives):
     def timeline_start(self, index: int) -> _timeline.CudaRecording:
         return _timeline.start(index)
 
-    def timeline_stop(self, recording: _timeline.CudaRecording, executables: Sequence[Any]) -> list[TimelineRecord]:
+    def timeline_stop(self, recording: _timeline.CudaRecording, executables: Sequence[tuple[Any, Any]]
+                      ) -> list[TimelineRecord]:
         return _timeline.stop(self, recording, executables)

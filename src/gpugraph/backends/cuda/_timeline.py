@@ -3,16 +3,15 @@ kernels, copies and memsets that run while a timeline records, each tied to the 
 
 CUPTI names a graph node's work by ids (``graphId``, ``graphNodeId``): the executable graph's id
 (``cuptiGetGraphExecId``), and the node's number in it (the low 32 bits of ``graphNodeId``), which the driver gives
-as measured on CUDA 13.0 (an H100; ``node_numbers``): a node of the graph instantiated keeps its number there (the
-low 32 bits of ``cuptiGetGraphNodeId``: its local id, which removals leave as they are); the nodes of the graphs inside
-(child graphs, conditional bodies) are numbered on from the largest, graph after graph in the order of the nodes
-embedding them, each graph's nodes in the order they were made, and the graphs inside a graph right after its own
-nodes. The numbers are those of the graph the executable graph was instantiated from (an update leaves them), read
-from that graph when the timeline ends: a node removed from it since, or from a graph inside it, has no number any
-more, and one removed after its graph's last still counts there (the numbering goes on after it), which no call reads
-back. So each record is checked against the node numbered so (its kind, its kernel): a node of the graph itself that
-a record does not fit is left unnamed, and where a record of a node inside does not fit, the nodes inside that
-executable graph are.
+when it instantiates (measured on CUDA 13.0, an H100 and an H200; ``node_numbers``): a node of the graph
+instantiated keeps its number there (its local id: the count of nodes made in that graph before it, removed ones
+included); the nodes of the graphs inside (child graphs, conditional bodies) are numbered on from the number the
+graph's next node would take, graph after graph in the order of the nodes embedding them, each graph's nodes in
+the order they were made (one after another: a child graph is a copy of the nodes it had), and the graphs inside a
+graph right after its own nodes. The front end gives the graph as it was instantiated (the executable graph's
+snapshot, taken before that graph changed), so nodes removed since still have their numbers, and each record is
+checked against the node numbered so (its kind, its kernel): a node of the graph itself that a record does not fit
+is left unnamed, and where a record of a node inside does not fit, the nodes inside that executable graph are.
 
 A timeline records the launches made while it is open: the work of kernels, copies and memsets whose correlation id
 is that of a driver or runtime call made meanwhile (CUPTI's API records), a conditional body's work (correlation id 0)
@@ -26,20 +25,21 @@ sees to it), and this module registers its buffer callbacks once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from cuda.bindings import driver as cu
 
 from ..._errors import GpuGraphError
-from ..._nodes import ChildGraphParams, ConditionalParams, MemsetParams
+from ..._nodes import MemsetParams
 from .._protocol import TimelineRecord
 from ._driver import call
-from ._objects import CudaExec, CudaGraph
+from ._objects import CudaExec
 from ._symbols import drv
 
 if TYPE_CHECKING:
+    from ..._update import GraphLayout
     from ._graphs import CudaGraphs as CudaBackend  # (the layers below CudaBackend, which imports this module)
 
 INSTALL = ("gg.timeline on CUDA reads CUPTI's activity records through NVIDIA's cupti-python package, which is not "
@@ -148,9 +148,11 @@ def start(index: int) -> CudaRecording:
                             f"profiler this process runs under): run without it to record a timeline") from exc
 
 
-def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[CudaExec]) -> list[TimelineRecord]:
+def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[tuple[CudaExec, Callable[[], Any]]]
+         ) -> list[TimelineRecord]:
     """Wait for device ``recording.index``'s work, flush CUPTI's records and disable them; the records of the work
-    launched on that device while recording, graph nodes named by ``executables``' nodes."""
+    launched on that device while recording, graph nodes named by ``executables``' nodes (each with the call giving
+    the graph it runs as instantiated: a GraphLayout)."""
     cupti = _cupti()
     try:
         for name in _CALLS:  # first: a launch made from now on (on any thread) is not recorded, not even in part
@@ -169,20 +171,19 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[C
                             f"{error!r}") from error
     records, launches = made_while_recording([r for r in taken if r[4] == recording.index], calls, recording.origin)
     ran = {r[7] for r in records if r[7]}  # (the executable graphs that ran: their nodes are numbered)
-    numbered = {graph_id: exe for exe in executables if (graph_id := cupti.get_graph_exec_id(int(exe.handle))) in ran}
+    numbered = {graph_id: (exe, layout) for exe, layout in executables
+                if (graph_id := cupti.get_graph_exec_id(int(exe.handle))) in ran}
     names = _kernel_names(backend)
-    nodes = {graph_id: _fitting(backend, node_numbers(backend, exe),
+    nodes = {graph_id: _fitting(node_numbers(*layout()),
                                 [(r[0], names.get(r[1], r[1]), r[8] & _LOW) for r in records if r[7] == graph_id])
-             for graph_id, exe in numbered.items()}
+             for graph_id, (_, layout) in numbered.items()}
     made = []
     for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, launches):
-        exe = numbered.get(graph_id)
-        graph, node = nodes[graph_id].get(node_id & _LOW, (None, None)) if exe is not None else (None, None)
+        exe, _ = numbered.get(graph_id, (None, None))
+        node, params = nodes[graph_id].get(node_id & _LOW, (None, None)) if exe is not None else (None, None)
         name = names.get(name, name) if kind == "kernel" else name
-        if kind == "kernel" and graph is not None and _driver_kernel(name):
-            params = backend.node_params(graph, node)
-            if params.kind.value != "kernel":  # a memset or copy node the driver ran as its own kernel
-                kind, name = params.kind.value, f"{_nbytes(params)} B"
+        if kind == "kernel" and params is not None and params.kind.value != "kernel":
+            kind, name = params.kind.value, f"{_nbytes(params)} B"  # (a memset or copy the driver ran as a kernel)
         made.append(TimelineRecord(kind, name, begin - recording.origin, end - recording.origin, f"stream {stream}",
                                    launch, exe, node))
     return made
@@ -201,43 +202,39 @@ def _nbytes(params: object) -> int:
     return int(getattr(params, "nbytes", 0))
 
 
-def node_numbers(backend: CudaBackend, exe: CudaExec) -> tuple[dict[int, tuple[CudaGraph, object]], int]:
-    """The node (its graph, its handle) of the graph ``exe`` was instantiated from, or of a graph inside it, by its
-    number in CUPTI's graphNodeId (see the module's docstring); and the first number of the nodes inside."""
-    top = exe.made_from
-    found: dict[int, tuple[CudaGraph, object]] = {}
-    nodes = backend.graph_nodes(top)
-    for node in nodes:
-        found[_cupti().get_graph_node_id(int(node)) & _LOW] = (top, node)
-    first = max(found) + 1 if found else 0
-    _number_inside(backend, top, nodes, found, first)
+def node_numbers(layout: GraphLayout, handles: Sequence[object]) -> tuple[dict[int, tuple[object, Any]], int]:
+    """The nodes (handle, parameter record) of the graph ``layout`` gives as instantiated (a GraphLayout), and of the
+    graphs inside it, by their number in CUPTI's graphNodeId (see the module's docstring); and the first number of
+    the nodes inside. ``handles``: those of the graph's own nodes, by position (of the graph instantiated from, which
+    an update leaves them)."""
+    found = {number: (handle, params) for number, handle, params in zip(layout.numbers, handles, layout.params)}
+    first = layout.next_number
+    _number_inside(layout, found, first)
     return found, first
 
 
-def _number_inside(backend: CudaBackend, graph: CudaGraph, nodes: list[object],
-                   found: dict[int, tuple[CudaGraph, object]], number: int) -> int:
-    """Number the nodes of the graphs that ``nodes`` (of ``graph``) embed from ``number`` on: each graph's own, then
-    those of the graphs inside it; the next number."""
-    for node in nodes:
-        for inner in _embedded(backend, graph, node):
-            inner_nodes = backend.graph_nodes(inner)
-            for inner_node in inner_nodes:
-                found[number] = (inner, inner_node)
+def _number_inside(layout: GraphLayout, found: dict[int, tuple[object, Any]], number: int) -> int:
+    """Number the nodes of the graphs inside ``layout``'s nodes from ``number`` on: each graph's own, then those of
+    the graphs inside it; the next number."""
+    for i in range(len(layout)):
+        for inner in (layout.children[i],) if i in layout.children else layout.bodies.get(i, ()):
+            for handle, params in zip(inner.handles, inner.params):
+                found[number] = (handle, params)
                 number += 1
-            number = _number_inside(backend, inner, inner_nodes, found, number)
+            number = _number_inside(inner, found, number)
     return number
 
 
-def _fitting(backend: CudaBackend, numbering: tuple[dict[int, tuple[CudaGraph, object]], int],
-             seen: list[tuple[str, str, int]]) -> dict[int, tuple[CudaGraph, object]]:
-    """The nodes (graph, handle) by number that the records ``seen`` (kind, kernel name, number) fit: a node of the
-    graph itself where each record of its number fits it, the nodes inside only where every record of a node inside
-    fits the node numbered so (its kind and kernel, or a memset or copy the driver ran as its own kernel)."""
+def _fitting(numbering: tuple[dict[int, tuple[object, Any]], int],
+             seen: list[tuple[str, str, int]]) -> dict[int, tuple[object, Any]]:
+    """The nodes (handle, parameter record) by number that the records ``seen`` (kind, kernel name, number) fit: a
+    node of the graph itself where each record of its number fits it, the nodes inside only where every record of a
+    node inside fits the node numbered so (its kind and kernel, or a memset or copy the driver ran as its own
+    kernel)."""
     found, first = numbering
     misfits: set[int] = set()
     for kind, name, number in seen:
-        graph, node = found.get(number, (None, None))
-        params = None if graph is None else backend.node_params(graph, node)
+        _, params = found.get(number, (None, None))
         if params is None:
             fits = False
         elif kind == "kernel" and params.kind.value != "kernel":
@@ -248,16 +245,6 @@ def _fitting(backend: CudaBackend, numbering: tuple[dict[int, tuple[CudaGraph, o
             misfits.add(number)
     inside_fits = all(number < first for number in misfits)
     return {number: found[number] for number in found if number not in misfits and (number < first or inside_fits)}
-
-
-def _embedded(backend: CudaBackend, graph: CudaGraph, node: object) -> tuple[CudaGraph, ...]:
-    """The graphs node ``node`` of ``graph`` embeds: a child graph, a conditional node's bodies."""
-    params = backend.node_params(graph, node)
-    if isinstance(params, ChildGraphParams):
-        return (params.graph,)
-    if isinstance(params, ConditionalParams):
-        return tuple(params.bodies)
-    return ()
 
 
 def made_while_recording(records: list[tuple], calls: set[int], origin: int) -> tuple[list[tuple], list[int | None]]:
