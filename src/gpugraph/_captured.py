@@ -44,7 +44,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,11 @@ from ._memory import Array, allocation_of
 from ._params import Param
 from ._scalars import as_int, describe
 from ._update import GraphLayout
+
+if TYPE_CHECKING:
+    from ._exec import GraphExec
+    from ._graph import Graph
+    from ._stream import Stream
 
 
 @dataclass
@@ -73,24 +78,25 @@ class CapturedStats:
 class _Entry:
     """A cached graph: its executable graph, its Params, its allocations and the value it returns."""
 
-    def __init__(self, key: tuple, graph: Any, exe: Any, params: dict[str, Param], allocations: list[Array],
+    def __init__(self, key: tuple, graph: Graph, exe: GraphExec, params: dict[str, Param], allocations: list[Array],
                  result: Any, owner: _ThreadToken | None = None) -> None:
         self.key, self.graph, self.exe, self.params, self.allocations, self.result = (
             key, graph, exe, params, allocations, result)
         self.owner = owner  # the thread it is cached for alone (a graph with memory), or None: shared
         self.topology = _topology(graph)
-        self.stream: Any = None  # the stream of its latest launch, where its graph memory is freed
+        self.stream: Stream | None = None  # the stream of its latest launch, where its graph memory is freed
 
     def close(self) -> None:
         """Release the executable graph and free the graph memory it left allocated (after its last launch).
         Idempotent: closing again frees nothing twice."""
         self.exe.close()
+        stream = self.stream  # (set by each launch: memory is live only once the graph was launched)
         for array in self.allocations:
-            if allocation_of(array).live:
-                self.stream.free(array)
+            if stream is not None and allocation_of(array).live:
+                stream.free(array)
 
 
-def _topology(graph: Any) -> tuple:
+def _topology(graph: Graph) -> tuple:
     layout = GraphLayout(graph)
     return tuple(zip(layout.kinds, layout.deps))
 
@@ -272,7 +278,7 @@ class CapturedFunction:
             self._cache.move_to_end(entry.key)
         return entry
 
-    def _replay(self, entry: _Entry, arguments: Any, stream: Any) -> None:
+    def _replay(self, entry: _Entry, arguments: Any, stream: Stream) -> None:
         for name, param in entry.params.items():
             value = arguments[name]
             if param.changed_by(value):
@@ -282,7 +288,7 @@ class CapturedFunction:
         self._launch(entry, stream)
 
     @staticmethod
-    def _launch(entry: _Entry, stream: Any) -> None:
+    def _launch(entry: _Entry, stream: Stream) -> None:
         # The stream first: the graph memory a launch allocates is freed on it, and a KeyboardInterrupt
         # surfacing from the launch came after the launch was made. An error means no launch.
         previous, entry.stream = entry.stream, stream
@@ -292,7 +298,7 @@ class CapturedFunction:
             entry.stream = previous
             raise
 
-    def _capture(self, key: tuple, arguments: dict[str, Any], stream: Any) -> Any:
+    def _capture(self, key: tuple, arguments: dict[str, Any], stream: Stream) -> Any:
         self._close_dropped()  # those an interrupt left (a capture may drop more: closed at its end)
         params = {name: Param(arguments[name]) for name in self._dynamic}
         call = inspect.BoundArguments(self._signature, dict(arguments, **params))
@@ -342,7 +348,7 @@ class CapturedFunction:
         # entry in place for its own key and value.
         return result
 
-    def _cache_new(self, graph: Any, key: tuple, exe: Any, params: dict[str, Param], allocations: list[Array],
+    def _cache_new(self, graph: Graph, key: tuple, exe: GraphExec, params: dict[str, Param], allocations: list[Array],
                    result: Any) -> _Entry:
         """Cache a new executable graph (for this thread alone when it has memory: an Array it returns is valid
         until the thread's next call, whatever other threads do), making room for it first: the entries
@@ -373,7 +379,7 @@ class CapturedFunction:
         return [old for group, members in groups.items()
                 for old in members[:max(0, len(members) - self._max_graphs + (group is joining))]]
 
-    def _update_cached(self, graph: Any, key: tuple, params: dict[str, Param], allocations: list[Array],
+    def _update_cached(self, graph: Graph, key: tuple, params: dict[str, Param], allocations: list[Array],
                        result: Any) -> _Entry | None:
         """Update a cached executable graph of the same topology in place, re-keyed to ``key``."""
         if graph._memory:
@@ -400,7 +406,7 @@ class CapturedFunction:
             return entry
         return None
 
-    def _rekey(self, entry: _Entry, key: tuple, graph: Any, params: dict[str, Param], allocations: list[Array],
+    def _rekey(self, entry: _Entry, key: tuple, graph: Graph, params: dict[str, Param], allocations: list[Array],
                result: Any) -> None:
         self._cache.pop(entry.key, None)
         entry.key, entry.graph, entry.params, entry.allocations, entry.result = key, graph, params, allocations, result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from . import _interrupts
 from ._device import Device
@@ -15,7 +14,7 @@ from ._stream import Stream
 _local = threading.local()
 
 
-def current_stream(device: Any = None) -> Stream:
+def current_stream(device: Device | None = None) -> Stream:
     """The stream work goes to on ``device`` (default ``Device()``) in this thread.
 
     It is the innermost ``use_stream`` of that device, else a non-blocking stream of this thread's own.
@@ -36,7 +35,7 @@ def current_stream(device: Any = None) -> Stream:
     return own_stream(device)
 
 
-def own_stream(device: Any, role: str = "default") -> Stream:
+def own_stream(device: Device, role: str = "default") -> Stream:
     """This thread's own non-blocking stream of ``device`` for ``role``, made at first use: "default" is
     ``current_stream``'s fallback, "capture" the stream ``@captured`` functions capture on in this thread."""
     streams = getattr(_local, "own", None)

@@ -21,6 +21,7 @@ from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._event import Event
 from ._exec_state import ExecState, refuse_child_params
+from ._graph_node import Node
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
 from ._kernel import Kernel
@@ -36,6 +37,8 @@ from ._update import GraphLayout, check_update, node_refusal
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
+
+    from ._graph import Graph
 
 
 _KERNEL = (NodeKind.KERNEL,)
@@ -85,7 +88,7 @@ class GraphExec(ExecState, KernelLaunchable):
 
     __slots__ = ()  # (the fields are ExecState's)
 
-    def __init__(self, graph: Any, flags: frozenset[str], graph_type: Any) -> None:
+    def __init__(self, graph: Graph, flags: frozenset[str], graph_type: Any) -> None:
         """(Made by ``Graph.instantiate``, which passes its class, graphs updated from are of it, and the flags
         named in ``gpugraph.INSTANTIATE_FLAGS`` that it was given.)"""
         self.graph = graph
@@ -230,7 +233,7 @@ class GraphExec(ExecState, KernelLaunchable):
     # Changing an executable graph
 
     @_serialized
-    def update(self, graph: Any) -> None:
+    def update(self, graph: Graph) -> None:
         """Take the parameters of ``graph``, which must have this executable graph's topology.
 
         An update is all or nothing: whatever stops it (a refusal, an error, KeyboardInterrupt), the
@@ -279,7 +282,7 @@ class GraphExec(ExecState, KernelLaunchable):
             reason, handle = refused
             raise GraphUpdateError(reason, None if handle is None else _graph_reads.node_of(graph, handle))
 
-    def _refusal(self, graph: Any, shape: Any) -> tuple[str, Any] | None:
+    def _refusal(self, graph: Graph, shape: Any) -> tuple[str, Any] | None:
         """What the front end refuses before the backend is asked: nodes pair in creation order (setters and
         Params address them so), so the topology is compared here, in the cheapest form (``shape``), as a
         driver would accept an isomorphic graph paired otherwise; and allocation and free nodes, whose
@@ -294,7 +297,7 @@ class GraphExec(ExecState, KernelLaunchable):
             return "unsupported node kind", None
         return None
 
-    def _apply(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> tuple[str, Any] | None:
+    def _apply(self, graph: Graph, shape: Any, found: dict[int, KernelParams]) -> tuple[str, Any] | None:
         """The backend's update, then this exec follows ``graph``: None; or the backend's refusal, with
         nothing changed. Once the backend runs the new graph, the exec follows it whatever happens: never
         half updated."""
@@ -317,7 +320,7 @@ class GraphExec(ExecState, KernelLaunchable):
                 raise
         return refused
 
-    def _set(self, index: int, params: Any, node: Any, api: str) -> None:
+    def _set(self, index: int, params: Any, node: Node, api: str) -> None:
         layout = self._read_layout()  # read already by _index
         refusal = node_refusal(layout.params[index], params)
         if refusal is not None:
@@ -356,7 +359,7 @@ class GraphExec(ExecState, KernelLaunchable):
                              f"again first") from exc
         self._stale_for_kernels = False
 
-    def set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
+    def set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None,
                    shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         """Change a kernel node's arguments (all of them, or none to keep them) and launch shape.
 
@@ -369,7 +372,7 @@ class GraphExec(ExecState, KernelLaunchable):
         self._set_params(node, *args, grid=grid, block=block, shared_mem=shared_mem, kernel=kernel)
 
     @_serialized  # (the compiled lane, cuda._fast.Exec.set_params, takes its common case: keep them in step)
-    def _set_params(self, node: Any, *args: Any, grid: Any = None, block: Any = None,
+    def _set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None,
                     shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
         i = self._index(node, _KERNEL, "set_params")
         old = self._read_layout().params[i]
@@ -385,7 +388,7 @@ class GraphExec(ExecState, KernelLaunchable):
         record.kernel.bind_params(record.args)
 
     @_serialized
-    def set_memcpy(self, node: Any, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None,
+    def set_memcpy(self, node: Node, dst: Any, src: Any, nbytes: int | None = None, *, shape: Any = None,
                    dst_origin: Any = None, src_origin: Any = None) -> None:
         """Change a copy node (the rules of ``Graph.add_memcpy``): a 1-D copy, or a box of one row, which may move,
         change size and become 1-D and back. An executable graph's copy of several rows never changes (CUDA's rule:
@@ -396,7 +399,7 @@ class GraphExec(ExecState, KernelLaunchable):
                                    src_origin=src_origin), node, "set_memcpy")
 
     @_serialized
-    def set_memset(self, node: Any, dst: Any, value: Any, count: int | None = None, *, shape: Any = None,
+    def set_memset(self, node: Node, dst: Any, value: Any, count: int | None = None, *, shape: Any = None,
                    origin: Any = None) -> None:
         """Change a memset node: its memory and value; a 2-D memset keeps its shape, a 1-D one stays 1-D (CUDA's
         rule). See also: cudaGraphExecMemsetNodeSetParams."""
@@ -405,13 +408,13 @@ class GraphExec(ExecState, KernelLaunchable):
         self._set(i, record, node, "set_memset")
 
     @_serialized
-    def set_host(self, node: Any, fn: Callable[..., Any], *args: Any) -> None:
+    def set_host(self, node: Node, fn: Callable[..., Any], *args: Any) -> None:
         """Change a host node's callable and arguments. See also: cudaGraphExecHostNodeSetParams."""
         i = self._index(node, (NodeKind.HOST,), "set_host")
         self._set(i, host_record(fn, args, "set_host"), node, "set_host")
 
     @_serialized
-    def set_child_graph(self, node: Any, graph: Any) -> None:
+    def set_child_graph(self, node: Node, graph: Graph) -> None:
         """Give a child-graph node the parameters of ``graph`` (same topology as the child).
 
         See also: cudaGraphExecChildGraphNodeSetParams.
@@ -429,7 +432,7 @@ class GraphExec(ExecState, KernelLaunchable):
         self._upload_for_kernels("set_child_graph")
 
     @_serialized
-    def set_event(self, node: Any, event: Event) -> None:
+    def set_event(self, node: Node, event: Event) -> None:
         """Change the event of an event record or wait node.
 
         See also: cudaGraphExecEventRecordNodeSetEvent, cudaGraphExecEventWaitNodeSetEvent.
@@ -438,7 +441,7 @@ class GraphExec(ExecState, KernelLaunchable):
         self._set(i, event_record(self.device, node.kind, event, "set_event"), node, "set_event")
 
     @_serialized
-    def set_semaphores(self, node: Any, semaphores: Any, values: Any = None) -> None:
+    def set_semaphores(self, node: Node, semaphores: Any, values: Any = None) -> None:
         """Change the semaphores and values of a semaphore signal or wait node; the number of semaphores stays (CUDA's
         rule, measured).
 
@@ -449,7 +452,7 @@ class GraphExec(ExecState, KernelLaunchable):
                   "set_semaphores")
 
     @_serialized
-    def set_mem_ops(self, node: Any, ops: Any) -> None:
+    def set_mem_ops(self, node: Node, ops: Any) -> None:
         """Change the operations of a batch memory-op node: their targets and values, and a wait's condition; each
         operation keeps its kind and width (CUDA's rule, measured).
 
@@ -459,7 +462,7 @@ class GraphExec(ExecState, KernelLaunchable):
         self._set(i, mem_ops_record(self.device, ops, "set_mem_ops"), node, "set_mem_ops")
 
     @_serialized
-    def is_enabled(self, node: Any) -> bool:
+    def is_enabled(self, node: Node) -> bool:
         """Whether a kernel, memcpy or memset node is on in this executable graph (``set_enabled``). The executable
         graph keeps the answer itself, so it is the same on every backend and needs no driver call.
 
@@ -469,7 +472,7 @@ class GraphExec(ExecState, KernelLaunchable):
             self._disabled
 
     @_serialized
-    def set_enabled(self, node: Any, enabled: bool) -> None:
+    def set_enabled(self, node: Node, enabled: bool) -> None:
         """Turn a kernel, memcpy or memset node off (it does nothing) or back on; ``enabled`` is a bool.
 
         A node stays off through ``update``; while one is off, the executable graph cannot be launched

@@ -40,7 +40,7 @@ _LEGACY_HANDLES = (0, 1)  # the default stream as the protocols give it, and CU_
 _PER_THREAD_HANDLE = 2  # CU_STREAM_PER_THREAD
 
 
-def _device(device: Any, what: str) -> Any:
+def _device(device: object, what: str) -> Device:
     if device is None:
         return Device()
     if type(device) is not Device:
@@ -48,7 +48,7 @@ def _device(device: Any, what: str) -> Any:
     return device
 
 
-def _check_stream(stream: Any, device: Any, what: str) -> Stream | None:
+def _check_stream(stream: object, device: Device, what: str) -> Stream | None:
     if stream is None:
         return None
     if type(stream) is not Stream:
@@ -83,7 +83,7 @@ def _stream_address(obj: Any, what: str) -> int:
     return address
 
 
-def external_stream(obj: Any, device: Any = None) -> Stream:
+def external_stream(obj: Any, device: Device | None = None) -> Stream:
     """``Stream.from_external``: the Stream of a stream another library made (see there)."""
     what = "Stream.from_external"
     if type(obj) is Stream:
@@ -98,7 +98,7 @@ def external_stream(obj: Any, device: Any = None) -> Stream:
     return _stream_at(device, address, obj, what)
 
 
-def _stream_at(device: Any, address: int, owner: Any, what: str) -> Stream:
+def _stream_at(device: Device, address: int, owner: object, what: str) -> Stream:
     """The Stream of native handle ``address`` on ``device``, made (keeping ``owner`` alive) if there is none."""
     if address in _LEGACY_HANDLES:
         return device.default_stream
@@ -134,7 +134,8 @@ def _same_allocation(x: Array) -> Array:
     return array
 
 
-def from_dlpack(x: Any, *, device: Any = None, stream: Any = None, copy: bool | None = None) -> Array:
+def from_dlpack(x: Any, *, device: Device | None = None, stream: Stream | None = None,
+                copy: bool | None = None) -> Array:
     """View another library's array (anything with ``__dlpack__`` and ``__dlpack_device__``) as an Array.
 
     The array API standard's ``from_dlpack``: the Array shares the producer's memory and keeps it alive
@@ -201,7 +202,7 @@ def _device_of_memory(x: Any, source: tuple[int, int], what: str) -> Any:
                      f"uses here ({'; '.join(known)})")
 
 
-def from_cuda_array_interface(x: Any, *, device: Any = None, stream: Any = None) -> Array:
+def from_cuda_array_interface(x: Any, *, device: Device | None = None, stream: Stream | None = None) -> Array:
     """View another library's CUDA array (anything with ``__cuda_array_interface__``) as an Array.
 
     The Array shares the memory and keeps ``x`` alive as long as it lives; a gpugraph Array gives an
