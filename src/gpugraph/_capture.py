@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _capture_rules, _graph_reads, _interrupts
 from ._capture_rules import check_mode, check_usable, invalidate, user_stack
+from ._conditions import Condition
 from ._errors import CaptureError, GraphError
 from ._interrupts import guard_interrupts, release_interrupts, without_interrupts
 from ._kernel import Kernel
@@ -415,7 +416,7 @@ class Capture:
             raise
         return node
 
-    def add_kernel(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> Any:
+    def add_kernel(self, kernel: Kernel, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> Any:
         """Add a kernel node at the frontier and advance it (see ``Graph.add_kernel``)."""
         return self._append("add_kernel", kernel, grid, block, *args, shared_mem=shared_mem)
 
@@ -432,7 +433,7 @@ class Capture:
         declare what it touches for)."""
         return self._append("add_host", fn, *args, reads=reads, writes=writes)
 
-    def add_child(self, graph: Any) -> Any:
+    def add_child(self, graph: Graph) -> Any:
         """Add a child-graph node at the frontier and advance it (see ``Graph.add_child``)."""
         return self._append("add_child", graph)
 
@@ -449,15 +450,15 @@ class Capture:
         self._check_active("condition")
         return self.graph.condition(default, reset)
 
-    def add_if(self, condition: Any, has_else: bool = False) -> Any:
+    def add_if(self, condition: Condition, has_else: bool = False) -> Any:
         """Add an IF node at the frontier and advance it (see ``Graph.add_if``)."""
         return self._append("add_if", condition, has_else)
 
-    def add_while(self, condition: Any) -> Any:
+    def add_while(self, condition: Condition) -> Any:
         """Add a WHILE node at the frontier and advance it (see ``Graph.add_while``)."""
         return self._append("add_while", condition)
 
-    def add_switch(self, condition: Any, count: int) -> Any:
+    def add_switch(self, condition: Condition, count: int) -> Any:
         """Add a SWITCH node at the frontier and advance it (see ``Graph.add_switch``)."""
         return self._append("add_switch", condition, count)
 

@@ -43,7 +43,7 @@ class Graph(GraphBuild, GraphConditional, GraphEdit, GraphAlloc, GraphQuery):
 
     __slots__ = ()  # (the fields are GraphState's)
 
-    def __init__(self, device: Any = None) -> None:
+    def __init__(self, device: Device | None = None) -> None:
         device = Device() if device is None else device
         if not isinstance(device, Device):
             raise TypeError(f"Graph(device): expected a Device or None, got {type(device).__name__}")

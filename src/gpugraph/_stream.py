@@ -7,7 +7,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _capture, _capture_rules, _graph_reads, _params
 from ._errors import CaptureError, GraphError
@@ -33,6 +33,9 @@ from ._placement import check_same_backend, check_same_device, check_shared, loa
 from ._scalars import as_bool, as_int, describe
 from ._semaphores import semaphore_record
 from .backends import get_backend
+
+if TYPE_CHECKING:
+    from ._graph import Graph
 
 # The CUDA streams by native handle, while they live: every Stream gpugraph made (noted when made, since its
 # handle can reach another library through ``ptr`` as well as ``__cuda_stream__``) and those made from other
@@ -203,7 +206,7 @@ class Stream:
         capture = self._capture
         return None if capture is None else capture._handle
 
-    def capture(self, mode: str = "global", into: Any = None, after: Any = ()) -> _capture.Capture:
+    def capture(self, mode: str = "global", into: Graph | None = None, after: Any = ()) -> _capture.Capture:
         """Record the work enqueued on this stream inside a ``with`` block into a graph.
 
         Args:
