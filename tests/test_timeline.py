@@ -736,7 +736,7 @@ def test_cuda_numbers_nodes_as_the_driver_does(cuda_timeline):
     inside it, a child graph's nodes one after another (the node removed before it was added takes none)."""
     dev = gg.Device("cpu")
     with nested_graph(dev).instantiate() as exe:
-        found, first = cuda_timeline.node_numbers(exe.layout(), exe.node_handles())
+        found, first = cuda_timeline.node_numbers(*_exec_state.timeline_nodes(exe))
     grids = {number: params.grid[0] for number, (_, params) in found.items() if params.kind is gg.NodeKind.KERNEL}
     assert first == 6
     # (the kernels that ran: 51 and 61 are the bodies not taken)
@@ -756,25 +756,49 @@ def test_cuda_numbers_the_graph_as_instantiated(cuda_timeline):
     with graph.instantiate() as exe:
         body.remove_node(removed)
         body.add_kernel(K.shift, 1, N, x, 1.0, N, after=kept)
-        found, first = cuda_timeline.node_numbers(exe.layout(), exe.node_handles())
+        found, first = cuda_timeline.node_numbers(*_exec_state.timeline_nodes(exe))
     assert first == 1 and [params.kind for _, params in found.values()] == [
         gg.NodeKind.CONDITIONAL, gg.NodeKind.KERNEL, gg.NodeKind.MEMSET]
 
 
 def test_cuda_numbers_name_the_nodes_of_the_graph_instantiated_from(cuda_timeline):
-    """After an update the graph's own nodes are named by the graph the executable graph was instantiated from, as
-    its setters name them (CUPTI's numbers are not given again)."""
+    """After an update the numbers are still those of the graph instantiated from (CUDA does not number its nodes
+    again): its own nodes by their numbers (a node removed before instantiate kept one) and handles, the nodes inside
+    from its next number; as its setters name them."""
     dev = gg.Device("cpu")
     x = dev.zeros(N)
+    inner = gg.Graph(dev)
+    inner.add_kernel(K.scale, 1, N, x, 2.0, N)
     made, other = gg.Graph(dev), gg.Graph(dev)
+    made.remove_node(made.add_empty())
     for graph in (made, other):
-        graph.add_kernel(K.shift, 1, N, x, 1.0, N, after=graph.add_kernel(K.scale, 1, N, x, 2.0, N))
+        graph.add_child(inner, after=graph.add_kernel(K.shift, 1, N, x, 1.0, N))
     with made.instantiate() as exe:
         exe.update(other)
-        found, _ = cuda_timeline.node_numbers(exe.layout(), exe.node_handles())
-    assert [handle for handle, _ in found.values()] == [handle_of(node) for node in made.nodes]
+        found, first = cuda_timeline.node_numbers(*_exec_state.timeline_nodes(exe))
+    assert first == 3 and sorted(found) == [1, 2, 3]
+    assert [found[n][0] for n in (1, 2)] == [handle_of(node) for node in made.nodes]
+    assert found[3][1].kind is gg.NodeKind.KERNEL
 
 
+def test_a_capture_into_a_child_graph_changes_what_the_graph_embedding_it_runs(cuda_timeline, stream):
+    """A capture into the graph a child-graph node embeds, after instantiate, is a change of the graph embedding it:
+    the executable graph keeps what it was made from (its snapshot: the numbers of the nodes inside stay), and a
+    launch of it into a capture is refused as for any other change."""
+    dev = stream.device
+    x = dev.zeros(N)
+    child = gg.Graph(dev)
+    child.add_kernel(K.scale, 1, N, x, 2.0, N)
+    graph = gg.Graph(dev)
+    embedded = graph.add_child(child).params.graph
+    graph.add_kernel(K.shift, 1, N, x, 1.0, N)
+    with graph.instantiate() as exe:
+        with stream.capture(into=embedded):
+            stream.launch(K.shift, 1, N, x, 1.0, N)
+        found, first = cuda_timeline.node_numbers(*_exec_state.timeline_nodes(exe))
+        assert first == 2 and sorted(found) == [0, 1, 2] and found[2][1].kernel is K.scale
+        with pytest.raises(gg.CaptureError, match="changed after it was instantiated"), stream.capture():
+            exe.launch(stream)
 def test_cuda_leaves_the_works_errors_to_the_streams(cuda_timeline, monkeypatch):
     """The end of a recording waits for the device without raising its work's error (the streams' next synchronize
     does), reads the records all the same and disables every kind; an error kept from CUPTI's thread is raised."""

@@ -65,20 +65,34 @@ def executable_of(handle: object) -> ExecState | None:
     return _by_handle.get(handle)
 
 
+def timeline_nodes(exe: ExecState) -> tuple[GraphLayout, list[Any], list[int], int] | None:
+    """What a timeline names ``exe``'s nodes by: the graph it runs (its layout: as instantiated or last updated with,
+    a snapshot taken before that graph changed); the handles and numbers of the nodes of the graph it was
+    instantiated from, by position, and the number that graph's next node would have taken (CUDA's records number
+    nodes so, also after an update). None once closed."""
+    with exe._lock:
+        if exe._handle is None:
+            return None
+        renamed, next_number = exe._numbering
+        return (exe._read_layout(), list(exe._handles), [renamed.get(i, i) for i in range(len(exe._handles))],
+                next_number)
+
+
 class ExecState:
     """The fields of a GraphExec (its slots), and what it knows of its source: the layout, the nodes setters may
     name, the nodes removed; the graph's calls into it (``_before_change``, ``_patches``, ``_node_removed``,
     ``_keep_attributes``). Never made alone (a GraphExec is one)."""
 
     __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
-                 "_handles", "_indices", "_params", "_changed", "_disabled", "_gone", "_source", "_source_version",
-                 "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "_stale_for_kernels",
+                 "_handles", "_numbering", "_indices", "_params", "_changed", "_disabled", "_gone", "_source",
+                 "_source_version", "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "_stale_for_kernels",
                  "__weakref__")
     # (Those GraphExec.__init__ sets, which the methods here read.)
     graph: Any  # the Graph it was made from
     _handle: Any  # the backend's executable graph; None once closed
     _params: ParamUses
     _changed: bool
+    _lock: threading.RLock  # (its calls on several threads take turns under it)
 
     def _setup_source(self, graph: Any) -> None:
         """Follow ``graph``, which the executable graph was just made from."""
@@ -91,7 +105,11 @@ class ExecState:
         # position in creation order: those are noted now. What setters and updates compare against (the
         # layout) is taken when first needed, or just before the graph changes (Graph._changing),
         # whichever comes first.
-        self._handles = list(_graph_reads.topology(graph).handles)
+        topology = _graph_reads.topology(graph)
+        self._handles = list(topology.handles)
+        # Their numbers (those not their position) and the number the graph's next node would take: what CUDA's
+        # profiling records number its nodes by, which an update leaves (a timeline's: timeline_nodes).
+        self._numbering = (dict(topology.renamed), topology.numbered)
         self._source, self._source_version = graph, _graph_reads.version(graph)
         self._layout: GraphLayout | None = None
         self._recorded_events: list[Any] | None = None  # of its event-record nodes, once asked (_layout's)
@@ -110,16 +128,6 @@ class ExecState:
         graph._followed_by(self, updated=True)
         self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
         self._params.adopt(found)
-
-    def layout(self) -> GraphLayout:
-        """The graph it runs, as it was instantiated or last updated with (a snapshot, taken before that graph
-        changed), its child graphs and bodies within."""
-        return self._read_layout()
-
-    def node_handles(self) -> list[Any]:
-        """The backend's handles of the nodes of the graph it was instantiated from, by position (which address
-        its nodes, also after an update)."""
-        return self._handles
 
     def _read_layout(self) -> GraphLayout:
         if self._layout is None:

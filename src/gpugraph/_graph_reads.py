@@ -58,6 +58,8 @@ class GraphFields(Protocol[N]):
 
     def _changing(self) -> None: ...
 
+    def _tell_owners(self) -> None: ...
+
     def _begin_recording(self) -> None: ...
 
     def _end_recording(self) -> None: ...
@@ -161,6 +163,7 @@ def before_capture(graph: GraphFields[N], after: list[N]) -> set[Any]:
     with graph._lock:
         graph._locate(after, "capture")
         graph._changing()
+        graph._tell_owners()  # (a child graph's capture changes what the graphs embedding it run)
         return set(graph._current().handles)
 
 

@@ -89,8 +89,7 @@ class GraphState:
         # for a child graph, whose changes the Python path tells its owner about.
         self._fast = self._backend.graph_builder(handle, device) if owner is None else None
         self._topology = Topology()  # the nodes, their records and edges: the graph's one record of them
-        # The Node objects handed out, by backend handle: made when first asked for (a captured graph
-        # nobody queries has none), kept so that a node is always the same object.
+        # The Node objects handed out, by backend handle: made when first asked for, kept (a node is one object).
         self._nodes: dict[Any, Node] = {}
         self._owner = owner  # the graph whose node embeds this one: borrowed child graphs, conditional bodies
         self._owner_node: Any = None  # the handle of that node (None for a conditional node's body)
@@ -102,14 +101,12 @@ class GraphState:
         self._children: weakref.WeakValueDictionary[Any, Graph] | None = None  # (made when first used)
         self._recording = 0  # how many captures record into the backend graph now (see _current)
         self._stale = False  # the backend graph may hold what the Topology has not noted: read it again
-        # Changes (a backend call and the Topology's note of it) and readings take turns under it, so threads
-        # sharing a graph see one order of nodes, the backend's.
+        # Changes (a backend call and the Topology's note) and readings take turns: threads see one order of nodes.
         self._lock = threading.RLock()
         self._live_execs: weakref.WeakSet = weakref.WeakSet()
         # Every executable graph made from this graph, or updated from it: told when a node is removed.
         self._execs: weakref.WeakSet = weakref.WeakSet()
-        # Why the graph can no longer be used, or None: it was embedded in a node that was removed (the backend
-        # graph went with it).
+        # Why the graph can no longer be used, or None: it was embedded in a node removed (with the backend graph).
         self._dead: str | None = None
         self._user_objects: dict[UserObject, int] = {}  # the references this graph holds (retain_user_object)
         self._clone_of: weakref.ref | None = None  # the graph this one was cloned from
@@ -172,15 +169,19 @@ class GraphState:
         self._changing()
         if deps and self._topology is not topology:
             positions = self._locate(deps, what)
-        owner = self._owner
-        while owner is not None:  # what the graphs embedding this one run changes too (read as it is, first)
-            owner._version += 1
-            owner._tell_watchers()
-            owner = owner._owner
+        self._tell_owners()
         self._stale = True
         if self._owner is not None:
             self._owner._keep_child(self._owner_node, None)
         return positions
+
+    def _tell_owners(self) -> None:
+        """Before a change: the graphs embedding this one change too (their executable graphs read them first)."""
+        owner = self._owner
+        while owner is not None:
+            owner._version += 1
+            owner._tell_watchers()
+            owner = owner._owner
 
     def _end_change(self) -> None:
         """The Topology has noted the change ``_begin_change`` announced."""

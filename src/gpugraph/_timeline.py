@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._device import Device
 from ._errors import GpuGraphError
 from ._exec import GraphExec
-from ._exec_state import executable_of, executables
+from ._exec_state import executable_of, executables, timeline_nodes
 from ._graph_node import handle_of
 from ._host_threads import refuse_in_host_function
 from ._nodes import NodeKind
@@ -118,9 +118,9 @@ class Timeline:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        # The device's open executable graphs, which the records may name, each with a call giving the graph it runs
-        # and the handles its nodes are addressed by (read if asked).
-        opened = [(handle, functools.partial(_graph_run, owner)) for handle, owner in executables()
+        # The device's open executable graphs, which the records may name, each with a call giving what names its
+        # nodes (read if asked).
+        opened = [(handle, functools.partial(timeline_nodes, owner)) for handle, owner in executables()
                   if isinstance(owner, GraphExec) and owner.device is self.device and not owner.closed]
         try:
             records = get_backend(self.device.backend).timeline_stop(self._handle, opened)
@@ -185,11 +185,6 @@ class Timeline:
         except OSError as error:
             raise type(error)(error.errno, f"Timeline.write_trace: cannot write the trace ({error.strerror})",
                               target) from error
-
-
-def _graph_run(exe: GraphExec) -> tuple[Any, list[Any]]:
-    """The graph ``exe`` runs (its GraphLayout) and the handles of the graph it was instantiated from, by position."""
-    return exe.layout(), exe.node_handles()
 
 
 def _rows(records: Iterable[TimelineRecord]) -> list[TimelineRow]:

@@ -314,6 +314,6 @@ class Backend(Protocol):
                       ) -> list[TimelineRecord]:
         """End the recording ``timeline`` once the device's work launched so far has finished (its streams keep
         their errors for the next synchronize); what ran, in no particular order. ``executables``: the device's open
-        executable graphs, which the records may name, each with a call that gives the graph it runs as it was
-        instantiated (a ``GraphLayout``: CUDA's records name nodes by numbers given then) and the handles its nodes
-        are addressed by (of the graph it was instantiated from, by position)."""
+        executable graphs, which the records may name, each with a call giving what names its nodes
+        (``_exec_state.timeline_nodes``: the graph it runs, the handles and numbers of the graph it was instantiated
+        from and that graph's next number; None once closed), which CUDA's records number."""

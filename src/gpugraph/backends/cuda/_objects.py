@@ -92,7 +92,7 @@ class CudaGraph:
 
 
 class CudaExec:
-    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "source", "made_from", "template", "own_keys",
+    __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "source", "template", "own_keys",
                  "raw", "device_launch")
 
     def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any, source: CudaGraph) -> None:
@@ -104,7 +104,6 @@ class CudaExec:
         self.own_keys: dict[Any, int] = {}  # node -> host callable set on this exec (owned by no graph)
         self.memory = memory
         self.source = source  # the graph it was made from (or last updated with)
-        self.made_from = source  # the graph it was instantiated from, whose nodes CUPTI's records number (a timeline)
         self.template: CudaGraph | None = None  # its copy, made for the first launch into a capture
         # Instantiated with device_launch: uploaded again after each change, which a launch from a kernel sees only
         # once uploaded (measured on the H200: set_params and update were not seen until then).

@@ -15,8 +15,8 @@ is left unnamed, and where a record of a node inside does not fit, the nodes ins
 
 A timeline records the launches made while it is open: the work of kernels, copies and memsets whose correlation id
 is that of a driver or runtime call made meanwhile (CUPTI's API records), a conditional body's work (correlation id 0)
-with the launch it is part of, and a graph's work that no launch from the host is known for (a graph a kernel
-launched) where it began while recording.
+with the launch it is part of, and a graph's work that no launch from the host is known for where it began while
+recording. (A graph a kernel launched has none: CUPTI 13.0 gives no record of its nodes beside the other graphs'.)
 
 CUPTI keeps one set of activity buffers for the process: a timeline records one device at a time (the front end
 sees to it), and this module registers its buffer callbacks once.
@@ -171,12 +171,13 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[t
                             f"{error!r}") from error
     records, launches = made_while_recording([r for r in taken if r[4] == recording.index], calls, recording.origin)
     ran = {r[7] for r in records if r[7]}  # (the executable graphs that ran: their nodes are numbered)
-    numbered = {graph_id: (exe, layout) for exe, layout in executables
-                if (graph_id := cupti.get_graph_exec_id(int(exe.handle))) in ran}
+    named = {graph_id: (exe, nodes) for exe, nodes in executables
+             if (graph_id := cupti.get_graph_exec_id(int(exe.handle))) in ran}
+    numbered = {graph_id: (exe, found) for graph_id, (exe, nodes) in named.items() if (found := nodes()) is not None}
     names = _kernel_names(backend)
-    nodes = {graph_id: _fitting(node_numbers(*layout()),
+    nodes = {graph_id: _fitting(node_numbers(*found),
                                 [(r[0], names.get(r[1], r[1]), r[8] & _LOW) for r in records if r[7] == graph_id])
-             for graph_id, (_, layout) in numbered.items()}
+             for graph_id, (_, found) in numbered.items()}
     made = []
     for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, launches):
         exe, _ = numbered.get(graph_id, (None, None))
@@ -202,13 +203,14 @@ def _nbytes(params: object) -> int:
     return int(getattr(params, "nbytes", 0))
 
 
-def node_numbers(layout: GraphLayout, handles: Sequence[object]) -> tuple[dict[int, tuple[object, Any]], int]:
-    """The nodes (handle, parameter record) of the graph ``layout`` gives as instantiated (a GraphLayout), and of the
-    graphs inside it, by their number in CUPTI's graphNodeId (see the module's docstring); and the first number of
-    the nodes inside. ``handles``: those of the graph's own nodes, by position (of the graph instantiated from, which
-    an update leaves them)."""
-    found = {number: (handle, params) for number, handle, params in zip(layout.numbers, handles, layout.params)}
-    first = layout.next_number
+def node_numbers(layout: GraphLayout, handles: Sequence[object], numbers: Sequence[int], next_number: int
+                 ) -> tuple[dict[int, tuple[object, Any]], int]:
+    """The nodes (handle, parameter record) of the graph an executable graph runs (``layout``) and of the graphs
+    inside it, by their number in CUPTI's graphNodeId (see the module's docstring); and the first number of the nodes
+    inside. ``handles``, ``numbers``, ``next_number``: the handles and numbers of the graph it was instantiated from,
+    by position, and that graph's next number (an update leaves CUDA's numbers)."""
+    found = {number: (handle, params) for number, handle, params in zip(numbers, handles, layout.params)}
+    first = next_number
     _number_inside(layout, found, first)
     return found, first
 
@@ -251,7 +253,7 @@ def made_while_recording(records: list[tuple], calls: set[int], origin: int) -> 
     """Those of ``records`` that the launches made while recording ran (their correlation ids among ``calls``, the
     API calls': a graph's work by its launch's, ``_launches``), and the launch of each: a launch made before the
     recording began is left out whole, though its work ran while recording. A graph's work that no launch from the
-    host is known for (correlation id 0: a graph a kernel launched) is kept where it began after ``origin``."""
+    host is known for (correlation id 0, no launch of its graph) is kept where it began after ``origin``."""
     kept: list[tuple] = []
     launches: list[int | None] = []
     for record, launch in zip(records, _launches(records)):
