@@ -47,8 +47,8 @@ from ._nodes import (
 class GraphLayout:
     """What an update compares: a graph's nodes in creation order, their kinds, dependencies and parameters."""
 
-    __slots__ = ("graph", "handles", "index", "numbers", "next_number", "kinds", "deps", "params", "children",
-                 "bodies", "memory", "_shape", "_attributes")
+    __slots__ = ("graph", "handles", "index", "numbers", "kinds", "deps", "params", "children", "bodies", "memory",
+                 "_shape", "_attributes")
 
     def __init__(self, graph: Any) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
@@ -58,7 +58,6 @@ class GraphLayout:
         self.index = dict(zip(self.handles, itertools.count()))  # node handle -> position
         # The nodes' numbers, which no later node takes (a backend may give a later node a removed one's handle).
         self.numbers = [topology.number(i) for i in range(len(self.handles))]
-        self.next_number = topology.numbered  # (the number the next node would take: removed ones keep theirs)
         self.params = list(topology.records)  # (a child graph's: the backend graph it embeds)
         self.kinds = [record.kind for record in self.params]
         self.deps = [frozenset(deps) for deps in topology.deps]
