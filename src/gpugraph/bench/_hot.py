@@ -156,20 +156,37 @@ def _graph_launch(device: Any, kernel: Kernel, stream: Any, rounds: int, options
     return _rows(f"graph launch, {NODES}-node chain", samples, "gpugraph GraphExec.launch", "≤ 1.10", "≤ 1")
 
 
+def _cupy_tiny(device: Any) -> tuple[Any, Counted, Any, Any, Any] | None:
+    """CuPy, a counted array with CuPy's view of it, TINY as CuPy's RawKernel and a CuPy stream of ``device``;
+    None where CuPy is not installed."""
+    try:
+        import cupy as cp
+    except ImportError:
+        return None
+    counted = Counted(device)
+    with cp.cuda.Device(device.index):
+        return cp, counted, cp.RawKernel(TINY, "tiny"), cp.asarray(counted.array), cp.cuda.Stream(non_blocking=True)
+
+
+def _torch_tiny(device: Any) -> tuple[Any, Counted, Any] | None:
+    """PyTorch, a counted array and PyTorch's view of it; None where PyTorch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    counted = Counted(device)
+    return torch, counted, torch.as_tensor(counted.array, device=f"cuda:{device.index}")
+
+
 def _peer_graphs(device: Any) -> tuple[dict[str, Timed], list[Callable[[], None]]]:
     """The peers' launches of their own captured chain of ``NODES`` tiny kernels (each on its own stream, on an
     array of its own), and the checks of what they ran."""
     variants: dict[str, Timed] = {}
     checks: list[Callable[[], None]] = []
-    try:
-        import cupy as cp
-    except ImportError:
-        pass
-    else:
-        on_cupy = Counted(device)
+    cupy = _cupy_tiny(device)
+    if cupy is not None:
+        cp, on_cupy, raw_kernel, cx, cupy_stream = cupy
         with cp.cuda.Device(device.index):
-            raw_kernel, cx = cp.RawKernel(TINY, "tiny"), cp.asarray(on_cupy.array)
-            cupy_stream = cp.cuda.Stream(non_blocking=True)
             with cupy_stream:
                 cupy_stream.begin_capture()
                 for _ in range(NODES):
@@ -182,14 +199,10 @@ def _peer_graphs(device: Any) -> tuple[dict[str, Timed], list[Callable[[], None]
             on_cupy.kernels += NODES
         variants["CuPy Graph.launch"] = _one(cupy_launch, cupy_stream.synchronize)
         checks.append(lambda: on_cupy.check("CuPy's graph launches"))
-    try:
-        import torch
-    except ImportError:
-        pass
-    else:
-        on_torch = Counted(device)
+    found_torch = _torch_tiny(device)
+    if found_torch is not None:
+        torch, on_torch, tensor = found_torch
         with torch.cuda.device(device.index):
-            tensor = torch.as_tensor(on_torch.array, device=f"cuda:{device.index}")
             torch_graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(torch_graph):
                 for _ in range(NODES):
@@ -271,15 +284,10 @@ def _peer_launches(device: Any) -> tuple[dict[str, Timed], list[Callable[[], Non
     a stream and an array of its own, and the checks of what they ran."""
     variants: dict[str, Timed] = {}
     checks: list[Callable[[], None]] = []
-    try:
-        import cupy as cp
-    except ImportError:
-        pass
-    else:
-        on_cupy = Counted(device)
-        with cp.cuda.Device(device.index):
-            raw_kernel, cx = cp.RawKernel(TINY, "tiny"), cp.asarray(on_cupy.array)
-            cupy_stream, n = cp.cuda.Stream(non_blocking=True), np.int32(32)
+    cupy = _cupy_tiny(device)
+    if cupy is not None:
+        _, on_cupy, raw_kernel, cx, cupy_stream = cupy
+        n = np.int32(32)
         launch_cupy = _batch(lambda: raw_kernel((1,), (32,), (cx, n)), cupy_stream.synchronize)
 
         def cupy_launch() -> float:
@@ -288,13 +296,9 @@ def _peer_launches(device: Any) -> tuple[dict[str, Timed], list[Callable[[], Non
                 return launch_cupy()
         variants["CuPy RawKernel"] = cupy_launch
         checks.append(lambda: on_cupy.check("CuPy's launches"))
-    try:
-        import torch
-    except ImportError:
-        pass
-    else:
-        on_torch = Counted(device)
-        tensor = torch.as_tensor(on_torch.array, device=f"cuda:{device.index}")
+    found_torch = _torch_tiny(device)
+    if found_torch is not None:
+        torch, on_torch, tensor = found_torch
         add = _batch(lambda: tensor.add_(1.0), torch.cuda.current_stream(device.index).synchronize)
 
         def torch_add() -> float:
