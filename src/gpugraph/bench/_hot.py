@@ -83,6 +83,16 @@ def _batch(call: Callable[[], object], after: Callable[[], object], count: int =
     return timed
 
 
+def _counted_batch(counted: Counted, call: Callable[[], object], after: Callable[[], object]) -> Timed:
+    """``_batch`` of ``call``, each a tiny kernel on ``counted``'s array, counted there."""
+    timed = _batch(call, after)
+
+    def run() -> float:
+        counted.kernels += BATCH
+        return timed()
+    return run
+
+
 def _rows(path: str, samples: dict[str, list[float]], ours: str, floor_target: str, peer_target: str,
           unit: str = "µs") -> list[Row]:
     """The rows of one path: each variant's; then gpugraph's against the floor, and against the fastest peer (raw
@@ -258,12 +268,7 @@ def _stream_launch(device: Any, kernel: Kernel, stream: Any, rounds: int, option
     handle, stream_handle, raw_stream = function.handle, stream._handle.handle, stream.ptr
 
     def counting(call: Callable[[], object]) -> Timed:
-        timed = _batch(call, stream.synchronize)
-
-        def counted() -> float:
-            ours.kernels += BATCH
-            return timed()
-        return counted
+        return _counted_batch(ours, call, stream.synchronize)
     variants = {"gpugraph Stream.launch": counting(lambda: stream.launch(kernel, 1, 32, x, 32)),
                 "raw cuda-bindings cuLaunchKernel": counting(
                     lambda: cu.cuLaunchKernel(handle, 1, 1, 1, 32, 1, 1, 0, stream_handle, params, 0))}
@@ -288,10 +293,9 @@ def _peer_launches(device: Any) -> tuple[dict[str, Timed], list[Callable[[], Non
     if cupy is not None:
         _, on_cupy, raw_kernel, cx, cupy_stream = cupy
         n = np.int32(32)
-        launch_cupy = _batch(lambda: raw_kernel((1,), (32,), (cx, n)), cupy_stream.synchronize)
+        launch_cupy = _counted_batch(on_cupy, lambda: raw_kernel((1,), (32,), (cx, n)), cupy_stream.synchronize)
 
         def cupy_launch() -> float:
-            on_cupy.kernels += BATCH
             with cupy_stream:  # (its launches go to the current stream: this one, made current untimed)
                 return launch_cupy()
         variants["CuPy RawKernel"] = cupy_launch
@@ -299,12 +303,8 @@ def _peer_launches(device: Any) -> tuple[dict[str, Timed], list[Callable[[], Non
     found_torch = _torch_tiny(device)
     if found_torch is not None:
         torch, on_torch, tensor = found_torch
-        add = _batch(lambda: tensor.add_(1.0), torch.cuda.current_stream(device.index).synchronize)
-
-        def torch_add() -> float:
-            on_torch.kernels += BATCH
-            return add()
-        variants["PyTorch tensor.add_"] = torch_add
+        variants["PyTorch tensor.add_"] = _counted_batch(on_torch, lambda: tensor.add_(1.0),
+                                                         torch.cuda.current_stream(device.index).synchronize)
         checks.append(lambda: on_torch.check("PyTorch's launches"))
     found = cuda_core_tiny(device)
     if found is not None:
@@ -312,12 +312,8 @@ def _peer_launches(device: Any) -> tuple[dict[str, Timed], list[Callable[[], Non
         on_core = Counted(device)
         core_stream = core_device.create_stream()
         config, args = core.LaunchConfig(grid=1, block=32), (np.uintp(on_core.array.ptr), np.int32(32))
-        core_launch = _batch(lambda: core.launch(core_stream, config, core_kernel, *args), core_stream.sync)
-
-        def cuda_core_launch() -> float:
-            on_core.kernels += BATCH
-            return core_launch()
-        variants["cuda.core launch"] = cuda_core_launch
+        variants["cuda.core launch"] = _counted_batch(
+            on_core, lambda: core.launch(core_stream, config, core_kernel, *args), core_stream.sync)
         checks.append(lambda: on_core.check("cuda.core's launches"))
     return variants, checks
 
