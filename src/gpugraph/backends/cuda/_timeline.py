@@ -152,7 +152,7 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[t
          ) -> list[TimelineRecord]:
     """Wait for device ``recording.index``'s work, flush CUPTI's records and disable them; the records of the work
     launched on that device while recording, graph nodes named by ``executables``' nodes (each with the call giving
-    the graph it runs as instantiated: a GraphLayout)."""
+    what names them, ``_exec_state.timeline_nodes``: None once closed)."""
     cupti = _cupti()
     try:
         for name in _CALLS:  # first: a launch made from now on (on any thread) is not recorded, not even in part
