@@ -123,7 +123,7 @@ class OptionalBuildExt(build_ext):
             file.write(json.dumps(self.core_built, indent=1, sort_keys=True) + "\n")
 
     def build_extension(self, ext: Any) -> None:
-        name = ext.name.rpartition(".")[2]
+        name = ext.name.removeprefix("gpugraph.")
         if name in CORE.MODULES:
             return self._build_core(ext, name)
         try:
@@ -162,7 +162,16 @@ class OptionalBuildExt(build_ext):
             floor = ".".join(map(str, CORE_CYTHON))
             return self._skip_core(name, f"Cython {cython_version} is older than {floor}, the oldest that compiles it "
                                          f"right (pip install 'Cython>={floor}')")
-        digest = CORE.source_digest(PACKAGE_DIR, name)  # (first: an edit while it compiles leaves it plain)
+        built = {"digest": CORE.source_digest(PACKAGE_DIR, name)}  # (first: an edit while it compiles leaves it plain)
+        if name in CORE.BINDINGS:  # (it cimports cydriver, which includes cuda.h)
+            major = _bindings_version()
+            include = _cuda_include()
+            if major is None or include is None:
+                return self._skip_core(name, "cuda-bindings is missing" if major is None else
+                                       "no folder with cuda.h (as new as the cuda-bindings present) and "
+                                       "cudaProfiler.h was found")
+            ext.include_dirs.append(include)
+            built["cuda-bindings"] = str(major[0])
         try:
             # force: Cython's dependency check can miss a changed .pxd and keep a stale C file.
             ext.sources = cythonize([ext], compiler_directives=CORE_DIRECTIVES, force=True, quiet=True,
@@ -170,7 +179,7 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as error:  # noqa: BLE001 - reported, and the module runs plain
             return self._skip_core(name, f"compiling failed ({error!r})")
-        self.core_built[name] = {"digest": digest}
+        self.core_built[name] = built
         return None
 
     def _skip_core(self, name: str, why: str) -> None:
@@ -181,7 +190,8 @@ class OptionalBuildExt(build_ext):
 
 
 extensions = [] if MODE == "off" else [
-    *(Extension(f"gpugraph.{name}", [os.path.join(PACKAGE_DIR, f"{name}.py")], optional=MODE != "required")
+    *(Extension(f"gpugraph.{name}", [os.path.join(PACKAGE_DIR, *name.split(".")) + ".py"],
+                language="c++" if name in CORE.BINDINGS else None, optional=MODE != "required")
       for name in CORE.MODULES),
     Extension("gpugraph.backends.cuda._fast", ["src/gpugraph/backends/cuda/_fast.pyx"], language="c++",
               optional=MODE != "required"),

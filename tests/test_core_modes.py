@@ -43,7 +43,13 @@ def info_modes(compiled: str) -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2]))
 
 
-FILES = "import json, gpugraph\nprint(json.dumps({n: getattr(gpugraph, n).__file__ for n in gpugraph._core.MODULES}))"
+FILES = ("import importlib, json, gpugraph\n"
+         "print(json.dumps({n: importlib.import_module(f'gpugraph.{n}').__file__ for n in gpugraph._core.MODULES}))")
+
+
+def source_of(name: str) -> pathlib.Path:
+    """Core module ``name``'s ``.py``."""
+    return PACKAGE.joinpath(*name.split(".")).with_suffix(".py")
 
 
 def test_info_lists_each_core_module_and_its_mode():
@@ -57,7 +63,7 @@ def test_turned_off_each_core_module_runs_its_py():
     files = json.loads(run_python(FILES, "0"))
     assert sorted(files) == sorted(_core.MODULES)
     for name, file in files.items():
-        assert pathlib.Path(file) == PACKAGE / f"{name}.py"
+        assert pathlib.Path(file) == source_of(name)
     assert info_modes("0") == dict.fromkeys(_core.MODULES, "plain (turned off: GPUGRAPH_COMPILED=0)")
 
 
@@ -77,7 +83,7 @@ def test_each_core_module_the_build_compiled_runs_compiled():
     assert all("digest" in built for built in record.values()), f"the build left core modules out: {record}"
     files = json.loads(run_python(FILES, "1"))
     for name, file in files.items():
-        assert file.endswith(EXTENSIONS) and pathlib.Path(file).parent == PACKAGE, \
+        assert file.endswith(EXTENSIONS) and pathlib.Path(file).parent == source_of(name).parent, \
             f"{name} runs plain ({_core.choose(str(PACKAGE), [name], False)[name]}), though the build compiled it"
     assert info_modes("1") == dict.fromkeys(_core.MODULES, "compiled")
 
@@ -111,9 +117,33 @@ def test_a_core_module_gives_the_same_results_and_errors_in_both_modes():
     assert run_python(TOPOLOGY_WORKLOAD, "1") == plain
 
 
+# What the CUDA driver leaves answer in a process that never initialized the driver (CUDA_ERROR_NOT_INITIALIZED
+# where a driver is present, cuda-bindings' loader error where none is), and the arguments they refuse.
+LEAVES_WORKLOAD = """
+from gpugraph.backends.cuda import _leaves
+for name, args in (("graph_launch", (0, 0)), ("launch_kernel", (0, 1, 1, 1, 1, 1, 1, 0, 0, 0)),
+                   ("begin_capture", (0, 0)), ("capture_graph", (0,)), ("end_capture", (0,)),
+                   ("graph_nodes", (0,)), ("exec_update", (0, 0)), ("graph_destroy", (0,)),
+                   ("graph_launch", (-1, 0)), ("graph_launch", ("x", 0)), ("graph_launch", (0,))):
+    try:
+        print(name, getattr(_leaves, name)(*args))
+    except Exception as error:
+        print(name, type(error).__name__)
+"""
+
+
+def test_the_driver_leaves_give_the_same_results_and_errors_in_both_modes():
+    pytest.importorskip("cuda.bindings", reason="cuda-bindings is not installed here")
+    plain = run_python(LEAVES_WORKLOAD, "0")
+    assert plain.splitlines()[-3:] == ["graph_launch OverflowError", "graph_launch TypeError",
+                                       "graph_launch TypeError"]
+    assert run_python(LEAVES_WORKLOAD, "1") == plain
+
+
 def test_plain_mode_without_cython_uses_gpugraphs_stand_in():
-    out = run_python("import gpugraph, gpugraph._cython\n"
-                     "print([getattr(gpugraph, n).cython is gpugraph._cython for n in gpugraph._core.MODULES])\n"
+    out = run_python("import importlib, gpugraph, gpugraph._cython\n"
+                     "print([importlib.import_module(f'gpugraph.{n}').cython is gpugraph._cython\n"
+                     "       for n in gpugraph._core.MODULES])\n"
                      + TOPOLOGY_WORKLOAD, "0", block_cython=True)
     assert out.splitlines()[0] == str([True] * len(_core.MODULES))
     assert out.splitlines()[1:] == run_python(TOPOLOGY_WORKLOAD, "0").splitlines()
@@ -141,15 +171,17 @@ def test_no_other_extension_module_shadows_a_source():
     sent past theirs: an extension left by an older build of a module that is no longer compiled would hide it."""
     found = {path.relative_to(PACKAGE).as_posix().partition(".")[0] for suffix in EXTENSIONS
              for path in PACKAGE.rglob(f"*{suffix}")}
-    allowed = {*_core.MODULES, "backends/cuda/_fast", "bench/_thinnest"}  # (the .pyx extensions: no .py beside)
+    allowed = {*(name.replace(".", "/") for name in _core.MODULES), "backends/cuda/_fast",
+               "bench/_thinnest"}  # (the .pyx extensions: no .py beside)
     assert found <= allowed, f"remove {sorted(found - allowed)}"
 
 
 def test_each_core_modules_pxd_is_shipped_beside_it():
-    pxds = {path.stem for path in PACKAGE.glob("*.pxd")}
+    pxds = {path.relative_to(PACKAGE).with_suffix("").as_posix().replace("/", ".") for path in PACKAGE.rglob("*.pxd")}
     assert pxds <= set(_core.MODULES), f"a .pxd without a core module: {pxds - set(_core.MODULES)}"
-    assert "_topology" in pxds
-    assert '"*.pxd"' in (ROOT / "pyproject.toml").read_text()
+    assert {"_topology", "backends.cuda._leaves"} <= pxds
+    shipped = (ROOT / "pyproject.toml").read_text()
+    assert '"*.pxd"' in shipped and '"backends/cuda/*.pxd"' in shipped
 
 
 def fake_core(folder: pathlib.Path, record: object = None, extension: bool = True) -> str:
@@ -187,6 +219,13 @@ def test_choose_says_why_a_core_module_runs_plain(tmp_path):
     assert why({"_m": {"digest": "0" * 64}}) == ("_m.py or its .pxd changed since it was compiled: rebuild "
                                                   f"({_core.REBUILD})")
     assert re.fullmatch(r"its build record .*_core_build\.json cannot be read \(.+\)", why("{not json") or "")
+    # A module that cimports cuda-bindings runs compiled only with the major version it was built against.
+    have = _core.bindings_major()
+    other = "1" if have == "0" else "0"
+    assert why({"_m": {"digest": digest, "cuda-bindings": other}}) == (
+        f"it was built against cuda-bindings {other}.x, and "
+        f"{'none is installed' if have is None else f'{have}.x is installed'}: rebuild ({_core.REBUILD})")
+    assert have is None or why({"_m": {"digest": digest, "cuda-bindings": have}}) is None
     (tmp_path / "_m.pxd").write_text("cdef int z\n")  # the .pxd is part of the source
     assert _core.source_digest(str(tmp_path), "_m") != digest
     (tmp_path / "_m.py").unlink()  # an install without sources: its extension is all there is

@@ -11,6 +11,10 @@ imported, even where an extension is present (Python would take an extension bef
 the finder ``use_chosen`` installs sends those imports to the ``.py``). ``gpugraph/__init__.py`` calls
 ``use_chosen`` before it imports any core module. setup.py loads this file alone (it imports no other part of
 gpugraph) for ``MODULES`` and ``source_digest``.
+
+A core module that calls the CUDA driver through ``cuda.bindings.cydriver`` (``BINDINGS``) runs compiled only with a
+cuda-bindings of the major version it was built against (the build record says which): cydriver's C signatures
+are those of its version. Its choice is made when it is first imported, after the CUDA backend imported cuda-bindings.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-MODULES = ("_topology",)  # the core modules, in gpugraph (setup.py compiles each)
+# The core modules, by their names in gpugraph (setup.py compiles each); those of them that cimport cuda-bindings.
+MODULES = ("_topology", "backends.cuda._leaves")
+BINDINGS = ("backends.cuda._leaves",)
 RECORD = "_core_build.json"  # what the last build compiled (setup.py writes it beside the extensions)
 TURNED_OFF = os.environ.get("GPUGRAPH_COMPILED", "1") == "0"  # (the CUDA backend's compiled path reads it too)
 REBUILD = "pip install -e . or python setup.py build_ext --inplace"
@@ -35,12 +41,26 @@ PACKAGE = "gpugraph"
 _why_plain: dict[str, str | None] = {}  # each core module's reason to run plain (None: compiled), once chosen
 
 
+def _path(folder: str, name: str, suffix: str) -> str:
+    """The file of core module ``name`` (a dotted name in gpugraph) in the package folder ``folder``."""
+    return os.path.join(folder, *name.split(".")) + suffix
+
+
+def bindings_major() -> str | None:
+    """The major version of the cuda-bindings installed (imported), or None if there is none."""
+    try:
+        import cuda.bindings
+    except ImportError:
+        return None
+    return str(cuda.bindings.__version__).split(".")[0]
+
+
 def source_digest(folder: str, name: str) -> str | None:
     """The SHA-256 of core module ``name``'s source in ``folder``: its ``.py``, then its ``.pxd`` if it has one.
     None where the ``.py`` is missing (an install that left the sources out: its extension is all there is)."""
     digest = hashlib.sha256()
     for suffix in (".py", ".pxd"):
-        path = os.path.join(folder, name + suffix)
+        path = _path(folder, name, suffix)
         if os.path.isfile(path):
             with open(path, "rb") as file:
                 digest.update(file.read())
@@ -52,7 +72,7 @@ def source_digest(folder: str, name: str) -> str | None:
 def extension_file(folder: str, name: str) -> str | None:
     """The extension module of core module ``name`` in ``folder`` that this interpreter can import, if any."""
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = os.path.join(folder, name + suffix)
+        path = _path(folder, name, suffix)
         if os.path.isfile(path):
             return path
     return None
@@ -91,37 +111,47 @@ def choose(folder: str, names: Sequence[str], turned_off: bool) -> dict[str, str
             why = f"its extension has no entry in the build record {RECORD} (setup.py writes one as it compiles)"
         elif "digest" not in built:
             why = f"its extension is an earlier build's: the last build left it out ({built.get('why')})"
+        elif "cuda-bindings" in built and built["cuda-bindings"] != (have := bindings_major()):
+            why = (f"it was built against cuda-bindings {built['cuda-bindings']}.x, and "
+                   f"{'none is installed' if have is None else f'{have}.x is installed'}: rebuild ({REBUILD})")
         else:
             digest = source_digest(folder, name)
             why = None if digest in (None, built["digest"]) else (
-                f"{name}.py or its .pxd changed since it was compiled: rebuild ({REBUILD})")
+                f"{name.replace('.', '/')}.py or its .pxd changed since it was compiled: rebuild ({REBUILD})")
         chosen[name] = why
     return chosen
 
 
-class _PlainFinder:
-    """Finds the listed core modules' ``.py`` files ahead of their extension modules."""
+FOLDER = os.path.dirname(os.path.abspath(__file__))
 
-    def __init__(self, sources: dict[str, str]) -> None:
-        self.sources = sources  # full module name -> its .py
+
+def chosen(name: str) -> str | None:
+    """Why core module ``name`` runs plain in this process, or None where it runs compiled (chosen once)."""
+    if name not in _why_plain:
+        _why_plain.update(choose(FOLDER, [name], TURNED_OFF))
+    return _why_plain[name]
+
+
+class _Chooser:
+    """Chooses how each core module loads as it is first imported, and finds the ``.py`` of one that runs plain
+    ahead of its extension module."""
+
+    def __init__(self) -> None:
+        self.names = {f"{PACKAGE}.{name}": name for name in MODULES}  # full module name -> its name in gpugraph
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
-        source = self.sources.get(fullname)
-        return None if source is None else importlib.util.spec_from_file_location(fullname, source)
+        name = self.names.get(fullname)
+        if name is None or chosen(name) is None or extension_file(FOLDER, name) is None:
+            return None  # (not a core module, or compiled, or plain with no extension: Python's own finders)
+        return importlib.util.spec_from_file_location(fullname, _path(FOLDER, name, ".py"))
 
 
 def use_chosen() -> None:
-    """Choose how each core module loads (once), and send the imports of those that run plain past their
-    extension modules where they have one. Called before any core module is imported."""
-    if _why_plain:
-        return
-    folder = os.path.dirname(os.path.abspath(__file__))
-    _why_plain.update(choose(folder, MODULES, TURNED_OFF))
-    sources = {f"{PACKAGE}.{name}": os.path.join(folder, f"{name}.py") for name, why in _why_plain.items()
-               if why is not None and extension_file(folder, name) is not None}
-    if sources:
-        sys.meta_path.insert(0, _PlainFinder(sources))
+    """Have each core module load as chosen when first imported: send the imports of those that run plain past
+    their extension modules where they have one. Called before any core module is imported."""
+    if not any(isinstance(finder, _Chooser) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Chooser())
 
 
 def modes() -> dict[str, str]:
@@ -130,9 +160,12 @@ def modes() -> dict[str, str]:
     use_chosen()
     found = {}
     for name in MODULES:
+        if name in BINDINGS and bindings_major() is None:
+            found[name] = "unused (cuda-bindings is not installed: no CUDA backend)"
+            continue
         module = importlib.import_module(f"{PACKAGE}.{name}")
         if not str(module.__file__).endswith(".py"):
             found[name] = "compiled"
         else:
-            found[name] = f"plain ({_why_plain[name] or 'its .py was imported before gpugraph chose'})"
+            found[name] = f"plain ({_why_plain.get(name) or 'its .py was imported before gpugraph chose'})"
     return found

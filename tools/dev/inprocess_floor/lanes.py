@@ -22,7 +22,7 @@ import numpy as np
 from gpugraph.bench._thinnest import Calls  # (the in-process floor, built with gpugraph)
 
 import gpugraph as gg
-from gpugraph.backends.cuda import _fast
+from gpugraph.backends.cuda import _leaves
 from gpugraph.bench._gpu import TINY
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -151,7 +151,7 @@ def main() -> None:
     print("## graph launch call, 1000-node chain (a sync after each)")
     interleaved({"GraphExec.launch": lambda: exe.launch(stream),
                  "the lane (Exec.launch)": lambda: lane.launch(exe, stream),
-                 "gpugraph's raw call (GIL released)": lambda: _fast.graph_launch(raw_exe, raw_stream),
+                 "gpugraph's raw call (GIL released)": lambda: _leaves.graph_launch(raw_exe, raw_stream),
                  "thinnest Python call into C (GIL held)": lambda: calls.graph_launch(raw_exe, raw_stream)},
                 300, after=lambda: loops.sync(raw_stream))
     timed_in_c = []

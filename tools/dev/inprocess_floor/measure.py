@@ -22,7 +22,7 @@ import numpy as np
 from gpugraph.bench._thinnest import Calls  # (the in-process floor, built with gpugraph)
 
 import gpugraph as gg
-from gpugraph.backends.cuda import _fast
+from gpugraph.backends.cuda import _leaves
 from gpugraph.bench._core import gc_held
 from gpugraph.bench._gpu import TINY, _chain, _timed, floor
 from gpugraph.examples import dynamic_parameters as example
@@ -147,7 +147,7 @@ def main() -> None:
     stream.synchronize()
     if fast is None or not fast.launch(exe, stream):
         raise SystemExit("measure: the compiled launch lane is not built or declines this launch")
-    raw_launch = _fast.graph_launch
+    raw_launch = _leaves.graph_launch
 
     def checked_raw_launch() -> None:
         code = raw_launch(raw_exe, raw_stream)

@@ -24,8 +24,8 @@ from ..._nodes import (
 )
 from ..._params import resolve
 from .._allocation import Allocation
-from . import _compiled
-from ._driver import call, error, fail, listed
+from . import _compiled, _leaves
+from ._driver import call, error, fail
 from ._launch import Function
 from ._nodes import add_node, derive_params, describes
 from ._objects import CudaCapture, CudaEvent, CudaGraph, CudaSemaphore, CudaStream
@@ -35,7 +35,6 @@ from ._symbols import drv
 
 _MEMSET = {1: drv.memset_d8_async, 2: drv.memset_d16_async, 4: drv.memset_d32_async}
 _MEMSET_2D = {1: drv.memset_d2d8_async, 2: drv.memset_d2d16_async, 4: drv.memset_d2d32_async}
-_launch_kernel = drv.launch_kernel  # read once, for the hot path (each read of drv looks it up)
 _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 _MODES = {"global": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL,
           "thread_local": cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
@@ -115,21 +114,14 @@ class CudaCapturing(CudaRuntime):
 
     def _launch_kernel(self, stream: CudaStream, function: Function, grid: tuple, block: tuple, shared_mem: int,
                        args: tuple) -> None:
-        fast = _compiled.fast
         with function.lock:
             params = function.pack(args)
-            if fast is not None:
-                err = fast.launch_kernel(function.raw, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                         shared_mem, stream.raw, params)
-                if err:
-                    err = cu.CUresult(err)
-            else:
-                (err,) = _launch_kernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                        shared_mem, stream.handle, params, 0)
+            err = _leaves.launch_kernel(function.raw, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                        shared_mem, stream.raw, params)
             if err:
                 if err != INVALID_CONTEXT:
-                    raise error("cuLaunchKernel", err)
-                self._retry_in_context(_launch_kernel, stream.index, function.handle, grid[0], grid[1], grid[2],
+                    fail("cuLaunchKernel", err)
+                self._retry_in_context(drv.launch_kernel, stream.index, function.handle, grid[0], grid[1], grid[2],
                                        block[0], block[1], block[2], shared_mem, stream.handle, params, 0)
 
     def stream_memcpy(self, stream: CudaStream, dst: Any, src: Any, nbytes: int,
@@ -357,17 +349,11 @@ class CudaCapturing(CudaRuntime):
     def _begin_capture(self, stream: CudaStream, mode: Any) -> Any:
         """Begin a capture on ``stream`` into a graph the driver makes, and return that graph's handle. (Begun
         but its graph not told: the capture is ended, its graph destroyed, and the error raised.)"""
-        fast = _compiled.fast
-        if fast is None:
-            call(drv.stream_begin_capture, stream.handle, mode)
-        else:
-            err = fast.begin_capture(int(stream.handle), int(mode))
-            if err:
-                fail("cuStreamBeginCapture", err)
+        err = _leaves.begin_capture(stream.raw, int(mode))
+        if err:
+            fail("cuStreamBeginCapture", err)
         try:
-            if fast is None:
-                return self._capture_info(stream)[2]
-            err, graph = fast.capture_graph(int(stream.handle))
+            err, graph = _leaves.capture_graph(stream.raw)
             if err:
                 fail("cuStreamGetCaptureInfo", err)
             return cu.CUgraph(graph)
@@ -377,10 +363,7 @@ class CudaCapturing(CudaRuntime):
 
     def _end_capture(self, stream: CudaStream) -> tuple[Any, Any]:
         """cuStreamEndCapture: (the driver's result, the graph's handle or None), as cuda-bindings returns them."""
-        fast = _compiled.fast
-        if fast is None:
-            return drv.stream_end_capture(stream.handle)
-        err, graph = fast.end_capture(int(stream.handle))
+        err, graph = _leaves.end_capture(stream.raw)
         return cu.CUresult(err), cu.CUgraph(graph) if graph else None
 
     def _capture_info(self, stream: CudaStream) -> tuple:
@@ -528,11 +511,8 @@ class CudaCapturing(CudaRuntime):
     # Records of nodes (captured, or of the graphs child-graph nodes embed)
 
     def graph_nodes(self, graph: CudaGraph) -> list[Any]:
-        fast = _compiled.fast
-        if fast is None:
-            return listed(drv.graph_get_nodes, graph.handle)
-        nodes = fast.graph_nodes(int(graph.handle))
-        if type(nodes) is int:
+        nodes = _leaves.graph_nodes(int(graph.handle))
+        if isinstance(nodes, int):
             fail("cuGraphGetNodes", nodes)
         return nodes
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from cuda.bindings import driver as cu
 
@@ -26,8 +26,8 @@ def error(api: str, code: Any) -> BackendError:
     return BackendError("cuda", api, name, f"{text}; {hint}" if hint else text, int(code))
 
 
-def fail(api: str, code: int) -> None:
-    """Raise the BackendError for driver result ``code`` (an int, as the compiled path reports it) of ``api``."""
+def fail(api: str, code: int) -> NoReturn:
+    """Raise the BackendError for driver result ``code`` (an int, as ``_leaves`` gives it) of ``api``."""
     raise error(api, cu.CUresult(code))
 
 
@@ -39,16 +39,6 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
     if len(result) == 2:
         return result[1]
     return result[1:] if len(result) > 2 else None
-
-
-def listed(fn: Callable[..., Any], *args: Any) -> list[Any]:
-    """Call a count-then-fill query (cuGraphGetNodes and friends) and return the list it fills."""
-    result = call(fn, *args, 0)
-    count = result[-1]
-    if not count:
-        return []
-    result = call(fn, *args, count)
-    return list(result[0])[:count]
 
 
 class Contexts:

@@ -1,35 +1,17 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""gpugraph's compiled CUDA calls: the driver calls of the paths users repeat, made through
-``cuda.bindings.cydriver`` (as cuda.core makes them) instead of cuda-bindings' Python wrappers.
+"""gpugraph's compiled CUDA lanes: the common cases of the paths users repeat (a stream launch, a graph launch,
+``set_params``, ``add_kernel``, a Param patch, reading a graph's edges and checking its shape), made through
+``cuda.bindings.cydriver`` (as cuda.core makes them) instead of cuda-bindings' Python wrappers. The plain driver
+calls of those paths are ``_leaves``'.
 
-Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); each plain driver call
-returns the ``CUresult`` as an int (with what it made, as addresses), which the caller turns into gpugraph's
-error; the lanes return True, the new object, or None/False to leave the call to the Python path. The GIL is released around each driver
-call: a launch may wait for room in the stream's queue, which a host function holding the GIL would free.
-The HIP twin of each call is the same call through hip-python's ``chip`` declarations.
+Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); the lanes return True, the new
+object, or None/False to leave the call to the Python path. The GIL is released around each driver call: a launch
+may wait for room in the stream's queue, which a host function holding the GIL would free. The HIP twin of each
+call is the same call through hip-python's ``chip`` declarations.
 """
 
 from libc.stdint cimport uintptr_t
 from cuda.bindings cimport cydriver
-
-
-def launch_kernel(uintptr_t function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
-                  unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_mem,
-                  uintptr_t stream, uintptr_t kernel_params):
-    """cuLaunchKernel (hipModuleLaunchKernel): ``kernel_params`` is the address of the argument pointers."""
-    cdef cydriver.CUresult err
-    with nogil:
-        err = cydriver.cuLaunchKernel(<cydriver.CUfunction>function, grid_x, grid_y, grid_z, block_x, block_y,
-                                      block_z, shared_mem, <cydriver.CUstream>stream, <void**>kernel_params, NULL)
-    return <int>err
-
-
-def graph_launch(uintptr_t graph_exec, uintptr_t stream):
-    """cuGraphLaunch (hipGraphLaunch)."""
-    cdef cydriver.CUresult err
-    with nogil:
-        err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>graph_exec, <cydriver.CUstream>stream)
-    return <int>err
 
 
 # Arguments written in C. A kernel whose signature types every slot gets one code per slot (Function.fast_codes):
@@ -815,100 +797,3 @@ def graph_has_shape(uintptr_t graph, Py_ssize_t count, tuple shape not None):
         free(got)
         free(filled)
         free(ends)
-
-
-# A capture's life and a whole-graph update (recapture + whole-graph update makes each once per iteration): the
-# driver calls the CUDA backend makes there, each returning the CUresult as an int (and what it made, as an
-# address), which the backend turns into its objects or its error. Through cuda-bindings' wrappers each cost
-# 1-3 µs (a result enum and a tuple made per call, a count call before a listing).
-
-def begin_capture(uintptr_t stream, int mode):
-    """cuStreamBeginCapture (hipStreamBeginCapture)."""
-    cdef cydriver.CUresult err
-    with nogil:
-        err = cydriver.cuStreamBeginCapture(<cydriver.CUstream>stream, <cydriver.CUstreamCaptureMode>mode)
-    return <int>err
-
-
-def capture_graph(uintptr_t stream):
-    """cuStreamGetCaptureInfo (hipStreamGetCaptureInfo_v2): (CUresult, the address of the graph ``stream``
-    captures into)."""
-    cdef cydriver.CUresult err
-    cdef cydriver.CUstreamCaptureStatus status
-    cdef cydriver.CUgraph graph = NULL
-    with nogil:
-        err = cydriver.cuStreamGetCaptureInfo(<cydriver.CUstream>stream, &status, NULL, &graph, NULL, NULL, NULL)
-    return <int>err, <uintptr_t>graph
-
-
-def end_capture(uintptr_t stream):
-    """cuStreamEndCapture (hipStreamEndCapture): (CUresult, the captured graph's address, 0 if none)."""
-    cdef cydriver.CUresult err
-    cdef cydriver.CUgraph graph = NULL
-    with nogil:
-        err = cydriver.cuStreamEndCapture(<cydriver.CUstream>stream, &graph)
-    return <int>err, <uintptr_t>graph
-
-
-def graph_nodes(uintptr_t graph):
-    """cuGraphGetNodes (hipGraphGetNodes): the graph's nodes in creation order, as cuda-bindings' CUgraphNode
-    objects (what the backend's listing returns), read in one call when they fit a first guess; or the
-    CUresult, an int, if the driver refuses."""
-    cdef size_t capacity = 64, count, counted
-    cdef cydriver.CUgraphNode* nodes = NULL
-    cdef cydriver.CUresult err
-    cdef Py_ssize_t i
-    try:
-        while True:
-            free(nodes)
-            nodes = <cydriver.CUgraphNode*>malloc(capacity * sizeof(cydriver.CUgraphNode))
-            if nodes == NULL:
-                raise MemoryError()
-            count = capacity
-            with nogil:
-                err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, nodes, &count)
-            if err != cydriver.CUDA_SUCCESS:
-                return <int>err
-            if count < capacity:  # (fewer than there is room for: all of them; else there may be more)
-                break
-            with nogil:
-                err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, NULL, &counted)
-            if err != cydriver.CUDA_SUCCESS:
-                return <int>err
-            if counted == capacity:  # (exactly as many: all of them)
-                break
-            if counted < capacity:  # (the graph shrank meanwhile: listed once more, that many, and done)
-                count = counted
-                with nogil:
-                    err = cydriver.cuGraphGetNodes(<cydriver.CUgraph>graph, nodes, &count)
-                if err != cydriver.CUDA_SUCCESS:
-                    return <int>err
-                break
-            capacity = counted + 1
-        listing = []
-        for i in range(<Py_ssize_t>count):
-            listing.append(_node_handle_type(<uintptr_t>nodes[i]))
-        return listing
-    finally:
-        free(nodes)
-
-
-def exec_update(uintptr_t graph_exec, uintptr_t graph):
-    """cuGraphExecUpdate (hipGraphExecUpdate): (CUresult, the update result, the address of the node the driver
-    names, 0 if none)."""
-    cdef cydriver.CUresult err
-    cdef cydriver.CUgraphExecUpdateResultInfo info
-    info.result = cydriver.CU_GRAPH_EXEC_UPDATE_SUCCESS
-    info.errorNode = NULL
-    info.errorFromNode = NULL
-    with nogil:
-        err = cydriver.cuGraphExecUpdate(<cydriver.CUgraphExec>graph_exec, <cydriver.CUgraph>graph, &info)
-    return <int>err, <int>info.result, <uintptr_t>info.errorNode
-
-
-def graph_destroy(uintptr_t graph):
-    """cuGraphDestroy (hipGraphDestroy)."""
-    cdef cydriver.CUresult err
-    with nogil:
-        err = cydriver.cuGraphDestroy(<cydriver.CUgraph>graph)
-    return <int>err

@@ -14,7 +14,7 @@ from ..._host_threads import HOST_THREADS, refuse_in_host_function
 from ..._nodes import AllocParams, ChildGraphParams, FreeParams, NodeKind
 from .._allocation import Allocation
 from .._graph_memory import GraphMemoryRules
-from . import _compiled
+from . import _compiled, _leaves
 from ._attributes import cooperative_blocks, limits, read_attributes, write_attributes
 from ._capture import CudaCapturing
 from ._driver import call, error, fail, require_driver
@@ -34,7 +34,6 @@ _INSTANTIATE_REASONS = {
     _INSTANTIATED.CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED: "node operation not supported",
     _INSTANTIATED.CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED: "multiple devices not supported",
     _INSTANTIATED.CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED: "conditional handle unused"}
-_graph_launch = drv.graph_launch  # read once, for the hot path (each read of drv looks it up)
 # The driver's update refusals in the words of gpugraph._update's rules.
 _UPDATE_REASONS = {_RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: "topology changed",
                    _RESULT.CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: "node kind changed",
@@ -89,12 +88,8 @@ class CudaGraphs(CudaCapturing):
         return CudaGraph(call(drv.graph_create, 0), index)
 
     def graph_destroy(self, graph: CudaGraph) -> None:
-        fast = _compiled.fast
-        if fast is None:
-            self._release(self._in_context, graph.index, drv.graph_destroy, graph.handle)
-        else:
-            self._release(self._in_context_compiled, graph.index, "cuGraphDestroy", fast.graph_destroy,
-                          int(graph.handle))
+        self._release(self._in_context_leaf, graph.index, "cuGraphDestroy", _leaves.graph_destroy,
+                      int(graph.handle))
 
     def graph_add_node(self, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
         # The front end keeps the node's record; only a child graph's copy and host keys are kept here.
@@ -362,17 +357,11 @@ class CudaGraphs(CudaCapturing):
             for key in exec_.host_keys:
                 self.host.set_stream(key, stream)
         if memory is None:
-            fast = _compiled.fast
-            if fast is not None:
-                err = fast.graph_launch(exec_.raw, stream.raw)
-                if err:
-                    err = cu.CUresult(err)
-            else:
-                (err,) = _graph_launch(exec_.handle, stream.handle)
+            err = _leaves.graph_launch(exec_.raw, stream.raw)
             if err:
                 if err != INVALID_CONTEXT:
-                    raise error("cuGraphLaunch", err)
-                self._retry_in_context(_graph_launch, stream.index, exec_.handle, stream.handle)
+                    fail("cuGraphLaunch", err)
+                self._retry_in_context(drv.graph_launch, stream.index, exec_.handle, stream.handle)
             return False
         self._launch_with_memory(exec_, stream, memory)
         return False
@@ -385,14 +374,14 @@ class CudaGraphs(CudaCapturing):
         are noted all the same; one raised while noting them is followed by noting them again (idempotent).
         """
         try:
-            (err,) = _graph_launch(exec_.handle, stream.handle)
+            err = _leaves.graph_launch(exec_.raw, stream.raw)
         except BaseException:
             memory.commit()
             raise
         if err:
             if err != INVALID_CONTEXT:
-                raise error("cuGraphLaunch", err)
-            self._retry_in_context(_graph_launch, stream.index, exec_.handle, stream.handle)
+                fail("cuGraphLaunch", err)
+            self._retry_in_context(drv.graph_launch, stream.index, exec_.handle, stream.handle)
         try:
             memory.commit()
         except BaseException:
@@ -438,20 +427,16 @@ class CudaGraphs(CudaCapturing):
     def _exec_update(exec_: CudaExec, graph: CudaGraph) -> tuple[Any, Any, Any]:
         """cuGraphExecUpdate: (the driver's result, or 0; the update's result, None if the driver gave none; the
         node it names, or None)."""
-        fast = _compiled.fast
-        if fast is not None:
-            code, result, node = fast.exec_update(int(exec_.handle), int(graph.handle))
-            if not code:
-                return 0, None, None
+        code, result, node = _leaves.exec_update(exec_.raw, int(graph.handle))
+        if not code:
+            return 0, None, None
+        named: Any = None
+        if result:  # (0, success: the driver gave no result with its error)
             try:
-                named: Any = cu.CUgraphExecUpdateResult(result)
+                named = cu.CUgraphExecUpdateResult(result)
             except ValueError:  # (a result this cuda-bindings does not name: given as the driver's number)
                 named = result
-            return cu.CUresult(code), named, cu.CUgraphNode(node) if node else None
-        err, info = drv.graph_exec_update(exec_.handle, graph.handle)
-        if info is None:
-            return err, None, None
-        return err, info.result, info.errorNode if int(info.errorNode) else None
+        return cu.CUresult(code), named, cu.CUgraphNode(node) if node else None
 
     def _host_keys(self, graph: CudaGraph, keys: list[int]) -> None:
         """Add the registry keys of a graph's host nodes, child graphs included, to ``keys``."""

@@ -425,8 +425,8 @@ class CudaRuntime:
         self.contexts.use(index)
         call(fn, *args)
 
-    def _in_context_compiled(self, index: int, api: str, fn: Any, *args: Any) -> None:
-        """``_in_context`` for a compiled call (``_fast``), which returns the driver's result as an int."""
+    def _in_context_leaf(self, index: int, api: str, fn: Any, *args: Any) -> None:
+        """``_in_context`` for a call of ``_leaves``, which returns the driver's result as an int."""
         self.contexts.use(index)
         err = fn(*args)
         if err:

@@ -1,0 +1,183 @@
+"""The CUDA driver calls of the paths users repeat (a launch, a capture's life, a whole-graph update), each written
+once: compiled, through ``cuda.bindings.cydriver`` with the GIL released (a launch may wait for room in the
+stream's queue, which a host function holding the GIL would free); plain, through cuda-bindings' Python calls.
+
+Handles come in as ints (a handle's ``raw``: its value). Each call returns the driver's result as an int, with
+what it made as addresses (0 for none), which the backend turns into its objects or its error; the listing of a
+graph's nodes returns cuda-bindings' node handles, or the result if the driver refuses.
+
+A core module (``gpugraph._core``): compiled where gpugraph was built with Cython, a ``cuda.h`` and cuda-bindings
+(``_leaves.pxd`` declares its C signatures), and run only with a cuda-bindings of the major version it was built
+against; plain elsewhere. The HIP twin of each call is the same call through hip-python's ``chip``.
+"""
+
+from __future__ import annotations
+
+from cuda.bindings import driver as cu
+
+try:
+    import cython  # (the Cython compiler reads this exact import)
+except ModuleNotFoundError:  # plain, without Cython installed
+    from ... import _cython as cython
+
+if cython.compiled:
+    from cython.cimports.cuda.bindings import cydriver
+    from cython.cimports.libc.stdint import uintptr_t
+    from cython.cimports.libc.stdlib import free, malloc
+else:
+    from ._symbols import drv
+
+
+def launch_kernel(function: int, grid_x: int, grid_y: int, grid_z: int, block_x: int, block_y: int, block_z: int,
+                  shared_mem: int, stream: int, kernel_params: int) -> int:
+    """cuLaunchKernel (hipModuleLaunchKernel): ``kernel_params`` is the address of the argument pointers."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        with cython.nogil:
+            err = cydriver.cuLaunchKernel(cython.cast(cydriver.CUfunction, function), grid_x, grid_y, grid_z,
+                                          block_x, block_y, block_z, shared_mem,
+                                          cython.cast(cydriver.CUstream, stream),
+                                          cython.cast(cython.pointer(cython.p_void), kernel_params), cython.NULL)
+        return err
+    else:
+        return int(drv.launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream,
+                                     kernel_params, 0)[0])
+
+
+def graph_launch(graph_exec: int, stream: int) -> int:
+    """cuGraphLaunch (hipGraphLaunch)."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        with cython.nogil:
+            err = cydriver.cuGraphLaunch(cython.cast(cydriver.CUgraphExec, graph_exec),
+                                         cython.cast(cydriver.CUstream, stream))
+        return err
+    else:
+        return int(drv.graph_launch(graph_exec, stream)[0])
+
+
+def begin_capture(stream: int, mode: int) -> int:
+    """cuStreamBeginCapture (hipStreamBeginCapture)."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        with cython.nogil:
+            err = cydriver.cuStreamBeginCapture(cython.cast(cydriver.CUstream, stream),
+                                                cython.cast(cydriver.CUstreamCaptureMode, mode))
+        return err
+    else:
+        return int(drv.stream_begin_capture(stream, cu.CUstreamCaptureMode(mode))[0])
+
+
+def capture_graph(stream: int) -> tuple[int, int]:
+    """cuStreamGetCaptureInfo (hipStreamGetCaptureInfo_v2): (the result, the address of the graph ``stream``
+    captures into)."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        graph = cython.declare(cydriver.CUgraph, cython.NULL)
+        status = cython.declare(cydriver.CUstreamCaptureStatus)
+        with cython.nogil:
+            err = cydriver.cuStreamGetCaptureInfo(cython.cast(cydriver.CUstream, stream), cython.address(status),
+                                                  cython.NULL, cython.address(graph), cython.NULL, cython.NULL,
+                                                  cython.NULL)
+        return err, cython.cast(uintptr_t, graph)
+    else:
+        err, _, _, graph, *_ = drv.stream_get_capture_info(stream)
+        return int(err), int(graph or 0)
+
+
+def end_capture(stream: int) -> tuple[int, int]:
+    """cuStreamEndCapture (hipStreamEndCapture): (the result, the captured graph's address, 0 if none)."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        graph = cython.declare(cydriver.CUgraph, cython.NULL)
+        with cython.nogil:
+            err = cydriver.cuStreamEndCapture(cython.cast(cydriver.CUstream, stream), cython.address(graph))
+        return err, cython.cast(uintptr_t, graph)
+    else:
+        err, graph = drv.stream_end_capture(stream)
+        return int(err), int(graph or 0)
+
+
+def exec_update(graph_exec: int, graph: int) -> tuple[int, int, int]:
+    """cuGraphExecUpdate (hipGraphExecUpdate): (the result, the update's result, the address of the node the
+    driver names, 0 if none)."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        info = cython.declare(cydriver.CUgraphExecUpdateResultInfo)
+        info.result = cydriver.CU_GRAPH_EXEC_UPDATE_SUCCESS
+        info.errorNode = cython.NULL
+        info.errorFromNode = cython.NULL
+        with cython.nogil:
+            err = cydriver.cuGraphExecUpdate(cython.cast(cydriver.CUgraphExec, graph_exec),
+                                             cython.cast(cydriver.CUgraph, graph), cython.address(info))
+        return err, info.result, cython.cast(uintptr_t, info.errorNode)
+    else:
+        err, info = drv.graph_exec_update(graph_exec, graph)
+        if info is None:
+            return int(err), 0, 0
+        return int(err), int(info.result), int(info.errorNode or 0)
+
+
+def graph_destroy(graph: int) -> int:
+    """cuGraphDestroy (hipGraphDestroy)."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        with cython.nogil:
+            err = cydriver.cuGraphDestroy(cython.cast(cydriver.CUgraph, graph))
+        return err
+    else:
+        return int(drv.graph_destroy(graph)[0])
+
+
+def graph_nodes(graph: int) -> list[cu.CUgraphNode] | int:
+    """cuGraphGetNodes (hipGraphGetNodes): the graph's nodes in creation order, as cuda-bindings' node handles
+    (read in one call when they fit a first guess), or the result, if the driver refuses."""
+    if cython.compiled:
+        return _graph_nodes(graph)
+    else:
+        err, _, count = drv.graph_get_nodes(graph, 0)
+        if err or not count:
+            return int(err) if err else []
+        err, nodes, count = drv.graph_get_nodes(graph, count)  # (fewer, if the graph shrank meanwhile)
+        return int(err) if err else list(nodes)[:count]
+
+
+def _graph_nodes(graph: int) -> list[cu.CUgraphNode] | int:
+    """graph_nodes, compiled: a first guess of 64 nodes, then as many as the driver counts."""
+    capacity = cython.declare(cython.size_t, 64)
+    count = cython.declare(cython.size_t)
+    counted = cython.declare(cython.size_t)
+    nodes = cython.declare(cython.pointer(cydriver.CUgraphNode), cython.NULL)
+    err = cython.declare(cydriver.CUresult)
+    try:
+        while True:
+            free(nodes)
+            nodes = cython.cast(cython.pointer(cydriver.CUgraphNode),
+                                malloc(capacity * cython.sizeof(cydriver.CUgraphNode)))
+            if nodes == cython.NULL:
+                raise MemoryError()
+            count = capacity
+            with cython.nogil:
+                err = cydriver.cuGraphGetNodes(cython.cast(cydriver.CUgraph, graph), nodes, cython.address(count))
+            if err != cydriver.CUDA_SUCCESS:
+                return err
+            if count < capacity:  # (fewer than there is room for: all of them; else there may be more)
+                break
+            with cython.nogil:
+                err = cydriver.cuGraphGetNodes(cython.cast(cydriver.CUgraph, graph), cython.NULL,
+                                               cython.address(counted))
+            if err != cydriver.CUDA_SUCCESS:
+                return err
+            if counted <= capacity:  # (exactly as many: all of them; fewer: the graph shrank, listed once more)
+                count = counted
+                if counted < capacity:
+                    with cython.nogil:
+                        err = cydriver.cuGraphGetNodes(cython.cast(cydriver.CUgraph, graph), nodes,
+                                                       cython.address(count))
+                    if err != cydriver.CUDA_SUCCESS:
+                        return err
+                break
+            capacity = counted + 1
+        return [cu.CUgraphNode(cython.cast(uintptr_t, nodes[i])) for i in range(count)]
+    finally:
+        free(nodes)

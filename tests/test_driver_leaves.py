@@ -1,0 +1,51 @@
+"""The CUDA driver calls of the paths users repeat (gpugraph.backends.cuda._leaves, compiled or plain): each returns
+the driver's result, and the backend raises a refusal as every other driver call's (a BackendError naming the call
+and CUDA's error), leaving nothing half done."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+
+INVALID_VALUE = 1  # CUDA_ERROR_INVALID_VALUE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("call", "answer", "api"), [
+    ("graph_nodes", INVALID_VALUE, "cuGraphGetNodes"),
+    ("begin_capture", INVALID_VALUE, "cuStreamBeginCapture"),
+    ("capture_graph", (INVALID_VALUE, 0), "cuStreamGetCaptureInfo"),
+    ("exec_update", (INVALID_VALUE, 0, 0), "cuGraphExecUpdate"),
+    ("launch_kernel", INVALID_VALUE, "cuLaunchKernel"),
+])
+def test_a_refused_driver_call_is_raised_as_the_driver_error(monkeypatch, call, answer, api):
+    from gpugraph._errors import BackendError
+    from gpugraph.backends.cuda import _leaves
+    gpu = gg.Device("cuda")
+    stream, x = gpu.stream(), gpu.zeros(4, np.float32)
+    kernel = gg.Kernel('extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }', "k")
+    graph = gg.Graph(gpu)
+    graph.add_kernel(kernel, 1, 4, x)
+    with graph.instantiate() as exe:
+        monkeypatch.setattr(_leaves, call, lambda *args: answer)
+        with pytest.raises((BackendError, gg.CaptureError), match=f"{api}.*CUDA_ERROR_INVALID_VALUE") as info:
+            if call == "graph_nodes":
+                gpu._backend.graph_nodes(graph._handle)
+            elif call == "exec_update":
+                exe.update(graph)
+            elif call == "launch_kernel":
+                monkeypatch.setattr(stream, "_fast", None)  # (the compiled lane, where built, calls cydriver itself)
+                stream.launch(kernel, 1, 4, x)
+            else:
+                with stream.capture():
+                    stream.launch(kernel, 1, 4, x)
+        monkeypatch.undo()
+        assert isinstance(info.value, gg.GpuGraphError)
+        with stream.capture() as cap:  # (the stream captures again: nothing was left half begun)
+            stream.launch(kernel, 1, 4, x)
+        exe.update(cap.graph)
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))
