@@ -135,6 +135,12 @@ def handle_of(node: Node) -> Any:
     return node._handle
 
 
+def number_of(node: Node) -> int:
+    """The number of ``node`` in its graph (``n3`` in its repr), which no later node of the graph takes, though the
+    backend may give a later node the handle of one removed."""
+    return node._number
+
+
 def note_record(node: Node, record: object) -> None:
     """``node`` has taken the parameter record ``record`` (a setter changed it; its graph's Topology notes it too):
     its repr shows it from now on."""

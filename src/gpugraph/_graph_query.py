@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ._dot import DOT_FLAGS, to_dot, to_svg
 from ._errors import GraphError
-from ._graph_node import Node, handle_of
+from ._graph_node import Node, handle_of, number_of
 from ._graph_state import GraphState
 from ._hazards import Hazard, find_hazards
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -115,7 +115,7 @@ class GraphQuery(GraphState):
             raise GraphError(f"find: {node!r} is not a node of the graph this one was cloned from")
         if type(handle_of(node)) is Removed:
             raise GraphError(f"find: {node!r} was removed from the graph this one was cloned from (remove_node)")
-        copy = self._cloned.get(node._number)
+        copy = self._cloned.get(number_of(node))
         if type(copy) is Removed:
             raise GraphError(f"find: the counterpart of {node!r} in this clone was removed (remove_node)")
         if copy is None:

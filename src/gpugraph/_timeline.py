@@ -18,7 +18,7 @@ from ._device import Device
 from ._errors import GpuGraphError
 from ._exec import GraphExec
 from ._exec_state import executable_of, executables, timeline_nodes
-from ._graph_node import handle_of
+from ._graph_node import handle_of, number_of
 from ._host_threads import refuse_in_host_function
 from ._nodes import NodeKind
 from .backends import get_backend
@@ -195,8 +195,9 @@ def _rows(records: Iterable[TimelineRecord]) -> list[TimelineRow]:
         if record.launch is not None and record.launch not in launches:
             launches[record.launch] = len(launches) + 1
     nodes = _Nodes()
-    return [TimelineRow(nodes.find(r.graph_exec, r.node), r.kind, r.name, r.start / 1e3, (r.end - r.start) / 1e3,
-                        r.lane, None if r.launch is None else launches[r.launch]) for r in records]
+    return [TimelineRow(nodes.find(r.graph_exec, r.node, r.number), r.kind, r.name, r.start / 1e3,
+                        (r.end - r.start) / 1e3, r.lane, None if r.launch is None else launches[r.launch])
+            for r in records]
 
 
 class _Nodes:
@@ -207,9 +208,10 @@ class _Nodes:
         self._of: dict[Any, Node] = {}  # backend handle -> Node, of the graphs read so far
         self._read: set[int] = set()  # (ids of) the executable graphs whose graphs are read
 
-    def find(self, graph_exec: object, handle: object) -> Node | None:
+    def find(self, graph_exec: object, handle: object, number: int | None) -> Node | None:
         """The Node of backend handle ``handle`` in the graph ``graph_exec`` (a backend handle, or None: any live
-        executable graph's) was instantiated from, or in a graph inside it; None if none has it (gone meanwhile)."""
+        executable graph's) was instantiated from, or in a graph inside it; None if none has it (gone meanwhile), or
+        if the one that has it now is not numbered ``number`` (added since, with a removed node's handle)."""
         if handle is None:
             return None
         node = self._of.get(handle)
@@ -220,7 +222,7 @@ class _Nodes:
                     self._read.add(id(owner))
                     self._note([owner.graph])
             node = self._of.get(handle)
-        return node
+        return None if node is None or number not in (None, number_of(node)) else node
 
     def _note(self, graphs: list[Graph]) -> None:
         for graph in graphs:  # (a list that grows: the graphs inside are read in turn)

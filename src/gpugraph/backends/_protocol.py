@@ -30,6 +30,8 @@ class TimelineRecord(NamedTuple):
     graph_exec: Handle  # the executable graph whose launch ran it (the backend's handle), None where not known
     node: Handle  # the graph node that ran, None for a stream operation or where the backend cannot tell: a node
     # handle of the graph ``graph_exec`` was instantiated from, or of a child graph or conditional body in it
+    number: int | None = None  # that node's number in its graph (a Node's, which no later node takes), where the
+    # backend may give a node added since the handle of one removed: the Node of ``node`` must have it to be named
 
 
 class Backend(Protocol):

@@ -181,12 +181,13 @@ def stop(backend: CudaBackend, recording: CudaRecording, executables: Sequence[t
     made = []
     for (kind, name, begin, end, _, stream, _, graph_id, node_id), launch in zip(records, launches):
         exe, _ = numbered.get(graph_id, (None, None))
-        node, params = nodes[graph_id].get(node_id & _LOW, (None, None)) if exe is not None else (None, None)
+        node, params, number = nodes[graph_id].get(node_id & _LOW, (None, None, None)) if exe is not None else (
+            None, None, None)
         name = names.get(name, name) if kind == "kernel" else name
         if kind == "kernel" and params is not None and params.kind.value != "kernel":
             kind, name = params.kind.value, f"{_nbytes(params)} B"  # (a memset or copy the driver ran as a kernel)
         made.append(TimelineRecord(kind, name, begin - recording.origin, end - recording.origin, f"stream {stream}",
-                                   launch, exe, node))
+                                   launch, exe, node, number))
     return made
 
 
@@ -204,39 +205,39 @@ def _nbytes(params: object) -> int:
 
 
 def node_numbers(layout: GraphLayout, handles: Sequence[object], numbers: Sequence[int], next_number: int
-                 ) -> tuple[dict[int, tuple[object, Any]], int]:
-    """The nodes (handle, parameter record) of the graph an executable graph runs (``layout``) and of the graphs
-    inside it, by their number in CUPTI's graphNodeId (see the module's docstring); and the first number of the nodes
-    inside. ``handles``, ``numbers``, ``next_number``: the handles and numbers of the graph it was instantiated from,
-    by position, and that graph's next number (an update leaves CUDA's numbers)."""
-    found = {number: (handle, params) for number, handle, params in zip(numbers, handles, layout.params)}
+                 ) -> tuple[dict[int, tuple[object, Any, int]], int]:
+    """The nodes (handle, parameter record, number in its graph) of the graph an executable graph runs (``layout``)
+    and of the graphs inside it, by their number in CUPTI's graphNodeId (see the module's docstring); and the first
+    number of the nodes inside. ``handles``, ``numbers``, ``next_number``: the handles and numbers of the graph it was
+    instantiated from, by position, and that graph's next number (an update leaves CUDA's numbers)."""
+    found = {number: (handle, params, number) for number, handle, params in zip(numbers, handles, layout.params)}
     first = next_number
     _number_inside(layout, found, first)
     return found, first
 
 
-def _number_inside(layout: GraphLayout, found: dict[int, tuple[object, Any]], number: int) -> int:
+def _number_inside(layout: GraphLayout, found: dict[int, tuple[object, Any, int]], number: int) -> int:
     """Number the nodes of the graphs inside ``layout``'s nodes from ``number`` on: each graph's own, then those of
     the graphs inside it; the next number."""
     for i in range(len(layout)):
         for inner in (layout.children[i],) if i in layout.children else layout.bodies.get(i, ()):
-            for handle, params in zip(inner.handles, inner.params):
-                found[number] = (handle, params)
+            for handle, params, own in zip(inner.handles, inner.params, inner.numbers):
+                found[number] = (handle, params, own)
                 number += 1
             number = _number_inside(inner, found, number)
     return number
 
 
-def _fitting(numbering: tuple[dict[int, tuple[object, Any]], int],
-             seen: list[tuple[str, str, int]]) -> dict[int, tuple[object, Any]]:
-    """The nodes (handle, parameter record) by number that the records ``seen`` (kind, kernel name, number) fit: a
-    node of the graph itself where each record of its number fits it, the nodes inside only where every record of a
-    node inside fits the node numbered so (its kind and kernel, or a memset or copy the driver ran as its own
-    kernel)."""
+def _fitting(numbering: tuple[dict[int, tuple[object, Any, int]], int],
+             seen: list[tuple[str, str, int]]) -> dict[int, tuple[object, Any, int]]:
+    """The nodes (handle, parameter record, number in its graph) by number that the records ``seen`` (kind, kernel
+    name, number) fit: a node of the graph itself where each record of its number fits it, the nodes inside only
+    where every record of a node inside fits the node numbered so (its kind and kernel, or a memset or copy the
+    driver ran as its own kernel)."""
     found, first = numbering
     misfits: set[int] = set()
     for kind, name, number in seen:
-        _, params = found.get(number, (None, None))
+        _, params, _ = found.get(number, (None, None, None))
         if params is None:
             fits = False
         elif kind == "kernel" and params.kind.value != "kernel":
