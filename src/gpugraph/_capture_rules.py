@@ -31,6 +31,7 @@ import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+from ._device_like import DeviceLike
 from ._errors import CaptureError
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from .backends import available_backends, get_backend
@@ -191,7 +192,7 @@ def unsafe_section(api: str) -> Iterator[None]:
         yield
 
 
-def forbid_device_sync(api: str, device: Any) -> None:
+def forbid_device_sync(api: str, device: DeviceLike) -> None:
     """Refuse waiting for a whole device while one of its streams captures."""
     if not active:
         return

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from . import _capture_rules, backends
+from ._capture import Capture
 from ._device import Device
 from ._errors import CollectiveError
 from ._event import Event
@@ -187,7 +188,7 @@ class Communicator:
                 comm._state = "aborted"
                 comm._backend.comm_abort(comm._handle)
 
-    def _enqueued(self, stream: Stream, capture: Any) -> None:
+    def _enqueued(self, stream: Stream, capture: Capture | None) -> None:
         """Note a part just enqueued on ``stream`` (for ``close`` to wait for) or captured (its graph)."""
         if capture is None:
             self._last[stream] = stream.record()
@@ -262,7 +263,7 @@ class Communicator:
 
     # Checks, then the backend
 
-    def _check_array(self, where: str, name: str, array: Any) -> None:
+    def _check_array(self, where: str, name: str, array: object) -> None:
         if type(array) is not Array:
             raise TypeError(f"{where}({name}): expected an Array, got {type(array).__name__}")
         if array.device is not self.device:
@@ -294,7 +295,7 @@ class Communicator:
             raise ValueError(f"{where}({name}): rank {self.rank} cannot send to or receive from itself")
         return int(value)
 
-    def _enqueue(self, where: str, stream: Any, kind: str, send: Array, recv: Array, count: int, op: str | None,
+    def _enqueue(self, where: str, stream: object, kind: str, send: Array, recv: Array, count: int, op: str | None,
                  root: int) -> None:
         if not isinstance(stream, Stream):
             raise TypeError(f"{where}(stream): expected a Stream, got {type(stream).__name__}")

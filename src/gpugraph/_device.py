@@ -18,6 +18,7 @@ from ._errors import BackendUnavailableError
 from ._event import Event
 from ._host_memory import HostRegistration
 from ._host_threads import HOST_THREADS, refuse_in_host_function
+from ._kernel import Kernel
 from ._memory import Array, allocation_of, normalize_dtype, normalize_shape
 from ._properties import SCHEDULES
 from ._scalars import describe
@@ -369,7 +370,7 @@ class Device:
             refuse_in_host_function("Device.register_host")
         return HostRegistration(self, array, read_only)
 
-    def symbol(self, kernel: Any, name: str, dtype: Any = None) -> Array:
+    def symbol(self, kernel: Kernel, name: str, dtype: Any = None) -> Array:
         """The ``__device__``, ``__constant__`` or ``__managed__`` variable ``name`` of ``kernel``'s module on this
         device, as an Array: copies to and from it (streams, graph nodes, setters) are the ...ToSymbol and
         ...FromSymbol calls, and ``dst_origin=``/``src_origin=`` their offsets. The module is ``kernel``'s source,
@@ -448,7 +449,7 @@ class Device:
             limits = self._limits = self._backend.kernel_attribute_limits(self.index)
         return limits
 
-    def _cooperative_blocks(self, kernel: Any, block: tuple[int, int, int], shared_mem: int) -> int:
+    def _cooperative_blocks(self, kernel: Kernel, block: tuple[int, int, int], shared_mem: int) -> int:
         """The most blocks of shape ``block`` of ``kernel`` (with ``shared_mem`` bytes of dynamic shared memory) this
         device holds at once: what a cooperative launch may have."""
         return self._backend.kernel_cooperative_blocks(self.index, kernel, block[0] * block[1] * block[2], shared_mem)

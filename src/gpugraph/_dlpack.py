@@ -118,7 +118,7 @@ def device_tuple(array: Any) -> tuple[int, int]:
 
 # Export
 
-def export(array: Any, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+def export(array: Any, *, stream: object = None, max_version: Any = None, dl_device: Any = None,
            copy: Any = None) -> Any:
     """``Array.__dlpack__``: a capsule viewing ``array``'s memory (or a copy of it, see below).
 
@@ -189,7 +189,7 @@ def _device_arg(value: Any, what: str) -> tuple[int, int]:
     return kind, index
 
 
-def check_stream(stream: Any, device_type: int, what: str) -> None:
+def check_stream(stream: object, device_type: int, what: str) -> None:
     """The DLPack rule for ``__dlpack__(stream=...)``: only None for CPU memory; for GPU memory None or an
     int: -1 (no synchronization), 1 or 2 (legacy / per-thread default stream) or a stream handle (0 is
     ambiguous, so refused)."""
@@ -203,7 +203,7 @@ def check_stream(stream: Any, device_type: int, what: str) -> None:
         raise ValueError(f"{what}(stream): expected -1, 1, 2 or a stream handle, got {stream} (0 is ambiguous)")
 
 
-def _capsule(owner: Any, data_ptr: int, shape: tuple[int, ...], dtype: np.dtype, device: tuple[int, int],
+def _capsule(owner: object, data_ptr: int, shape: tuple[int, ...], dtype: np.dtype, device: tuple[int, int],
              versioned: bool, flags: int) -> Any:
     """A capsule around C-contiguous memory at ``data_ptr``; it keeps ``owner`` alive until deleted."""
     ndim = len(shape)

@@ -6,6 +6,7 @@ import weakref
 from typing import Any
 
 from . import _capture_rules
+from ._device_like import DeviceLike
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._scalars import as_bool
 from .backends import get_backend
@@ -19,10 +20,10 @@ class Event:
 
     __slots__ = ("device", "timing", "_backend", "_handle", "_capture", "__weakref__")
 
-    def __init__(self, device: Any, timing: bool) -> None:
+    def __init__(self, device: DeviceLike, timing: bool) -> None:
         if as_bool(timing) is None:  # (not truthiness: the string 'no' is truthy)
             raise TypeError(f"event: timing must be a bool, got {timing!r}")
-        self.device = device
+        self.device: Any = device  # (a Device: not named here, since gpugraph._device imports this module)
         self.timing = bool(timing)
         self._backend = get_backend(device.backend)
         self._handle = self._backend.event_create(device.index, self.timing)

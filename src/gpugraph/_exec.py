@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _capture_rules, _graph_reads, _params
 from ._attributes import AttributeRefusal
+from ._capture import Capture
 from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._event import Event
@@ -142,7 +143,7 @@ class GraphExec(ExecState, KernelLaunchable):
 
     # Launching
 
-    def _stream_handle(self, stream: Any, what: str) -> Any:
+    def _stream_handle(self, stream: Stream, what: str) -> Any:
         if self._handle is None:
             raise GraphError(f"{what}: this GraphExec is closed")
         check_stream(stream, self.device, what)
@@ -178,7 +179,7 @@ class GraphExec(ExecState, KernelLaunchable):
             for event in events:  # (mostly none)
                 event._capture = None  # (Event's own: the capture it was last recorded in, none now)
 
-    def _describe_embedded(self, capture: Any, stream: Stream) -> None:
+    def _describe_embedded(self, capture: Capture, stream: Stream) -> None:
         """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
         stream's capture frontier: the captured graph describes the copy from the source's Topology (as
         ``Graph.add_child`` does), not from the backend's node-by-node read-back."""

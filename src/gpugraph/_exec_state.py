@@ -17,6 +17,7 @@ from typing import Any
 from . import _graph_reads
 from ._attributes import KernelAttributes
 from ._errors import GraphError
+from ._graph_reads import GraphFields
 from ._nodes import KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
 from ._scalars import describe
@@ -204,7 +205,8 @@ class ExecState:
             self._gone.update(i for i, h in enumerate(self._handles) if h == handle)
         self._indices = {h: i for h, i in self._indices.items() if h != handle and i not in self._gone}
 
-    def _keep_attributes(self, top: object, graph: object, handle: object, attributes: KernelAttributes) -> None:
+    def _keep_attributes(self, top: object, graph: GraphFields[Any], handle: object,
+                         attributes: KernelAttributes) -> None:
         """Kernel node ``handle`` of ``graph`` (``top``, or a graph embedded in it) is about to take other attributes
         than ``attributes``: an executable graph following ``top`` keeps these in its layout, which an update's
         refusal is explained with (it keeps the attributes it was made or last updated with)."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import _dlpack
+from ._device_like import DeviceLike
 from ._memory import Array, normalize_dtype
 from .backends import get_backend
 
@@ -23,7 +24,7 @@ def name_of(obj: Any) -> str:
     return type(obj).__name__
 
 
-def view_memory(device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype, what: str) -> Array:
+def view_memory(device: DeviceLike, ptr: int, shape: tuple[int, ...], dtype: np.dtype, what: str) -> Array:
     """An Array viewing memory that gpugraph did not allocate (the backend checks it is the device's)."""
     nbytes = Array.bytes_for(shape, dtype)
     try:
@@ -57,7 +58,7 @@ def dlpack_device(x: Any, what: str) -> tuple[int, int]:
     return kind, index
 
 
-def check_same_memory(x: Any, source: tuple[int, int], device: Any, what: str, verb: str = "viewed on") -> None:
+def check_same_memory(x: Any, source: tuple[int, int], device: DeviceLike, what: str, verb: str = "viewed on") -> None:
     own = _dlpack.device_tuple(device)
     if source != own:
         hint = " (copy host data with dev.asarray instead)" if source[0] == _dlpack.CPU else ""
@@ -65,7 +66,7 @@ def check_same_memory(x: Any, source: tuple[int, int], device: Any, what: str, v
                          f"{device}, whose memory is {_dlpack.describe(own)}{hint}")
 
 
-def import_capsule(x: Any, device: Any, producer_stream: int | None, copy: bool | None, what: str) -> Array:
+def import_capsule(x: Any, device: DeviceLike, producer_stream: int | None, copy: bool | None, what: str) -> Array:
     """Ask ``x`` for a capsule (a versioned one first, as the array API standard says), view its memory,
     and hand the capsule's deleter to the Array. A refused capsule stays unused: it frees itself."""
     kwargs: dict[str, Any] = {"stream": producer_stream, "max_version": _dlpack.VERSION}
@@ -137,13 +138,13 @@ def read_interface(x: Any, what: str, desc: Any = None) -> Interface:
     return Interface(data[0], shape, dtype, stream)
 
 
-def need_cuda(x: Any, device: Any, what: str) -> None:
+def need_cuda(x: Any, device: DeviceLike, what: str) -> None:
     if not get_backend(device.backend).speaks_cuda:
         raise ValueError(f"{what}: {name_of(x)} is CUDA memory (__cuda_array_interface__) and {device} is not a "
                          f"CUDA device")
 
 
-def kernel_argument(value: Any, device: Any, where: str) -> Array | None:
+def kernel_argument(value: Any, device: DeviceLike, where: str) -> Array | None:
     """Another library's device array given for a kernel's pointer parameter, viewed as an Array; None when
     ``value`` is no such array (host memory included: kernels take device memory only, on every backend).
 

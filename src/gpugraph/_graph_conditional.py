@@ -96,7 +96,7 @@ class GraphConditional(GraphState):
                              f"(gg.MAX_SWITCH_BODIES, the bodies a SWITCH node may have), got {count!r}{more}")
         return self._add_conditional("switch", condition, number, after)
 
-    def _add_conditional(self, kind: str, condition: Any, count: int, after: Any) -> Node:
+    def _add_conditional(self, kind: str, condition: object, count: int, after: Any) -> Node:
         what = f"add_{kind}"
         if type(condition) is not Condition:
             raise TypeError(f"{what}(condition): expected a Condition (Graph.condition), "

@@ -127,7 +127,7 @@ class GraphEdit(GraphAlloc):
 
     # Changing and removing nodes
 
-    def _own_node(self, node: Any, kinds: tuple[NodeKind, ...] | None, what: str) -> int:
+    def _own_node(self, node: object, kinds: tuple[NodeKind, ...] | None, what: str) -> int:
         """The position of ``node``, checked to be a Node of this graph, still in it, of one of ``kinds`` (None: of any
         kind), at a time the graph's nodes may change."""
         if not isinstance(node, Node):

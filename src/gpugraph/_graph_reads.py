@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from ._nodes import NodeKind
 from ._topology import Topology
+from .backends._protocol import Backend
 
 N = TypeVar("N")  # the graph's Node (gpugraph._graph_node.Node)
 
@@ -26,6 +27,8 @@ class GraphFields(Protocol[N]):
 
     _topology: Topology
     _handle: Any
+    _backend: Backend
+    device: Any  # (its Device, which sits above the graph's modules)
 
     @property
     def _version(self) -> int: ...
@@ -47,6 +50,10 @@ class GraphFields(Protocol[N]):
     def _body_graphs(self, node: N) -> tuple[GraphFields[N], ...]: ...
 
     def _in_body(self) -> bool: ...
+
+    def _level(self) -> int: ...
+
+    def _following_top(self) -> tuple[GraphFields[N], list[Any]]: ...
 
     def _has_node(self, node: object) -> bool: ...
 

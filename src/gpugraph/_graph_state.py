@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ._conditions import Condition, condition_args
+from ._device_like import DeviceLike
 from ._errors import GraphError
 from ._exec_state import ExecState
 from ._graph_node import Node
@@ -81,8 +82,8 @@ class GraphState:
     # not a user's subclass of it, whose __init__ would not run for them. Set by gpugraph._graph on Graph itself.
     _made: ClassVar[type[Graph]]
 
-    def _setup(self, device: Any, handle: Any, owner: GraphState | None) -> None:
-        self.device = device
+    def _setup(self, device: DeviceLike, handle: Any, owner: GraphState | None) -> None:
+        self.device: Any = device  # (a Device: not named here, since gpugraph._device imports this module)
         self._backend = get_backend(device.backend)
         self._handle = handle
         # The compiled lane of add_kernel, or None (it reads this object's fields: see cuda._fast.Builder). Not
@@ -190,7 +191,7 @@ class GraphState:
             self._owner._keep_child(self._owner_node, self._topology)
 
     @classmethod
-    def _wrap(cls, device: Any, handle: Any, owner: GraphState | None = None, own: bool = True,
+    def _wrap(cls, device: DeviceLike, handle: Any, owner: GraphState | None = None, own: bool = True,
               recording: bool = False, topology: Topology | None = None, owner_node: Any = None) -> Graph:
         """A Graph (gpugraph's own class, ``_made``, whatever ``cls`` is) over an existing backend graph, read now (its
         edges when first needed) unless given its Topology.
@@ -479,7 +480,7 @@ class GraphState:
 
     # The rules every added or changed node obeys (its graph may be a conditional node's body)
 
-    def _check_child(self, graph: Any, what: str) -> None:
+    def _check_child(self, graph: object, what: str) -> None:
         """Refuse ``graph`` as the graph a child-graph node of this graph embeds a copy of (but for the nesting
         limit: ``nesting_refusal``)."""
         if not isinstance(graph, GraphState):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._device_like import DeviceLike
 from ._memory import Array, byte_bounds, host_buffer
 from ._scalars import as_bool, describe
 from .backends import get_backend
@@ -37,7 +38,7 @@ class HostRegistration:
 
     __slots__ = ("array", "device", "read_only", "_pin", "_released", "__weakref__")
 
-    def __init__(self, device: Any, array: Any, read_only: bool | None) -> None:
+    def __init__(self, device: DeviceLike, array: object, read_only: bool | None) -> None:
         """(Made by ``Device.register_host``.)"""
         if not isinstance(array, np.ndarray):
             raise TypeError(f"register_host(array): expected a NumPy array, got {type(array).__name__}")

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import _graph_reads
+from ._device_like import DeviceLike
 from ._errors import GraphInstantiateError
+from ._graph_reads import GraphFields
 from ._memory import Array
 from ._nodes import NodeKind
 from ._scalars import as_bool, describe
@@ -35,7 +37,7 @@ def instantiate_flags(auto_free_on_launch: Any, device_launch: Any, use_node_pri
     return frozenset(name for name, value in given.items() if value)
 
 
-def check_device_launch(graph: Any) -> None:
+def check_device_launch(graph: GraphFields[Any]) -> None:
     """Refuse, naming the node, what a graph launched from the device may not hold: nodes other than kernels,
     copies, memsets and child graphs, and work on another device than the graph's; an empty graph too. A node of a
     child graph is named by the child-graph node holding it, as the driver's refusal is (``name_the_node``)."""
@@ -47,7 +49,7 @@ def check_device_launch(graph: Any) -> None:
         raise GraphInstantiateError(reason, _graph_reads.node_of(graph, handle), f"device_launch: {detail}")
 
 
-def _device_launch_fault(graph: Any, device: Any) -> tuple[Any, str, str] | None:
+def _device_launch_fault(graph: GraphFields[Any], device: DeviceLike) -> tuple[Any, str, str] | None:
     """(The handle of ``graph``'s node at fault, the reason, what is wrong), or None: see check_device_launch."""
     topology = _graph_reads.topology(graph)
     for handle, record in zip(topology.handles, topology.records):
@@ -74,12 +76,12 @@ def _device_launch_fault(graph: Any, device: Any) -> tuple[Any, str, str] | None
     return None
 
 
-def _elsewhere(operand: Any, device: Any) -> bool:
+def _elsewhere(operand: Any, device: DeviceLike) -> bool:
     """Whether a copy's or memset's operand is an Array of another device than ``device`` (host memory is not)."""
     return isinstance(operand, Array) and operand.device is not device
 
 
-def name_the_node(graph: Any, refused: GraphInstantiateError) -> GraphInstantiateError:
+def name_the_node(graph: GraphFields[Any], refused: GraphInstantiateError) -> GraphInstantiateError:
     """``refused``, raised by a backend naming its node handle (or None), with the Node of ``graph`` it names; a node
     of a child graph is named by the child-graph node holding it."""
     handle = refused.node
@@ -90,7 +92,7 @@ def name_the_node(graph: Any, refused: GraphInstantiateError) -> GraphInstantiat
     return GraphInstantiateError(refused.reason, node, detail)
 
 
-def _holding(graph: Any, handle: Any) -> Any:
+def _holding(graph: GraphFields[Any], handle: Any) -> Any:
     """The Node of ``graph`` that is, or holds in its child graphs, the backend node ``handle``; None if none."""
     topology = _graph_reads.topology(graph)
     if handle in topology.position:

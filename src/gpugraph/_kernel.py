@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import _params
+from ._device_like import DeviceLike
 from ._errors import KernelCompileError
 from ._kernel_args import make_converters, own_type
 from ._memory import Array
@@ -126,7 +127,7 @@ def check_shared_mem(shared_mem: Any) -> int:
     return int(shared_mem)
 
 
-def check_total_shared_mem(kernel: Any, static: int, shared_mem: int) -> None:
+def check_total_shared_mem(kernel: Kernel, static: int, shared_mem: int) -> None:
     """Refuse a launch of ``kernel``, whose ``__shared__`` variables take ``static`` bytes, with ``shared_mem`` bytes
     of dynamic shared memory where the two together pass the 48 KiB a launch may use without opting in to more."""
     if static + shared_mem > SHARED_MEM_LIMIT:
@@ -241,7 +242,7 @@ class Kernel:
 
     def _setup(self, source: str, name: str, options: tuple[str, ...], cpu: Callable[..., Any] | None,
                signature: tuple[KernelParam, ...] | None, module: Module | None = None, handle: int | None = None,
-               device: Any = None, owner: Any = None) -> None:
+               device: DeviceLike | None = None, owner: object = None) -> None:
         """Set the kernel's fields and make its argument converters, whichever way it was made."""
         self.source = source
         self.name = name
@@ -265,7 +266,7 @@ class Kernel:
     @classmethod
     def _without_source(cls, name: str | None, signature: Any, cpu: Callable[..., Any] | None, what: str,
                         fallback: str = "", module: Module | None = None, handle: int | None = None,
-                        device: Any = None, owner: Any = None) -> Kernel:
+                        device: DeviceLike | None = None, owner: object = None) -> Kernel:
         """A kernel that comes as compiled code: named ``name``, else as its signature declares it, else
         ``fallback``."""
         _check_cpu(cpu, what)
@@ -275,7 +276,7 @@ class Kernel:
         return kernel
 
     @classmethod
-    def from_function(cls, handle: Any, signature: str | None = None, *, device: Any, name: str | None = None,
+    def from_function(cls, handle: Any, signature: str | None = None, *, device: DeviceLike, name: str | None = None,
                       cpu: Callable[..., Any] | None = None) -> Kernel:
         """A kernel another library compiled and loaded, launched by gpugraph on the device it belongs to.
 
@@ -317,7 +318,7 @@ class Kernel:
     def __repr__(self) -> str:
         return f"Kernel({self.name!r})"
 
-    def convert_args(self, args: tuple, device: Any, typed: bool = False, bind: bool = True) -> tuple:
+    def convert_args(self, args: tuple, device: DeviceLike, typed: bool = False, bind: bool = True) -> tuple:
         """Check ``args`` against the signature and return them as Arrays and NumPy scalars; with ``typed``,
         as graph nodes keep them (``typed_args`` of the result, in one pass).
 
@@ -504,7 +505,7 @@ def _typed(kernel: Kernel, args: tuple) -> tuple:
                   for p, a in zip(signature, args)])
 
 
-def _convert_unknown(kernel: Kernel, index: int, value: Any, device: Any) -> Any:
+def _convert_unknown(kernel: Kernel, index: int, value: Any, device: DeviceLike) -> Any:
     """Arguments of a kernel whose signature gpugraph could not read must carry their own type."""
     if type(value) is Array and value.device is not device:
         device._reach(value, f"{kernel!r} argument {index}")

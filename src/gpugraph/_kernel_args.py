@@ -16,6 +16,7 @@ import numpy as np
 
 from ._conditions import Condition
 from ._device_launch import KernelLaunchable, exec_argument
+from ._device_like import DeviceLike
 from ._foreign_arrays import kernel_argument
 from ._memory import Array
 from ._params import Param
@@ -46,7 +47,7 @@ def _pointer(where: str, param: KernelParam) -> tuple[Convert, Convert]:
     want = param.dtype
     addresses = " (a pointer to pointers takes an Array of device addresses)" if param.depth > 1 else ""
 
-    def to_pointer(value: Any, device: Any) -> Any:
+    def to_pointer(value: Any, device: DeviceLike) -> Any:
         if type(value) is Param:
             if not value.is_array:
                 raise TypeError(f"{where}: expects a device Array, got a scalar {value!r}")

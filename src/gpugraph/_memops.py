@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ._device_like import DeviceLike
 from ._memory import Array
 from ._nodes import MemOpsParams, WaitValue, WriteValue
 from ._placement import check_same_device
@@ -16,7 +17,7 @@ from ._scalars import as_int
 CONDITIONS = ("geq", "eq", "and", "nor")
 
 
-def _checked(device: Any, op: Any, what: str) -> WaitValue | WriteValue:
+def _checked(device: DeviceLike, op: Any, what: str) -> WaitValue | WriteValue:
     """``op`` checked, with its index and value as plain ints."""
     if not isinstance(op, (WaitValue, WriteValue)):
         raise TypeError(f"{what}: expected gg.WaitValue or gg.WriteValue operations, got {type(op).__name__}")
@@ -42,7 +43,7 @@ def _checked(device: Any, op: Any, what: str) -> WaitValue | WriteValue:
     return WriteValue(target, value, index)
 
 
-def mem_ops_record(device: Any, ops: Any, what: str) -> MemOpsParams:
+def mem_ops_record(device: DeviceLike, ops: Any, what: str) -> MemOpsParams:
     """A batch memory-op node's record on ``device``: one operation or a non-empty sequence of them, each checked."""
     found = (ops,) if isinstance(ops, (WaitValue, WriteValue)) else ops
     if not isinstance(found, (list, tuple)):

@@ -7,6 +7,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from ._device_like import DeviceLike
 from ._dlpack import device_tuple, export
 from ._scalars import describe
 from .backends import get_backend
@@ -35,7 +36,7 @@ class Array:
     nbytes: int
     _alloc: Any
 
-    def __init__(self, device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype, alloc: Any) -> None:
+    def __init__(self, device: DeviceLike, ptr: int, shape: tuple[int, ...], dtype: np.dtype, alloc: Any) -> None:
         init = object.__setattr__  # (the fields are read-only: __setattr__ refuses them)
         init(self, "device", device)
         init(self, "ptr", ptr)
@@ -88,7 +89,7 @@ class Array:
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "version": 3, "stream": None}
 
-    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+    def __dlpack__(self, *, stream: object = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
         """A DLPack capsule of this memory, for ``torch.from_dlpack``, ``cupy.from_dlpack``,
         ``numpy.from_dlpack`` (CPU backend) and ``gg.from_dlpack``, as the array API standard says.
@@ -265,7 +266,7 @@ def host_buffer(array: np.ndarray) -> tuple[int, int, object]:
     return low, high - low, array
 
 
-def pin_host(device: Any, operand: Any, nbytes: int, what: str, *, writes: bool) -> Any:
+def pin_host(device: DeviceLike, operand: Any, nbytes: int, what: str, *, writes: bool) -> Any:
     """Page-lock the memory of a NumPy operand of a graph or captured copy (``writes``: its destination) for as long
     as the returned pin is held, or None (an Array; memory page-locked already by other means; nothing to copy).
 
@@ -290,7 +291,7 @@ def pin_host(device: Any, operand: Any, nbytes: int, what: str, *, writes: bool)
                                               "read_only=True) if it is read-only memory")) from None
 
 
-def host_pins(device: Any, dst: Any, src: Any, nbytes: int, box: Any, what: str) -> tuple:
+def host_pins(device: DeviceLike, dst: Any, src: Any, nbytes: int, box: Any, what: str) -> tuple:
     """The pins holding a copy's NumPy operands page-locked (``pin_host``): a box's operands whole, as its rows
     may lie anywhere in them."""
     pins = (pin_host(device, dst, nbytes if box is None else dst.nbytes, f"{what}(dst)", writes=True),

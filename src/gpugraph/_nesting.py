@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._graph_reads import GraphFields
 from ._nodes import NodeKind
 
 MAX_NESTING = 64
@@ -16,7 +17,7 @@ every backend, so that the walks over the nesting (cloning, instantiating, updat
 backend) stay far from Python's recursion limit."""
 
 
-def nesting(graph: Any) -> int:
+def nesting(graph: GraphFields[Any]) -> int:
     """How many levels of graphs ``graph`` holds (1 without child graphs), found without recursion."""
     deepest, pending = 1, [(graph, 1)]
     while pending:
@@ -29,7 +30,7 @@ def nesting(graph: Any) -> int:
     return deepest
 
 
-def nesting_refusal(graph: Any, child: Any) -> str | None:
+def nesting_refusal(graph: GraphFields[Any], child: GraphFields[Any]) -> str | None:
     """Why a child-graph node embedding a copy of ``child`` cannot be added to ``graph`` (None if it can):
     the nesting would pass ``MAX_NESTING`` levels."""
     level = graph._level()

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
+from ._device_like import DeviceLike
 from ._kernel import Kernel, check_total_shared_mem
 from .backends import get_backend
-from .backends._protocol import Backend
 
-if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self is Python 3.11+
+D = TypeVar("D", bound=DeviceLike)
 
 
-class _Device(Protocol):
-    """What placement reads of a device (a gpugraph Device; by this protocol placement stays below ``_device``,
-    which imports the modules that check placement)."""
-
-    backend: str
-    index: int
-    _backend: Backend
-
-    def __new__(cls, spec: str | None = None) -> Self: ...
-
-
-D = TypeVar("D", bound=_Device)
-
-
-def load_kernel(device: _Device, kernel: Kernel) -> Any:
+def load_kernel(device: DeviceLike, kernel: Kernel) -> Any:
     """The backend's function handle for ``kernel``, compiled on first use on ``device``."""
     # (the kernel's per-device cache of function handles and the device's backend are placement's to use)
     function = kernel._functions.get(device)
@@ -36,7 +21,7 @@ def load_kernel(device: _Device, kernel: Kernel) -> Any:
     return function
 
 
-def check_shared(device: _Device, kernel: Kernel, shared_mem: int) -> None:
+def check_shared(device: DeviceLike, kernel: Kernel, shared_mem: int) -> None:
     """Refuse ``shared_mem`` bytes of dynamic shared memory that pass a launch's limit with ``kernel``'s static
     shared memory on ``device`` (the common launch, with none, asks nothing)."""
     if shared_mem:
@@ -61,7 +46,7 @@ def graph_node_device(graph_device: D, device: object, what: str) -> D:
     return device
 
 
-def check_same_device(device: _Device, value: Any, what: str) -> None:
+def check_same_device(device: DeviceLike, value: Any, what: str) -> None:
     """Refuse an operand (Array, Event) of a device other than ``device``."""
     other = getattr(value, "device", None)
     # (type(device): the Device class, as in sibling)
@@ -69,7 +54,7 @@ def check_same_device(device: _Device, value: Any, what: str) -> None:
         raise ValueError(f"{what}: {value!r} belongs to {other}, not {device}")
 
 
-def check_same_backend(device: _Device, value: Any, what: str) -> None:
+def check_same_backend(device: DeviceLike, value: Any, what: str) -> None:
     """Refuse an operand (Array, Event) of another backend's device; any device of ``device``'s backend will do."""
     other = getattr(value, "device", None)
     # (type(device): the Device class, as in sibling)

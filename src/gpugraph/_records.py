@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ._device_like import DeviceLike
 from ._event import Event
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import copy_box, host_pins, memcpy_nbytes, memset_pattern, memset_plane
@@ -16,8 +17,8 @@ from ._nodes import EventRecordParams, EventWaitParams, HostParams, KernelParams
 from ._placement import check_same_backend, check_same_device, check_shared, load_kernel
 
 
-def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_mem: int | None, kernel: Any,
-                  device: Any, graph: Any, what: str) -> KernelParams:
+def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_mem: int | None, kernel: object,
+                  device: DeviceLike, graph: Any, what: str) -> KernelParams:
     """``old`` with what a kernel-node setter changes: new arguments (none: keep them), launch shape, shared memory
     or kernel (a new kernel checks the arguments it is given, or the current ones). ``device``: the node's Device;
     ``graph``: the graph whose Conditions the arguments may name. The setter binds the untyped Params among the
@@ -42,7 +43,7 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
     return KernelParams(kernel, new_grid, new_block, shared, args, old.device)
 
 
-def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str, *, shape: Any = None,
+def memcpy_record(device: DeviceLike, dst: Any, src: Any, nbytes: int | None, what: str, *, shape: Any = None,
                   dst_origin: Any = None, src_origin: Any = None) -> MemcpyParams:
     """A copy node's record (any direction; Arrays of ``device``'s backend or NumPy arrays, which it holds page-locked:
     ``_memory.pin_host``): ``nbytes`` from the operands' starts, or (``shape``) the box ``_memory.copy_box`` checks."""
@@ -56,7 +57,7 @@ def memcpy_record(device: Any, dst: Any, src: Any, nbytes: int | None, what: str
     return MemcpyParams(dst, src, nbytes, box, host_pins(device, dst, src, nbytes, box, what))
 
 
-def memset_record(device: Any, dst: Any, value: Any, count: int | None, what: str, *, shape: Any = None,
+def memset_record(device: DeviceLike, dst: Any, value: Any, count: int | None, what: str, *, shape: Any = None,
                   origin: Any = None) -> MemsetParams:
     """A memset node's record: ``count`` elements (default: all) of ``dst`` set to ``value``, or (``shape``) the 2-D
     box ``_memory.memset_plane`` checks."""
@@ -75,7 +76,7 @@ def host_record(fn: Callable[..., Any], args: tuple, what: str) -> HostParams:
     return HostParams(fn, args)
 
 
-def event_record(device: Any, kind: NodeKind, event: Any, what: str) -> EventRecordParams | EventWaitParams:
+def event_record(device: DeviceLike, kind: NodeKind, event: object, what: str) -> EventRecordParams | EventWaitParams:
     """An event-record or event-wait node's record (``kind``) of a graph on ``device``: it records an event of its
     own device, and may wait for one of any device of its backend."""
     if not isinstance(event, Event):

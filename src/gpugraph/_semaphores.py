@@ -8,6 +8,7 @@ import threading
 import weakref
 from typing import Any
 
+from ._device_like import DeviceLike
 from ._nodes import NodeKind, SemaphoreSignalParams, SemaphoreWaitParams
 from ._scalars import as_bool, as_int, describe
 from ._timeouts import timeout_seconds
@@ -110,8 +111,8 @@ class ExternalSemaphore:
 
     __slots__ = ("device", "timeline", "_handle", "__weakref__")
 
-    def __init__(self, device: Any, handle: Any, timeline: Any) -> None:
-        self.device = device
+    def __init__(self, device: DeviceLike, handle: Any, timeline: Any) -> None:
+        self.device: Any = device  # (a Device: not named here, since gpugraph._device imports this module)
         self.timeline = _check_timeline(timeline, "import_semaphore")
         backend = get_backend(device.backend)
         self._handle = backend.semaphore_import(device.index, handle, self.timeline)
@@ -143,7 +144,7 @@ def values_for(semaphores: tuple, values: Any, what: str) -> tuple[int, ...]:
     return out
 
 
-def semaphores_for(device: Any, semaphores: Any, what: str) -> tuple:
+def semaphores_for(device: DeviceLike, semaphores: Any, what: str) -> tuple:
     """``semaphores`` (one ExternalSemaphore or a sequence of them) as a tuple of at least one, all of ``device``."""
     found = (semaphores,) if isinstance(semaphores, ExternalSemaphore) else semaphores
     if not isinstance(found, (list, tuple)):
@@ -160,7 +161,7 @@ def semaphores_for(device: Any, semaphores: Any, what: str) -> tuple:
     return tuple(found)
 
 
-def semaphore_record(device: Any, kind: NodeKind, semaphores: Any, values: Any,
+def semaphore_record(device: DeviceLike, kind: NodeKind, semaphores: Any, values: Any,
                      what: str) -> SemaphoreSignalParams | SemaphoreWaitParams:
     """A semaphore signal or wait node's record (``kind``) on ``device``: at least one ExternalSemaphore of that
     device, each with its value (``values_for``)."""

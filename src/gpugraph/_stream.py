@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _capture, _capture_rules, _graph_reads, _params
+from ._device_like import DeviceLike
 from ._errors import CaptureError, GraphError
 from ._event import Event
 from ._hazards import CHECKING, note_where
@@ -66,7 +67,7 @@ class Stream:
                  "_number", "_fast", "__weakref__")
     _numbers = itertools.count(1)
 
-    def __init__(self, device: Any, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False,
+    def __init__(self, device: DeviceLike, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False,
                  _wrap: Any = None) -> None:
         """``legacy``: the device's legacy default stream. ``_wrap`` (gpugraph's own, not the user's): the
         backend's handle of a native stream gpugraph does not own (another library's, for
@@ -81,7 +82,7 @@ class Stream:
         if not legacy and _wrap is None:
             # (Device's limits, read directly: _device sits above streams, which it makes.)
             number = device._attribute_limits().clamped_priority(number)
-        self.device = device
+        self.device: Any = device  # (a Device: not named here, since gpugraph._device imports this module)
         self.non_blocking = bool(non_blocking) and not legacy
         self.priority = number
         self.legacy = legacy  # the legacy default stream (stream 0), which synchronizes with blocking streams
@@ -145,7 +146,7 @@ class Stream:
         return lambda: (0, self.ptr)
 
     @classmethod
-    def from_external(cls, stream: Any, device: Any = None) -> Stream:
+    def from_external(cls, stream: object, device: DeviceLike | None = None) -> Stream:
         """The Stream of a CUDA stream another library made (anything with ``__cuda_stream__``: CuPy,
         PyTorch, cuda.core streams), to launch, copy, capture and launch graphs on.
 

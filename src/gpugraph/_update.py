@@ -29,6 +29,7 @@ import numpy as np
 from . import _graph_reads
 from ._attributes import KernelAttributes
 from ._errors import GraphUpdateError
+from ._graph_reads import GraphFields
 from ._memops import shape_of
 from ._memory import address_of
 from ._nodes import (
@@ -50,7 +51,7 @@ class GraphLayout:
     __slots__ = ("graph", "handles", "index", "numbers", "kinds", "deps", "params", "children", "bodies", "memory",
                  "_shape", "_attributes")
 
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: GraphFields[Any]) -> None:
         """``graph`` as it is now (a snapshot: later changes to it do not show)."""
         topology = _graph_reads.topology(graph)
         self.graph = graph
@@ -91,7 +92,7 @@ class GraphLayout:
             attributes = self._attributes[i] = graph._backend.node_attributes(graph._handle, self.handles[i])
         return attributes
 
-    def keep_attributes(self, graph: Any, handle: Any, attributes: KernelAttributes) -> None:
+    def keep_attributes(self, graph: GraphFields[Any], handle: Any, attributes: KernelAttributes) -> None:
         """Kernel node ``handle`` of ``graph`` (the layout's graph, or one of its child graphs or bodies) is about
         to take other attributes than ``attributes``: the layout keeps those, unless it has them already."""
         if graph is self.graph:
@@ -103,7 +104,7 @@ class GraphLayout:
             inner.keep_attributes(graph, handle, attributes)
 
 
-def attributes_changing(graph: Any, handle: Any, attributes: KernelAttributes) -> None:
+def attributes_changing(graph: GraphFields[Any], handle: Any, attributes: KernelAttributes) -> None:
     """Kernel node ``handle`` of ``graph`` is about to take other attributes than ``attributes``: the executable
     graphs following the graph (or the graph it is a body of) keep these in their layout, which an update's
     refusal is explained with (the executable graph keeps the attributes it was made or last updated with)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ._device_like import DeviceLike
 from ._kernel import Kernel
 from ._memory import Array, normalize_dtype
 from ._placement import load_kernel
@@ -33,7 +34,7 @@ def linkage_name(name: Any) -> str:
     return "_ZN" + "".join(f"{len(part)}{part}" for part in parts) + "E"
 
 
-def _declaration(kernel: Any, name: str) -> tuple[np.dtype | None, tuple[int, ...] | None, str | None]:
+def _declaration(kernel: Kernel, name: str) -> tuple[np.dtype | None, tuple[int, ...] | None, str | None]:
     """The type and the array dimensions (literal ones) that ``kernel``'s source declares variable ``name`` with,
     each None where the source does not say it plainly; and the qualifier ("static" or "const") that keeps copies
     from reaching it on every backend, if any."""
@@ -64,7 +65,7 @@ def _declaration(kernel: Any, name: str) -> tuple[np.dtype | None, tuple[int, ..
     return dtype, dims, internal
 
 
-def symbol(device: Any, kernel: Any, name: Any, dtype: Any) -> Array:
+def symbol(device: DeviceLike, kernel: object, name: Any, dtype: Any) -> Array:
     """The Array of ``kernel``'s module variable ``name`` on ``device`` (``Device.symbol``)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"symbol: kernel must be a gg.Kernel, whose module holds the variable, got "
