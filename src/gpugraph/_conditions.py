@@ -48,3 +48,8 @@ def set_reader(condition: Condition, node: object) -> None:
 def condition_args(args: tuple) -> list[Condition]:
     """The Conditions among a kernel's arguments."""
     return [a for a in args if type(a) is Condition]
+
+
+def condition_handle(condition: Condition) -> Any:
+    """The backend's handle of ``condition``: what a backend's conditional node and kernels set it through."""
+    return condition._handle

@@ -69,3 +69,8 @@ class Event:
 
     def __repr__(self) -> str:
         return f"Event(device={self.device}, timing={self.timing})"
+
+
+def event_handle(event: Event) -> Any:
+    """The backend's handle of ``event``: what a backend's event-record and event-wait nodes name it by."""
+    return event._handle

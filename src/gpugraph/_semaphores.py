@@ -170,3 +170,8 @@ def semaphore_record(device: DeviceLike, kind: NodeKind, semaphores: Any, values
     if kind is NodeKind.SEMAPHORE_SIGNAL:
         return SemaphoreSignalParams(found, numbers)
     return SemaphoreWaitParams(found, numbers)
+
+
+def semaphore_handle(semaphore: ExternalSemaphore) -> Any:
+    """The backend's handle of ``semaphore``: what a backend's semaphore nodes and calls name it by."""
+    return semaphore._handle

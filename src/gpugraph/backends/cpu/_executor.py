@@ -24,7 +24,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..._conditions import condition_handle
 from ..._errors import BackendError
+from ..._event import event_handle
 from ..._kernel import LaunchConfig
 from ..._nodes import (
     AllocParams,
@@ -494,7 +496,7 @@ def _conditions(nodes: list[CpuNode]) -> list[Any]:
     for node in nodes:
         p = node.params
         if isinstance(p, ConditionalParams):
-            found.append(p.condition._handle)
+            found.append(condition_handle(p.condition))
             for body in p.bodies:
                 found.extend(_conditions(body.nodes))
     return found
@@ -504,7 +506,7 @@ def _conditional_step(p: ConditionalParams, alloc: Any, exec_: CpuExec, records:
     # (Bodies hold no event nodes: nothing to add to records or waits.)
     bodies = [CpuExec(body, False, False, exec_._pool, owner=exec_.owner, schedule_seed=exec_.schedule_seed)
               for body in p.bodies]
-    return _RUN_CONDITIONAL[p.type], (p.condition._handle.cell, bodies)
+    return _RUN_CONDITIONAL[p.type], (condition_handle(p.condition).cell, bodies)
 
 
 # A conditional node's step: ``run`` runs the body (``CpuExec.run``, or in a recorded run, run_recorded).
@@ -534,7 +536,7 @@ _RUN_CONDITIONAL = {"if": _run_if, "while": _run_while, "switch": _run_switch}
 
 def _record_step(p: EventRecordParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
     slot: list[Completion | None] = [None]
-    records.append((p.event._handle, slot))
+    records.append((event_handle(p.event), slot))
     return _fire, (slot,)
 
 
@@ -553,7 +555,7 @@ def _memset_step(p: MemsetParams, *_: Any) -> Step:
 
 def _wait_step(p: EventWaitParams, alloc: Any, exec_: CpuExec, records: Records, waits: Records) -> Step:
     slot: list[Completion | None] = [None]
-    waits.append((p.event._handle, slot))
+    waits.append((event_handle(p.event), slot))
     return _wait, (slot,)
 
 

@@ -15,6 +15,7 @@ from ..._errors import GpuGraphError
 from ..._memops import bits, holds
 from ..._memory import Array, allocation_of
 from ..._nodes import NodeKind, WriteValue
+from ..._semaphores import semaphore_handle
 from .._allocation import Allocation
 from ._load import load as load_compiled
 from ._memory import Pool, byte_view, typed_view
@@ -72,7 +73,7 @@ def run_semaphores(params: Any) -> None:
     blocks the stream or graph branch that runs it until the host (or other work) signals."""
     signal = params.kind is NodeKind.SEMAPHORE_SIGNAL
     for semaphore, value in zip(params.semaphores, params.values):
-        emulated = semaphore._handle
+        emulated = semaphore_handle(semaphore)
         if signal:
             emulated._set(value if emulated.timeline else None)
         else:

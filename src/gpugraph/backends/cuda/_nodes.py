@@ -15,6 +15,8 @@ from cuda.bindings import driver as cu
 
 from ... import _params
 from ..._attributes import AttributeRefusal, launch_refusal
+from ..._conditions import condition_handle
+from ..._event import event_handle
 from ..._memops import bits
 from ..._memory import Array
 from ..._memory import address_of as address
@@ -36,6 +38,7 @@ from ..._nodes import (
     SemaphoreWaitParams,
 )
 from ..._params import Param, resolve
+from ..._semaphores import semaphore_handle
 from . import _compiled
 from ._attributes import read_attributes
 from ._driver import call, error, fail, require_driver
@@ -298,13 +301,13 @@ class _Event(_Kind):
     gets: ClassVar[str]
 
     def add(self, backend: Any, graph: CudaGraph, params: Any, deps: Sequence[Any]) -> Any:
-        return call(getattr(drv, self.adds), graph.handle, deps, len(deps), params.event._handle.handle)
+        return call(getattr(drv, self.adds), graph.handle, deps, len(deps), event_handle(params.event).handle)
 
     def set_graph(self, backend: Any, graph: CudaGraph, node: Any, params: Any) -> None:
-        call(getattr(drv, self.graph_sets), node, params.event._handle.handle)
+        call(getattr(drv, self.graph_sets), node, event_handle(params.event).handle)
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
-        call(getattr(drv, self.sets), exec_.handle, node, params.event._handle.handle)
+        call(getattr(drv, self.sets), exec_.handle, node, event_handle(params.event).handle)
 
     def read(self, backend: Any, graph: CudaGraph, node: Any) -> Any:
         return self.record(call(getattr(drv, self.gets), node))
@@ -357,7 +360,7 @@ class _Semaphores(_Kind):
         return self.record(tuple(handles), tuple(values))
 
     def describes(self, record: Any, derived: Any) -> bool:
-        return record.values == derived.values and [int(s._handle.handle) for s in record.semaphores] == list(
+        return record.values == derived.values and [int(semaphore_handle(s).handle) for s in record.semaphores] == list(
             derived.semaphores)
 
 
@@ -461,7 +464,7 @@ class _Conditional(_Kind):
                            "an IF node with an else body (Graph.add_if(has_else=True))", "cuGraphAddNode")
         p = cu.CUgraphNodeParams()
         p.type = self.node_type
-        p.conditional.handle = params.condition._handle
+        p.conditional.handle = condition_handle(params.condition)
         p.conditional.type = self.types[params.type]
         p.conditional.size = len(params.bodies)
         p.conditional.ctx = backend.contexts.get(graph.index)

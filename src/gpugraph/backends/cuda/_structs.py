@@ -15,6 +15,7 @@ from ..._memops import bits
 from ..._memory import Array
 from ..._memory import address_of as address
 from ..._nodes import DEPENDENCY_KINDS, MemsetParams, SemaphoreSignalParams, WaitValue, WriteValue
+from ..._semaphores import semaphore_handle
 
 _MEMORY = cu.CUmemorytype
 
@@ -66,7 +67,7 @@ def semaphore_arrays(params: Any) -> tuple[list[Any], list[Any]]:
         item = cu.CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS() if signal else cu.CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS()
         item.params.fence.value = value  # (a binary semaphore's: 0, which the driver ignores)
         items.append(item)
-    return [semaphore._handle.handle for semaphore in params.semaphores], items
+    return [semaphore_handle(semaphore).handle for semaphore in params.semaphores], items
 
 
 # CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS and ..._WAIT_PARAMS are 144 bytes each, their fence value first (cuda.h); a
