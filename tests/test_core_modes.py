@@ -4,7 +4,9 @@ which mode each runs in, and why a plain one is plain."""
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.machinery
+import importlib.util
 import json
 import os
 import pathlib
@@ -121,6 +123,7 @@ def test_a_core_module_gives_the_same_results_and_errors_in_both_modes():
 # where a driver is present, cuda-bindings' loader error where none is), and the arguments they refuse.
 LEAVES_WORKLOAD = """
 from gpugraph.backends.cuda import _leaves
+print("plain" if _leaves.__file__.endswith(".py") else "compiled")
 for name, args in (("graph_launch", (0, 0)), ("launch_kernel", (0, 1, 1, 1, 1, 1, 1, 0, 0, 0)),
                    ("begin_capture", (0, 0)), ("capture_graph", (0,)), ("end_capture", (0,)),
                    ("graph_nodes", (0,)), ("exec_update", (0, 0)), ("graph_destroy", (0,)),
@@ -134,10 +137,48 @@ for name, args in (("graph_launch", (0, 0)), ("launch_kernel", (0, 1, 1, 1, 1, 1
 
 def test_the_driver_leaves_give_the_same_results_and_errors_in_both_modes():
     pytest.importorskip("cuda.bindings", reason="cuda-bindings is not installed here")
-    plain = run_python(LEAVES_WORKLOAD, "0")
-    assert plain.splitlines()[-3:] == ["graph_launch OverflowError", "graph_launch TypeError",
-                                       "graph_launch TypeError"]
-    assert run_python(LEAVES_WORKLOAD, "1") == plain
+    plain = run_python(LEAVES_WORKLOAD, "0").splitlines()
+    assert plain[0] == "plain" and plain[-3:] == ["graph_launch OverflowError", "graph_launch TypeError",
+                                                  "graph_launch TypeError"]
+    compiled = run_python(LEAVES_WORKLOAD, "1").splitlines()
+    name = "backends.cuda._leaves"
+    built = _core.choose(str(PACKAGE), [name], False)[name] is None  # (this checkout's build compiled it, as it is)
+    assert compiled[0] == ("compiled" if built else "plain") and compiled[1:] == plain[1:]
+
+
+class _Refusing(importlib.abc.Loader):
+    """An extension's loader that refuses to load it, as one does beside a cydriver of other C signatures."""
+
+    def create_module(self, spec: object) -> None:
+        return None
+
+    def exec_module(self, module: object) -> None:
+        raise TypeError("C function cuda.bindings.cydriver.cuGraphLaunch has wrong signature")
+
+
+class _Loading(_Refusing):
+    def exec_module(self, module: object) -> None:
+        vars(module)["x"] = "compiled"
+
+
+@pytest.mark.parametrize("refusing", [True, False], ids=["refused", "loaded"])
+def test_an_extension_that_does_not_load_leaves_its_core_module_plain_saying_why(tmp_path, monkeypatch, refusing):
+    source = tmp_path / "_m.py"
+    source.write_text("x = 'plain'\n")
+    monkeypatch.setattr(_core, "_why_plain", {})
+    loader = _core.FallbackLoader("_m", _Refusing() if refusing else _Loading(), str(source))
+    spec = importlib.util.spec_from_file_location("gpugraph._m", str(tmp_path / f"_m{EXTENSIONS[0]}"), loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpugraph._m", module)
+    loader.exec_module(module)
+    loaded = sys.modules["gpugraph._m"]
+    if refusing:
+        assert loaded is not module and loaded.x == "plain" and loaded.__file__ == str(source)
+        assert _core.chosen("_m") == ("its extension does not load here (TypeError: C function cuda.bindings.cydriver."
+                                      f"cuGraphLaunch has wrong signature): rebuild ({_core.REBUILD})")
+    else:
+        assert loaded is module and loaded.x == "compiled" and _core._why_plain == {}
 
 
 def test_plain_mode_without_cython_uses_gpugraphs_stand_in():

@@ -754,6 +754,9 @@ def test_cuda_numbers_nodes_as_the_driver_does(cuda_timeline):
     dev = gg.Device("cpu")
     with nested_graph(dev).instantiate() as exe:
         found, first = cuda_timeline.node_numbers(*_exec_state.timeline_nodes(exe))
+        # (each number a record gets names the Node of its handle, numbered so in its graph)
+        nodes = _timeline._Nodes()
+        assert all(number_of(nodes.find(None, handle, None)) == own for handle, _, own in found.values())
     grids = {number: params.grid[0] for number, (_, params, _) in found.items() if params.kind is gg.NodeKind.KERNEL}
     assert first == 6
     # (the kernels that ran: 51 and 61 are the bodies not taken)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
@@ -132,9 +133,44 @@ def chosen(name: str) -> str | None:
     return _why_plain[name]
 
 
+class FallbackLoader(importlib.abc.Loader):
+    """Loads core module ``name`` from its extension module (``compiled``, a loader) or, where the extension does not
+    load here, from its ``.py`` (``source``), saying why: an extension that cimports cuda-bindings refuses, as it
+    loads, a cydriver that declares another C signature than the one it was built against."""
+
+    def __init__(self, name: str, compiled: importlib.abc.Loader, source: str) -> None:
+        self.name, self.compiled, self.source = name, compiled, source
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        try:
+            return self.compiled.create_module(spec)
+        except (ImportError, TypeError) as error:
+            self._refused(error)
+            return None  # (the default module, which exec_module replaces)
+
+    def exec_module(self, module: ModuleType) -> None:
+        if _why_plain.get(self.name) is None:
+            try:
+                self.compiled.exec_module(module)
+                return
+            except (ImportError, TypeError) as error:
+                self._refused(error)
+        # The .py in its place: the import system takes the module that sys.modules holds once this returns.
+        full = f"{PACKAGE}.{self.name}"
+        spec = importlib.util.spec_from_file_location(full, self.source)
+        assert spec is not None and spec.loader is not None  # (a file path: always a spec and a loader)
+        plain = importlib.util.module_from_spec(spec)
+        sys.modules[full] = plain
+        spec.loader.exec_module(plain)
+
+    def _refused(self, error: BaseException) -> None:
+        _why_plain[self.name] = (f"its extension does not load here ({type(error).__name__}: {error}): rebuild "
+                                 f"({REBUILD})")
+
+
 class _Chooser:
     """Chooses how each core module loads as it is first imported, and finds the ``.py`` of one that runs plain
-    ahead of its extension module."""
+    ahead of its extension module (or, for one that cimports cuda-bindings, in its place if it does not load)."""
 
     def __init__(self) -> None:
         self.names = {f"{PACKAGE}.{name}": name for name in MODULES}  # full module name -> its name in gpugraph
@@ -142,9 +178,16 @@ class _Chooser:
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
         name = self.names.get(fullname)
-        if name is None or chosen(name) is None or extension_file(FOLDER, name) is None:
-            return None  # (not a core module, or compiled, or plain with no extension: Python's own finders)
-        return importlib.util.spec_from_file_location(fullname, _path(FOLDER, name, ".py"))
+        extension = None if name is None else extension_file(FOLDER, name)
+        if name is None or extension is None:
+            return None  # (not a core module, or one with no extension: Python's own finders)
+        source = _path(FOLDER, name, ".py")
+        if chosen(name) is not None:
+            return importlib.util.spec_from_file_location(fullname, source)
+        if name not in BINDINGS:
+            return None  # (compiled: Python's own finders find the extension first)
+        loader = FallbackLoader(name, importlib.machinery.ExtensionFileLoader(fullname, extension), source)
+        return importlib.util.spec_from_file_location(fullname, extension, loader=loader)
 
 
 def use_chosen() -> None:

@@ -130,8 +130,8 @@ def graph_destroy(graph: int) -> int:
 
 
 def graph_nodes(graph: int) -> list[cu.CUgraphNode] | int:
-    """cuGraphGetNodes (hipGraphGetNodes): the graph's nodes in creation order, as cuda-bindings' node handles
-    (read in one call when they fit a first guess), or the result, if the driver refuses."""
+    """cuGraphGetNodes (hipGraphGetNodes): the graph's nodes in creation order, as cuda-bindings' node handles, or
+    the result, if the driver refuses (compiled, read in one call when they fit a first guess; plain, counted first)."""
     if cython.compiled:
         return _graph_nodes(graph)
     else:
