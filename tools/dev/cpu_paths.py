@@ -1,10 +1,11 @@
 """The CPU backend's front-end paths, per node, in this checkout compiled and plain and in another checkout, in one
 run: explicit build, capture and graph launch of a chain of tiny kernels.
 
-``python tools/dev/cpu_paths.py --against DIR [--nodes 1000] [--rounds 9] [--repeats 5]``: ``DIR`` is another
-checkout's ``src`` (a ``git worktree`` of the commit to compare with). Each round runs one process per variant, in an
-order rotating each round: this checkout's ``src`` with ``GPUGRAPH_COMPILED=1`` (its core modules as built; the
-first line says which run compiled), the same with ``GPUGRAPH_COMPILED=0``, and ``DIR``. Each process builds,
+``python tools/dev/cpu_paths.py --against DIR [--nodes N] [--rounds N] [--repeats N]`` (1,000 nodes, nine rounds and
+five repeats unless given): ``DIR`` is another checkout's ``src`` (a ``git worktree`` of the commit to compare with).
+Each round runs one process per variant, in an order rotating each round: this checkout's ``src`` with
+``GPUGRAPH_COMPILED=1`` (its core modules as built; the first line says which run compiled), the same with
+``GPUGRAPH_COMPILED=0``, and ``DIR``. Each process builds,
 captures and launches the chain ``--repeats`` times after one untimed pass and reports the median of each path in
 microseconds per node; the table gives each variant's median over the rounds and its ratio to ``DIR``'s, round by
 round (so drift of the machine hits each alike). Each path's work is checked: every launch adds 1 per kernel.
