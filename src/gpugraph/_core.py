@@ -14,7 +14,9 @@ gpugraph) for ``MODULES`` and ``source_digest``.
 
 A core module that calls the CUDA driver through ``cuda.bindings.cydriver`` (``BINDINGS``) runs compiled only with a
 cuda-bindings of the major version it was built against (the build record says which): cydriver's C signatures
-are those of its version. Its choice is made when it is first imported, after the CUDA backend imported cuda-bindings.
+are those of its version. Its choice is made when it is first imported, after the CUDA backend imported cuda-bindings;
+where its extension still does not load (a cydriver of the same major version declaring other C signatures), its
+``.py`` runs in its place (``FallbackLoader``) and ``info`` says why.
 """
 
 from __future__ import annotations
