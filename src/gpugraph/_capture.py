@@ -52,7 +52,7 @@ class Capture:
     # common use, needs no None check.
     graph: Graph | Any
 
-    def __init__(self, stream: Any, mode: str, into: Any, after: Any) -> None:
+    def __init__(self, stream: Any, mode: str, into: object, after: Any) -> None:
         check_mode(mode, "capture")
         if into is not None and not isinstance(into, graph_type):
             raise TypeError(f"capture(into): expected a Graph or None, got {type(into).__name__}")
