@@ -248,46 +248,6 @@ def _counting(monkeypatch, backend, name):
 
 
 @pytest.mark.gpu
-def test_graph_launches_take_the_compiled_lane_unless_something_is_to_be_done_first(monkeypatch):
-    import kernels as K
-    gpu = gg.Device("cuda")
-    stream = gpu.stream()
-    x = gpu.zeros(8, np.float64)
-    graph = gg.Graph(gpu)
-    graph.add_kernel(K.inc, 1, 8, x, 8)
-    exe = graph.instantiate()
-    assert type(exe._fast) is fast.Exec
-    launches = []
-    monkeypatch.setattr(exe, "_launch", lambda *args, real=exe._launch: launches.append(args) or real(*args))
-    exe.launch(stream)  # the first: its event-record nodes (none) are looked up by the Python path
-    exe.launch(stream)
-    exe.launch(stream)
-    stream.synchronize()
-    assert len(launches) == 1
-    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3.0))
-    with stream.capture() as cap:  # into a capture: embedded by the Python path
-        exe.launch(stream)
-    assert len(launches) == 2 and [n.kind for n in cap.graph.nodes] == [gg.NodeKind.GRAPH]
-    count = gg.Param(8)
-    patched = gg.Graph(gpu)
-    patched.add_kernel(K.inc, 1, 8, x, count)
-    with patched.instantiate() as exe2:
-        monkeypatch.setattr(exe2, "_launch", lambda *args, real=exe2._launch: launches.append(args) or real(*args))
-        exe2.launch(stream)
-        exe2.launch(stream)
-        count.value = 4  # pending: patched, then launched, by the compiled lane
-        exe2.launch(stream)
-        stream.synchronize()
-        assert len(launches) == 3
-    np.testing.assert_array_equal(x.to_numpy(), np.array([6.0] * 4 + [5.0] * 4))
-    exe.close()
-    with pytest.raises(gg.GraphError, match="closed"):
-        exe.launch(stream)
-    with pytest.raises(TypeError, match="expected a Stream"), patched.instantiate() as exe3:
-        exe3.launch(None)
-
-
-@pytest.mark.gpu
 def test_set_params_takes_the_compiled_lane_and_keeps_the_records_the_python_path_keeps(monkeypatch):
     import kernels as K
     gpu = gg.Device("cuda")

@@ -34,8 +34,10 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 # The core modules, by their names in gpugraph (setup.py compiles each); those of them that cimport cuda-bindings.
-MODULES = ("_topology", "backends.cuda._leaves")
+MODULES = ("_topology", "_stream_state", "backends._hot", "_exec_state", "backends.cuda._leaves")
 BINDINGS = ("backends.cuda._leaves",)
+# The core modules each one cimports (its C classes): compiled, it needs them compiled too.
+CIMPORTS = {"_exec_state": ("_stream_state", "backends._hot"), "backends.cuda._leaves": ("backends._hot",)}
 RECORD = "_core_build.json"  # what the last build compiled (setup.py writes it beside the extensions)
 TURNED_OFF = os.environ.get("GPUGRAPH_COMPILED", "1") == "0"  # (the CUDA backend's compiled path reads it too)
 REBUILD = "pip install -e . or python setup.py build_ext --inplace"
@@ -131,7 +133,12 @@ FOLDER = os.path.dirname(os.path.abspath(__file__))
 def chosen(name: str) -> str | None:
     """Why core module ``name`` runs plain in this process, or None where it runs compiled (chosen once)."""
     if name not in _why_plain:
-        _why_plain.update(choose(FOLDER, [name], TURNED_OFF))
+        why = choose(FOLDER, [name], TURNED_OFF)[name]
+        if why is None:
+            plain = [other for other in CIMPORTS.get(name, ()) if chosen(other) is not None]
+            if plain:
+                why = f"it cimports {', '.join(plain)}, which run{'s' if len(plain) == 1 else ''} plain"
+        _why_plain[name] = why
     return _why_plain[name]
 
 

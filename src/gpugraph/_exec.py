@@ -8,10 +8,9 @@ setters, its lifetime and the argument a kernel takes for it.
 from __future__ import annotations
 
 import functools
-import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from ._capture import Capture
 from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._event import Event
-from ._exec_state import ExecState, refuse_child_params
+from ._exec_state import ExecState, TurnLock, refuse_child_params
 from ._graph_node import Node
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
@@ -34,6 +33,7 @@ from ._placement import sibling
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._semaphores import semaphore_record
 from ._stream import Stream
+from ._stream_state import StreamState
 from ._update import GraphLayout, check_update, node_refusal
 
 if TYPE_CHECKING:
@@ -60,9 +60,9 @@ def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
     return locked
 
 
-def check_stream(stream: object, device: object, what: str, arg: str = "stream") -> None:
-    """Refuse a ``stream`` (the argument ``arg`` of the call ``what``) that is not a Stream of ``device``, the device of
-    the graph it is to run or upload."""
+def check_stream(stream: object, device: object, what: str, arg: str = "stream") -> Stream:
+    """``stream``, refused (as the argument ``arg`` of the call ``what``) unless it is a Stream of ``device``, the
+    device of the graph it is to run or upload."""
     if type(stream) is not Stream:
         # Another library's stream: wrapped once, it keeps one capture state (see Stream.from_external).
         hint = (" (wrap another library's stream once with gg.Stream.from_external(stream))"
@@ -70,6 +70,7 @@ def check_stream(stream: object, device: object, what: str, arg: str = "stream")
         raise TypeError(f"{what}({arg}): expected a Stream, got {type(stream).__name__}{hint}")
     if stream.device is not device:
         raise ValueError(f"{what}({arg}): the stream is on {stream.device}, the graph on {device}")
+    return stream
 
 
 class GraphExec(ExecState, KernelLaunchable):
@@ -102,11 +103,13 @@ class GraphExec(ExecState, KernelLaunchable):
         except GraphInstantiateError as exc:  # (the backend names its own node: named again as the graph's Node)
             raise name_the_node(graph, exc) from None
         self._launch = backend.exec_launch
+        self._hot = hot = backend.hot
+        self._hot_address = 0 if hot is None else hot.graph_address(self._handle)
         # The kernel arguments naming it, by id (ExecArguments compare as numbers: no WeakSet can hold them apart).
         self._arguments: dict[int, weakref.ref] = {}
         # The compiled lanes of launch and set_params, or None (they read this object's fields: see cuda._fast.Exec).
         self._fast = backend.exec_fast_lanes(self._handle, self.device)
-        self._lock = threading.RLock()  # the calls of several threads take turns (see the class docstring)
+        self._lock = TurnLock()  # the calls of several threads take turns (see the class docstring)
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
         self._params = ParamUses()  # its nodes taking Params, and their patches
@@ -143,25 +146,19 @@ class GraphExec(ExecState, KernelLaunchable):
 
     # Launching
 
-    def _stream_handle(self, stream: Stream, what: str) -> Any:
+    def _stream_handle(self, stream: object, what: str) -> Any:
         if self._handle is None:
             raise GraphError(f"{what}: this GraphExec is closed")
-        check_stream(stream, self.device, what)
-        return stream._handle
+        return check_stream(stream, self.device, what)._handle
 
-    def launch(self, stream: Stream) -> None:
-        """Enqueue one run of the whole graph on ``stream``, first patching nodes whose Params changed.
-
-        See also: cudaGraphLaunch.
-        """
-        # (The compiled lane, cuda._fast.Exec.launch, takes the common case of what follows: keep them in step.)
-        fast = self._fast
-        if fast is not None and fast.launch(self, stream):
-            return
+    def _launch_checked(self, given: StreamState) -> None:
+        """Every launch but the common case, which ``ExecState.launch`` makes itself when compiled: checked, under
+        the lock, into a capture too (as a child-graph node), after patching nodes whose Params changed."""
         with self._lock:
             handle = self._handle
-            if handle is None or type(stream) is not Stream or stream.device is not self.device:
-                self._stream_handle(stream, "launch")
+            if handle is None or type(given) is not Stream or given.device is not self.device:
+                self._stream_handle(given, "launch")
+            stream = cast(Stream, given)  # (a Stream of its device: anything else was refused)
             capture = stream.active_capture
             if capture is not None or stream.legacy or _capture_rules.function_captures:
                 self._guard_capture(stream)

@@ -5,23 +5,40 @@ source's node handles at instantiate, since the backend addresses its nodes by t
 layout, a snapshot: ``_update.GraphLayout``) when a setter or an explanation first needs it, or just before the
 source changes. The graph tells it then, and when a node is removed or a kernel node's attributes change; it
 reads the graph only through ``gpugraph._graph_reads`` (``topology``, ``node_of``, ``embedded_graphs``, ...).
-``gpugraph._exec`` adds launching, updating, the setters and its lifetime.
+``gpugraph._exec`` adds the uncommon launches, updating, the setters and its lifetime.
+
+A core module (``gpugraph._core``): compiled where gpugraph was built with Cython, ``ExecState`` is a C class whose
+fields ``_exec_state.pxd`` declares, and a launch in the common case (``ExecState.launch``) is made from C with no
+Python call between the checks and the backend's driver call; plain, a Python class with the same fields as slots,
+and every launch takes the Python path.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import Any
 
 from . import _graph_reads
 from ._attributes import KernelAttributes
+from ._capture_rules import function_captures
 from ._errors import GraphError
 from ._graph_reads import GraphFields
+from ._host_threads import HOST_THREADS
 from ._nodes import KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
 from ._scalars import describe
 from ._update import GraphLayout
+
+try:
+    import cython  # (the Cython compiler reads this exact import)
+except ModuleNotFoundError:  # plain, without Cython installed
+    from . import _cython as cython
+
+if not cython.compiled:  # (compiled, _exec_state.pxd cimports them: C classes whose fields are read as C fields)
+    from ._stream_state import StreamState
+    from .backends._hot import HotCalls
 
 _EMBEDDING = (NodeKind.GRAPH, NodeKind.CONDITIONAL)
 
@@ -79,21 +96,103 @@ def timeline_nodes(exe: ExecState) -> tuple[GraphLayout, list[Any], list[int], i
                 next_number)
 
 
-class ExecState:
-    """The fields of a GraphExec (its slots), and what it knows of its source: the layout, the nodes setters may
-    name, the nodes removed; the graph's calls into it (``_before_change``, ``_patches``, ``_node_removed``,
-    ``_keep_attributes``). Never made alone (a GraphExec is one)."""
+@cython.cclass
+class TurnLock:
+    """The lock an executable graph's calls take turns under (reentrant, as ``threading.RLock``), which also keeps
+    its compiled launch out: ``gate`` counts 2 for each hold, and 1 while a compiled launch is in the driver. A
+    compiled launch starts only at 0 (or takes the lock, through the Python path); a hold waits for one in the
+    driver to return, so that no call of another thread reaches the driver with the executable graph meanwhile."""
 
-    __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer", "_layout",
-                 "_handles", "_numbering", "_indices", "_params", "_changed", "_disabled", "_gone", "_source",
-                 "_source_version", "_shape", "_recorded_events", "_lock", "_flags", "_arguments", "_stale_for_kernels",
-                 "__weakref__")
-    # (Those GraphExec.__init__ sets, which the methods here read.)
-    graph: Any  # the Graph it was made from
-    _handle: Any  # the backend's executable graph; None once closed
-    _params: ParamUses
-    _changed: bool
-    _lock: threading.RLock  # (its calls on several threads take turns under it)
+    if not cython.compiled:  # (compiled, _exec_state.pxd declares the fields)
+        __slots__ = ("_lock", "gate")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.gate = 0
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock (as ``RLock.acquire``: False where ``blocking`` is False and another thread holds it)."""
+        if not self._lock.acquire(blocking):
+            return False
+        self.gate += 2
+        while self.gate & 1:  # (a compiled launch is in the driver, the GIL released: it ends in microseconds)
+            time.sleep(0)
+        return True
+
+    def release(self) -> None:
+        self.gate -= 2
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@cython.cclass
+class ExecState:
+    """The fields of a GraphExec, and what it knows of its source: the layout, the nodes setters may name, the nodes
+    removed; the graph's calls into it (``_before_change``, ``_patches``, ``_node_removed``, ``_keep_attributes``);
+    the launch's common case. Never made alone (a GraphExec is one)."""
+
+    if not cython.compiled:  # (compiled, _exec_state.pxd declares the fields)
+        __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer",
+                     "_layout", "_handles", "_numbering", "_indices", "_params", "_changed", "_disabled", "_gone",
+                     "_source", "_source_version", "_shape", "_recorded_events", "_lock", "_flags", "_arguments",
+                     "_stale_for_kernels", "_hot", "_hot_address", "__weakref__")
+        # (Those GraphExec.__init__ sets, which the methods here read.)
+        graph: Any  # the Graph it was made from
+        device: Any  # its Device
+        _handle: Any  # the backend's executable graph; None once closed
+        _recorded_events: list[Any] | None  # the events its event-record nodes record, once looked up
+        _stale_for_kernels: bool  # (GraphExec's: see there)
+        _params: ParamUses
+        _changed: bool
+        _lock: TurnLock  # (its calls on several threads take turns under it)
+        _hot: HotCalls | None  # the backend's hot calls (gpugraph.backends._hot), if it has them
+        _hot_address: int  # the address they take for it, 0 where only the backend's exec_launch launches it
+
+    def launch(self, stream: StreamState) -> None:
+        """Enqueue one run of the whole graph on ``stream``, first patching nodes whose Params changed.
+
+        See also: cudaGraphLaunch.
+        """
+        if cython.compiled:
+            # The common case, launched from here: an open graph the backend's hot call can launch, on a Stream of
+            # its device with a hot address, outside any capture and host function, its event-record nodes known
+            # to be none. Compiled only: the GIL is held from these checks until the gate is closed, so no other
+            # thread's call comes between them (plain, a thread could switch in between); the gate keeps the
+            # others out while the Params are patched and the driver launches, the GIL released.
+            lock = cython.declare(TurnLock, self._lock)
+            hot = cython.declare(HotCalls, self._hot)
+            if lock.gate == 0 and hot is not None and self._hot_address != 0 and isinstance(stream, StreamState):
+                state = cython.declare(StreamState, stream)
+                events = self._recorded_events
+                if (state._hot_address != 0 and state._capture is None and state.device is self.device
+                        and self._handle is not None and events is not None and len(events) == 0
+                        and not self._stale_for_kernels and not HOST_THREADS and not function_captures):
+                    lock.gate = 1
+                    try:
+                        uses = self._params
+                        if uses.pending:  # (patched as the Python path patches them; an error leaves them pending)
+                            uses.patch(self._prepare_patch)
+                        err = hot.graph_launch(self._hot_address, state._hot_address)
+                    finally:
+                        lock.gate -= 1  # (a hold that began meanwhile added its 2)
+                    if err == 0:
+                        return
+                    # (A refusal: the backend's launch makes the call again, in the device's context where that
+                    # was missing, and explains any other refusal.)
+        self._launch_checked(stream)
+
+    def _launch_checked(self, given: StreamState) -> None:
+        """Every launch but the common case (GraphExec's)."""
+        raise NotImplementedError
+
+    def _prepare_patch(self, index: int, record: KernelParams) -> Any:
+        """The patch of the node at ``index`` taking Params (GraphExec's)."""
+        raise NotImplementedError
 
     def _setup_source(self, graph: Any) -> None:
         """Follow ``graph``, which the executable graph was just made from."""

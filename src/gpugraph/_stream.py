@@ -33,6 +33,7 @@ from ._params import resolve
 from ._placement import check_same_backend, check_same_device, check_shared, load_kernel
 from ._scalars import as_bool, as_int, describe
 from ._semaphores import semaphore_record
+from ._stream_state import StreamState
 from .backends import get_backend
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ _ALLOC_RULE = ("stream-ordered allocation and freeing on a stream that is not ca
                "'global' capture runs, or in the thread of a 'thread_local' one")
 
 
-class Stream:
+class Stream(StreamState):
     """An in-order queue of work on a device that runs asynchronously to the host.
 
     Created by ``Device.stream``. Every method enqueues and returns at once.
@@ -63,8 +64,7 @@ class Stream:
     See also: cudaStreamCreateWithPriority.
     """
 
-    __slots__ = ("device", "non_blocking", "priority", "legacy", "_backend", "_handle", "_capture",
-                 "_number", "_fast", "__weakref__")
+    __slots__ = ()  # (the fields are StreamState's)
     _numbers = itertools.count(1)
 
     def __init__(self, device: DeviceLike, non_blocking: bool = True, priority: int = 0, *, legacy: bool = False,
@@ -102,6 +102,8 @@ class Stream:
                     by_address[address] = self
         # The backend's compiled launch for this stream (launch's fast lane), if it has one.
         self._fast = None if legacy else backend.stream_launcher(self._handle, device)
+        hot = backend.hot
+        self._hot_address = 0 if legacy or hot is None else hot.address(self._handle)
 
     def _guard(self, api: str, forking: bool = False) -> None:
         """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``

@@ -164,7 +164,9 @@ def defined_privates(tree: ast.Module) -> set[str]:
                 and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
             names.add(node.attr)
         elif isinstance(node, ast.ClassDef):
-            for statement in node.body:
+            # (A core module's C class declares its plain-mode slots inside ``if not cython.compiled:``.)
+            body = [*node.body, *(s for i in node.body if isinstance(i, ast.If) for s in i.body)]
+            for statement in body:
                 if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                     names.add(statement.name)
                 if not isinstance(statement, ast.Assign | ast.AnnAssign):

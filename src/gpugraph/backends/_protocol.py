@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from ._host_registry import HostRegistry
+from ._hot import HotCalls
 
 Handle = Any
 
@@ -45,6 +46,9 @@ class Backend(Protocol):
     speaks_cuda: bool
     # The DLPack device type (DLDeviceType) of the backend's memory: kDLCPU 1, kDLCUDA 2, kDLROCM 10.
     dlpack_device_type: int
+    # The calls the compiled core makes itself on its hot paths (gpugraph.backends._hot), or None: the core then
+    # calls the methods below.
+    hot: HotCalls | None
 
     # Devices
     def device_count(self) -> int: ...
@@ -287,9 +291,8 @@ class Backend(Protocol):
         after)``: the new Node, or None to leave it to ``graph_add_node``), or None. ``device``: the front end's
         Device of the graph."""
     def exec_fast_lanes(self, exec_: Handle, device: Any) -> Any:
-        """The compiled calls of ``exec_`` (GraphExec's fast lanes: ``launch(exe, stream)`` and
-        ``set_params(exe, node, args)``, each True once done, False to leave the call to the Python path), or
-        None. ``device``: the front end's Device of the graph."""
+        """The compiled call of ``exec_`` (GraphExec's fast lane ``set_params(exe, node, args)``: True once done,
+        False to leave the call to the Python path), or None. ``device``: the front end's Device of the graph."""
     def exec_device_handle(self, exec_: Handle) -> int:
         """The number a kernel takes for the executable graph (a cudaGraphExec_t) to launch it with cudaGraphLaunch
         (instantiated with device_launch)."""

@@ -51,6 +51,7 @@ class CpuBackend(CpuGraphs, CpuCollectives):
 
     name = "cpu"
     speaks_cuda = False  # host memory and Python streams: no CUDA protocols
+    hot = None  # (no compiled hot calls: the core calls the methods below)
     dlpack_device_type = 1  # kDLCPU: its memory is host memory
 
     def __init__(self) -> None:

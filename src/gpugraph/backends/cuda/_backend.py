@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._protocol import TimelineRecord
-from . import _timeline
+from . import _leaves, _timeline
 from ._collectives import CudaCollectives
 from ._graphs import CudaGraphs
 
@@ -23,6 +23,7 @@ class CudaBackend(CudaGraphs, CudaCollectives):
     name = "cuda"
     speaks_cuda = True
     dlpack_device_type = 2  # kDLCUDA
+    hot = _leaves.CudaHot()  # (the compiled core's calls: gpugraph.backends._hot)
 
     # Timelines: CUPTI's activity records (_timeline)
 

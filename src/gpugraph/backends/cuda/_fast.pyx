@@ -358,15 +358,15 @@ PATCH_CODES = b"fdQqiIhHbB"  # the struct codes of the slots ParamPatch writes
 
 
 cdef class Exec:
-    """The compiled calls of one executable graph: ``GraphExec.launch`` and ``GraphExec.set_params``' fast
-    lanes. Each takes the front end's GraphExec and returns True once done, or False, having done nothing, for
-    anything it does not take; the Python path then makes the call or explains why not.
+    """The compiled call of one executable graph: ``GraphExec.set_params``' fast lane. It takes the front end's
+    GraphExec and returns True once done, or False, having done nothing, for anything it does not take; the
+    Python path then makes the call or explains why not.
 
-    They read the GraphExec's own fields (``_lock``, ``_handle``, ``_params``, ``_recorded_events``,
-    ``_layout``, ``_indices``, ``_handles``, ``graph``, ``_source``) and set ``_changed`` and the layout's
-    record, as its Python methods do, under its lock: a lane that finds the lock taken declines, as does one
-    called from a thread whose current context is not the graph's (the Python path makes it current). A
-    driver error is raised through ``on_error(call, code)``, as the Python path raises it.
+    It reads the GraphExec's own fields (``_lock``, ``_handle``, ``_layout``, ``_indices``, ``_handles``,
+    ``graph``, ``_source``) and sets ``_changed`` and the layout's record, as its Python methods do, under its
+    lock: the lane declines where it finds the lock taken, or is called from a thread whose current context is
+    not the graph's (the Python path makes it current). A driver error is raised through ``on_error(call,
+    code)``, as the Python path raises it.
     """
 
     cdef uintptr_t exec_, context
@@ -375,40 +375,6 @@ cdef class Exec:
     def __init__(self, uintptr_t exec_, uintptr_t context, device, backend_exec, on_error):
         self.exec_, self.context, self.device, self.backend_exec = exec_, context, device, backend_exec
         self.device_index, self.on_error = device.index, on_error
-
-    def launch(self, exe, stream):
-        """cuGraphLaunch (hipGraphLaunch) of the graph on ``stream`` (a Stream), uncaptured, after patching the
-        nodes whose Params changed, for a graph with no event-record nodes, graph memory or host nodes."""
-        cdef cydriver.CUresult err
-        cdef uintptr_t raw_stream
-        if _host_threads or _function_captures or type(stream) is not _stream_type:
-            return False
-        launcher = stream._fast
-        if type(launcher) is not Launcher or (<Launcher>launcher).device is not self.device:
-            return False
-        raw_stream = (<Launcher>launcher).stream
-        if stream._capture is not None or not _in_context(self.context):
-            return False
-        lock = exe._lock
-        if not lock.acquire(False):
-            return False
-        try:
-            backend_exec = self.backend_exec
-            if backend_exec.memory is not None or backend_exec.host_keys:
-                return False
-            events = exe._recorded_events
-            if exe._handle is None or type(events) is not list or events:
-                return False
-            uses = exe._params
-            if uses.pending:  # (patched as the Python path patches them; an error leaves them pending)
-                uses.patch(exe._prepare_patch)
-            with nogil:
-                err = cydriver.cuGraphLaunch(<cydriver.CUgraphExec>self.exec_, <cydriver.CUstream>raw_stream)
-            if err != cydriver.CUDA_SUCCESS:
-                self.on_error("cuGraphLaunch", <int>err)
-            return True
-        finally:
-            lock.release()
 
     def set_params(self, exe, node, tuple args):
         """cuGraphExecKernelNodeSetParams (hipGraphExecKernelNodeSetParams): new arguments for the kernel node

@@ -8,7 +8,8 @@ graph's nodes returns cuda-bindings' node handles, or the result if the driver r
 
 A core module (``gpugraph._core``): compiled where gpugraph was built with Cython, a ``cuda.h`` and cuda-bindings
 (``_leaves.pxd`` declares its C signatures), and run only with a cuda-bindings of the major version it was built
-against; plain elsewhere. The HIP twin of each call is the same call through hip-python's ``chip``.
+against; plain elsewhere. The HIP twin of each call is the same call through hip-python's ``chip``. ``CudaHot``
+gives the compiled core the calls it makes itself (``gpugraph.backends._hot``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ except ModuleNotFoundError:  # plain, without Cython installed
 
 if cython.compiled:
     from cython.cimports.cuda.bindings import cydriver
+    from cython.cimports.gpugraph.backends._hot import HotCalls
     from cython.cimports.libc.stdint import uintptr_t
     from cython.cimports.libc.stdlib import free, malloc
 else:
+    from .._hot import HotCalls
     from ._symbols import drv
 
 
@@ -181,3 +184,20 @@ def _graph_nodes(graph: int) -> list[cu.CUgraphNode] | int:
         return [cu.CUgraphNode(cython.cast(uintptr_t, nodes[i])) for i in range(count)]
     finally:
         free(nodes)
+
+
+@cython.cclass
+class CudaHot(HotCalls):
+    """The CUDA backend's hot calls (``gpugraph.backends._hot``): the leaves above, called from C when compiled."""
+
+    def address(self, handle: object) -> int:
+        return handle.raw  # type: ignore[attr-defined]  # (CudaStream's, CudaExec's: the handle's value)
+
+    def graph_address(self, exec_: object) -> int:
+        # (A graph with graph memory or host nodes launches through the backend, which notes and routes them.)
+        if exec_.memory is not None or exec_.host_keys:  # type: ignore[attr-defined]
+            return 0
+        return exec_.raw  # type: ignore[attr-defined]
+
+    def graph_launch(self, graph_exec: int, stream: int) -> int:
+        return graph_launch(graph_exec, stream)

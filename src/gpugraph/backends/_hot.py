@@ -1,0 +1,39 @@
+"""HotCalls: the calls of a backend that gpugraph's compiled core makes on its hot paths, typed, so that the core
+calls them directly (compiled: a C call through the class's table, no Python call between).
+
+A backend that has such calls gives an instance of a subclass as its ``hot`` attribute (the CUDA backend's is
+``gpugraph.backends.cuda._leaves.CudaHot``); one that has none gives None, and the core takes its Python path,
+which calls the backend's protocol methods (``gpugraph.backends._protocol``). Handles come in as addresses (ints);
+each call returns the driver's result as an int (0: done), and makes no other check: the core makes the call only
+where its Python path would make exactly this one, and where the driver refuses, the Python path makes it again
+and explains the refusal as it explains any other.
+
+A core module (``gpugraph._core``): compiled where gpugraph was built with Cython; plain elsewhere.
+"""
+
+from __future__ import annotations
+
+try:
+    import cython  # (the Cython compiler reads this exact import)
+except ModuleNotFoundError:  # plain, without Cython installed
+    from .. import _cython as cython
+
+
+@cython.cclass
+class HotCalls:
+    """The hot calls of one backend (abstract: a backend's subclass makes them)."""
+
+    def address(self, handle: object) -> int:
+        """The address the hot calls take for the backend's handle ``handle`` (a stream's, an executable
+        graph's), or 0 where they cannot take it."""
+        raise NotImplementedError
+
+    def graph_address(self, exec_: object) -> int:
+        """The address the hot launch takes for the executable graph ``exec_``, or 0 where only the backend's
+        ``exec_launch`` can launch it (a graph that allocates, frees or runs host functions)."""
+        raise NotImplementedError
+
+    def graph_launch(self, graph_exec: int, stream: int) -> int:
+        """cudaGraphLaunch of the executable graph at ``graph_exec`` on the stream at ``stream`` (the GIL released:
+        a launch may wait for room in the stream's queue, which a host function needing the GIL would free)."""
+        raise NotImplementedError

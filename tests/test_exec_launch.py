@@ -1,0 +1,163 @@
+"""GraphExec.launch: the common case, which the compiled core (gpugraph._exec_state, compiled) launches itself
+through the backend's hot calls (gpugraph.backends._hot), and every other case, which the Python path checks and
+launches; and the lock that keeps the two apart. A recording HotCalls stands in for a backend's here: it answers
+each call with a refusal, so that the Python path then makes the launch (as it does after any refusal), and the
+results are the backend's own on every backend."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import gpugraph as gg
+import kernels as K
+from gpugraph import _exec_state
+from gpugraph.backends._hot import HotCalls
+
+COMPILED = not str(_exec_state.__file__).endswith(".py")
+REFUSED = 1  # a driver's refusal (CUDA_ERROR_INVALID_VALUE): the Python path launches again and explains it
+
+
+class Recording(HotCalls):
+    """Hot calls that note each launch (with the executable graph's gate then) and refuse it."""
+
+    def __init__(self, exe: gg.GraphExec) -> None:
+        self.exe, self.launches = exe, []
+
+    def graph_launch(self, graph_exec: int, stream: int) -> int:
+        self.launches.append((graph_exec, stream, self.exe._lock.gate))
+        return REFUSED
+
+
+def _recorded(exe: gg.GraphExec, stream: gg.Stream) -> Recording:
+    hot = Recording(exe)
+    exe._hot, exe._hot_address, stream._hot_address = hot, 7, 9
+    return hot
+
+
+def test_the_common_case_reaches_the_hot_call_and_everything_else_the_python_path(device):
+    stream = device.stream()
+    x = device.zeros(8, np.float64)
+    graph = gg.Graph(device)
+    graph.add_kernel(K.inc, 1, 8, x, 8)
+    exe = graph.instantiate()
+    hot = _recorded(exe, stream)
+    exe.launch(stream)  # the first: its event-record nodes (none) are looked up by the Python path
+    assert hot.launches == []
+    exe.launch(stream)
+    exe.launch(stream)
+    with stream.capture() as cap:  # into a capture: embedded as a child graph by the Python path
+        exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3.0))
+    assert [n.kind for n in cap.graph.nodes] == [gg.NodeKind.GRAPH]
+    # (Compiled, the two launches outside the capture reached the hot call, the gate closed while they did.)
+    assert hot.launches == ([(7, 9, 1)] * 2 if COMPILED else [])
+    other = device.stream()  # a stream without a hot address: the Python path's
+    exe.launch(other)
+    other.synchronize()
+    assert len(hot.launches) == (2 if COMPILED else 0) and exe._lock.gate == 0
+    exe.close()
+    with pytest.raises(gg.GraphError, match="closed"):
+        exe.launch(stream)
+    assert len(hot.launches) == (2 if COMPILED else 0)
+
+
+def test_params_are_patched_before_the_hot_launch(device):
+    stream = device.stream()
+    x = device.zeros(8, np.float64)
+    count = gg.Param(8)
+    graph = gg.Graph(device)
+    graph.add_kernel(K.inc, 1, 8, x, count)
+    with graph.instantiate() as exe:
+        hot = _recorded(exe, stream)
+        exe.launch(stream)
+        exe.launch(stream)
+        count.value = 4  # pending: patched, then launched
+        exe.launch(stream)
+        stream.synchronize()
+        assert len(hot.launches) == (2 if COMPILED else 0)
+    np.testing.assert_array_equal(x.to_numpy(), np.array([3.0] * 4 + [2.0] * 4))
+
+
+def test_bad_streams_are_refused_by_the_python_path(device):
+    graph = gg.Graph(device)
+    graph.add_kernel(K.inc, 1, 8, device.zeros(8, np.float64), 8)
+    with graph.instantiate() as exe:
+        hot = _recorded(exe, device.stream())
+        with pytest.raises(TypeError, match="expected a Stream"):
+            exe.launch(None)
+        with pytest.raises(TypeError, match="expected a Stream"):
+            exe.launch(object())
+        assert hot.launches == []
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_core_launches_the_common_case_itself(monkeypatch):
+    gpu = gg.Device("cuda")
+    stream = gpu.stream()
+    x = gpu.zeros(8, np.float64)
+    graph = gg.Graph(gpu)
+    graph.add_kernel(K.inc, 1, 8, x, 8)
+    exe = graph.instantiate()
+    launches = []
+    monkeypatch.setattr(exe, "_launch", lambda *args, real=exe._launch: launches.append(args) or real(*args))
+    exe.launch(stream)  # the first: its event-record nodes (none) are looked up by the Python path
+    exe.launch(stream)
+    exe.launch(stream)
+    stream.synchronize()
+    assert len(launches) == (1 if COMPILED else 3)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3.0))
+    with stream.capture() as cap:  # into a capture: embedded by the Python path
+        exe.launch(stream)
+    assert len(launches) == (2 if COMPILED else 4) and [n.kind for n in cap.graph.nodes] == [gg.NodeKind.GRAPH]
+    count = gg.Param(8)
+    patched = gg.Graph(gpu)
+    patched.add_kernel(K.inc, 1, 8, x, count)
+    with patched.instantiate() as exe2:
+        monkeypatch.setattr(exe2, "_launch", lambda *args, real=exe2._launch: launches.append(args) or real(*args))
+        exe2.launch(stream)
+        exe2.launch(stream)
+        count.value = 4  # pending: patched, then launched, by the core
+        exe2.launch(stream)
+        stream.synchronize()
+        assert len(launches) == (3 if COMPILED else 7)
+    np.testing.assert_array_equal(x.to_numpy(), np.array([6.0] * 4 + [5.0] * 4))
+    exe.close()
+    with pytest.raises(gg.GraphError, match="closed"):
+        exe.launch(stream)
+    with pytest.raises(TypeError, match="expected a Stream"), patched.instantiate() as exe3:
+        exe3.launch(None)
+
+
+def test_a_hold_of_the_lock_waits_for_a_launch_in_the_driver_and_keeps_new_ones_out():
+    lock = _exec_state.TurnLock()
+    lock.gate = 1  # (as a compiled launch leaves it while the driver launches, the GIL released)
+    held = threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert not held.wait(0.2)  # (it waits for the launch; however slow the machine, it cannot have held it yet)
+    lock.gate -= 1  # the launch returned
+    thread.join(30)
+    assert held.is_set() and lock.gate == 0
+    with lock:
+        assert lock.gate == 2  # a compiled launch starts only at 0
+        with lock:  # reentrant, as threading.RLock
+            assert lock.gate == 4
+        assert not _in_thread(lambda: lock.acquire(False))  # another thread's try fails at once
+    assert lock.gate == 0 and _in_thread(lambda: lock.acquire(False) and (lock.release() or True))
+
+
+def _in_thread(call):
+    result = []
+    thread = threading.Thread(target=lambda: result.append(call()))
+    thread.start()
+    thread.join(30)
+    return result[0]
