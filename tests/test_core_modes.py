@@ -291,3 +291,25 @@ def test_a_cython_too_old_to_compile_the_core_leaves_it_plain_and_says_why(tmp_p
     assert f"the core module gpugraph._topology is not compiled: {why}; it runs as plain Python" in done.stderr
     record = json.loads((tmp_path / "lib" / "gpugraph" / _core.RECORD).read_text())
     assert record == {name: {"why": why} for name in _core.MODULES}
+
+
+def test_a_core_module_runs_plain_where_a_core_module_it_cimports_does(monkeypatch):
+    monkeypatch.setattr(_core, "_why_plain", {"_stream_state": "not built (no compiler)", "backends._hot": None})
+    monkeypatch.setattr(_core, "choose", lambda folder, names, turned_off: dict.fromkeys(names))  # (each built)
+    assert _core.chosen("_exec_state") == "it cimports _stream_state, which runs plain"
+    assert _core.chosen("backends.cuda._leaves") is None
+    monkeypatch.setattr(_core, "_why_plain", {"_stream_state": "a", "backends._hot": "b"})
+    assert _core.chosen("_exec_state") == "it cimports _stream_state, backends._hot, which run plain"
+    assert set(_core.CIMPORTS) <= set(_core.MODULES)
+    assert all(set(needed) <= set(_core.MODULES) for needed in _core.CIMPORTS.values())
+
+
+def test_the_cimports_core_lists_are_those_of_the_sources():
+    found = {}
+    for name in _core.MODULES:
+        text = "".join((PACKAGE / f"{name.replace('.', '/')}{suffix}").read_text()
+                       for suffix in (".py", ".pxd") if (PACKAGE / f"{name.replace('.', '/')}{suffix}").exists())
+        needed = set(re.findall(r"(?:from|cimports)\.?\s*gpugraph\.([\w.]+)\s+c?import", text))
+        if needed:
+            found[name] = needed
+    assert found == {name: set(needed) for name, needed in _core.CIMPORTS.items()}
