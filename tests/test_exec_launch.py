@@ -58,14 +58,14 @@ def test_the_common_case_reaches_the_hot_call_and_everything_else_the_python_pat
     other = device.stream()  # a stream without a hot address: the Python path's
     exe.launch(other)
     other.synchronize()
-    assert len(hot.launches) == (2 if COMPILED else 0) and exe._lock.gate == 0
+    assert len(hot.launches) == (2 if COMPILED else 0) and getattr(exe._lock, "gate", 0) == 0
     exe.close()
     with pytest.raises(gg.GraphError, match="closed"):
         exe.launch(stream)
     assert len(hot.launches) == (2 if COMPILED else 0)
 
 
-def test_params_are_patched_before_the_hot_launch(device):
+def test_params_are_patched_before_the_hot_launch_under_the_lock(device):
     stream = device.stream()
     x = device.zeros(8, np.float64)
     count = gg.Param(8)
@@ -75,23 +75,82 @@ def test_params_are_patched_before_the_hot_launch(device):
         hot = _recorded(exe, stream)
         exe.launch(stream)
         exe.launch(stream)
-        count.value = 4  # pending: patched, then launched
+        count.value = 4  # pending: patched, then launched, under the lock (a patch runs Python)
         exe.launch(stream)
         stream.synchronize()
-        assert len(hot.launches) == (2 if COMPILED else 0)
+        assert hot.launches == ([(7, 9, 1), (7, 9, 2)] if COMPILED else [])
     np.testing.assert_array_equal(x.to_numpy(), np.array([3.0] * 4 + [2.0] * 4))
+
+
+class OwnStream(gg.Stream):
+    """A Stream subclass: refused as every call taking a Stream refuses it."""
 
 
 def test_bad_streams_are_refused_by_the_python_path(device):
     graph = gg.Graph(device)
     graph.add_kernel(K.inc, 1, 8, device.zeros(8, np.float64), 8)
     with graph.instantiate() as exe:
-        hot = _recorded(exe, device.stream())
-        with pytest.raises(TypeError, match="expected a Stream"):
-            exe.launch(None)
-        with pytest.raises(TypeError, match="expected a Stream"):
-            exe.launch(object())
+        stream = device.stream()
+        hot = _recorded(exe, stream)
+        exe.launch(stream)  # (its event-record nodes looked up: the next launches may take the hot call)
+        own = OwnStream(device)
+        assert own._hot_address == 0  # (no hot address: its launches take the checked path, which refuses it)
+        for bad in (None, object(), own):
+            with pytest.raises(TypeError, match="expected a Stream"):
+                exe.launch(bad)
         assert hot.launches == []
+
+
+def test_the_legacy_stream_and_graphs_recording_events_take_the_python_path(device):
+    x = device.zeros(8, np.float64)
+    graph = gg.Graph(device)
+    graph.add_kernel(K.inc, 1, 8, x, 8)
+    with graph.instantiate() as exe:
+        stream = device.default_stream
+        hot = _recorded(exe, stream)
+        assert device.default_stream._hot_address == 9  # (as _recorded set it: the legacy stream is checked anyway)
+        stream._hot_address = 0  # (as Stream gives the legacy stream)
+        for _ in range(3):
+            exe.launch(stream)
+        stream.synchronize()
+        assert hot.launches == []
+    event = device.event()
+    recording = gg.Graph(device)
+    recording.add_event_record(event, after=recording.add_kernel(K.inc, 1, 8, x, 8))
+    with recording.instantiate() as exe:
+        stream = device.stream()
+        hot = _recorded(exe, stream)
+        for _ in range(3):
+            exe.launch(stream)
+        stream.synchronize()
+        assert hot.launches == []
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 6.0))
+
+
+class Raising(HotCalls):
+    def graph_launch(self, graph_exec: int, stream: int) -> int:
+        raise RuntimeError("the driver's loader is missing")
+
+
+@pytest.mark.skipif(not COMPILED, reason="plain, every launch takes the Python path (no hot call)")
+def test_an_error_of_the_hot_call_leaves_the_lock_free_and_unpatched_params_pending(device):
+    stream = device.stream()
+    count = gg.Param(8)
+    graph = gg.Graph(device)
+    graph.add_kernel(K.inc, 1, 8, device.zeros(8, np.float64), count)
+    with graph.instantiate() as exe:
+        exe.launch(stream)
+        exe._hot, exe._hot_address, stream._hot_address = Raising(), 7, 9
+        for value in (None, 4):
+            if value is not None:
+                count.value = value
+            with pytest.raises(RuntimeError, match="loader"):
+                exe.launch(stream)
+            assert exe._lock.gate == 0 and _in_thread(lambda: exe._lock.acquire(False) and not exe._lock.release())
+        assert not exe._params.pending  # (patched before the call that failed)
+        exe._hot = None
+        exe.launch(stream)
+        stream.synchronize()
 
 
 @pytest.mark.gpu

@@ -20,7 +20,7 @@ from ._capture import Capture
 from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._event import Event
-from ._exec_state import ExecState, TurnLock, refuse_child_params
+from ._exec_state import ExecState, refuse_child_params, turn_lock
 from ._graph_node import Node
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
@@ -103,15 +103,16 @@ class GraphExec(ExecState, KernelLaunchable):
         except GraphInstantiateError as exc:  # (the backend names its own node: named again as the graph's Node)
             raise name_the_node(graph, exc) from None
         self._launch = backend.exec_launch
-        self._hot = hot = backend.hot
-        self._hot_address = 0 if hot is None else hot.graph_address(self._handle)
         # The kernel arguments naming it, by id (ExecArguments compare as numbers: no WeakSet can hold them apart).
         self._arguments: dict[int, weakref.ref] = {}
-        # The compiled lanes of launch and set_params, or None (they read this object's fields: see cuda._fast.Exec).
+        # The compiled lane of set_params, or None (it reads this object's fields: see cuda._fast.Exec).
         self._fast = backend.exec_fast_lanes(self._handle, self.device)
-        self._lock = TurnLock()  # the calls of several threads take turns (see the class docstring)
+        self._lock = turn_lock()  # the calls of several threads take turns (see the class docstring)
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
+        # The backend's hot calls, which the compiled core launches it through (gpugraph.backends._hot), if any.
+        self._hot = hot = backend.hot
+        self._hot_address = 0 if hot is None else hot.graph_address(self._handle)
         self._params = ParamUses()  # its nodes taking Params, and their patches
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
         # Instantiated with device_launch, changed, and not yet uploaded again for kernels launching it (an upload

@@ -30,7 +30,7 @@ cdef class ExecState:
     cdef public object _source_version
     cdef public object _shape
     cdef public list _recorded_events
-    cdef public TurnLock _lock
+    cdef public TurnLock _lock  # (compiled, turn_lock gives a TurnLock)
     cdef public object _flags
     cdef public object _arguments
     cdef public bint _stale_for_kernels

@@ -9,8 +9,8 @@ reads the graph only through ``gpugraph._graph_reads`` (``topology``, ``node_of`
 
 A core module (``gpugraph._core``): compiled where gpugraph was built with Cython, ``ExecState`` is a C class whose
 fields ``_exec_state.pxd`` declares, and a launch in the common case (``ExecState.launch``) is made from C with no
-Python call between the checks and the backend's driver call; plain, a Python class with the same fields as slots,
-and every launch takes the Python path.
+Python call between the checks and the backend's driver call but a pending Params' patch; plain, a Python class with
+the same fields as slots, and every launch takes the Python path.
 """
 
 from __future__ import annotations
@@ -98,10 +98,11 @@ def timeline_nodes(exe: ExecState) -> tuple[GraphLayout, list[Any], list[int], i
 
 @cython.cclass
 class TurnLock:
-    """The lock an executable graph's calls take turns under (reentrant, as ``threading.RLock``), which also keeps
-    its compiled launch out: ``gate`` counts 2 for each hold, and 1 while a compiled launch is in the driver. A
-    compiled launch starts only at 0 (or takes the lock, through the Python path); a hold waits for one in the
-    driver to return, so that no call of another thread reaches the driver with the executable graph meanwhile."""
+    """The lock an executable graph's calls take turns under (reentrant, as ``threading.RLock``) where its launch's
+    common case is compiled (``turn_lock``), which also keeps that launch out: ``gate`` counts 2 for each hold, and
+    1 while such a launch is in the driver, the GIL released. The launch starts only at 0, with the GIL held since
+    its checks (it takes the lock itself where it runs Python: a Param patch); a hold waits for one in the driver to
+    return, so that no call of another thread reaches the driver with the executable graph meanwhile."""
 
     if not cython.compiled:  # (compiled, _exec_state.pxd declares the fields)
         __slots__ = ("_lock", "gate")
@@ -115,19 +116,32 @@ class TurnLock:
         if not self._lock.acquire(blocking):
             return False
         self.gate += 2
-        while self.gate & 1:  # (a compiled launch is in the driver, the GIL released: it ends in microseconds)
-            time.sleep(0)
+        try:
+            while self.gate & 1:  # (a launch is in the driver: it returns in microseconds)
+                time.sleep(0)
+        except BaseException:  # (an interrupt while waiting: not taken)
+            self.gate -= 2
+            self._lock.release()
+            raise
         return True
 
     def release(self) -> None:
+        self._lock.release()  # (first: it refuses a thread that does not hold it, before the gate changes)
         self.gate -= 2
-        self._lock.release()
 
     def __enter__(self) -> bool:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def turn_lock() -> TurnLock | threading.RLock:
+    """The lock a new executable graph's calls take turns under: a TurnLock where its launch's common case is
+    compiled (and launched with no lock taken); plain, where every launch takes the lock, a ``threading.RLock``,
+    whose ``with`` no interrupt can leave half done (a TurnLock's Python methods could be interrupted between the
+    lock and the gate)."""
+    return TurnLock() if cython.compiled else threading.RLock()
 
 
 @cython.cclass
@@ -149,7 +163,7 @@ class ExecState:
         _stale_for_kernels: bool  # (GraphExec's: see there)
         _params: ParamUses
         _changed: bool
-        _lock: TurnLock  # (its calls on several threads take turns under it)
+        _lock: TurnLock | threading.RLock  # (its calls on several threads take turns under it: turn_lock)
         _hot: HotCalls | None  # the backend's hot calls (gpugraph.backends._hot), if it has them
         _hot_address: int  # the address they take for it, 0 where only the backend's exec_launch launches it
 
@@ -161,9 +175,8 @@ class ExecState:
         if cython.compiled:
             # The common case, launched from here: an open graph the backend's hot call can launch, on a Stream of
             # its device with a hot address, outside any capture and host function, its event-record nodes known
-            # to be none. Compiled only: the GIL is held from these checks until the gate is closed, so no other
-            # thread's call comes between them (plain, a thread could switch in between); the gate keeps the
-            # others out while the Params are patched and the driver launches, the GIL released.
+            # to be none and no upload for kernels due. Compiled only: the GIL is held from these checks until the
+            # gate is closed (or the lock taken without waiting), so no other thread's call comes between them.
             lock = cython.declare(TurnLock, self._lock)
             hot = cython.declare(HotCalls, self._hot)
             if lock.gate == 0 and hot is not None and self._hot_address != 0 and isinstance(stream, StreamState):
@@ -172,18 +185,27 @@ class ExecState:
                 if (state._hot_address != 0 and state._capture is None and state.device is self.device
                         and self._handle is not None and events is not None and len(events) == 0
                         and not self._stale_for_kernels and not HOST_THREADS and not function_captures):
-                    lock.gate = 1
-                    try:
-                        uses = self._params
-                        if uses.pending:  # (patched as the Python path patches them; an error leaves them pending)
+                    uses = self._params
+                    if not uses.pending:
+                        lock.gate = 1  # (no Python runs until it is 0 again: no hold of this thread can wait on it)
+                        try:
+                            err = hot.graph_launch(self._hot_address, state._hot_address)
+                        finally:
+                            lock.gate -= 1  # (a hold that began meanwhile added its 2)
+                        if err == 0:
+                            return
+                    elif lock._lock.acquire(False):  # (a patch runs Python: under the lock itself, as held)
+                        lock.gate += 2
+                        try:  # (patched as the Python path patches them: an error leaves them pending)
                             uses.patch(self._prepare_patch)
-                        err = hot.graph_launch(self._hot_address, state._hot_address)
-                    finally:
-                        lock.gate -= 1  # (a hold that began meanwhile added its 2)
-                    if err == 0:
-                        return
-                    # (A refusal: the backend's launch makes the call again, in the device's context where that
-                    # was missing, and explains any other refusal.)
+                            err = hot.graph_launch(self._hot_address, state._hot_address)
+                        finally:
+                            lock._lock.release()
+                            lock.gate -= 2
+                        if err == 0:
+                            return
+                    # (Else the lock is held, or the driver refused: the Python path launches, in the device's
+                    # context where that was missing, and explains any other refusal.)
         self._launch_checked(stream)
 
     def _launch_checked(self, given: StreamState) -> None:

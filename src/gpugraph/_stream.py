@@ -103,7 +103,8 @@ class Stream(StreamState):
         # The backend's compiled launch for this stream (launch's fast lane), if it has one.
         self._fast = None if legacy else backend.stream_launcher(self._handle, device)
         hot = backend.hot
-        self._hot_address = 0 if legacy or hot is None else hot.address(self._handle)
+        # (A subclass's launches take the checked path, which refuses it as every call taking a Stream does.)
+        self._hot_address = 0 if legacy or hot is None or type(self) is not Stream else hot.address(self._handle)
 
     def _guard(self, api: str, forking: bool = False) -> None:
         """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``

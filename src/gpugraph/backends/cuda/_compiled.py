@@ -31,13 +31,11 @@ else:
         else:
             from cuda.bindings import driver as cu
 
-            from ..._capture_rules import function_captures
             from ..._graph_node import Node
             from ..._host_threads import HOST_THREADS
             from ..._memory import Array
             from ..._nodes import KernelParams
-            from ..._stream import Stream
-            # (What its packing takes as an Array; a captured launch's record; the objects its lanes take; the
-            # marks that send a call to the Python path, which refuses or guards it.)
-            fast.set_types(Array, KernelParams, Stream, Node, cu.CUgraphNode, HOST_THREADS, function_captures)
+            # (What its packing takes as an Array; a captured launch's record; the nodes its lanes take; the mark
+            # that sends a call to the Python path, which refuses it.)
+            fast.set_types(Array, KernelParams, Node, cu.CUgraphNode, HOST_THREADS)
             status = "built (gpugraph.backends.cuda._fast)"

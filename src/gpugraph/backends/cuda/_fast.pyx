@@ -29,11 +29,9 @@ from libc.float cimport FLT_MAX
 
 cdef object _array_type = None
 cdef object _kernel_params_type = None
-cdef object _stream_type = None
 cdef object _node_type = None
 cdef object _node_handle_type = None  # cuda-bindings' CUgraphNode, the handle type the backend's nodes have
 cdef object _host_threads = None  # the front end's HOST_THREADS set (empty unless a host function runs)
-cdef object _function_captures = None  # the front end's captured-function marks by thread (a dict)
 # The limits of the floating slots as Python floats: a Python int compares with them exactly (a cast to double
 # first would round a too-large int down to the limit, which the Python path refuses).
 cdef object _FLOAT_MAX = FLT_MAX
@@ -42,14 +40,12 @@ cdef object _FLOAT_MAX = FLT_MAX
 cdef object _tuple_new = tuple.__new__
 cdef object _DOUBLE_MAX = 1.7976931348623157e308
 
-def set_types(array, kernel_params, stream, node, node_handle, host_threads, function_captures):
-    """The front end's Array, KernelParams, Stream and Node classes, cuda-bindings' CUgraphNode, and the front
-    end's HOST_THREADS set and function-capture marks (backends sit below the front end, so they are handed in
-    once)."""
-    global _array_type, _kernel_params_type, _stream_type, _node_type, _node_handle_type, _host_threads
-    global _function_captures
-    _array_type, _kernel_params_type, _stream_type, _node_type = array, kernel_params, stream, node
-    _node_handle_type, _host_threads, _function_captures = node_handle, host_threads, function_captures
+def set_types(array, kernel_params, node, node_handle, host_threads):
+    """The front end's Array, KernelParams and Node classes, cuda-bindings' CUgraphNode, and the front end's
+    HOST_THREADS set (backends sit below the front end, so they are handed in once)."""
+    global _array_type, _kernel_params_type, _node_type, _node_handle_type, _host_threads
+    _array_type, _kernel_params_type, _node_type = array, kernel_params, node
+    _node_handle_type, _host_threads = node_handle, host_threads
 
 
 cdef bint _write(char code, object arg, object want, object device, char* slot) except -1:
@@ -370,10 +366,10 @@ cdef class Exec:
     """
 
     cdef uintptr_t exec_, context
-    cdef object device, device_index, backend_exec, on_error
+    cdef object device, device_index, on_error
 
-    def __init__(self, uintptr_t exec_, uintptr_t context, device, backend_exec, on_error):
-        self.exec_, self.context, self.device, self.backend_exec = exec_, context, device, backend_exec
+    def __init__(self, uintptr_t exec_, uintptr_t context, device, on_error):
+        self.exec_, self.context, self.device = exec_, context, device
         self.device_index, self.on_error = device.index, on_error
 
     def set_params(self, exe, node, tuple args):

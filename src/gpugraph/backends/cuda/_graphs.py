@@ -328,7 +328,7 @@ class CudaGraphs(CudaCapturing):
         # (None for a graph a kernel may launch: each change is uploaded, which the Python path does)
         if fast is None or exec_.device_launch:
             return None
-        return fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, exec_, fail)
+        return fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, fail)
 
     def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
         """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of
