@@ -134,6 +134,7 @@ def chosen(name: str) -> str | None:
     """Why core module ``name`` runs plain in this process, or None where it runs compiled (chosen once)."""
     if name not in _why_plain:
         why = choose(FOLDER, [name], TURNED_OFF)[name]
+        _why_plain[name] = why  # (so far: a module cimporting it back, in a cycle, asks no further)
         if why is None:
             plain = [other for other in CIMPORTS.get(name, ()) if chosen(other) is not None]
             if plain:
