@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import BackendError, KernelCompileError
-from ..._memory import Array
+from ..._memory import Array, allocation_of
 from ..._signature import ADDRESS_DTYPE, check_compiled
 from ._compile import HostModule
 from ._memory import ADDRESSES, ALIGNMENT, PAGE, typed_view
@@ -87,20 +87,25 @@ class HostKernel:
         self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
     def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                                           list[tuple[int, np.ndarray]]]:
+                                           list[tuple[int, Array | np.ndarray, int]]]:
         """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; for each
         array of device addresses that holds stream-ordered or graph allocations, (the array, the translated
         copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back; and
-        (position, array) of each array passed, to name the one an illegal address lies past."""
+        (position, array, host address) of each array passed, to name the one an illegal address lies past."""
         if len(args) != len(self.codes):
             raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
         out = bytearray(8 * len(args))
         translated = []
-        arrays = []
+        arrays: list[tuple[int, Array | np.ndarray, int]] = []
         for i, (arg, code) in enumerate(zip(args, self.codes)):
             if code == "P":
                 if type(arg) is Array:
-                    arg = typed_view(arg)
+                    address = allocation_of(arg).address  # (its memory's, while mapped: the common case, cheaply)
+                    if address and i not in self._address_params:
+                        arrays.append((i, arg, address))
+                        out[8 * i:8 * i + 8] = address.to_bytes(8, "little")
+                        continue
+                    arg = typed_view(arg)  # (refuses unmapped memory)
                 if not isinstance(arg, np.ndarray):
                     raise TypeError(f"{self.kernel!r} argument {i}: expects a device Array, got {type(arg).__name__}")
                 if i in self._address_params and arg.dtype == ADDRESS_DTYPE:
@@ -109,8 +114,9 @@ class HostKernel:
                     if copy is not None:
                         translated.append((arg.reshape(-1), copy, copy.copy()))
                         arg = copy
-                arrays.append((i, arg))
-                out[8 * i:8 * i + 8] = arg.ctypes.data.to_bytes(8, "little")
+                address = arg.ctypes.data
+                arrays.append((i, arg, address))
+                out[8 * i:8 * i + 8] = address.to_bytes(8, "little")
             else:
                 want = DTYPES[code]
                 value = arg if isinstance(arg, np.generic) else None
@@ -174,7 +180,7 @@ class HostKernel:
             return status, b"", 0
         return status, self._module.stop_message(), self._module.stop_address()
 
-    def _check(self, outcome: tuple[int, bytes, int], arrays: list[tuple[int, np.ndarray]]) -> None:
+    def _check(self, outcome: tuple[int, bytes, int], arrays: list[tuple[int, Array | np.ndarray, int]]) -> None:
         """Raise what stopped the kernel: CUDA's error for it (a failed assert, a trap's launch failure, an illegal
         address, which is named as past the end of one of the ``arrays`` passed where it lies in the page that
         follows it)."""
@@ -185,8 +191,8 @@ class HostKernel:
         if code is None:  # (the entry points return 0, 2, 3, 4 or 5: any other status is a bug in gpugraph's header)
             raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
         detail = f"the kernel stopped: {message.decode(errors='replace')}"
-        for i, array in arrays if address else ():
-            end = array.ctypes.data + array.nbytes
+        for i, array, start in arrays if address else ():
+            end = start + array.nbytes
             if end <= address < end + ALIGNMENT + PAGE:  # (the allocation's last bytes, then its guard page)
                 param = self.kernel.signature[i] if self.kernel.signature else f"parameter {i}"
                 detail += (f", {address - end} bytes past the end of argument {i} ({param}: {array.size} "

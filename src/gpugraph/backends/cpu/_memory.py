@@ -125,7 +125,7 @@ class AddressSpace:
                 raise GpuGraphError(f"{what}: element {j} is {address:#x}, the address of "
                                     f"{alloc.owner if alloc is not None else 'no allocation'}, which is not "
                                     f"allocated when the kernel runs")
-            out[j] = alloc.buffer.ctypes.data + (address - alloc.ptr)
+            out[j] = alloc.address + (address - alloc.ptr)
         return out
 
 
