@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import os
+import struct
 import threading
 from typing import Any
 
@@ -22,6 +23,11 @@ from ._memory import ADDRESSES, ALIGNMENT, PAGE, typed_view
 
 # A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
+# Each scalar code's packing into its slot (a NumPy scalar of the code's dtype, which struct reads exactly).
+_PACKERS = {code: struct.Struct("<" + code) for code in DTYPES}
+# A launch's grid and block as the entry points read them (const), made once per shape.
+_DIMS: dict[tuple[tuple[int, int, int], tuple[int, int, int]], Any] = {}
+_DIMS_KEPT = 1024
 # CUDA's error for each way a kernel stops (the entry point's status: 1 + the header's TrapKind).
 _TRAPS = {2: "CUDA_ERROR_ASSERT", 3: "CUDA_ERROR_LAUNCH_FAILED", 4: "CUDA_ERROR_NOT_SUPPORTED",
           5: "CUDA_ERROR_ILLEGAL_ADDRESS"}
@@ -123,8 +129,7 @@ class HostKernel:
                 if value is None or value.dtype != want:
                     raise TypeError(f"{self.kernel!r} argument {i}: the compiled kernel takes a {want} scalar, "
                                     f"got {arg!r} ({type(arg).__name__})")
-                data = value.tobytes()
-                out[8 * i:8 * i + len(data)] = data
+                _PACKERS[code].pack_into(out, 8 * i, value)
         return bytes(out), translated, arrays
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple,
@@ -149,7 +154,11 @@ class HostKernel:
             slots += ctypes.addressof(log).to_bytes(8, "little")
         else:
             slots += bytes(8)
-        dims = (ctypes.c_uint * 6)(*grid, *block)
+        dims = _DIMS.get((grid, block))
+        if dims is None:
+            dims = (ctypes.c_uint * 6)(*grid, *block)
+            if len(_DIMS) < _DIMS_KEPT:
+                _DIMS[grid, block] = dims
         blocks = grid[0] * grid[1] * grid[2]
         chunks = min(WORKERS, blocks) if blocks * block[0] * block[1] * block[2] >= PARALLEL_THREADS else 1
         try:
