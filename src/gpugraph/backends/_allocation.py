@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 class Allocation:
     """One allocation of device memory.
@@ -43,6 +45,6 @@ class Allocation:
         return self._buffer
 
     @buffer.setter
-    def buffer(self, memory: Any) -> None:
+    def buffer(self, memory: np.ndarray | None) -> None:
         self._buffer = memory
         self.address = 0 if memory is None else memory.ctypes.data
