@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -315,3 +316,32 @@ def test_each_device_has_its_own_module_variables(pair):
     on_second.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), [1, 2, 3, 4])
     np.testing.assert_array_equal(y.to_numpy(), [10, 20, 30, 40])
+
+
+WAIT_THEN_WRITE = gg.Kernel(r'''
+extern "C" __global__ void wait_then_write(volatile int* gate, int* x, int n) {
+    gate[0] = 1;  // started
+    while (gate[1] == 0) { }
+    for (int i = 0; i < n; ++i) x[i] = 0x5a5a5a5a;
+}''', "wait_then_write")
+
+
+def test_a_kernel_keeps_its_memory_mapped_while_it_runs_even_when_a_racing_free_releases_it():
+    """A free that is not ordered after a running kernel (a use-after-free, undefined in CUDA) must not let the
+    kernel's later writes land in memory a new allocation got: the launch holds its arguments' memory until it ends."""
+    device = gg.Device("cpu")
+    running, other = device.stream(), device.stream()
+    gate = np.zeros(2, np.int32)
+    x = running.alloc(64, np.int32)
+    with device.register_host(gate) as registration:
+        running.launch(WAIT_THEN_WRITE, 1, 1, registration.device_array, x, 64)
+        deadline = time.monotonic() + 120
+        while gate[0] == 0:  # (until the kernel runs: its arguments are packed)
+            assert time.monotonic() < deadline, "the kernel did not start"
+            time.sleep(0.001)
+        other.free(x)
+        other.synchronize()  # (the pool releases what is free)
+        fresh = device.zeros(64, np.int32)
+        gate[1] = 1
+        running.synchronize()
+    assert not fresh.to_numpy().any()

@@ -23,8 +23,9 @@ from ._memory import ADDRESSES, ALIGNMENT, PAGE, typed_view
 
 # A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
 DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
-# Each scalar code's packing into its slot (a NumPy scalar of the code's dtype, which struct reads exactly).
-_PACKERS = {code: struct.Struct("<" + code) for code in DTYPES}
+# Each scalar code's packing into its slot (a NumPy scalar of the code's dtype), but half and float's: struct would
+# quiet a signalling NaN of theirs, whose bytes are copied as they are.
+_PACKERS = {code: struct.Struct("<" + code) for code in DTYPES if code not in "ef"}
 # A launch's grid and block as the entry points read them (const), made once per shape.
 _DIMS: dict[tuple[tuple[int, int, int], tuple[int, int, int]], Any] = {}
 _DIMS_KEPT = 1024
@@ -93,22 +94,24 @@ class HostKernel:
         self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
     def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                                           list[tuple[int, Array | np.ndarray, int]]]:
+                                           list[tuple[int, Array | np.ndarray, int, np.ndarray]]]:
         """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; for each
         array of device addresses that holds stream-ordered or graph allocations, (the array, the translated
         copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back; and
-        (position, array, host address) of each array passed, to name the one an illegal address lies past."""
+        (position, array, host address, its memory) of each array passed, to name the one an illegal address lies
+        past, and to keep its memory mapped while the kernel runs."""
         if len(args) != len(self.codes):
             raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
         out = bytearray(8 * len(args))
         translated = []
-        arrays: list[tuple[int, Array | np.ndarray, int]] = []
+        arrays: list[tuple[int, Array | np.ndarray, int, np.ndarray]] = []
         for i, (arg, code) in enumerate(zip(args, self.codes)):
             if code == "P":
                 if type(arg) is Array:
-                    address = allocation_of(arg).address  # (its memory's, while mapped: the common case, cheaply)
-                    if address and i not in self._address_params:
-                        arrays.append((i, arg, address))
+                    alloc = allocation_of(arg)  # (its memory's address, while mapped: the common case, cheaply)
+                    buffer, address = alloc.buffer, alloc.address
+                    if buffer is not None and address and i not in self._address_params:
+                        arrays.append((i, arg, address, buffer))  # (the buffer held: mapped until the kernel ends)
                         out[8 * i:8 * i + 8] = address.to_bytes(8, "little")
                         continue
                     arg = typed_view(arg)  # (refuses unmapped memory)
@@ -121,7 +124,7 @@ class HostKernel:
                         translated.append((arg.reshape(-1), copy, copy.copy()))
                         arg = copy
                 address = arg.ctypes.data
-                arrays.append((i, arg, address))
+                arrays.append((i, arg, address, arg))
                 out[8 * i:8 * i + 8] = address.to_bytes(8, "little")
             else:
                 want = DTYPES[code]
@@ -129,7 +132,12 @@ class HostKernel:
                 if value is None or value.dtype != want:
                     raise TypeError(f"{self.kernel!r} argument {i}: the compiled kernel takes a {want} scalar, "
                                     f"got {arg!r} ({type(arg).__name__})")
-                _PACKERS[code].pack_into(out, 8 * i, value)
+                packer = _PACKERS.get(code)
+                if packer is None:
+                    data = value.tobytes()
+                    out[8 * i:8 * i + len(data)] = data
+                else:
+                    packer.pack_into(out, 8 * i, value)
         return bytes(out), translated, arrays
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple,
@@ -189,7 +197,8 @@ class HostKernel:
             return status, b"", 0
         return status, self._module.stop_message(), self._module.stop_address()
 
-    def _check(self, outcome: tuple[int, bytes, int], arrays: list[tuple[int, Array | np.ndarray, int]]) -> None:
+    def _check(self, outcome: tuple[int, bytes, int],
+               arrays: list[tuple[int, Array | np.ndarray, int, np.ndarray]]) -> None:
         """Raise what stopped the kernel: CUDA's error for it (a failed assert, a trap's launch failure, an illegal
         address, which is named as past the end of one of the ``arrays`` passed where it lies in the page that
         follows it)."""
@@ -200,7 +209,7 @@ class HostKernel:
         if code is None:  # (the entry points return 0, 2, 3, 4 or 5: any other status is a bug in gpugraph's header)
             raise RuntimeError(f"{self.kernel!r}: the compiled CPU kernel returned status {status}")
         detail = f"the kernel stopped: {message.decode(errors='replace')}"
-        for i, array, start in arrays if address else ():
+        for i, array, start, _ in arrays if address else ():
             end = start + array.nbytes
             if end <= address < end + ALIGNMENT + PAGE:  # (the allocation's last bytes, then its guard page)
                 param = self.kernel.signature[i] if self.kernel.signature else f"parameter {i}"
