@@ -104,7 +104,8 @@ class Stream(StreamState):
         self._fast = None if legacy else backend.stream_launcher(self._handle, device)
         hot = backend.hot
         # (A subclass's launches take the checked path, which refuses it as every call taking a Stream does.)
-        self._hot_address = 0 if legacy or hot is None or type(self) is not Stream else hot.address(self._handle)
+        self._hot_address = (0 if legacy or hot is None or type(self) is not Stream
+                             else backend.stream_address(self._handle))
 
     def _guard(self, api: str, forking: bool = False) -> None:
         """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``

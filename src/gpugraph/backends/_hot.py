@@ -3,10 +3,10 @@ calls them directly (compiled: a C call through the class's table, no Python cal
 
 A backend that has such calls gives an instance of a subclass as its ``hot`` attribute (the CUDA backend's is
 ``gpugraph.backends.cuda._leaves.CudaHot``); one that has none gives None, and the core takes its Python path,
-which calls the backend's protocol methods (``gpugraph.backends._protocol``). Handles come in as addresses (ints);
-each call returns the driver's result as an int (0: done), and makes no other check: the core makes the call only
-where its Python path would make exactly this one, and where the driver refuses, the Python path makes it again
-and explains the refusal as it explains any other.
+which calls the backend's protocol methods (``gpugraph.backends._protocol``). Handles come in as addresses (ints:
+a stream's is ``Backend.stream_address``'s); each call returns the driver's result as an int (0: done), and makes no
+other check: the core makes the call only where its Python path would make exactly this one, and where the driver
+refuses, the Python path makes it again and explains the refusal as it explains any other.
 
 A core module (``gpugraph._core``): compiled where gpugraph was built with Cython; plain elsewhere.
 """
@@ -22,11 +22,6 @@ except ModuleNotFoundError:  # plain, without Cython installed
 @cython.cclass
 class HotCalls:
     """The hot calls of one backend (abstract: a backend's subclass makes them)."""
-
-    def address(self, handle: object) -> int:
-        """The address the hot calls take for the backend's handle ``handle`` (a stream's, an executable
-        graph's), or 0 where they cannot take it."""
-        raise NotImplementedError
 
     def graph_address(self, exec_: object) -> int:
         """The address the hot launch takes for the executable graph ``exec_``, or 0 where only the backend's

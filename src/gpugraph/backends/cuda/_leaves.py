@@ -190,9 +190,6 @@ def _graph_nodes(graph: int) -> list[cu.CUgraphNode] | int:
 class CudaHot(HotCalls):
     """The CUDA backend's hot calls (``gpugraph.backends._hot``): the leaves above, called from C when compiled."""
 
-    def address(self, handle: object) -> int:
-        return handle.raw  # type: ignore[attr-defined]  # (CudaStream's, CudaExec's: the handle's value)
-
     def graph_address(self, exec_: object) -> int:
         # (A graph with graph memory or host nodes launches through the backend, which notes and routes them.)
         if exec_.memory is not None or exec_.host_keys:  # type: ignore[attr-defined]
