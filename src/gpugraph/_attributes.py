@@ -16,7 +16,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._device_like import DeviceLike
 from ._scalars import as_bool, as_int, as_real, describe
+from .backends import get_backend
 
 # The L2 cache properties of an access policy window's hits and misses (CUaccessProperty).
 ACCESS_PROPERTIES = ("normal", "streaming", "persisting")
@@ -84,6 +86,18 @@ class AttributeLimits(NamedTuple):
         node's (measured: 100 read back as 0)."""
         least, greatest = self.priorities
         return min(max(priority, greatest), least)
+
+
+# What each device allows, by device, read from its backend when first needed (device_limits).
+_limits: dict[DeviceLike, AttributeLimits] = {}
+
+
+def device_limits(device: DeviceLike) -> AttributeLimits:
+    """What ``device`` allows of kernel node attributes (read from its backend once)."""
+    limits = _limits.get(device)
+    if limits is None:
+        limits = _limits[device] = get_backend(device.backend).kernel_attribute_limits(device.index)
+    return limits
 
 
 class AttributeRefusal(ValueError):

@@ -202,6 +202,14 @@ def forbid_device_sync(api: str, device: DeviceLike) -> None:
                                          f"device cannot be waited for")
 
 
+def synchronize_device(device: DeviceLike, api: str) -> None:
+    """Wait for all work on ``device`` (``api`` names the call, for its refusals): refused in a host function and
+    while one of the device's streams captures."""
+    refuse_in_host_function(api)
+    forbid_device_sync(api, device)
+    get_backend(device.backend).device_synchronize(device.index)
+
+
 def refuse_outside_function_capture(stream: Any, api: str) -> None:
     """Refuse work enqueued on ``stream`` (not capturing) by a thread capturing a ``@captured`` function."""
     capture = function_captures.get(threading.get_ident())

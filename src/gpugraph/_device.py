@@ -13,13 +13,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _capture_rules
-from ._attributes import AttributeLimits
+from ._attributes import device_limits
 from ._errors import BackendUnavailableError
 from ._event import Event
 from ._host_memory import HostRegistration
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel
-from ._memory import Array, allocation_of, normalize_dtype, normalize_shape
+from ._memory import Array, enable_peer_access, normalize_dtype, normalize_shape
 from ._properties import SCHEDULES
 from ._scalars import describe
 from ._semaphores import ExternalSemaphore
@@ -79,7 +79,6 @@ class Device:
     """The device's name, as the backend reports it."""
     _backend: Backend
     _default_stream: Stream | None
-    _limits: AttributeLimits | None = None  # (read when first needed: _attribute_limits)
     _properties: Mapping[str, Any] | None = None  # (read when first asked for: properties)
 
     _instances: ClassVar[dict[tuple[str, int], Device]] = {}
@@ -134,12 +133,7 @@ class Device:
             CaptureError: If a stream of the device is capturing.
             GpuGraphError: If called from a host function.
         """
-        self._synchronize("Device.synchronize")
-
-    def _synchronize(self, api: str) -> None:
-        refuse_in_host_function(api)
-        _capture_rules.forbid_device_sync(api, self)
-        self._backend.device_synchronize(self.index)
+        _capture_rules.synchronize_device(self, "Device.synchronize")
 
     @property
     def default_stream(self) -> Stream:
@@ -202,17 +196,7 @@ class Device:
         See also: cudaDeviceEnablePeerAccess, cudaMemPoolSetAccess.
         """
         self._check_peer(peer, "enable_peer_access")
-        self._enable_peer_access(peer, "enable_peer_access")
-
-    def _enable_peer_access(self, peer: Device, what: str) -> None:
-        backend, index = self._backend, self.index
-        if backend.peer_access(index, peer.index):
-            return
-        if not backend.device_can_access_peer(index, peer.index):
-            raise ValueError(f"{what}: {self} cannot access memory of {peer}: the hardware allows no peer access "
-                             f"between them (cudaDeviceCanAccessPeer); copy the data with Stream.memcpy instead")
-        _capture_rules.forbid_unsafe(f"{what} (enabling peer access from {self} to {peer})")
-        backend.enable_peer_access(index, peer.index)
+        enable_peer_access(self, peer, "enable_peer_access")
 
     def _check_peer(self, peer: Any, what: str) -> None:
         if not isinstance(peer, Device):
@@ -221,47 +205,6 @@ class Device:
             raise ValueError(f"{what}(peer): {peer} is this device, which always accesses its own memory")
         if peer.backend != self.backend:
             raise ValueError(f"{what}(peer): {peer} is a device of another backend than {self}")
-
-    def _sharers(self, access: Any, what: str) -> tuple[int, ...]:
-        """The indices of the devices ``access`` names (a Device or several) that may use an allocation of this
-        device: other devices of its backend that the hardware lets reach it."""
-        if isinstance(access, str):
-            raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, got the str {access!r}")
-        devices = [access] if isinstance(access, Device) else access
-        try:
-            devices = list(devices)
-        except TypeError:
-            raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, "
-                            f"got {type(access).__name__}") from None
-        for peer in devices:
-            if not isinstance(peer, Device):
-                raise TypeError(f"{what}(access=): expected Devices, got {type(peer).__name__}")
-            if peer is self:
-                raise ValueError(f"{what}(access=): {peer} is the allocation's own device, which always has access")
-            if peer.backend != self.backend:
-                raise ValueError(f"{what}(access=): {peer} is a device of another backend than {self}")
-        for peer in devices:
-            if not self._backend.device_can_access_peer(peer.index, self.index):
-                raise ValueError(f"{what}(access=): {peer} cannot access memory of {self}: the hardware allows "
-                                 f"no peer access between them (cudaDeviceCanAccessPeer)")
-        return tuple(sorted({peer.index for peer in devices}))
-
-    def _reach(self, value: Any, what: str) -> None:
-        """Let work on this device use ``value`` (an Array of another device): refused for a device of another
-        backend, else peer access is enabled where it is not yet (ValueError where the hardware allows none)."""
-        device = value.device
-        if device.backend != self.backend:
-            raise ValueError(f"{what}: the Array is on {device}, the launch on {self}")
-        alloc = allocation_of(value)
-        if alloc.origin == "graph":
-            # A graph allocation's access is fixed when its node is made (CUDA maps it for the devices its
-            # access descriptors name, with no peer access to enable); any other device would fault.
-            if self.index in alloc.access:
-                return
-            raise ValueError(f"{what}: the Array is graph memory of {device}, which kernels on {self} cannot use: "
-                             f"its allocation node gave no access to {self} (Graph.add_alloc(access={self}), or "
-                             f"{self}.enable_peer_access({device}) before the capture that allocated it)")
-        self._enable_peer_access(device, f"{what} (an Array of {device} used on {self})")
 
     # Memory
 
@@ -433,23 +376,12 @@ class Device:
         """Return pool memory that no graph allocation uses (cudaDeviceGraphMemTrim)."""
         self._backend.graph_memory_trim(self.index)
 
-    # Internal helpers shared by streams and graphs
+    # Kernel node attributes
 
     @property
     def priority_range(self) -> tuple[int, int]:
         """(least, greatest) priority of this device's streams and kernel nodes: lower numbers are greater
         priorities, e.g. (0, -5); one outside the range is clamped to it, as CUDA does. See also:
         cudaDeviceGetStreamPriorityRange."""
-        return self._attribute_limits().priorities
+        return device_limits(self).priorities
 
-    def _attribute_limits(self) -> AttributeLimits:
-        """What this device allows of kernel node attributes (read once)."""
-        limits = self._limits
-        if limits is None:
-            limits = self._limits = self._backend.kernel_attribute_limits(self.index)
-        return limits
-
-    def _cooperative_blocks(self, kernel: Kernel, block: tuple[int, int, int], shared_mem: int) -> int:
-        """The most blocks of shape ``block`` of ``kernel`` (with ``shared_mem`` bytes of dynamic shared memory) this
-        device holds at once: what a cooperative launch may have."""
-        return self._backend.kernel_cooperative_blocks(self.index, kernel, block[0] * block[1] * block[2], shared_mem)

@@ -7,13 +7,10 @@ class to meet (mypy checks each use against it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
-
-    from ._attributes import AttributeLimits
-    from .backends._protocol import Backend
 
 
 class DeviceLike(Protocol):
@@ -21,15 +18,5 @@ class DeviceLike(Protocol):
 
     backend: str  # the backend's name: "cuda", "hip" or "cpu"
     index: int  # the device's index among the backend's devices
-    _backend: Backend
 
     def __new__(cls, spec: str | None = None) -> Self: ...  # (the device of a spec: Device(spec))
-
-    def _synchronize(self, api: str) -> None:
-        """Wait for all work on the device (``api`` names the call, for its refusals)."""
-
-    def _attribute_limits(self) -> AttributeLimits:
-        """What the device allows of kernel node attributes."""
-
-    def _reach(self, value: Any, what: str) -> None:
-        """Let work on the device use ``value``, an Array of another device, or refuse it."""

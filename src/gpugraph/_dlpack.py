@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._capture_rules import synchronize_device
 from ._scalars import as_bool
 from ._scalars import describe as describe_value
 from .backends import get_backend
@@ -159,7 +160,7 @@ def export(array: Any, *, stream: object = None, max_version: Any = None, dl_dev
     if copy:
         device = array.device
         duplicate = device.empty(array.shape, dtype)
-        device._synchronize(f"{what}(copy=True)")
+        synchronize_device(device, f"{what}(copy=True)")
         get_backend(device.backend).copy(duplicate, array, array.nbytes)
         array = duplicate
     # The export keeps the Array and whatever the backend says keeps its memory valid (the CPU backend's

@@ -12,11 +12,12 @@ from typing import Any
 
 from ._device import Device
 from ._errors import GraphError
-from ._graph_node import Node, handle_of
+from ._graph_node import Node, handle_of, note_array
 from ._graph_state import GraphState
 from ._memory import Array, allocation_of, normalize_dtype, normalize_shape
 from ._nodes import NodeKind
 from ._placement import graph_node_device
+from .backends import get_backend
 
 
 class GraphAlloc(GraphState):
@@ -43,7 +44,7 @@ class GraphAlloc(GraphState):
         """
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         device = graph_node_device(self.device, device, "add_alloc")
-        sharers = device._sharers(access, "add_alloc")
+        sharers = _sharers(device, access, "add_alloc")
         self._check_memory_allowed("add_alloc")
         deps = self._deps(after, "add_alloc")
         with self._locked():
@@ -52,7 +53,7 @@ class GraphAlloc(GraphState):
             handle, ptr, alloc = backend.graph_add_alloc(self._handle, Array.bytes_for(shape, dtype),
                                                          [handle_of(node) for node in deps], device.index, sharers)
             node = self._adopt(handle, backend.node_params(self._handle, handle), positions, alloc)
-            node._array = Array(device, ptr, shape, dtype, alloc)
+            note_array(node, Array(device, ptr, shape, dtype, alloc))
             self._end_change()
             return node
 
@@ -166,3 +167,29 @@ class GraphAlloc(GraphState):
         allocation, free = life.get(NodeKind.MEM_ALLOC), life.get(NodeKind.MEM_FREE)
         return ((allocation is None or self._reaches(allocation, deps))
                 and (free is None or (node is not None and self._reaches(node, [free]))))
+
+
+def _sharers(device: Device, access: Any, what: str) -> tuple[int, ...]:
+    """The indices of the devices ``access`` names (a Device or several) that may use an allocation of ``device``:
+    other devices of its backend that the hardware lets reach it."""
+    if isinstance(access, str):
+        raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, got the str {access!r}")
+    devices = [access] if isinstance(access, Device) else access
+    try:
+        devices = list(devices)
+    except TypeError:
+        raise TypeError(f"{what}(access=): expected a Device or an iterable of Devices, "
+                        f"got {type(access).__name__}") from None
+    for peer in devices:
+        if not isinstance(peer, Device):
+            raise TypeError(f"{what}(access=): expected Devices, got {type(peer).__name__}")
+        if peer is device:
+            raise ValueError(f"{what}(access=): {peer} is the allocation's own device, which always has access")
+        if peer.backend != device.backend:
+            raise ValueError(f"{what}(access=): {peer} is a device of another backend than {device}")
+    backend = get_backend(device.backend)
+    for peer in devices:
+        if not backend.device_can_access_peer(peer.index, device.index):
+            raise ValueError(f"{what}(access=): {peer} cannot access memory of {device}: the hardware allows "
+                             f"no peer access between them (cudaDeviceCanAccessPeer)")
+    return tuple(sorted({peer.index for peer in devices}))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _graph_reads
-from ._attributes import _KEEP, KernelAttributes, attributes_with, launch_refusal
+from ._attributes import _KEEP, KernelAttributes, attributes_with, device_limits, launch_refusal
 from ._conditions import set_reader
 from ._device import Device
 from ._errors import GraphError
@@ -255,8 +255,10 @@ class GraphEdit(GraphAlloc):
         if attributes.cooperative and type(record.kernel) is not Kernel:
             raise ValueError(f"{what}({node!r}): the node is cooperative, and gpugraph cannot tell how many blocks of "
                              f"another library's kernel ({record.kernel.name}) the device holds at once")
-        refusal = launch_refusal(attributes, record.grid, record.block, lambda: device._cooperative_blocks(
-            record.kernel, record.block, record.shared_mem))
+        x, y, z = record.block
+        # (How many blocks of that shape the device holds at once: what a cooperative launch may have.)
+        refusal = launch_refusal(attributes, record.grid, record.block, lambda: self._backend.kernel_cooperative_blocks(
+            device.index, record.kernel, x * y * z, record.shared_mem))
         if refusal is not None:
             raise ValueError(f"{what}({node!r}): {refusal}")
 
@@ -282,7 +284,7 @@ class GraphEdit(GraphAlloc):
             record = self._topology.records[i]
             handle = handle_of(node)
             old = self._backend.node_attributes(self._handle, handle)
-            new = attributes_with(old, changes, sibling(self.device, record.device)._attribute_limits(),
+            new = attributes_with(old, changes, device_limits(sibling(self.device, record.device)),
                                   "set_attributes")
             self._check_launch(node, new, record, "set_attributes")
             if new != old:

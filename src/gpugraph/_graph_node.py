@@ -147,6 +147,11 @@ def note_record(node: Node, record: object) -> None:
     node._record = record
 
 
+def note_array(node: Node, array: Array) -> None:
+    """``node``, an allocation node just added, allocates ``array`` (``Node.array``)."""
+    node._array = array
+
+
 def note_removed(node: Node) -> None:
     """``node`` was removed from its graph: its handle says so from now on (``why_gone`` explains it)."""
     node._handle = Removed()

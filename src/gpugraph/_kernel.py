@@ -15,7 +15,7 @@ from . import _params
 from ._device_like import DeviceLike
 from ._errors import KernelCompileError
 from ._kernel_args import make_converters, own_type
-from ._memory import Array
+from ._memory import Array, reach
 from ._params import Param
 from ._scalars import as_int
 from ._scalars import describe as _describe
@@ -508,7 +508,7 @@ def _typed(kernel: Kernel, args: tuple) -> tuple:
 def _convert_unknown(kernel: Kernel, index: int, value: Any, device: DeviceLike) -> Any:
     """Arguments of a kernel whose signature gpugraph could not read must carry their own type."""
     if type(value) is Array and value.device is not device:
-        device._reach(value, f"{kernel!r} argument {index}")
+        reach(device, value, f"{kernel!r} argument {index}")
     if type(value) is Array:
         return value
     if isinstance(value, np.generic):

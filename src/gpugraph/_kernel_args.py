@@ -18,7 +18,7 @@ from ._conditions import Condition
 from ._device_launch import KernelLaunchable, exec_argument
 from ._device_like import DeviceLike
 from ._foreign_arrays import kernel_argument
-from ._memory import Array
+from ._memory import Array, reach
 from ._params import Param
 from ._scalars import bounds, is_number, to_c
 from ._scalars import describe as _describe
@@ -55,7 +55,7 @@ def _pointer(where: str, param: KernelParam) -> tuple[Convert, Convert]:
             return value
         if type(value) is Array:
             if value.device is not device:
-                device._reach(value, where)
+                reach(device, value, where)
             # NumPy's builtin dtypes are singletons: identity settles the common case cheaply.
             if want is not None and value.dtype is not want and value.dtype != want:
                 raise TypeError(f"{where}: expects {want} data{addresses}, got an Array of {value.dtype}")

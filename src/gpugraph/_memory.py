@@ -7,6 +7,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from ._capture_rules import forbid_unsafe, synchronize_device
 from ._device_like import DeviceLike
 from ._dlpack import device_tuple, export
 from ._scalars import describe
@@ -134,7 +135,7 @@ class Array:
 
         See also: cudaMemcpy (device to host).
         """
-        self.device._synchronize("Array.to_numpy")
+        synchronize_device(self.device, "Array.to_numpy")
         out = np.empty(self.shape, self.dtype)
         get_backend(self.device.backend).copy(out, self, self.nbytes)
         return out
@@ -146,6 +147,37 @@ class Array:
 def allocation_of(array: Array) -> Any:
     """The backend's record of the memory ``array`` is part of (its Allocation: origin, whether live, its owner)."""
     return array._alloc
+
+
+def enable_peer_access(device: DeviceLike, peer: DeviceLike, what: str) -> None:
+    """Let work on ``device`` access memory of ``peer`` (another device of its backend), where it cannot yet:
+    ValueError where the hardware allows no peer access between them; an unsafe call while a capture runs."""
+    backend, index = get_backend(device.backend), device.index
+    if backend.peer_access(index, peer.index):
+        return
+    if not backend.device_can_access_peer(index, peer.index):
+        raise ValueError(f"{what}: {device} cannot access memory of {peer}: the hardware allows no peer access "
+                         f"between them (cudaDeviceCanAccessPeer); copy the data with Stream.memcpy instead")
+    forbid_unsafe(f"{what} (enabling peer access from {device} to {peer})")
+    backend.enable_peer_access(index, peer.index)
+
+
+def reach(device: DeviceLike, array: Array, what: str) -> None:
+    """Let work on ``device`` use ``array``, an Array of another device: refused for a device of another backend,
+    else peer access is enabled where it is not yet (ValueError where the hardware allows none)."""
+    other = array.device
+    if other.backend != device.backend:
+        raise ValueError(f"{what}: the Array is on {other}, the launch on {device}")
+    alloc = allocation_of(array)
+    if alloc.origin == "graph":
+        # A graph allocation's access is fixed when its node is made (CUDA maps it for the devices its
+        # access descriptors name, with no peer access to enable); any other device would fault.
+        if device.index in alloc.access:
+            return
+        raise ValueError(f"{what}: the Array is graph memory of {other}, which kernels on {device} cannot use: "
+                         f"its allocation node gave no access to {device} (Graph.add_alloc(access={device}), or "
+                         f"{device}.enable_peer_access({other}) before the capture that allocated it)")
+    enable_peer_access(device, other, f"{what} (an Array of {other} used on {device})")
 
 
 def normalize_shape(shape: Any) -> tuple[int, ...]:

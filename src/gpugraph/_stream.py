@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _capture, _capture_rules, _graph_reads, _params
+from ._attributes import device_limits
 from ._device_like import DeviceLike
 from ._errors import CaptureError, GraphError
 from ._event import Event
@@ -80,8 +81,7 @@ class Stream(StreamState):
         if number is None:
             raise TypeError(f"Device.stream(priority): expected an int, got {describe(priority)}")
         if not legacy and _wrap is None:
-            # (Device's limits, read directly: _device sits above streams, which it makes.)
-            number = device._attribute_limits().clamped_priority(number)
+            number = device_limits(device).clamped_priority(number)
         self.device: Any = device  # (a Device: not named here, since gpugraph._device imports this module)
         self.non_blocking = bool(non_blocking) and not legacy
         self.priority = number
