@@ -369,7 +369,7 @@ class Capture:
         """Add a node by the graph's method ``api`` at the frontier and advance it."""
         self._check_active(api)
         add = getattr(self.graph, api)  # (once running: before the capture begins there is no graph)
-        if self._kinded and api != "add_kernel":
+        if api != "add_kernel":
             refuse_kinded_frontier(self, f"Capture.{api}")
         deps = self.dependencies
         kinds = self.dependency_kinds if self._kinded else ()
@@ -489,6 +489,8 @@ def fork(capture: Capture, stream: Any) -> None:
 
 def refuse_kinded_frontier(capture: Capture, api: str) -> None:
     """Refuse work other than a kernel while ``capture``'s frontier carries an edge kind only a kernel may take."""
+    if not capture._kinded:  # (set_dependencies gave it none: the common case)
+        return
     kinds = capture._backend.capture_dependency_kinds(capture._handle, capture.stream._handle)
     kind = next((k for k in kinds if k != "full"), None)
     if kind is None:

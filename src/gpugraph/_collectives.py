@@ -40,7 +40,7 @@ from ._errors import CollectiveError
 from ._event import Event
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._memory import Array
-from ._stream import Stream
+from ._stream import Stream, capture_handle, guard
 from ._timeouts import timeout_seconds
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _submit(calls: list[_Call]) -> None:
         try:
             for c in mine:
                 backend.comm_enqueue(c.comm._handle, c.kind, c.send, c.recv, c.n, c.send.dtype, c.op, c.root,
-                                     c.stream._handle, c.stream._capture_handle())
+                                     c.stream._handle, capture_handle(c.stream))
         finally:
             backend.comm_group_end()
         for c in mine:
@@ -312,7 +312,7 @@ class Communicator:
         if HOST_THREADS:
             refuse_in_host_function(where)
         if stream.active_capture is not None or stream.legacy or _capture_rules.function_captures:
-            stream._guard(where)
+            guard(stream, where)
         call = _Call(self, where, stream, stream.active_capture, kind, send, recv, count, op, root)
         if _group_depth():
             _groups.calls.append(call)

@@ -53,3 +53,8 @@ def condition_args(args: tuple) -> list[Condition]:
 def condition_handle(condition: Condition) -> Any:
     """The backend's handle of ``condition``: what a backend's conditional node and kernels set it through."""
     return condition._handle
+
+
+def condition_value(condition: Condition) -> int:
+    """What kernels are passed for ``condition`` (the backend's handle of it, as a number)."""
+    return condition._value

@@ -74,3 +74,13 @@ class Event:
 def event_handle(event: Event) -> Any:
     """The backend's handle of ``event``: what a backend's event-record and event-wait nodes name it by."""
     return event._handle
+
+
+def recorded_in(event: Event) -> Any:
+    """The capture ``event`` was last recorded in (it may have ended since), or None: recorded outside any."""
+    return event._capture
+
+
+def note_recorded(event: Event, capture: object) -> None:
+    """``event`` was just recorded in ``capture`` (None: outside any capture, or a launch recorded it)."""
+    event._capture = capture

@@ -19,7 +19,7 @@ from ._attributes import AttributeRefusal
 from ._capture import Capture
 from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
-from ._event import Event
+from ._event import Event, note_recorded
 from ._exec_state import ExecState, refuse_child_params, turn_lock
 from ._graph_node import Node
 from ._host_threads import HOST_THREADS, refuse_in_host_function
@@ -32,7 +32,7 @@ from ._params import Param, ParamUses
 from ._placement import sibling
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
 from ._semaphores import semaphore_record
-from ._stream import Stream
+from ._stream import Stream, guard
 from ._stream_state import StreamState
 from ._update import GraphLayout, check_update, node_refusal
 
@@ -175,7 +175,7 @@ class GraphExec(ExecState, KernelLaunchable):
             if events is None:
                 events = self._recorded_events = self._events_recorded()
             for event in events:  # (mostly none)
-                event._capture = None  # (Event's own: the capture it was last recorded in, none now)
+                note_recorded(event, None)  # (recorded by a launch outside any capture)
 
     def _describe_embedded(self, capture: Capture, stream: Stream) -> None:
         """The launch into a capture embedded a copy of the source graph as a child-graph node, now the
@@ -185,7 +185,7 @@ class GraphExec(ExecState, KernelLaunchable):
         capture.graph._note_embedded(handle, self._source)  # (private to the graph: a change of it)
 
     def _guard_capture(self, stream: Stream) -> None:
-        stream._guard("GraphExec.launch")  # (Stream's own check of a call enqueued on it, as its methods make it)
+        guard(stream, "GraphExec.launch")  # (the stream's check of a call enqueued on it, as its methods make it)
         capture = stream.active_capture
         if capture is None:
             return

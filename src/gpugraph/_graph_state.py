@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ._conditions import Condition, condition_args
+from ._conditions import Condition, condition_args, condition_value
 from ._device_like import DeviceLike
 from ._errors import GraphError
 from ._exec_state import ExecState
@@ -508,7 +508,7 @@ class GraphState:
             return args
         for condition in conditions:
             self._check_condition(condition, what)
-        return tuple(np.uint64(a._value) if type(a) is Condition else a for a in args)
+        return tuple(np.uint64(condition_value(a)) if type(a) is Condition else a for a in args)
 
     def _refuse_body_params(self, record: KernelParams, what: str) -> None:
         if self._in_body() and any(type(a) is Param for a in record.args):

@@ -496,6 +496,19 @@ class Module:
         return Kernel._without_source(name, signature, cpu, what, module=self)
 
 
+# A Kernel's backend function handles, one per device (what _placement.load_kernel loads and keeps).
+
+
+def loaded_function(kernel: Kernel, device: DeviceLike) -> Any:
+    """The backend's function handle of ``kernel`` on ``device``, once loaded there, else None."""
+    return kernel._functions.get(device)
+
+
+def keep_function(kernel: Kernel, device: DeviceLike, function: Any) -> None:
+    """Keep ``function``, the backend's handle of ``kernel`` just loaded on ``device``."""
+    kernel._functions[device] = function
+
+
 def _typed(kernel: Kernel, args: tuple) -> tuple:
     """``args`` with plain Python numbers turned into the NumPy scalar types of the C signature."""
     signature = kernel.signature

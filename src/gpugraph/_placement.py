@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from ._device_like import DeviceLike
-from ._kernel import Kernel, check_total_shared_mem
+from ._kernel import Kernel, check_total_shared_mem, keep_function, loaded_function
 from .backends import get_backend
 
 D = TypeVar("D", bound=DeviceLike)
@@ -13,11 +13,10 @@ D = TypeVar("D", bound=DeviceLike)
 
 def load_kernel(device: DeviceLike, kernel: Kernel) -> Any:
     """The backend's function handle for ``kernel``, compiled on first use on ``device``."""
-    # (the kernel's per-device cache of function handles and the device's backend are placement's to use)
-    function = kernel._functions.get(device)
+    function = loaded_function(kernel, device)
     if function is None:
         function = get_backend(device.backend).kernel_load(device.index, kernel)
-        kernel._functions[device] = function
+        keep_function(kernel, device, function)
     return function
 
 

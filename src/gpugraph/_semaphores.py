@@ -66,7 +66,7 @@ class EmulatedSemaphore:
                                  f"value now, {self._value}; got {value}")
         elif value is not None:
             raise ValueError(f"EmulatedSemaphore.signal: a binary semaphore takes no value, got {value!r}")
-        self._set(value)
+        signal_emulated(self, value)
 
     def wait(self, value: int | None = None, timeout: float | None = None) -> bool:
         """Whether the semaphore was signaled within ``timeout`` seconds (0: whether it is now; None or inf: no
@@ -80,25 +80,32 @@ class EmulatedSemaphore:
             value = check_value(value, "EmulatedSemaphore.wait")
         elif value is not None:
             raise ValueError(f"EmulatedSemaphore.wait: a binary semaphore takes no value, got {value!r}")
-        return self._take(value, timeout_seconds(timeout, "EmulatedSemaphore.wait", zero=True))
+        return wait_emulated(self, value, timeout_seconds(timeout, "EmulatedSemaphore.wait", zero=True))
 
-    def _set(self, value: int | None) -> None:
-        """Signal, as a stream or a node does: a timeline semaphore's counter grows to ``value`` (a smaller value
-        leaves it, as a counter never goes back), a binary one is signaled."""
-        with self._changed:
-            self._value = max(self._value, value) if self.timeline and value is not None else 1
-            self._changed.notify_all()
 
-    def _take(self, value: int | None, timeout: float | None = None) -> bool:
-        """Wait, as a stream or a node does (no limit) or the host does."""
-        with self._changed:
-            if self.timeline:
-                least = value or 0
-                return self._changed.wait_for(lambda: self._value >= least, timeout)
-            if not self._changed.wait_for(lambda: self._value == 1, timeout):
-                return False
-            self._value = 0
-            return True
+# What a stream or a graph node does to an emulated semaphore (the CPU backend runs them), which the host's calls
+# above do too once they have checked their arguments.
+
+
+def signal_emulated(semaphore: EmulatedSemaphore, value: int | None) -> None:
+    """Signal ``semaphore``, as a stream or a node does: a timeline semaphore's counter grows to ``value`` (a smaller
+    value leaves it, as a counter never goes back), a binary one is signaled."""
+    with semaphore._changed:
+        semaphore._value = max(semaphore._value, value) if semaphore.timeline and value is not None else 1
+        semaphore._changed.notify_all()
+
+
+def wait_emulated(semaphore: EmulatedSemaphore, value: int | None, timeout: float | None = None) -> bool:
+    """Wait on ``semaphore``, as a stream or a node does (no limit) or the host does: whether it was signaled within
+    ``timeout`` seconds (a binary one's signal is taken)."""
+    with semaphore._changed:
+        if semaphore.timeline:
+            least = value or 0
+            return semaphore._changed.wait_for(lambda: semaphore._value >= least, timeout)
+        if not semaphore._changed.wait_for(lambda: semaphore._value == 1, timeout):
+            return False
+        semaphore._value = 0
+        return True
 
 
 class ExternalSemaphore:

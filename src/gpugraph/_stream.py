@@ -13,7 +13,7 @@ from . import _capture, _capture_rules, _graph_reads, _params
 from ._attributes import device_limits
 from ._device_like import DeviceLike
 from ._errors import CaptureError, GraphError
-from ._event import Event
+from ._event import Event, event_handle, note_recorded, recorded_in
 from ._hazards import CHECKING, note_where
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._kernel import Kernel, check_shared_mem, launch_dims
@@ -107,24 +107,6 @@ class Stream(StreamState):
         self._hot_address = (0 if legacy or hot is None or type(self) is not Stream
                              else backend.stream_address(self._handle))
 
-    def _guard(self, api: str, forking: bool = False) -> None:
-        """Checks for a stream that captures, is the legacy stream, or is used while a ``@captured``
-        function captures (kept off the common path). ``forking``: the call joins this stream to a capture."""
-        capture = self._capture
-        if capture is not None:
-            _capture_rules.check_usable(capture, api)
-            # (Capture._kinded read directly: every call a capturing stream records checks it.)
-            if capture._kinded and self is capture.stream and api != "Stream.launch":
-                _capture.refuse_kinded_frontier(capture, api)
-            return
-        if self.legacy:
-            offended = self._blocking_captures()
-            if offended:
-                raise _capture_rules.invalidate(offended, api, "the legacy default stream synchronizes with "
-                                           "blocking streams, and a blocking stream is capturing")
-        if _capture_rules.function_captures and not forking:
-            _capture_rules.refuse_outside_function_capture(self, api)
-
     def _blocking_captures(self) -> list[Any]:
         """The running captures of this stream's device that include a blocking stream."""
         return [c for c in list(_capture_rules.active)
@@ -203,13 +185,8 @@ class Stream(StreamState):
         capture = self._capture
         if capture is not None:
             graph = capture.graph
-            for handle in self._backend.capture_dependencies(self._capture_handle(), self._handle):
+            for handle in self._backend.capture_dependencies(capture_handle(self), self._handle):
                 note_where(_graph_reads.node_of(graph, handle), again=False)
-
-    def _capture_handle(self) -> Any:
-        """The backend's record of the capture this stream takes part in (passed with its calls), else None."""
-        capture = self._capture
-        return None if capture is None else capture._handle
 
     def capture(self, mode: str = "global", into: Graph | None = None, after: Any = ()) -> _capture.Capture:
         """Record the work enqueued on this stream inside a ``with`` block into a graph.
@@ -245,7 +222,8 @@ class Stream(StreamState):
         fast = self._fast
         if (fast is not None and not shared_mem and type(kernel) is Kernel and type(shared_mem) is int
                 and not HOST_THREADS):
-            function = kernel._functions.get(self.device)  # (Kernel's cache read directly: the fast lane)
+            # (Kernel's own cache read directly, as the compiled lane reads it: a call less on the hottest path.)
+            function = kernel._functions.get(self.device)
             if function is not None:
                 capture = self._capture
                 if capture is None:
@@ -258,7 +236,7 @@ class Stream(StreamState):
         capture = self._capture
         if (capture is not None and capture.error is not None) or self.legacy or (
                 capture is None and _capture_rules.function_captures):
-            self._guard("Stream.launch")
+            guard(self, "Stream.launch")
         if capture is None and kernel.launches_graphs:
             raise GraphError(f"Stream.launch({kernel!r}): the kernel takes a graph to launch (a cudaGraphExec_t), "
                              f"and a kernel that launches graphs runs only as a kernel node of a graph (CUDA fails "
@@ -277,7 +255,7 @@ class Stream(StreamState):
             args = converted = kernel.convert_args(args, device, bind=False)
             if _params.in_use:
                 args = tuple([resolve(a) for a in args])
-        function = kernel._functions.get(device) or load_kernel(device, kernel)  # (as above: Stream.launch)
+        function = load_kernel(device, kernel)
         if shared_mem:
             check_shared(device, kernel, shared_mem)
         self._backend.stream_launch(self._handle, function, g, b, shared_mem, args,
@@ -299,7 +277,7 @@ class Stream(StreamState):
         See also: cudaMemcpyAsync, cudaMemcpy2DAsync, cudaMemcpy3DAsync.
         """
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard("Stream.memcpy")
+            guard(self, "Stream.memcpy")
         box = None
         if shape is not None or dst_origin is not None or src_origin is not None:
             nbytes, box = copy_box(dst, src, nbytes, shape, dst_origin, src_origin, "memcpy")
@@ -312,7 +290,7 @@ class Stream(StreamState):
             if not nbytes:
                 return  # CUDA captures no node for a zero-byte copy
             pins = host_pins(self.device, dst, src, nbytes, box, "memcpy")
-        self._backend.stream_memcpy(self._handle, dst, src, nbytes, self._capture_handle(), box, pins)
+        self._backend.stream_memcpy(self._handle, dst, src, nbytes, capture_handle(self), box, pins)
         if CHECKING:
             self._note_captured()
 
@@ -324,11 +302,11 @@ class Stream(StreamState):
         See also: cudaMemsetD8Async / D16 / D32, cudaMemset2DAsync.
         """
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard("Stream.memset")
+            guard(self, "Stream.memset")
         if shape is not None or origin is not None:
             pattern, element_size, row, pitch, rows, offset = memset_plane(dst, value, count, shape, origin, "memset")
             check_same_device(self.device, dst, "memset(dst)")
-            self._backend.stream_memset(self._handle, dst, value, pattern, element_size, row, self._capture_handle(),
+            self._backend.stream_memset(self._handle, dst, value, pattern, element_size, row, capture_handle(self),
                                         (pitch, rows, offset))
             if CHECKING:
                 self._note_captured()
@@ -337,7 +315,7 @@ class Stream(StreamState):
         check_same_device(self.device, dst, "memset(dst)")
         if not units and self._capture is not None:
             return  # CUDA captures no node for a memset of no elements
-        self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units, self._capture_handle())
+        self._backend.stream_memset(self._handle, dst, value, pattern, element_size, units, capture_handle(self))
         if CHECKING:
             self._note_captured()
 
@@ -360,10 +338,10 @@ class Stream(StreamState):
     def _semaphores(self, kind: NodeKind, semaphores: Any, values: Any, what: str) -> None:
         record = semaphore_record(self.device, kind, semaphores, values, what)
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard(f"Stream.{what}")
+            guard(self, f"Stream.{what}")
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, f"Stream.{what}", kind.value.replace("_", " "))
-        self._backend.stream_semaphores(self._handle, record, self._capture_handle())
+        self._backend.stream_semaphores(self._handle, record, capture_handle(self))
         if CHECKING:
             self._note_captured()
 
@@ -387,10 +365,10 @@ class Stream(StreamState):
     def _mem_ops(self, op: Any, what: str) -> None:
         record = mem_ops_record(self.device, op, what)
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard(f"Stream.{what}")
+            guard(self, f"Stream.{what}")
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, f"Stream.{what}", "batch memory-op")
-        self._backend.stream_mem_ops(self._handle, record, self._capture_handle())
+        self._backend.stream_mem_ops(self._handle, record, capture_handle(self))
         if CHECKING:
             self._note_captured()
 
@@ -404,10 +382,10 @@ class Stream(StreamState):
         if not callable(fn):
             raise TypeError(f"host(fn): expected a callable, got {type(fn).__name__}")
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard("Stream.host")
+            guard(self, "Stream.host")
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, "Stream.host", "host")
-        self._backend.stream_host(self._handle, fn, args, self._capture_handle())
+        self._backend.stream_host(self._handle, fn, args, capture_handle(self))
         if CHECKING:
             self._note_captured()
 
@@ -419,14 +397,14 @@ class Stream(StreamState):
         See also: cudaMallocAsync.
         """
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard("Stream.alloc")
+            guard(self, "Stream.alloc")
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, "Stream.alloc", "memory allocation")
         if self._capture is None and _capture_rules.active:
             _capture_rules.forbid_unsafe("Stream.alloc", _ALLOC_RULE)
         shape, dtype = normalize_shape(shape), normalize_dtype(dtype)
         nbytes = Array.bytes_for(shape, dtype)
-        ptr, alloc = self._backend.stream_alloc(self._handle, nbytes, self._capture_handle())
+        ptr, alloc = self._backend.stream_alloc(self._handle, nbytes, capture_handle(self))
         if CHECKING:
             self._note_captured()
         array = Array(self.device, ptr, shape, dtype, alloc)
@@ -443,7 +421,7 @@ class Stream(StreamState):
         if type(array) is not Array:
             raise TypeError(f"free(array): expected an Array, got {type(array).__name__}")
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard("Stream.free")
+            guard(self, "Stream.free")
             if self._capture is not None:
                 _capture.refuse_in_body(self._capture, "Stream.free", "memory free")
         if self._capture is None and _capture_rules.active:
@@ -458,7 +436,7 @@ class Stream(StreamState):
         elif not alloc.live:
             raise ValueError(f"free(array): {alloc.owner} is not allocated now (double free, or its graph "
                              f"has not been launched)")
-        if not self._backend.stream_free(self._handle, alloc, self._capture_handle()):
+        if not self._backend.stream_free(self._handle, alloc, capture_handle(self)):
             alloc.live = False  # (freed uncaptured: also if the capture ended meanwhile, on another thread)
         elif CHECKING:
             self._note_captured()
@@ -487,9 +465,9 @@ class Stream(StreamState):
             raise TypeError(f"record(event): expected an Event or None, got {type(event).__name__}")
         check_same_device(self.device, event, "record(event)")
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard("Stream.record")
-        captured = self._backend.event_record(event._handle, self._handle, self._capture_handle())
-        event._capture = self._capture if captured else None  # (None too if it ended meanwhile, on another thread)
+            guard(self, "Stream.record")
+        captured = self._backend.event_record(event_handle(event), self._handle, capture_handle(self))
+        note_recorded(event, self._capture if captured else None)  # (None too if it ended meanwhile, on another thread)
         return event
 
     def wait(self, event: Event) -> None:
@@ -504,9 +482,10 @@ class Stream(StreamState):
         if not isinstance(event, Event):
             raise TypeError(f"wait(event): expected an Event, got {type(event).__name__}")
         check_same_backend(self.device, event, "wait(event)")  # (an event of any device of the backend)
-        capture = event._capture if event._capture is not None and event._capture.active else None
+        recorded = recorded_in(event)
+        capture = recorded if recorded is not None and recorded.active else None
         if self._capture is not None or self.legacy or _capture_rules.function_captures:
-            self._guard("Stream.wait", forking=capture is not None)
+            guard(self, "Stream.wait", forking=capture is not None)
         if capture is not None and self._capture is not None and capture is not self._capture:
             raise _capture_rules.invalidate([self._capture, capture], "Stream.wait",
                                        "the event was recorded in another capture; two captures cannot merge")
@@ -515,10 +494,10 @@ class Stream(StreamState):
         if capture is None and self._capture is not None:
             raise _capture_rules.invalidate([self._capture], "Stream.wait",
                                        "a capturing stream cannot wait for an event recorded outside the capture")
-        if capture is None and event._capture is not None:
+        if capture is None and recorded is not None:
             self._refuse_ended_capture_event(event)
         # (The capture's own record of which events are its: the backend forks or joins as it says.)
-        if not self._backend.stream_wait_event(self._handle, event._handle,
+        if not self._backend.stream_wait_event(self._handle, event_handle(event),
                                                None if capture is None else capture._handle):
             self._refuse_ended_capture_event(event)  # (it ended on another thread meanwhile)
         if capture is not None and self._capture is None:
@@ -543,7 +522,7 @@ class Stream(StreamState):
         if self._capture is not None:
             self._refuse_wait("Stream.synchronize")
         elif self.legacy:
-            self._guard("Stream.synchronize")
+            guard(self, "Stream.synchronize")
         _capture_rules.forbid_unsafe("Stream.synchronize", _capture_rules.WAIT_RULE)
         self._backend.stream_synchronize(self._handle)
 
@@ -553,7 +532,7 @@ class Stream(StreamState):
         if self._capture is not None:
             self._refuse_wait("Stream.done")
         elif self.legacy:
-            self._guard("Stream.done")
+            guard(self, "Stream.done")
         if HOST_THREADS:
             refuse_in_host_function("Stream.done")
         _capture_rules.forbid_unsafe("Stream.done", _capture_rules.WAIT_RULE)
@@ -568,3 +547,32 @@ class Stream(StreamState):
         if self.legacy:
             return f"Stream(#0 legacy default stream, device={self.device})"
         return f"Stream(#{self._number}, device={self.device}, non_blocking={self.non_blocking})"
+
+
+# What a call enqueued on a stream from outside Stream's methods meets (GraphExec.launch, collectives), as Stream's
+# own calls do.
+
+
+def guard(stream: Stream, api: str, forking: bool = False) -> None:
+    """Checks of ``api``, a call enqueued on ``stream``, for a stream that captures, is the legacy stream, or is used
+    while a ``@captured`` function captures (kept off the common path). ``forking``: the call joins ``stream`` to a
+    capture."""
+    capture = stream._capture
+    if capture is not None:
+        _capture_rules.check_usable(capture, api)
+        if stream is capture.stream and api != "Stream.launch":
+            _capture.refuse_kinded_frontier(capture, api)
+        return
+    if stream.legacy:
+        offended = stream._blocking_captures()
+        if offended:
+            raise _capture_rules.invalidate(offended, api, "the legacy default stream synchronizes with "
+                                                           "blocking streams, and a blocking stream is capturing")
+    if _capture_rules.function_captures and not forking:
+        _capture_rules.refuse_outside_function_capture(stream, api)
+
+
+def capture_handle(stream: Stream) -> Any:
+    """The backend's record of the capture ``stream`` takes part in (passed with its calls), else None."""
+    capture = stream._capture
+    return None if capture is None else capture._handle

@@ -65,7 +65,7 @@ class Clique:
             raise CollectiveError(f"cpu: rank {rank}'s {kind}: the communicator was aborted ({self.aborted})",
                                   rank=rank, collective=kind)
 
-    def _wait(self, rank: int, kind: str, number: int, ready: Any, waiting_for: Any) -> None:
+    def wait(self, rank: int, kind: str, number: int, ready: Any, waiting_for: Any) -> None:
         """Wait (holding cond) until ``ready()``, the clique's abort or the timeout, which aborts it."""
         timeout = self.timeouts[rank]
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -103,7 +103,7 @@ class Clique:
                                                                          rank=p.rank, collective=p.kind)
                 self.cond.notify_all()
             else:
-                self._wait(part.rank, part.kind, number, lambda: part.done, lambda: _absent(self.size, parts))
+                self.wait(part.rank, part.kind, number, lambda: part.done, lambda: _absent(self.size, parts))
         if part.error is not None:
             raise part.error
 
@@ -116,7 +116,7 @@ class Clique:
     def recv(self, receiver: int, sender: int, out: np.ndarray) -> None:
         with self.cond:
             box = self.mail.setdefault((sender, receiver), deque())
-            self._wait(receiver, "recv", -1, lambda: bool(box), lambda: f"rank {sender}'s send")
+            self.wait(receiver, "recv", -1, lambda: bool(box), lambda: f"rank {sender}'s send")
             data = box.popleft()
         if data.size != out.size or data.dtype != out.dtype:
             raise CollectiveError(f"cpu: rank {receiver}'s recv of {out.size} {out.dtype} from rank {sender} got a "

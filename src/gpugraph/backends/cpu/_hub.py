@@ -89,7 +89,7 @@ class _Hub:
             self.joined.add(rank)
             clique.cond.notify_all()
             try:
-                clique._wait(rank, "communicator", -1, lambda: len(self.joined) == size,
+                clique.wait(rank, "communicator", -1, lambda: len(self.joined) == size,
                              lambda: _absent(size, self.joined))
             except CollectiveError as exc:
                 conn.send(("error", str(exc), clique.aborted))

@@ -15,7 +15,7 @@ from ..._errors import GpuGraphError
 from ..._memops import bits, holds
 from ..._memory import Array, allocation_of
 from ..._nodes import NodeKind, WriteValue
-from ..._semaphores import semaphore_handle
+from ..._semaphores import semaphore_handle, signal_emulated, wait_emulated
 from .._allocation import Allocation
 from ._load import load as load_compiled
 from ._memory import Pool, byte_view, typed_view
@@ -75,9 +75,9 @@ def run_semaphores(params: Any) -> None:
     for semaphore, value in zip(params.semaphores, params.values):
         emulated = semaphore_handle(semaphore)
         if signal:
-            emulated._set(value if emulated.timeline else None)
+            signal_emulated(emulated, value if emulated.timeline else None)
         else:
-            emulated._take(value if emulated.timeline else None)
+            wait_emulated(emulated, value if emulated.timeline else None)
 
 
 def run_mem_ops(params: Any) -> None:

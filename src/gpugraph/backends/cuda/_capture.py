@@ -523,9 +523,9 @@ class CudaCapturing(CudaRuntime):
         if params.kind is not NodeKind.GRAPH:
             graph.params[node] = params
             return
-        graph.children[node] = self._embedded(params.graph, call(drv.graph_child_graph_node_get_graph, node))
+        graph.children[node] = self.embedded_copy(params.graph, call(drv.graph_child_graph_node_get_graph, node))
 
-    def _embedded(self, source: CudaGraph, handle: Any) -> CudaGraph:
+    def embedded_copy(self, source: CudaGraph, handle: Any) -> CudaGraph:
         """The CudaGraph of ``handle``, a copy the driver made of ``source`` (a clone, or a child graph's copy),
         with the records of ``source``'s nodes given to their copies: paired in creation order, which a copy
         keeps (one node listing of each graph, no per-node query)."""
@@ -541,7 +541,7 @@ class CudaCapturing(CudaRuntime):
             if original in source.foreign:
                 embedded.foreign.add(copy)
             if original in source.children:
-                embedded.children[copy] = self._embedded(source.children[original],
+                embedded.children[copy] = self.embedded_copy(source.children[original],
                                                          call(drv.graph_child_graph_node_get_graph, copy))
         return embedded
 

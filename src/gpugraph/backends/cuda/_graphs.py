@@ -264,7 +264,7 @@ class CudaGraphs(CudaCapturing):
     def graph_clone(self, graph: CudaGraph) -> CudaGraph:
         self.contexts.use(graph.index)
         self._settle(graph)
-        return self._embedded(graph, call(drv.graph_clone, graph.handle))
+        return self.embedded_copy(graph, call(drv.graph_clone, graph.handle))
 
     def graph_instantiate(self, graph: CudaGraph, flags: frozenset[str]) -> CudaExec:
         self.contexts.use(graph.index)
@@ -279,7 +279,7 @@ class CudaGraphs(CudaCapturing):
                                         f"cuGraphInstantiateWithParams: {err.name}")
         allocated, freed = self._memory_nodes(graph)
         host_keys: list[int] = []
-        self._host_keys(graph, host_keys)
+        self.collect_host_keys(graph, host_keys)
         auto_free = "auto_free_on_launch" in flags
         exec_ = CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
         if "device_launch" in flags:
@@ -412,7 +412,7 @@ class CudaGraphs(CudaCapturing):
                 return "refused by the CUDA driver", None
             return _UPDATE_REASONS.get(result, f"refused by the CUDA driver ({result!r})"), node
         host_keys: list[int] = []
-        self._host_keys(graph, host_keys)
+        self.collect_host_keys(graph, host_keys)
         for key in exec_.own_keys.values():  # the update replaced what setters had set
             self.host.forget(key)
         exec_.own_keys.clear()
@@ -438,12 +438,12 @@ class CudaGraphs(CudaCapturing):
                 named = result
         return cu.CUresult(code), named, cu.CUgraphNode(node) if node else None
 
-    def _host_keys(self, graph: CudaGraph, keys: list[int]) -> None:
+    def collect_host_keys(self, graph: CudaGraph, keys: list[int]) -> None:
         """Add the registry keys of a graph's host nodes, child graphs included, to ``keys``."""
         self._settle(graph)
         keys.extend(graph.host_keys.values())
         for child in graph.children.values():
-            self._host_keys(child, keys)
+            self.collect_host_keys(child, keys)
 
     def exec_upload(self, exec_: CudaExec, stream: CudaStream) -> None:
         if HOST_THREADS:

@@ -278,12 +278,12 @@ class _ChildGraph(_Kind):
         p.graph.graph = params.graph.handle
         call(drv.graph_node_set_params, node, p)
         # The node embeds a new copy (measured on the H200, driver 580): kept with its records, as an add keeps it.
-        graph.children[node] = backend._embedded(params.graph, call(drv.graph_child_graph_node_get_graph, node))
+        graph.children[node] = backend.embedded_copy(params.graph, call(drv.graph_child_graph_node_get_graph, node))
 
     def set_exec(self, backend: Any, exec_: Any, node: Any, params: Any) -> None:
         call(drv.graph_exec_child_graph_node_set_params, exec_.handle, node, params.graph.handle)
         keys: list[int] = []
-        backend._host_keys(params.graph, keys)  # its host nodes' errors go to the launch's stream
+        backend.collect_host_keys(params.graph, keys)  # its host nodes' errors go to the launch's stream
         exec_.host_keys.extend(keys)
         exec_.host_stream = None
 
@@ -543,7 +543,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
 
     def patch() -> None:
         for fmt, offset, param in slots:
-            value = param._value
+            value = param.value
             fmt.pack_into(buffer, offset, value.ptr if type(value) is Array else value)
         if current() is not context:
             # First: from a thread with no current context the driver crashes here (a NULL dereference in
