@@ -34,7 +34,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 # The core modules, by their names in gpugraph (setup.py compiles each); those of them that cimport cuda-bindings.
-MODULES = ("_topology", "_stream_state", "backends._hot", "_exec_state", "backends.cuda._leaves")
+MODULES = ("_argpack", "_topology", "_stream_state", "backends._hot", "_exec_state", "backends.cuda._leaves")
 BINDINGS = ("backends.cuda._leaves",)
 # The core modules each one cimports (its C classes): compiled, it needs them compiled too.
 CIMPORTS = {"_exec_state": ("_stream_state", "backends._hot"), "backends.cuda._leaves": ("backends._hot",)}

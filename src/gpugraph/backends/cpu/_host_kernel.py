@@ -9,23 +9,19 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import os
-import struct
 import threading
 from typing import Any
 
 import numpy as np
 
+from ..._argpack import DTYPES, Slots
 from ..._errors import BackendError, KernelCompileError
 from ..._memory import Array, allocation_of
 from ..._signature import ADDRESS_DTYPE, check_compiled
 from ._compile import HostModule
 from ._memory import ADDRESSES, ALIGNMENT, PAGE, typed_view
 
-# A parameter's type code (the header's gg::code, NumPy's character codes) -> its dtype.
-DTYPES = {code: np.dtype(code) for code in "?bBhHiIqQfde"}
-# Each scalar code's packing into its slot (a NumPy scalar of the code's dtype), but half and float's: struct would
-# quiet a signalling NaN of theirs, whose bytes are copied as they are.
-_PACKERS = {code: struct.Struct("<" + code) for code in DTYPES if code not in "ef"}
+_ADDRESS = ord("P")  # the slot code of an address
 # A launch's grid and block as the entry points read them (const), made once per shape.
 _DIMS: dict[tuple[tuple[int, int, int], tuple[int, int, int]], Any] = {}
 _DIMS_KEPT = 1024
@@ -93,16 +89,17 @@ class HostKernel:
         # The parameters that take arrays of device addresses (T**), whose addresses a launch translates.
         self._address_params = frozenset(i for i, p in enumerate(signature or ()) if p.depth >= 2)
 
-    def _slots(self, args: tuple) -> tuple[bytes, list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    def _slots(self, args: tuple) -> tuple[Slots, list[tuple[np.ndarray, np.ndarray, np.ndarray]],
                                            list[tuple[int, Array | np.ndarray, int, np.ndarray]]]:
-        """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address; for each
+        """The arguments as the kernel reads them, each in an 8-byte slot, an array as its address, and one slot
+        more, zero, for the launch's log of the graphs the kernel launches (``launch`` sets it); for each
         array of device addresses that holds stream-ordered or graph allocations, (the array, the translated
         copy the kernel gets, the copy as sent), so that the kernel's writes to it can be carried back; and
         (position, array, host address, its memory) of each array passed, to name the one an illegal address lies
         past, and to keep its memory mapped while the kernel runs."""
         if len(args) != len(self.codes):
             raise TypeError(f"{self.kernel!r} takes {len(self.codes)} arguments, got {len(args)}")
-        out = bytearray(8 * len(args))
+        slots = Slots(len(args) + 1)
         translated = []
         arrays: list[tuple[int, Array | np.ndarray, int, np.ndarray]] = []
         for i, (arg, code) in enumerate(zip(args, self.codes)):
@@ -112,7 +109,7 @@ class HostKernel:
                     buffer, address = alloc.buffer, alloc.address
                     if buffer is not None and address and i not in self._address_params:
                         arrays.append((i, arg, address, buffer))  # (the buffer held: mapped until the kernel ends)
-                        out[8 * i:8 * i + 8] = address.to_bytes(8, "little")
+                        slots.put(i, _ADDRESS, address)
                         continue
                     arg = typed_view(arg)  # (refuses unmapped memory)
                 if not isinstance(arg, np.ndarray):
@@ -125,20 +122,11 @@ class HostKernel:
                         arg = copy
                 address = arg.ctypes.data
                 arrays.append((i, arg, address, arg))
-                out[8 * i:8 * i + 8] = address.to_bytes(8, "little")
-            else:
-                want = DTYPES[code]
-                value = arg if isinstance(arg, np.generic) else None
-                if value is None or value.dtype != want:
-                    raise TypeError(f"{self.kernel!r} argument {i}: the compiled kernel takes a {want} scalar, "
-                                    f"got {arg!r} ({type(arg).__name__})")
-                packer = _PACKERS.get(code)
-                if packer is None:
-                    data = value.tobytes()
-                    out[8 * i:8 * i + len(data)] = data
-                else:
-                    packer.pack_into(out, 8 * i, value)
-        return bytes(out), translated, arrays
+                slots.put(i, _ADDRESS, address)
+            elif not slots.put(i, ord(code), arg):
+                raise TypeError(f"{self.kernel!r} argument {i}: the compiled kernel takes a {DTYPES[code]} scalar, "
+                                f"got {arg!r} ({type(arg).__name__})")
+        return slots, translated, arrays
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, args: tuple,
                current: int | None = None, conditions: np.ndarray | None = None) -> list[tuple[int, int]]:
@@ -147,7 +135,7 @@ class HostKernel:
         pairs of a handle and its value's address: those cudaGraphSetConditional may set); then the graphs the
         kernel launched, as (number, mode) pairs in the order asked (cudaGraphLaunch's: 1 tail, 2 fire and forget,
         3 sibling)."""
-        slots, translated, arrays = self._slots(args)
+        packed, translated, arrays = self._slots(args)
         log = None
         if current is not None:  # (the thread's own log: read before this thread runs anything else)
             log = getattr(_LOGS, "log", None)
@@ -159,9 +147,8 @@ class HostKernel:
                 log.conditions, log.condition_count = None, 0
             else:
                 log.conditions, log.condition_count = conditions.ctypes.data, len(conditions) // 2
-            slots += ctypes.addressof(log).to_bytes(8, "little")
-        else:
-            slots += bytes(8)
+            packed.put(len(args), _ADDRESS, ctypes.addressof(log))
+        slots = packed.raw()
         dims = _DIMS.get((grid, block))
         if dims is None:
             dims = (ctypes.c_uint * 6)(*grid, *block)

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import ctypes
-import struct
 import threading
 from typing import Any
 
-import numpy as np
 from cuda.bindings import driver as cu
 
+from ..._argpack import Slots, code_of
 from ..._errors import KernelCompileError
 from ..._memory import Array
 from ..._signature import check_compiled
 from ._driver import error
 from ._symbols import drv
 
-# Every argument gets an 8-byte-aligned slot holding its value; kernelParams points at each slot.
-_SLOT = 8
 _ASK = object()  # in Function._kinds: a scalar of a type the signature does not tell (the argument's own)
 
 
@@ -42,42 +38,22 @@ def param_sizes(handle: Any) -> tuple[int, ...] | None:
         sizes.append(int(size))
 
 
-def _code(dtype: np.dtype | None, pointer: bool) -> str:
-    """The struct code of one argument's value (a pointer, or an Array where dtype is None: a 64-bit address)."""
-    if pointer or dtype is None:
-        return "Q"
-    if dtype.kind == "b":
-        return "?"  # a C bool: 0 or 1 (struct's integer codes refuse np.bool_)
-    codes = {1: "b", 2: "h", 4: "i", 8: "q"}
-    if dtype.kind == "f":
-        codes = {2: "e", 4: "f", 8: "d"}
-    elif dtype.kind in "ub":
-        codes = {1: "B", 2: "H", 4: "I", 8: "Q"}
-    return codes[dtype.itemsize]
-
-
 def fast_layout(signature: Any) -> tuple[bytes, tuple[Any, ...]]:
     """A fully typed signature's slots for the compiled path (``_fast.pack``): one code per slot (b"P" a
-    pointer, else the scalar's struct code) and what each slot wants: a pointer slot the dtype of its data
-    (None: any), a scalar slot the NumPy scalar type a graph node keeps its value as."""
+    pointer, else the scalar's code, ``gpugraph._argpack.code_of``) and what each slot wants: a pointer slot the
+    dtype of its data (None: any), a scalar slot the NumPy scalar type a graph node keeps its value as."""
     # (A graph a kernel launches, "G", is no code the compiled path writes: a GraphExec takes the Python path, which
     # checks it, and nothing else may pass for it.)
-    codes = b"".join(b"P" if p.pointer else b"G" if p.graph_exec
-                     else _code(p.dtype, False).encode() for p in signature)
+    codes = b"".join(b"G" if p.graph_exec and not p.pointer else code_of(p.dtype, p.pointer).encode()
+                     for p in signature)
     return codes, tuple(p.dtype if p.pointer else p.dtype.type for p in signature)
-
-
-def _format(dtype: np.dtype | None, pointer: bool) -> str:
-    """An argument's slot: its value, padded to 8 bytes."""
-    pad = _SLOT - (8 if pointer or dtype is None else dtype.itemsize)
-    return _code(dtype, pointer) + (f"{pad}x" if pad else "")
 
 
 class Function:
     """A loaded kernel and a reusable argument buffer laid out from its signature."""
 
-    __slots__ = ("handle", "kernel", "_struct", "_pointers", "_buffer", "_layout_key", "lock", "_typed",
-                 "_node_params", "_node_shape", "_address", "sizes", "_kinds", "raw", "fast_codes", "fast_wants")
+    __slots__ = ("handle", "kernel", "_codes", "_slots", "_layout_key", "lock", "_typed", "_node_params",
+                 "_node_shape", "sizes", "_kinds", "raw", "fast_codes", "fast_wants")
 
     def __init__(self, handle: Any, kernel: Any) -> None:
         """Raises KernelCompileError if the signature read from the source disagrees with the compiled
@@ -94,8 +70,9 @@ class Function:
         self.handle = handle
         self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)
         self.kernel = kernel
-        self.lock = threading.Lock()  # the buffer is shared: one launch packs and launches at a time
-        self._struct: struct.Struct | None = None
+        self.lock = threading.Lock()  # the slots are shared: one launch packs and launches at a time
+        self._codes = b""  # each slot's code (gpugraph._argpack), and the slots
+        self._slots = Slots(0)
         self._layout_key: Any = None  # the argument types the layout was made for (untyped layouts)
         # Typed: every slot's type is known from the signature. Otherwise a layout is made from the argument
         # types, per call: all of them (no signature), or those of the scalars the signature cannot type.
@@ -112,12 +89,8 @@ class Function:
             self._layout([(p.dtype, p.pointer) for p in signature])
 
     def _layout(self, params: list[tuple[Any, bool]]) -> None:
-        self._struct = struct.Struct("<" + "".join(_format(d, p) for d, p in params))
-        n = max(len(params), 1)
-        self._buffer = ctypes.create_string_buffer(n * _SLOT)
-        base = ctypes.addressof(self._buffer)
-        self._pointers = (ctypes.c_void_p * n)(*[base + i * _SLOT for i in range(n)])
-        self._address = ctypes.addressof(self._pointers)  # what kernelParams gets
+        self._codes = "".join([code_of(dtype, pointer) for dtype, pointer in params]).encode()
+        self._slots = Slots(len(params))
 
     def _check_untyped(self, key: tuple) -> None:
         """Refuse arguments whose own types do not fit the compiled kernel's parameters (count and sizes)."""
@@ -134,27 +107,14 @@ class Function:
                 raise TypeError(f"{self.kernel!r} argument {index}: the compiled kernel takes {size} bytes there, "
                                 f"got {what}")
 
-    def copy_arguments(self) -> tuple[Any, Any]:
-        """A copy of the packed argument buffer and an array of pointers into it (hold ``lock``)."""
-        buffer = ctypes.create_string_buffer(self._buffer.raw, len(self._buffer))
-        base = ctypes.addressof(buffer)
-        pointers = (ctypes.c_void_p * len(self._pointers))(*[base + i * _SLOT for i in range(len(self._pointers))])
-        return buffer, pointers
+    def copy_arguments(self) -> Slots:
+        """A copy of the packed argument slots (hold ``lock``)."""
+        return self._slots.copy()
 
-    @staticmethod
-    def slot_offset(index: int) -> int:
-        """Where argument ``index`` sits in the buffer."""
-        return index * _SLOT
-
-    def slot_format(self, index: int) -> struct.Struct:
-        """The struct of argument ``index``'s slot, for writing just that argument (Param patches; in an
-        untyped layout, as the last ``pack`` laid it out)."""
-        if self._typed:
-            param = self.kernel.signature[index]
-            return struct.Struct("<" + _code(param.dtype, param.pointer))
-        kind: Any = self._kinds[index] if self._kinds is not None else _ASK  # a dtype, None (an Array) or _ASK
-        dtype = self._layout_key[index] if kind is _ASK else kind
-        return struct.Struct("<" + _code(dtype, dtype is None))
+    def slot_code(self, index: int) -> int:
+        """The code of argument ``index``'s slot (in an untyped layout, as the last ``pack`` laid it out): what
+        ``Slots.put`` takes to write just that argument (Param patches)."""
+        return self._codes[index]
 
     def new_node_params(self, grid: tuple, block: tuple, shared_mem: int) -> Any:
         """A CUDA_KERNEL_NODE_PARAMS of this kernel for a launch shape (kernelParams left to set)."""
@@ -179,7 +139,7 @@ class Function:
         return p
 
     def pack(self, args: tuple) -> int:
-        """Write ``args`` into the buffer; return the address of the kernelParams array (hold ``lock``)."""
+        """Write ``args`` into the slots; return the address of the kernelParams array (hold ``lock``)."""
         if not self._typed:  # some arguments carry their own types, which may change per call
             kinds = self._kinds
             key = (tuple([None if type(a) is Array else a.dtype for a in args]) if kinds is None else
@@ -188,7 +148,8 @@ class Function:
                 self._check_untyped(key)
                 self._layout([(d, d is None) for d in key])
                 self._layout_key = key
-        # _struct is laid out by now: in __init__ (typed), else above (no key equals the initial None).
-        self._struct.pack_into(  # type: ignore[union-attr]
-            self._buffer, 0, *[a.ptr if type(a) is Array else a for a in args])
-        return self._address
+        declined = self._slots.fill(self._codes, args)
+        if declined >= 0:  # (the converters made every argument one its slot takes: a bug in gpugraph)
+            raise TypeError(f"{self.kernel!r} argument {declined}: {args[declined]!r} does not fit its slot "
+                            f"({chr(self._codes[declined])})")
+        return self._slots.kernel_params()

@@ -6,7 +6,6 @@ find the kind of a parameter record and of a driver node type.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -14,6 +13,7 @@ from typing import Any, ClassVar
 from cuda.bindings import driver as cu
 
 from ... import _params
+from ..._argpack import SLOT
 from ..._attributes import AttributeRefusal, launch_refusal
 from ..._conditions import condition_handle
 from ..._event import event_handle
@@ -523,28 +523,28 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
         return lambda: set_exec_node(backend, exec_, node, params)
     function = backend.function(params.device, params.kernel)
     prepared = function.new_node_params(params.grid, params.block, params.shared_mem)
-    with function.lock:  # the slots' formats are read from the layout this pack made, before another can
+    with function.lock:  # the slots' codes are read from the layout this pack made, before another can
         function.pack(tuple([resolve(a) for a in params.args]))
-        buffer, pointers = function.copy_arguments()  # this node's own copy of the packed arguments
-        slots = [(function.slot_format(i), function.slot_offset(i), arg)
-                 for i, arg in enumerate(params.args) if type(arg) is Param]
-    prepared.kernelParams = ctypes.addressof(pointers)
+        slots = function.copy_arguments()  # this node's own copy of the packed arguments
+        patched = [(i, function.slot_code(i), arg) for i, arg in enumerate(params.args) if type(arg) is Param]
+    prepared.kernelParams = slots.kernel_params()  # (the driver reads the slots at each patch)
     exec_handle, set_params = exec_.handle, drv.graph_exec_kernel_node_set_params
-    keep = (buffer, pointers)  # the driver reads them at each patch
     contexts, index = backend.contexts, exec_.index
     context, current = contexts.get(index), contexts.current
     fast = _compiled.fast
-    codes = [fmt.format[-1] for fmt, _, _ in slots]  # (each slot's struct code: "<f" -> "f")
-    if fast is not None and all(code.encode() in fast.PATCH_CODES for code in codes):
+    # (The compiled patch writes an address as a 64-bit unsigned: "Q".)
+    codes = [b"Q" if code == ord("P") else bytes([code]) for _, code, _ in patched]
+    if fast is not None and all(code in fast.PATCH_CODES for code in codes):
         return fast.ParamPatch(exec_.raw, int(node), function.raw, params.grid, params.block, params.shared_mem,
-                               ctypes.addressof(buffer), ctypes.addressof(pointers), keep,
-                               [(offset, ord(code), param) for (_, offset, param), code in zip(slots, codes)],
+                               slots.data(), slots.kernel_params(), slots,
+                               [(SLOT * i, code[0], param) for (i, _, param), code in zip(patched, codes)],
                                int(context), functools.partial(contexts.use, index), fail)
 
     def patch() -> None:
-        for fmt, offset, param in slots:
+        for i, code, param in patched:
             value = param.value
-            fmt.pack_into(buffer, offset, value.ptr if type(value) is Array else value)
+            if not slots.put(i, code, value.ptr if type(value) is Array else value):  # (checked when it was set)
+                raise TypeError(f"{param!r}: its value {value!r} does not fit argument {i} of {params.kernel!r}")
         if current() is not context:
             # First: from a thread with no current context the driver crashes here (a NULL dereference in
             # cuGraphExecKernelNodeSetParams, driver 580 on the H200: tools/probes/gpu_probe_threads.py, C) rather
@@ -553,7 +553,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
         (err,) = set_params(exec_handle, node, prepared)
         if err:
             raise error("cuGraphExecKernelNodeSetParams", err)
-    patch.keep = keep  # type: ignore[attr-defined]
+    patch.keep = slots  # type: ignore[attr-defined]
     return patch
 
 
