@@ -157,3 +157,57 @@ def test_put_refuses_a_slot_outside_them():
         with pytest.raises(IndexError):
             slots.put(index, ord("i"), 1)
 
+
+
+def common(device, codes: bytes, args: tuple, wants: tuple | None = None) -> tuple[bytes, list] | None:
+    """What ``fill_common`` writes and types for ``args`` (None: declined)."""
+    slots, typed = Slots(len(args)), []
+    wants = wants if wants is not None else tuple(None if c == ord("P") else np.dtype(chr(c)).type for c in codes)
+    count = slots.fill_common(codes, wants, device, args, typed)
+    if count < 0:
+        return None
+    assert count == len(args)
+    return slots.raw()[:SLOT * len(args)], typed
+
+
+def test_the_common_cases_are_written_as_put_writes_them_and_typed_as_nodes_keep_them(device):
+    x = device.zeros(4, np.float32)
+    raw, typed = common(device, b"Pifdq", (x, -3, 2.5, 7, 2**40), (np.dtype(np.float32), np.int32, np.float32,
+                                                                    np.float64, np.int64))
+    assert raw == (x.ptr.to_bytes(8, "little") + numpy_slot("i", -3) + numpy_slot("f", 2.5) + numpy_slot("d", 7)
+                   + numpy_slot("q", 2**40))
+    assert typed[0] is x
+    assert [type(v) for v in typed[1:]] == [np.int32, np.float32, np.float64, np.int64]
+    assert typed[1:] == [-3, 2.5, 7.0, 2**40]
+    again = common(device, b"i", (-3,))
+    assert again is not None and again[1][0] is typed[1]  # (one object for each int of a type)
+
+
+@pytest.mark.parametrize("codes, args", [
+    (b"i", (1.5,)),  # a float for an integer: the converter's rules
+    (b"i", (2**31,)),  # out of range
+    (b"f", (float("inf"),)),
+    (b"d", (float("nan"),)),
+    (b"i", (np.int32(1),)),  # a NumPy scalar: the converter's
+    (b"i", ("1",)),
+    (b"?", (1,)),  # bool and half slots: the converter's
+    (b"e", (1.0,)),
+    (b"G", (1,)),  # a graph the kernel launches
+    (b"ii", (1,)),  # a count that is not the codes'
+    (b"P", (5,)),  # an int for a pointer
+    (b"I", (-1,)), (b"b", (128,)), (b"Q", (2**64,)), (b"q", (2**63,)), (b"i", (-(2**31) - 1,)),
+    (b"f", (1e39,)), (b"f", (2**200,)), (b"f", (int(np.finfo(np.float32).max) + 1,)),
+    (b"d", (int(np.finfo(np.float64).max) + 1,)),
+    (b"i", (True,)), (b"f", (np.float32(1),)),  # other kinds
+])
+def test_anything_else_is_declined(device, codes, args):
+    assert common(device, codes, args) is None
+
+
+def test_an_array_is_declined_unless_on_the_device_with_the_dtype_wanted(device):
+    x = device.zeros(4, np.float32)
+    assert common(device, b"P", (x,), (None,)) is not None  # void*: any dtype
+    assert common(device, b"P", (x,), (np.dtype(np.float32),)) is not None
+    assert common(device, b"P", (x,), (np.dtype(np.float64),)) is None
+    assert common(object(), b"P", (x,), (None,)) is None  # another device
+    assert common(device, b"P", (np.zeros(4, np.float32),), (None,)) is None  # a NumPy array: the converter's

@@ -1,17 +1,12 @@
-"""The compiled CUDA path's argument packing (``gpugraph.backends.cuda._fast.pack``): what it writes must be
-what the Python path's struct packing writes, and whatever it does not take in the common way it declines,
-for the Python path to convert or explain. Runs where the compiled path is built and importable (it needs
-cuda-bindings, not a GPU); skipped elsewhere, saying why."""
+"""The compiled CUDA path's lanes (``gpugraph.backends.cuda._fast``): whatever they do not take in the common way
+they decline, for the Python path to convert or explain, and what they take they record as the Python path does
+(their arguments are written by ``gpugraph._argpack``, whose tests hold the bytes). Runs where the compiled path
+is built and importable (it needs cuda-bindings, not a GPU); skipped elsewhere, saying why."""
 
 from __future__ import annotations
 
-import ctypes
-import struct
-
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import gpugraph as gg
 from gpugraph._placement import load_kernel
@@ -26,71 +21,6 @@ SLOTS = 4
 @pytest.fixture(scope="module")
 def device() -> gg.Device:
     return gg.Device("cpu")
-
-
-def packed(codes: bytes, args: tuple, device: gg.Device, wants: tuple | None = None) -> bytes | None:
-    """What ``pack`` writes for ``args`` (None: declined)."""
-    buffer = ctypes.create_string_buffer(8 * len(codes))
-    ok = fast.pack(codes, wants or (None,) * len(codes), device, args, ctypes.addressof(buffer))
-    return buffer.raw if ok else None
-
-
-def expected(codes: bytes, args: tuple) -> bytes:
-    """The Python path's slots: each value by its struct code, padded with zeros to 8 bytes."""
-    out = b""
-    for code, arg in zip(codes.decode(), args):
-        value = arg.ptr if code == "P" else arg
-        raw = struct.pack("<" + ("Q" if code == "P" else code), value)
-        out += raw + bytes(8 - len(raw))
-    return out
-
-
-@pytest.mark.parametrize("codes, args", [
-    (b"iI", (-5, 7)),
-    (b"qQ", (-(2**63), 2**64 - 1)),
-    (b"bBhH", (-128, 255, -32768, 65535)),
-    (b"fd", (0.1, 1e300)),
-    (b"fd", (3, -7)),  # ints for floating slots, as the Python path takes them
-])
-def test_pack_writes_what_the_python_path_writes(device, codes, args):
-    assert packed(codes, args, device) == expected(codes, args)
-
-
-def test_pack_writes_an_arrays_address_when_its_dtype_is_the_one_wanted(device):
-    x = device.zeros(4, np.float32)
-    assert packed(b"Pi", (x, 4), device, (np.dtype(np.float32), None)) == expected(b"Pi", (x, 4))
-    assert packed(b"P", (x,), device, (None,)) == expected(b"P", (x,))  # void*: any dtype
-
-
-@pytest.mark.parametrize("codes, args", [
-    (b"i", (2**31,)), (b"i", (-(2**31) - 1,)), (b"I", (-1,)), (b"b", (128,)), (b"Q", (2**64,)), (b"q", (2**63,)),
-    (b"f", (1e39,)), (b"f", (float("inf"),)), (b"d", (float("nan"),)), (b"f", (2**200,)),  # out of range
-    (b"f", (int(np.finfo(np.float32).max) + 1,)), (b"d", (int(np.finfo(np.float64).max) + 1,)),  # (just)
-    (b"i", (2.0,)), (b"i", (True,)), (b"i", (np.int32(3),)), (b"f", (np.float32(1),)),  # other kinds
-    (b"?", (True,)), (b"e", (1.0,)),  # codes the Python path keeps
-    (b"ii", (1,)),  # a wrong count
-])
-def test_pack_declines_what_the_python_path_converts_or_explains(device, codes, args):
-    assert packed(codes, args, device) is None
-
-
-def test_pack_declines_when_the_wanted_dtypes_do_not_match_the_codes(device):
-    assert packed(b"ii", (1, 2), device, (None,)) is None
-
-
-def test_pack_declines_arrays_of_another_dtype_device_or_kind(device):
-    x = device.zeros(4, np.float32)
-    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
-    assert packed(b"P", (x,), device, (f64,)) is None
-    assert packed(b"P", (x,), object(), (f32,)) is None  # on another device
-    assert packed(b"P", (np.zeros(4, np.float32),), device, (f32,)) is None  # a NumPy array: the Python path's
-    assert packed(b"P", (5,), device, (None,)) is None
-
-
-@given(st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False, allow_infinity=False, width=32))
-def test_pack_matches_struct_for_any_int_and_float32(value, real):
-    device = gg.Device("cpu")
-    assert packed(b"if", (value, real), device) == expected(b"if", (value, real))
 
 
 def test_fast_layout_codes_each_slot_of_a_typed_signature():

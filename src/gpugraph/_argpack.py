@@ -102,7 +102,7 @@ class Slots:
         Raises IndexError for an index outside the slots."""
         if not 0 <= index < self.count:
             raise IndexError(f"slot {index} of {self.count}")
-        return _put(self._data, SLOT * index, code, value)
+        return put_slot(_base(self._data), SLOT * index, code, value)
 
     def fill(self, codes: bytes, args: tuple) -> int:
         """Write ``args`` into the first ``len(args)`` slots, each as its code in ``codes`` says (an Array as its
@@ -111,18 +111,86 @@ class Slots:
         count = len(args)
         if count > self.count or len(codes) < count:
             raise IndexError(f"{count} arguments for {self.count} slots and {len(codes)} codes")
-        data, array = self._data, Array
+        data, array = _base(self._data), Array
         for i in range(count):
             value = args[i]
             if type(value) is array:
-                value = value.ptr
-            if not _put(data, SLOT * i, codes[i], value):
+                value = value.ptr  # type: ignore[attr-defined]
+            if not put_slot(data, SLOT * i, codes[i], value):
                 return i
         return -1
 
+    def fill_common(self, codes: bytes, wants: tuple, device: object, args: tuple, typed: list | None = None) -> int:
+        """``write_common`` into these slots."""
+        if len(args) > self.count:
+            raise IndexError(f"{len(args)} arguments for {self.count} slots")
+        return write_common(codes, wants, device, args, _base(self._data), typed)
 
-def _put(data: bytearray, offset: int, code: int, value: object) -> bool:
-    """Write ``value`` at ``offset`` of ``data`` as slot code ``code`` says, if the slot takes it (``Slots.put``)."""
+
+def _base(data: bytearray) -> bytearray:
+    """Where ``put_slot`` writes the slots of ``data``: compiled, the address of its first byte; plain, ``data``."""
+    if cython.compiled:
+        return PyByteArray_AS_STRING(data)  # type: ignore[no-any-return]
+    else:
+        return data
+
+
+def write_common(codes: bytes, wants: tuple, device: object, args: tuple, data: bytearray,
+                 typed: list | None) -> int:
+    """Write ``args`` into the slots at ``data`` (``_base``'s) if each is one of the common cases the compiled core
+    takes on its own: an Array on ``device`` whose dtype is the one its pointer slot wants (``wants[i]``, None: any),
+    or a Python int or float its scalar slot takes as it is (``Slots.put``; half and bool slots, and graphs, code
+    ``G``, are none). The count written, or -1 for anything else (the slots then hold a partial write, which the
+    caller's Python path, converting or explaining the arguments, writes again whole). ``typed``, if given (an empty
+    list), gets each argument as a graph node keeps it: an Array as it is, a number as the NumPy scalar type of its
+    slot (``wants[i]``)."""
+    count = len(args)
+    if len(codes) != count or len(wants) != count:
+        return -1
+    array = Array
+    for i in range(count):
+        code, value, want = codes[i], args[i], wants[i]
+        if code == 80:  # P
+            if type(value) is not array or value.device is not device:  # type: ignore[attr-defined]
+                return -1
+            if want is not None and value.dtype is not want:  # type: ignore[attr-defined]
+                return -1  # (NumPy's dtypes are singletons: another object is another dtype, or left to the converter)
+            _store_natural(data, SLOT * i, value.ptr)  # type: ignore[attr-defined]
+            if typed is not None:
+                typed.append(value)
+            continue
+        if code == 101 or code == 63 or code == 71 or (type(value) is not int and type(value) is not float):
+            return -1
+        if not put_slot(data, SLOT * i, code, value):
+            return -1
+        if typed is not None:
+            typed.append(typed_number(want, value))
+    return count
+
+
+_TYPED_KEPT = 1024  # numbers kept per NumPy type (beyond them, new ones are made)
+_typed_ints: dict[type, dict[int, np.generic]] = {}  # a NumPy scalar type -> {a Python int: that int as the type}
+
+
+def typed_number(want: type, value: float) -> np.generic:
+    """``want(value)``: a Python number as the NumPy scalar type a graph node keeps it as, one object for each int
+    (records keep many; a float is made anew: 0.0 and -0.0 are equal keys, and a shared one would lose the sign)."""
+    if type(value) is not int:
+        return want(value)  # type: ignore[no-any-return]
+    values = _typed_ints.get(want)
+    if values is None:
+        values = _typed_ints[want] = {}
+    number = values.get(value)  # type: ignore[arg-type]
+    if number is None:
+        number = want(value)
+        if len(values) < _TYPED_KEPT:
+            values[value] = number  # type: ignore[index]
+    return number  # type: ignore[no-any-return]
+
+
+def put_slot(data: bytearray, offset: int, code: int, value: object) -> bool:
+    """Write ``value`` at ``offset`` of ``data`` (``_base``'s) as slot code ``code`` says, if the slot takes it
+    (``Slots.put``)."""
     if type(value) is int:
         return _put_int(data, offset, code, value)
     if type(value) is float:
@@ -219,7 +287,7 @@ def _put_scalar(data: bytearray, offset: int, code: int, value: object) -> bool:
 def _store_double(data: bytearray, offset: int, value: float) -> None:
     if cython.compiled:
         real = value
-        memcpy(PyByteArray_AS_STRING(data) + offset, cython.address(real), 8)
+        memcpy(data + offset, cython.address(real), 8)
     else:
         _STRUCTS["d"].pack_into(data, offset, value)
 
@@ -227,7 +295,7 @@ def _store_double(data: bytearray, offset: int, value: float) -> None:
 def _store_float(data: bytearray, offset: int, value: float) -> None:
     if cython.compiled:
         real = value
-        slot = cython.declare(cython.p_char, PyByteArray_AS_STRING(data) + offset)
+        slot = cython.declare(cython.p_char, data + offset)
         memset(slot, 0, 8)
         memcpy(slot, cython.address(real), 4)
     else:
@@ -235,13 +303,17 @@ def _store_float(data: bytearray, offset: int, value: float) -> None:
 
 
 def _store_bytes(data: bytearray, offset: int, value: bytes) -> None:
-    data[offset:offset + SLOT] = value.ljust(SLOT, b"\0")
+    if cython.compiled:
+        memset(data + offset, 0, 8)
+        memcpy(data + offset, cython.cast(cython.p_char, value), len(value))
+    else:
+        data[offset:offset + SLOT] = value.ljust(SLOT, b"\0")
 
 
 def _store_natural(data: bytearray, offset: int, value: int) -> None:
     if cython.compiled:
         natural = value
-        memcpy(PyByteArray_AS_STRING(data) + offset, cython.address(natural), 8)
+        memcpy(data + offset, cython.address(natural), 8)
     else:
         _STRUCTS["Q"].pack_into(data, offset, value)
 
@@ -249,7 +321,7 @@ def _store_natural(data: bytearray, offset: int, value: int) -> None:
 def _store_whole(data: bytearray, offset: int, whole: int, size: int, code: int) -> None:
     """Store ``whole`` (in the range of ``code``'s type) in its ``size`` bytes, the slot's others zero."""
     if cython.compiled:
-        slot = cython.declare(cython.p_char, PyByteArray_AS_STRING(data) + offset)
+        slot = cython.declare(cython.p_char, data + offset)
         memset(slot, 0, 8)
         memcpy(slot, cython.address(whole), size)  # (little-endian: the low bytes first)
     else:

@@ -10,35 +10,25 @@ may wait for room in the stream's queue, which a host function holding the GIL w
 call is the same call through hip-python's ``chip`` declarations.
 """
 
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport uint64_t, uintptr_t
 from cuda.bindings cimport cydriver
 
 
-# Arguments written in C. A kernel whose signature types every slot gets one code per slot (Function.fast_codes):
-# b"P" a pointer (an Array on the launch's device, of the dtype the signature wants, or any dtype where it
-# says void*), else the struct code of the scalar (b"b" b"B" b"h" b"H" b"i" b"I" b"q" b"Q" b"f" b"d"; b"e"
-# and b"?" are left to the Python path). Only the common cases are taken: an Array, a Python int for an
-# integer or floating slot, a Python float for a floating slot, in range. Anything else declines: nothing is
-# launched, and the caller takes the Python path, which converts or explains the argument as it always has.
+# Arguments are written by gpugraph._argpack (the one packer, its compiled C functions): a kernel whose signature
+# types every slot has one code per slot (Function.fast_codes) and what each wants (Function.fast_wants); only the
+# common cases are taken (``_argpack.write_common``): anything else declines, nothing is launched, and the caller
+# takes the Python path, which converts or explains the argument as it always has.
 
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from libc.stdint cimport int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t
-from libc.math cimport isfinite
-from libc.float cimport FLT_MAX
+from gpugraph._argpack cimport put_slot, write_common
 
 cdef object _array_type = None
 cdef object _kernel_params_type = None
 cdef object _node_type = None
 cdef object _node_handle_type = None  # cuda-bindings' CUgraphNode, the handle type the backend's nodes have
 cdef object _host_threads = None  # the front end's HOST_THREADS set (empty unless a host function runs)
-# The limits of the floating slots as Python floats: a Python int compares with them exactly (a cast to double
-# first would round a too-large int down to the limit, which the Python path refuses).
-cdef object _FLOAT_MAX = FLT_MAX
 # KernelParams (a NamedTuple) made without its Python __new__, as tuple.__new__(KernelParams, fields): a fifth
 # of the cost, on the paths that make one per call.
 cdef object _tuple_new = tuple.__new__
-cdef object _DOUBLE_MAX = 1.7976931348623157e308
 
 def set_types(array, kernel_params, node, node_handle, host_threads):
     """The front end's Array, KernelParams and Node classes, cuda-bindings' CUgraphNode, and the front end's
@@ -46,100 +36,6 @@ def set_types(array, kernel_params, node, node_handle, host_threads):
     global _array_type, _kernel_params_type, _node_type, _node_handle_type, _host_threads
     _array_type, _kernel_params_type, _node_type = array, kernel_params, node
     _node_handle_type, _host_threads = node_handle, host_threads
-
-
-cdef bint _write(char code, object arg, object want, object device, char* slot) except -1:
-    cdef long long whole
-    cdef unsigned long long natural
-    cdef double real
-    if code == b"P":
-        if type(arg) is not _array_type or arg.device is not device:
-            return False
-        if want is not None and arg.dtype is not want:
-            return False
-        (<uint64_t*>slot)[0] = <uint64_t>arg.ptr
-        return True
-    if type(arg) is int:
-        if code == b"f" or code == b"d":
-            if code == b"f":
-                if not -_FLOAT_MAX <= arg <= _FLOAT_MAX:
-                    return False
-                (<float*>slot)[0] = <float><double>arg
-            else:
-                if not -_DOUBLE_MAX <= arg <= _DOUBLE_MAX:
-                    return False
-                (<double*>slot)[0] = <double>arg
-            return True
-        if code == b"Q":
-            if arg < 0 or arg > 0xFFFFFFFFFFFFFFFF:
-                return False
-            natural = arg
-            (<uint64_t*>slot)[0] = natural
-            return True
-        if not -0x8000000000000000 <= arg <= 0x7FFFFFFFFFFFFFFF:
-            return False
-        whole = arg
-        if code == b"i":
-            if not -2147483648 <= whole <= 2147483647:
-                return False
-            (<int32_t*>slot)[0] = <int32_t>whole
-        elif code == b"I":
-            if not 0 <= whole <= 4294967295:
-                return False
-            (<uint32_t*>slot)[0] = <uint32_t>whole
-        elif code == b"q":
-            (<int64_t*>slot)[0] = whole
-        elif code == b"b":
-            if not -128 <= whole <= 127:
-                return False
-            (<int8_t*>slot)[0] = <int8_t>whole
-        elif code == b"B":
-            if not 0 <= whole <= 255:
-                return False
-            (<uint8_t*>slot)[0] = <uint8_t>whole
-        elif code == b"h":
-            if not -32768 <= whole <= 32767:
-                return False
-            (<int16_t*>slot)[0] = <int16_t>whole
-        elif code == b"H":
-            if not 0 <= whole <= 65535:
-                return False
-            (<uint16_t*>slot)[0] = <uint16_t>whole
-        else:
-            return False
-        return True
-    if type(arg) is float and (code == b"f" or code == b"d"):
-        real = arg
-        if not isfinite(real):
-            return False
-        if code == b"f":
-            if not -FLT_MAX <= real <= FLT_MAX:
-                return False
-            (<float*>slot)[0] = <float>real
-        else:
-            (<double*>slot)[0] = real
-        return True
-    return False
-
-
-def pack(bytes codes not None, tuple wants not None, object device, tuple args not None, uintptr_t buffer):
-    """Write ``args`` into the 8-byte slots at ``buffer`` as ``codes`` say (``wants``: the dtype each pointer
-    slot wants, else None; ``device``: the launch's Device). False if an argument is left to the Python path
-    (the buffer then holds a partial write, which the Python path's packing replaces whole)."""
-    cdef Py_ssize_t count = len(codes), i
-    cdef const char* code = codes
-    cdef char* slot
-    if len(args) != count or len(wants) != count:
-        return False
-    for i in range(count):
-        slot = <char*>(buffer + 8 * i)
-        (<uint64_t*>slot)[0] = 0
-        try:
-            if not _write(code[i], args[i], wants[i], device, slot):
-                return False
-        except OverflowError:
-            return False
-    return True
 
 
 cdef enum:
@@ -153,24 +49,7 @@ cdef enum:
 cdef enum:
     SHARED_MAX = 1024  # values kept per table (beyond them, new objects are made)
 
-cdef dict _typed_ints = {}  # a NumPy scalar type -> {a Python int: that int as the type}
 cdef dict _dims = {}  # n -> (n, 1, 1)
-
-
-cdef object _typed(object want, object arg):
-    """``want(arg)``: the value as the NumPy scalar type its slot wants, shared for a Python int. (Not for a
-    float: 0.0 and -0.0 are equal keys, and a shared one would lose the sign.)"""
-    if type(arg) is not int:
-        return want(arg)
-    values = _typed_ints.get(want)
-    if values is None:
-        values = _typed_ints[want] = {}
-    value = (<dict>values).get(arg)
-    if value is None:
-        value = want(arg)
-        if len(<dict>values) < SHARED_MAX:
-            (<dict>values)[arg] = value
-    return value
 
 
 cdef object _dim3(object n):
@@ -184,36 +63,17 @@ cdef object _dim3(object n):
 
 
 cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots, void** pointers,
-                            tuple typed=None) except -2:
+                            list typed=None) except -2:
     """Write ``args`` for ``function`` (the backend's Function) into ``slots`` and point ``pointers`` at them:
-    the slot count, or -1 to decline. ``typed``, if given (a new tuple of ``len(args)`` items, none set), is
-    filled with the arguments as graph nodes keep them: a pointer slot keeps its Array; a scalar slot its value
-    as the NumPy type its slot wants. (A declined call leaves it partly filled, for the caller to drop.)"""
+    the slot count, or -1 to decline (``_argpack.write_common``, which fills ``typed``, if given, with the
+    arguments as graph nodes keep them)."""
     cdef Py_ssize_t count, i
-    cdef const char* code
-    codes = function.fast_codes
-    if type(codes) is not bytes:
+    codes, wants = function.fast_codes, function.fast_wants
+    if type(codes) is not bytes or type(wants) is not tuple or len(args) > MAX_SLOTS:
         return -1
-    count = len(<bytes>codes)
-    if count > MAX_SLOTS or len(args) != count or (typed is not None and len(typed) != count):
-        return -1
-    wants = function.fast_wants
-    if type(wants) is not tuple or len(<tuple>wants) != count:
-        return -1
-    code = <bytes>codes
+    count = write_common(<bytes>codes, <tuple>wants, device, args, <char*>slots, typed)
     for i in range(count):
-        slots[i] = 0
         pointers[i] = &slots[i]
-        arg = args[i]
-        try:
-            if not _write(code[i], arg, (<tuple>wants)[i], device, <char*>&slots[i]):
-                return -1
-        except OverflowError:
-            return -1
-        if typed is not None:
-            value = arg if code[i] == b"P" else _typed((<tuple>wants)[i], arg)
-            Py_INCREF(value)  # (PyTuple_SET_ITEM takes the reference)
-            PyTuple_SET_ITEM(typed, i, value)
     return count
 
 
@@ -267,11 +127,11 @@ cdef class Launcher:
             return False
         if not _one_d(grid, block):
             return False
-        typed = PyTuple_New(len(args))
+        typed = []
         if _write_args(function, self.device, args, slots, pointers, typed) < 0:
             return False
-        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device_index)),
-                  None)
+        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, tuple(typed),
+                                                   self.device_index)), None)
         lock = capture.lock
         if lock is None:
             return False
@@ -288,7 +148,7 @@ cdef class ParamPatch:
     """A prepared patch of one kernel node of an executable graph whose arguments include Params (what
     ``GraphExec.launch`` runs for a node whose Params changed): it writes the Params' current values into the
     node's own argument slots and sets the node (cuGraphExecKernelNodeSetParams; hipGraphExecKernelNodeSetParams).
-    ``slots`` are (offset, struct code, Param) for the codes in PATCH_CODES; the Python side made
+    ``slots`` are (offset, slot code, Param) (``gpugraph._argpack``'s codes); the Python side made
     the buffer, the pointers into it (``keep`` holds them) and checked each Param's value when it was set."""
 
     cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
@@ -309,35 +169,15 @@ cdef class ParamPatch:
 
     def __call__(self):
         cdef Py_ssize_t offset
-        cdef char code
-        cdef char* slot
+        cdef int code
         cdef cydriver.CUresult err
         for entry in self.slots:
             offset, code, param = <tuple>entry
-            slot = <char*>(self.buffer + offset)
             value = param._value
-            if code == b"Q":  # (an address, as the Python path's struct layout has it, or a 64-bit unsigned)
-                (<uint64_t*>slot)[0] = <uint64_t>(value.ptr if type(value) is _array_type else value)
-            elif code == b"f":
-                (<float*>slot)[0] = <float>value
-            elif code == b"d":
-                (<double*>slot)[0] = <double>value
-            elif code == b"q":
-                (<int64_t*>slot)[0] = <int64_t>value
-            elif code == b"i":
-                (<int32_t*>slot)[0] = <int32_t>value
-            elif code == b"I":
-                (<uint32_t*>slot)[0] = <uint32_t>value
-            elif code == b"h":
-                (<int16_t*>slot)[0] = <int16_t>value
-            elif code == b"H":
-                (<uint16_t*>slot)[0] = <uint16_t>value
-            elif code == b"b":
-                (<int8_t*>slot)[0] = <int8_t>value
-            elif code == b"B":
-                (<uint8_t*>slot)[0] = <uint8_t>value
-            else:
-                raise ValueError(f"ParamPatch: no slot code {chr(code)!r}")  # (param_patcher picks the codes)
+            if type(value) is _array_type:
+                value = value.ptr
+            if not put_slot(<char*>self.buffer, offset, code, value):  # (each value was checked when it was set)
+                raise TypeError(f"{param!r}: its value {value!r} does not fit its kernel's slot ({chr(code)})")
         # First: from a thread with no current context the driver crashes in cuGraphExecKernelNodeSetParams
         # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher). Asked of the driver here;
         # made current by the backend's Contexts, which keeps each thread's record of it.
@@ -350,7 +190,6 @@ cdef class ParamPatch:
             self.on_error("cuGraphExecKernelNodeSetParams", <int>err)
 
 
-PATCH_CODES = b"fdQqiIhHbB"  # the struct codes of the slots ParamPatch writes
 
 
 cdef class Exec:
@@ -412,7 +251,7 @@ cdef class Exec:
             function = (<dict>functions).get(self.device)
             if function is None:
                 return False
-            typed = PyTuple_New(len(args))
+            typed = []
             if _write_args(function, self.device, args, slots, pointers, typed) < 0:
                 return False
             params.func = <cydriver.CUfunction><uintptr_t>function.raw
@@ -422,7 +261,7 @@ cdef class Exec:
             params.kernelParams = pointers
             params.extra = NULL
             node_handle = int(exe._handles[index])
-            record = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, typed, device_index))
+            record = _tuple_new(_kernel_params_type, (kernel, grid, block, shared_mem, tuple(typed), device_index))
             exe._changed = True  # (first, as in the Python path: an interrupted call may have changed it)
             with nogil:
                 err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
@@ -495,7 +334,7 @@ cdef class Builder:
                     return None
                 positions.append(position)
                 dep = <cydriver.CUgraphNode><uintptr_t>int(after._handle)
-            typed = PyTuple_New(len(args))
+            typed = []
             if _write_args(function, self.device, args, slots, pointers, typed) < 0:
                 return None
             params.func = <cydriver.CUfunction><uintptr_t>function.raw
@@ -504,7 +343,8 @@ cdef class Builder:
             params.sharedMemBytes = 0
             params.kernelParams = pointers
             params.extra = NULL
-            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, typed, self.device_index))
+            record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, tuple(typed),
+                                                      self.device_index))
             graph._version += 1
             graph._stale = True
             with nogil:

@@ -532,12 +532,10 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     contexts, index = backend.contexts, exec_.index
     context, current = contexts.get(index), contexts.current
     fast = _compiled.fast
-    # (The compiled patch writes an address as a 64-bit unsigned: "Q".)
-    codes = [b"Q" if code == ord("P") else bytes([code]) for _, code, _ in patched]
-    if fast is not None and all(code in fast.PATCH_CODES for code in codes):
+    if fast is not None:
         return fast.ParamPatch(exec_.raw, int(node), function.raw, params.grid, params.block, params.shared_mem,
                                slots.data(), slots.kernel_params(), slots,
-                               [(SLOT * i, code[0], param) for (i, _, param), code in zip(patched, codes)],
+                               [(SLOT * i, code, param) for i, code, param in patched],
                                int(context), functools.partial(contexts.use, index), fail)
 
     def patch() -> None:
