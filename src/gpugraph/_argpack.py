@@ -115,7 +115,7 @@ class Slots:
         for i in range(count):
             value = args[i]
             if type(value) is array:
-                value = value.ptr  # type: ignore[attr-defined]
+                value = value.ptr
             if not put_slot(data, SLOT * i, codes[i], value):
                 return i
         return -1
@@ -130,7 +130,7 @@ class Slots:
 def _base(data: bytearray) -> bytearray:
     """Where ``put_slot`` writes the slots of ``data``: compiled, the address of its first byte; plain, ``data``."""
     if cython.compiled:
-        return PyByteArray_AS_STRING(data)  # type: ignore[no-any-return]
+        return PyByteArray_AS_STRING(data)
     else:
         return data
 
@@ -151,11 +151,11 @@ def write_common(codes: bytes, wants: tuple, device: object, args: tuple, data: 
     for i in range(count):
         code, value, want = codes[i], args[i], wants[i]
         if code == 80:  # P
-            if type(value) is not array or value.device is not device:  # type: ignore[attr-defined]
+            if type(value) is not array or value.device is not device:
                 return -1
-            if want is not None and value.dtype is not want:  # type: ignore[attr-defined]
+            if want is not None and value.dtype is not want:
                 return -1  # (NumPy's dtypes are singletons: another object is another dtype, or left to the converter)
-            _store_natural(data, SLOT * i, value.ptr)  # type: ignore[attr-defined]
+            _store_natural(data, SLOT * i, value.ptr)
             if typed is not None:
                 typed.append(value)
             continue
@@ -176,16 +176,16 @@ def typed_number(want: type, value: float) -> np.generic:
     """``want(value)``: a Python number as the NumPy scalar type a graph node keeps it as, one object for each int
     (records keep many; a float is made anew: 0.0 and -0.0 are equal keys, and a shared one would lose the sign)."""
     if type(value) is not int:
-        return want(value)  # type: ignore[no-any-return]
+        return want(value)
     values = _typed_ints.get(want)
     if values is None:
         values = _typed_ints[want] = {}
-    number = values.get(value)  # type: ignore[arg-type]
+    number = values.get(value)
     if number is None:
         number = want(value)
         if len(values) < _TYPED_KEPT:
-            values[value] = number  # type: ignore[index]
-    return number  # type: ignore[no-any-return]
+            values[value] = number
+    return number
 
 
 def put_slot(data: bytearray, offset: int, code: int, value: object) -> bool:
@@ -287,7 +287,7 @@ def _put_scalar(data: bytearray, offset: int, code: int, value: object) -> bool:
 def _store_double(data: bytearray, offset: int, value: float) -> None:
     if cython.compiled:
         real = value
-        memcpy(data + offset, cython.address(real), 8)
+        memcpy(cython.cast(cython.p_char, data) + offset, cython.address(real), 8)
     else:
         _STRUCTS["d"].pack_into(data, offset, value)
 
@@ -295,7 +295,7 @@ def _store_double(data: bytearray, offset: int, value: float) -> None:
 def _store_float(data: bytearray, offset: int, value: float) -> None:
     if cython.compiled:
         real = value
-        slot = cython.declare(cython.p_char, data + offset)
+        slot = cython.declare(cython.p_char, cython.cast(cython.p_char, data) + offset)
         memset(slot, 0, 8)
         memcpy(slot, cython.address(real), 4)
     else:
@@ -304,8 +304,8 @@ def _store_float(data: bytearray, offset: int, value: float) -> None:
 
 def _store_bytes(data: bytearray, offset: int, value: bytes) -> None:
     if cython.compiled:
-        memset(data + offset, 0, 8)
-        memcpy(data + offset, cython.cast(cython.p_char, value), len(value))
+        memset(cython.cast(cython.p_char, data) + offset, 0, 8)
+        memcpy(cython.cast(cython.p_char, data) + offset, cython.cast(cython.p_char, value), len(value))
     else:
         data[offset:offset + SLOT] = value.ljust(SLOT, b"\0")
 
@@ -313,7 +313,7 @@ def _store_bytes(data: bytearray, offset: int, value: bytes) -> None:
 def _store_natural(data: bytearray, offset: int, value: int) -> None:
     if cython.compiled:
         natural = value
-        memcpy(data + offset, cython.address(natural), 8)
+        memcpy(cython.cast(cython.p_char, data) + offset, cython.address(natural), 8)
     else:
         _STRUCTS["Q"].pack_into(data, offset, value)
 
@@ -321,7 +321,7 @@ def _store_natural(data: bytearray, offset: int, value: int) -> None:
 def _store_whole(data: bytearray, offset: int, whole: int, size: int, code: int) -> None:
     """Store ``whole`` (in the range of ``code``'s type) in its ``size`` bytes, the slot's others zero."""
     if cython.compiled:
-        slot = cython.declare(cython.p_char, data + offset)
+        slot = cython.declare(cython.p_char, cython.cast(cython.p_char, data) + offset)
         memset(slot, 0, 8)
         memcpy(slot, cython.address(whole), size)  # (little-endian: the low bytes first)
     else:
