@@ -49,3 +49,32 @@ def test_a_refused_driver_call_is_raised_as_the_driver_error(monkeypatch, call, 
         exe.launch(stream)
         stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))
+
+
+@pytest.mark.gpu
+def test_the_hot_kernel_calls_launch_and_set_a_node_with_packed_slots():
+    from gpugraph._argpack import Slots
+    from gpugraph._graph_node import handle_of
+    from gpugraph._placement import load_kernel
+    gpu = gg.Device("cuda")
+    hot = gpu._backend.hot
+    stream, x = gpu.stream(), gpu.zeros(4, np.float32)
+    kernel = gg.Kernel('extern "C" __global__ void add(float* x, float v) { x[threadIdx.x] += v; }', "add")
+    function = load_kernel(gpu, kernel).raw
+    slots = Slots(2)
+    assert slots.fill(b"Pf", (x, 2.0)) == -1
+    assert hot.launch_kernel(function, 1, 1, 1, 4, 1, 1, 0, stream._hot_address, slots.kernel_params()) == 0
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.0, np.float32))
+    graph = gg.Graph(gpu)
+    node = graph.add_kernel(kernel, 1, 4, x, 1.0)
+    with graph.instantiate() as exe:
+        assert slots.fill(b"Pf", (x, 0.5)) == -1  # (the driver copies the arguments: the slots may change after)
+        assert hot.exec_kernel_node_set(exe._hot_address, int(handle_of(node)), function, 1, 1, 1, 4, 1, 1, 0,
+                                        slots.kernel_params()) == 0
+        slots.fill(b"Pf", (x, 100.0))
+        exe.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.5, np.float32))
+    assert hot.launch_kernel(function, 0, 1, 1, 4, 1, 1, 0, stream._hot_address, slots.kernel_params()) == \
+        INVALID_VALUE  # (a refusal is the driver's result, raised by no one here)

@@ -32,3 +32,16 @@ class HotCalls:
         """cudaGraphLaunch of the executable graph at ``graph_exec`` on the stream at ``stream`` (the GIL released:
         a launch may wait for room in the stream's queue, which a host function needing the GIL would free)."""
         raise NotImplementedError
+
+    def launch_kernel(self, function: int, grid_x: int, grid_y: int, grid_z: int, block_x: int, block_y: int,
+                      block_z: int, shared_mem: int, stream: int, kernel_params: int) -> int:
+        """cudaLaunchKernel of the loaded kernel at ``function`` on the stream at ``stream``: ``kernel_params`` is
+        the address of its arguments' addresses (``gpugraph._argpack.Slots``; the driver copies them)."""
+        raise NotImplementedError
+
+    def exec_kernel_node_set(self, graph_exec: int, node: int, function: int, grid_x: int, grid_y: int,
+                             grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
+                             kernel_params: int) -> int:
+        """cudaGraphExecKernelNodeSetParams: the kernel node at ``node`` of the executable graph at ``graph_exec``
+        runs ``function`` with this shape and these arguments (the driver copies them)."""
+        raise NotImplementedError

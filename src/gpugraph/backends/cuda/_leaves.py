@@ -59,6 +59,50 @@ def graph_launch(graph_exec: int, stream: int) -> int:
         return int(drv.graph_launch(graph_exec, stream)[0])
 
 
+def exec_kernel_node_set(graph_exec: int, node: int, function: int, grid_x: int, grid_y: int, grid_z: int,
+                         block_x: int, block_y: int, block_z: int, shared_mem: int, kernel_params: int) -> int:
+    """cuGraphExecKernelNodeSetParams (hipGraphExecKernelNodeSetParams): the kernel node ``node`` of the executable
+    graph at ``graph_exec`` runs ``function`` with this shape and the arguments ``kernel_params`` points at."""
+    if cython.compiled:
+        err = cython.declare(cydriver.CUresult)
+        params = cython.declare(cydriver.CUDA_KERNEL_NODE_PARAMS)
+        _kernel_node(cython.address(params), function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem,
+                     kernel_params)
+        with cython.nogil:
+            err = cydriver.cuGraphExecKernelNodeSetParams(cython.cast(cydriver.CUgraphExec, graph_exec),
+                                                          cython.cast(cydriver.CUgraphNode, node),
+                                                          cython.address(params))
+        return err
+    else:
+        params = _kernel_node_params(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem,
+                                     kernel_params)
+        return int(drv.graph_exec_kernel_node_set_params(graph_exec, node, params)[0])
+
+
+def _kernel_node(params: object, function: int, grid_x: int, grid_y: int, grid_z: int, block_x: int, block_y: int,
+                 block_z: int, shared_mem: int, kernel_params: int) -> None:
+    """Fill the CUDA_KERNEL_NODE_PARAMS at ``params`` (compiled)."""
+    if cython.compiled:
+        p = cython.declare(cython.pointer(cydriver.CUDA_KERNEL_NODE_PARAMS), params)
+        p.func = cython.cast(cydriver.CUfunction, function)
+        p.gridDimX, p.gridDimY, p.gridDimZ = grid_x, grid_y, grid_z
+        p.blockDimX, p.blockDimY, p.blockDimZ = block_x, block_y, block_z
+        p.sharedMemBytes = shared_mem
+        p.kernelParams = cython.cast(cython.pointer(cython.p_void), kernel_params)
+        p.extra = cython.NULL
+
+
+def _kernel_node_params(function: int, grid_x: int, grid_y: int, grid_z: int, block_x: int, block_y: int,
+                        block_z: int, shared_mem: int, kernel_params: int) -> cu.CUDA_KERNEL_NODE_PARAMS:
+    """A CUDA_KERNEL_NODE_PARAMS (plain)."""
+    p = cu.CUDA_KERNEL_NODE_PARAMS()
+    p.func, p.extra = cu.CUfunction(function), 0
+    p.gridDimX, p.gridDimY, p.gridDimZ = grid_x, grid_y, grid_z
+    p.blockDimX, p.blockDimY, p.blockDimZ = block_x, block_y, block_z
+    p.sharedMemBytes, p.kernelParams = shared_mem, kernel_params
+    return p
+
+
 def begin_capture(stream: int, mode: int) -> int:
     """cuStreamBeginCapture (hipStreamBeginCapture)."""
     if cython.compiled:
@@ -198,3 +242,14 @@ class CudaHot(HotCalls):
 
     def graph_launch(self, graph_exec: int, stream: int) -> int:
         return graph_launch(graph_exec, stream)
+
+    def launch_kernel(self, function: int, grid_x: int, grid_y: int, grid_z: int, block_x: int, block_y: int,
+                      block_z: int, shared_mem: int, stream: int, kernel_params: int) -> int:
+        return launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream,
+                             kernel_params)
+
+    def exec_kernel_node_set(self, graph_exec: int, node: int, function: int, grid_x: int, grid_y: int,
+                             grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
+                             kernel_params: int) -> int:
+        return exec_kernel_node_set(graph_exec, node, function, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+                                    shared_mem, kernel_params)
