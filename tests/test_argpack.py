@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpugraph._argpack import SLOT, Slots, code_of
+import gpugraph as gg
+from gpugraph._argpack import SLOT, Slots, code_of, layout_of
 
 INTEGER_CODES = "bBhHiIqQ"
 
@@ -211,3 +212,14 @@ def test_an_array_is_declined_unless_on_the_device_with_the_dtype_wanted(device)
     assert common(device, b"P", (x,), (np.dtype(np.float64),)) is None
     assert common(object(), b"P", (x,), (None,)) is None  # another device
     assert common(device, b"P", (np.zeros(4, np.float32),), (None,)) is None  # a NumPy array: the converter's
+
+
+def test_a_typed_signature_has_a_layout_of_each_slots_code_and_want():
+    source = ('extern "C" __global__ void k(float* x, const double* y, void* z, int n, unsigned long long m, '
+              'float f, double d, short s, unsigned char c) {}')
+    layout = layout_of(gg.Kernel(source, "k").signature, 42)
+    assert layout.codes == b"PPPiQfdhB" and layout.function == 42
+    assert layout.wants == (np.dtype(np.float32), np.dtype(np.float64), None, np.int32, np.uint64, np.float32,
+                            np.float64, np.int16, np.uint8)
+    assert layout_of(None, 42) is None  # untyped: the Python path converts every argument
+    assert layout_of(gg.Kernel('extern "C" __global__ void k(my_t n) {}', "k").signature, 42) is None

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
+from gpugraph._argpack import Layout
 from gpugraph._placement import load_kernel
 from gpugraph.backends.cuda import _compiled
 
@@ -23,21 +24,11 @@ def device() -> gg.Device:
     return gg.Device("cpu")
 
 
-def test_fast_layout_codes_each_slot_of_a_typed_signature():
-    from gpugraph.backends.cuda._launch import fast_layout
-    source = ('extern "C" __global__ void k(float* x, const double* y, void* z, int n, unsigned long long m, '
-              'float f, double d, short s, unsigned char c) {}')
-    codes, wants = fast_layout(gg.Kernel(source, "k").signature)
-    assert codes == b"PPPiQfdhB"
-    assert wants == (np.dtype(np.float32), np.dtype(np.float64), None, np.int32, np.uint64, np.float32, np.float64,
-                     np.int16, np.uint8)
-
-
 class _Function:
     """What a Launcher reads of a loaded kernel (the CUDA backend's Function)."""
 
     def __init__(self, codes: bytes | None, wants: tuple) -> None:
-        self.fast_codes, self.fast_wants, self.raw = codes, wants, 0
+        self.layout, self.raw = None if codes is None else Layout(codes, wants, 0), 0
 
 
 @pytest.mark.parametrize("grid, block, args, codes", [

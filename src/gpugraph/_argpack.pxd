@@ -1,6 +1,13 @@
 # The C declarations of _argpack, compiled (plain: the .py alone).
 cimport cython
 
+from libc.stdint cimport uintptr_t
+
+cdef class Layout:
+    cdef readonly bytes codes
+    cdef readonly tuple wants
+    cdef readonly uintptr_t function
+
 cdef class Slots:
     cdef readonly Py_ssize_t count
     cdef bytearray _data

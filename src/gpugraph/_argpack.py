@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._memory import Array
+
+if TYPE_CHECKING:
+    from ._signature import KernelParam
 
 try:
     import cython  # (the Cython compiler reads this exact import)
@@ -55,6 +60,30 @@ def code_of(dtype: np.dtype | None, pointer: bool) -> str:
     codes = "efd" if dtype.kind == "f" else "BHIQ" if dtype.kind == "u" else "bhiq"
     index = {1: 0, 2: 1, 4: 2, 8: 3}[dtype.itemsize] - (1 if dtype.kind == "f" else 0)
     return codes[index]
+
+
+@cython.cclass
+class Layout:
+    """A loaded kernel's slots as the compiled core writes them (``write_common``): each slot's code (``G`` for a
+    graph the kernel launches, which only the Python path writes) and what each wants (a pointer's dtype, None:
+    any; a number's NumPy scalar type, as graph nodes keep it), with ``function``, the address the backend's hot
+    calls take for the kernel (0: none)."""
+
+    if not cython.compiled:  # (compiled, _argpack.pxd declares the fields)
+        __slots__ = ("codes", "wants", "function")
+
+    def __init__(self, codes: bytes, wants: tuple, function: int) -> None:
+        self.codes, self.wants, self.function = codes, wants, function
+
+
+def layout_of(signature: Sequence[KernelParam] | None, function: int) -> Layout | None:
+    """The Layout of a kernel of ``signature`` loaded at ``function``, or None where a slot's type is told only by
+    its argument (an untyped signature, a scalar of a type gpugraph cannot tell): the Python path converts those."""
+    if signature is None or not all(p.pointer or p.dtype is not None for p in signature):
+        return None
+    codes = b"".join([b"G" if p.graph_exec and not p.pointer else code_of(p.dtype, p.pointer).encode()
+                      for p in signature])
+    return Layout(codes, tuple([p.dtype if p.pointer else p.dtype.type for p in signature]), function)
 
 
 @cython.cclass

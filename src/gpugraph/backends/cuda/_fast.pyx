@@ -15,11 +15,11 @@ from cuda.bindings cimport cydriver
 
 
 # Arguments are written by gpugraph._argpack (the one packer, its compiled C functions): a kernel whose signature
-# types every slot has one code per slot (Function.fast_codes) and what each wants (Function.fast_wants); only the
+# types every slot has its Layout (Function.layout: one code per slot and what each wants); only the
 # common cases are taken (``_argpack.write_common``): anything else declines, nothing is launched, and the caller
 # takes the Python path, which converts or explains the argument as it always has.
 
-from gpugraph._argpack cimport put_slot, write_common
+from gpugraph._argpack cimport Layout, put_slot, write_common
 
 cdef object _array_type = None
 cdef object _kernel_params_type = None
@@ -68,10 +68,10 @@ cdef Py_ssize_t _write_args(function, object device, tuple args, uint64_t* slots
     the slot count, or -1 to decline (``_argpack.write_common``, which fills ``typed``, if given, with the
     arguments as graph nodes keep them)."""
     cdef Py_ssize_t count, i
-    codes, wants = function.fast_codes, function.fast_wants
-    if type(codes) is not bytes or type(wants) is not tuple or len(args) > MAX_SLOTS:
+    layout = function.layout
+    if type(layout) is not Layout or len(args) > MAX_SLOTS:
         return -1
-    count = write_common(<bytes>codes, <tuple>wants, device, args, <char*>slots, typed)
+    count = write_common((<Layout>layout).codes, (<Layout>layout).wants, device, args, <char*>slots, typed)
     for i in range(count):
         pointers[i] = &slots[i]
     return count

@@ -7,7 +7,7 @@ from typing import Any
 
 from cuda.bindings import driver as cu
 
-from ..._argpack import Slots, code_of
+from ..._argpack import Slots, code_of, layout_of
 from ..._errors import KernelCompileError
 from ..._memory import Array
 from ..._signature import check_compiled
@@ -38,22 +38,11 @@ def param_sizes(handle: Any) -> tuple[int, ...] | None:
         sizes.append(int(size))
 
 
-def fast_layout(signature: Any) -> tuple[bytes, tuple[Any, ...]]:
-    """A fully typed signature's slots for the compiled path (``_fast.pack``): one code per slot (b"P" a
-    pointer, else the scalar's code, ``gpugraph._argpack.code_of``) and what each slot wants: a pointer slot the
-    dtype of its data (None: any), a scalar slot the NumPy scalar type a graph node keeps its value as."""
-    # (A graph a kernel launches, "G", is no code the compiled path writes: a GraphExec takes the Python path, which
-    # checks it, and nothing else may pass for it.)
-    codes = b"".join(b"G" if p.graph_exec and not p.pointer else code_of(p.dtype, p.pointer).encode()
-                     for p in signature)
-    return codes, tuple(p.dtype if p.pointer else p.dtype.type for p in signature)
-
-
 class Function:
     """A loaded kernel and a reusable argument buffer laid out from its signature."""
 
     __slots__ = ("handle", "kernel", "_codes", "_slots", "_layout_key", "lock", "_typed", "_node_params",
-                 "_node_shape", "sizes", "_kinds", "raw", "fast_codes", "fast_wants")
+                 "_node_shape", "sizes", "_kinds", "raw", "layout")
 
     def __init__(self, handle: Any, kernel: Any) -> None:
         """Raises KernelCompileError if the signature read from the source disagrees with the compiled
@@ -68,7 +57,7 @@ class Function:
                                  f"{mismatch}")
             raise KernelCompileError(kernel.name, mismatch)
         self.handle = handle
-        self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)
+        self.raw = int(handle)  # the handle's value, for the compiled path
         self.kernel = kernel
         self.lock = threading.Lock()  # the slots are shared: one launch packs and launches at a time
         self._codes = b""  # each slot's code (gpugraph._argpack), and the slots
@@ -81,10 +70,8 @@ class Function:
             None if p.pointer else p.dtype if p.dtype is not None else _ASK for p in signature)
         self._node_params: Any = None  # a CUDA_KERNEL_NODE_PARAMS reused for the nodes of this kernel
         self._node_shape: Any = None  # the launch shape it was made for
-        # The compiled path packs typed layouts only (None: it leaves every launch to the Python path).
-        layout = fast_layout(signature) if self._typed else None
-        self.fast_codes: bytes | None = None if layout is None else layout[0]
-        self.fast_wants: tuple[Any, ...] | None = None if layout is None else layout[1]
+        # What the compiled path writes (typed signatures only: None leaves every launch to the Python path).
+        self.layout = layout_of(signature, self.raw)
         if self._typed:
             self._layout([(p.dtype, p.pointer) for p in signature])
 
