@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
 
     from ._graph import Graph
+    from ._stream import Stream
 
 # The Graph type, which a capture records into and makes. A Graph sits above captures (its methods apply the
 # capture rules), so gpugraph._graph sets this when it is imported, and this module imports nothing above it.
@@ -52,7 +53,7 @@ class Capture:
     # common use, needs no None check.
     graph: Graph | Any
 
-    def __init__(self, stream: Any, mode: str, into: object, after: Any) -> None:
+    def __init__(self, stream: Stream, mode: str, into: object, after: Any) -> None:
         check_mode(mode, "capture")
         if into is not None and not isinstance(into, graph_type):
             raise TypeError(f"capture(into): expected a Graph or None, got {type(into).__name__}")
@@ -65,7 +66,8 @@ class Capture:
         self._backend = stream._backend
         self.graph = into
         self._into = into
-        self._after = graph_type._as_nodes(after, "capture")  # (Graph's own static check, through the hook above)
+        # (Graph's own static check of after=, through the hook above: Node's class sits above this module.)
+        self._after = graph_type._as_nodes(after, "capture")
         if self._after and into is None:
             raise ValueError("capture(after): starting dependencies need into=graph")
         self.thread = threading.get_ident()
@@ -129,7 +131,7 @@ class Capture:
                                                       None if into is None else _graph_reads.handle(into))
                 handle = backend.capture_begin(self._handle, deps)
                 if into is None:
-                    # (Graph's own constructor over a backend graph, through the hook above.)
+                    # (Graph's own constructor over a backend graph, through the hook above: Graph sits above.)
                     self.graph = self._recorded = graph_type._wrap(stream.device, handle, own=False, recording=True)
                 self.active = True
                 self._join(stream)
@@ -144,9 +146,9 @@ class Capture:
             raise
         return self
 
-    def _join(self, stream: Any) -> None:
-        # (A stream's link to its capture is set and cleared only here and in _finish, under _capture_rules.lock;
-        # _stream, which reads it, sits above this module.)
+    def _join(self, stream: Stream) -> None:
+        # (A stream's link to its capture is set and cleared only here and in _finish, under _capture_rules.lock:
+        # a StreamState field, which the compiled launch reads, that no module below _stream can set otherwise.)
         stream._capture = self
         self.streams.append(stream)
 
@@ -156,8 +158,8 @@ class Capture:
         with _capture_rules.lock:
             self.active = False
             for stream in self.streams:
-                if stream._capture is self:
-                    stream._capture = None
+                if stream.active_capture is self:
+                    stream._capture = None  # (StreamState's link, as _join sets it)
         graph, self._recorded = self._recorded, None
         if graph is not None:  # the backend records no more into it: read it whole once more, then no more
             _graph_reads.end_recording(graph)
@@ -304,8 +306,9 @@ class Capture:
         """
         self._check_active("dependencies")
         backend = self._backend
-        # (Graph._node, not _graph_reads.node_of: each captured node reads its frontier here.)
-        return tuple(self.graph._node(h) for h in backend.capture_dependencies(self._handle, self.stream._handle))
+        graph = self.graph
+        return tuple(_graph_reads.node_of(graph, h) for h in backend.capture_dependencies(self._handle,
+                                                                                            self.stream._handle))
 
     @property
     def dependency_kinds(self) -> tuple[str, ...]:
@@ -479,7 +482,7 @@ _interrupts.ways_out.append(Capture.__exit__.__code__)  # its entry is held back
 # What a stream does to the capture it records into (gpugraph._stream's calls: a Capture's fields are its own).
 
 
-def fork(capture: Capture, stream: Any) -> None:
+def fork(capture: Capture, stream: Stream) -> None:
     """``stream`` waited for an event of ``capture``: it records into the capture from now on, unless the capture
     has ended meanwhile (on another thread; ``Capture._finish`` holds the same lock)."""
     with _capture_rules.lock:
@@ -503,6 +506,5 @@ def refuse_kinded_frontier(capture: Capture, api: str) -> None:
 
 def refuse_in_body(capture: Capture, api: str, kind: str) -> None:
     """Refuse work that would add a node of ``kind`` to the conditional node's body ``capture`` captures into."""
-    if capture._into is not None:
-        # (The Graph's own rule, called directly: a stream's captured work meets it per node.)
-        capture._into._refuse_in_body(api, kind)
+    if capture._into is not None:  # (the Graph's own rule: a stream's captured work meets it per node)
+        _graph_reads.refuse_in_body(capture._into, api, kind)

@@ -210,15 +210,6 @@ def synchronize_device(device: DeviceLike, api: str) -> None:
     get_backend(device.backend).device_synchronize(device.index)
 
 
-def refuse_outside_function_capture(stream: Any, api: str) -> None:
-    """Refuse work enqueued on ``stream`` (not capturing) by a thread capturing a ``@captured`` function."""
-    capture = function_captures.get(threading.get_ident())
-    if capture is not None and capture.stream.device is stream.device:
-        raise invalidate([capture], api, f"{stream!r} is not capturing, so a captured function's work on it "
-                                          f"would run once now and never be part of the graph; enqueue on "
-                                          f"gg.current_stream() (the capturing stream)")
-
-
 def check_usable(capture: RunningCapture, api: str) -> None:
     """Raise the first error again if ``capture`` was invalidated (later calls fail, naming the cause)."""
     error = capture.error

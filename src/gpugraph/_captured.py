@@ -48,9 +48,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _capture_rules, _interrupts
+from . import _capture_rules, _graph_reads, _interrupts
 from ._current import current_stream, own_stream, use_stream
 from ._errors import GraphUpdateError
+from ._exec_state import source_of
 from ._memory import Array, allocation_of
 from ._params import Param
 from ._scalars import as_int, describe
@@ -354,7 +355,7 @@ class CapturedFunction:
         until the thread's next call, whatever other threads do), making room for it first: the entries
         taken out go to ``_dropped``, to be closed."""
         owner = None
-        if graph._memory:
+        if _graph_reads.topology(graph).memory:
             owner = _thread_token()
             key = (owner, key)
             self._per_thread = True
@@ -382,7 +383,7 @@ class CapturedFunction:
     def _update_cached(self, graph: Graph, key: tuple, params: dict[str, Param], allocations: list[Array],
                        result: Any) -> _Entry | None:
         """Update a cached executable graph of the same topology in place, re-keyed to ``key``."""
-        if graph._memory:
+        if _graph_reads.topology(graph).memory:
             return None
         topology = _topology(graph)
         for entry in reversed(self._cache.values()):
@@ -393,7 +394,7 @@ class CapturedFunction:
             except GraphUpdateError:
                 continue
             except BaseException:  # (KeyboardInterrupt) it may have stopped after the update took effect
-                if entry.exe._source is graph:
+                if source_of(entry.exe) is graph:
                     self._rekey(entry, key, graph, params, allocations, result)
                 raise
             # The executable graph runs the new graph now: the entry follows it whatever happens.

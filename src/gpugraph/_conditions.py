@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._graph_reads import GraphFields
 
 
 class Condition:
@@ -23,8 +26,8 @@ class Condition:
 
     __slots__ = ("graph", "default", "reset", "_handle", "_value", "_node", "__weakref__")
 
-    def __init__(self, graph: Any, default: int, reset: bool, handle: Any, value: int) -> None:
-        self.graph = graph
+    def __init__(self, graph: GraphFields[Any], default: int, reset: bool, handle: Any, value: int) -> None:
+        self.graph: Any = graph  # (a Graph: not named here, since gpugraph._graph sits above this module)
         self.default = default
         self.reset = reset
         self._handle = handle  # the backend's

@@ -13,11 +13,12 @@ from __future__ import annotations
 import ctypes
 import operator
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from ._capture_rules import synchronize_device
+from ._device_like import DeviceLike
 from ._scalars import as_bool
 from ._scalars import describe as describe_value
 from .backends import get_backend
@@ -111,15 +112,25 @@ def describe(device: tuple[int, int]) -> str:
     return f"{type_name(kind)}:{index}"
 
 
-def device_tuple(array: Any) -> tuple[int, int]:
-    """``__dlpack_device__`` of an Array (or of a Device): (DLPack device type, device index)."""
-    device = getattr(array, "device", array)
+def device_tuple(device: DeviceLike) -> tuple[int, int]:
+    """``__dlpack_device__`` of an Array of ``device``: (DLPack device type, device index)."""
     return get_backend(device.backend).dlpack_device_type, device.index
 
 
 # Export
 
-def export(array: Any, *, stream: object = None, max_version: Any = None, dl_device: Any = None,
+class Exported(Protocol):
+    """What an export reads of an Array (``gpugraph._memory.Array``, which sits above this module)."""
+
+    device: Any  # its Device (DeviceLike's, and Device.empty for a copy)
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    nbytes: int
+
+    def to_numpy(self) -> np.ndarray: ...
+
+
+def export(array: Exported, *, stream: object = None, max_version: Any = None, dl_device: Any = None,
            copy: Any = None) -> Any:
     """``Array.__dlpack__``: a capsule viewing ``array``'s memory (or a copy of it, see below).
 
@@ -141,7 +152,7 @@ def export(array: Any, *, stream: object = None, max_version: Any = None, dl_dev
     if dtype.kind not in _CODES or not dtype.isnative:
         raise BufferError(f"{what}: DLPack has no type for {dtype} (of {array!r})")
     versioned = _versioned(max_version, what)
-    own = device_tuple(array)
+    own = device_tuple(array.device)
     target = own if dl_device is None else _device_arg(dl_device, f"{what}(dl_device)")
     if copy is not None and as_bool(copy) is None:
         raise TypeError(f"{what}(copy): expected True, False or None, got {describe_value(copy)}")
@@ -155,8 +166,8 @@ def export(array: Any, *, stream: object = None, max_version: Any = None, dl_dev
         if copy is False:
             raise BufferError(f"{what}: exporting {array!r} to the host (dl_device {describe(target)}) needs a "
                               f"copy, and copy=False forbids it")
-        host = array.to_numpy()
-        return _capsule(host, host.ctypes.data, host.shape, dtype, target, versioned, IS_COPIED)
+        copied = array.to_numpy()
+        return _capsule(copied, copied.ctypes.data, copied.shape, dtype, target, versioned, IS_COPIED)
     if copy:
         device = array.device
         duplicate = device.empty(array.shape, dtype)

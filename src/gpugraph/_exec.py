@@ -21,16 +21,17 @@ from ._device_launch import ExecArgument, KernelLaunchable
 from ._errors import GraphError, GraphInstantiateError, GraphUpdateError
 from ._event import Event, note_recorded
 from ._exec_state import ExecState, refuse_child_params, turn_lock
-from ._graph_node import Node
+from ._graph_node import Node, handle_of, number_of
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._instantiate import name_the_node
 from ._kernel import Kernel
 from ._memops import mem_ops_record
 from ._nesting import nesting_refusal
-from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind
+from ._nodes import BODY_KINDS, SEMAPHORE_KINDS, ChildGraphParams, KernelParams, NodeKind, why_gone
 from ._params import Param, ParamUses
 from ._placement import sibling
 from ._records import event_record, host_record, kernel_record, memcpy_record, memset_record
+from ._scalars import describe
 from ._semaphores import semaphore_record
 from ._stream import Stream, guard
 from ._stream_state import StreamState
@@ -182,7 +183,7 @@ class GraphExec(ExecState, KernelLaunchable):
         stream's capture frontier: the captured graph describes the copy from the source's Topology (as
         ``Graph.add_child`` does), not from the backend's node-by-node read-back."""
         (handle,) = self._backend.capture_dependencies(capture._handle, stream._handle)
-        capture.graph._note_embedded(handle, self._source)  # (private to the graph: a change of it)
+        _graph_reads.note_embedded(capture.graph, handle, self._source)
 
     def _guard_capture(self, stream: Stream) -> None:
         guard(stream, "GraphExec.launch")  # (the stream's check of a call enqueued on it, as its methods make it)
@@ -253,7 +254,7 @@ class GraphExec(ExecState, KernelLaunchable):
         if graph.device is not self.device:
             raise GraphUpdateError("device changed", None, f"the graph is on {graph.device}, this executable "
                                                            f"graph on {self.device}")
-        if graph._drives_another(self):  # (private to the graph: whom its conditions drive)
+        if _graph_reads.drives_another(graph, self):
             # (Its conditions would then drive two executable graphs: CUDA lets one executable graph of a graph
             # with conditional nodes live at a time, and the CPU backend keeps one value per condition.)
             raise GraphUpdateError("parameters changed", None, f"{graph!r} has conditional nodes and an executable "
@@ -318,6 +319,42 @@ class GraphExec(ExecState, KernelLaunchable):
                 self._follow(graph, shape, found)
                 raise
         return refused
+
+    # The nodes setters name
+
+    def _index(self, node: Node, kinds: tuple[NodeKind, ...], api: str) -> int:
+        """The position of ``node`` among the nodes this executable graph's setters may name, checked to be of
+        ``kinds`` (``api``: the setter, for errors)."""
+        if self._handle is None:
+            self._check_open(api)
+        if self._layout is None:
+            self._read_layout()
+        index = self._indices.get(getattr(node, "_handle", None))
+        if index is None or getattr(node, "graph", None) not in (self.graph, self._source):
+            graph = getattr(node, "graph", None)
+            if graph is None:  # (every Node has its graph)
+                raise TypeError(f"{api}(node): expected a Node, got {describe(node)}")
+            if graph is not None and _graph_reads.in_body(graph):  # (CUDA's exec setters take no node of a body either)
+                raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
+                                 f"setters change the nodes of its graph's top level only (change a body with "
+                                 f"exe.update)")
+            if graph in (self.graph, self._source):
+                if not _graph_reads.has_node(graph, node):
+                    raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
+                                     f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
+                layout = self._layout
+                place = layout.index.get(handle_of(node)) if layout is not None else None
+                if (layout is not None and place is not None and place in self._gone
+                        and layout.numbers[place] == number_of(node)):
+                    raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
+                                     f"made from was removed from that graph (remove_node), and the executable graph's "
+                                     f"nodes are addressed through that graph's (CUDA's)")
+            raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
+                             f"from (or last updated with)")
+        if node.kind not in kinds:
+            names = " or ".join(k.value for k in kinds)
+            raise GraphError(f"{api}({node!r}): the node is a {node.kind.value} node, not a {names} node")
+        return index
 
     def _set(self, index: int, params: Any, node: Node, api: str) -> None:
         layout = self._read_layout()  # read already by _index
@@ -506,10 +543,10 @@ class GraphExec(ExecState, KernelLaunchable):
                 self._layout = None  # (nor the arguments its records hold: graphs a kernel launches may close)
                 if not self._arguments:
                     self._finalizer()
-                # (Private to the graph: whom it counts as its one live executable graph; a graph it was updated with
-                # that has conditional nodes counts it too.)
+                # (Whom the graph counts as its one live executable graph; a graph it was updated with that has
+                # conditional nodes counts it too.)
                 for graph in (self.graph, self._source):
-                    graph._let_go(self)
+                    _graph_reads.let_go(graph, self)
 
     @property
     def closed(self) -> bool:

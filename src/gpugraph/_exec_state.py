@@ -26,9 +26,8 @@ from ._capture_rules import function_captures
 from ._errors import GraphError
 from ._graph_reads import GraphFields
 from ._host_threads import HOST_THREADS
-from ._nodes import KernelParams, NodeKind, why_gone
+from ._nodes import KernelParams, NodeKind
 from ._params import Param, ParamUses
-from ._scalars import describe
 from ._update import GraphLayout
 
 try:
@@ -43,7 +42,7 @@ if not cython.compiled:  # (compiled, _exec_state.pxd cimports them: C classes w
 _EMBEDDING = (NodeKind.GRAPH, NodeKind.CONDITIONAL)
 
 
-def _takes_params(graph: Any) -> bool:
+def _takes_params(graph: GraphFields[Any]) -> bool:
     """Whether a kernel node of ``graph``, or of a child graph or a conditional node's body within it, takes a
     Param."""
     topology = _graph_reads.topology(graph)
@@ -56,7 +55,7 @@ def _takes_params(graph: Any) -> bool:
     return False
 
 
-def refuse_child_params(child: Any, graph: Any, handle: Any) -> None:
+def refuse_child_params(child: GraphFields[Any], graph: GraphFields[Any], handle: Any) -> None:
     """Refuse ``child``, the graph of the child-graph node ``handle`` of ``graph``, if it takes a Param (the
     Node is made only to name it)."""
     if _takes_params(child):
@@ -147,8 +146,8 @@ def turn_lock() -> TurnLock | threading.RLock:
 @cython.cclass
 class ExecState:
     """The fields of a GraphExec, and what it knows of its source: the layout, the nodes setters may name, the nodes
-    removed; the graph's calls into it (``_before_change``, ``_patches``, ``_node_removed``, ``_keep_attributes``);
-    the launch's common case. Never made alone (a GraphExec is one)."""
+    removed (the graph tells it through the functions at the end here); the launch's common case. Never made alone (a
+    GraphExec is one)."""
 
     if not cython.compiled:  # (compiled, _exec_state.pxd declares the fields)
         __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer",
@@ -182,6 +181,7 @@ class ExecState:
             if lock.gate == 0 and hot is not None and self._hot_address != 0 and isinstance(stream, StreamState):
                 state = cython.declare(StreamState, stream)
                 events = self._recorded_events
+                # (StreamState's C fields, read as C: the capture link Stream.active_capture gives from Python.)
                 if (state._hot_address != 0 and state._capture is None and state.device is self.device
                         and self._handle is not None and events is not None and len(events) == 0
                         and not self._stale_for_kernels and not HOST_THREADS and not function_captures):
@@ -216,7 +216,7 @@ class ExecState:
         """The patch of the node at ``index`` taking Params (GraphExec's)."""
         raise NotImplementedError
 
-    def _setup_source(self, graph: Any) -> None:
+    def _setup_source(self, graph: GraphFields[Any]) -> None:
         """Follow ``graph``, which the executable graph was just made from."""
         # Positions of nodes set_enabled may have turned off: they stay off through an update, as in CUDA.
         self._disabled: set[int] = set()
@@ -239,15 +239,15 @@ class ExecState:
         self._indices: dict[Any, int] = {}  # node handle -> position, of the nodes setters may name
         with _by_handle_lock:
             _by_handle[self._handle] = self
-        graph._followed_by(self, updated=False)  # (private to the graph and its executable graphs: whom it tells)
+        _graph_reads.followed_by(graph, self, updated=False)
 
-    def _follow(self, graph: Any, shape: Any, found: dict[int, KernelParams]) -> None:
+    def _follow(self, graph: GraphFields[Any], shape: Any, found: dict[int, KernelParams]) -> None:
         """Address ``graph``, which the backend has just taken the parameters of (idempotent)."""
         self._source, self._source_version = graph, _graph_reads.version(graph)
         self._layout, self._shape = None, shape  # the rest is read from the new graph when needed
         self._recorded_events = None
-        # (Private, as at instantiate. Its conditions drive this executable graph now, if it has conditional nodes.)
-        graph._followed_by(self, updated=True)
+        # (Its conditions drive this executable graph now, if it has conditional nodes.)
+        _graph_reads.followed_by(graph, self, updated=True)
         self._changed = bool(self._disabled)  # the update replaced what setters set, not what set_enabled did
         self._params.adopt(found)
 
@@ -285,7 +285,7 @@ class ExecState:
         return events
 
     @staticmethod
-    def _find_params(graph: Any) -> dict[int, KernelParams]:
+    def _find_params(graph: GraphFields[Any]) -> dict[int, KernelParams]:
         """The kernel nodes of ``graph`` taking Params, by position; Params inside child graphs are refused."""
         found = {}
         topology = _graph_reads.topology(graph)
@@ -302,73 +302,57 @@ class ExecState:
                                  f"of the graph itself")
         return found
 
-    # What the graph tells it
-
-    def _before_change(self, graph: Any) -> None:
-        """``graph`` is about to change: read its layout now if this exec still needs it."""
-        if self._source is graph and self._layout is None and self._handle is not None:
-            self._read_layout()
-
-    def _patches(self, graph: Any, handle: Any) -> bool:
-        """Whether this executable graph patches Params through the node ``handle`` of ``graph``."""
-        if self._handle is None or graph is not self.graph:
-            return False
-        # (ParamUses is this executable graph's own record of its Params, kept in _params beside Param.)
-        return any(self._handles[i] == handle for i in self._params._records)
-
-    def _node_removed(self, graph: Any, handle: Any) -> None:
-        """The node ``handle`` of ``graph`` (made from, or updated from) is being removed: setters refuse it from now
-        on, and, for a node of the graph it was made from, any node at its place in a graph updated from too."""
-        if self._handle is None:
-            return
-        self._read_layout()
-        if graph is self.graph:
-            self._gone.update(i for i, h in enumerate(self._handles) if h == handle)
-        self._indices = {h: i for h, i in self._indices.items() if h != handle and i not in self._gone}
-
-    def _keep_attributes(self, top: object, graph: GraphFields[Any], handle: object,
-                         attributes: KernelAttributes) -> None:
-        """Kernel node ``handle`` of ``graph`` (``top``, or a graph embedded in it) is about to take other attributes
-        than ``attributes``: an executable graph following ``top`` keeps these in its layout, which an update's
-        refusal is explained with (it keeps the attributes it was made or last updated with)."""
-        layout = self._layout  # (read before the change began: Graph._tell_watchers)
-        if layout is not None and self._source is top:
-            layout.keep_attributes(graph, handle, attributes)
-
-    # The nodes setters name
-
-    def _index(self, node: Any, kinds: tuple[NodeKind, ...], api: str) -> int:
-        if self._handle is None:
-            self._check_open(api)
-        if self._layout is None:
-            self._read_layout()
-        index = self._indices.get(getattr(node, "_handle", None))
-        if index is None or getattr(node, "graph", None) not in (self.graph, self._source):
-            graph = getattr(node, "graph", None)
-            if graph is None:  # (every Node has its graph)
-                raise TypeError(f"{api}(node): expected a Node, got {describe(node)}")
-            if graph is not None and _graph_reads.in_body(graph):  # (CUDA's exec setters take no node of a body either)
-                raise GraphError(f"{api}: {node!r} is in a body of a conditional node; an executable graph's "
-                                 f"setters change the nodes of its graph's top level only (change a body with "
-                                 f"exe.update)")
-            if graph in (self.graph, self._source):
-                if not _graph_reads.has_node(graph, node):
-                    raise GraphError(f"{api}: {node!r} is no longer in its graph ({why_gone(node._handle)}); an "
-                                     f"executable graph's setters name nodes of the graph it was made from (CUDA's)")
-                layout = self._layout
-                place = layout.index.get(node._handle) if layout is not None else None
-                if (layout is not None and place is not None and place in self._gone
-                        and layout.numbers[place] == node._number):
-                    raise GraphError(f"{api}: the node at the place of {node!r} in the graph this executable graph was "
-                                     f"made from was removed from that graph (remove_node), and the executable graph's "
-                                     f"nodes are addressed through that graph's (CUDA's)")
-            raise GraphError(f"{api}: {node!r} is not a node of the graph this executable graph was made "
-                             f"from (or last updated with)")
-        if node.kind not in kinds:
-            names = " or ".join(k.value for k in kinds)
-            raise GraphError(f"{api}({node!r}): the node is a {node.kind.value} node, not a {names} node")
-        return index
-
     def _check_open(self, api: str) -> None:
         if self._handle is None:
             raise GraphError(f"{api}: this GraphExec is closed")
+
+
+# What a graph tells the executable graphs made from it or updated with it (gpugraph._graph_state, _graph_edit,
+# _graph), and what other modules ask of one (_captured): each reads the executable graph's own fields.
+
+
+def before_change(exe: ExecState, graph: object) -> None:
+    """``graph`` is about to change: ``exe`` reads its layout now if it still needs it."""
+    if exe._source is graph and exe._layout is None and exe._handle is not None:
+        exe._read_layout()
+
+
+def patches(exe: ExecState, graph: object, handle: object) -> bool:
+    """Whether ``exe`` patches Params through the node ``handle`` of ``graph``."""
+    if exe._handle is None or graph is not exe.graph:
+        return False
+    handles = exe._handles
+    return any(handles[i] == handle for i in exe._params.positions())
+
+
+def node_removed(exe: ExecState, graph: object, handle: object) -> None:
+    """The node ``handle`` of ``graph`` (``exe`` was made from it, or updated from it) is being removed: ``exe``'s
+    setters refuse it from now on, and, for a node of the graph it was made from, any node at its place in a graph
+    updated from too."""
+    if exe._handle is None:
+        return
+    exe._read_layout()
+    if graph is exe.graph:
+        exe._gone.update(i for i, h in enumerate(exe._handles) if h == handle)
+    exe._indices = {h: i for h, i in exe._indices.items() if h != handle and i not in exe._gone}
+
+
+def attributes_changing(graph: GraphFields[Any], handle: object, attributes: KernelAttributes) -> None:
+    """Kernel node ``handle`` of ``graph`` is about to take other attributes than ``attributes``: the executable
+    graphs following the graph (or the graph embedding it at the top) keep these in their layout, which an update's
+    refusal is explained with (an executable graph keeps the attributes it was made or last updated with)."""
+    top, execs = _graph_reads.following_top(graph)
+    for exe in execs:
+        layout = exe._layout  # (read before the change began: Graph._tell_watchers)
+        if layout is not None and exe._source is top:
+            layout.keep_attributes(graph, handle, attributes)
+
+
+def take_layout(exe: ExecState) -> None:
+    """``exe`` takes its layout now (the graph it runs as it is now), not when first needed."""
+    exe._read_layout()
+
+
+def source_of(exe: ExecState) -> Any:
+    """The graph ``exe`` runs: the one it was made from, or last updated with."""
+    return exe._source

@@ -21,6 +21,7 @@ from . import _capture, _capture_rules, _hazards
 from ._device import Device
 from ._errors import GraphError
 from ._exec import GraphExec, check_stream
+from ._exec_state import take_layout
 from ._graph_alloc import GraphAlloc
 from ._graph_build import GraphBuild
 from ._graph_conditional import GraphConditional
@@ -105,7 +106,7 @@ class Graph(GraphBuild, GraphConditional, GraphEdit, GraphAlloc, GraphQuery):
         if self._memory or conditional:
             self._live_execs.add(exe)
         if conditional:  # (its bodies may change later: the executable graph keeps what they are now)
-            exe._read_layout()
+            take_layout(exe)
         if upload is not None:
             try:
                 exe.upload(upload)
@@ -120,5 +121,6 @@ class Graph(GraphBuild, GraphConditional, GraphEdit, GraphAlloc, GraphQuery):
         return f"Graph(device={self.device}, nodes={len(self)})"
 
 
-Graph._made = Graph  # (GraphState._wrap makes these, never a user's subclass)
+# (Graph's own class attribute, which its base GraphState declares and reads: _wrap makes Graphs, never a subclass.)
+Graph._made = Graph
 _capture.graph_type = Graph  # (a capture makes and records into Graphs: see gpugraph._capture)

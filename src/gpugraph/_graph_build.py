@@ -150,7 +150,7 @@ class GraphBuild(GraphAlloc):
         # The copy the node embeds is described now, from the graph copied: it is never read node by node.
         with self._lock:
             i = self._index(node)
-            self._topology.children[i] = Topology.copy_of(graph._current(), self._backend,
+            self._topology.children[i] = Topology.copy_of(_graph_reads.topology(graph), self._backend,
                                                           self._topology.records[i].graph)
         return node
 

@@ -115,11 +115,14 @@ class GraphConditional(GraphState):
         if len(self._live_execs):
             raise GraphError("instantiate: a graph with conditional nodes may have only one executable graph at a "
                              "time (CUDA refuses another); close the other one first")
-        pending = [self]
-        for graph in pending:
-            for condition in graph._conditions:
-                if condition.node is None:
-                    raise GraphError(f"instantiate: {condition!r}, made by {graph!r}, is read by no conditional "
-                                     f"node (CUDA refuses a graph with an unused condition)")
-            for bodies in graph._bodies.values():
-                pending.extend(bodies)
+        pending: list[GraphConditional] = [self]
+        for graph in pending:  # (each graph's bodies after it: no recursion however deep they nest)
+            pending.extend(graph._check_conditions_read())
+
+    def _check_conditions_read(self) -> list[GraphConditional]:
+        """Refuse a Condition this graph made that no conditional node reads; return the graph's bodies."""
+        for condition in self._conditions:
+            if condition.node is None:
+                raise GraphError(f"instantiate: {condition!r}, made by {self!r}, is read by no conditional "
+                                 f"node (CUDA refuses a graph with an unused condition)")
+        return [body for bodies in self._bodies.values() for body in bodies]

@@ -17,8 +17,9 @@ from ._conditions import set_reader
 from ._device import Device
 from ._errors import GraphError
 from ._event import Event
+from ._exec_state import attributes_changing
 from ._graph_alloc import GraphAlloc
-from ._graph_node import Node, handle_of, move_up, note_record, note_removed
+from ._graph_node import Node, attributes_of, handle_of, move_up, note_record, note_removed
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._interrupts import without_interrupts
 from ._kernel import Kernel
@@ -31,8 +32,7 @@ from ._records import event_record, host_record, kernel_record, memcpy_record, m
 from ._scalars import as_bool, describe
 from ._semaphores import semaphore_record
 from ._topology import Topology
-from ._update import attributes_changing
-from ._user_objects import UserObject, count_of
+from ._user_objects import UserObject, count_of, handing_to_graph, of_backend, user_object_handle
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
@@ -241,14 +241,6 @@ class GraphEdit(GraphAlloc):
 
     # Kernel node attributes
 
-    def _attributes_of(self, node: Node, what: str) -> KernelAttributes:
-        """The attributes of kernel node ``node`` of this graph."""
-        with self._locked():
-            if node.kind is not NodeKind.KERNEL:
-                raise GraphError(f"{what}: {node!r} is a {node.kind.value} node; only kernel nodes have attributes")
-            self._check_in_graph(node, what)
-            return self._backend.node_attributes(self._handle, handle_of(node))
-
     def _check_launch(self, node: Node, attributes: KernelAttributes, record: KernelParams, what: str) -> None:
         """Refuse a kernel node of ``attributes`` launching as ``record`` says (``_attributes.launch_refusal``)."""
         device = sibling(self.device, record.device)
@@ -301,7 +293,7 @@ class GraphEdit(GraphAlloc):
         """
         if not isinstance(src, Node):
             raise TypeError(f"copy_attributes(src): expected a Node, got {type(src).__name__}")
-        attributes = src.graph._attributes_of(src, "copy_attributes(src)")
+        attributes = attributes_of(src, "copy_attributes(src)")
         source = src.params
         with self._locked():
             i = self._own_node(dst, (NodeKind.KERNEL,), "copy_attributes")
@@ -431,22 +423,13 @@ class GraphEdit(GraphAlloc):
         if as_bool(move) is None:
             raise TypeError(f"retain_user_object(move): expected a bool, got {describe(move)}")
         move = bool(move)
-        if obj._backend is not self._backend:
+        if not of_backend(obj, self._backend):
             raise GraphError(f"retain_user_object: {obj!r} is of another backend than {self!r}")
         if HOST_THREADS:
             refuse_in_host_function("Graph.retain_user_object")
         self._current()  # (refuses a graph that went with its node)
-        with obj._lock, self._lock:
-            if move:
-                obj._give(count, "retain_user_object")
-            else:
-                obj._check_held("retain_user_object")
-            try:
-                self._backend.graph_retain_user_object(self._handle, obj._handle, count, move)
-            except Exception:  # (refused: the caller keeps them; an interrupt may come after the driver took them)
-                if move:
-                    obj._held[0] += count
-                raise
+        with handing_to_graph(obj, count, move, self._lock, "retain_user_object") as handle:
+            self._backend.graph_retain_user_object(self._handle, handle, count, move)
             self._user_objects[obj] = self._user_objects.get(obj, 0) + count
 
     def release_user_object(self, obj: UserObject, count: int = 1) -> None:
@@ -468,7 +451,7 @@ class GraphEdit(GraphAlloc):
             held = self._user_objects.get(obj, 0)
             if count > held:
                 raise GraphError(f"release_user_object({obj!r}, {count}): the graph holds {held} reference(s)")
-            self._backend.graph_release_user_object(self._handle, obj._handle, count)
+            self._backend.graph_release_user_object(self._handle, user_object_handle(obj), count)
             if held == count:
                 del self._user_objects[obj]
             else:

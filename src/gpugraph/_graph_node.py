@@ -1,19 +1,21 @@
 """Node: one operation of a Graph, the object that ``Graph.add_*`` and the graph's queries return.
 
 A Node is a handle: what the node does and its edges, its graph keeps (``gpugraph._graph_state.GraphState``), and
-the Node reads them through the graph. What the graph reads and changes of a Node's own fields (its backend handle,
-its record, its position), it does through the functions at the end here.
+the Node reads them through the graph's reads (``gpugraph._graph_reads``). What the graph reads and changes of a
+Node's own fields (its backend handle, its record, its position, its Array), it does through the functions at the end
+here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from . import _graph_reads
 from ._attributes import KernelAttributes
 from ._errors import GraphError
 from ._memory import Array
-from ._nodes import ChildGraphParams, NodeKind, Removed
+from ._nodes import ChildGraphParams, NodeKind, Removed, why_gone
 
 if TYPE_CHECKING:
     from ._graph import Graph
@@ -45,10 +47,8 @@ class Node:
     def params(self) -> Any:
         """The node's parameter record (``KernelParams``, ``MemcpyParams``, ...)."""
         if self.kind is NodeKind.GRAPH:
-            return ChildGraphParams(self.graph._child(self._handle))
-        graph = self.graph
-        i = graph._index(self)  # (first: it may read the graph again, replacing its Topology)
-        return graph._topology.records[i]
+            return ChildGraphParams(_graph_reads.child(self.graph, self._handle))
+        return _graph_reads.record(self.graph, self._handle)
 
     @property
     def bodies(self) -> tuple[Graph, ...]:
@@ -60,7 +60,7 @@ class Node:
         """
         if self.kind is not NodeKind.CONDITIONAL:
             raise GraphError(f"{self!r}.bodies: only conditional nodes have bodies (got a {self.kind.value} node)")
-        return self.graph._bodies[self._handle]
+        return cast("tuple[Graph, ...]", _graph_reads.embedded_graphs(self.graph, self._handle))
 
     @property
     def attributes(self) -> KernelAttributes:
@@ -73,7 +73,7 @@ class Node:
 
         See also: cudaGraphKernelNodeGetAttribute.
         """
-        return self.graph._attributes_of(self, "Node.attributes")
+        return attributes_of(self, "Node.attributes")
 
     @property
     def local_id(self) -> int:
@@ -85,7 +85,7 @@ class Node:
 
         See also: cudaGraphNodeGetLocalId.
         """
-        return self.graph._node_ids(self)[0]
+        return self._ids()[0]
 
     @property
     def tools_id(self) -> int:
@@ -93,17 +93,30 @@ class Node:
 
         See also: cudaGraphNodeGetToolsId.
         """
-        return self.graph._node_ids(self)[1]
+        return self._ids()[1]
+
+    def _ids(self) -> tuple[int, int]:
+        graph = self.graph
+        _graph_reads.position(graph, self._handle)  # (refuses a node no longer in the graph)
+        return _graph_reads.backend(graph).node_ids(_graph_reads.handle(graph), self._handle)
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
         """Nodes this node waits for."""
-        return self.graph._neighbours(self, dependents=False)
+        return self._neighbours(dependents=False)
 
     @property
     def dependents(self) -> tuple[Node, ...]:
         """Nodes that wait for this node."""
-        return self.graph._neighbours(self, dependents=True)
+        return self._neighbours(dependents=True)
+
+    def _neighbours(self, dependents: bool) -> tuple[Node, ...]:
+        graph = self.graph
+        topology = _graph_reads.topology(graph)  # (first: a capture recording into the graph may have moved the node)
+        i = _graph_reads.position(graph, self._handle)
+        handles = topology.handles
+        return tuple(_graph_reads.node_of(graph, handles[j])
+                     for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
 
     @property
     def array(self) -> Array:
@@ -147,6 +160,18 @@ def note_record(node: Node, record: object) -> None:
     node._record = record
 
 
+def attributes_of(node: Node, what: str) -> KernelAttributes:
+    """The attributes of the kernel node ``node`` (``what``: the call, for errors), read from the backend under the
+    lock a change of its graph holds."""
+    if node.kind is not NodeKind.KERNEL:
+        raise GraphError(f"{what}: {node!r} is a {node.kind.value} node; only kernel nodes have attributes")
+    graph = node.graph
+    with _graph_reads.locked(graph):
+        if not _graph_reads.has_node(graph, node):
+            raise GraphError(f"{what}: {node!r} is no longer in this graph ({why_gone(node._handle)})")
+        return _graph_reads.backend(graph).node_attributes(_graph_reads.handle(graph), node._handle)
+
+
 def note_array(node: Node, array: Array) -> None:
     """``node``, an allocation node just added, allocates ``array`` (``Node.array``)."""
     node._array = array
@@ -155,6 +180,17 @@ def note_array(node: Node, array: Array) -> None:
 def note_removed(node: Node) -> None:
     """``node`` was removed from its graph: its handle says so from now on (``why_gone`` explains it)."""
     node._handle = Removed()
+
+
+def position_of(node: Node) -> int:
+    """Where ``node`` was in its graph's Topology when last placed there (its graph checks the handle there before it
+    trusts it: a reading of the graph may move nodes)."""
+    return node._i
+
+
+def place(node: Node, i: int) -> None:
+    """``node`` is at position ``i`` of its graph's Topology (a reading of the graph moved it)."""
+    node._i = i
 
 
 def move_up(nodes: Iterable[Node], i: int) -> None:

@@ -32,22 +32,12 @@ class GraphQuery(GraphState):
 
     __slots__ = ()
 
-    def _neighbours(self, node: Node, dependents: bool) -> tuple[Node, ...]:
-        topology = self._current()  # (first: a capture recording into the graph may have moved the node)
-        i = self._index(node)
-        handles = topology.handles
-        return tuple(self._node(handles[j]) for j in (topology.dependents(i) if dependents else topology.deps_of(i)))
-
     @property
     def id(self) -> int:
         """The graph's id, unique in the process, as the driver's DOT dump names it (CUDA 13.1; on an older
         driver BackendError). See also: cudaGraphGetId."""
         self._current()  # (refuses a graph that went with its node)
         return self._backend.graph_id(self._handle)
-
-    def _node_ids(self, node: Node) -> tuple[int, int]:
-        self._index(node)  # (refuses a node no longer in the graph)
-        return self._backend.node_ids(self._handle, node._handle)
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -93,11 +83,16 @@ class GraphQuery(GraphState):
         backend, topology = self._backend, self._current()
         handle = backend.graph_clone(self._handle)
         copy = self._wrap(self.device, handle, topology=Topology.copy_of(topology, backend, handle))
-        copy._clone_of = weakref.ref(self)
-        copy._user_objects = dict(self._user_objects)  # (the backend's clone holds references of its own)
-        # (By node number, which no later node takes, where a handle may be: the backend reuses a removed node's.)
-        copy._cloned = dict(zip(map(topology.number, range(len(topology))), copy._topology.handles))
+        copy._copied_from(self, topology)
         return copy
+
+    def _copied_from(self, source: GraphQuery, topology: Topology) -> None:
+        """This graph was just cloned from ``source``, whose Topology was ``topology``: ``find`` maps source's nodes
+        to its own, and it holds source's user objects too (the backend's clone holds references of its own)."""
+        self._clone_of = weakref.ref(source)
+        self._user_objects = dict(source._user_objects)
+        # (By node number, which no later node takes, where a handle may be: the backend reuses a removed node's.)
+        self._cloned = dict(zip(map(topology.number, range(len(topology))), self._topology.handles))
 
     def find(self, node: Node) -> Node:
         """The node of this clone that corresponds to ``node`` of the original graph.

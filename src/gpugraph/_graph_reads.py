@@ -1,12 +1,16 @@
 """What executable graphs, instantiate and update read of a Graph (``gpugraph._exec``, ``_exec_state``,
-``_instantiate``, ``_update``), and a graph's edits of another graph (``_graph_edit``): its backend handle, its
-Topology, the Node of a backend handle, the graphs a node embeds, its shape and version, whether it is a body,
-whether a node is still in it, and the kinds it holds. Also what a capture (``gpugraph._capture``) reads and tells
-of the graph it records into: its lock, the nodes it starts after, and when recording begins and ends.
+``_instantiate``, ``_update``), a graph's edits of another graph (``_graph_edit``, ``_graph_build``), its Nodes
+(``_graph_node``) and the nesting limit (``_nesting``): its backend and backend handle, its Topology, the Node, the
+position and the record of a backend handle, the graphs a node embeds, its shape, version and level, whether it is a
+body, whether a node is still in it, and the kinds it holds. Also what an executable graph tells the graph it runs
+(that it follows it, or no longer counts as its live one; a launch into a capture embedding it) and asks of it (whether
+its conditions drive another); what a capture (``gpugraph._capture``) reads and tells of the graph it records into:
+its lock, the nodes it starts after, and when recording begins and ends; and the rules a kernel node's arguments and
+a body's nodes meet there, which streams and captures apply to their captured work as the graph applies them.
 """
 
 # A Graph's state is private to its users; these readers are gpugraph's own: the one place where executable graphs,
-# instantiate, update and captures read it, and where a graph reads another graph's.
+# instantiate, update, captures, streams and Nodes read it, and where a graph reads another graph's.
 
 from __future__ import annotations
 
@@ -53,7 +57,7 @@ class GraphFields(Protocol[N]):
 
     def _level(self) -> int: ...
 
-    def _following_top(self) -> tuple[GraphFields[N], list[Any]]: ...
+    def _following_top(self) -> tuple[object, list[Any]]: ...
 
     def _has_node(self, node: object) -> bool: ...
 
@@ -75,6 +79,20 @@ class GraphFields(Protocol[N]):
 
     def _take(self) -> None: ...
 
+    def _locked(self) -> AbstractContextManager[Any]: ...
+
+    def _condition_values(self, args: tuple, what: str) -> tuple: ...
+
+    def _refuse_in_body(self, what: str, kind: str) -> None: ...
+
+    def _followed_by(self, exe: object, updated: bool) -> None: ...
+
+    def _let_go(self, exe: object) -> None: ...
+
+    def _drives_another(self, exe: object) -> bool: ...
+
+    def _note_embedded(self, handle: object, source: Any) -> None: ...
+
 
 def version(graph: GraphFields[N]) -> int:
     """How many changes the graph has had (a change of a graph embedded in it counts as one of it too): an
@@ -85,6 +103,11 @@ def version(graph: GraphFields[N]) -> int:
 def handle(graph: GraphFields[N]) -> Any:
     """The backend graph under ``graph``: what the backend's calls name it by (a child-graph node embeds a copy)."""
     return graph._handle
+
+
+def backend(graph: GraphFields[N]) -> Backend:
+    """The backend of ``graph`` (its device's)."""
+    return graph._backend
 
 
 def topology(graph: GraphFields[N]) -> Topology:
@@ -98,6 +121,24 @@ def node_of(graph: GraphFields[N], handle: object) -> N:
     """The Node of the backend node ``handle`` of ``graph`` (one of ``topology(graph).handles``): one object per
     node."""
     return graph._node(handle)
+
+
+def position(graph: GraphFields[N], handle: object) -> int:
+    """The creation-order position of the node ``handle`` in ``graph``'s Topology (read again only if it does not know
+    the node); GraphError if the graph no longer has it."""
+    return graph._position(handle)
+
+
+def record(graph: GraphFields[N], handle: object) -> Any:
+    """The parameter record of the node ``handle`` of ``graph`` (``KernelParams``, ...); GraphError if the graph no
+    longer has it."""
+    i = graph._position(handle)  # (first: it may read the graph again, replacing its Topology)
+    return graph._topology.records[i]
+
+
+def child(graph: GraphFields[N], handle: object) -> GraphFields[N]:
+    """The Graph over what the child-graph node ``handle`` of ``graph`` embeds (one at a time: the one in use)."""
+    return graph._child(handle)
 
 
 def embedded_graphs(graph: GraphFields[N], handle: object) -> tuple[GraphFields[N], ...]:
@@ -129,6 +170,11 @@ def shape(graph: GraphFields[N], like: tuple[Any, ...] | None = None) -> tuple[A
             tuple(tuple(shape(body) for body in group) for group in bodies))
 
 
+def level(graph: GraphFields[N]) -> int:
+    """1 for a graph of its own; one more than its owner's for the graph embedded in a child-graph node."""
+    return graph._level()
+
+
 def in_body(graph: GraphFields[N]) -> bool:
     """Whether the graph is a body of a conditional node (it belongs to that node: ``Node.bodies``)."""
     return graph._in_body()
@@ -144,12 +190,66 @@ def holds_other_than(graph: GraphFields[N], kinds: frozenset) -> NodeKind | None
     return graph._holds_other_than(kinds)
 
 
+def following_top(graph: GraphFields[N]) -> tuple[object, list[Any]]:
+    """The graph embedding ``graph`` at the top (``graph`` itself, if none embeds it), and the executable graphs made
+    from it or updated with it: those whose layout may hold ``graph``'s nodes."""
+    return graph._following_top()
+
+
+# What an executable graph tells and asks the graph it runs (gpugraph._exec_state, _exec): each changes whom the
+# graph tells of its changes, or the graph itself.
+
+
+def followed_by(graph: GraphFields[N], exe: object, updated: bool) -> None:
+    """The executable graph ``exe`` was made from ``graph``, or ``updated`` with it: the graph tells it of its
+    changes from now on."""
+    graph._followed_by(exe, updated)
+
+
+def let_go(graph: GraphFields[N], exe: object) -> None:
+    """The executable graph ``exe`` was closed: it no longer counts as ``graph``'s one live executable graph."""
+    graph._let_go(exe)
+
+
+def drives_another(graph: GraphFields[N], exe: object) -> bool:
+    """Whether ``graph``'s conditions drive an executable graph other than ``exe`` (CUDA lets one executable graph of a
+    graph with conditional nodes live at a time)."""
+    return graph._drives_another(exe)
+
+
+def note_embedded(graph: GraphFields[N], handle: object, source: GraphFields[N]) -> None:
+    """A launch into a capture recording into ``graph`` embedded a copy of ``source`` as its child-graph node
+    ``handle``: ``graph`` notes it, described from ``source``."""
+    graph._note_embedded(handle, source)
+
+
+# The rules of the nodes a graph holds, which work captured into it meets too (gpugraph._stream, _capture, _records).
+
+
+def condition_values(graph: GraphFields[N], args: tuple, what: str) -> tuple:
+    """A kernel node's ``args`` with each Condition among them (checked: ``graph``'s, or one of a graph it is a body of)
+    replaced by the value its kernel is passed; ``args`` when none is (``what``: the call, for errors)."""
+    return graph._condition_values(args, what)
+
+
+def refuse_in_body(graph: GraphFields[N], what: str, kind: str) -> None:
+    """Refuse the call ``what``, which would add a node of ``kind`` to ``graph``, where ``graph`` is a conditional
+    node's body (which cannot hold such nodes)."""
+    graph._refuse_in_body(what, kind)
+
+
 # What a capture reads and tells of the graph it records into, or makes (gpugraph._capture).
 
 
 def lock(graph: GraphFields[N]) -> AbstractContextManager[Any]:
     """The graph's lock: its changes on other threads come wholly before or after what is done holding it."""
     return graph._lock
+
+
+def locked(graph: GraphFields[N]) -> AbstractContextManager[Any]:
+    """The lock a change of ``graph`` holds: its own, and those of the graphs embedding it (taken outermost first), so
+    that a graph embedding it changes wholly before or after too."""
+    return graph._locked()
 
 
 def nodes_of(graph: GraphFields[N], after: object, what: str) -> list[N]:

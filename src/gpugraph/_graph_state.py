@@ -25,8 +25,8 @@ import numpy as np
 from ._conditions import Condition, condition_args, condition_value
 from ._device_like import DeviceLike
 from ._errors import GraphError
-from ._exec_state import ExecState
-from ._graph_node import Node
+from ._exec_state import ExecState, before_change, node_removed, patches
+from ._graph_node import Node, place, position_of
 from ._host_threads import HOST_THREADS, refuse_in_host_function
 from ._nodes import BODY_KINDS, MEMORY_KINDS, KernelParams, NodeKind, why_gone
 from ._params import Param
@@ -122,8 +122,8 @@ class GraphState:
         """Whether the graph has allocation or free nodes."""
         return self._topology.memory
 
-    def _watch(self, exe: ExecState) -> None:
-        """Call ``exe._before_change(self)`` before this graph next changes."""
+    def _watch(self, exe: object) -> None:
+        """Call ``before_change(exe, self)`` (``gpugraph._exec_state``) before this graph next changes."""
         watchers, key = self._watchers, id(exe)
         watchers[key] = weakref.ref(exe, lambda _: watchers.pop(key, None))
 
@@ -152,7 +152,7 @@ class GraphState:
             for ref in list(watchers.values()):  # a collection may remove entries meanwhile
                 exe = ref()
                 if exe is not None:
-                    exe._before_change(self)
+                    before_change(exe, self)
 
     def _locked(self) -> Any:
         """The lock a change of the graph holds: its own, and those of the graphs embedding it (``_ChainLock``)."""
@@ -237,12 +237,10 @@ class GraphState:
             if self._owner is not None:  # the graph embedding this one keeps its Topology: the new one now
                 self._owner._keep_child(self._owner_node, self._topology)
             if self._nodes:  # nodes a re-read dropped are let go; the others may have moved
-                position, kept = self._topology.position, {}
+                position = self._topology.position
+                self._nodes = {handle: node for handle, node in self._nodes.items() if handle in position}
                 for handle, node in self._nodes.items():
-                    i = position.get(handle)
-                    if i is not None:
-                        node._i, kept[handle] = i, node
-                self._nodes = kept
+                    place(node, position[handle])
             if self._bodies:  # a dropped conditional node's bodies and condition go with it
                 position = self._topology.position
                 for handle in [h for h in self._bodies if h not in position]:
@@ -295,7 +293,7 @@ class GraphState:
     def _known(self, node: Node) -> int | None:
         """The position of ``node`` (a Node of this graph) in the Topology as it is, without reading the graph
         again (inside a change it must not be), or None if it is not there."""
-        i, handles = node._i, self._topology.handles
+        i, handles = position_of(node), self._topology.handles
         if i < len(handles) and handles[i] == node._handle:
             return i
         return self._topology.position.get(node._handle)  # (moved or gone: rare)
@@ -320,7 +318,7 @@ class GraphState:
         count = len(handles)
         positions = []
         for node in nodes:
-            i = node._i
+            i = position_of(node)
             # (A Node's position holds its very handle object unless the graph was read since: the common case.)
             if i >= count or handles[i] is not node._handle:
                 return self._relocate(nodes, what)
@@ -554,7 +552,7 @@ class GraphState:
     # The executable graphs following the graph: what they tell it (private: each changes whom the graph tells, or
     # the graph itself), and what it tells them of a node removed
 
-    def _followed_by(self, exe: ExecState, updated: bool) -> None:
+    def _followed_by(self, exe: object, updated: bool) -> None:
         """The executable graph ``exe`` was made from this graph, or ``updated`` with it: the graph tells it before it
         next changes (``_watch``) and when a node is removed or a kernel node's attributes change (``_execs``). An
         executable graph updated with a graph that has conditional nodes is that graph's one live one: their
@@ -564,21 +562,21 @@ class GraphState:
         self._execs.add(exe)
         self._watch(exe)
 
-    def _let_go(self, exe: ExecState) -> None:
+    def _let_go(self, exe: object) -> None:
         """The executable graph ``exe`` was closed: it no longer counts as the graph's one live executable graph."""
         self._live_execs.discard(exe)
 
     def _patched_by(self, handle: object) -> ExecState | None:
         """An executable graph made from this graph that patches Params through its node ``handle``, or None."""
-        return next((exe for exe in list(self._execs) if exe._patches(self, handle)), None)
+        return next((exe for exe in list(self._execs) if patches(exe, self, handle)), None)
 
     def _tell_removed(self, handle: object) -> None:
         """The node ``handle`` is being removed: every executable graph made from the graph, or updated from it, is
         told (its setters refuse the node from now on)."""
         for exe in list(self._execs):
-            exe._node_removed(self, handle)
+            node_removed(exe, self, handle)
 
-    def _drives_another(self, exe: ExecState) -> bool:
+    def _drives_another(self, exe: object) -> bool:
         """Whether the graph's conditions drive an executable graph other than ``exe`` (CUDA lets one executable graph
         of a graph with conditional nodes live at a time)."""
         return bool(self._conditions) and any(other is not exe for other in self._live_execs)

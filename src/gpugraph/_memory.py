@@ -110,7 +110,7 @@ class Array:
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """(DLPack device type, device index)."""
-        return device_tuple(self)
+        return device_tuple(self.device)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """Refused: NumPy would otherwise make a 0-d object array holding the Array (``np.asarray(array)``)."""

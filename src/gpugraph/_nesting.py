@@ -1,10 +1,10 @@
-"""How deep child graphs nest, and the limit gpugraph sets (over any graph object: ``_current()``, ``_child()``,
-``_level()``, as ``Graph`` has them)."""
+"""How deep child graphs nest, and the limit gpugraph sets (over a graph's reads: ``gpugraph._graph_reads``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from . import _graph_reads
 from ._graph_reads import GraphFields
 from ._nodes import NodeKind
 
@@ -23,17 +23,17 @@ def nesting(graph: GraphFields[Any]) -> int:
     while pending:
         graph, level = pending.pop()
         deepest = max(deepest, level)
-        topology = graph._current()
+        topology = _graph_reads.topology(graph)
         for i, record in enumerate(topology.records):
             if record.kind is NodeKind.GRAPH:
-                pending.append((graph._child(topology.handles[i]), level + 1))
+                pending.append((_graph_reads.child(graph, topology.handles[i]), level + 1))
     return deepest
 
 
 def nesting_refusal(graph: GraphFields[Any], child: GraphFields[Any]) -> str | None:
     """Why a child-graph node embedding a copy of ``child`` cannot be added to ``graph`` (None if it can):
     the nesting would pass ``MAX_NESTING`` levels."""
-    level = graph._level()
+    level = _graph_reads.level(graph)
     levels = level + nesting(child)
     if levels <= MAX_NESTING:
         return None

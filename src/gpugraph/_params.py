@@ -10,7 +10,7 @@ Parameters", with no bookkeeping left to the user).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 import numpy as np
@@ -228,6 +228,10 @@ class ParamUses:
     def __bool__(self) -> bool:
         """Whether any node takes a Param."""
         return bool(self._nodes)
+
+    def positions(self) -> Iterable[int]:
+        """The positions of the nodes taking Params."""
+        return self._records.keys()
 
     def adopt(self, found: dict[int, Any]) -> None:
         """Register the nodes ``found`` (position -> kernel record) as the ones taking Params, replacing any

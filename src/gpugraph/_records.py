@@ -11,6 +11,7 @@ from typing import Any
 
 from ._device_like import DeviceLike
 from ._event import Event
+from ._graph_reads import GraphFields, condition_values
 from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memory import copy_box, host_pins, memcpy_nbytes, memset_pattern, memset_plane
 from ._nodes import EventRecordParams, EventWaitParams, HostParams, KernelParams, MemcpyParams, MemsetParams, NodeKind
@@ -18,7 +19,7 @@ from ._placement import check_same_backend, check_same_device, check_shared, loa
 
 
 def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_mem: int | None, kernel: object,
-                  device: DeviceLike, graph: Any, what: str) -> KernelParams:
+                  device: DeviceLike, graph: GraphFields[Any], what: str) -> KernelParams:
     """``old`` with what a kernel-node setter changes: new arguments (none: keep them), launch shape, shared memory
     or kernel (a new kernel checks the arguments it is given, or the current ones). ``device``: the node's Device;
     ``graph``: the graph whose Conditions the arguments may name. The setter binds the untyped Params among the
@@ -38,7 +39,7 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
         args = kernel.convert_args(args, device, typed=True, bind=False)
     else:
         args = old.args
-    args = graph._condition_values(args, f"{what}({kernel!r})")  # (as Graph.add_kernel takes them)
+    args = condition_values(graph, args, f"{what}({kernel!r})")  # (as Graph.add_kernel takes them)
     check_shared(device, kernel, shared)
     return KernelParams(kernel, new_grid, new_block, shared, args, old.device)
 

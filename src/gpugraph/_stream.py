@@ -249,8 +249,8 @@ class Stream(StreamState):
         # Untyped Params take their parameters' types only once the launch is made: a refused one changes none.
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
             converted = kernel.convert_args(args, device, typed=True, bind=False)
-            # (Graph._condition_values called directly: every captured launch takes this path.)
-            args = capture.graph._condition_values(converted, f"launch({kernel!r})")  # (as a kernel node takes them)
+            # (as a kernel node takes them)
+            args = _graph_reads.condition_values(capture.graph, converted, f"launch({kernel!r})")
         else:
             args = converted = kernel.convert_args(args, device, bind=False)
             if _params.in_use:
@@ -569,7 +569,14 @@ def guard(stream: Stream, api: str, forking: bool = False) -> None:
             raise _capture_rules.invalidate(offended, api, "the legacy default stream synchronizes with "
                                                            "blocking streams, and a blocking stream is capturing")
     if _capture_rules.function_captures and not forking:
-        _capture_rules.refuse_outside_function_capture(stream, api)
+        # (A thread capturing a @captured function: work on a stream of its device that does not capture would run
+        # once now and never be part of the graph.)
+        capture = _capture_rules.function_captures.get(threading.get_ident())
+        if capture is not None and capture.stream.device is stream.device:
+            raise _capture_rules.invalidate([capture], api, f"{stream!r} is not capturing, so a captured function's "
+                                                            f"work on it would run once now and never be part of the "
+                                                            f"graph; enqueue on gg.current_stream() (the capturing "
+                                                            f"stream)")
 
 
 def capture_handle(stream: Stream) -> Any:

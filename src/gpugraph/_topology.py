@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._nodes import MEMORY_KINDS, NodeKind
+
+if TYPE_CHECKING:
+    from .backends._protocol import Backend, Handle
 
 try:
     import cython  # (the Cython compiler reads this exact import)
@@ -217,7 +220,7 @@ class Topology:
         return events
 
     @classmethod
-    def read(cls, backend: Any, graph: Any, known: Topology) -> Topology:
+    def read(cls, backend: Backend, graph: Handle, known: Topology) -> Topology:
         """The backend graph ``graph`` as it is now: one listing of its nodes now, one of its edges when they
         are first needed. Nodes ``known`` holds keep their records and numbers; the backend is asked for the
         others' records, and they are numbered on from ``known``'s numbers."""
@@ -269,7 +272,7 @@ class Topology:
         return topology
 
     @classmethod
-    def copy_of(cls, source: Topology, backend: Any, graph: Any) -> Topology:
+    def copy_of(cls, source: Topology, backend: Backend, graph: Handle) -> Topology:
         """The Topology of the backend graph ``graph``, a copy the backend made of the graph ``source`` describes
         (a child-graph node's): one listing of its nodes, paired with ``source``'s in creation order, which a
         copy keeps; records are ``source``'s but for child-graph nodes, whose copies the backend names."""

@@ -89,7 +89,8 @@ class GraphLayout:
         attributes = self._attributes.get(i)
         if attributes is None:
             graph = self.graph  # (the backend keeps them: read by the graph's and the node's backend handles)
-            attributes = self._attributes[i] = graph._backend.node_attributes(graph._handle, self.handles[i])
+            backend = _graph_reads.backend(graph)
+            attributes = self._attributes[i] = backend.node_attributes(_graph_reads.handle(graph), self.handles[i])
         return attributes
 
     def keep_attributes(self, graph: GraphFields[Any], handle: Any, attributes: KernelAttributes) -> None:
@@ -102,16 +103,6 @@ class GraphLayout:
             return
         for inner in itertools.chain(self.children.values(), *self.bodies.values()):
             inner.keep_attributes(graph, handle, attributes)
-
-
-def attributes_changing(graph: GraphFields[Any], handle: Any, attributes: KernelAttributes) -> None:
-    """Kernel node ``handle`` of ``graph`` is about to take other attributes than ``attributes``: the executable
-    graphs following the graph (or the graph it is a body of) keep these in their layout, which an update's
-    refusal is explained with (the executable graph keeps the attributes it was made or last updated with)."""
-    # (Private to the graph and its executable graphs: whom the graph tells, and what the executable graph keeps.)
-    top, execs = graph._following_top()
-    for exe in execs:
-        exe._keep_attributes(top, graph, handle, attributes)
 
 
 def attribute_refusal(old: KernelAttributes, new: KernelAttributes, node_priority: bool) -> str | None:

@@ -8,11 +8,13 @@ could use the resource, without the caller waiting for it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import traceback
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ._errors import GraphError
@@ -130,3 +132,37 @@ class UserObject:
 
     def __repr__(self) -> str:
         return f"UserObject({self._backend.name}, references={self._held[0]})"
+
+
+# What a graph does with a UserObject (Graph.retain_user_object, release_user_object): the object's fields are its
+# own.
+
+
+def user_object_handle(obj: UserObject) -> Any:
+    """The backend's handle of ``obj``: what a backend's graph calls retain and release it by."""
+    return obj._handle
+
+
+def of_backend(obj: UserObject, backend: object) -> bool:
+    """Whether ``obj`` was made by ``backend`` (a graph holds references only to its own backend's)."""
+    return obj._backend is backend
+
+
+@contextlib.contextmanager
+def handing_to_graph(obj: UserObject, count: int, move: bool, graph_lock: AbstractContextManager[Any],
+                     what: str) -> Iterator[Any]:
+    """Hand ``count`` references to ``obj`` to a graph: new ones, or, with ``move``, the caller's (refused where it
+    holds too few). The block, under obj's lock and then the graph's ``graph_lock``, has the backend retain them by
+    the handle it is given, and the graph note them; where it raises (the backend refused), the caller keeps its
+    references."""
+    with obj._lock, graph_lock:
+        if move:
+            obj._give(count, what)
+        else:
+            obj._check_held(what)
+        try:
+            yield obj._handle
+        except Exception:  # (refused: the caller keeps them; an interrupt may come after the driver took them)
+            if move:
+                obj._held[0] += count
+            raise

@@ -232,6 +232,7 @@ class CudaRuntime:
         """Whether the driver may be calling back on this thread: inside a callback (marked), or on a thread
         Python did not start (a driver thread, where a collection can run a release between the driver's
         entry into a callback and its mark; another library's thread, whose releases wait for a flush)."""
+        # (threading's class of a thread it did not start: it has no public name for one.)
         return (getattr(self.host.local, "in_callback", False)
                 or isinstance(threading.current_thread(), threading._DummyThread))
 
