@@ -83,7 +83,8 @@ def layout_of(signature: Sequence[KernelParam] | None, function: int) -> Layout 
         return None
     codes = b"".join([b"G" if p.graph_exec and not p.pointer else code_of(p.dtype, p.pointer).encode()
                       for p in signature])
-    return Layout(codes, tuple([p.dtype if p.pointer else p.dtype.type for p in signature]), function)
+    wants = tuple([p.dtype if p.pointer or p.dtype is None else p.dtype.type for p in signature])  # (None: pointers)
+    return Layout(codes, wants, function)
 
 
 @cython.cclass
