@@ -247,9 +247,8 @@ class Stream(StreamState):
             shared_mem = check_shared_mem(shared_mem)
         device = self.device
         # Untyped Params take their parameters' types only once the launch is made: a refused one changes none.
-        if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept
+        if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept, Conditions as their values
             converted = kernel.convert_args(args, device, typed=True, bind=False)
-            # (as a kernel node takes them)
             args = _graph_reads.condition_values(capture.graph, converted, f"launch({kernel!r})")
         else:
             args = converted = kernel.convert_args(args, device, bind=False)
