@@ -31,27 +31,6 @@ class _Function:
         self.layout, self.raw = None if codes is None else Layout(codes, wants, 0), 0
 
 
-@pytest.mark.parametrize("grid, block, args, codes", [
-    ((1, 1), 32, (1,), b"i"),  # a 3-D shape: the Python path's
-    (1, (32,), (1,), b"i"),
-    (0, 32, (1,), b"i"),  # out of range: the Python path explains it
-    (1, 1025, (1,), b"i"),
-    (1.0, 32, (1,), b"i"),
-    (1, 32, (1, 2), b"i"),  # a wrong count
-    (1, 32, (2.5,), b"i"),  # an argument pack declines
-    (1, 32, (1,), None),  # an untyped layout
-    (1, 32, tuple(range(33)), b"i" * 33),  # more slots than the C stack buffer holds
-])
-def test_launcher_declines_before_calling_the_driver(device, grid, block, args, codes):
-    launcher = fast.Launcher(0, device)
-    assert launcher(_Function(codes, (None,) * len(codes or b"")), grid, block, args) is False
-
-
-def test_launcher_declines_a_function_whose_wanted_dtypes_do_not_match(device):
-    function = _Function(b"ii", ())
-    assert fast.Launcher(0, device)(function, 1, 32, (1, 2)) is False
-
-
 class _Capture:
     """What ``Launcher.captured`` reads of the backend's capture record."""
 
@@ -109,29 +88,6 @@ def test_captured_launches_record_the_nodes_the_python_path_records(monkeypatch)
     exe.launch(stream)
     stream.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(8, 7, np.int32))
-
-
-@pytest.mark.gpu
-def test_the_fast_lane_takes_a_typical_launch_and_leaves_the_rest_to_the_python_path(monkeypatch):
-    import kernels as K
-    gpu = gg.Device("cuda")
-    stream = gpu.stream()
-    x = gpu.zeros(8, np.int32)
-    load_kernel(gpu, K.fill)
-    calls = []
-    backend = stream._backend
-    real = backend.stream_launch
-    monkeypatch.setattr(backend, "stream_launch", lambda *args: calls.append(args) or real(*args))
-    stream.launch(K.fill, 1, 8, x, 3, 8)  # typed, 1-D, common arguments: the compiled launcher's
-    assert calls == []
-    stream.launch(K.fill, (1,), 8, x, 4, 8)  # a tuple shape: the Python path's
-    stream.launch(K.fill, 1, 8, x, gg.Param(np.int32(5)), 8)  # a Param
-    stream.launch(K.fill, 1, 8, x, 6, 8, shared_mem=16)
-    assert len(calls) == 3
-    stream.synchronize()
-    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 6, np.int32))
-    with pytest.raises(ValueError, match="shared_mem: expected a non-negative int, got None"):
-        stream.launch(K.fill, 1, 8, x, 1, 8, shared_mem=None)
 
 
 @pytest.mark.gpu

@@ -2,6 +2,8 @@
 # reads them from Python.
 from libc.stdint cimport uintptr_t
 
+from gpugraph.backends._hot cimport HotCalls
+
 cdef class StreamState:
     cdef public object device
     cdef public object non_blocking
@@ -12,5 +14,6 @@ cdef class StreamState:
     cdef public object _capture
     cdef public object _number
     cdef public object _fast
+    cdef public HotCalls _hot
     cdef public uintptr_t _hot_address
     cdef object __weakref__

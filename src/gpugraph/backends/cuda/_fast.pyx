@@ -88,11 +88,12 @@ cdef inline bint _in_context(uintptr_t context) noexcept nogil:
 
 
 cdef class Launcher:
-    """One stream's compiled launch (``Stream.launch``'s fast lane): a 1-D launch of a kernel whose
-    signature types every slot, with arguments ``pack`` takes, packed on the C stack (cuLaunchKernel copies
-    them, so no shared buffer and no lock) and launched. Calling it returns True once launched; False (nothing
-    launched) for anything else, the driver's errors included, which the Python path then makes and explains.
-    ``captured`` does the same for a launch into a capture, and records the node as the Python path does.
+    """One stream's compiled launch into a capture (``Stream.launch``'s captured lane): a 1-D launch of a kernel whose
+    signature types every slot, with arguments ``_argpack.write_common`` takes, packed on the C stack (cuLaunchKernel
+    copies them, so no shared buffer and no lock), launched and recorded as the Python path records it. ``captured``
+    returns True once done; False (nothing launched) for anything else, the driver's errors included, which the
+    Python path then makes and explains. (An uncaptured launch's common case is the compiled core's:
+    ``gpugraph._stream_state``.)
     """
 
     cdef uintptr_t stream
@@ -110,15 +111,8 @@ cdef class Launcher:
                                           <cydriver.CUstream>self.stream, pointers, NULL)
         return err
 
-    def __call__(self, function, grid, block, tuple args):
-        cdef uint64_t slots[MAX_SLOTS]
-        cdef void* pointers[MAX_SLOTS]
-        if not _one_d(grid, block) or _write_args(function, self.device, args, slots, pointers) < 0:
-            return False
-        return self._launch(function.raw, grid, block, pointers) == cydriver.CUDA_SUCCESS
-
     def captured(self, capture, kernel, function, grid, block, tuple args):
-        """The same launch into ``capture`` (the backend's CudaCapture of this stream), recorded as the Python
+        """A launch into ``capture`` (the backend's CudaCapture of this stream), recorded as the Python
         path records it: the node's KernelParams, with typed arguments, queued on the capture's graph under
         the capture's lock, while the capture is active. False (nothing captured) for anything else."""
         cdef uint64_t slots[MAX_SLOTS]
