@@ -10,6 +10,7 @@ import pytest
 import gpugraph as gg
 
 INVALID_VALUE = 1  # CUDA_ERROR_INVALID_VALUE
+INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 
 
 @pytest.mark.gpu
@@ -70,7 +71,10 @@ def test_the_hot_kernel_calls_launch_and_set_a_node_with_packed_slots():
     node = graph.add_kernel(kernel, 1, 4, x, 1.0)
     with graph.instantiate() as exe:
         assert slots.fill(b"Pf", (x, 0.5)) == -1  # (the driver copies the arguments: the slots may change after)
-        assert hot.exec_kernel_node_set(exe._hot_address, int(handle_of(node)), function, 1, 1, 1, 4, 1, 1, 0,
+        at = hot.node_address(handle_of(node))
+        assert hot.exec_kernel_node_set(exe._hot_set, 0, at, function, 1, 1, 1, 4, 1, 1, 0,
+                                        slots.kernel_params()) == INVALID_CONTEXT  # (not current: not called)
+        assert hot.exec_kernel_node_set(exe._hot_set, exe._hot_context, at, function, 1, 1, 1, 4, 1, 1, 0,
                                         slots.kernel_params()) == 0
         slots.fill(b"Pf", (x, 100.0))
         exe.launch(stream)

@@ -37,7 +37,8 @@ from types import ModuleType
 MODULES = ("_argpack", "_topology", "_stream_state", "backends._hot", "_exec_state", "backends.cuda._leaves")
 BINDINGS = ("backends.cuda._leaves",)
 # The core modules each one cimports (its C classes): compiled, it needs them compiled too.
-CIMPORTS = {"_exec_state": ("_stream_state", "backends._hot"), "_stream_state": ("_argpack", "backends._hot"),
+CIMPORTS = {"_exec_state": ("_argpack", "_stream_state", "backends._hot"),
+            "_stream_state": ("_argpack", "backends._hot"),
             "backends.cuda._leaves": ("backends._hot",)}
 RECORD = "_core_build.json"  # what the last build compiled (setup.py writes it beside the extensions)
 TURNED_OFF = os.environ.get("GPUGRAPH_COMPILED", "1") == "0"  # (the CUDA backend's compiled path reads it too)

@@ -106,14 +106,13 @@ class GraphExec(ExecState, KernelLaunchable):
         self._launch = backend.exec_launch
         # The kernel arguments naming it, by id (ExecArguments compare as numbers: no WeakSet can hold them apart).
         self._arguments: dict[int, weakref.ref] = {}
-        # The compiled lane of set_params, or None (it reads this object's fields: see cuda._fast.Exec).
-        self._fast = backend.exec_fast_lanes(self._handle, self.device)
         self._lock = turn_lock()  # the calls of several threads take turns (see the class docstring)
         self._finalizer = weakref.finalize(self, backend.exec_destroy, self._handle)
         self._finalizer.atexit = False  # the driver may be gone at interpreter exit
         # The backend's hot calls, which the compiled core launches it through (gpugraph.backends._hot), if any.
         self._hot = hot = backend.hot
         self._hot_address = 0 if hot is None else hot.graph_address(self._handle)
+        self._hot_set, self._hot_context = (0, 0) if hot is None else hot.node_setter(self._handle)
         self._params = ParamUses()  # its nodes taking Params, and their patches
         self._changed = False  # a setter or set_enabled changed it since instantiate or update
         # Instantiated with device_launch, changed, and not yet uploaded again for kernels launching it (an upload
@@ -395,21 +394,10 @@ class GraphExec(ExecState, KernelLaunchable):
                              f"again first") from exc
         self._stale_for_kernels = False
 
-    def set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None,
-                   shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
-        """Change a kernel node's arguments (all of them, or none to keep them) and launch shape.
-
-        See also: cudaGraphExecKernelNodeSetParams.
-        """
-        fast = self._fast  # (new arguments alone, which the compiled lane may take whole)
-        if (fast is not None and args and grid is None and block is None and shared_mem is None and kernel is None
-                and fast.set_params(self, node, args)):
-            return
-        self._set_params(node, *args, grid=grid, block=block, shared_mem=shared_mem, kernel=kernel)
-
-    @_serialized  # (the compiled lane, cuda._fast.Exec.set_params, takes its common case: keep them in step)
-    def _set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None,
-                    shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
+    @_serialized
+    def _set_params(self, node: Node, args: tuple, grid: Any, block: Any, shared_mem: int | None,
+                            kernel: Kernel | None) -> None:
+        """``set_params``' every case but the one the compiled core sets itself (ExecState.set_params)."""
         i = self._index(node, _KERNEL, "set_params")
         old = self._read_layout().params[i]
         if "device_launch" in self._flags and any(type(a) is Param for a in args):

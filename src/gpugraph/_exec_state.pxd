@@ -16,7 +16,6 @@ cdef class ExecState:
     cdef public object _backend
     cdef public object _handle
     cdef public object _launch
-    cdef public object _fast
     cdef public object _finalizer
     cdef public object _layout
     cdef public object _handles
@@ -36,4 +35,7 @@ cdef class ExecState:
     cdef public bint _stale_for_kernels
     cdef public HotCalls _hot
     cdef public uintptr_t _hot_address
+    cdef public uintptr_t _hot_set
+    cdef public uintptr_t _hot_context
+    cdef bint _set_arguments(self, object node, tuple args) except -1
     cdef object __weakref__

@@ -24,8 +24,10 @@ from . import _graph_reads
 from ._attributes import KernelAttributes
 from ._capture_rules import function_captures
 from ._errors import GraphError
+from ._graph_node import Node, handle_of
 from ._graph_reads import GraphFields
 from ._host_threads import HOST_THREADS
+from ._kernel import Kernel, loaded_function
 from ._nodes import KernelParams, NodeKind
 from ._params import Param, ParamUses
 from ._update import GraphLayout
@@ -35,9 +37,18 @@ try:
 except ModuleNotFoundError:  # plain, without Cython installed
     from . import _cython as cython
 
-if not cython.compiled:  # (compiled, _exec_state.pxd cimports them: C classes whose fields are read as C fields)
+if cython.compiled:
+    from cython.cimports.gpugraph._argpack import Layout, write_common
+    from cython.cimports.libc.stdint import uint64_t
+else:  # (compiled, _exec_state.pxd cimports them: C classes whose fields are read as C fields)
+    from ._argpack import Layout
     from ._stream_state import StreamState
     from .backends._hot import HotCalls
+
+MAX_SLOTS = 32  # the arguments of a node the compiled core packs on its stack (more: the checked path)
+# KernelParams (a NamedTuple) made as tuple.__new__(KernelParams, fields), without its Python __new__: a fifth of the
+# cost, on the paths that make one record per call.
+_tuple_new = tuple.__new__
 
 _EMBEDDING = (NodeKind.GRAPH, NodeKind.CONDITIONAL)
 
@@ -150,10 +161,10 @@ class ExecState:
     GraphExec is one)."""
 
     if not cython.compiled:  # (compiled, _exec_state.pxd declares the fields)
-        __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_fast", "_finalizer",
+        __slots__ = ("graph", "_graph_type", "device", "_backend", "_handle", "_launch", "_finalizer",
                      "_layout", "_handles", "_numbering", "_indices", "_params", "_changed", "_disabled", "_gone",
                      "_source", "_source_version", "_shape", "_recorded_events", "_lock", "_flags", "_arguments",
-                     "_stale_for_kernels", "_hot", "_hot_address", "__weakref__")
+                     "_stale_for_kernels", "_hot", "_hot_address", "_hot_set", "_hot_context", "__weakref__")
         # (Those GraphExec.__init__ sets, which the methods here read.)
         graph: Any  # the Graph it was made from
         device: Any  # its Device
@@ -165,6 +176,8 @@ class ExecState:
         _lock: TurnLock | threading.RLock  # (its calls on several threads take turns under it: turn_lock)
         _hot: HotCalls | None  # the backend's hot calls (gpugraph.backends._hot), if it has them
         _hot_address: int  # the address they take for it, 0 where only the backend's exec_launch launches it
+        _hot_set: int  # the address their node setter takes for it, 0 where only the backend's exec_set_node sets
+        _hot_context: int  # the address of the context its nodes are set in
 
     def launch(self, stream: StreamState) -> None:
         """Enqueue one run of the whole graph on ``stream``, first patching nodes whose Params changed.
@@ -210,6 +223,73 @@ class ExecState:
 
     def _launch_checked(self, given: StreamState) -> None:
         """Every launch but the common case (GraphExec's)."""
+        raise NotImplementedError
+
+    def set_params(self, node: Node, *args: Any, grid: Any = None, block: Any = None,
+                   shared_mem: int | None = None, kernel: Kernel | None = None) -> None:
+        """Change a kernel node's arguments (all of them, or none to keep them) and launch shape.
+
+        See also: cudaGraphExecKernelNodeSetParams.
+        """
+        if (cython.compiled and args and grid is None and block is None and shared_mem is None and kernel is None
+                and self._set_arguments(node, args)):
+            return
+        self._set_params(node, args, grid, block, shared_mem, kernel)
+
+    def _set_arguments(self, node: Node, args: tuple) -> bool:
+        """set_params' common case, set from here (compiled): new arguments alone, which the node's slots take as
+        they are (_argpack.write_common), for a kernel node of this executable graph taking no Params, whose kernel
+        is loaded on its device with a Layout, set through the backend's hot node setter. False, nothing changed but
+        ``_changed``, for anything else, or where the lock is held or the driver refuses: the checked path then
+        sets it, or explains why not."""
+        hot = cython.declare(HotCalls, self._hot)
+        if hot is None or self._hot_set == 0 or HOST_THREADS or type(node) is not Node or len(args) > MAX_SLOTS:
+            return False
+        lock = cython.declare(TurnLock, self._lock)
+        if not lock.acquire(False):
+            return False
+        try:
+            if self._handle is None:
+                return False
+            records = self._read_layout().params
+            index = self._indices.get(handle_of(node))
+            graph = node.graph
+            if index is None or (graph is not self.graph and graph is not self._source):
+                return False
+            old = records[index]
+            if type(old) is not KernelParams or index in self._params.positions():
+                return False
+            kernel, grid, block, shared_mem, device_index = old[0], old[1], old[2], old[3], old[5]
+            if type(kernel) is not Kernel or device_index != self.device.index:
+                return False
+            layout = getattr(loaded_function(kernel, self.device), "layout", None)  # (None: not loaded, untyped)
+            if type(layout) is not Layout:
+                return False
+            slots = cython.declare(uint64_t[32])
+            pointers = cython.declare(cython.p_void[32])
+            typed: list[Any] = []
+            count = cython.declare(cython.Py_ssize_t, write_common(
+                cython.cast(Layout, layout).codes, cython.cast(Layout, layout).wants, self.device, args,
+                cython.cast(cython.p_char, slots), typed))
+            if count < 0:
+                return False
+            i = cython.declare(cython.Py_ssize_t)
+            for i in range(count):
+                pointers[i] = cython.address(slots[i])
+            record = _tuple_new(KernelParams, (kernel, grid, block, shared_mem, tuple(typed), device_index))
+            self._changed = True  # (first, as the checked path: an interrupted call may have changed it)
+            if hot.exec_kernel_node_set(self._hot_set, self._hot_context, hot.node_address(self._handles[index]),
+                                        cython.cast(Layout, layout).function, grid[0], grid[1], grid[2], block[0],
+                                        block[1], block[2], shared_mem, cython.cast(cython.size_t, pointers)) != 0:
+                return False
+            records[index] = record
+            return True
+        finally:
+            lock.release()
+
+    def _set_params(self, node: Node, args: tuple, grid: Any, block: Any, shared_mem: int | None,
+                            kernel: Kernel | None) -> None:
+        """Every set_params but the common case (GraphExec's)."""
         raise NotImplementedError
 
     def _prepare_patch(self, index: int, record: KernelParams) -> Any:

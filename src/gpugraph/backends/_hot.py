@@ -39,9 +39,21 @@ class HotCalls:
         the address of its arguments' addresses (``gpugraph._argpack.Slots``; the driver copies them)."""
         raise NotImplementedError
 
-    def exec_kernel_node_set(self, graph_exec: int, node: int, function: int, grid_x: int, grid_y: int,
-                             grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
+    def node_setter(self, exec_: object) -> tuple[int, int]:
+        """The addresses ``exec_kernel_node_set`` takes for the executable graph ``exec_`` and for the context it
+        must be made in, or (0, 0) where only the backend's ``exec_set_node`` sets its nodes (a graph kernels launch,
+        which is uploaded again after each change)."""
+        raise NotImplementedError
+
+    def node_address(self, node: object) -> int:
+        """The address ``exec_kernel_node_set`` takes for the backend's node handle ``node``."""
+        raise NotImplementedError
+
+    def exec_kernel_node_set(self, graph_exec: int, context: int, node: int, function: int, grid_x: int,
+                             grid_y: int, grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
                              kernel_params: int) -> int:
         """cudaGraphExecKernelNodeSetParams: the kernel node at ``node`` of the executable graph at ``graph_exec``
-        runs ``function`` with this shape and these arguments (the driver copies them)."""
+        runs ``function`` with this shape and these arguments (the driver copies them). Made only where the
+        context at ``context`` is this thread's current one (else the driver's CUDA_ERROR_INVALID_CONTEXT, with
+        nothing called: the driver may crash on such a set rather than refuse it)."""
         raise NotImplementedError

@@ -290,9 +290,6 @@ class Backend(Protocol):
         """The compiled lane of adding kernel nodes to ``graph`` (``add_kernel(graph, kernel, grid, block, args,
         after)``: the new Node, or None to leave it to ``graph_add_node``), or None. ``device``: the front end's
         Device of the graph."""
-    def exec_fast_lanes(self, exec_: Handle, device: Any) -> Any:
-        """The compiled call of ``exec_`` (GraphExec's fast lane ``set_params(exe, node, args)``: True once done,
-        False to leave the call to the Python path), or None. ``device``: the front end's Device of the graph."""
     def exec_device_handle(self, exec_: Handle) -> int:
         """The number a kernel takes for the executable graph (a cudaGraphExec_t) to launch it with cudaGraphLaunch
         (instantiated with device_launch)."""

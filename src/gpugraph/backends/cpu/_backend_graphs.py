@@ -164,9 +164,6 @@ class CpuGraphs(CpuCapturing):
     def graph_builder(self, graph: CpuGraph, device: Any) -> None:
         return None  # (no compiled path: every node takes graph_add_node)
 
-    def exec_fast_lanes(self, exec_: CpuExec, device: Any) -> None:
-        return None  # (no compiled path: every launch and setter takes the Python path)
-
     def exec_launch(self, exec_: CpuExec, stream: CpuStream, capture: CpuCapture | None) -> bool:
         if HOST_THREADS:
             refuse_in_host_function("GraphExec.launch")

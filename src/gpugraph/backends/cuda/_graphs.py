@@ -281,7 +281,8 @@ class CudaGraphs(CudaCapturing):
         host_keys: list[int] = []
         self.collect_host_keys(graph, host_keys)
         auto_free = "auto_free_on_launch" in flags
-        exec_ = CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph)
+        exec_ = CudaExec(handle, graph.index, host_keys, GraphMemoryRules.of(allocated, freed, auto_free), graph,
+                         int(self.contexts.get(graph.index)))
         if "device_launch" in flags:
             exec_.device_launch = True
             try:
@@ -322,13 +323,6 @@ class CudaGraphs(CudaCapturing):
         fast = _compiled.fast
         return None if fast is None else fast.Builder(int(graph.handle), int(self.contexts.get(graph.index)), device,
                                                       graph, fail)
-
-    def exec_fast_lanes(self, exec_: CudaExec, device: Any) -> Any:
-        fast = _compiled.fast
-        # (None for a graph a kernel may launch: each change is uploaded, which the Python path does)
-        if fast is None or exec_.device_launch:
-            return None
-        return fast.Exec(exec_.raw, int(self.contexts.get(exec_.index)), device, fail)
 
     def _memory_nodes(self, graph: CudaGraph) -> tuple[list[Allocation], list[Allocation]]:
         """A graph's allocations and frees (child graphs cannot hold any), from the allocation records of

@@ -8,9 +8,10 @@ cpdef int launch_kernel(uintptr_t function, unsigned int grid_x, unsigned int gr
                         unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_mem,
                         uintptr_t stream, uintptr_t kernel_params) except? -1
 cpdef int graph_launch(uintptr_t graph_exec, uintptr_t stream) except? -1
-cpdef int exec_kernel_node_set(uintptr_t graph_exec, uintptr_t node, uintptr_t function, unsigned int grid_x,
-                               unsigned int grid_y, unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                               unsigned int block_z, unsigned int shared_mem, uintptr_t kernel_params) except? -1
+cpdef int exec_kernel_node_set(uintptr_t graph_exec, uintptr_t context, uintptr_t node, uintptr_t function,
+                               unsigned int grid_x, unsigned int grid_y, unsigned int grid_z, unsigned int block_x,
+                               unsigned int block_y, unsigned int block_z, unsigned int shared_mem,
+                               uintptr_t kernel_params) except? -1
 cdef void _kernel_node(cydriver.CUDA_KERNEL_NODE_PARAMS* params, uintptr_t function, unsigned int grid_x,
                        unsigned int grid_y, unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                        unsigned int block_z, unsigned int shared_mem, uintptr_t kernel_params) noexcept

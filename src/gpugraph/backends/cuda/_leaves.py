@@ -59,13 +59,22 @@ def graph_launch(graph_exec: int, stream: int) -> int:
         return int(drv.graph_launch(graph_exec, stream)[0])
 
 
-def exec_kernel_node_set(graph_exec: int, node: int, function: int, grid_x: int, grid_y: int, grid_z: int,
-                         block_x: int, block_y: int, block_z: int, shared_mem: int, kernel_params: int) -> int:
+def exec_kernel_node_set(graph_exec: int, context: int, node: int, function: int, grid_x: int, grid_y: int,
+                         grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
+                         kernel_params: int) -> int:
     """cuGraphExecKernelNodeSetParams (hipGraphExecKernelNodeSetParams): the kernel node ``node`` of the executable
-    graph at ``graph_exec`` runs ``function`` with this shape and the arguments ``kernel_params`` points at."""
+    graph at ``graph_exec`` runs ``function`` with this shape and the arguments ``kernel_params`` points at; made
+    only where ``context`` is this thread's current context (else CUDA_ERROR_INVALID_CONTEXT, nothing called: from a
+    thread with no current context the driver crashes in this call rather than refusing it, driver 580 on the
+    H200, tools/probes/gpu_probe_threads.py)."""
     if cython.compiled:
         err = cython.declare(cydriver.CUresult)
         params = cython.declare(cydriver.CUDA_KERNEL_NODE_PARAMS)
+        current = cython.declare(cydriver.CUcontext, cython.NULL)
+        with cython.nogil:
+            err = cydriver.cuCtxGetCurrent(cython.address(current))
+        if err != cydriver.CUDA_SUCCESS or cython.cast(uintptr_t, current) != context:
+            return cydriver.CUDA_ERROR_INVALID_CONTEXT
         _kernel_node(cython.address(params), function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem,
                      kernel_params)
         with cython.nogil:
@@ -74,6 +83,9 @@ def exec_kernel_node_set(graph_exec: int, node: int, function: int, grid_x: int,
                                                           cython.address(params))
         return err
     else:
+        err, current = drv.ctx_get_current()
+        if err or int(current or 0) != context:
+            return int(cu.CUresult.CUDA_ERROR_INVALID_CONTEXT)
         params = _kernel_node_params(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem,
                                      kernel_params)
         return int(drv.graph_exec_kernel_node_set_params(graph_exec, node, params)[0])
@@ -248,8 +260,17 @@ class CudaHot(HotCalls):
         return launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream,
                              kernel_params)
 
-    def exec_kernel_node_set(self, graph_exec: int, node: int, function: int, grid_x: int, grid_y: int,
-                             grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
+    def node_setter(self, exec_: object) -> tuple[int, int]:
+        # (A graph kernels launch is uploaded again after each change, which the backend's exec_set_node does.)
+        if exec_.device_launch:  # type: ignore[attr-defined]
+            return 0, 0
+        return exec_.raw, exec_.context  # type: ignore[attr-defined]
+
+    def node_address(self, node: object) -> int:
+        return int(node)  # type: ignore[call-overload]  # (a CUgraphNode: its value)
+
+    def exec_kernel_node_set(self, graph_exec: int, context: int, node: int, function: int, grid_x: int,
+                             grid_y: int, grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
                              kernel_params: int) -> int:
-        return exec_kernel_node_set(graph_exec, node, function, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-                                    shared_mem, kernel_params)
+        return exec_kernel_node_set(graph_exec, context, node, function, grid_x, grid_y, grid_z, block_x, block_y,
+                                    block_z, shared_mem, kernel_params)

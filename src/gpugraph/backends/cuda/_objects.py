@@ -93,12 +93,14 @@ class CudaGraph:
 
 class CudaExec:
     __slots__ = ("handle", "index", "host_keys", "host_stream", "memory", "source", "template", "own_keys",
-                 "raw", "device_launch")
+                 "raw", "context", "device_launch")
 
-    def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any, source: CudaGraph) -> None:
+    def __init__(self, handle: Any, index: int, host_keys: list[int], memory: Any, source: CudaGraph,
+                 context: int) -> None:
         self.handle = handle
         self.index = index
-        self.raw = int(handle)  # the handle's value, for the compiled path (_compiled)
+        self.raw = int(handle)  # the handle's value, for the compiled path
+        self.context = context  # the address of its device's context, which calls on its nodes are made in
         self.host_keys = host_keys
         self.host_stream: Any = None  # the stream host-node errors of the latest launch are kept for
         self.own_keys: dict[Any, int] = {}  # node -> host callable set on this exec (owned by no graph)

@@ -26,6 +26,7 @@ CUDA = {
     "device_primary_ctx_set_flags": "cuDevicePrimaryCtxSetFlags",
     "device_primary_ctx_retain": "cuDevicePrimaryCtxRetain",
     "ctx_set_current": "cuCtxSetCurrent",
+    "ctx_get_current": "cuCtxGetCurrent",
     "ctx_synchronize": "cuCtxSynchronize",
     "device_can_access_peer": "cuDeviceCanAccessPeer",
     "ctx_enable_peer_access": "cuCtxEnablePeerAccess",
