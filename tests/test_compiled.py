@@ -90,32 +90,6 @@ def test_captured_launches_record_the_nodes_the_python_path_records(monkeypatch)
     np.testing.assert_array_equal(x.to_numpy(), np.full(8, 7, np.int32))
 
 
-@pytest.mark.gpu
-def test_param_patches_write_each_slot_type_as_the_python_path_does():
-    gpu = gg.Device("cuda")
-    source = ('extern "C" __global__ void mix(double* out, float a, double b, int c, unsigned int d, long long e, '
-              'short f, unsigned char g, unsigned long long h, const double* src) {'
-              ' out[0] = a; out[1] = b; out[2] = c; out[3] = d; out[4] = (double)e; out[5] = f; out[6] = g;'
-              ' out[7] = (double)h; out[8] = src[0]; }')
-    mix = gg.Kernel(source, "mix")
-    out = gpu.zeros(9, np.float64)
-    first, second = gpu.asarray(np.array([1.5])), gpu.asarray(np.array([-2.25]))
-    params = [gg.Param(0.0), gg.Param(0.0), gg.Param(0), gg.Param(0), gg.Param(0), gg.Param(0), gg.Param(0),
-              gg.Param(0), gg.Param(first)]
-    graph = gg.Graph(gpu)
-    graph.add_kernel(mix, 1, 1, out, *params)
-    exe = graph.instantiate()
-    stream = gpu.stream()
-    values = [0.25, 1e300, -7, 4_000_000_000, -(2**40), -300, 200, 2**63 + 5, second]
-    for param, value in zip(params, values):
-        param.value = value
-    exe.launch(stream)
-    stream.synchronize()
-    assert all(type(p) is fast.ParamPatch for p in exe._params._patchers.values())
-    expected = [0.25, 1e300, -7, 4_000_000_000, -(2**40), -300, 200, float(2**63 + 5), -2.25]
-    np.testing.assert_array_equal(out.to_numpy(), np.array(expected))
-
-
 def _counting(monkeypatch, backend, name):
     """Count the calls of the backend's ``name`` (the Python path's), still making them."""
     calls = []

@@ -6,6 +6,7 @@ results are the backend's own on every backend."""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import numpy as np
@@ -14,6 +15,8 @@ import pytest
 import gpugraph as gg
 import kernels as K
 from gpugraph import _exec_state
+from gpugraph._argpack import Slots
+from gpugraph._exec_state import KernelPatch
 from gpugraph.backends._hot import HotCalls
 
 COMPILED = not str(_exec_state.__file__).endswith(".py")
@@ -220,3 +223,62 @@ def _in_thread(call):
     thread.start()
     thread.join(30)
     return result[0]
+
+
+class Setting(HotCalls):
+    """Hot calls that note each node set with its first slots' bytes, answering each with the next of ``answers``."""
+
+    def __init__(self, answers: list[int]) -> None:
+        self.answers, self.sets = answers, []
+
+    def exec_kernel_node_set(self, graph_exec: int, context: int, node: int, function: int, grid_x: int,
+                             grid_y: int, grid_z: int, block_x: int, block_y: int, block_z: int, shared_mem: int,
+                             kernel_params: int) -> int:
+        pointers = (ctypes.c_void_p * 2).from_address(kernel_params)
+        self.sets.append((graph_exec, context, node, function, (grid_x, grid_y, grid_z), (block_x, block_y, block_z),
+                          shared_mem, [ctypes.string_at(pointers[i], 8) for i in range(2)]))
+        return self.answers.pop(0)
+
+
+def test_a_kernel_patch_writes_the_params_current_values_and_sets_the_node_in_its_context(device):
+    x = device.zeros(8, np.float64)
+    array, count = gg.Param(x), gg.Param(np.int32(3))
+    slots = Slots(2)
+    used, failed = [], []
+    hot = Setting([201, 0, 0, 700])  # not in the context, then done; done; a refusal
+    patch = KernelPatch(hot, 11, 13, 17, 19, (2, 1, 1), (8, 1, 1), 16, slots,
+                        [(0, ord("P"), array, True), (1, ord("i"), count, False)],
+                        lambda: used.append(True), lambda call, code: failed.append((call, code)))
+    patch()
+    expected = (11, 13, 17, 19, (2, 1, 1), (8, 1, 1), 16, [x.ptr.to_bytes(8, "little"), (3).to_bytes(8, "little")])
+    assert hot.sets == [expected, expected] and used == [True] and failed == []
+    count.value = -4
+    patch()
+    assert hot.sets[-1][-1][1] == (-4 % 2**32).to_bytes(4, "little") + bytes(4)
+    patch()
+    assert failed == [("cuGraphExecKernelNodeSetParams", 700)]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_param_patches_write_each_slot_type():
+    gpu = gg.Device("cuda")
+    source = ('extern "C" __global__ void mix(double* out, float a, double b, int c, unsigned int d, long long e, '
+              'short f, unsigned char g, unsigned long long h, const double* src) {'
+              ' out[0] = a; out[1] = b; out[2] = c; out[3] = d; out[4] = (double)e; out[5] = f; out[6] = g;'
+              ' out[7] = (double)h; out[8] = src[0]; }')
+    mix = gg.Kernel(source, "mix")
+    out = gpu.zeros(9, np.float64)
+    first, second = gpu.asarray(np.array([1.5])), gpu.asarray(np.array([-2.25]))
+    params = [gg.Param(0.0), gg.Param(0.0), gg.Param(0), gg.Param(0), gg.Param(0), gg.Param(0), gg.Param(0),
+              gg.Param(0), gg.Param(first)]
+    graph = gg.Graph(gpu)
+    graph.add_kernel(mix, 1, 1, out, *params)
+    exe = graph.instantiate()
+    stream = gpu.stream()
+    values = [0.25, 1e300, -7, 4_000_000_000, -(2**40), -300, 200, 2**63 + 5, second]
+    for param, value in zip(params, values):
+        param.value = value
+    exe.launch(stream)
+    stream.synchronize()
+    expected = [0.25, 1e300, -7, 4_000_000_000, -(2**40), -300, 200, float(2**63 + 5), -2.25]
+    np.testing.assert_array_equal(out.to_numpy(), np.array(expected))

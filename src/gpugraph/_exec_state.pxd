@@ -2,8 +2,19 @@
 # them from Python.
 from libc.stdint cimport uintptr_t
 
+from gpugraph._argpack cimport Slots
 from gpugraph._stream_state cimport StreamState
 from gpugraph.backends._hot cimport HotCalls
+
+cdef class KernelPatch:
+    cdef HotCalls _hot
+    cdef Slots _slots
+    cdef list _params
+    cdef uintptr_t _graph_exec, _context, _node, _function
+    cdef tuple _grid, _block
+    cdef unsigned int _shared_mem
+    cdef object _use, _fail
+    cdef int _set(self) except? -1
 
 cdef class TurnLock:
     cdef object _lock

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from . import _graph_reads
@@ -38,10 +39,10 @@ except ModuleNotFoundError:  # plain, without Cython installed
     from . import _cython as cython
 
 if cython.compiled:
-    from cython.cimports.gpugraph._argpack import Layout, write_common
+    from cython.cimports.gpugraph._argpack import Layout, Slots, write_common
     from cython.cimports.libc.stdint import uint64_t
 else:  # (compiled, _exec_state.pxd cimports them: C classes whose fields are read as C fields)
-    from ._argpack import Layout
+    from ._argpack import Layout, Slots
     from ._stream_state import StreamState
     from .backends._hot import HotCalls
 
@@ -152,6 +153,52 @@ def turn_lock() -> TurnLock | threading.RLock:
     whose ``with`` no interrupt can leave half done (a TurnLock's Python methods could be interrupted between the
     lock and the gate)."""
     return TurnLock() if cython.compiled else threading.RLock()
+
+
+INVALID_CONTEXT = 201  # the driver's CUDA_ERROR_INVALID_CONTEXT (hipErrorInvalidContext): not in the context asked
+
+
+@cython.cclass
+class KernelPatch:
+    """The prepared patch of one kernel node of an executable graph whose arguments include Params (what ``launch``
+    runs for a node whose Params changed): the node's own argument slots, into which a call writes the Params'
+    current values (``params``: (position, slot code, the Param, whether it holds an Array)), then sets the node
+    through the backend's hot node setter (``hot.exec_kernel_node_set``, with the addresses ``graph_exec``,
+    ``context``, ``node`` and ``function`` and the launch shape). Where the context is not this thread's, ``use()``
+    makes it current and the set is made again; a refusal of the driver is raised by ``fail(call, code)``."""
+
+    if not cython.compiled:  # (compiled, _exec_state.pxd declares the fields)
+        __slots__ = ("_hot", "_slots", "_params", "_graph_exec", "_context", "_node", "_function", "_grid", "_block",
+                     "_shared_mem", "_use", "_fail")
+
+    def __init__(self, hot: HotCalls, graph_exec: int, context: int, node: int, function: int,
+                 grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, slots: Slots,
+                 params: list[tuple[int, int, Param, bool]], use: Callable[[], None],
+                 fail: Callable[[str, int], None]) -> None:
+        self._hot, self._slots, self._params = hot, slots, params
+        self._graph_exec, self._context, self._node, self._function = graph_exec, context, node, function
+        self._grid, self._block, self._shared_mem = grid, block, shared_mem
+        self._use, self._fail = use, fail
+
+    def __call__(self) -> None:
+        slots = cython.declare(Slots, self._slots)
+        for index, code, param, is_array in self._params:
+            value = param.value
+            if not slots.put(index, code, value.ptr if is_array else value):  # (each value was checked when set)
+                raise TypeError(f"{param!r}: its value {value!r} does not fit its kernel's slot {index} ({chr(code)})")
+        err = self._set()
+        if err == INVALID_CONTEXT:  # (this thread's first call in the device's context, say)
+            self._use()
+            err = self._set()
+        if err:
+            self._fail("cuGraphExecKernelNodeSetParams", err)
+
+    def _set(self) -> int:
+        hot = cython.declare(HotCalls, self._hot)
+        grid, block = self._grid, self._block
+        return hot.exec_kernel_node_set(self._graph_exec, self._context, self._node, self._function, grid[0], grid[1],
+                                        grid[2], block[0], block[1], block[2], self._shared_mem,
+                                        cython.cast(Slots, self._slots).kernel_params())
 
 
 @cython.cclass

@@ -19,7 +19,7 @@ from cuda.bindings cimport cydriver
 # common cases are taken (``_argpack.write_common``): anything else declines, nothing is launched, and the caller
 # takes the Python path, which converts or explains the argument as it always has.
 
-from gpugraph._argpack cimport Layout, put_slot, write_common
+from gpugraph._argpack cimport Layout, write_common
 
 cdef object _array_type = None
 cdef object _kernel_params_type = None
@@ -136,54 +136,6 @@ cdef class Launcher:
                 return False
             capture.graph.pending.append(record)
         return True
-
-
-cdef class ParamPatch:
-    """A prepared patch of one kernel node of an executable graph whose arguments include Params (what
-    ``GraphExec.launch`` runs for a node whose Params changed): it writes the Params' current values into the
-    node's own argument slots and sets the node (cuGraphExecKernelNodeSetParams; hipGraphExecKernelNodeSetParams).
-    ``slots`` are (offset, slot code, Param) (``gpugraph._argpack``'s codes); the Python side made
-    the buffer, the pointers into it (``keep`` holds them) and checked each Param's value when it was set."""
-
-    cdef cydriver.CUDA_KERNEL_NODE_PARAMS params
-    cdef uintptr_t exec_, node, buffer, context
-    cdef object keep, slots, use, on_error
-
-    def __init__(self, uintptr_t exec_, uintptr_t node, uintptr_t function, tuple grid, tuple block,
-                 unsigned int shared_mem, uintptr_t buffer, uintptr_t pointers, keep, list slots,
-                 uintptr_t context, use, on_error):
-        self.exec_, self.node, self.buffer, self.keep, self.slots = exec_, node, buffer, keep, slots
-        self.context, self.use, self.on_error = context, use, on_error
-        self.params.func = <cydriver.CUfunction>function
-        self.params.gridDimX, self.params.gridDimY, self.params.gridDimZ = grid
-        self.params.blockDimX, self.params.blockDimY, self.params.blockDimZ = block
-        self.params.sharedMemBytes = shared_mem
-        self.params.kernelParams = <void**>pointers
-        self.params.extra = NULL
-
-    def __call__(self):
-        cdef Py_ssize_t offset
-        cdef int code
-        cdef cydriver.CUresult err
-        for entry in self.slots:
-            offset, code, param = <tuple>entry
-            value = param._value
-            if type(value) is _array_type:
-                value = value.ptr
-            if not put_slot(<char*>self.buffer, offset, code, value):  # (each value was checked when it was set)
-                raise TypeError(f"{param!r}: its value {value!r} does not fit its kernel's slot ({chr(code)})")
-        # First: from a thread with no current context the driver crashes in cuGraphExecKernelNodeSetParams
-        # rather than answering CUDA_ERROR_INVALID_CONTEXT (see the Python patcher). Asked of the driver here;
-        # made current by the backend's Contexts, which keeps each thread's record of it.
-        if not _in_context(self.context):
-            self.use()
-        with nogil:
-            err = cydriver.cuGraphExecKernelNodeSetParams(<cydriver.CUgraphExec>self.exec_,
-                                                          <cydriver.CUgraphNode>self.node, &self.params)
-        if err != cydriver.CUDA_SUCCESS:
-            self.on_error("cuGraphExecKernelNodeSetParams", <int>err)
-
-
 
 
 cdef class Builder:

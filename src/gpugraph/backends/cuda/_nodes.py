@@ -13,12 +13,11 @@ from typing import Any, ClassVar
 from cuda.bindings import driver as cu
 
 from ... import _params
-from ..._argpack import SLOT
 from ..._attributes import AttributeRefusal, launch_refusal
 from ..._conditions import condition_handle
 from ..._event import event_handle
+from ..._exec_state import KernelPatch
 from ..._memops import bits
-from ..._memory import Array
 from ..._memory import address_of as address
 from ..._nodes import (
     AllocParams,
@@ -39,7 +38,6 @@ from ..._nodes import (
 )
 from ..._params import Param, resolve
 from ..._semaphores import semaphore_handle
-from . import _compiled
 from ._attributes import read_attributes
 from ._driver import call, error, fail, require_driver
 from ._objects import CudaGraph, ForeignKernel
@@ -517,42 +515,20 @@ def describes(record: Any, derived: Any) -> bool:
 
 
 def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
-    """A prepared patch of a kernel node whose arguments include Params: its own CUDA_KERNEL_NODE_PARAMS
-    and argument buffer, of which a patch rewrites only the Param slots before setting the node."""
+    """A prepared patch of a kernel node whose arguments include Params: its own argument slots, of which a patch
+    rewrites only the Param slots before setting the node (``_exec_state.KernelPatch``)."""
     if not isinstance(params, KernelParams) or params.kernel.signature is None:
         return lambda: set_exec_node(backend, exec_, node, params)
     function = backend.function(params.device, params.kernel)
-    prepared = function.new_node_params(params.grid, params.block, params.shared_mem)
     with function.lock:  # the slots' codes are read from the layout this pack made, before another can
         function.pack(tuple([resolve(a) for a in params.args]))
         slots = function.copy_arguments()  # this node's own copy of the packed arguments
-        patched = [(i, function.slot_code(i), arg) for i, arg in enumerate(params.args) if type(arg) is Param]
-    prepared.kernelParams = slots.kernel_params()  # (the driver reads the slots at each patch)
-    exec_handle, set_params = exec_.handle, drv.graph_exec_kernel_node_set_params
-    contexts, index = backend.contexts, exec_.index
-    context, current = contexts.get(index), contexts.current
-    fast = _compiled.fast
-    if fast is not None:
-        return fast.ParamPatch(exec_.raw, int(node), function.raw, params.grid, params.block, params.shared_mem,
-                               slots.data(), slots.kernel_params(), slots,
-                               [(SLOT * i, code, param) for i, code, param in patched],
-                               int(context), functools.partial(contexts.use, index), fail)
-
-    def patch() -> None:
-        for i, code, param in patched:
-            value = param.value
-            if not slots.put(i, code, value.ptr if type(value) is Array else value):  # (checked when it was set)
-                raise TypeError(f"{param!r}: its value {value!r} does not fit argument {i} of {params.kernel!r}")
-        if current() is not context:
-            # First: from a thread with no current context the driver crashes here (a NULL dereference in
-            # cuGraphExecKernelNodeSetParams, driver 580 on the H200: tools/probes/gpu_probe_threads.py, C) rather
-            # than answering CUDA_ERROR_INVALID_CONTEXT; a new thread's first call may be this patch.
-            contexts.use(index)
-        (err,) = set_params(exec_handle, node, prepared)
-        if err:
-            raise error("cuGraphExecKernelNodeSetParams", err)
-    patch.keep = slots  # type: ignore[attr-defined]
-    return patch
+        patched = [(i, function.slot_code(i), arg, arg.is_array) for i, arg in enumerate(params.args)
+                   if type(arg) is Param]
+    hot = backend.hot
+    return KernelPatch(hot, exec_.raw, exec_.context, hot.node_address(node), function.raw, params.grid,
+                       params.block, params.shared_mem, slots, patched,
+                       functools.partial(backend.contexts.use, exec_.index), fail)
 
 
 def _function_name(func: Any) -> str:
