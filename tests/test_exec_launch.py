@@ -245,7 +245,7 @@ def test_a_kernel_patch_writes_the_params_current_values_and_sets_the_node_in_it
     array, count = gg.Param(x), gg.Param(np.int32(3))
     slots = Slots(2)
     used, failed = [], []
-    hot = Setting([201, 0, 0, 700])  # not in the context, then done; done; a refusal
+    hot = Setting([201, 0, 0, 700, 700])  # not in the context, then done; done; a refusal, again once current
     patch = KernelPatch(hot, 11, 13, 17, 19, (2, 1, 1), (8, 1, 1), 16, slots,
                         [(0, ord("P"), array, True), (1, ord("i"), count, False)],
                         lambda: used.append(True), lambda call, code: failed.append((call, code)))
@@ -256,7 +256,13 @@ def test_a_kernel_patch_writes_the_params_current_values_and_sets_the_node_in_it
     patch()
     assert hot.sets[-1][-1][1] == (-4 % 2**32).to_bytes(4, "little") + bytes(4)
     patch()
-    assert failed == [("cuGraphExecKernelNodeSetParams", 700)]
+    assert failed == [("cuGraphExecKernelNodeSetParams", 700)] and used == [True, True]
+    count.value = 2**20  # (an untyped Param: a Python int, which a short's slot does not hold)
+    wide = KernelPatch(hot, 11, 13, 17, 19, (1, 1, 1), (1, 1, 1), 0, Slots(2), [(1, ord("h"), count, False)],
+                       lambda: None, lambda call, code: None)  # (a slot its value does not fit: gpugraph's error)
+    with pytest.raises(TypeError, match="does not fit its kernel's slot 1"):
+        wide()
+    assert len(hot.sets) == 5  # (nothing more set)
 
 
 @pytest.mark.gpu

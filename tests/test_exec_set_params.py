@@ -120,6 +120,35 @@ def test_nodes_taking_params_other_graphs_and_bad_arguments_take_the_checked_pat
         exe.set_params(with_param, x, 9, 8)
 
 
+class Accepting(Recording):
+    """Hot calls that note each node set and take it (the backend's node is left as it was)."""
+
+    def exec_kernel_node_set(self, *args: int) -> int:
+        super().exec_kernel_node_set(*args)
+        return 0
+
+
+def test_a_set_the_hot_setter_takes_keeps_the_record_the_checked_path_keeps(device, recorded_fill):
+    x, y = device.zeros(8, np.int32), device.zeros(8, np.int32)
+    records = []
+    for hot in (Accepting(3), None):
+        graph = gg.Graph(device)
+        node = graph.add_kernel(K.fill, 1, 8, x, 1, 8)
+        with graph.instantiate() as exe:
+            if hot is not None:
+                exe._hot, exe._hot_set, exe._hot_context = hot, EXEC, CONTEXT
+            exe.set_params(node, y, 9, 8)
+            assert exe._changed
+            if hot is not None:
+                assert len(hot.sets) == (1 if COMPILED else 0)  # (compiled, the core set it itself)
+            records.append(exe._read_layout().params[0])
+    taken, checked = records
+    assert taken.args[0] is y and taken.args[1:] == checked.args[1:] == (9, 8)
+    assert [type(v) for v in taken.args] == [type(v) for v in checked.args]
+    assert (taken.kernel, taken.grid, taken.block, taken.shared_mem, taken.device) == \
+        (checked.kernel, checked.grid, checked.block, checked.shared_mem, checked.device)
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_set_params_common_case_is_the_cores_and_keeps_the_records_the_checked_path_keeps(monkeypatch):
     gpu = gg.Device("cuda")

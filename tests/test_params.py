@@ -680,3 +680,26 @@ def test_param_on_a_gated_plain_stream_launch_keeps_the_enqueued_value(device, s
 def test_repr():
     assert repr(gg.Param(2.5)) == "Param(2.5)"
     assert repr(gg.Param(2, dtype=np.int64)) == f"Param({np.int64(2)!r})"
+
+
+def test_an_untyped_param_of_another_number_type_is_passed_as_its_parameters_type(device):
+    """A Param made without a dtype takes its parameter's type once the call passing it is accepted: the launch, node
+    or set that types it packs its value as that type (a NumPy int64 for an int, a bool for an int, a double for a
+    float, a float for a double)."""
+    stream = device.stream()
+    x, y = device.zeros(8, np.int32), device.zeros(8, np.float32)
+    stream.launch(K.fill, 1, 8, x, gg.Param(np.int64(3)), 8)
+    with stream.capture() as cap:
+        stream.launch(K.fill, 1, 4, x, gg.Param(True), 4)
+    graph = gg.Graph(device)
+    node = graph.add_kernel(K.scale, 1, 8, y, gg.Param(np.float64(2.0)), 8)
+    stream.launch(K.shift, 1, 8, y, 1.0, 8)
+    stream.synchronize()
+    cap.graph.instantiate().launch(stream)
+    with graph.instantiate() as exe:
+        exe.launch(stream)
+        exe.set_params(node, y, gg.Param(np.float32(0.5)), 8)
+        exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.array([1] * 4 + [3] * 4, np.int32))
+    np.testing.assert_array_equal(y.to_numpy(), np.full(8, 1.0, np.float32))

@@ -138,3 +138,23 @@ def test_on_a_gpu_a_typical_launch_is_the_cores_and_the_rest_the_checked_paths(m
     np.testing.assert_array_equal(x.to_numpy(), np.full(8, 6, np.int32))
     with pytest.raises(ValueError, match="shared_mem: expected a non-negative int, got None"):
         stream.launch(K.fill, 1, 8, x, 1, 8, shared_mem=None)
+
+
+class Accepting(Recording):
+    """Hot calls that note each kernel launch and take it (nothing runs)."""
+
+    def launch_kernel(self, *args: int) -> int:
+        super().launch_kernel(*args)
+        return 0
+
+
+def test_a_launch_the_hot_call_takes_goes_no_further(device, restore_inc, monkeypatch):
+    stream = device.stream()
+    x = device.zeros(8, np.float64)
+    _recorded(stream, K.inc, 2)
+    hot = Accepting(2)
+    stream._hot = hot
+    checked = []
+    monkeypatch.setattr(type(device._backend), "stream_launch", lambda *args: checked.append(args))
+    stream.launch(K.inc, 1, 8, x, 8)
+    assert (len(hot.launches), len(checked)) == ((1, 0) if COMPILED else (0, 1))

@@ -291,8 +291,8 @@ def _put_real(data: bytearray, offset: int, code: int, value: float) -> bool:
 
 
 def _put_scalar(data: bytearray, offset: int, code: int, value: object) -> bool:
-    """Write the NumPy scalar ``value`` if it is of the code's own type (any NumPy scalar of a C number type it
-    holds, for a ``d``, as its exact double), or an unsigned 64-bit integer for an address."""
+    """Write the NumPy scalar ``value`` if it is of the code's own type (a ``d`` slot takes a float64 as its exact
+    double), or an unsigned 64-bit integer for an address."""
     kind = type(value)
     scalar = _SCALAR_TYPES.get(kind)
     if scalar is None:

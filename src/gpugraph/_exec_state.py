@@ -155,17 +155,15 @@ def turn_lock() -> TurnLock | threading.RLock:
     return TurnLock() if cython.compiled else threading.RLock()
 
 
-INVALID_CONTEXT = 201  # the driver's CUDA_ERROR_INVALID_CONTEXT (hipErrorInvalidContext): not in the context asked
-
-
 @cython.cclass
 class KernelPatch:
     """The prepared patch of one kernel node of an executable graph whose arguments include Params (what ``launch``
     runs for a node whose Params changed): the node's own argument slots, into which a call writes the Params'
     current values (``params``: (position, slot code, the Param, whether it holds an Array)), then sets the node
     through the backend's hot node setter (``hot.exec_kernel_node_set``, with the addresses ``graph_exec``,
-    ``context``, ``node`` and ``function`` and the launch shape). Where the context is not this thread's, ``use()``
-    makes it current and the set is made again; a refusal of the driver is raised by ``fail(call, code)``."""
+    ``context``, ``node`` and ``function`` and the launch shape). Where the set is refused (the context not this
+    thread's current one, say), ``use()`` makes the context current and the set is made once more; a refusal then
+    is raised by ``fail(call, code)``."""
 
     if not cython.compiled:  # (compiled, _exec_state.pxd declares the fields)
         __slots__ = ("_hot", "_slots", "_params", "_graph_exec", "_context", "_node", "_function", "_grid", "_block",
@@ -187,7 +185,7 @@ class KernelPatch:
             if not slots.put(index, code, value.ptr if is_array else value):  # (each value was checked when set)
                 raise TypeError(f"{param!r}: its value {value!r} does not fit its kernel's slot {index} ({chr(code)})")
         err = self._set()
-        if err == INVALID_CONTEXT:  # (this thread's first call in the device's context, say)
+        if err:  # (not in the device's context, say: this thread's first call there, or another library's switch)
             self._use()
             err = self._set()
         if err:

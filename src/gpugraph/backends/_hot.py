@@ -4,9 +4,11 @@ calls them directly (compiled: a C call through the class's table, no Python cal
 A backend that has such calls gives an instance of a subclass as its ``hot`` attribute (the CUDA backend's is
 ``gpugraph.backends.cuda._leaves.CudaHot``); one that has none gives None, and the core takes its Python path,
 which calls the backend's protocol methods (``gpugraph.backends._protocol``). Handles come in as addresses (ints:
-a stream's is ``Backend.stream_address``'s); each call returns the driver's result as an int (0: done), and makes no
-other check: the core makes the call only where its Python path would make exactly this one, and where the driver
-refuses, the Python path makes it again and explains the refusal as it explains any other.
+a stream's is ``Backend.stream_address``'s); each call returns the driver's result as an int (0: done), and checks
+nothing but what the driver could not survive (a node set outside its context: ``exec_kernel_node_set``): the core
+makes a call only where its Python path would make exactly this one, and where the driver refuses, the Python path
+makes it again and explains the refusal as it explains any other (a Param patch, ``_exec_state.KernelPatch``, makes
+its context current and sets again once, then raises the refusal).
 
 A core module (``gpugraph._core``): compiled where gpugraph was built with Cython; plain elsewhere.
 """

@@ -141,10 +141,10 @@ class Backend(Protocol):
         when ``address`` is no stream handle it knows. Asked only of backends whose streams are CUDA's
         (``speaks_cuda``)."""
     def stream_launcher(self, stream: Handle, device: Any) -> Any:
-        """A compiled launch for ``stream`` (``Stream.launch``'s fast lane: ``launcher(function, grid, block,
-        args)`` is True once launched, False to leave the launch to ``stream_launch``; ``launcher.captured(capture,
-        kernel, function, grid, block, args)`` the same into a capture), or None. ``device``: the front end's
-        Device, which Arrays passed to it must be on."""
+        """A compiled launch into a capture of ``stream`` (``Stream.launch``'s captured lane:
+        ``launcher.captured(capture, kernel, function, grid, block, args)`` is True once launched and recorded,
+        False to leave the launch to ``stream_launch``), or None. ``device``: the front end's Device, which Arrays
+        passed to it must be on."""
     def stream_synchronize(self, stream: Handle) -> None: ...
     def stream_query(self, stream: Handle) -> bool: ...
     # ``capture`` below: the backend's record of the capture the stream takes part in (see Capture), as the

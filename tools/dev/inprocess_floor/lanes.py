@@ -1,7 +1,8 @@
 """Where gpugraph's own time goes on each CUDA hot path (set_params, a Param patch, capture, explicit build, graph
-launch), in one process: the whole call; its compiled lane called directly (no front-end Python frame); the
-thinnest Python call into C making the same driver call, the GIL held (gpugraph.bench._thinnest.Calls); the driver
-call timed in C.
+launch), in one process: the whole call; where a compiled lane of ``_fast`` makes it (capture, explicit build), that
+lane called directly (no front-end Python frame); the thinnest Python call into C making the same driver call, the
+GIL held (gpugraph.bench._thinnest.Calls); the driver call timed in C. set_params and the graph launch are the
+compiled core's own (``_exec_state``): the whole call is the core's.
 Interleaved rounds, medians, µs (per node for capture and build). The difference between the whole call and the
 lane is the front end's Python frame; between the lane and the thinnest call, the lane's own bookkeeping.
 
@@ -22,6 +23,9 @@ import numpy as np
 from gpugraph.bench._thinnest import Calls  # (the in-process floor, built with gpugraph)
 
 import gpugraph as gg
+from gpugraph import _exec_state
+from gpugraph._graph_node import handle_of
+from gpugraph._kernel import loaded_function
 from gpugraph.backends.cuda import _leaves
 from gpugraph.bench._gpu import TINY
 
@@ -55,7 +59,7 @@ def main() -> None:
     x = device.zeros(32, np.float32)
     stream.launch(kernel, 1, 32, x, 32)
     stream.synchronize()
-    function = kernel._functions[device]
+    function = loaded_function(kernel, device)
     raw_function, raw_stream = int(function.handle), int(stream._handle.handle)
     calls = Calls(raw_function, x.ptr)
 
@@ -67,14 +71,13 @@ def main() -> None:
     exe.launch(stream)  # (through the Python path: the lane takes launches once it has run once)
     stream.synchronize()
     node, raw_exe = graph.nodes[0], int(exe._handle.handle)
-    raw_node, lane, args = int(node._handle), exe._fast, (x, 32)
-    if lane is None or not lane.set_params(exe, node, args) or not lane.launch(exe, stream):
-        raise SystemExit("lanes: the compiled path is not built or its lanes decline these calls")
+    raw_node, args = int(handle_of(node)), (x, 32)
+    if str(_exec_state.__file__).endswith(".py") or stream._fast is None:
+        raise SystemExit("lanes: the compiled core or the compiled path is not built")
     stream.synchronize()
 
     print("## set_params (node 0 of a 1000-node chain)")
     interleaved({"exe.set_params(node, x, 32)": lambda: exe.set_params(node, x, 32),
-                 "the lane (Exec.set_params)": lambda: lane.set_params(exe, node, args),
                  "thinnest Python call into C": lambda: calls.set_params(raw_exe, raw_node)}, 300)
     print(f"  {'the driver call timed in C':46s} "
           f"{statistics.median(loops.set_params(raw_exe, raw_node, raw_function, x.ptr, 200)):8.3f}")
@@ -100,7 +103,7 @@ def main() -> None:
     def set_value() -> None:
         count.value = 31
     interleaved({"value set + ParamUses.patch": set_and_patch, "value set alone": set_value,
-                 "ParamUses.patch of one pending Param": mark_and_patch, "the node's ParamPatch alone": patch,
+                 "ParamUses.patch of one pending Param": mark_and_patch, "the node's KernelPatch alone": patch,
                  "thinnest Python call into C": lambda: calls.set_params(raw_exe, raw_node)}, 300)
 
     print("## capture, per node (1000 launches)")
@@ -150,7 +153,6 @@ def main() -> None:
 
     print("## graph launch call, 1000-node chain (a sync after each)")
     interleaved({"GraphExec.launch": lambda: exe.launch(stream),
-                 "the lane (Exec.launch)": lambda: lane.launch(exe, stream),
                  "gpugraph's raw call (GIL released)": lambda: _leaves.graph_launch(raw_exe, raw_stream),
                  "thinnest Python call into C (GIL held)": lambda: calls.graph_launch(raw_exe, raw_stream)},
                 300, after=lambda: loops.sync(raw_stream))

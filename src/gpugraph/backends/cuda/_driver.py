@@ -67,6 +67,13 @@ class Contexts:
         """The context this thread made current through ``use`` (None before its first ``use``)."""
         return getattr(self._local, "ctx", None)
 
+    def make_current(self, index: int) -> None:
+        """Make device ``index``'s primary context current on this thread, whatever this thread's record says
+        (another library may have made another one current since)."""
+        ctx = self.get(index)
+        call(drv.ctx_set_current, ctx)
+        self._local.ctx = ctx
+
     def use(self, index: int) -> None:
         """Make device ``index``'s primary context current on this thread (a no-op when it already is)."""
         ctx = self.get(index)

@@ -206,7 +206,7 @@ cdef class Builder:
             params.blockDimX, params.blockDimY, params.blockDimZ = block, 1, 1
             params.sharedMemBytes = 0
             params.kernelParams = pointers
-            params.extra = NULL
+            params.extra = params.kern = params.ctx = NULL  # (kern, ctx: the driver ignores them where func is given)
             record = _tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, tuple(typed),
                                                       self.device_index))
             graph._version += 1

@@ -7,9 +7,10 @@ from typing import Any
 
 from cuda.bindings import driver as cu
 
-from ..._argpack import Slots, code_of, layout_of
+from ..._argpack import DTYPES, Slots, code_of, layout_of
 from ..._errors import KernelCompileError
 from ..._memory import Array
+from ..._scalars import to_c
 from ..._signature import check_compiled
 from ._driver import error
 from ._symbols import drv
@@ -136,7 +137,19 @@ class Function:
                 self._layout([(d, d is None) for d in key])
                 self._layout_key = key
         declined = self._slots.fill(self._codes, args)
-        if declined >= 0:  # (the converters made every argument one its slot takes: a bug in gpugraph)
-            raise TypeError(f"{self.kernel!r} argument {declined}: {args[declined]!r} does not fit its slot "
-                            f"({chr(self._codes[declined])})")
+        if declined >= 0:
+            self._fill_converted(args, declined)
         return self._slots.kernel_params()
+
+    def _fill_converted(self, args: tuple, start: int) -> None:
+        """Write ``args[start:]``, each value a slot does not take as it is converted to the slot's type first: the
+        value of an untyped Param, packed before the call passing it is accepted and gives the Param its
+        parameter's type (the converters checked that the type holds it)."""
+        slots, codes = self._slots, self._codes
+        for i in range(start, len(args)):
+            value = args[i]
+            code = codes[i]
+            if slots.put(i, code, value.ptr if type(value) is Array else value):
+                continue
+            if code == ord("P") or not slots.put(i, code, to_c(value, DTYPES[chr(code)], chr(code), repr(self.kernel))):
+                raise TypeError(f"{self.kernel!r} argument {i}: {value!r} does not fit its slot ({chr(code)})")

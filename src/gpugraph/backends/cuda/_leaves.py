@@ -26,6 +26,7 @@ if cython.compiled:
     from cython.cimports.gpugraph.backends._hot import HotCalls
     from cython.cimports.libc.stdint import uintptr_t
     from cython.cimports.libc.stdlib import free, malloc
+    from cython.cimports.libc.string import memset
 else:
     from .._hot import HotCalls
     from ._symbols import drv
@@ -93,9 +94,11 @@ def exec_kernel_node_set(graph_exec: int, context: int, node: int, function: int
 
 def _kernel_node(params: object, function: int, grid_x: int, grid_y: int, grid_z: int, block_x: int, block_y: int,
                  block_z: int, shared_mem: int, kernel_params: int) -> None:
-    """Fill the CUDA_KERNEL_NODE_PARAMS at ``params`` (compiled)."""
+    """Fill the CUDA_KERNEL_NODE_PARAMS at ``params`` (compiled), its fields this call does not name zero (``kern``
+    and ``ctx`` of the struct's second version, which the driver ignores where ``func`` is given)."""
     if cython.compiled:
         p = cython.declare(cython.pointer(cydriver.CUDA_KERNEL_NODE_PARAMS), params)
+        memset(p, 0, cython.sizeof(cydriver.CUDA_KERNEL_NODE_PARAMS))
         p.func = cython.cast(cydriver.CUfunction, function)
         p.gridDimX, p.gridDimY, p.gridDimZ = grid_x, grid_y, grid_z
         p.blockDimX, p.blockDimY, p.blockDimZ = block_x, block_y, block_z

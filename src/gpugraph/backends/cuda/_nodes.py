@@ -528,7 +528,7 @@ def param_patcher(backend: Any, exec_: Any, node: Any, params: Any) -> Any:
     hot = backend.hot
     return KernelPatch(hot, exec_.raw, exec_.context, hot.node_address(node), function.raw, params.grid,
                        params.block, params.shared_mem, slots, patched,
-                       functools.partial(backend.contexts.use, exec_.index), fail)
+                       functools.partial(backend.contexts.make_current, exec_.index), fail)
 
 
 def _function_name(func: Any) -> str:
