@@ -68,7 +68,7 @@ class GraphBuild(GraphAlloc):
                              f"all run on its graph's device ({self.device})")
         grid, block = launch_dims(grid, block)
         converted = kernel.convert_args(args, device, typed=True, bind=False)
-        converted = self._condition_values(converted, f"add_kernel({kernel!r})")
+        converted = self._condition_values(converted, "add_kernel", kernel)
         params = KernelParams(kernel, grid, block, check_shared_mem(shared_mem), converted, device.index)
         self._refuse_body_params(params, "add_kernel")
         load_kernel(device, kernel)

@@ -81,7 +81,7 @@ class GraphFields(Protocol[N]):
 
     def _locked(self) -> AbstractContextManager[Any]: ...
 
-    def _condition_values(self, args: tuple, what: str) -> tuple: ...
+    def _condition_values(self, args: tuple, api: str, kernel: object) -> tuple: ...
 
     def _refuse_in_body(self, what: str, kind: str) -> None: ...
 
@@ -226,10 +226,10 @@ def note_embedded(graph: GraphFields[N], handle: object, source: GraphFields[N])
 # The rules of the nodes a graph holds, which work captured into it meets too (gpugraph._stream, _capture, _records).
 
 
-def condition_values(graph: GraphFields[N], args: tuple, what: str) -> tuple:
+def condition_values(graph: GraphFields[N], args: tuple, api: str, kernel: object) -> tuple:
     """A kernel node's ``args`` with each Condition among them (checked: ``graph``'s, or one of a graph it is a body of)
-    replaced by the value its kernel is passed; ``args`` when none is (``what``: the call, for errors)."""
-    return graph._condition_values(args, what)
+    replaced by the value its kernel is passed; ``args`` when none is (``api(kernel)``: the call, for errors)."""
+    return graph._condition_values(args, api, kernel)
 
 
 def refuse_in_body(graph: GraphFields[N], what: str, kind: str) -> None:

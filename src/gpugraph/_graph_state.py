@@ -498,14 +498,15 @@ class GraphState:
                 raise GraphError(f"{what}: {self!r} is the body of a conditional node, which cannot hold "
                                  f"{refused.value} nodes, and {graph!r} holds one (CUDA refuses them there)")
 
-    def _condition_values(self, args: tuple, what: str) -> tuple:
+    def _condition_values(self, args: tuple, api: str, kernel: object) -> tuple:
         """A kernel node's ``args`` with each Condition among them (checked: this graph's, or one of a graph it is
-        a body of) replaced by the value its kernel is passed (the backend's handle); ``args`` when none is."""
+        a body of) replaced by the value its kernel is passed (the backend's handle); ``args`` when none is.
+        ``api`` and ``kernel`` name the call in errors (``api(kernel)``: made only then, a repr being no free)."""
         conditions = condition_args(args)
         if not conditions:
             return args
         for condition in conditions:
-            self._check_condition(condition, what)
+            self._check_condition(condition, f"{api}({kernel!r})")
         return tuple(np.uint64(condition_value(a)) if type(a) is Condition else a for a in args)
 
     def _refuse_body_params(self, record: KernelParams, what: str) -> None:

@@ -39,7 +39,7 @@ def kernel_record(old: KernelParams, args: tuple, grid: Any, block: Any, shared_
         args = kernel.convert_args(args, device, typed=True, bind=False)
     else:
         args = old.args
-    args = condition_values(graph, args, f"{what}({kernel!r})")  # (as Graph.add_kernel takes them)
+    args = condition_values(graph, args, what, kernel)  # (as Graph.add_kernel takes them)
     check_shared(device, kernel, shared)
     return KernelParams(kernel, new_grid, new_block, shared, args, old.device)
 

@@ -231,7 +231,7 @@ class Stream(StreamState):
         # Untyped Params take their parameters' types only once the launch is made: a refused one changes none.
         if capture is not None:  # recorded in a node: typed as graph nodes are, Params kept, Conditions as their values
             converted = kernel.convert_args(args, device, typed=True, bind=False)
-            args = _graph_reads.condition_values(capture.graph, converted, f"launch({kernel!r})")
+            args = _graph_reads.condition_values(capture.graph, converted, "launch", kernel)
         else:
             args = converted = kernel.convert_args(args, device, bind=False)
             if _params.in_use:
