@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import gpugraph as gg
-from gpugraph._argpack import Layout
 from gpugraph._placement import load_kernel
 from gpugraph.backends.cuda import _compiled
 
@@ -22,72 +21,6 @@ SLOTS = 4
 @pytest.fixture(scope="module")
 def device() -> gg.Device:
     return gg.Device("cpu")
-
-
-class _Function:
-    """What a Launcher reads of a loaded kernel (the CUDA backend's Function)."""
-
-    def __init__(self, codes: bytes | None, wants: tuple) -> None:
-        self.layout, self.raw = None if codes is None else Layout(codes, wants, 0), 0
-
-
-class _Capture:
-    """What ``Launcher.captured`` reads of the backend's capture record."""
-
-    def __init__(self, active: bool) -> None:
-        import threading
-        import types
-        self.lock, self.active, self.graph = threading.Lock(), active, types.SimpleNamespace(pending=[])
-
-
-@pytest.mark.parametrize("grid, block, args", [((1, 1), 32, (1,)), (1, 32, (2.5,)), (1, 32, (1, 2))])
-def test_a_captured_launch_declines_before_calling_the_driver_and_records_nothing(device, grid, block, args):
-    capture = _Capture(active=True)
-    kernel = gg.Kernel('extern "C" __global__ void k(int n) {}', "k")
-    assert fast.Launcher(0, device).captured(capture, kernel, _Function(b"i", (np.int32,)), grid, block,
-                                             args) is False
-    assert capture.graph.pending == []
-
-
-def test_a_launch_into_a_capture_that_ended_is_left_to_the_python_path(device):
-    capture = _Capture(active=False)  # (ended on another thread: the Python path launches it uncaptured)
-    kernel = gg.Kernel('extern "C" __global__ void k(int n) {}', "k")
-    assert fast.Launcher(0, device).captured(capture, kernel, _Function(b"i", (np.int32,)), 1, 32, (1,)) is False
-    assert fast.Launcher(0, device).captured(None, kernel, _Function(b"i", (np.int32,)), 1, 32, (1,)) is False
-    assert capture.graph.pending == []
-
-
-@pytest.mark.gpu
-def test_captured_launches_record_the_nodes_the_python_path_records(monkeypatch):
-    import kernels as K
-    gpu = gg.Device("cuda")
-    x = gpu.zeros(8, np.int32)
-    load_kernel(gpu, K.fill)
-    graphs = []
-    for lane in ("compiled", "python"):
-        stream = gpu.stream()
-        if lane == "python":
-            monkeypatch.setattr(stream, "_fast", None)
-        calls = []
-        backend = stream._backend
-        real = backend.stream_launch
-        monkeypatch.setattr(backend, "stream_launch",
-                            lambda *args, calls=calls, real=real: calls.append(args) or real(*args))
-        with stream.capture() as cap:
-            stream.launch(K.fill, 1, 8, x, 3, 8)
-            stream.launch(K.fill, 2, 4, x, 7, 8)
-        monkeypatch.undo()
-        assert len(calls) == (0 if lane == "compiled" else 2)
-        graphs.append(cap.graph)
-    compiled, python = ([node.params for node in g.nodes] for g in graphs)
-    assert compiled == python
-    for a, b in zip(compiled, python):
-        assert [type(v) for v in a.args] == [type(v) for v in b.args]  # typed as graph nodes keep them
-    exe = graphs[0].instantiate()
-    stream = gpu.stream()
-    exe.launch(stream)
-    stream.synchronize()
-    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 7, np.int32))
 
 
 def _counting(monkeypatch, backend, name):

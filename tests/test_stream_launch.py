@@ -28,7 +28,7 @@ class Recording(HotCalls):
     """Hot calls that note each kernel launch, with the first argument slots as packed, and refuse it."""
 
     def __init__(self, slots: int) -> None:
-        self.slots, self.launches = slots, []
+        self.slots, self.launches, self.captured = slots, [], []
 
     def launch_kernel(self, function: int, grid_x: int, grid_y: int, grid_z: int, block_x: int, block_y: int,
                       block_z: int, shared_mem: int, stream: int, kernel_params: int) -> int:
@@ -36,6 +36,14 @@ class Recording(HotCalls):
         packed = [ctypes.string_at(pointers[i], 8) for i in range(self.slots)]
         self.launches.append((function, (grid_x, grid_y, grid_z), (block_x, block_y, block_z), shared_mem, stream,
                               packed))
+        return REFUSED
+
+    def captured_launch(self, capture: object, record: object, function: int, grid_x: int, grid_y: int, grid_z: int,
+                        block_x: int, block_y: int, block_z: int, shared_mem: int, stream: int,
+                        kernel_params: int) -> int:
+        self.launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream,
+                           kernel_params)
+        self.captured.append((capture, record))
         return REFUSED
 
 
@@ -76,7 +84,7 @@ def test_the_common_case_reaches_the_hot_call_packed_and_everything_else_the_che
     stream.launch(K.inc, 1, 8, x, np.int32(8))  # a NumPy scalar: the converter's (checked path)
     stream.launch(K.inc, (1, 1), 8, x, 8)  # a 3-D shape
     stream.launch(K.inc, 1, 8, x, 8, shared_mem=16)  # dynamic shared memory
-    with stream.capture() as cap:  # into a capture
+    with stream.capture() as cap:  # into a capture: the hot captured launch (refused), then the checked path
         stream.launch(K.inc, 1, 8, x, 8)
     other = device.stream()  # a stream without a hot address
     other.launch(K.inc, 1, 8, x, 8)
@@ -84,9 +92,11 @@ def test_the_common_case_reaches_the_hot_call_packed_and_everything_else_the_che
     other.synchronize()
     np.testing.assert_array_equal(x.to_numpy(), np.full(8, 5.0))
     assert [n.kind for n in cap.graph.nodes] == [gg.NodeKind.KERNEL]
-    # (Compiled, the first launch alone reached the hot call, its arguments packed as the kernel reads them.)
-    expected = [(FUNCTION, (1, 1, 1), (8, 1, 1), 0, STREAM, [x.ptr.to_bytes(8, "little"), (8).to_bytes(8, "little")])]
-    assert hot.launches == (expected if COMPILED else [])
+    # (Compiled, the first launch and the captured one reached the hot calls, their arguments packed as the kernel
+    # reads them.)
+    expected = (FUNCTION, (1, 1, 1), (8, 1, 1), 0, STREAM, [x.ptr.to_bytes(8, "little"), (8).to_bytes(8, "little")])
+    assert hot.launches == ([expected] * 2 if COMPILED else [])
+    assert len(hot.captured) == (1 if COMPILED else 0)
 
 
 def test_arguments_the_slots_do_not_take_as_they_are_are_converted_or_refused_by_the_checked_path(device,
@@ -158,3 +168,61 @@ def test_a_launch_the_hot_call_takes_goes_no_further(device, restore_inc, monkey
     monkeypatch.setattr(type(device._backend), "stream_launch", lambda *args: checked.append(args))
     stream.launch(K.inc, 1, 8, x, 8)
     assert (len(hot.launches), len(checked)) == ((1, 0) if COMPILED else (0, 1))
+
+
+def test_a_captured_launch_reaches_the_hot_call_with_the_record_the_checked_path_records(device, restore_inc):
+    stream = device.stream()
+    x = device.zeros(8, np.float64)
+    hot = _recorded(stream, K.inc, 2)
+    other = device.zeros(8, np.float32)
+    with stream.capture() as cap:
+        stream.launch(K.inc, 1, 8, x, 8)  # refused by the recording: recorded by the checked path
+        stream.launch(K.inc, 1, 8, x, np.int32(8))  # a NumPy scalar: the checked path's
+        with pytest.raises(TypeError, match="expects float64 data"):
+            stream.launch(K.inc, 1, 8, other, 8)
+    recorded = [node.params for node in cap.graph.nodes]
+    assert len(recorded) == 2
+    if COMPILED:
+        assert len(hot.captured) == 1
+        backend_capture, record = hot.captured[0]
+        # (The checked path's record names the function the CPU backend was given: here the test's Loaded.)
+        assert backend_capture is not None and record.kernel is K.inc and record[1:] == recorded[0][1:]
+        assert [type(v) for v in record.args] == [type(v) for v in recorded[0].args]  # (typed as nodes keep them)
+        assert hot.launches[0][-1] == [x.ptr.to_bytes(8, "little"), (8).to_bytes(8, "little")]
+    else:
+        assert hot.captured == [] and hot.launches == []
+    cap.graph.instantiate().launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 2.0))
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_captured_launches_record_the_nodes_the_checked_path_records(monkeypatch):
+    gpu = gg.Device("cuda")
+    x = gpu.zeros(8, np.int32)
+    load_kernel(gpu, K.fill)
+    graphs = []
+    for lane in ("compiled", "python"):
+        stream = gpu.stream()
+        if lane == "python":
+            stream._hot_address = 0  # (no hot address: the checked path launches and records)
+        calls = []
+        backend = stream._backend
+        real = backend.stream_launch
+        monkeypatch.setattr(backend, "stream_launch",
+                            lambda *args, calls=calls, real=real: calls.append(args) or real(*args))
+        with stream.capture() as cap:
+            stream.launch(K.fill, 1, 8, x, 3, 8)
+            stream.launch(K.fill, 2, 4, x, 7, 8)
+        monkeypatch.undo()
+        assert len(calls) == (0 if lane == "compiled" and COMPILED else 2)
+        graphs.append(cap.graph)
+    compiled, python = ([node.params for node in g.nodes] for g in graphs)
+    assert compiled == python
+    for a, b in zip(compiled, python):
+        assert [type(v) for v in a.args] == [type(v) for v in b.args]  # typed as graph nodes keep them
+    exe = graphs[0].instantiate()
+    stream = gpu.stream()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 7, np.int32))

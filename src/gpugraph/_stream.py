@@ -16,7 +16,7 @@ from ._errors import CaptureError, GraphError
 from ._event import Event, event_handle, note_recorded, recorded_in
 from ._hazards import CHECKING, note_where
 from ._host_threads import HOST_THREADS, refuse_in_host_function
-from ._kernel import Kernel, check_shared_mem, launch_dims, loaded_function
+from ._kernel import Kernel, check_shared_mem, launch_dims
 from ._memops import mem_ops_record
 from ._memory import (
     Array,
@@ -100,8 +100,6 @@ class Stream(StreamState):
                 address = self.ptr
                 with by_address_lock:
                     by_address[address] = self
-        # The backend's compiled launch into a capture of this stream (the captured lane), if it has one.
-        self._fast = None if legacy else backend.stream_launcher(self._handle, device)
         hot = self._hot = backend.hot
         # (A subclass's launches take the checked path, which refuses it as every call taking a Stream does.)
         self._hot_address = (0 if legacy or hot is None or type(self) is not Stream
@@ -204,15 +202,7 @@ class Stream(StreamState):
         return _capture.Capture(self, mode, into, after)
 
     def _launch_checked(self, kernel: Kernel, grid: object, block: object, args: tuple, shared_mem: int) -> None:
-        """``launch``'s every case but the one the compiled core launches itself (StreamState.launch)."""
-        # The captured lane: a launch of a loaded kernel into a healthy capture, which the compiled launcher takes
-        # whole, recording its node, or declines (then the path below makes it, or explains why not).
-        fast, capture = self._fast, self._capture
-        if (fast is not None and capture is not None and capture.error is None and not shared_mem
-                and type(kernel) is Kernel and type(shared_mem) is int and not HOST_THREADS):
-            function = loaded_function(kernel, self.device)
-            if function is not None and fast.captured(capture._handle, kernel, function, grid, block, args):
-                return
+        """``launch``'s every case but those the compiled core launches itself (StreamState.launch)."""
         if type(kernel) is not Kernel:
             raise TypeError(f"launch(kernel): expected a Kernel, got {type(kernel).__name__}")
         capture = self._capture

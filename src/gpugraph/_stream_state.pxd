@@ -13,7 +13,6 @@ cdef class StreamState:
     cdef public object _handle
     cdef public object _capture
     cdef public object _number
-    cdef public object _fast
     cdef public HotCalls _hot
     cdef public uintptr_t _hot_address
     cdef object __weakref__

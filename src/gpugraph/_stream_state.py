@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ._capture_rules import function_captures
+from ._hazards import CHECKING
 from ._host_threads import HOST_THREADS
 from ._kernel import Kernel, loaded_function
+from ._nodes import KernelParams
 
 try:
     import cython  # (the Cython compiler reads this exact import)
@@ -31,6 +33,21 @@ else:
     from .backends._hot import HotCalls
 
 MAX_SLOTS = 32  # the arguments of a launch the compiled core packs on its stack (more: the checked path)
+# KernelParams (a NamedTuple) made as tuple.__new__(KernelParams, fields), without its Python __new__: a fifth of the
+# cost, on a path that makes one record per captured launch.
+_tuple_new = tuple.__new__
+_DIMS: dict[int, tuple[int, int, int]] = {}  # n -> (n, 1, 1): one tuple for each size, kept by many records
+_DIMS_KEPT = 1024
+
+
+def _dim3(n: int) -> tuple[int, int, int]:
+    """``(n, 1, 1)``, one object for each ``n`` (up to ``_DIMS_KEPT`` of them)."""
+    dims = _DIMS.get(n)
+    if dims is None:
+        dims = (n, 1, 1)
+        if len(_DIMS) < _DIMS_KEPT:
+            _DIMS[n] = dims
+    return dims
 
 
 @cython.cclass
@@ -42,7 +59,7 @@ class StreamState:
 
     if not cython.compiled:  # (compiled, _stream_state.pxd declares the fields)
         __slots__ = ("device", "non_blocking", "priority", "legacy", "_backend", "_handle", "_capture", "_number",
-                     "_fast", "_hot", "_hot_address", "__weakref__")
+                     "_hot", "_hot_address", "__weakref__")
         device: Any  # its Device
         _capture: Any  # the Capture it records into, if any
         _hot: HotCalls | None
@@ -64,28 +81,40 @@ class StreamState:
         if cython.compiled:
             # The common case, launched from here: a 1-D launch, no dynamic shared memory, of a Kernel loaded on
             # the stream's device whose signature types every slot, with arguments its slots take as they are
-            # (_argpack.write_common), outside any capture and host function, on a stream with a hot address.
-            # The driver copies the arguments: they are packed on the C stack. Anything else, or a driver's
-            # refusal, takes the checked path, which launches or explains.
+            # (_argpack.write_common), outside host functions, on a stream with a hot address: uncaptured (and
+            # outside @captured captures), or into a capture with no error, recorded as the checked path records
+            # it (unless hazard checking notes each captured call). The driver copies the arguments: they are
+            # packed on the C stack. Anything else, or a driver's refusal, takes the checked path, which launches or
+            # explains.
             hot = cython.declare(HotCalls, self._hot)
-            if (hot is not None and self._hot_address != 0 and self._capture is None and type(shared_mem) is int
-                    and shared_mem == 0 and type(kernel) is Kernel and not HOST_THREADS and not function_captures
-                    and type(grid) is int and type(block) is int and 1 <= grid <= 0x7FFFFFFF and 1 <= block <= 1024
-                    and len(args) <= MAX_SLOTS):
-                function = loaded_function(kernel, self.device)
-                layout = getattr(function, "layout", None)  # (None: a kernel not loaded, or untyped)
+            capture = self._capture
+            if (hot is not None and self._hot_address != 0 and type(shared_mem) is int and shared_mem == 0
+                    and type(kernel) is Kernel and not HOST_THREADS and type(grid) is int and type(block) is int
+                    and 1 <= grid <= 0x7FFFFFFF and 1 <= block <= 1024 and len(args) <= MAX_SLOTS
+                    and (not function_captures if capture is None else capture.error is None and not CHECKING)):
+                layout = getattr(loaded_function(kernel, self.device), "layout", None)  # (None: not loaded, untyped)
                 if type(layout) is Layout:
                     slots = cython.declare(uint64_t[32])
                     pointers = cython.declare(cython.p_void[32])
+                    typed: list[Any] | None = None if capture is None else []
                     count = cython.declare(cython.Py_ssize_t, write_common(
                         cython.cast(Layout, layout).codes, cython.cast(Layout, layout).wants, self.device, args,
-                        cython.cast(cython.p_char, slots), None))
+                        cython.cast(cython.p_char, slots), typed))
                     i = cython.declare(cython.Py_ssize_t)
                     if count >= 0:
                         for i in range(count):
                             pointers[i] = cython.address(slots[i])
-                        if hot.launch_kernel(cython.cast(Layout, layout).function, grid, 1, 1, block, 1, 1, 0,
-                                             self._hot_address, cython.cast(cython.size_t, pointers)) == 0:
+                        function = cython.cast(Layout, layout).function
+                        if capture is None:
+                            err = hot.launch_kernel(function, grid, 1, 1, block, 1, 1, 0, self._hot_address,
+                                                    cython.cast(cython.size_t, pointers))
+                        else:
+                            record = _tuple_new(KernelParams, (kernel, _dim3(grid), _dim3(block), 0, tuple(typed or ()),
+                                                               self.device.index))
+                            # (The capture's backend record, read directly: a Capture's field, on its hottest path.)
+                            err = hot.captured_launch(capture._handle, record, function, grid, 1, 1, block, 1, 1, 0,
+                                                      self._hot_address, cython.cast(cython.size_t, pointers))
+                        if err == 0:
                             return
         self._launch_checked(kernel, grid, block, args, shared_mem)
 

@@ -41,6 +41,15 @@ class HotCalls:
         the address of its arguments' addresses (``gpugraph._argpack.Slots``; the driver copies them)."""
         raise NotImplementedError
 
+    def captured_launch(self, capture: object, record: object, function: int, grid_x: int, grid_y: int, grid_z: int,
+                        block_x: int, block_y: int, block_z: int, shared_mem: int, stream: int,
+                        kernel_params: int) -> int:
+        """``launch_kernel`` into ``capture`` (the backend's record of the capture ``stream`` takes part in), while it
+        is active, queueing ``record`` (the node's ``KernelParams``) as the backend pairs captured calls with their
+        nodes: 0 once done; nonzero, nothing launched or queued, where the driver refuses or the capture no longer
+        records (another thread ended it: the launch is then the checked path's, uncaptured)."""
+        raise NotImplementedError
+
     def node_setter(self, exec_: object) -> tuple[int, int]:
         """The addresses ``exec_kernel_node_set`` takes for the executable graph ``exec_`` and for the context it
         must be made in, or (0, 0) where only the backend's ``exec_set_node`` sets its nodes (a graph kernels launch,

@@ -140,11 +140,6 @@ class Backend(Protocol):
         index of the device it belongs to, non-blocking?, priority); ValueError saying what the driver answered
         when ``address`` is no stream handle it knows. Asked only of backends whose streams are CUDA's
         (``speaks_cuda``)."""
-    def stream_launcher(self, stream: Handle, device: Any) -> Any:
-        """A compiled launch into a capture of ``stream`` (``Stream.launch``'s captured lane:
-        ``launcher.captured(capture, kernel, function, grid, block, args)`` is True once launched and recorded,
-        False to leave the launch to ``stream_launch``), or None. ``device``: the front end's Device, which Arrays
-        passed to it must be on."""
     def stream_synchronize(self, stream: Handle) -> None: ...
     def stream_query(self, stream: Handle) -> bool: ...
     # ``capture`` below: the backend's record of the capture the stream takes part in (see Capture), as the

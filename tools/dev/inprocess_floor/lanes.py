@@ -1,8 +1,8 @@
 """Where gpugraph's own time goes on each CUDA hot path (set_params, a Param patch, capture, explicit build, graph
-launch), in one process: the whole call; where a compiled lane of ``_fast`` makes it (capture, explicit build), that
+launch), in one process: the whole call; where a compiled lane of ``_fast`` makes it (explicit build), that
 lane called directly (no front-end Python frame); the thinnest Python call into C making the same driver call, the
-GIL held (gpugraph.bench._thinnest.Calls); the driver call timed in C. set_params and the graph launch are the
-compiled core's own (``_exec_state``): the whole call is the core's.
+GIL held (gpugraph.bench._thinnest.Calls); the driver call timed in C. set_params, the graph launch and a captured
+launch are the compiled core's own (``_exec_state``, ``_stream_state``): the whole call is the core's.
 Interleaved rounds, medians, µs (per node for capture and build). The difference between the whole call and the
 lane is the front end's Python frame; between the lane and the thinnest call, the lane's own bookkeeping.
 
@@ -26,7 +26,7 @@ import gpugraph as gg
 from gpugraph import _exec_state
 from gpugraph._graph_node import handle_of
 from gpugraph._kernel import loaded_function
-from gpugraph.backends.cuda import _leaves
+from gpugraph.backends.cuda import _compiled, _leaves
 from gpugraph.bench._gpu import TINY
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -72,7 +72,7 @@ def main() -> None:
     stream.synchronize()
     node, raw_exe = graph.nodes[0], int(exe._handle.handle)
     raw_node, args = int(handle_of(node)), (x, 32)
-    if str(_exec_state.__file__).endswith(".py") or stream._fast is None:
+    if str(_exec_state.__file__).endswith(".py") or _compiled.fast is None:
         raise SystemExit("lanes: the compiled core or the compiled path is not built")
     stream.synchronize()
 
@@ -106,19 +106,12 @@ def main() -> None:
                  "ParamUses.patch of one pending Param": mark_and_patch, "the node's KernelPatch alone": patch,
                  "thinnest Python call into C": lambda: calls.set_params(raw_exe, raw_node)}, 300)
 
-    print("## capture, per node (1000 launches)")
-    launcher = stream._fast
+    print("## capture, per node (1000 launches; the compiled core's own)")
 
     def captured_whole() -> None:
         with stream.capture():
             for _ in range(1000):
                 stream.launch(kernel, 1, 32, x, 32)
-
-    def captured_lane() -> None:
-        with stream.capture():
-            handle = stream._capture._handle
-            for _ in range(1000):
-                launcher.captured(handle, kernel, function, 1, 32, args)
 
     def captured_thinnest() -> None:
         calls.begin_capture(raw_stream)
@@ -126,8 +119,8 @@ def main() -> None:
             calls.launch(raw_stream)
         calls.end_capture(raw_stream)
         calls.destroy_captured()
-    interleaved({"stream.launch in a capture": captured_whole, "the lane (Launcher.captured)": captured_lane,
-                 "thinnest Python calls into C": captured_thinnest}, 20, per=1000)
+    interleaved({"stream.launch in a capture": captured_whole, "thinnest Python calls into C": captured_thinnest},
+                20, per=1000)
 
     print("## explicit build, per node (a 1000-node chain)")
 

@@ -78,9 +78,6 @@ class CpuCapturing(CpuRuntime):
         finally:
             self._stream_pools[stream.index].release()  # as CUDA's pool does at a synchronize, above its threshold
 
-    def stream_launcher(self, stream: CpuStream, device: Any) -> None:
-        return None  # (no compiled path: every launch takes stream_launch)
-
     def stream_query(self, stream: CpuStream) -> bool:
         return stream.query()
 

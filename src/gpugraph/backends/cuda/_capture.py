@@ -24,7 +24,7 @@ from ..._nodes import (
 )
 from ..._params import resolve
 from .._allocation import Allocation
-from . import _compiled, _leaves
+from . import _leaves
 from ._driver import call, error, fail
 from ._launch import Function
 from ._nodes import add_node, derive_params, describes
@@ -89,10 +89,6 @@ class CudaCapturing(CudaRuntime):
         pending = self.host.take_error(stream)
         if pending is not None:
             raise pending
-
-    def stream_launcher(self, stream: CudaStream, device: Any) -> Any:
-        fast = _compiled.fast
-        return None if fast is None else fast.Launcher(stream.raw, device)
 
     def stream_query(self, stream: CudaStream) -> bool:
         return _done(drv.stream_query, stream.handle)

@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""gpugraph's compiled CUDA lanes: the common cases of the paths users repeat (a stream launch, a graph launch,
-``set_params``, ``add_kernel``, a Param patch, reading a graph's edges and checking its shape), made through
-``cuda.bindings.cydriver`` (as cuda.core makes them) instead of cuda-bindings' Python wrappers. The plain driver
-calls of those paths are ``_leaves``'.
+"""gpugraph's compiled CUDA lanes left beside the compiled core: the common cases of ``add_kernel``, reading a
+graph's edges and checking its shape, made through ``cuda.bindings.cydriver`` (as cuda.core makes them) instead of
+cuda-bindings' Python wrappers. (A launch, a graph launch, ``set_params`` and a Param patch are the core's:
+``gpugraph._stream_state``, ``gpugraph._exec_state``; the plain driver calls of those paths are ``_leaves``'.)
 
 Handles come in as ints (``int()`` of a cuda-bindings handle object is its value); the lanes return True, the new
 object, or None/False to leave the call to the Python path. The GIL is released around each driver call: a launch
@@ -85,57 +85,6 @@ cdef inline bint _in_context(uintptr_t context) noexcept nogil:
     """Whether ``context`` is this thread's current context."""
     cdef cydriver.CUcontext current = NULL
     return cydriver.cuCtxGetCurrent(&current) == cydriver.CUDA_SUCCESS and <uintptr_t>current == context
-
-
-cdef class Launcher:
-    """One stream's compiled launch into a capture (``Stream.launch``'s captured lane): a 1-D launch of a kernel whose
-    signature types every slot, with arguments ``_argpack.write_common`` takes, packed on the C stack (cuLaunchKernel
-    copies them, so no shared buffer and no lock), launched and recorded as the Python path records it. ``captured``
-    returns True once done; False (nothing launched) for anything else, the driver's errors included, which the
-    Python path then makes and explains. (An uncaptured launch's common case is the compiled core's:
-    ``gpugraph._stream_state``.)
-    """
-
-    cdef uintptr_t stream
-    cdef object device, device_index  # (its index, read once: records of captured nodes name it)
-
-    def __init__(self, uintptr_t stream, object device):
-        self.stream = stream
-        self.device, self.device_index = device, device.index
-
-    cdef cydriver.CUresult _launch(self, uintptr_t handle, unsigned int grid_x, unsigned int block_x,
-                                   void** pointers) noexcept:
-        cdef cydriver.CUresult err
-        with nogil:
-            err = cydriver.cuLaunchKernel(<cydriver.CUfunction>handle, grid_x, 1, 1, block_x, 1, 1, 0,
-                                          <cydriver.CUstream>self.stream, pointers, NULL)
-        return err
-
-    def captured(self, capture, kernel, function, grid, block, tuple args):
-        """A launch into ``capture`` (the backend's CudaCapture of this stream), recorded as the Python
-        path records it: the node's KernelParams, with typed arguments, queued on the capture's graph under
-        the capture's lock, while the capture is active. False (nothing captured) for anything else."""
-        cdef uint64_t slots[MAX_SLOTS]
-        cdef void* pointers[MAX_SLOTS]
-        if capture is None:
-            return False
-        if not _one_d(grid, block):
-            return False
-        typed = []
-        if _write_args(function, self.device, args, slots, pointers, typed) < 0:
-            return False
-        record = (_tuple_new(_kernel_params_type, (kernel, _dim3(grid), _dim3(block), 0, tuple(typed),
-                                                   self.device_index)), None)
-        lock = capture.lock
-        if lock is None:
-            return False
-        with lock:
-            if not capture.active:  # (ended on another thread: the Python path launches it uncaptured)
-                return False
-            if self._launch(function.raw, grid, block, pointers) != cydriver.CUDA_SUCCESS:
-                return False
-            capture.graph.pending.append(record)
-        return True
 
 
 cdef class Builder:

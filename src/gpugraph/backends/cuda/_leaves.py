@@ -245,6 +245,9 @@ def _graph_nodes(graph: int) -> list[cu.CUgraphNode] | int:
         free(nodes)
 
 
+_CAPTURE_ENDED = 901  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: a captured launch not made, the capture no longer records
+
+
 @cython.cclass
 class CudaHot(HotCalls):
     """The CUDA backend's hot calls (``gpugraph.backends._hot``): the leaves above, called from C when compiled."""
@@ -262,6 +265,21 @@ class CudaHot(HotCalls):
                       block_z: int, shared_mem: int, stream: int, kernel_params: int) -> int:
         return launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream,
                              kernel_params)
+
+    def captured_launch(self, capture: object, record: object, function: int, grid_x: int, grid_y: int, grid_z: int,
+                        block_x: int, block_y: int, block_z: int, shared_mem: int, stream: int,
+                        kernel_params: int) -> int:
+        lock = capture.lock  # type: ignore[attr-defined]  # (a CudaCapture's: held from the launch to the queueing)
+        if lock is None:
+            return _CAPTURE_ENDED
+        with lock:
+            if not capture.active:  # type: ignore[attr-defined]  # (ended on another thread)
+                return _CAPTURE_ENDED
+            err = launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream,
+                                kernel_params)
+            if err == 0:
+                capture.graph.pending.append((record, None))  # type: ignore[attr-defined]
+        return err
 
     def node_setter(self, exec_: object) -> tuple[int, int]:
         # (A graph kernels launch is uploaded again after each change, which the backend's exec_set_node does.)
