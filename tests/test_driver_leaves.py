@@ -11,6 +11,7 @@ import gpugraph as gg
 
 INVALID_VALUE = 1  # CUDA_ERROR_INVALID_VALUE
 INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+CAPTURE_INVALIDATED = 901  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 
 
 @pytest.mark.gpu
@@ -37,7 +38,7 @@ def test_a_refused_driver_call_is_raised_as_the_driver_error(monkeypatch, call, 
             elif call == "exec_update":
                 exe.update(graph)
             elif call == "launch_kernel":
-                monkeypatch.setattr(stream, "_fast", None)  # (the compiled lane, where built, calls cydriver itself)
+                monkeypatch.setattr(stream, "_hot_address", 0)  # (the compiled core, where built, calls C itself)
                 stream.launch(kernel, 1, 4, x)
             else:
                 with stream.capture():
@@ -82,3 +83,18 @@ def test_the_hot_kernel_calls_launch_and_set_a_node_with_packed_slots():
     np.testing.assert_array_equal(x.to_numpy(), np.full(4, 2.5, np.float32))
     assert hot.launch_kernel(function, 0, 1, 1, 4, 1, 1, 0, stream._hot_address, slots.kernel_params()) == \
         INVALID_VALUE  # (a refusal is the driver's result, raised by no one here)
+
+
+def test_a_captured_launch_into_a_capture_that_no_longer_records_is_neither_made_nor_queued():
+    pytest.importorskip("cuda.bindings", reason="the CUDA backend's hot calls need cuda-bindings")
+    import threading
+    import types
+
+    from gpugraph.backends.cuda._leaves import CudaHot
+    hot = CudaHot()
+    for capture in (types.SimpleNamespace(lock=None, active=True, graph=types.SimpleNamespace(pending=[])),
+                    types.SimpleNamespace(lock=threading.RLock(), active=False,
+                                          graph=types.SimpleNamespace(pending=[]))):
+        # (No driver call is made: a kernel address of 0 would fault, were it.)
+        assert hot.captured_launch(capture, ("record",), 0, 1, 1, 1, 32, 1, 1, 0, 0, 0) == CAPTURE_INVALIDATED
+        assert capture.graph.pending == []

@@ -128,6 +128,23 @@ def test_a_stream_subclass_and_the_legacy_stream_have_no_hot_address(device):
     assert device.stream()._hot is device._backend.hot
 
 
+def test_a_launch_into_a_capture_with_an_error_or_under_hazard_checking_is_the_checked_paths(device, restore_inc,
+                                                                                               monkeypatch):
+    stream = device.stream()
+    x = device.zeros(8, np.float64)
+    hot = _recorded(stream, K.inc, 2)
+    monkeypatch.setattr(_stream_state, "CHECKING", True)  # (hazard checking notes each captured call)
+    with stream.capture() as cap:
+        stream.launch(K.inc, 1, 8, x, 8)
+    assert len(cap.graph.nodes) == 1 and hot.captured == []
+    monkeypatch.undo()
+    with pytest.raises(gg.CaptureError), stream.capture():
+        device.zeros(8, np.float64)  # (forbidden while a capture runs: the capture takes the error)
+        with pytest.raises(gg.CaptureError):
+            stream.launch(K.inc, 1, 8, x, 8)
+    assert hot.captured == []
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_a_typical_launch_is_the_cores_and_the_rest_the_checked_paths(monkeypatch):
     gpu = gg.Device("cuda")

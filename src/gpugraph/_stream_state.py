@@ -16,7 +16,7 @@ from typing import Any
 from ._capture_rules import function_captures
 from ._hazards import CHECKING
 from ._host_threads import HOST_THREADS
-from ._kernel import Kernel, loaded_function
+from ._kernel import Kernel, launch_dims, loaded_function
 from ._nodes import KernelParams
 
 try:
@@ -36,20 +36,6 @@ MAX_SLOTS = 32  # the arguments of a launch the compiled core packs on its stack
 # KernelParams (a NamedTuple) made as tuple.__new__(KernelParams, fields), without its Python __new__: a fifth of the
 # cost, on a path that makes one record per captured launch.
 _tuple_new = tuple.__new__
-_DIMS: dict[int, tuple[int, int, int]] = {}  # n -> (n, 1, 1): one tuple for each size, kept by many records
-_DIMS_KEPT = 1024
-
-
-def _dim3(n: int) -> tuple[int, int, int]:
-    """``(n, 1, 1)``, one object for each ``n`` (up to ``_DIMS_KEPT`` of them)."""
-    dims = _DIMS.get(n)
-    if dims is None:
-        dims = (n, 1, 1)
-        if len(_DIMS) < _DIMS_KEPT:
-            _DIMS[n] = dims
-    return dims
-
-
 @cython.cclass
 class StreamState:
     """A Stream's fields (never made alone: a Stream is one). ``_hot``: its backend's hot calls
@@ -109,7 +95,8 @@ class StreamState:
                             err = hot.launch_kernel(function, grid, 1, 1, block, 1, 1, 0, self._hot_address,
                                                     cython.cast(cython.size_t, pointers))
                         else:
-                            record = _tuple_new(KernelParams, (kernel, _dim3(grid), _dim3(block), 0, tuple(typed or ()),
+                            dims = launch_dims(grid, block)  # (the shapes' shared tuples, as the checked path's)
+                            record = _tuple_new(KernelParams, (kernel, dims[0], dims[1], 0, tuple(typed or ()),
                                                                self.device.index))
                             # (The capture's backend record, read directly: a Capture's field, on its hottest path.)
                             err = hot.captured_launch(capture._handle, record, function, grid, 1, 1, block, 1, 1, 0,

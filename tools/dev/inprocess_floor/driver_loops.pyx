@@ -67,10 +67,10 @@ def graph_launch_once(uintptr_t exe, uintptr_t stream):
 
 def launch_after_reads(exe, stream, uintptr_t raw_exe, uintptr_t raw_stream, bint lock):
     """One cuGraphLaunch (GIL released) after the attribute reads the compiled core (_exec_state.ExecState.launch)
-    makes, and, if ``lock``, inside the exec's lock taken and released as the lane takes it: the lane's layers
-    one at a time."""
+    makes, and, if ``lock``, inside the exec's lock taken and released as a launch with Params to patch takes it:
+    the core's layers one at a time."""
     cdef cydriver.CUresult err
-    launcher, capture = stream._fast, stream._capture
+    hot, address, capture = stream._hot, stream._hot_address, stream._capture
     if lock:
         taken = exe._lock
         if not taken.acquire(False):

@@ -22,6 +22,7 @@ import numpy as np
 from gpugraph.bench._thinnest import Calls  # (the in-process floor, built with gpugraph)
 
 import gpugraph as gg
+from gpugraph import _exec_state
 from gpugraph.backends.cuda import _leaves
 from gpugraph.bench._core import gc_held
 from gpugraph.bench._gpu import TINY, _chain, _timed, floor
@@ -139,14 +140,12 @@ def main() -> None:
     calls.destroy_graph()
 
     print("\n## A graph launch's host time, layer by layer (1000-node chain, µs, medians of 200, interleaved)")
-    fast = exe._fast
-    # (A launch through the front end first: a call that took the Python path since the last one, such as the
-    # build figure's, may have left the exec a record for its next launch to refresh, and the lane declines until
-    # then. The lane must take these launches, or this part times nothing.)
+    # (A launch through the front end first: the first launch looks up the exec's event-record nodes, and the
+    # compiled core takes launches once it has.)
     exe.launch(stream)
     stream.synchronize()
-    if fast is None or not fast.launch(exe, stream):
-        raise SystemExit("measure: the compiled launch lane is not built or declines this launch")
+    if str(_exec_state.__file__).endswith(".py"):
+        raise SystemExit("measure: the compiled core is not built: GraphExec.launch is the Python path's")
     raw_launch = _leaves.graph_launch
 
     def checked_raw_launch() -> None:
@@ -154,16 +153,12 @@ def main() -> None:
         if code:
             raise SystemExit(f"measure: cuGraphLaunch failed with CUresult {code}")
 
-    def lane() -> None:
-        if not fast.launch(exe, stream):
-            raise SystemExit("measure: the compiled launch lane declined")
     layers: dict[str, Callable[[], object] | None] = {
         "one call timed in C": None,
         "thinnest call, GIL held": lambda: calls.graph_launch(raw_exe, raw_stream),
         "gpugraph's raw call (GIL released)": checked_raw_launch,
-        "+ the lane's attribute reads": lambda: loops.launch_after_reads(exe, stream, raw_exe, raw_stream, False),
+        "+ the core's attribute reads": lambda: loops.launch_after_reads(exe, stream, raw_exe, raw_stream, False),
         "+ the exec's lock": lambda: loops.launch_after_reads(exe, stream, raw_exe, raw_stream, True),
-        "the compiled lane (Exec.launch)": lane,
         "GraphExec.launch": lambda: exe.launch(stream)}
     samples: dict[str, list[float]] = {name: [] for name in layers}
     for round_ in range(220):  # the first 20 rounds warm up
