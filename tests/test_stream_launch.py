@@ -138,10 +138,11 @@ def test_a_launch_into_a_capture_with_an_error_or_under_hazard_checking_is_the_c
         stream.launch(K.inc, 1, 8, x, 8)
     assert len(cap.graph.nodes) == 1 and hot.captured == []
     monkeypatch.undo()
-    with pytest.raises(gg.CaptureError), stream.capture():
-        device.zeros(8, np.float64)  # (forbidden while a capture runs: the capture takes the error)
+    with pytest.raises(gg.CaptureError), stream.capture():  # (its end raises the error it took)
         with pytest.raises(gg.CaptureError):
-            stream.launch(K.inc, 1, 8, x, 8)
+            device.zeros(8, np.float64)  # (forbidden while a capture runs: the capture takes the error)
+        with pytest.raises(gg.CaptureError, match="invalidated"):
+            stream.launch(K.inc, 1, 8, x, 8)  # (the checked path's refusal: the capture has an error)
     assert hot.captured == []
 
 
