@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import numpy as np
 
 import gpugraph as gg
+from gpugraph._argpack import layout_of
 
 SOURCE = r"""
 __global__ void scale(float* x, float f, int n){
@@ -187,3 +188,15 @@ def garbage_held(device: gg.Device) -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+class WithLayout:
+    """A kernel's function as its backend loaded it, with the Layout a CUDA function has (the CPU backend's has none)
+    and ``function`` as the Layout's address: what the compiled core reads of a kernel, for tests whose recording
+    hot calls stand in for a backend's (gpugraph.backends._hot)."""
+
+    def __init__(self, loaded: object, kernel: gg.Kernel, function: int) -> None:
+        self._loaded, self.layout = loaded, layout_of(kernel.signature, function)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._loaded, name)

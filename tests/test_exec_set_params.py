@@ -15,7 +15,6 @@ import pytest
 import gpugraph as gg
 import kernels as K
 from gpugraph import _exec_state
-from gpugraph._argpack import layout_of
 from gpugraph._kernel import keep_function, loaded_function
 from gpugraph._placement import load_kernel
 from gpugraph.backends._hot import HotCalls
@@ -44,22 +43,12 @@ class Recording(HotCalls):
         return REFUSED
 
 
-class Loaded:
-    """A kernel as its backend loaded it, with the Layout a CUDA function has (the CPU backend's has none)."""
-
-    def __init__(self, function: object, kernel: gg.Kernel) -> None:
-        self._function, self.layout = function, layout_of(kernel.signature, FUNCTION)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._function, name)
-
-
 @pytest.fixture
 def recorded_fill(device):
     """K.fill loaded with a Layout (restored after the test)."""
     load_kernel(device, K.fill)
     function = loaded_function(K.fill, device)
-    keep_function(K.fill, device, Loaded(function, K.fill))
+    keep_function(K.fill, device, K.WithLayout(function, K.fill, FUNCTION))
     yield
     keep_function(K.fill, device, function)
 

@@ -14,7 +14,6 @@ import pytest
 import gpugraph as gg
 import kernels as K
 from gpugraph import _stream_state
-from gpugraph._argpack import layout_of
 from gpugraph._kernel import keep_function, loaded_function
 from gpugraph._placement import load_kernel
 from gpugraph.backends._hot import HotCalls
@@ -47,21 +46,11 @@ class Recording(HotCalls):
         return REFUSED
 
 
-class Loaded:
-    """A kernel as its backend loaded it, with the Layout a CUDA function has (the CPU backend's has none)."""
-
-    def __init__(self, function: object, kernel: gg.Kernel) -> None:
-        self._function, self.layout = function, layout_of(kernel.signature, FUNCTION)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._function, name)
-
-
 def _recorded(stream: gg.Stream, kernel: gg.Kernel, slots: int) -> Recording:
     load_kernel(stream.device, kernel)
     function = loaded_function(kernel, stream.device)
     if getattr(function, "layout", None) is None:
-        keep_function(kernel, stream.device, Loaded(function, kernel))
+        keep_function(kernel, stream.device, K.WithLayout(function, kernel, FUNCTION))
     hot = Recording(slots)
     stream._hot, stream._hot_address = hot, STREAM
     return hot
