@@ -19,6 +19,8 @@ cdef class KernelPatch:
 cdef class TurnLock:
     cdef object _lock
     cdef public int gate
+    cpdef bint acquire(self, bint blocking=*) except -1
+    cpdef int release(self) except -1
 
 cdef class ExecState:
     cdef public object graph

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _graph_reads
+from . import _graph_reads, _params
 from ._attributes import KernelAttributes
 from ._capture_rules import function_captures
 from ._errors import GraphError
@@ -291,7 +291,7 @@ class ExecState:
         if hot is None or self._hot_set == 0 or HOST_THREADS or type(node) is not Node or len(args) > MAX_SLOTS:
             return False
         lock = cython.declare(TurnLock, self._lock)
-        if not lock.acquire(False):
+        if not lock.acquire(False):  # (a C call, compiled)
             return False
         try:
             if self._handle is None:
@@ -302,7 +302,7 @@ class ExecState:
             if index is None or (graph is not self.graph and graph is not self._source):
                 return False
             old = records[index]
-            if type(old) is not KernelParams or index in self._params.positions():
+            if type(old) is not KernelParams or (_params.in_use and index in self._params.positions()):
                 return False
             kernel, grid, block, shared_mem, device_index = old[0], old[1], old[2], old[3], old[5]
             if type(kernel) is not Kernel or device_index != self.device.index:
